@@ -1,0 +1,3 @@
+"""patchkit: generate, apply and upstream capability-table patches for SGLang."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,36 @@
+"""Exit codes and the errors that map onto them.
+
+Every command uses the same codes (README, "Exit codes"):
+0 done or nothing to do; 1 check found problems; 2 bad input or usage;
+3 refused to change anything.
+"""
+
+from __future__ import annotations
+
+OK = 0
+PROBLEMS = 1
+BAD_INPUT = 2
+REFUSED = 3
+
+
+class PatchkitError(Exception):
+    """An error the user can act on: printed as one line, never as a traceback."""
+
+    exit_code = BAD_INPUT
+
+    def __init__(self, path: str | None, reason: str) -> None:
+        super().__init__(f"{path}: {reason}" if path else reason)
+        self.path = path
+        self.reason = reason
+
+
+class BadInput(PatchkitError):
+    """A path, repository, tag or file that patchkit cannot use (exit 2)."""
+
+    exit_code = BAD_INPUT
+
+
+class RewriteError(PatchkitError):
+    """A source file whose tables cannot be patched (exit 3: nothing is written)."""
+
+    exit_code = REFUSED

@@ -1,0 +1,234 @@
+"""Add a compute-capability key to dict tables: source bytes in, source bytes out.
+
+Pure: no I/O.  One LibCST transformer does the one rewrite: for every assignment
+(module level or class body, plain or annotated) of a known table name to a dict
+literal that has ``from_cc`` and lacks ``to_cc``, insert ``to_cc: <value of
+from_cc>`` right after the ``from_cc`` entry.  The value node is copied verbatim
+(inner comments and line breaks included); every other byte stays as it was.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence, Union
+
+import libcst as cst
+import libcst.matchers as m
+
+from patchkit.errors import RewriteError
+
+Key = Union[int, str]
+
+PATCHED = "patched"
+UPSTREAM = "already upstream"
+
+
+@dataclass(frozen=True)
+class TableResult:
+    """What happened to one table assignment."""
+
+    name: str
+    scope: str  # "module" or "class <Name>"
+    status: str  # PATCHED or UPSTREAM
+    from_cc: Key
+    to_cc: Key
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "scope": self.scope,
+            "status": self.status,
+            "added_key": self.to_cc,
+            "copied_from": self.from_cc,
+        }
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """The rewritten source and what happened to each table found in it."""
+
+    source: bytes
+    tables: tuple[TableResult, ...]
+
+    @property
+    def changed(self) -> bool:
+        return any(t.status == PATCHED for t in self.tables)
+
+
+def key_value(node: cst.BaseExpression) -> Key | None:
+    """The literal int or str a dict key stands for, or None."""
+    if isinstance(node, cst.Integer):
+        return int(node.evaluated_value)
+    if isinstance(node, cst.SimpleString):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def _new_key(like: cst.BaseExpression, key: Key) -> cst.BaseExpression:
+    if isinstance(key, int):
+        return cst.Integer(str(key))
+    quote = like.quote if isinstance(like, cst.SimpleString) else '"'
+    return cst.SimpleString(f"{quote}{key}{quote}")
+
+
+def _is_multiline(ws: object) -> bool:
+    return isinstance(ws, cst.ParenthesizedWhitespace)
+
+
+def insert_key(table: cst.Dict, from_cc: Key, to_cc: Key) -> cst.Dict:
+    """Return ``table`` with ``to_cc: <from_cc's value>`` after the last ``from_cc`` entry.
+
+    Whitespace is arranged so that the existing lines stay byte-identical: the new
+    entry goes on its own line in a multi-line dict, and in place in a one-line dict.
+    """
+    elements = list(table.elements)
+    index = max(
+        i
+        for i, e in enumerate(elements)
+        if isinstance(e, cst.DictElement) and key_value(e.key) == from_cc
+    )
+    source = elements[index]
+    last = index == len(elements) - 1
+    before = table.lbrace.whitespace_after if index == 0 else elements[index - 1].comma.whitespace_after
+    comma = source.comma if isinstance(source.comma, cst.Comma) else None
+    # The whitespace between the source entry and what follows it.
+    gap_in_rbrace = last and (comma is None or not _is_multiline(comma.whitespace_after))
+    gap = table.rbrace.whitespace_before if gap_in_rbrace else comma.whitespace_after
+
+    if _is_multiline(gap):
+        if _is_multiline(before):
+            indent, line = before.indent, before.last_line
+        elif not last:
+            indent, line = gap.indent, gap.last_line
+        else:
+            indent, line = gap.indent, cst.SimpleWhitespace(gap.last_line.value + "    ")
+        # The source entry keeps its trailing comment; the new line starts clean and
+        # keeps what stood before the next entry (blank lines, comment lines).
+        source_gap = cst.ParenthesizedWhitespace(
+            first_line=gap.first_line, empty_lines=[], indent=indent, last_line=line
+        )
+        rest_gap = gap.with_changes(first_line=cst.TrailingWhitespace())
+    else:
+        if not last:
+            source_gap = gap
+        elif isinstance(before, cst.SimpleWhitespace) and index > 0 and before.value:
+            source_gap = before
+        else:
+            source_gap = cst.SimpleWhitespace(" ")
+        rest_gap = gap
+
+    new_comma: cst.Comma | cst.MaybeSentinel
+    if gap_in_rbrace:
+        new_comma = comma if comma is not None else cst.MaybeSentinel.DEFAULT
+        table = table.with_changes(rbrace=table.rbrace.with_changes(whitespace_before=rest_gap))
+    else:
+        new_comma = comma.with_changes(whitespace_after=rest_gap)
+    source_comma = (comma or cst.Comma()).with_changes(whitespace_after=source_gap)
+
+    added = source.with_changes(
+        key=_new_key(source.key, to_cc), value=source.value.deep_clone(), comma=new_comma
+    )
+    elements[index : index + 1] = [source.with_changes(comma=source_comma), added]
+    return table.with_changes(elements=elements)
+
+
+def _keys(table: cst.Dict) -> list[Key | None]:
+    return [key_value(e.key) for e in table.elements if isinstance(e, cst.DictElement)]
+
+
+class AddCapabilityKey(m.MatcherDecoratableTransformer):
+    """Add ``to_cc`` (copied from ``from_cc``) to every named dict table."""
+
+    def __init__(self, names: Iterable[str], from_cc: Key, to_cc: Key, path: str) -> None:
+        super().__init__()
+        self.names = frozenset(names)
+        self.from_cc = from_cc
+        self.to_cc = to_cc
+        self.path = path
+        self.scopes: list[str] = []
+        self.results: list[TableResult] = []
+
+    # Tables live at module level or in class bodies: never look inside functions.
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.scopes.append(node.name.value)
+
+    def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+        self.scopes.pop()
+        return updated
+
+    def _scope(self) -> str:
+        return f"class {'.'.join(self.scopes)}" if self.scopes else "module"
+
+    def _table_name(self, targets: Sequence[cst.BaseExpression]) -> str | None:
+        for target in targets:
+            if m.matches(target, m.Name()) and target.value in self.names:
+                return target.value
+        return None
+
+    def _rewrite(self, name: str, value: cst.BaseExpression | None) -> cst.BaseExpression | None:
+        if not isinstance(value, cst.Dict):
+            raise RewriteError(
+                self.path,
+                f"table {name} ({self._scope()}) is not a dict literal; patchkit only rewrites literal tables",
+            )
+        keys = _keys(value)
+        if self.to_cc in keys:
+            self.results.append(TableResult(name, self._scope(), UPSTREAM, self.from_cc, self.to_cc))
+            return value
+        if self.from_cc not in keys:
+            known = ", ".join(repr(k) for k in keys if k is not None) or "none"
+            raise RewriteError(
+                self.path,
+                f"table {name} ({self._scope()}) has no key {self.from_cc!r} to copy from (keys: {known})",
+            )
+        self.results.append(TableResult(name, self._scope(), PATCHED, self.from_cc, self.to_cc))
+        return insert_key(value, self.from_cc, self.to_cc)
+
+    def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
+        name = self._table_name([t.target for t in updated.targets])
+        if name is None:
+            return updated
+        return updated.with_changes(value=self._rewrite(name, updated.value))
+
+    def leave_AnnAssign(self, original: cst.AnnAssign, updated: cst.AnnAssign) -> cst.AnnAssign:
+        name = self._table_name([updated.target])
+        if name is None or updated.value is None:
+            return updated
+        return updated.with_changes(value=self._rewrite(name, updated.value))
+
+
+def mentions(source: bytes, names: Iterable[str]) -> bool:
+    """Cheap pre-filter: can this source assign any of the table names at all?"""
+    return any(name.encode() in source for name in names)
+
+
+def rewrite(source: bytes, names: Iterable[str], from_cc: Key, to_cc: Key, path: str = "<source>") -> Rewrite:
+    """Add ``to_cc`` copied from ``from_cc`` to every table in ``names`` found in ``source``.
+
+    Raises RewriteError (naming ``path``) for a syntax error, a table without
+    ``from_cc`` or a table that is not a dict literal.
+    """
+    names = tuple(names)
+    if from_cc == to_cc:
+        raise RewriteError(path, f"--from-cc and --to-cc are both {from_cc!r}")
+    if not mentions(source, names):
+        return Rewrite(source, ())
+    try:
+        module = cst.parse_module(source)
+    except cst.ParserSyntaxError as exc:
+        raise RewriteError(path, f"cannot parse: line {exc.raw_line}, column {exc.raw_column}: {exc.message}") from None
+    except (UnicodeDecodeError, LookupError, SyntaxError) as exc:
+        raise RewriteError(path, f"cannot decode: {exc}") from None
+    transformer = AddCapabilityKey(names, from_cc, to_cc, path)
+    new_module = module.visit(transformer)
+    results = tuple(transformer.results)
+    if not any(t.status == PATCHED for t in results):
+        return Rewrite(source, results)
+    return Rewrite(new_module.bytes, results)

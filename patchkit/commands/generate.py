@@ -1,0 +1,245 @@
+"""``patchkit generate``: one version-pinned patch and manifest per release tag.
+
+Reads each release from git objects, rewrites the candidate files, and renders
+``<out>/<version>/0001-*.patch`` and ``<out>/<version>/manifest.json``.
+Deterministic: the same repository and patchkit give byte-identical output.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+from patchkit import __version__
+from patchkit.errors import PatchkitError
+from patchkit.manifest import FileEntry, Manifest
+from patchkit.patchfile import FileChange, format_patch, patch_filename
+from patchkit.registry import Project
+from patchkit.render import render
+from patchkit.rewriter import PATCHED, UPSTREAM, Key, Rewrite, rewrite
+from patchkit.sources.git_objects import GitSource, blob_id
+from patchkit.versions import tag_to_version
+
+PATCH_AUTHOR = "patchkit <patchkit@users.noreply.invalid>"
+MANIFEST = "manifest.json"
+
+# What a release needs, in the words the per-tag line and --json use.
+STATUS_PATCHED = "patched"
+STATUS_NOTHING = "nothing to patch"
+STATUS_UPSTREAM = "already upstream"
+STATUS_ERROR = "error"
+
+
+@dataclass
+class TagOutcome:
+    tag: str
+    version: str
+    status: str
+    outputs: dict[str, bytes] = field(default_factory=dict)  # file name -> bytes
+    tables: list[dict] = field(default_factory=list)
+    error: str | None = None
+
+    def to_json(self) -> dict:
+        return {
+            "tag": self.tag,
+            "version": self.version,
+            "status": self.status,
+            "files": sorted(self.outputs),
+            "tables": self.tables,
+            "error": self.error,
+        }
+
+
+@dataclass
+class GenerateResult:
+    outcomes: list[TagOutcome]
+    differences: list[str] = field(default_factory=list)  # --check only
+
+    @property
+    def failed(self) -> bool:
+        return any(o.status == STATUS_ERROR for o in self.outcomes)
+
+    def summary(self) -> dict:
+        counts = {s: 0 for s in (STATUS_PATCHED, STATUS_NOTHING, STATUS_UPSTREAM, STATUS_ERROR)}
+        for o in self.outcomes:
+            counts[o.status] += 1
+        return {"tags": len(self.outcomes), **counts}
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def release_patch(
+    source: GitSource,
+    tag: str,
+    project: Project,
+    from_cc: Key,
+    to_cc: Key,
+    cache: dict[str, Rewrite | PatchkitError],
+    templates: Path | None = None,
+) -> TagOutcome:
+    """Patch and manifest for one tag.  ``cache`` maps blob ids to rewrites (shared across tags)."""
+    release = source.release(tag)
+    version = tag_to_version(tag)
+    changes: list[FileChange] = []
+    entries: list[FileEntry] = []
+    upstream: list[dict] = []
+    for file in source.files(tag, project.files):
+        result = cache.get(file.blob)
+        if result is None:
+            try:
+                result = rewrite(file.data, project.tables, from_cc, to_cc, file.path)
+            except PatchkitError as exc:
+                result = exc
+            cache[file.blob] = result
+        if isinstance(result, PatchkitError):
+            return TagOutcome(tag, version, STATUS_ERROR, error=str(result))
+        upstream += [dict(t.to_json(), path=file.path) for t in result.tables if t.status == UPSTREAM]
+        if not result.changed:
+            continue
+        new_blob = blob_id(result.source)
+        changes.append(FileChange(file.path, file.mode, file.data, result.source, file.blob, new_blob))
+        entries.append(
+            FileEntry(
+                path=file.path,
+                mode=file.mode,
+                pre_blob=file.blob,
+                post_blob=new_blob,
+                pre_sha256=_sha256(file.data),
+                post_sha256=_sha256(result.source),
+                tables=[t.to_json() for t in result.tables if t.status == PATCHED],
+            )
+        )
+    if not changes:
+        status = STATUS_UPSTREAM if upstream else STATUS_NOTHING
+        return TagOutcome(tag, version, status, tables=upstream)
+
+    context = {
+        "project": project.name,
+        "version": version,
+        "tag": tag,
+        "commit": release.commit,
+        "from_cc": from_cc,
+        "to_cc": to_cc,
+        "files": [{"path": e.path, "tables": e.tables} for e in entries],
+        "already_upstream": upstream,
+        "patchkit_version": __version__,
+        "last_update": release.date,
+    }
+    message = render("commit-message.j2", context, templates)
+    patch = format_patch(
+        author=PATCH_AUTHOR,
+        date=release.date,
+        message=message,
+        changes=changes,
+        signature=f"patchkit {__version__}",
+    )
+    name = patch_filename(message.strip().splitlines()[0])
+    manifest = Manifest(
+        project=project.name,
+        version=version,
+        tag=tag,
+        commit=release.commit,
+        from_cc=from_cc,
+        to_cc=to_cc,
+        patch=name,
+        patch_sha256=_sha256(patch),
+        files=entries,
+        already_upstream=upstream,
+        patchkit=__version__,
+    )
+    tables = [dict(t, path=e.path) for e in entries for t in e.tables]
+    return TagOutcome(tag, version, STATUS_PATCHED, {name: patch, MANIFEST: manifest.to_bytes()}, tables)
+
+
+def _ours(folder: Path) -> list[Path]:
+    """The files generate writes in a version folder (and may therefore replace)."""
+    return [p for p in folder.iterdir() if p.name == MANIFEST or p.suffix == ".patch"]
+
+
+def differences(out: Path, outcomes: Iterable[TagOutcome]) -> list[str]:
+    """How ``out`` differs from what these outcomes would write (for --check)."""
+    found: list[str] = []
+    for o in outcomes:
+        if o.status == STATUS_ERROR:
+            continue
+        folder = out / o.version
+        existing = {p.name: p for p in _ours(folder)} if folder.is_dir() else {}
+        for name, data in sorted(o.outputs.items()):
+            path = folder / name
+            if name not in existing:
+                found.append(f"{path}: missing")
+            elif existing[name].read_bytes() != data:
+                found.append(f"{path}: differs from what generate writes")
+        for name in sorted(set(existing) - set(o.outputs)):
+            found.append(f"{folder / name}: not written by generate ({o.status})")
+    return found
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def write(out: Path, outcome: TagOutcome) -> None:
+    """Make ``out/<version>/`` hold exactly what the outcome says (no folder if nothing)."""
+    folder = out / outcome.version
+    if outcome.status == STATUS_ERROR:
+        return
+    if folder.is_dir():
+        for stale in _ours(folder):
+            if stale.name not in outcome.outputs:
+                stale.unlink()
+    if not outcome.outputs:
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, data in outcome.outputs.items():
+        path = folder / name
+        if not path.is_file() or path.read_bytes() != data:
+            _write_atomic(path, data)
+
+
+def generate(
+    repo: Path,
+    tags: list[str],
+    out: Path,
+    project: Project,
+    from_cc: Key,
+    to_cc: Key,
+    check: bool = False,
+    templates: Path | None = None,
+    progress: Callable[[TagOutcome], None] | None = None,
+) -> GenerateResult:
+    """Generate (or with ``check``, compare) the patches of ``tags`` (default: every release tag)."""
+    source = GitSource(repo)
+    tags = tags or source.release_tags()
+    for tag in tags:
+        source.release(tag)  # every named tag must exist before anything is written
+    cache: dict[str, Rewrite | PatchkitError] = {}
+    outcomes = []
+    for tag in tags:
+        outcome = release_patch(source, tag, project, from_cc, to_cc, cache, templates)
+        if not check:
+            write(out, outcome)
+        outcomes.append(outcome)
+        if progress:
+            progress(outcome)
+    result = GenerateResult(outcomes)
+    if check:
+        result.differences = differences(out, outcomes)
+    return result

@@ -1,0 +1,115 @@
+"""The command line: parse, dispatch, print.  The work is in ``patchkit.commands``."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from patchkit import __version__
+from patchkit.errors import OK, PROBLEMS, REFUSED, PatchkitError
+
+
+def parse_cc(value: str) -> int | str:
+    """``10`` -> 10 (SGLang's int keys); ``10.0`` -> "10.0" (string keys)."""
+    value = value.strip()
+    if value.isdigit():
+        return int(value)
+    if value.replace(".", "", 1).isdigit():
+        return value
+    raise click.BadParameter(f"{value!r} is not a compute capability such as 12 or 12.0")
+
+
+class CC(click.ParamType):
+    name = "CC"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, (int, str)) and not isinstance(value, bool):
+            try:
+                return parse_cc(str(value))
+            except click.BadParameter as exc:
+                self.fail(exc.message, param, ctx)
+        return value
+
+
+def fail(exc: PatchkitError) -> None:
+    click.echo(f"patchkit: {exc}", err=True)
+    sys.exit(exc.exit_code)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="patchkit")
+def cli() -> None:
+    """Generate, apply and upstream patches that teach SGLang new GPU architectures."""
+
+
+@cli.command()
+@click.option("--from-cc", type=CC(), default="10", show_default=True, help="Key to copy from (SM100).")
+@click.option("--to-cc", type=CC(), default="12", show_default=True, help="Key to add (SM120).")
+@click.option(
+    "--repo",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="SGLang git repository [default: $PATCHKIT_SGLANG_REPO, else ~/sglang].",
+)
+@click.option("--tag", "tags", multiple=True, help="Release tag to generate for (repeatable) [default: every v* tag].")
+@click.option("--out", type=click.Path(path_type=Path), default=Path("patches"), show_default=True)
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 if --out differs from what would be written.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of lines.")
+@click.option("--templates", type=click.Path(path_type=Path, file_okay=False), default=None, help="Folder of templates overriding the shipped ones.")
+def generate(from_cc, to_cc, repo, tags, out, check, as_json, templates) -> None:
+    """Write a version-pinned patch and manifest per release tag into OUT/<version>/."""
+    from patchkit.commands import generate as command
+    from patchkit.registry import SGLANG
+    from patchkit.sources.git_objects import default_repo
+
+    repo = repo or default_repo()
+    width = max((len(t) for t in tags), default=14)
+
+    def progress(outcome) -> None:
+        if as_json:
+            return
+        line = f"{outcome.tag:<{width}}  {outcome.status}"
+        if outcome.status == command.STATUS_PATCHED:
+            patch = next(n for n in outcome.outputs if n.endswith(".patch"))
+            files = {t["path"] for t in outcome.tables}
+            line += f": {len(outcome.tables)} tables in {len(files)} files -> {out / outcome.version / patch}"
+        elif outcome.error:
+            line += f": {outcome.error}"
+        click.echo(line, err=outcome.status == command.STATUS_ERROR)
+
+    try:
+        result = command.generate(repo, list(tags), out, SGLANG, from_cc, to_cc, check, templates, progress)
+    except PatchkitError as exc:
+        fail(exc)
+    summary = result.summary()
+    if as_json:
+        doc = {
+            "repo": str(repo),
+            "out": str(out),
+            "from_cc": from_cc,
+            "to_cc": to_cc,
+            "check": check,
+            "tags": [o.to_json() for o in result.outcomes],
+            "summary": summary,
+            "differences": result.differences,
+        }
+        click.echo(json.dumps(doc, indent=2))
+    else:
+        for line in result.differences:
+            click.echo(line)
+        click.echo(
+            f"{summary['tags']} tags: {summary['patched']} patched, {summary['nothing to patch']} nothing to patch, "
+            f"{summary['already upstream']} already upstream, {summary['error']} errors"
+            + (f"; {len(result.differences)} differences in {out}" if check else "")
+        )
+    if result.failed:
+        sys.exit(REFUSED)  # a tag whose tables could not be patched
+    sys.exit(PROBLEMS if result.differences else OK)
+
+
+def main() -> None:
+    cli(prog_name="patchkit")

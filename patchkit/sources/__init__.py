@@ -1,0 +1,1 @@
+"""Where source bytes come from: git objects, a checkout, an installed package."""

@@ -129,7 +129,7 @@ def release_patch(
         "files": [{"path": e.path, "tables": e.tables} for e in entries],
         "already_upstream": upstream,
         "patchkit_version": __version__,
-        "last_update": release.date,
+        "last_update": release.day,
     }
     message = render("commit-message.j2", context, templates)
     patch = format_patch(

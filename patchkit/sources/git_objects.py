@@ -22,6 +22,7 @@ class Release:
     tag: str
     commit: str
     date: str  # RFC 2822, the release commit's author date
+    day: str  # YYYY-MM-DD of that date
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,8 @@ class GitSource:
             commit = self.repo.tags[tag].commit
         except (IndexError, ValueError, self._git.BadName):
             raise BadInput(str(self.path), f"no tag {tag!r} in this repository") from None
-        return Release(tag, commit.hexsha, format_datetime(commit.authored_datetime))
+        when = commit.authored_datetime
+        return Release(tag, commit.hexsha, format_datetime(when), when.date().isoformat())
 
     def files(self, tag: str, globs: tuple[str, ...]) -> Iterator[SourceFile]:
         """The blobs under the tag's tree whose paths match any of ``globs``."""

@@ -1,0 +1,119 @@
+"""Shared test helpers: git repositories built inside the test, and running the CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DC = "python/sglang/srt/distributed/device_communicators"
+
+# Fixtures in the shape of SGLang's files (written for these tests, not copied).
+UTILS_OLD = b"""MiB = 1024 * 1024
+
+SYMM_MEM_ALL_REDUCE_MAX_SIZES = {
+    9: {
+        2: 64 * MiB,  # 64 MB
+        8: 64 * MiB,  # 64 MB
+    },
+    10: {
+        2: 64 * MiB,  # 64 MB
+        8: 128 * MiB,  # 128 MB
+    },
+}
+"""
+UTILS_NEW = UTILS_OLD.replace(b"SYMM_MEM_ALL", b"TORCH_SYMM_MEM_ALL")
+COMM = b'''import torch
+
+
+class %(cls)s:
+    """A communicator."""
+
+    # Mapping: compute capability major -> world sizes
+    _WORLD_SIZES_MULTIMEM = {
+        9: [4, 6, 8],
+        10: %(sm100)s,
+    }
+
+    def __init__(self, group):
+        self.group = group
+
+    def sizes(self, cc):
+        return self._WORLD_SIZES_MULTIMEM[cc]
+'''
+
+
+def comm(cls: str = "TorchSymmMemCommunicator", sm100: str = "[6, 8]") -> bytes:
+    return COMM % {b"cls": cls.encode(), b"sm100": sm100.encode()}
+
+
+# tag -> {path: bytes}: no tables, the 0.5.3 layout, the later layout, new values.
+RELEASES = {
+    "v0.5.2": {"python/sglang/version.py": b'__version__ = "0.5.2"\n'},
+    "v0.5.3": {
+        "python/sglang/version.py": b'__version__ = "0.5.3"\n',
+        f"{DC}/all_reduce_utils.py": UTILS_OLD,
+        f"{DC}/symm_mem.py": comm("SymmMemCommunicator"),
+    },
+    "v0.5.5": {
+        "python/sglang/version.py": b'__version__ = "0.5.5"\n',
+        f"{DC}/all_reduce_utils.py": UTILS_NEW,
+        f"{DC}/torch_symm_mem.py": comm(),
+    },
+    "v0.5.16": {
+        "python/sglang/version.py": b'__version__ = "0.5.16"\n',
+        f"{DC}/all_reduce_utils.py": UTILS_NEW,
+        f"{DC}/torch_symm_mem.py": comm(sm100="[4, 6, 8]"),
+    },
+}
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "Test Author",
+    "GIT_AUTHOR_EMAIL": "author@example.invalid",
+    "GIT_COMMITTER_NAME": "Test Author",
+    "GIT_COMMITTER_EMAIL": "author@example.invalid",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+}
+
+
+def git(repo: Path, *args: str, date: str = "2026-01-02T03:04:05+00:00") -> str:
+    env = dict(os.environ, **GIT_ENV, GIT_AUTHOR_DATE=date, GIT_COMMITTER_DATE=date)
+    done = subprocess.run(["git", "-C", str(repo), *args], env=env, check=True, capture_output=True)
+    return done.stdout.decode()
+
+
+def make_repo(path: Path, releases: dict[str, dict[str, bytes]] = RELEASES) -> Path:
+    """A git repository with one commit and one tag per release, each tree exactly ``files``."""
+    path.mkdir(parents=True, exist_ok=True)
+    git(path, "init", "-q", "-b", "main")
+    for day, (tag, files) in enumerate(releases.items(), start=1):
+        git(path, "rm", "-rq", "--ignore-unmatch", ".")
+        for rel, data in files.items():
+            target = path / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        git(path, "add", "-A")
+        date = f"2026-01-{day:02d}T12:00:00+00:00"
+        git(path, "commit", "-qm", f"release {tag}", date=date)
+        git(path, "tag", tag)
+    return path
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "sglang")
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run ``python -m patchkit`` as a user would: a separate process, bytes out."""
+    full_env = dict(os.environ, **GIT_ENV)
+    full_env.pop("PATCHKIT_SGLANG_REPO", None)
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "patchkit", *args], cwd=cwd, env=full_env, capture_output=True
+    )

@@ -1,0 +1,61 @@
+# patchkit: every target sets up what it needs on a fresh machine.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PK := $(VENV)/bin/patchkit
+MIRROR := build/sglang-mirror
+DEMO := build/demo
+DEMO_VERSION := 0.5.9
+
+.PHONY: test demo venv install sglang-mirror patches check-patches clean
+
+# The virtualenv with the test dependencies; rebuilt when pyproject.toml changes.
+$(VENV)/.deps: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet ".[test]"
+	touch $@
+
+venv: $(VENV)/.deps
+
+# A real (non-editable) install, as a user gets it: shipped patches and templates included.
+install: venv
+	$(PY) -m pip install --quiet --no-deps --force-reinstall .
+
+test: install
+	cd tests && ../$(VENV)/bin/pytest -q -p no:cacheprovider
+
+# A local git history of real SGLang releases, one commit and tag per PyPI wheel.
+sglang-mirror: install
+	$(PY) -m patchkit.mirror --dest $(MIRROR)
+
+# Regenerate the shipped patches from the mirror (never edit them by hand).
+patches: sglang-mirror
+	$(PK) generate --repo $(MIRROR) --out patches
+
+# Every shipped patch is what generate writes, applies at its tag, keeps black happy
+# and gives key 12 the value of key 10.
+check-patches: sglang-mirror
+	$(PK) generate --repo $(MIRROR) --out patches --check
+	cd tests && PATCHKIT_REAL_MIRROR=$(abspath $(MIRROR)) \
+		../$(VENV)/bin/pytest -q -p no:cacheprovider test_real_releases.py
+
+# The main job on a real release: fetch SGLang $(DEMO_VERSION) from PyPI into a scratch
+# git checkout, patch it with the shipped patch, show the result.
+demo: install
+	rm -rf $(DEMO)
+	$(PY) -m patchkit.mirror --dest $(DEMO)/sglang --versions $(DEMO_VERSION)
+	@echo
+	@echo "== the shipped patch is exactly what patchkit generates from v$(DEMO_VERSION)"
+	$(PK) generate --repo $(DEMO)/sglang --tag v$(DEMO_VERSION) --out patches --check
+	@echo
+	@echo "== apply it to the checkout"
+	git -C $(DEMO)/sglang apply --verbose $(abspath $(wildcard patches/$(DEMO_VERSION)/*.patch))
+	git -C $(DEMO)/sglang --no-pager diff --stat
+	git -C $(DEMO)/sglang --no-pager diff
+	@echo
+	@echo "== key 12 now equals key 10 in every table"
+	$(PY) -m patchkit.evaluate --from-cc 10 --to-cc 12 $(DEMO)/sglang/python/sglang/srt/distributed/device_communicators/*.py
+
+clean:
+	rm -rf build $(VENV) *.egg-info

@@ -1,0 +1,134 @@
+"""Evaluate capability tables from source, without importing or running it.
+
+Folds the constant expressions SGLang writes in its tables (``64 * MiB``,
+``[4, 6, 8]``, nested dicts), where names resolve to earlier module-level
+constant assignments (``MiB = 1024 * 1024``).  Anything else is an error.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any, Iterable
+
+import libcst as cst
+
+from patchkit.errors import RewriteError
+
+_BINARY = {
+    cst.Add: operator.add,
+    cst.Subtract: operator.sub,
+    cst.Multiply: operator.mul,
+    cst.FloorDivide: operator.floordiv,
+    cst.Divide: operator.truediv,
+    cst.Modulo: operator.mod,
+    cst.Power: operator.pow,
+    cst.LeftShift: operator.lshift,
+    cst.RightShift: operator.rshift,
+}
+
+
+class NotConstant(Exception):
+    pass
+
+
+def fold(node: cst.BaseExpression, names: dict[str, Any]) -> Any:
+    """The value of a constant expression."""
+    if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString)):
+        return node.evaluated_value
+    if isinstance(node, cst.Name):
+        if node.value in names:
+            return names[node.value]
+        if node.value in ("True", "False", "None"):
+            return {"True": True, "False": False, "None": None}[node.value]
+        raise NotConstant(f"name {node.value!r} is not a known constant")
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        return -fold(node.expression, names)
+    if isinstance(node, cst.BinaryOperation) and type(node.operator) in _BINARY:
+        return _BINARY[type(node.operator)](fold(node.left, names), fold(node.right, names))
+    if isinstance(node, (cst.List, cst.Tuple, cst.Set)):
+        items = [fold(e.value, names) for e in node.elements if isinstance(e, cst.Element)]
+        if len(items) != len(node.elements):
+            raise NotConstant("starred element")
+        return {cst.List: list, cst.Tuple: tuple, cst.Set: frozenset}[type(node)](items)
+    if isinstance(node, cst.Dict):
+        out = {}
+        for e in node.elements:
+            if not isinstance(e, cst.DictElement):
+                raise NotConstant("** in a dict")
+            out[fold(e.key, names)] = fold(e.value, names)
+        return out
+    raise NotConstant(f"{type(node).__name__} is not a constant expression")
+
+
+def tables(source: bytes, table_names: Iterable[str], path: str = "<source>") -> dict[str, Any]:
+    """``{"<scope>.<name>": value}`` for every named table assigned at module level or in a class."""
+    wanted = frozenset(table_names)
+    try:
+        module = cst.parse_module(source)
+    except cst.ParserSyntaxError as exc:
+        raise RewriteError(path, f"cannot parse: line {exc.raw_line}, column {exc.raw_column}: {exc.message}") from None
+    found: dict[str, Any] = {}
+    constants: dict[str, Any] = {}
+
+    def walk(body: Iterable[cst.CSTNode], scope: str) -> None:
+        for statement in body:
+            if isinstance(statement, cst.ClassDef):
+                inner = f"{scope}.{statement.name.value}" if scope != "module" else statement.name.value
+                walk(statement.body.body, inner)
+                continue
+            if not isinstance(statement, cst.SimpleStatementLine):
+                continue
+            for small in statement.body:
+                if isinstance(small, cst.Assign):
+                    targets = [t.target for t in small.targets]
+                elif isinstance(small, cst.AnnAssign) and small.value is not None:
+                    targets = [small.target]
+                else:
+                    continue
+                names = [t.value for t in targets if isinstance(t, cst.Name)]
+                try:
+                    value = fold(small.value, constants)
+                except (NotConstant, ArithmeticError, TypeError) as exc:
+                    for name in set(names) & wanted:
+                        raise RewriteError(path, f"table {name} ({scope}) cannot be evaluated: {exc}") from None
+                    continue
+                for name in names:
+                    if scope == "module":
+                        constants[name] = value
+                    if name in wanted:
+                        found[f"{scope}.{name}" if scope != "module" else name] = value
+
+    walk(module.body, "module")
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m patchkit.evaluate --from-cc 10 --to-cc 12 FILE...``: show each table's two keys."""
+    import argparse
+    import sys
+
+    from patchkit.registry import SGLANG
+
+    parser = argparse.ArgumentParser(prog="python -m patchkit.evaluate")
+    parser.add_argument("--from-cc", type=int, default=10)
+    parser.add_argument("--to-cc", type=int, default=12)
+    parser.add_argument("files", nargs="+")
+    args = parser.parse_args(argv)
+    bad = 0
+    for path in args.files:
+        try:
+            with open(path, "rb") as f:
+                found = tables(f.read(), SGLANG.tables, path)
+        except (OSError, RewriteError) as exc:
+            print(f"{path}: {exc}", file=sys.stderr)
+            return 2
+        for name, table in found.items():
+            same = args.to_cc in table and table.get(args.to_cc) == table.get(args.from_cc)
+            bad += not same
+            verdict = "ok" if same else "MISMATCH"
+            print(f"{verdict:8} {path}: {name}[{args.to_cc}] = {table.get(args.to_cc)!r}  ({name}[{args.from_cc}] = {table.get(args.from_cc)!r})")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,262 @@
+"""A local git repository holding the history of real SGLang releases, built from PyPI wheels.
+
+A wheel's ``sglang/**/*.py`` files are exactly the release tag's ``python/sglang/**/*.py``
+files, so one commit per wheel (tagged ``v<version>``) gives the tools and tests real SGLang
+sources without GitHub. The build is deterministic: same wheels, same commit ids.
+Each release is a root commit of its own, so a tag's commit id depends on its wheel
+alone: a mirror of a few releases and the full mirror agree on every commit (and so
+do the patches generated from them).
+
+    python -m patchkit.mirror [--dest DIR] [--cache DIR] [--versions V ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import calendar
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+from patchkit.versions import is_release_tag, version_key
+
+SGLANG_RELEASES = tuple(
+    "0.4.10.post2 0.5.1 0.5.1.post1 0.5.1.post2 0.5.1.post3 0.5.2 0.5.3 0.5.3.post1"
+    " 0.5.3.post2 0.5.3.post3 0.5.4 0.5.4.post1 0.5.4.post2 0.5.4.post3 0.5.5 0.5.5.post1"
+    " 0.5.5.post2 0.5.5.post3 0.5.6 0.5.6.post1 0.5.6.post2 0.5.7 0.5.8 0.5.8.post1 0.5.9"
+    " 0.5.10 0.5.10.post1 0.5.11 0.5.12 0.5.12.post1 0.5.13 0.5.13.post1 0.5.14 0.5.15"
+    " 0.5.15.post1 0.5.16 0.5.17 0.5.18 0.5.19 0.5.20 0.5.21 0.5.22 0.5.23".split()
+)
+NAME, EMAIL = "SGLang release mirror", "mirror@patchkit.invalid"
+_GIT_LOCATION = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY")
+
+
+class MirrorError(Exception):
+    """A download or build problem, reported to the user as one line."""
+
+
+def default_cache() -> Path:
+    env = os.environ.get("PATCHKIT_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "patchkit"
+
+
+def fetch_wheel(version: str, cache: Path) -> Path:
+    """The cached wheel of sglang ``version``, downloaded with pip if it is not cached yet."""
+    folder = Path(cache) / "wheels" / "sglang" / version
+    cached = sorted(folder.glob("*.whl"))
+    if cached:
+        return cached[0]
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    # Download next to the final folder, then move the finished file in: an interrupted
+    # download never leaves a half wheel that looks cached.
+    tmp = Path(tempfile.mkdtemp(prefix=f".{version}.", dir=folder.parent))
+    try:
+        pip = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            # Later releases ship CPython 3.11 manylinux wheels only; their .py files are
+            # the same on every platform, so ask for those wherever this runs.
+            "--python-version=3.11",
+            "--implementation=cp",
+            "--platform=manylinux_2_34_x86_64",
+        ]
+        cmd = [*pip, "--quiet", f"sglang=={version}", "-d", str(tmp)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        wheels = sorted(tmp.glob("*.whl"))
+        if proc.returncode != 0 or not wheels:
+            lines = (proc.stderr or proc.stdout).strip().splitlines()
+            last = lines[-1].strip() if lines else f"pip exited with {proc.returncode}"
+            raise MirrorError(f"cannot download sglang {version}: {last}")
+        folder.mkdir(exist_ok=True)
+        os.replace(wheels[0], folder / wheels[0].name)
+        return folder / wheels[0].name
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _is_sglang_py(name: str) -> bool:
+    return name.startswith("sglang/") and name.endswith(".py")
+
+
+def _read_wheel(wheel: Path) -> tuple[list[tuple[str, bytes]], int]:
+    """The wheel's ``sglang/**/*.py`` files as (repo path, bytes), sorted, and their latest time."""
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            infos = sorted(
+                (i for i in zf.infolist() if _is_sglang_py(i.filename)),
+                key=lambda i: i.filename,
+            )
+            files = [("python/" + i.filename, zf.read(i)) for i in infos]
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise MirrorError(f"{wheel}: not a readable wheel ({exc})") from None
+    if not files:
+        raise MirrorError(f"{wheel}: holds no sglang/*.py files")
+    return files, max(calendar.timegm(i.date_time + (0, 0, 0)) for i in infos)
+
+
+def _git_env() -> dict[str, str]:
+    """The caller's environment without repository overrides, with a fixed identity."""
+    env = {k: v for k, v in os.environ.items() if k not in _GIT_LOCATION}
+    env.update(GIT_CONFIG_NOSYSTEM="1", GIT_AUTHOR_NAME=NAME, GIT_AUTHOR_EMAIL=EMAIL)
+    env.update(GIT_COMMITTER_NAME=NAME, GIT_COMMITTER_EMAIL=EMAIL)
+    return env
+
+
+def _git(repo: Path, *args: str) -> None:
+    config = [f"user.name={NAME}", f"user.email={EMAIL}", "core.autocrlf=false"]
+    cmd = ["git", *(x for c in config for x in ("-c", c)), "-C", str(repo), *args]
+    proc = subprocess.run(cmd, env=_git_env(), capture_output=True, text=True)
+    if proc.returncode != 0:
+        lines = proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"]
+        raise MirrorError(f"git {args[0]} failed: {lines[-1]}")
+
+
+def _quote(path: str) -> bytes:
+    escaped = path.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return b'"' + escaped.encode() + b'"'
+
+
+def _commit(
+    mark: int, version: str, wheel: Path, files: list[tuple[str, bytes]], when: int
+) -> bytes:
+    """The fast-import commands for one release: a commit on main and its tag."""
+    message = f"SGLang {version}\n\nFrom the PyPI wheel {wheel.name}.\n".encode()
+    ident = f"{NAME} <{EMAIL}> {when} +0000\n".encode()
+    out = [
+        b"reset refs/heads/main\n",  # no parent: the commit id depends on this release only
+        b"commit refs/heads/main\nmark :%d\n" % mark,
+        b"author " + ident,
+        b"committer " + ident,
+        b"data %d\n" % len(message),
+        message,
+        b"deleteall\n",
+    ]
+    for path, data in files:
+        out += [
+            b"M 100644 inline " + _quote(path) + b"\n",
+            b"data %d\n" % len(data),
+            data,
+            b"\n",
+        ]
+    out.append(f"\nreset refs/tags/v{version}\nfrom :{mark}\n\n".encode())
+    return b"".join(out)
+
+
+def build_mirror(versions, dest: Path, cache: Path, progress=None) -> list[str]:
+    """Create a git repository at ``dest``: one tagged commit per release, newest checked out."""
+    versions = sorted(set(versions), key=version_key)
+    if not versions:
+        raise MirrorError("no versions to mirror")
+    for v in versions:
+        if not is_release_tag(f"v{v}"):
+            raise MirrorError(f"not a release version: {v!r}")
+    dest = Path(dest)
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise MirrorError(
+            f"{dest} exists and is not empty; remove it to rebuild the mirror"
+        )
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    # Build next to dest and move it in at the end: a failed build leaves nothing behind.
+    work = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        _git(work, "init", "-q", "-b", "main")
+        with tempfile.TemporaryFile() as errors:
+            proc = subprocess.Popen(
+                ["git", "-C", str(work), "fast-import", "--quiet", "--done"],
+                stdin=subprocess.PIPE,
+                stderr=errors,
+                env=_git_env(),
+            )
+            tags = []
+            try:
+                for mark, version in enumerate(versions, 1):
+                    wheel = fetch_wheel(version, cache)
+                    files, when = _read_wheel(wheel)
+                    proc.stdin.write(_commit(mark, version, wheel, files, when))
+                    tags.append(f"v{version}")
+                    if progress:
+                        progress(f"v{version:<14} {len(files)} files")
+                proc.stdin.write(b"done\n")
+            except BrokenPipeError:
+                pass  # fast-import died; its own message is reported below
+            finally:
+                try:
+                    proc.stdin.close()
+                except BrokenPipeError:
+                    pass
+                proc.wait()
+            if proc.returncode != 0:
+                errors.seek(0)
+                lines = errors.read().decode(errors="replace").strip().splitlines()
+                raise MirrorError(
+                    f"git fast-import failed: {lines[0] if lines else proc.returncode}"
+                )
+        _git(work, "reset", "-q", "--hard")
+        if dest.exists():
+            dest.rmdir()
+        work.rename(dest)
+        return tags
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _tags(dest: Path) -> set[str] | None:
+    """The tags of the repository at ``dest`` (its top level), or None if it is not one."""
+    if not (dest / ".git").exists():
+        return None
+    proc = subprocess.run(
+        ["git", "--git-dir", str(dest / ".git"), "tag", "--list"],
+        env=_git_env(),
+        capture_output=True,
+        text=True,
+    )
+    return set(proc.stdout.split()) if proc.returncode == 0 else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m patchkit.mirror",
+        description="Build a git history of SGLang releases from PyPI wheels.",
+    )
+    parser.add_argument("--dest", type=Path, default=Path("build/sglang-mirror"))
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=None,
+        help="default: $PATCHKIT_CACHE or ~/.cache/patchkit",
+    )
+    parser.add_argument(
+        "--versions", nargs="+", metavar="V", default=list(SGLANG_RELEASES)
+    )
+    args = parser.parse_args(argv)
+    try:
+        if _tags(args.dest) == {f"v{v}" for v in args.versions}:
+            print(f"{args.dest}: up to date ({len(set(args.versions))} releases)")
+            return 0
+        start = time.monotonic()
+        tags = build_mirror(
+            args.versions, args.dest, args.cache or default_cache(), progress=print
+        )
+    except (MirrorError, OSError) as exc:
+        print(f"patchkit.mirror: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("patchkit.mirror: interrupted", file=sys.stderr)
+        return 130
+    print(
+        f"{args.dest}: {len(tags)} releases, main at {tags[-1]} ({time.monotonic() - start:.1f}s)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""Real SGLang releases from PyPI: the shipped patches are what generate writes, and they work.
+
+By default a few small releases are fetched (and cached, see ``patchkit.mirror``).
+``make check-patches`` runs this module over every release of the full mirror
+(PATCHKIT_REAL_MIRROR=<repo>).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import black
+import pytest
+
+from conftest import git, run_cli
+from patchkit.data import shipped
+from patchkit.evaluate import tables
+from patchkit.mirror import build_mirror, default_cache
+from patchkit.registry import SGLANG
+
+# Before the tables existed, the first release with them, a later layout.
+DEFAULT_VERSIONS = ("0.5.2", "0.5.3", "0.5.9")
+SHIPPED = shipped("patches")
+
+
+@pytest.fixture(scope="module")
+def mirror(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    given = os.environ.get("PATCHKIT_REAL_MIRROR")
+    if given:
+        return Path(given)
+    dest = tmp_path_factory.mktemp("real") / "sglang"
+    build_mirror(DEFAULT_VERSIONS, dest, default_cache())
+    return dest
+
+
+@pytest.fixture(scope="module")
+def generated(mirror: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("generated")
+    done = run_cli("generate", "--repo", str(mirror), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def _tags(mirror: Path) -> list[str]:
+    return git(mirror, "tag", "--list", "v*", "--sort=v:refname").split()
+
+
+def test_shipped_patches_are_what_generate_writes(mirror: Path, generated: Path) -> None:
+    for tag in _tags(mirror):
+        version = tag[1:]
+        ours = sorted(p.name for p in (generated / version).iterdir()) if (generated / version).exists() else []
+        theirs = sorted(p.name for p in (SHIPPED / version).iterdir()) if (SHIPPED / version).exists() else []
+        assert ours == theirs, version
+        for name in ours:
+            assert (generated / version / name).read_bytes() == (SHIPPED / version / name).read_bytes(), (version, name)
+
+
+def test_releases_before_053_have_nothing_to_patch(mirror: Path, generated: Path) -> None:
+    from patchkit.versions import version_key
+
+    for tag in _tags(mirror):
+        has_patch = (generated / tag[1:]).exists()
+        assert has_patch == (version_key(tag) >= version_key("0.5.3")), tag
+
+
+def _black_clean(source: bytes) -> bool:
+    try:
+        black.format_file_contents(source.decode(), fast=False, mode=black.Mode())
+    except black.NothingChanged:
+        return True
+    return False
+
+
+def test_each_patch_applies_at_its_tag(mirror: Path, generated: Path, tmp_path: Path) -> None:
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", "--no-checkout", str(mirror), str(clone)], check=True)
+    checked = 0
+    for tag in _tags(mirror):
+        folder = generated / tag[1:]
+        if not folder.exists():
+            continue
+        git(clone, "checkout", "-q", "-f", tag)
+        patch = next(folder.glob("*.patch"))
+        subprocess.run(["patch", "-p1", "--dry-run", "-s", "-i", str(patch)], cwd=clone, check=True)
+        git(clone, "apply", str(patch))
+        numstat = [row.split("\t") for row in git(clone, "diff", "--numstat").splitlines()]
+        assert len(numstat) == 2 and all(removed == "0" for _, removed, _ in numstat), (tag, numstat)
+        for _, _, path in numstat:
+            before = git(clone, "show", f"HEAD:{path}").encode()
+            after = (clone / path).read_bytes()
+            assert _black_clean(after) or not _black_clean(before), (tag, path)
+            found = tables(after, SGLANG.tables, path)
+            assert found, (tag, path)
+            for name, table in found.items():
+                assert table[12] == table[10], (tag, path, name)
+        checked += 1
+    assert checked >= 1
+
+
+def test_other_cc_pair_on_a_real_release(mirror: Path, tmp_path: Path) -> None:
+    tag = _tags(mirror)[-1]
+    out = tmp_path / "p"
+    done = run_cli("generate", "--repo", str(mirror), "--tag", tag, "--from-cc", "9", "--to-cc", "11", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", "-b", tag, str(mirror), str(clone)], check=True, capture_output=True)
+    git(clone, "apply", str(next((out / tag[1:]).glob("*.patch"))))
+    for path in git(clone, "diff", "--name-only").split():
+        for name, table in tables((clone / path).read_bytes(), SGLANG.tables, path).items():
+            assert table[11] == table[9], (path, name)

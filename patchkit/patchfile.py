@@ -44,6 +44,15 @@ def _emit(prefix: bytes, line: bytes) -> bytes:
     return prefix + line if line.endswith(b"\n") else prefix + line + b"\n" + NO_NEWLINE
 
 
+def _funcname(lines: list[bytes], before: int) -> bytes:
+    """git's default hunk-header context: the last line above the hunk that starts
+    with a letter, ``_`` or ``$``, trailing whitespace removed, at most 80 bytes."""
+    for line in reversed(lines[:before]):
+        if line[:1].isalpha() or line[:1] in (b"_", b"$"):
+            return b" " + line.rstrip()[:80]
+    return b""
+
+
 def hunks(old: bytes, new: bytes, context: int = CONTEXT) -> bytes:
     """The ``@@`` hunks of a unified diff from ``old`` to ``new``."""
     a, b = split_lines(old), split_lines(new)
@@ -51,7 +60,7 @@ def hunks(old: bytes, new: bytes, context: int = CONTEXT) -> bytes:
     matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
     for group in matcher.get_grouped_opcodes(context):
         i1, i2, j1, j2 = group[0][1], group[-1][2], group[0][3], group[-1][4]
-        out.append(f"@@ -{_range(i1, i2 - i1)} +{_range(j1, j2 - j1)} @@\n".encode())
+        out.append(f"@@ -{_range(i1, i2 - i1)} +{_range(j1, j2 - j1)} @@".encode() + _funcname(a, i1) + b"\n")
         for tag, x1, x2, y1, y2 in group:
             if tag == "equal":
                 out.extend(_emit(b" ", line) for line in a[x1:x2])

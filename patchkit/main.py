@@ -111,5 +111,87 @@ def generate(from_cc, to_cc, repo, tags, out, check, as_json, templates) -> None
     sys.exit(PROBLEMS if result.differences else OK)
 
 
+def emit(make_report, as_json: bool) -> None:
+    """Run a command's library function, print its report, exit with its code."""
+    try:
+        report = make_report()
+    except PatchkitError as exc:
+        fail(exc)
+    except OSError as exc:
+        where = exc.filename or "patchkit"
+        click.echo(f"patchkit: {where}: {exc.strerror or exc}", err=True)
+        sys.exit(REFUSED)
+    if as_json:
+        click.echo(json.dumps(report.data, indent=2, default=str))
+    else:
+        for line in report.lines:
+            click.echo(line)
+    sys.exit(report.exit_code)
+
+
+PATH_ARG = click.argument("path", type=click.Path(path_type=Path), default=".", required=False)
+JSON_OPT = click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of lines.")
+PATCHES_OPT = click.option(
+    "--patches",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Folder of patches/<version>/ [default: the patches shipped with patchkit].",
+)
+
+
+@cli.command()
+@PATH_ARG
+@PATCHES_OPT
+@click.option("--no-generate", is_flag=True, help="Only a shipped patch whose pre-image matches; never generate.")
+@click.option("--from-cc", type=CC(), default="10", show_default=True)
+@click.option("--to-cc", type=CC(), default="12", show_default=True)
+@click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
+@click.option("--version", "version", default=None, help="Treat the checkout as this SGLang version.")
+@JSON_OPT
+def apply(path, patches, no_generate, from_cc, to_cc, dry_run, version, as_json) -> None:
+    """Patch the SGLang checkout at PATH (default: here), all or nothing."""
+    from patchkit.commands.apply import apply as command
+
+    emit(lambda: command(path, patches, no_generate, from_cc, to_cc, dry_run, version), as_json)
+
+
+@cli.command()
+@PATH_ARG
+@click.option("--from-cc", type=CC(), default=None, help="[default: what was applied, else 10]")
+@click.option("--to-cc", type=CC(), default=None, help="[default: what was applied, else 12]")
+@JSON_OPT
+def verify(path, from_cc, to_cc, as_json) -> None:
+    """Exit 0 only if the patch is in effect at PATH; else 1, a line per problem."""
+    from patchkit.commands.verify import verify as command
+
+    if (from_cc is None) != (to_cc is None):
+        raise click.UsageError("give both --from-cc and --to-cc, or neither")
+    emit(lambda: command(path, from_cc, to_cc), as_json)
+
+
+@cli.command()
+@PATH_ARG
+@click.option("--force", is_flag=True, help="Restore the originals even over files edited after apply (keeping a copy).")
+@click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
+@PATCHES_OPT
+@JSON_OPT
+def revert(path, force, dry_run, patches, as_json) -> None:
+    """Restore the exact original bytes at PATH."""
+    from patchkit.commands.revert import revert as command
+
+    emit(lambda: command(path, force, dry_run, patches), as_json)
+
+
+@cli.command()
+@PATH_ARG
+@PATCHES_OPT
+@JSON_OPT
+def status(path, patches, as_json) -> None:
+    """Version, applied patch, files, bytecode and pending work at PATH."""
+    from patchkit.commands.status import status as command
+
+    emit(lambda: command(path, patches), as_json)
+
+
 def main() -> None:
     cli(prog_name="patchkit")

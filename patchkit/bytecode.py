@@ -1,0 +1,129 @@
+"""Find, check and drop cached bytecode (.pyc) of source files patchkit rewrote.
+
+Standard library only and cheap to import: the CLI imports it at start-up.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+# Interpreter cache tags look like "cpython-311", "pypy39", "pypy39-pp73",
+# "graalpy231-310": a name that contains a digit, no dots.  Optimized pycs add
+# ".opt-1" / ".opt-2".  The tag cannot contain a dot, so "utils.<tag>.pyc" never
+# matches "utils_extra.<tag>.pyc", "my_utils.<tag>.pyc" or "utils.pyc.bak".
+_TAG = r"[A-Za-z0-9_-]*[0-9][A-Za-z0-9_-]*"
+_OPT = r"(?:\.opt-[0-9]+)?"
+_HEADER_SIZE = 16  # PEP 552: magic, flags, then mtime + size or an 8-byte source hash
+
+
+@dataclass(frozen=True)
+class Pyc:
+    path: Path
+    status: str  # "fresh", "stale" or "invalid"
+    reason: str
+
+
+def cached_files(source: Path) -> list[Path]:
+    """Every existing cached bytecode file of exactly this module, sorted.
+
+    `<dir>/__pycache__/<stem>.<tag>[.opt-N].pyc` for any interpreter tag, plus a
+    legacy `<dir>/<stem>.pyc`.  A `__pycache__` that is a symlink resolving
+    outside the source's directory is skipped.
+    """
+    source = Path(source)
+    found = []
+    legacy = source.with_suffix(".pyc")
+    if legacy != source and legacy.is_file():
+        found.append(legacy)
+    pycache = source.parent / "__pycache__"
+    if pycache.is_symlink():
+        here = source.parent.resolve()
+        if not pycache.resolve().is_relative_to(here):
+            return sorted(found)
+    pattern = re.compile(rf"{re.escape(source.stem)}\.{_TAG}{_OPT}\.pyc")
+    try:
+        with os.scandir(pycache) as entries:
+            found += [Path(e.path) for e in entries if pattern.fullmatch(e.name) and e.is_file()]
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    return sorted(found)
+
+
+def drop(sources: Iterable[Path]) -> list[Path]:
+    """Delete the cached bytecode of each source; return the files deleted."""
+    deleted = []
+    for source in sources:
+        for pyc in cached_files(source):
+            try:
+                pyc.unlink()
+            except FileNotFoundError:  # removed meanwhile (another process, an earlier source)
+                continue
+            deleted.append(pyc)
+    return deleted
+
+
+def check(source: Path, source_bytes: bytes | None = None) -> list[Pyc]:
+    """Compare each cached bytecode file's 16-byte header with the source as it is now.
+
+    Timestamp pycs compare the recorded mtime and size with os.stat(source); a
+    reason reads "source mtime <recorded in pyc> != <current>".  Hash-based pycs
+    (checked or unchecked) compare the recorded SipHash with one computed with
+    that pyc's own magic number as key, so pycs of other Python versions are
+    judged by their own header.  `source_bytes` defaults to the file's content.
+    Raises FileNotFoundError if pycs exist but the source does not.
+    """
+    source = Path(source)
+    pycs = cached_files(source)
+    if not pycs:
+        return []
+    st = os.stat(source)
+    hashes: dict[bytes, bytes] = {}  # magic -> source hash with that magic as key
+
+    def source_hash(magic: bytes) -> bytes:
+        nonlocal source_bytes
+        if magic not in hashes:
+            import _imp  # builtin; importlib.util.source_hash uses it with the running magic
+
+            if source_bytes is None:
+                source_bytes = source.read_bytes()
+            hashes[magic] = _imp.source_hash(int.from_bytes(magic, "little"), source_bytes)
+        return hashes[magic]
+
+    results = []
+    for pyc in pycs:
+        try:
+            with open(pyc, "rb") as f:
+                header = f.read(_HEADER_SIZE)
+        except FileNotFoundError:  # removed since it was listed
+            continue
+        status, reason = _judge(header, st, source_hash)
+        results.append(Pyc(pyc, status, reason))
+    return results
+
+
+def _judge(header: bytes, st: os.stat_result, source_hash: Callable[[bytes], bytes]) -> tuple[str, str]:
+    magic, flags = header[:4], int.from_bytes(header[4:8], "little")
+    if len(header) < _HEADER_SIZE:
+        return "invalid", f"header is {len(header)} bytes, expected {_HEADER_SIZE}"
+    if magic[2:] != b"\r\n":
+        return "invalid", f"bad magic number {magic!r}"
+    if flags & ~0b11:  # importlib rejects unknown flag bits too
+        return "invalid", f"unknown flags {flags:#x}"
+    if flags & 0b1:  # hash-based; bit 1 only says whether Python checks it when importing
+        if header[8:16] == source_hash(magic):
+            return "fresh", "source hash matches"
+        return "stale", "source hash differs"
+    mtime, size = int.from_bytes(header[8:12], "little"), int.from_bytes(header[12:16], "little")
+    now_mtime, now_size = int(st.st_mtime) & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF
+    problems = []
+    if mtime != now_mtime:
+        problems.append(f"source mtime {mtime} != {now_mtime}")
+    if size != now_size:
+        problems.append(f"source size {size} != {now_size}")
+    if problems:
+        return "stale", "; ".join(problems)
+    return "fresh", "source mtime and size match"

@@ -1,0 +1,205 @@
+"""Decide what apply and revert will write: pure, bytes and records in, a Plan out.
+
+Nothing here reads or writes files; the commands gather the inputs and hand the
+Plan's changes to the transaction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from patchkit import __version__
+from patchkit.errors import BadInput
+from patchkit.state import Applied, AppliedFile, sha256
+from patchkit.transaction import Change, Refused
+
+APPLY = "apply"
+ALREADY = "already applied"
+UPSTREAM = "already upstream"
+NOTHING = "nothing to patch"
+REVERT = "revert"
+NOTHING_TO_REVERT = "nothing to revert"
+
+
+@dataclass(frozen=True)
+class Shipped:
+    """A shipped patch for one version: its manifest and parsed file sections."""
+
+    name: str  # e.g. "patches/0.5.9/0001-...patch"
+    manifest: dict
+    sections: dict  # path -> patchread.FilePatch
+
+
+@dataclass
+class Plan:
+    action: str
+    source: str = ""
+    changes: list[Change] = field(default_factory=list)
+    applied: Applied | None = None
+    notes: list[str] = field(default_factory=list)
+    tables: list[dict] = field(default_factory=list)
+
+
+def _patch_id(posts: dict[str, bytes]) -> str:
+    return sha256("".join(f"{p}\0{sha256(d)}\n" for p, d in sorted(posts.items())).encode())
+
+
+def from_shipped(base: dict[str, bytes], shipped: Shipped) -> dict[str, bytes] | None:
+    """Post-images from the shipped patch if ``base`` is exactly its pre-image, else None."""
+    from patchkit import patchread
+
+    files = shipped.manifest["files"]
+    if any(f["path"] not in base or sha256(base[f["path"]]) != f["pre_sha256"] for f in files):
+        return None
+    out = {}
+    for f in files:
+        post = patchread.apply(base[f["path"]], shipped.sections[f["path"]], shipped.name)
+        if sha256(post) != f["post_sha256"]:
+            raise BadInput(shipped.name, f"corrupt patch: applying it to {f['path']} does not give the manifest's post-image")
+        out[f["path"]] = post
+    return out
+
+
+def generated(base: dict[str, bytes], tables: tuple[str, ...], from_cc, to_cc) -> tuple[dict[str, bytes], list[dict]]:
+    """Post-images made by the rewriter from ``base`` (changed files only), and every table found."""
+    from patchkit.rewriter import rewrite  # LibCST: only when no shipped patch fits
+
+    posts, found = {}, []
+    for path, data in sorted(base.items()):
+        result = rewrite(data, tables, from_cc, to_cc, path)
+        found += [dict(t.to_json(), path=path) for t in result.tables]
+        if result.changed:
+            posts[path] = result.source
+    return posts, found
+
+
+def plan_apply(
+    current: dict[str, bytes],
+    applied: Applied | None,
+    originals: dict[str, bytes],
+    shipped: Shipped | None,
+    tables: tuple[str, ...],
+    from_cc,
+    to_cc,
+    version: str | None,
+    no_generate: bool,
+) -> Plan:
+    """What ``apply`` writes.
+
+    ``current``: the candidate files as they are; ``applied``/``originals``: what
+    patchkit applied before and the bytes it replaced; ``shipped``: the patch for
+    this version, if patchkit has one.
+    """
+    notes: list[str] = []
+    base = dict(current)
+    if applied:
+        for f in applied.files:
+            if f.path not in current:
+                raise Refused(f.path, "was patched by patchkit and is now missing; restore it or run `patchkit revert --force`")
+            if sha256(current[f.path]) != f.post_sha256:
+                raise Refused(
+                    f.path,
+                    "was edited after patchkit applied its patch; `patchkit revert --force` restores the "
+                    "original and keeps your edited copy in the state dir",
+                )
+            base[f.path] = originals[f.path]
+
+    posts: dict[str, bytes] | None = None
+    found: list[dict] = []
+    source = ""
+    if shipped is not None:
+        posts = from_shipped(base, shipped)
+        if posts is not None:
+            source = f"shipped patch {shipped.name}"
+            found = [dict(t, path=f["path"]) for f in shipped.manifest["files"] for t in f["tables"]]
+        elif not applied and all(
+            f["path"] in base and sha256(base[f["path"]]) == f["post_sha256"] for f in shipped.manifest["files"]
+        ):
+            return Plan(ALREADY, f"shipped patch {shipped.name}", notes=["the files already hold the shipped patch's post-image"])
+        else:
+            differing = [f["path"] for f in shipped.manifest["files"] if sha256(base.get(f["path"], b"")) != f["pre_sha256"]]
+            reason = f"files differ from the pre-image of {shipped.name} (local edits?): {', '.join(differing)}"
+            if no_generate:
+                raise Refused(differing[0] if differing else shipped.name, f"refused with --no-generate: {reason}")
+            notes.append(reason)
+    elif no_generate:
+        raise Refused(None, f"refused with --no-generate: patchkit has no shipped patch for version {version or 'unknown'}")
+    else:
+        notes.append(f"no shipped patch for version {version or 'unknown'}")
+
+    if posts is None:
+        posts, found = generated(base, tables, from_cc, to_cc)
+        source = "generated from the checkout's files"
+        if not found:
+            return Plan(NOTHING, source, notes=notes + ["no capability tables in this checkout"])
+
+    desired = {path: posts.get(path, data) for path, data in base.items()}
+    changes = [Change(p, current[p], desired[p]) for p in sorted(current) if current[p] != desired[p]]
+    patched = {p: d for p, d in desired.items() if d != base[p]}
+    if not patched:
+        if changes:  # an earlier patch is applied and nothing is left to patch: restore
+            return Plan(APPLY, source, changes, None, notes + ["every table already has the key: restoring the originals"], found)
+        return Plan(UPSTREAM, source, notes=notes, tables=found)
+    new = Applied(
+        version=version,
+        source=source,
+        patch_id=_patch_id(patched),
+        from_cc=from_cc,
+        to_cc=to_cc,
+        patchkit=__version__,
+        files=[
+            AppliedFile(p, sha256(base[p]), sha256(d), [t for t in found if t["path"] == p and t["status"] == "patched"])
+            for p, d in sorted(patched.items())
+        ],
+    )
+    if not changes:
+        return Plan(ALREADY, applied.source if applied else source, applied=new, tables=found)
+    if applied:
+        notes.append(f"replacing the applied patch ({applied.from_cc} -> {applied.to_cc}, {applied.source})")
+    return Plan(APPLY, source, changes, new, notes, found)
+
+
+def plan_revert(
+    current: dict[str, bytes],
+    applied: Applied | None,
+    originals: dict[str, bytes | None],
+    shipped: Shipped | None,
+    force: bool,
+) -> Plan:
+    """What ``revert`` writes: the exact original bytes back."""
+    from patchkit import patchread
+
+    if applied:
+        changes, notes = [], []
+        for f in applied.files:
+            data = current.get(f.path)
+            if data is None:
+                raise Refused(f.path, "was patched by patchkit and is now missing")
+            if sha256(data) != f.post_sha256:
+                if not force:
+                    raise Refused(f.path, "was edited after apply; `patchkit revert --force` restores the original anyway")
+                notes.append(f"{f.path}: edited after apply; the edited copy is kept in the state dir (sha256 {sha256(data)})")
+            original = originals.get(f.path)
+            if original is None:
+                raise Refused(f.path, "its original bytes are missing from the state dir; cannot restore them")
+            if original != data:
+                changes.append(Change(f.path, data, original))
+        return Plan(REVERT, applied.source, changes, None, notes)
+
+    if shipped is None:
+        return Plan(NOTHING_TO_REVERT, notes=["no patchkit state, and no shipped patch for this version to recognise"])
+    changes = []
+    for f in shipped.manifest["files"]:
+        data = current.get(f["path"])
+        digest = sha256(data) if data is not None else None
+        if digest == f["pre_sha256"]:
+            continue
+        if digest != f["post_sha256"]:
+            return Plan(NOTHING_TO_REVERT, notes=[f"{f['path']} holds neither the pre- nor the post-image of {shipped.name}"])
+        original = patchread.reverse(data, shipped.sections[f["path"]], shipped.name)
+        if sha256(original) != f["pre_sha256"]:
+            raise BadInput(shipped.name, f"corrupt patch: reversing it on {f['path']} does not give the pre-image")
+        changes.append(Change(f["path"], data, original))
+    if not changes:
+        return Plan(NOTHING_TO_REVERT, notes=["the files hold the original release"])
+    return Plan(REVERT, f"shipped patch {shipped.name} (recognised from the files; no patchkit state)", changes, None)

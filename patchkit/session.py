@@ -1,0 +1,98 @@
+"""What every target command gathers first: the target, its version, state and shipped patch."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from patchkit.data import shipped as shipped_dir
+from patchkit.errors import BadInput
+from patchkit.plan import Shipped
+from patchkit.registry import Project
+from patchkit.safety import UnsafePath, check_relative
+from patchkit.sources.checkout import Target, open_checkout
+from patchkit.state import Applied, Store, sha256
+
+MANIFEST_KEYS = ("version", "from_cc", "to_cc", "patch", "patch_sha256", "files")
+FILE_KEYS = ("path", "pre_sha256", "post_sha256", "tables")
+
+
+@dataclass
+class Session:
+    target: Target
+    store: Store
+    project: Project
+    version: str | None
+    how: str
+
+    @classmethod
+    def open(cls, path: Path, project: Project, version: str | None = None) -> "Session":
+        target = open_checkout(path)
+        found, how = target.version(version)
+        return cls(target, Store(target.state_dir), project, found, how)
+
+    def current(self, extra: tuple[str, ...] = ()) -> dict[str, bytes]:
+        """The bytes of every candidate file (and of ``extra`` paths) that exists."""
+        out = {}
+        for rel in sorted(set(self.target.candidates(self.project)) | set(extra)):
+            path = self.target.path(rel, must_exist=False)
+            if path.is_file():
+                out[rel] = path.read_bytes()
+        return out
+
+    def applied(self) -> Applied | None:
+        return self.store.applied()
+
+    def originals(self, applied: Applied | None) -> dict[str, bytes | None]:
+        return {f.path: self.store.get(f.pre_sha256) for f in applied.files} if applied else {}
+
+    def shipped(self, patches: Path | None, from_cc=None, to_cc=None) -> Shipped | None:
+        """The shipped patch for this version (and cc pair), checked; None if there is none."""
+        if not self.version:
+            return None
+        root = patches or shipped_dir("patches")
+        folder = root / self.version
+        manifest_path = folder / "manifest.json"
+        if not manifest_path.is_file():
+            return None
+        manifest = _load_manifest(manifest_path)
+        if from_cc is not None and (manifest["from_cc"], manifest["to_cc"]) != (from_cc, to_cc):
+            return None
+        name = manifest["patch"]
+        if not isinstance(name, str) or "/" in name or name in ("", ".", ".."):
+            raise UnsafePath(str(manifest_path), f"refused: patch name {name!r} is not a plain file name")
+        patch_path = folder / name
+        try:
+            data = patch_path.read_bytes()
+        except OSError as exc:
+            raise BadInput(str(patch_path), f"cannot read the patch named by {manifest_path.name}: {exc.strerror}") from None
+        if sha256(data) != manifest["patch_sha256"]:
+            raise BadInput(str(patch_path), "does not match the sha256 in manifest.json (edited after generation?)")
+        for f in manifest["files"]:
+            check_relative(f["path"])
+            if not any(fnmatch.fnmatchcase(f["path"], g) for g in self.project.files):
+                raise UnsafePath(f["path"], f"refused: {manifest_path} names a file outside patchkit's target files")
+        from patchkit import patchread
+
+        sections = {s.path: s for s in patchread.parse(data, str(patch_path))}
+        if sorted(sections) != sorted(f["path"] for f in manifest["files"]):
+            raise BadInput(str(patch_path), "names other files than manifest.json")
+        label = str(patch_path) if patches else f"patches/{self.version}/{name}"
+        return Shipped(label, manifest, sections)
+
+
+def _load_manifest(path: Path) -> dict:
+    try:
+        doc = json.loads(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise BadInput(str(path), f"corrupt manifest: {exc}") from None
+    if not isinstance(doc, dict) or any(k not in doc for k in MANIFEST_KEYS):
+        raise BadInput(str(path), f"corrupt manifest: needs the keys {', '.join(MANIFEST_KEYS)}")
+    files = doc["files"]
+    if not isinstance(files, list) or not files or any(
+        not isinstance(f, dict) or any(k not in f for k in FILE_KEYS) for f in files
+    ):
+        raise BadInput(str(path), f"corrupt manifest: each file needs {', '.join(FILE_KEYS)}")
+    return doc

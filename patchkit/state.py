@@ -1,0 +1,167 @@
+"""What patchkit keeps in a target's state dir (``.git/patchkit/`` or ``.patchkit/``).
+
+    state.json      what is applied: version, patch, cc pair, each file's pre/post sha256
+    objects/<sha>   original (and pending) file bytes, content-addressed
+    journal.json    a transaction in progress (see transaction.py)
+    lock            held while a command works on the target
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from patchkit.errors import BadInput
+
+FORMAT = 1
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True)
+class AppliedFile:
+    path: str
+    pre_sha256: str
+    post_sha256: str
+    tables: list = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Applied:
+    """The patch that is applied to a target."""
+
+    version: str | None
+    source: str  # "shipped patch patches/0.5.9/0001-...patch" or "generated from the checkout"
+    patch_id: str  # sha256 over the post-images: two applies with the same id wrote the same bytes
+    from_cc: object
+    to_cc: object
+    patchkit: str
+    files: list  # of AppliedFile
+
+    def to_json(self) -> dict:
+        return {"format": FORMAT, **asdict(self)}
+
+    @classmethod
+    def from_json(cls, doc: dict) -> "Applied":
+        files = [AppliedFile(**f) for f in doc["files"]]
+        fields = {k: doc[k] for k in ("version", "source", "patch_id", "from_cc", "to_cc", "patchkit")}
+        return cls(files=files, **fields)
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
+    """Write through a temp file in the same folder: fsync, rename, fsync the folder.
+
+    The temp name is fixed (``.<name>.patchkit-tmp``) so that recovery can find and
+    remove one left by a kill.
+    """
+    tmp = temp_name(path)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if mode is None else mode)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if mode is not None:
+            os.fchmod(fd, mode)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def temp_name(path: Path) -> Path:
+    return path.with_name(f".{path.name}.patchkit-tmp")
+
+
+class Store:
+    """The state dir of one target."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.objects = root / "objects"
+        self.state_file = root / "state.json"
+        self.journal_file = root / "journal.json"
+        self.lock_file = root / "lock"
+
+    def ensure(self) -> None:
+        self.objects.mkdir(parents=True, exist_ok=True)
+
+    # -- objects -------------------------------------------------------------
+    def put(self, data: bytes) -> str:
+        digest = sha256(data)
+        path = self.objects / digest
+        if not (path.is_file() and sha256(path.read_bytes()) == digest):
+            write_atomic(path, data)
+        return digest
+
+    def get(self, digest: str) -> bytes | None:
+        path = self.objects / digest
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        return data if sha256(data) == digest else None
+
+    def prune(self, keep: set[str]) -> None:
+        if not self.objects.is_dir():
+            return
+        for path in self.objects.iterdir():
+            if path.name not in keep:
+                path.unlink(missing_ok=True)
+
+    # -- state and journal --------------------------------------------------------
+    def _read_json(self, path: Path) -> dict | None:
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        try:
+            doc = json.loads(data)
+            if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+                raise ValueError("unknown format")
+            return doc
+        except ValueError as exc:
+            raise BadInput(str(path), f"corrupt patchkit state ({exc}); remove it to start over") from None
+
+    def applied(self) -> Applied | None:
+        doc = self._read_json(self.state_file)
+        if doc is None:
+            return None
+        try:
+            return Applied.from_json(doc)
+        except (KeyError, TypeError) as exc:
+            raise BadInput(str(self.state_file), f"corrupt patchkit state (missing {exc}); remove it to start over") from None
+
+    def set_applied(self, applied: Applied | None) -> None:
+        if applied is None:
+            self.state_file.unlink(missing_ok=True)
+            fsync_dir(self.root)
+        else:
+            write_atomic(self.state_file, _dumps(applied.to_json()))
+
+    def journal(self) -> dict | None:
+        return self._read_json(self.journal_file)
+
+    def set_journal(self, doc: dict | None) -> None:
+        if doc is None:
+            self.journal_file.unlink(missing_ok=True)
+            fsync_dir(self.root)
+        else:
+            write_atomic(self.journal_file, _dumps({"format": FORMAT, **doc}))
+
+
+def _dumps(doc: dict) -> bytes:
+    return (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()

@@ -1,0 +1,170 @@
+"""Change a target's files all or nothing: lock, journal, atomic writes, recovery.
+
+Order of a transaction (a SIGKILL may land between any two steps):
+
+1. the before and after bytes of every file go into the object store;
+2. the journal names every file with its before and after sha256, and the state to
+   record once done;
+3. each file is replaced atomically (temp file, fsync, rename);
+4. the new state is written, the stale bytecode of the changed modules is dropped;
+5. the journal is removed (the commit point), unneeded objects are pruned.
+
+Whoever finds a journal finishes the transaction (roll forward: every after-image
+is in the store) before doing anything else; a file that is neither its before nor
+its after image is refused, never overwritten.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from patchkit import bytecode
+from patchkit.errors import REFUSED, PatchkitError
+from patchkit.sources.checkout import Target
+from patchkit.state import Applied, Store, sha256, temp_name, write_atomic
+
+# Test hook: PATCHKIT_FAULT=<point> makes this process SIGKILL itself at that point
+# (objects, journal, file:1, file:2, ..., state, bytecode).
+FAULT_ENV = "PATCHKIT_FAULT"
+LOCK_TIMEOUT_ENV = "PATCHKIT_LOCK_TIMEOUT"
+
+
+class Refused(PatchkitError):
+    exit_code = REFUSED
+
+
+def fault(point: str) -> None:
+    if os.environ.get(FAULT_ENV) == point:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+@dataclass(frozen=True)
+class Change:
+    path: str  # repository path
+    before: bytes
+    after: bytes
+
+
+class Lock:
+    """An exclusive lock on a target (flock on ``<state dir>/lock``), removed on release."""
+
+    def __init__(self, store: Store, target: Target, timeout: float | None = None) -> None:
+        self.store = store
+        self.target = target
+        self.timeout = float(os.environ.get(LOCK_TIMEOUT_ENV, "5")) if timeout is None else timeout
+        self.fd: int | None = None
+
+    def __enter__(self) -> "Lock":
+        import fcntl
+
+        self.store.root.mkdir(parents=True, exist_ok=True)
+        path = self.store.lock_file
+        deadline = time.monotonic() + self.timeout
+        while True:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                if time.monotonic() >= deadline:
+                    raise Refused(str(self.target.root), self._held_message()) from None
+                time.sleep(0.05)
+                continue
+            try:
+                same = os.fstat(fd).st_ino == os.stat(path).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:  # not a lock file that its last holder removed meanwhile
+                break
+            os.close(fd)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self.fd = fd
+        return self
+
+    def _held_message(self) -> str:
+        try:
+            pid = self.store.lock_file.read_text().strip()
+        except OSError:
+            pid = ""
+        who = f" (pid {pid})" if pid.isdigit() else ""
+        return f"another patchkit run{who} is working on this checkout; gave up waiting after {self.timeout:g}s"
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd is not None:
+            self.store.lock_file.unlink(missing_ok=True)
+            os.close(self.fd)
+            self.fd = None
+
+
+def _keep(applied: Applied | None) -> set[str]:
+    return {f.pre_sha256 for f in applied.files} if applied else set()
+
+
+def commit(target: Target, store: Store, changes: list[Change], applied: Applied | None, op: str) -> list[Path]:
+    """Write ``changes`` and record ``applied`` as one transaction.  Returns the bytecode dropped."""
+    store.ensure()
+    for change in changes:
+        store.put(change.before)
+        store.put(change.after)
+    fault("objects")
+    store.set_journal(
+        {
+            "op": op,
+            "files": [
+                {"path": c.path, "before": sha256(c.before), "after": sha256(c.after)} for c in changes
+            ],
+            "applied": applied.to_json() if applied else None,
+        }
+    )
+    fault("journal")
+    for i, change in enumerate(changes, 1):
+        path = target.path(change.path)
+        write_atomic(path, change.after, mode=os.stat(path).st_mode & 0o7777)
+        fault(f"file:{i}")
+    return _finish(target, store, [c.path for c in changes], applied)
+
+
+def _finish(target: Target, store: Store, paths: list[str], applied: Applied | None) -> list[Path]:
+    store.set_applied(applied)
+    fault("state")
+    dropped = bytecode.drop(target.path(p) for p in paths)
+    fault("bytecode")
+    store.set_journal(None)
+    store.prune(_keep(applied))
+    return dropped
+
+
+def recover(target: Target, store: Store) -> str | None:
+    """Finish a transaction that a kill interrupted.  Returns what was done, or None."""
+    journal = store.journal()
+    if journal is None:
+        return None
+    op = journal.get("op", "transaction")
+    files = journal.get("files", [])
+    pending: list[tuple[Path, bytes]] = []
+    for entry in files:
+        path = target.path(entry["path"])
+        temp_name(path).unlink(missing_ok=True)
+        current = sha256(path.read_bytes())
+        if current == entry["after"]:
+            continue
+        if current != entry["before"]:
+            raise Refused(
+                str(path),
+                f"changed during an interrupted {op}; patchkit will not overwrite it "
+                f"(the journal is {store.journal_file})",
+            )
+        data = store.get(entry["after"])
+        if data is None:
+            raise Refused(str(path), f"cannot finish the interrupted {op}: its new content is missing from {store.objects}")
+        pending.append((path, data))
+    for path, data in pending:
+        write_atomic(path, data, mode=os.stat(path).st_mode & 0o7777)
+    applied = Applied.from_json(journal["applied"]) if journal.get("applied") else None
+    _finish(target, store, [e["path"] for e in files], applied)
+    return f"finished an interrupted {op} ({len(files)} files)"

@@ -118,12 +118,16 @@ def plan_apply(
             return Plan(ALREADY, f"shipped patch {shipped.name}", notes=["the files already hold the shipped patch's post-image"])
         else:
             differing = [f["path"] for f in shipped.manifest["files"] if sha256(base.get(f["path"], b"")) != f["pre_sha256"]]
-            reason = f"files differ from the pre-image of {shipped.name} (local edits?): {', '.join(differing)}"
             if no_generate:
-                raise Refused(differing[0] if differing else shipped.name, f"refused with --no-generate: {reason}")
+                more = f" (and {len(differing) - 1} more)" if len(differing) > 1 else ""
+                raise Refused(
+                    differing[0],
+                    f"differs from the pre-image of {shipped.name}{more} (a local edit?); --no-generate refuses to generate a patch",
+                )
+            reason = f"files differ from the pre-image of {shipped.name} (local edits?): {', '.join(differing)}"
             notes.append(reason)
     elif no_generate:
-        raise Refused(None, f"refused with --no-generate: patchkit has no shipped patch for version {version or 'unknown'}")
+        raise Refused(None, f"patchkit has no shipped patch for SGLang {version or '(version unknown)'}; --no-generate refuses to generate one")
     else:
         notes.append(f"no shipped patch for version {version or 'unknown'}")
 

@@ -107,6 +107,11 @@ def _keep(applied: Applied | None) -> set[str]:
 
 def commit(target: Target, store: Store, changes: list[Change], applied: Applied | None, op: str) -> list[Path]:
     """Write ``changes`` and record ``applied`` as one transaction.  Returns the bytecode dropped."""
+    # Every check before the first write: paths inside the tree, no symlinks, writable.
+    paths = [target.path(c.path) for c in changes]
+    for path in paths:
+        if not os.access(path.parent, os.W_OK | os.X_OK):
+            raise Refused(str(path.parent), "refused: folder is not writable, so the file cannot be replaced")
     store.ensure()
     for change in changes:
         store.put(change.before)
@@ -122,8 +127,7 @@ def commit(target: Target, store: Store, changes: list[Change], applied: Applied
         }
     )
     fault("journal")
-    for i, change in enumerate(changes, 1):
-        path = target.path(change.path)
+    for i, (change, path) in enumerate(zip(changes, paths), 1):
         write_atomic(path, change.after, mode=os.stat(path).st_mode & 0o7777)
         fault(f"file:{i}")
     return _finish(target, store, [c.path for c in changes], applied)

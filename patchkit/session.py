@@ -37,6 +37,12 @@ class Session:
         """The bytes of every candidate file (and of ``extra`` paths) that exists."""
         out = {}
         for rel in sorted(set(self.target.candidates(self.project)) | set(extra)):
+            link = self.target.root / rel
+            if link.is_symlink():
+                # Never written through; refused only if it holds a table we would patch.
+                if any(name.encode() in link.read_bytes() for name in self.project.tables):
+                    raise UnsafePath(str(link), "refused: target is a symlink")
+                continue
             path = self.target.path(rel, must_exist=False)
             if path.is_file():
                 out[rel] = path.read_bytes()

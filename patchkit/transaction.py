@@ -61,11 +61,14 @@ class Lock:
     def __enter__(self) -> "Lock":
         import fcntl
 
-        self.store.root.mkdir(parents=True, exist_ok=True)
         path = self.store.lock_file
         deadline = time.monotonic() + self.timeout
         while True:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                self.store.root.mkdir(parents=True, exist_ok=True)
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            except FileNotFoundError:  # the last holder removed the empty state dir meanwhile
+                continue
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -97,6 +100,11 @@ class Lock:
     def __exit__(self, *exc: object) -> None:
         if self.fd is not None:
             self.store.lock_file.unlink(missing_ok=True)
+            for folder in (self.store.objects, self.store.root):
+                try:
+                    folder.rmdir()  # only if empty: leave no trace when nothing is recorded
+                except OSError:
+                    pass
             os.close(self.fd)
             self.fd = None
 

@@ -35,7 +35,7 @@ class Target:
         found = set()
         for pattern in project.files:
             for path in self.root.glob(pattern):
-                if path.is_file() and not path.is_symlink():
+                if path.is_file():
                     found.add(path.relative_to(self.root).as_posix())
         return sorted(found)
 

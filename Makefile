@@ -41,21 +41,31 @@ check-patches: sglang-mirror
 		../$(VENV)/bin/pytest -q -p no:cacheprovider test_real_releases.py
 
 # The main job on a real release: fetch SGLang $(DEMO_VERSION) from PyPI into a scratch
-# git checkout, patch it with the shipped patch, show the result.
+# git checkout (with bytecode, as a used checkout has), then apply, verify, status, revert.
 demo: install
 	rm -rf $(DEMO)
 	$(PY) -m patchkit.mirror --dest $(DEMO)/sglang --versions $(DEMO_VERSION)
+	$(PY) -m compileall -q $(DEMO)/sglang/python/sglang/srt/distributed
 	@echo
 	@echo "== the shipped patch is exactly what patchkit generates from v$(DEMO_VERSION)"
 	$(PK) generate --repo $(DEMO)/sglang --tag v$(DEMO_VERSION) --out patches --check
 	@echo
-	@echo "== apply it to the checkout"
-	git -C $(DEMO)/sglang apply --verbose $(abspath $(wildcard patches/$(DEMO_VERSION)/*.patch))
-	git -C $(DEMO)/sglang --no-pager diff --stat
+	@echo "== before: verify fails (exit 1 expected)"
+	-$(PK) verify $(DEMO)/sglang
+	@echo
+	@echo "== apply the shipped patch"
+	$(PK) apply $(DEMO)/sglang --no-generate
 	git -C $(DEMO)/sglang --no-pager diff
 	@echo
-	@echo "== key 12 now equals key 10 in every table"
-	$(PY) -m patchkit.evaluate --from-cc 10 --to-cc 12 $(DEMO)/sglang/python/sglang/srt/distributed/device_communicators/*.py
+	@echo "== verify, apply again (nothing to do), status"
+	$(PK) verify $(DEMO)/sglang
+	$(PK) apply $(DEMO)/sglang
+	$(PK) status $(DEMO)/sglang
+	@echo
+	@echo "== revert: the release's exact bytes are back"
+	$(PK) revert $(DEMO)/sglang
+	git -C $(DEMO)/sglang --no-pager diff --exit-code --stat
+	@echo "demo done: $(DEMO)/sglang is v$(DEMO_VERSION) again"
 
 clean:
 	rm -rf build $(VENV) *.egg-info

@@ -101,34 +101,3 @@ def tables(source: bytes, table_names: Iterable[str], path: str = "<source>") ->
     walk(module.body, "module")
     return found
 
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m patchkit.evaluate --from-cc 10 --to-cc 12 FILE...``: show each table's two keys."""
-    import argparse
-    import sys
-
-    from patchkit.registry import SGLANG
-
-    parser = argparse.ArgumentParser(prog="python -m patchkit.evaluate")
-    parser.add_argument("--from-cc", type=int, default=10)
-    parser.add_argument("--to-cc", type=int, default=12)
-    parser.add_argument("files", nargs="+")
-    args = parser.parse_args(argv)
-    bad = 0
-    for path in args.files:
-        try:
-            with open(path, "rb") as f:
-                found = tables(f.read(), SGLANG.tables, path)
-        except (OSError, RewriteError) as exc:
-            print(f"{path}: {exc}", file=sys.stderr)
-            return 2
-        for name, table in found.items():
-            same = args.to_cc in table and table.get(args.to_cc) == table.get(args.from_cc)
-            bad += not same
-            verdict = "ok" if same else "MISMATCH"
-            print(f"{verdict:8} {path}: {name}[{args.to_cc}] = {table.get(args.to_cc)!r}  ({name}[{args.from_cc}] = {table.get(args.from_cc)!r})")
-    return 1 if bad else 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

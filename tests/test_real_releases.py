@@ -110,3 +110,30 @@ def test_other_cc_pair_on_a_real_release(mirror: Path, tmp_path: Path) -> None:
     for path in git(clone, "diff", "--name-only").split():
         for name, table in tables((clone / path).read_bytes(), SGLANG.tables, path).items():
             assert table[11] == table[9], (path, name)
+
+
+def test_apply_cycle_on_a_real_checkout(mirror: Path, tmp_path: Path) -> None:
+    """The checkout "Done when": a real 0.5.9 clone with bytecode, the shipped patch, verify, revert."""
+    import compileall
+
+    tag = "v0.5.9" if "v0.5.9" in _tags(mirror) else _tags(mirror)[-1]
+    repo = tmp_path / "sglang"
+    subprocess.run(["git", "clone", "-q", "-b", tag, str(mirror), str(repo)], check=True, capture_output=True)
+    assert compileall.compile_dir(repo / "python/sglang/srt/distributed", quiet=1)
+    before = {p: p.read_bytes() for p in repo.rglob("*.pyc")}
+    done = run_cli("apply", str(repo), "--no-generate")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.decode().splitlines()
+    assert lines[0] == f"{repo}: SGLang {tag[1:]}, tag {tag} at HEAD"
+    assert lines[1].startswith(f"applied shipped patch patches/{tag[1:]}/0001-")
+    patched = [row.split("\t")[2] for row in git(repo, "diff", "--numstat").splitlines()]
+    gone = {p for p in before if not p.exists()}
+    assert sorted(p.name.split(".")[0] for p in gone) == sorted(Path(f).stem for f in patched)
+    assert all(p.read_bytes() == data for p, data in before.items() if p not in gone)
+    assert run_cli("verify", str(repo)).returncode == 0
+    stamp = [os.stat(repo / f).st_mtime_ns for f in patched]
+    assert run_cli("apply", str(repo)).stdout.decode().splitlines()[-1].startswith("already applied")
+    assert [os.stat(repo / f).st_mtime_ns for f in patched] == stamp
+    assert run_cli("revert", str(repo)).returncode == 0
+    assert git(repo, "status", "--porcelain", "--untracked-files=no") == ""
+    assert run_cli("verify", str(repo)).returncode == 1

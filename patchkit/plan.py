@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 
 from patchkit import __version__
 from patchkit.errors import BadInput
-from patchkit.state import Applied, AppliedFile, sha256
+from patchkit.digest import sha256
+from patchkit.state import Applied, AppliedFile
 from patchkit.transaction import Change, Refused
 
 APPLY = "apply"

@@ -13,7 +13,8 @@ from patchkit.plan import Shipped
 from patchkit.registry import Project
 from patchkit.safety import UnsafePath, check_relative
 from patchkit.sources.checkout import Target, open_checkout
-from patchkit.state import Applied, Store, sha256
+from patchkit.digest import sha256
+from patchkit.state import Applied, Store
 
 MANIFEST_KEYS = ("version", "from_cc", "to_cc", "patch", "patch_sha256", "files")
 FILE_KEYS = ("path", "pre_sha256", "post_sha256", "tables")

@@ -8,19 +8,15 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from patchkit.atomic import fsync_dir, write_atomic
+from patchkit.digest import sha256
 from patchkit.errors import BadInput
 
 FORMAT = 1
-
-
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -51,39 +47,6 @@ class Applied:
         files = [AppliedFile(**f) for f in doc["files"]]
         fields = {k: doc[k] for k in ("version", "source", "patch_id", "from_cc", "to_cc", "patchkit")}
         return cls(files=files, **fields)
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
-    """Write through a temp file in the same folder: fsync, rename, fsync the folder.
-
-    The temp name is fixed (``.<name>.patchkit-tmp``) so that recovery can find and
-    remove one left by a kill.
-    """
-    tmp = temp_name(path)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if mode is None else mode)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        if mode is not None:
-            os.fchmod(fd, mode)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
-
-
-def temp_name(path: Path) -> Path:
-    return path.with_name(f".{path.name}.patchkit-tmp")
 
 
 class Store:

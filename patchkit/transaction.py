@@ -25,7 +25,9 @@ from pathlib import Path
 from patchkit import bytecode
 from patchkit.errors import REFUSED, PatchkitError
 from patchkit.sources.checkout import Target
-from patchkit.state import Applied, Store, sha256, temp_name, write_atomic
+from patchkit.atomic import temp_name, write_atomic
+from patchkit.digest import sha256
+from patchkit.state import Applied, Store
 
 # Test hook: PATCHKIT_FAULT=<point> makes this process SIGKILL itself at that point
 # (objects, journal, file:1, file:2, ..., state, bytecode).

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from patchkit.patchfile import FileChange, format_patch
 from patchkit.patchread import PatchError, apply, parse, reverse
-from patchkit.sources.git_objects import blob_id
+from patchkit.digest import blob_id
 
 LINE = st.sampled_from([b"a\n", b"b\n", b"c\r\n", b"\xe9t\xe9\n", b"    x = 1\n", b"\n", b"-- \n", b"+\n"])
 

@@ -7,21 +7,20 @@ Deterministic: the same repository and patchkit give byte-identical output.
 
 from __future__ import annotations
 
-import hashlib
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
 from patchkit import __version__
+from patchkit.atomic import write_atomic
+from patchkit.digest import blob_id, sha256
 from patchkit.errors import PatchkitError
 from patchkit.manifest import FileEntry, Manifest
 from patchkit.patchfile import FileChange, format_patch, patch_filename
 from patchkit.registry import Project
 from patchkit.render import render
 from patchkit.rewriter import PATCHED, UPSTREAM, Key, Rewrite, rewrite
-from patchkit.sources.git_objects import GitSource, blob_id
+from patchkit.sources.git_objects import GitSource
 from patchkit.versions import tag_to_version
 
 PATCH_AUTHOR = "patchkit <patchkit@users.noreply.invalid>"
@@ -70,10 +69,6 @@ class GenerateResult:
         return {"tags": len(self.outcomes), **counts}
 
 
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def release_patch(
     source: GitSource,
     tag: str,
@@ -110,8 +105,8 @@ def release_patch(
                 mode=file.mode,
                 pre_blob=file.blob,
                 post_blob=new_blob,
-                pre_sha256=_sha256(file.data),
-                post_sha256=_sha256(result.source),
+                pre_sha256=sha256(file.data),
+                post_sha256=sha256(result.source),
                 tables=[t.to_json() for t in result.tables if t.status == PATCHED],
             )
         )
@@ -148,7 +143,7 @@ def release_patch(
         from_cc=from_cc,
         to_cc=to_cc,
         patch=name,
-        patch_sha256=_sha256(patch),
+        patch_sha256=sha256(patch),
         files=entries,
         already_upstream=upstream,
         patchkit=__version__,
@@ -181,19 +176,6 @@ def differences(out: Path, outcomes: Iterable[TagOutcome]) -> list[str]:
     return found
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
 def write(out: Path, outcome: TagOutcome) -> None:
     """Make ``out/<version>/`` hold exactly what the outcome says (no folder if nothing)."""
     folder = out / outcome.version
@@ -211,7 +193,7 @@ def write(out: Path, outcome: TagOutcome) -> None:
     for name, data in outcome.outputs.items():
         path = folder / name
         if not path.is_file() or path.read_bytes() != data:
-            _write_atomic(path, data)
+            write_atomic(path, data, mode=0o644)
 
 
 def generate(

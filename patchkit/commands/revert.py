@@ -8,7 +8,8 @@ from patchkit.plan import REVERT, plan_revert
 from patchkit.registry import SGLANG
 from patchkit.report import Report
 from patchkit.session import Session
-from patchkit.state import sha256, write_atomic
+from patchkit.atomic import write_atomic
+from patchkit.digest import sha256
 from patchkit.transaction import Lock, commit, recover
 
 

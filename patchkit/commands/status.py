@@ -8,7 +8,7 @@ from patchkit import bytecode
 from patchkit.registry import SGLANG
 from patchkit.report import Report
 from patchkit.session import Session
-from patchkit.state import sha256
+from patchkit.digest import sha256
 
 
 def status(path: Path, patches: Path | None = None) -> Report:

@@ -14,7 +14,7 @@ from patchkit.errors import OK, PROBLEMS
 from patchkit.registry import SGLANG
 from patchkit.report import Report
 from patchkit.session import Session
-from patchkit.state import sha256
+from patchkit.digest import sha256
 
 
 def verify(path: Path, from_cc=None, to_cc=None) -> Report:

@@ -6,7 +6,6 @@ All git plumbing of patchkit lives in this module.
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import os
 from dataclasses import dataclass
 from email.utils import format_datetime
@@ -31,11 +30,6 @@ class SourceFile:
     blob: str  # git blob id
     mode: str  # e.g. "100644"
     data: bytes
-
-
-def blob_id(data: bytes) -> str:
-    """The id git gives these bytes as a blob (``git hash-object``)."""
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 def default_repo() -> Path:

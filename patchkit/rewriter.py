@@ -231,4 +231,9 @@ def rewrite(source: bytes, names: Iterable[str], from_cc: Key, to_cc: Key, path:
     results = tuple(transformer.results)
     if not any(t.status == PATCHED for t in results):
         return Rewrite(source, results)
-    return Rewrite(new_module.bytes, results)
+    out = new_module.bytes
+    # LibCST takes a final comment ending in a backslash for a line continuation and
+    # drops the file's last newline (libcst 1.9): put the original ending back.
+    if source.endswith(b"\n") and not out.endswith(b"\n"):
+        out += b"\r\n" if source.endswith(b"\r\n") else b"\n"
+    return Rewrite(out, results)

@@ -93,6 +93,16 @@ REWRITES = [
         id="two tables in one file",
     ),
     pytest.param(
+        b"SIZES = {10: 1}\n# \\\n",
+        b"SIZES = {10: 1, 12: 1}\n# \\\n",
+        id="last line a comment ending in a backslash keeps its newline",
+    ),
+    pytest.param(
+        b"SIZES = {10: 1}  # \\\r\n",
+        b"SIZES = {10: 1, 12: 1}  # \\\r\n",
+        id="trailing comment ending in a backslash, CRLF",
+    ),
+    pytest.param(
         b"SIZES = {\n    9: 1,\n    0xA: 2,\n}\n",
         b"SIZES = {\n    9: 1,\n    0xA: 2,\n    12: 2,\n}\n",
         id="source key in another integer spelling",

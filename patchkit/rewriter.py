@@ -123,7 +123,12 @@ def insert_key(table: cst.Dict, from_cc: Key, to_cc: Key) -> cst.Dict:
         new_comma = comma if comma is not None else cst.MaybeSentinel.DEFAULT
         table = table.with_changes(rbrace=table.rbrace.with_changes(whitespace_before=rest_gap))
     else:
-        new_comma = comma.with_changes(whitespace_after=rest_gap)
+        # In leading-comma style the source entry's trailing comment sits before the
+        # comma: the copy's comma starts clean.
+        clean = comma.whitespace_before
+        if _is_multiline(clean):
+            clean = clean.with_changes(first_line=cst.TrailingWhitespace())
+        new_comma = comma.with_changes(whitespace_before=clean, whitespace_after=rest_gap)
     source_comma = (comma or cst.Comma()).with_changes(whitespace_after=source_gap)
 
     added = source.with_changes(

@@ -78,6 +78,12 @@ class Store:
             return None
         return data if sha256(data) == digest else None
 
+    def clean_temp(self) -> None:
+        """Remove temp files a kill left inside an atomic write of the state dir."""
+        if self.root.is_dir():
+            for path in self.root.glob(".*.patchkit-tmp"):
+                path.unlink(missing_ok=True)
+
     def prune(self, keep: set[str]) -> None:
         if not self.objects.is_dir():
             return

@@ -154,9 +154,15 @@ def _finish(target: Target, store: Store, paths: list[str], applied: Applied | N
 
 
 def recover(target: Target, store: Store) -> str | None:
-    """Finish a transaction that a kill interrupted.  Returns what was done, or None."""
+    """Finish a transaction that a kill interrupted.  Returns what was done, or None.
+
+    Called with the lock held, so every temp file and unreferenced object in the
+    state dir is a leftover of a killed run and can go.
+    """
+    store.clean_temp()
     journal = store.journal()
     if journal is None:
+        store.prune(_keep(store.applied()))
         return None
     op = journal.get("op", "transaction")
     files = journal.get("files", [])

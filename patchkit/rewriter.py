@@ -9,6 +9,7 @@ from_cc>`` right after the ``from_cc`` entry.  The value node is copied verbatim
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Iterable, Sequence, Union
 
@@ -32,6 +33,7 @@ class TableResult:
     status: str  # PATCHED or UPSTREAM
     from_cc: Key
     to_cc: Key
+    value: str  # the copied value's source, on one line, comments dropped
 
     def to_json(self) -> dict:
         return {
@@ -40,6 +42,7 @@ class TableResult:
             "status": self.status,
             "added_key": self.to_cc,
             "copied_from": self.from_cc,
+            "value": self.value,
         }
 
 
@@ -138,6 +141,20 @@ def insert_key(table: cst.Dict, from_cc: Key, to_cc: Key) -> cst.Dict:
     return table.with_changes(elements=elements)
 
 
+def one_line(node: cst.CSTNode) -> str:
+    """A value's source on one line: ``{2: 64 * MiB, 4: 32 * MiB}``."""
+    code = cst.Module(body=[]).code_for_node(node)
+    code = re.sub(r"#[^\n]*", "", code)
+    code = re.sub(r"\s+", " ", code).strip()
+    code = re.sub(r"([\[{(]) ", r"\1", code)
+    return re.sub(r",? ?([\]})])", r"\1", code)
+
+
+def _value_of(table: cst.Dict, key: Key) -> str:
+    entries = [e for e in table.elements if isinstance(e, cst.DictElement) and key_value(e.key) == key]
+    return one_line(entries[-1].value) if entries else ""
+
+
 def _keys(table: cst.Dict) -> list[Key | None]:
     return [key_value(e.key) for e in table.elements if isinstance(e, cst.DictElement)]
 
@@ -185,7 +202,9 @@ class AddCapabilityKey(m.MatcherDecoratableTransformer):
             )
         keys = _keys(value)
         if self.to_cc in keys:
-            self.results.append(TableResult(name, self._scope(), UPSTREAM, self.from_cc, self.to_cc))
+            self.results.append(
+                TableResult(name, self._scope(), UPSTREAM, self.from_cc, self.to_cc, _value_of(value, self.to_cc))
+            )
             return value
         if self.from_cc not in keys:
             known = ", ".join(repr(k) for k in keys if k is not None) or "none"
@@ -193,7 +212,9 @@ class AddCapabilityKey(m.MatcherDecoratableTransformer):
                 self.path,
                 f"table {name} ({self._scope()}) has no key {self.from_cc!r} to copy from (keys: {known})",
             )
-        self.results.append(TableResult(name, self._scope(), PATCHED, self.from_cc, self.to_cc))
+        self.results.append(
+            TableResult(name, self._scope(), PATCHED, self.from_cc, self.to_cc, _value_of(value, self.from_cc))
+        )
         return insert_key(value, self.from_cc, self.to_cc)
 
     def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:

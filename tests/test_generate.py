@@ -72,7 +72,7 @@ def test_patch_content_and_manifest(repo: Path, tmp_path: Path) -> None:
     assert entry["pre_blob"] == git(repo, "rev-parse", f"v0.5.16:{DC}/torch_symm_mem.py").strip()
     assert entry["tables"] == [
         {"name": "_WORLD_SIZES_MULTIMEM", "scope": "class TorchSymmMemCommunicator",
-         "status": "patched", "added_key": 12, "copied_from": 10}
+         "status": "patched", "added_key": 12, "copied_from": 10, "value": "[4, 6, 8]"}
     ]
     # The recorded post-image is what git makes of the patched file.
     clone = tmp_path / "clone"

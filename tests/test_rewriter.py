@@ -228,3 +228,11 @@ def test_which_fixtures_are_black_clean() -> None:
         "multi-line without trailing comma",
         "leading-comma style: the comment stays with the source entry",
     ]
+
+
+def test_reports_the_copied_value_on_one_line() -> None:
+    before = b"SIZES = {\n    10: {\n        2: 64 * MiB,  # 64 MB\n        8: 128 * MiB,  # 128 MB\n    },\n}\n"
+    (table,) = _rw(before).tables
+    assert table.value == "{2: 64 * MiB, 8: 128 * MiB}"
+    (table,) = _rw(b"SIZES = {10: (1, 2), 12: [3]}\n").tables
+    assert (table.status, table.value) == (UPSTREAM, "[3]")

@@ -15,10 +15,10 @@ from patchkit import __version__
 from patchkit.atomic import write_atomic
 from patchkit.digest import blob_id, sha256
 from patchkit.errors import PatchkitError
+from patchkit import message
 from patchkit.manifest import FileEntry, Manifest
 from patchkit.patchfile import FileChange, format_patch, patch_filename
 from patchkit.registry import Project
-from patchkit.render import render
 from patchkit.rewriter import PATCHED, UPSTREAM, Key, Rewrite, rewrite
 from patchkit.sources.git_objects import GitSource
 from patchkit.versions import tag_to_version
@@ -114,27 +114,26 @@ def release_patch(
         status = STATUS_UPSTREAM if upstream else STATUS_NOTHING
         return TagOutcome(tag, version, status, tables=upstream)
 
-    context = {
-        "project": project.name,
-        "version": version,
-        "tag": tag,
-        "commit": release.commit,
-        "from_cc": from_cc,
-        "to_cc": to_cc,
-        "files": [{"path": e.path, "tables": e.tables} for e in entries],
-        "already_upstream": upstream,
-        "patchkit_version": __version__,
-        "last_update": release.day,
-    }
-    message = render("commit-message.j2", context, templates)
+    ctx = message.context(
+        project=project.name,
+        version=version,
+        tag=tag,
+        commit=release.commit,
+        from_cc=from_cc,
+        to_cc=to_cc,
+        files=[{"path": e.path, "tables": e.tables} for e in entries],
+        already_upstream=upstream,
+        last_update=release.day,
+    )
+    text = message.commit_message(ctx, templates)
     patch = format_patch(
         author=PATCH_AUTHOR,
         date=release.date,
-        message=message,
+        message=text,
         changes=changes,
         signature=f"patchkit {__version__}",
     )
-    name = patch_filename(message.strip().splitlines()[0])
+    name = patch_filename(message.subject(text))
     manifest = Manifest(
         project=project.name,
         version=version,

@@ -1,0 +1,55 @@
+"""The words around a change: commit message and PR body, from jinja2 templates.
+
+Shipped patches (generate) and upstream commits (upstream) render the same
+commit-message template from the same context, so they read the same.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from patchkit import __version__
+from patchkit.errors import BadInput
+from patchkit.render import render
+
+COMMIT_TEMPLATE = "commit-message.j2"
+PR_TEMPLATE = "pr-body.md.j2"
+SUBJECT_MAX = 72
+
+
+def context(
+    *, project: str, version: str | None, tag: str | None, commit: str, from_cc, to_cc,
+    files: list[dict], already_upstream: list[dict], last_update: str, **extra,
+) -> dict:
+    """``files``: ``[{"path": ..., "tables": [TableResult.to_json(), ...]}]`` of the patched files."""
+    return {
+        "project": project,
+        "version": version,
+        "tag": tag,
+        "commit": commit,
+        "from_cc": from_cc,
+        "to_cc": to_cc,
+        "files": files,
+        "already_upstream": already_upstream,
+        "patchkit_version": __version__,
+        "last_update": last_update,
+        **extra,
+    }
+
+
+def commit_message(ctx: dict, templates: Path | None = None) -> str:
+    """The rendered commit message; its subject is checked to be one line of at most 72 characters."""
+    message = render(COMMIT_TEMPLATE, ctx, templates).strip("\n") + "\n"
+    first = subject(message)
+    if not first or len(first) > SUBJECT_MAX:
+        where = f"{templates}/{COMMIT_TEMPLATE}" if templates and (templates / COMMIT_TEMPLATE).exists() else COMMIT_TEMPLATE
+        raise BadInput(where, f"the subject must be 1 to {SUBJECT_MAX} characters, not {len(first)}: {first!r}")
+    return message
+
+
+def subject(message: str) -> str:
+    return message.strip("\n").split("\n", 1)[0].strip()
+
+
+def pr_body(ctx: dict, templates: Path | None = None) -> str:
+    return render(PR_TEMPLATE, ctx, templates).strip("\n") + "\n"

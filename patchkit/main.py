@@ -193,5 +193,22 @@ def status(path, patches, as_json) -> None:
     emit(lambda: command(path, patches), as_json)
 
 
+@cli.command()
+@click.argument("path", type=click.Path(path_type=Path), default=".", required=False)
+@click.option("--branch", default=None, help="Branch to create [default: patchkit/sm<to_cc>0-torch-symm-mem, made unique].")
+@click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=Path("upstream"), show_default=True)
+@click.option("--from-cc", type=CC(), default="10", show_default=True)
+@click.option("--to-cc", type=CC(), default="12", show_default=True)
+@click.option("--dry-run", is_flag=True, help="Print the commit message and PR.md; change nothing.")
+@click.option("--templates", type=click.Path(path_type=Path, file_okay=False), default=None, help="Folder of templates overriding the shipped ones.")
+@PATCHES_OPT
+@JSON_OPT
+def upstream(path, branch, out, from_cc, to_cc, dry_run, templates, patches, as_json) -> None:
+    """Make a branch with one commit, an mbox and PR.md to send the fix to SGLang."""
+    from patchkit.commands.upstream import upstream as command
+
+    emit(lambda: command(path, branch, out, from_cc, to_cc, dry_run, templates, patches), as_json)
+
+
 def main() -> None:
     cli(prog_name="patchkit")

@@ -113,7 +113,11 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> sub
     """Run ``python -m patchkit`` as a user would: a separate process, bytes out."""
     full_env = dict(os.environ, **GIT_ENV)
     full_env.pop("PATCHKIT_SGLANG_REPO", None)
-    full_env.update(env or {})
+    for key, value in (env or {}).items():  # None removes a variable
+        if value is None:
+            full_env.pop(key, None)
+        else:
+            full_env[key] = value
     return subprocess.run(
         [sys.executable, "-m", "patchkit", *args], cwd=cwd, env=full_env, capture_output=True
     )

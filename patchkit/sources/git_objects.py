@@ -64,9 +64,9 @@ class GitSource:
         when = commit.authored_datetime
         return Release(tag, commit.hexsha, format_datetime(when), when.date().isoformat())
 
-    def files(self, tag: str, globs: tuple[str, ...]) -> Iterator[SourceFile]:
-        """The blobs under the tag's tree whose paths match any of ``globs``."""
-        tree = self.repo.tags[tag].commit.tree
+    def files(self, rev: str, globs: tuple[str, ...]) -> Iterator[SourceFile]:
+        """The blobs under the tree of ``rev`` (a tag, HEAD, a commit) whose paths match any of ``globs``."""
+        tree = self.repo.commit(rev).tree
         seen: set[str] = set()
         for pattern in globs:
             static = []
@@ -87,6 +87,72 @@ class GitSource:
                     continue
                 seen.add(item.path)
                 yield SourceFile(item.path, item.hexsha, f"{item.mode:o}", item.data_stream.read())
+
+
+    # -- writing: the upstream commit, made without touching HEAD, index or work tree --
+
+    def head(self) -> str:
+        try:
+            return self.repo.head.commit.hexsha
+        except ValueError:
+            raise BadInput(str(self.path), "the repository has no commit at HEAD") from None
+
+    def identity(self) -> tuple[str, str]:
+        """The user's git identity (user.name, user.email), as git itself would use it."""
+        reader = self.repo.config_reader()
+        name = os.environ.get("GIT_AUTHOR_NAME") or reader.get_value("user", "name", "")
+        email = os.environ.get("GIT_AUTHOR_EMAIL") or reader.get_value("user", "email", "")
+        if not name or not email:
+            raise BadInput(
+                str(self.path),
+                "no git identity: set it with `git config user.name \"Your Name\"` and `git config user.email you@example.com`",
+            )
+        return str(name), str(email)
+
+    def free_branch(self, base: str) -> str:
+        """``base``, or ``base-2``, ``base-3``, ... whichever does not exist yet."""
+        try:
+            self.repo.git.check_ref_format("--branch", base)
+        except self._git.GitCommandError:
+            raise BadInput(base, "not a valid branch name") from None
+        existing = {h.name for h in self.repo.heads}
+        name, n = base, 1
+        while name in existing:
+            n += 1
+            name = f"{base}-{n}"
+        return name
+
+    def commit(self, parent: str, files: dict[str, bytes], message: str, scratch: Path) -> str:
+        """A commit object: ``parent``'s tree with ``files`` replaced.  No ref, index or work tree changes.
+
+        ``scratch`` is a private folder for a temporary index and the blobs' bytes;
+        it is removed afterwards, whatever happens.
+        """
+        import shutil
+
+        scratch.mkdir(parents=True, exist_ok=True)
+        try:
+            with self.repo.git.custom_environment(GIT_INDEX_FILE=str(scratch / "index")):
+                self.repo.git.read_tree(parent)
+                for i, (path, data) in enumerate(sorted(files.items())):
+                    entry = self.repo.git.ls_tree(parent, "--", path).split()
+                    mode = entry[0] if entry else "100644"
+                    (scratch / f"blob{i}").write_bytes(data)
+                    blob = self.repo.git.hash_object("-w", "--no-filters", str(scratch / f"blob{i}"))
+                    self.repo.git.update_index("--cacheinfo", f"{mode},{blob},{path}")
+                tree = self.repo.git.write_tree()
+            (scratch / "message").write_bytes(message.encode())
+            return self.repo.git.commit_tree(tree, "-p", parent, "-F", str(scratch / "message"))
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def create_branch(self, name: str, commit: str) -> None:
+        """Create ``refs/heads/<name>`` at ``commit``; fails if it exists (no overwrite)."""
+        self.repo.git.update_ref(f"refs/heads/{name}", commit, "0" * 40)
+
+    def format_patch(self, commit: str) -> bytes:
+        """``git format-patch -1 --stdout`` of the commit, as bytes."""
+        return self.repo.git.format_patch("-1", "--stdout", commit, stdout_as_string=False)
 
 
 def release_tags_at_head(root: Path) -> list[str]:

@@ -137,3 +137,30 @@ def test_apply_cycle_on_a_real_checkout(mirror: Path, tmp_path: Path) -> None:
     assert run_cli("revert", str(repo)).returncode == 0
     assert git(repo, "status", "--porcelain", "--untracked-files=no") == ""
     assert run_cli("verify", str(repo)).returncode == 1
+
+
+def test_upstream_on_a_real_checkout(mirror: Path, tmp_path: Path) -> None:
+    """The upstream "Done when": dirty real clone untouched, one commit, git am reproduces it."""
+    tag = "v0.5.9" if "v0.5.9" in _tags(mirror) else _tags(mirror)[-1]
+    repo = tmp_path / "sglang"
+    subprocess.run(["git", "clone", "-q", "-b", tag, str(mirror), str(repo)], check=True, capture_output=True)
+    git(repo, "checkout", "-q", "-b", "mine")
+    (repo / "python/sglang/version.py").write_bytes(b"# local edit\n")
+    (repo / "scratch.txt").write_bytes(b"untracked\n")
+    status, head = git(repo, "status", "--porcelain"), git(repo, "rev-parse", "HEAD")
+    out = tmp_path / "up"
+    done = run_cli("upstream", str(repo), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert (git(repo, "status", "--porcelain"), git(repo, "rev-parse", "HEAD")) == (status, head)
+    assert git(repo, "symbolic-ref", "--short", "HEAD").strip() == "mine"
+    branch = "patchkit/sm120-torch-symm-mem"
+    assert git(repo, "rev-list", "--count", f"HEAD..{branch}").strip() == "1"
+    fresh = tmp_path / "fresh"
+    subprocess.run(["git", "clone", "-q", "-b", tag, str(mirror), str(fresh)], check=True, capture_output=True)
+    git(fresh, "am", "-q", str(next(out.glob("0001-*.patch"))))
+    assert git(fresh, "rev-parse", "HEAD^{tree}") == git(repo, "rev-parse", f"{branch}^{{tree}}")
+    for path in git(repo, "diff", "--name-only", "HEAD", branch).split():
+        assert _black_clean((fresh / path).read_bytes()), path
+    pr = (out / "PR.md").read_text()
+    assert "| `TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES` (module) | `12` |" in pr
+    assert "| `_WORLD_SIZES_MULTIMEM` (class TorchSymmMemCommunicator) | `12` | `[6, 8]` | key `10` |" in pr

@@ -71,18 +71,19 @@ def upstream(
 
     author = git.identity()
     scratch = s.store.root / f"upstream-{os.getpid()}"
-    commit = git.commit(head, {c.path: c.after for c in plan.changes}, text, scratch)
+    try:
+        commit = git.commit(head, {c.path: c.after for c in plan.changes}, text, scratch)
+    finally:
+        try:
+            s.store.root.rmdir()  # only if empty: upstream keeps no state
+        except OSError:
+            pass
     mbox = git.format_patch(commit)
     out.mkdir(parents=True, exist_ok=True)
     mbox_path = out / patch_filename(message.subject(text))
     write_atomic(mbox_path, mbox, mode=0o644)
     write_atomic(out / "PR.md", body.encode(), mode=0o644)
     git.create_branch(name, commit)
-    for folder in (s.store.root,):
-        try:
-            folder.rmdir()  # only if empty: upstream keeps no state
-        except OSError:
-            pass
     report.add(f"created branch {name} at {commit[:12]}: {message.subject(text)}")
     report.add(f"  author {author[0]} <{author[1]}>; {len(plan.changes)} files changed ({plan.source})")
     report.add(f"wrote {mbox_path} (git am) and {out / 'PR.md'}")

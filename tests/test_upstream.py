@@ -1,0 +1,201 @@
+"""``patchkit upstream``: one commit on a new branch, the user's state untouched, an mbox git am takes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import black
+import pytest
+
+from conftest import DC, git, make_repo, run_cli
+
+UTILS = f"{DC}/all_reduce_utils.py"
+COMM = f"{DC}/torch_symm_mem.py"
+BRANCH = "patchkit/sm120-torch-symm-mem"
+MBOX = "0001-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch"
+NO_IDENTITY = {
+    "GIT_AUTHOR_NAME": None,
+    "GIT_AUTHOR_EMAIL": None,
+    "GIT_COMMITTER_NAME": None,
+    "GIT_COMMITTER_EMAIL": None,
+    "EMAIL": None,
+}
+
+
+@pytest.fixture(scope="module")
+def origin(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_repo(tmp_path_factory.mktemp("origin") / "sglang")
+
+
+def clone(origin: Path, dest: Path, tag: str = "v0.5.5") -> Path:
+    subprocess.run(["git", "clone", "-q", str(origin), str(dest)], check=True, capture_output=True)
+    git(dest, "checkout", "-q", "-b", "work", tag)
+    git(dest, "config", "user.name", "Jane Dev")
+    git(dest, "config", "user.email", "jane@example.invalid")
+    return dest
+
+
+def snapshot(repo: Path) -> dict:
+    """Everything of the user's that upstream must leave as it was."""
+    files = {
+        str(p.relative_to(repo)): p.read_bytes()
+        for p in repo.rglob("*")
+        if p.is_file() and ".git" not in p.relative_to(repo).parts
+    }
+    return {
+        "head": git(repo, "rev-parse", "HEAD"),
+        "branch": git(repo, "symbolic-ref", "HEAD"),
+        "index": git(repo, "diff", "--cached"),
+        "status": git(repo, "status", "--porcelain", "--untracked-files=all"),
+        "worktrees": git(repo, "worktree", "list", "--porcelain"),
+        "files": files,
+    }
+
+
+def dirty(repo: Path) -> None:
+    (repo / "python/sglang/version.py").write_bytes(b'__version__ = "0.5.5+local"\n')
+    (repo / "notes.txt").write_bytes(b"untracked\n")
+    (repo / "staged.txt").write_bytes(b"staged\n")
+    git(repo, "add", "staged.txt")
+
+
+def branches(repo: Path) -> list[str]:
+    return git(repo, "for-each-ref", "--format=%(refname:short)", "refs/heads").split()
+
+
+def test_upstream_leaves_the_user_state_and_makes_one_commit(origin: Path, tmp_path: Path) -> None:
+    repo = clone(origin, tmp_path / "co")
+    dirty(repo)
+    before = snapshot(repo)
+    out = tmp_path / "up"
+    done = run_cli("upstream", str(repo), "--out", str(out), env=NO_IDENTITY)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.decode().splitlines()
+    head = before["head"].strip()
+    assert lines[0] == f"{repo}: SGLang 0.5.5, tag v0.5.5 at HEAD; HEAD {head[:12]}"
+    assert lines[1].startswith(f"created branch {BRANCH} at ")
+    assert lines[2].startswith("  author Jane Dev <jane@example.invalid>; 2 files changed")
+    assert snapshot(repo) == before
+    assert sorted(branches(repo)) == sorted(["main", "work", BRANCH])
+    assert not (repo / ".git/patchkit").exists()
+
+    # Exactly one commit on top of HEAD, by the user, changing exactly what apply changes.
+    assert git(repo, "rev-list", f"HEAD..{BRANCH}").split() == [git(repo, "rev-parse", BRANCH).strip()]
+    assert git(repo, "rev-parse", f"{BRANCH}^").strip() == head
+    assert git(repo, "log", "-1", "--format=%an <%ae>|%cn <%ce>", BRANCH).strip() == (
+        "Jane Dev <jane@example.invalid>|Jane Dev <jane@example.invalid>"
+    )
+    reference = tmp_path / "ref"
+    subprocess.run(["git", "clone", "-q", "-b", "v0.5.5", str(origin), str(reference)], check=True, capture_output=True)
+    assert run_cli("apply", str(reference)).returncode == 0
+    assert git(repo, "diff", "--name-only", "HEAD", BRANCH).split() == [UTILS, COMM]
+    for rel in (UTILS, COMM):
+        committed = subprocess.run(["git", "-C", str(repo), "show", f"{BRANCH}:{rel}"], capture_output=True, check=True).stdout
+        assert committed == (reference / rel).read_bytes()
+        with pytest.raises(black.NothingChanged):
+            black.format_file_contents(committed.decode(), fast=False, mode=black.Mode())
+
+    # The message: a short subject, the body the issue asks for, DEP-3 trailers.
+    text = git(repo, "log", "-1", "--format=%B", BRANCH)
+    subject, blank, *body = text.splitlines()
+    assert subject == "Add SM120 to the torch symm-mem all-reduce tables" and len(subject) <= 72 and blank == ""
+    body_text = "\n".join(body)
+    for needle in ("KeyError: 12", "copying the SM100 entry (key 10)", "not yet tuned", "NVLink multicast",
+                   "two-shot", "TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES (module)", "Origin: patchkit", "Forwarded: no", "Last-Update: "):
+        assert needle in body_text, needle
+
+    # git am of the mbox on a fresh clone at the same tag gives the same files.
+    assert sorted(p.name for p in out.iterdir()) == [MBOX, "PR.md"]
+    fresh = tmp_path / "fresh"
+    subprocess.run(["git", "clone", "-q", "-b", "v0.5.5", str(origin), str(fresh)], check=True, capture_output=True)
+    git(fresh, "am", "-q", str(out / MBOX))
+    assert git(fresh, "log", "-1", "--format=%s").strip() == subject
+    assert git(fresh, "rev-parse", "HEAD^{tree}") == git(repo, "rev-parse", f"{BRANCH}^{{tree}}")
+
+    pr = (out / "PR.md").read_text()
+    for section in ("## Motivation", "## Modifications", "## Accuracy Tests", "## Benchmarking and Profiling", "## Checklist"):
+        assert section in pr, section
+    assert "| `TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES` (module) | `12` | `{2: 64 * MiB, 8: 128 * MiB}` | key `10` |" in pr
+    assert "| `_WORLD_SIZES_MULTIMEM` (class TorchSymmMemCommunicator) | `12` | `[6, 8]` | key `10` |" in pr
+    assert f"git diff --stat {BRANCH}" in pr
+
+
+def test_existing_branch_name_is_made_unique(origin: Path, tmp_path: Path) -> None:
+    repo = clone(origin, tmp_path / "co")
+    git(repo, "branch", BRANCH)
+    done = run_cli("upstream", str(repo), "--out", str(tmp_path / "up"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode().splitlines()[1].startswith(f"created branch {BRANCH}-2 at ")
+    assert git(repo, "rev-parse", BRANCH) == git(repo, "rev-parse", "HEAD")  # the old branch untouched
+
+
+def test_named_branch_and_dry_run(origin: Path, tmp_path: Path) -> None:
+    repo = clone(origin, tmp_path / "co")
+    before = snapshot(repo)
+    out = tmp_path / "up"
+    done = run_cli("upstream", str(repo), "--branch", "sm120", "--out", str(out), "--dry-run")
+    assert done.returncode == 0, done.stderr
+    text = done.stdout.decode()
+    assert "would create branch sm120 with one commit:\n\nAdd SM120 to the torch symm-mem all-reduce tables\n\n" in text
+    assert "--- PR.md ---\n## Motivation" in text
+    assert snapshot(repo) == before and branches(repo) == ["main", "work"] and not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("setup", "env", "code", "message"),
+    [
+        (lambda r: None, NO_IDENTITY | {"HOME": "{tmp}", "GIT_CONFIG_GLOBAL": os.devnull, "XDG_CONFIG_HOME": "{tmp}"},
+         2, "patchkit: {repo}: no git identity: set it with `git config user.name \"Your Name\"` and `git config user.email you@example.com`\n"),
+        (lambda r: (run_cli("apply", str(r)), git(r, "commit", "-qam", "already patched")), {},
+         3, "patchkit: {repo}: nothing to change at HEAD ({head}): already upstream\n"),
+        (lambda r: None, {}, 2, None),
+    ],
+    ids=["no git identity", "nothing to change", "bad branch name"],
+)
+def test_failures_leave_nothing_behind(origin: Path, tmp_path: Path, setup, env, code, message) -> None:
+    repo = clone(origin, tmp_path / "co")
+    if "no git identity" in (message or ""):
+        git(repo, "config", "--unset", "user.name")
+        git(repo, "config", "--unset", "user.email")
+    setup(repo)
+    before = snapshot(repo)
+    state = sorted(p.name for p in (repo / ".git/patchkit").iterdir()) if (repo / ".git/patchkit").exists() else None
+    args = ["--branch", "bad..name"] if message is None else []
+    env = {k: (v.format(tmp=tmp_path) if isinstance(v, str) else v) for k, v in env.items()}
+    done = run_cli("upstream", str(repo), "--out", str(tmp_path / "up"), *args, env=env)
+    assert done.returncode == code, done.stderr
+    expected = (message or "patchkit: bad..name: not a valid branch name\n").format(
+        repo=repo, head=before["head"].strip()[:12]
+    )
+    assert done.stderr.decode() == expected
+    assert snapshot(repo) == before
+    assert branches(repo) == ["main", "work"]
+    assert not (tmp_path / "up").exists()
+    after = sorted(p.name for p in (repo / ".git/patchkit").iterdir()) if (repo / ".git/patchkit").exists() else None
+    assert after == state
+
+
+def test_not_a_git_checkout(origin: Path, tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    (plain / "python/sglang").mkdir(parents=True)
+    done = run_cli("upstream", str(plain), "--out", str(tmp_path / "up"))
+    assert done.returncode == 2
+    assert done.stderr.decode() == f"patchkit: {plain}: not a git checkout: upstream needs git history to branch from\n"
+    assert not (tmp_path / "up").exists()
+
+
+def test_template_override(origin: Path, tmp_path: Path) -> None:
+    repo = clone(origin, tmp_path / "co")
+    templates = tmp_path / "templates"
+    templates.mkdir()
+    (templates / "commit-message.j2").write_text("[Blackwell] SM{{ to_cc }}0 for symm-mem ({{ files|length }} files)\n\nBody.\n")
+    done = run_cli("upstream", str(repo), "--out", str(tmp_path / "up"), "--templates", str(templates))
+    assert done.returncode == 0, done.stderr
+    assert git(repo, "log", "-1", "--format=%B", BRANCH) == "[Blackwell] SM120 for symm-mem (2 files)\n\nBody.\n\n"
+    (templates / "commit-message.j2").write_text("x" * 80 + "\n")
+    done = run_cli("upstream", str(repo), "--out", str(tmp_path / "up2"), "--templates", str(templates))
+    assert done.returncode == 2
+    assert done.stderr.decode().startswith(f"patchkit: {templates}/commit-message.j2: the subject must be 1 to 72 characters, not 80")
+    assert sorted(branches(repo)) == sorted(["main", "work", BRANCH])

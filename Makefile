@@ -41,7 +41,8 @@ check-patches: sglang-mirror
 		../$(VENV)/bin/pytest -q -p no:cacheprovider test_real_releases.py
 
 # The main job on a real release: fetch SGLang $(DEMO_VERSION) from PyPI into a scratch
-# git checkout (with bytecode, as a used checkout has), then apply, verify, status, revert.
+# git checkout (with bytecode, as a used checkout has), then apply, verify, status, revert,
+# and prepare the upstream branch, mbox and PR description.
 demo: install
 	rm -rf $(DEMO)
 	$(PY) -m patchkit.mirror --dest $(DEMO)/sglang --versions $(DEMO_VERSION)
@@ -65,7 +66,13 @@ demo: install
 	@echo "== revert: the release's exact bytes are back"
 	$(PK) revert $(DEMO)/sglang
 	git -C $(DEMO)/sglang --no-pager diff --exit-code --stat
-	@echo "demo done: $(DEMO)/sglang is v$(DEMO_VERSION) again"
+	@echo
+	@echo "== upstream: a branch with one commit, an mbox and PR.md (scratch identity for the demo)"
+	git -C $(DEMO)/sglang config user.name "patchkit demo"
+	git -C $(DEMO)/sglang config user.email demo@patchkit.invalid
+	$(PK) upstream $(DEMO)/sglang --out $(DEMO)/upstream
+	git -C $(DEMO)/sglang --no-pager log --stat -1 patchkit/sm120-torch-symm-mem
+	@echo "demo done: $(DEMO)/sglang is v$(DEMO_VERSION) again; the fix waits on branch patchkit/sm120-torch-symm-mem"
 
 clean:
 	rm -rf build $(VENV) *.egg-info

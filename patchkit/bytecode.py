@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -20,8 +20,7 @@ _OPT = r"(?:\.opt-[0-9]+)?"
 _HEADER_SIZE = 16  # PEP 552: magic, flags, then mtime + size or an 8-byte source hash
 
 
-@dataclass(frozen=True)
-class Pyc:
+class Pyc(NamedTuple):
     path: Path
     status: str  # "fresh", "stale" or "invalid"
     reason: str

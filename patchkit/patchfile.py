@@ -6,7 +6,6 @@ their own encoding (a latin-1 source gives latin-1 lines).
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass
 
@@ -55,6 +54,8 @@ def _funcname(lines: list[bytes], before: int) -> bytes:
 
 def hunks(old: bytes, new: bytes, context: int = CONTEXT) -> bytes:
     """The ``@@`` hunks of a unified diff from ``old`` to ``new``."""
+    import difflib  # imported here: apply and revert only split lines
+
     a, b = split_lines(old), split_lines(new)
     out: list[bytes] = []
     matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)

@@ -8,7 +8,7 @@ stated positions, byte for byte.  Anything else is a clear PatchError.
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from patchkit.errors import BadInput
 from patchkit.patchfile import split_lines
@@ -18,8 +18,7 @@ class PatchError(BadInput):
     """A patch file that is corrupt, truncated, or does something patchkit never does."""
 
 
-@dataclass(frozen=True)
-class Hunk:
+class Hunk(NamedTuple):
     old_start: int
     old_lines: tuple[bytes, ...]
     new_lines: tuple[bytes, ...]
@@ -27,8 +26,7 @@ class Hunk:
     body: tuple[tuple[str, bytes], ...]
 
 
-@dataclass(frozen=True)
-class FilePatch:
+class FilePatch(NamedTuple):
     path: str
     hunks: tuple[Hunk, ...]
 

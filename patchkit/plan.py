@@ -6,7 +6,7 @@ Plan's changes to the transaction.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from patchkit import __version__
 from patchkit.errors import BadInput
@@ -22,8 +22,7 @@ REVERT = "revert"
 NOTHING_TO_REVERT = "nothing to revert"
 
 
-@dataclass(frozen=True)
-class Shipped:
+class Shipped(NamedTuple):
     """A shipped patch for one version: its manifest and parsed file sections."""
 
     name: str  # e.g. "patches/0.5.9/0001-...patch"
@@ -31,14 +30,13 @@ class Shipped:
     sections: dict  # path -> patchread.FilePatch
 
 
-@dataclass
-class Plan:
+class Plan(NamedTuple):
     action: str
     source: str = ""
-    changes: list[Change] = field(default_factory=list)
+    changes: tuple = ()  # of Change
     applied: Applied | None = None
-    notes: list[str] = field(default_factory=list)
-    tables: list[dict] = field(default_factory=list)
+    notes: tuple = ()  # of str
+    tables: tuple = ()  # of dict
 
 
 def _patch_id(posts: dict[str, bytes]) -> str:

@@ -6,11 +6,10 @@ nowhere else.  Paths are relative to the root of the project's repository.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class Project:
+class Project(NamedTuple):
     name: str
     # Candidate files, as globs over repository paths (``*`` stays inside one folder).
     files: tuple[str, ...]

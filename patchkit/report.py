@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from patchkit.errors import OK
 
 
-@dataclass
 class Report:
-    lines: list[str] = field(default_factory=list)
-    data: dict = field(default_factory=dict)
-    exit_code: int = OK
+    __slots__ = ("lines", "data", "exit_code")
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.data: dict = {}
+        self.exit_code = OK
 
     def add(self, line: str) -> None:
         self.lines.append(line)

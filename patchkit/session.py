@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import fnmatch
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 from patchkit.data import shipped as shipped_dir
@@ -20,13 +19,15 @@ MANIFEST_KEYS = ("version", "from_cc", "to_cc", "patch", "patch_sha256", "files"
 FILE_KEYS = ("path", "pre_sha256", "post_sha256", "tables")
 
 
-@dataclass
 class Session:
-    target: Target
-    store: Store
-    project: Project
-    version: str | None
-    how: str
+    """A target with its state store, project and version (and how the version was found)."""
+
+    def __init__(self, target: Target, store: Store, project: Project, version: str | None, how: str) -> None:
+        self.target = target
+        self.store = store
+        self.project = project
+        self.version = version
+        self.how = how
 
     @classmethod
     def open(cls, path: Path, project: Project, version: str | None = None) -> "Session":

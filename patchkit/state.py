@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from typing import NamedTuple
 from pathlib import Path
 
 from patchkit.atomic import fsync_dir, write_atomic
@@ -19,16 +19,14 @@ from patchkit.errors import BadInput
 FORMAT = 1
 
 
-@dataclass(frozen=True)
-class AppliedFile:
+class AppliedFile(NamedTuple):
     path: str
     pre_sha256: str
     post_sha256: str
-    tables: list = field(default_factory=list)
+    tables: list = []  # never mutated
 
 
-@dataclass(frozen=True)
-class Applied:
+class Applied(NamedTuple):
     """The patch that is applied to a target."""
 
     version: str | None
@@ -40,7 +38,9 @@ class Applied:
     files: list  # of AppliedFile
 
     def to_json(self) -> dict:
-        return {"format": FORMAT, **asdict(self)}
+        doc = self._asdict()
+        doc["files"] = [f._asdict() for f in self.files]
+        return {"format": FORMAT, **doc}
 
     @classmethod
     def from_json(cls, doc: dict) -> "Applied":

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from dataclasses import dataclass
+from typing import NamedTuple
 from pathlib import Path
 
 from patchkit import bytecode
@@ -44,8 +44,7 @@ def fault(point: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-@dataclass(frozen=True)
-class Change:
+class Change(NamedTuple):
     path: str  # repository path
     before: bytes
     after: bytes

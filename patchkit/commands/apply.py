@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from patchkit.patchfile import hunks
+from patchkit.patchfile import hunks, split_lines
 from patchkit.plan import APPLY, plan_apply
 from patchkit.registry import SGLANG
 from patchkit.report import Report
@@ -44,8 +44,8 @@ def apply(
         verb = "would patch" if dry_run else "patched"
         report.add(f"{'would apply' if dry_run else 'applied'} {plan.source}")
         for change in plan.changes:
-            added = sum(1 for line in hunks(change.before, change.after).split(b"\n") if line.startswith(b"+"))
-            report.add(f"  {verb} {change.path} (+{added} line{'s' if added != 1 else ''})")
+            added = len(split_lines(change.after)) - len(split_lines(change.before))
+            report.add(f"  {verb} {change.path} ({added:+d} line{'s' if abs(added) != 1 else ''})")
         for t in plan.tables:
             if t["status"] == "patched":
                 report.add(f"  {t['name']} ({t['scope']}): key {t['added_key']!r} = key {t['copied_from']!r}")

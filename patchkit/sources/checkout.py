@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 from pathlib import Path
 
 from patchkit.errors import BadInput
 from patchkit.registry import Project
 from patchkit.safety import resolve_inside
-from patchkit.sources.git_objects import git_dir, release_tags_at_head
+from patchkit.sources.git_refs import git_dir, release_tags_at_head
 from patchkit.versions import tag_to_version
 
 _DECLARED = (
@@ -20,8 +20,7 @@ _DECLARED = (
 )
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(NamedTuple):
     root: Path
     kind: str  # "git checkout" or "directory"
     state_dir: Path

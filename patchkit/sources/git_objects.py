@@ -8,7 +8,6 @@ from __future__ import annotations
 import fnmatch
 import os
 from dataclasses import dataclass
-from email.utils import format_datetime
 from pathlib import Path
 from typing import Iterator
 
@@ -61,6 +60,8 @@ class GitSource:
             commit = self.repo.tags[tag].commit
         except (IndexError, ValueError, self._git.BadName):
             raise BadInput(str(self.path), f"no tag {tag!r} in this repository") from None
+        from email.utils import format_datetime  # costly to import; generate only
+
         when = commit.authored_datetime
         return Release(tag, commit.hexsha, format_datetime(when), when.date().isoformat())
 
@@ -153,40 +154,3 @@ class GitSource:
     def format_patch(self, commit: str) -> bytes:
         """``git format-patch -1 --stdout`` of the commit, as bytes."""
         return self.repo.git.format_patch("-1", "--stdout", commit, stdout_as_string=False)
-
-
-def release_tags_at_head(root: Path) -> list[str]:
-    """The ``v*`` release tags pointing at HEAD of the checkout at ``root``, newest first.
-
-    Plain ``git`` (no GitPython): cheap enough for apply/verify start-up.  Reads refs
-    only; runs no hook and no filter of the checkout.
-    """
-    import subprocess
-
-    try:
-        done = subprocess.run(
-            ["git", "-C", str(root), "-c", "core.fsmonitor=false", "tag", "--points-at", "HEAD", "--list", "v*"],
-            capture_output=True,
-            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
-            timeout=30,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    if done.returncode != 0:
-        return []
-    tags = [t for t in done.stdout.decode(errors="replace").split() if is_release_tag(t)]
-    return sorted(tags, key=version_key, reverse=True)
-
-
-def git_dir(root: Path) -> Path | None:
-    """The git directory of a checkout at ``root`` (``.git``, or where a ``.git`` file points)."""
-    dot = root / ".git"
-    if dot.is_dir() and not dot.is_symlink():
-        return dot
-    if dot.is_file():
-        text = dot.read_text(errors="replace").strip()
-        if text.startswith("gitdir:"):
-            target = Path(text[len("gitdir:") :].strip())
-            target = target if target.is_absolute() else root / target
-            return target if target.is_dir() else None
-    return None

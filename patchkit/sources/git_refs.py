@@ -1,0 +1,139 @@
+"""Which release tags point at HEAD, read from the git directory itself.
+
+No GitPython and, in the common cases, no ``git`` process: apply, verify and
+status start fast.  Loose and packed refs are read as files; an annotated tag is
+peeled through ``packed-refs`` or its loose object.  Anything else (a tag object
+that is only in a pack) falls back to plain ``git``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from patchkit.versions import is_release_tag, version_key
+
+
+def git_dir(root: Path) -> Path | None:
+    """The git directory of a checkout at ``root`` (``.git``, or where a ``.git`` file points)."""
+    dot = root / ".git"
+    if dot.is_dir() and not dot.is_symlink():
+        return dot
+    if dot.is_file():
+        text = dot.read_text(errors="replace").strip()
+        if text.startswith("gitdir:"):
+            target = Path(text[len("gitdir:") :].strip())
+            target = target if target.is_absolute() else root / target
+            return target if target.is_dir() else None
+    return None
+
+
+def _common_dir(gdir: Path) -> Path:
+    """Where refs live: a linked worktree's git dir names its common dir."""
+    try:
+        common = (gdir / "commondir").read_text().strip()
+    except OSError:
+        return gdir
+    path = Path(common)
+    return path if path.is_absolute() else (gdir / path).resolve()
+
+
+def _resolve(gdir: Path, common: Path, ref: str, packed: dict[str, str], depth: int = 0) -> str | None:
+    for base in (gdir, common):
+        try:
+            text = (base / ref).read_text().strip()
+        except OSError:
+            continue
+        if text.startswith("ref: ") and depth < 5:
+            return _resolve(gdir, common, text[5:], packed, depth + 1)
+        return text
+    return packed.get(ref)
+
+
+def _packed(common: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """(ref -> id, ref -> peeled commit id) from packed-refs."""
+    refs: dict[str, str] = {}
+    peeled: dict[str, str] = {}
+    try:
+        lines = (common / "packed-refs").read_text().splitlines()
+    except OSError:
+        return refs, peeled
+    last = None
+    for line in lines:
+        if line.startswith("#") or not line.strip():
+            continue
+        if line.startswith("^") and last:
+            peeled[last] = line[1:].strip()
+            continue
+        sha, _, name = line.partition(" ")
+        refs[name.strip()] = sha
+        last = name.strip()
+    return refs, peeled
+
+
+def _peel_loose(common: Path, sha: str) -> str | None:
+    """The object an annotated tag points to, if the tag object is loose; else None."""
+    import zlib
+
+    try:
+        raw = zlib.decompress((common / "objects" / sha[:2] / sha[2:]).read_bytes())
+    except (OSError, zlib.error):
+        return None
+    header, _, body = raw.partition(b"\0")
+    if header.startswith(b"commit "):
+        return sha
+    if header.startswith(b"tag ") and body.startswith(b"object "):
+        return body[7:47].decode()
+    return None
+
+
+def release_tags_at_head(root: Path) -> list[str]:
+    """The ``v*`` release tags pointing at HEAD of the checkout at ``root``, newest first."""
+    gdir = git_dir(root)
+    if gdir is None:
+        return []
+    common = _common_dir(gdir)
+    packed, peeled = _packed(common)
+    head = _resolve(gdir, common, "HEAD", packed)
+    if not head:
+        return []
+    tags: dict[str, str] = {name[10:]: sha for name, sha in packed.items() if name.startswith("refs/tags/")}
+    tag_dir = common / "refs" / "tags"
+    if tag_dir.is_dir():
+        for dirpath, _, files in os.walk(tag_dir):
+            for name in files:
+                path = Path(dirpath) / name
+                tags[path.relative_to(tag_dir).as_posix()] = path.read_text().strip()
+    found = []
+    for tag, sha in tags.items():
+        if not is_release_tag(tag):
+            continue
+        if sha == head or peeled.get(f"refs/tags/{tag}") == head:
+            found.append(tag)
+            continue
+        if f"refs/tags/{tag}" in peeled:
+            continue
+        target = _peel_loose(common, sha)
+        if target is None:  # a tag object only in a pack: ask git
+            return _tags_at_head_with_git(root)
+        if target == head:
+            found.append(tag)
+    return sorted(found, key=version_key, reverse=True)
+
+
+def _tags_at_head_with_git(root: Path) -> list[str]:
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(root), "-c", "core.fsmonitor=false", "tag", "--points-at", "HEAD", "--list", "v*"],
+            capture_output=True,
+            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    if done.returncode != 0:
+        return []
+    tags = [t for t in done.stdout.decode(errors="replace").split() if is_release_tag(t)]
+    return sorted(tags, key=version_key, reverse=True)

@@ -1,0 +1,73 @@
+"""Release tags at HEAD, read from the git directory, agree with `git tag --points-at HEAD`."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import git
+from patchkit.sources.git_refs import git_dir, release_tags_at_head
+
+
+def _git_says(repo: Path) -> list[str]:
+    tags = git(repo, "tag", "--points-at", "HEAD", "--list", "v*").split()
+    from patchkit.versions import is_release_tag, version_key
+
+    return sorted((t for t in tags if is_release_tag(t)), key=version_key, reverse=True)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "r"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    for i in range(3):
+        (repo / "f").write_text(str(i))
+        git(repo, "add", "f")
+        git(repo, "commit", "-qm", f"c{i}")
+    git(repo, "tag", "v0.1.0", "HEAD~2")
+    git(repo, "tag", "v0.2.0")  # lightweight at HEAD
+    git(repo, "tag", "-a", "-m", "annotated", "v0.2.0.post1")  # annotated at HEAD
+    git(repo, "tag", "-a", "-m", "annotated", "v0.0.9", "HEAD~1")
+    git(repo, "tag", "not-a-release")
+    return repo
+
+
+@pytest.mark.parametrize(
+    "arrange",
+    [
+        pytest.param([], id="loose refs, loose tag objects"),
+        pytest.param([["pack-refs", "--all"]], id="packed refs with peeled lines"),
+        pytest.param([["gc", "-q", "--aggressive"]], id="everything packed (gc)"),
+        pytest.param([["checkout", "-q", "--detach", "HEAD"]], id="detached HEAD"),
+        pytest.param([["checkout", "-q", "v0.0.9"]], id="HEAD at an older annotated tag"),
+        pytest.param([["checkout", "-q", "HEAD~2"]], id="HEAD at a lightweight tag"),
+    ],
+)
+def test_agrees_with_git(repo: Path, arrange: list[list[str]]) -> None:
+    for args in arrange:
+        git(repo, *args)
+    assert release_tags_at_head(repo) == _git_says(repo)
+    assert release_tags_at_head(repo)  # every arrangement has at least one
+
+
+def test_packed_tag_object_without_peeled_line(repo: Path) -> None:
+    git(repo, "gc", "-q")
+    packed = repo / ".git/packed-refs"
+    packed.write_text("".join(line for line in packed.read_text().splitlines(True) if not line.startswith("^")))
+    assert release_tags_at_head(repo) == ["v0.2.0.post1", "v0.2.0"]
+
+
+def test_worktree_git_file(repo: Path, tmp_path: Path) -> None:
+    wt = tmp_path / "wt"
+    git(repo, "worktree", "add", "-q", "--detach", str(wt), "v0.0.9")
+    assert git_dir(wt) == (repo / ".git/worktrees/wt")
+    assert release_tags_at_head(wt) == ["v0.0.9"] == _git_says(wt)
+
+
+def test_no_git_and_no_tags(tmp_path: Path) -> None:
+    assert release_tags_at_head(tmp_path) == [] and git_dir(tmp_path) is None
+    git(tmp_path, "init", "-q")
+    assert release_tags_at_head(tmp_path) == []  # unborn HEAD

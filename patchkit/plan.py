@@ -23,11 +23,21 @@ NOTHING_TO_REVERT = "nothing to revert"
 
 
 class Shipped(NamedTuple):
-    """A shipped patch for one version: its manifest and parsed file sections."""
+    """A shipped patch for one version: its manifest and its bytes (sha256 already checked)."""
 
     name: str  # e.g. "patches/0.5.9/0001-...patch"
     manifest: dict
-    sections: dict  # path -> patchread.FilePatch
+    data: bytes
+
+    def sections(self) -> dict:
+        """path -> patchread.FilePatch; parsed only when hunks are needed (not for hash checks)."""
+        from patchkit import patchread
+        from patchkit.errors import BadInput
+
+        sections = {s.path: s for s in patchread.parse(self.data, self.name)}
+        if sorted(sections) != sorted(f["path"] for f in self.manifest["files"]):
+            raise BadInput(self.name, "names other files than manifest.json")
+        return sections
 
 
 class Plan(NamedTuple):
@@ -51,8 +61,9 @@ def from_shipped(base: dict[str, bytes], shipped: Shipped) -> dict[str, bytes] |
     if any(f["path"] not in base or sha256(base[f["path"]]) != f["pre_sha256"] for f in files):
         return None
     out = {}
+    sections = shipped.sections()
     for f in files:
-        post = patchread.apply(base[f["path"]], shipped.sections[f["path"]], shipped.name)
+        post = patchread.apply(base[f["path"]], sections[f["path"]], shipped.name)
         if sha256(post) != f["post_sha256"]:
             raise BadInput(shipped.name, f"corrupt patch: applying it to {f['path']} does not give the manifest's post-image")
         out[f["path"]] = post
@@ -192,6 +203,7 @@ def plan_revert(
     if shipped is None:
         return Plan(NOTHING_TO_REVERT, notes=["no patchkit state, and no shipped patch for this version to recognise"])
     changes = []
+    sections = None
     for f in shipped.manifest["files"]:
         data = current.get(f["path"])
         digest = sha256(data) if data is not None else None
@@ -199,7 +211,8 @@ def plan_revert(
             continue
         if digest != f["post_sha256"]:
             return Plan(NOTHING_TO_REVERT, notes=[f"{f['path']} holds neither the pre- nor the post-image of {shipped.name}"])
-        original = patchread.reverse(data, shipped.sections[f["path"]], shipped.name)
+        sections = sections or shipped.sections()
+        original = patchread.reverse(data, sections[f["path"]], shipped.name)
         if sha256(original) != f["pre_sha256"]:
             raise BadInput(shipped.name, f"corrupt patch: reversing it on {f['path']} does not give the pre-image")
         changes.append(Change(f["path"], data, original))

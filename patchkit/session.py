@@ -82,13 +82,8 @@ class Session:
             check_relative(f["path"])
             if not any(fnmatch.fnmatchcase(f["path"], g) for g in self.project.files):
                 raise UnsafePath(f["path"], f"refused: {manifest_path} names a file outside patchkit's target files")
-        from patchkit import patchread
-
-        sections = {s.path: s for s in patchread.parse(data, str(patch_path))}
-        if sorted(sections) != sorted(f["path"] for f in manifest["files"]):
-            raise BadInput(str(patch_path), "names other files than manifest.json")
         label = str(patch_path) if patches else f"patches/{self.version}/{name}"
-        return Shipped(label, manifest, sections)
+        return Shipped(label, manifest, data)
 
 
 def _load_manifest(path: Path) -> dict:

@@ -8,19 +8,32 @@ from patchkit.data import shipped
 from patchkit.errors import BadInput
 
 
-def render(name: str, context: dict, override: Path | None = None) -> str:
-    import jinja2  # imported here: only generate and upstream render templates
+_ENVIRONMENTS: dict = {}
 
-    folders = [str(override)] if override else []
-    folders.append(str(shipped("templates")))
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(folders),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        autoescape=False,
-    )
+
+def _environment(override: Path | None):
+    """One jinja2 environment per template folder: each template is compiled once per run."""
+    env = _ENVIRONMENTS.get(override)
+    if env is None:
+        import jinja2  # imported here: only generate and upstream render templates
+
+        folders = [str(override)] if override else []
+        folders.append(str(shipped("templates")))
+        env = _ENVIRONMENTS[override] = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(folders),
+            undefined=jinja2.StrictUndefined,
+            keep_trailing_newline=True,
+            trim_blocks=True,
+            lstrip_blocks=True,
+            autoescape=False,
+        )
+    return env
+
+
+def render(name: str, context: dict, override: Path | None = None) -> str:
+    import jinja2
+
+    env = _environment(override)
     try:
         return env.get_template(name).render(**context)
     except jinja2.TemplateError as exc:

@@ -75,37 +75,39 @@ def release_patch(
     project: Project,
     from_cc: Key,
     to_cc: Key,
-    cache: dict[str, Rewrite | PatchkitError],
+    cache: dict[str, tuple[bytes, Rewrite | PatchkitError]],
     templates: Path | None = None,
 ) -> TagOutcome:
-    """Patch and manifest for one tag.  ``cache`` maps blob ids to rewrites (shared across tags)."""
+    """Patch and manifest for one tag.  ``cache`` maps blob ids to (bytes, rewrite), shared across tags."""
     release = source.release(tag)
     version = tag_to_version(tag)
     changes: list[FileChange] = []
     entries: list[FileEntry] = []
     upstream: list[dict] = []
     for file in source.files(tag, project.files):
-        result = cache.get(file.blob)
-        if result is None:
+        cached = cache.get(file.blob)
+        if cached is None:  # each distinct blob is read and rewritten once per run
+            data = source.read(file.blob)
             try:
-                result = rewrite(file.data, project.tables, from_cc, to_cc, file.path)
+                result = rewrite(data, project.tables, from_cc, to_cc, file.path)
             except PatchkitError as exc:
                 result = exc
-            cache[file.blob] = result
+            cached = cache[file.blob] = (data, result)
+        data, result = cached
         if isinstance(result, PatchkitError):
             return TagOutcome(tag, version, STATUS_ERROR, error=str(result))
         upstream += [dict(t.to_json(), path=file.path) for t in result.tables if t.status == UPSTREAM]
         if not result.changed:
             continue
         new_blob = blob_id(result.source)
-        changes.append(FileChange(file.path, file.mode, file.data, result.source, file.blob, new_blob))
+        changes.append(FileChange(file.path, file.mode, data, result.source, file.blob, new_blob))
         entries.append(
             FileEntry(
                 path=file.path,
                 mode=file.mode,
                 pre_blob=file.blob,
                 post_blob=new_blob,
-                pre_sha256=sha256(file.data),
+                pre_sha256=sha256(data),
                 post_sha256=sha256(result.source),
                 tables=[t.to_json() for t in result.tables if t.status == PATCHED],
             )
@@ -211,7 +213,7 @@ def generate(
     tags = tags or source.release_tags()
     for tag in tags:
         source.release(tag)  # every named tag must exist before anything is written
-    cache: dict[str, Rewrite | PatchkitError] = {}
+    cache: dict[str, tuple[bytes, Rewrite | PatchkitError]] = {}
     outcomes = []
     for tag in tags:
         outcome = release_patch(source, tag, project, from_cc, to_cc, cache, templates)

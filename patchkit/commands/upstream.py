@@ -41,7 +41,7 @@ def upstream(
         raise BadInput(str(path), "not a git checkout: upstream needs git history to branch from")
     git = GitSource(s.target.root)
     head = git.head()
-    committed = {f.path: f.data for f in git.files(head, SGLANG.files)}
+    committed = {f.path: git.read(f.blob) for f in git.files(head, SGLANG.files)}
     plan = plan_apply(committed, None, {}, s.shipped(patches, from_cc, to_cc), SGLANG.tables, from_cc, to_cc, s.version, False)
     if plan.action != APPLY:
         raise Refused(str(s.target.root), f"nothing to change at HEAD ({head[:12]}): {plan.action}")

@@ -26,9 +26,8 @@ class Release:
 @dataclass(frozen=True)
 class SourceFile:
     path: str
-    blob: str  # git blob id
+    blob: str  # git blob id; GitSource.read(blob) gives the bytes
     mode: str  # e.g. "100644"
-    data: bytes
 
 
 def default_repo() -> Path:
@@ -49,25 +48,67 @@ class GitSource:
             raise BadInput(str(path), "not a git repository") from None
         self.path = path
         self._git = git
+        self._trees: dict[bytes, list[tuple[str, str, bytes]]] = {}
+        self._tags: dict | None = None
+        self._releases: dict[str, Release] = {}
+
+    def _tag_refs(self) -> dict:
+        if self._tags is None:  # listing refs is slow in GitPython: once per run
+            self._tags = {t.name: t for t in self.repo.tags}
+        return self._tags
 
     def release_tags(self) -> list[str]:
         """Every ``v<version>`` tag, oldest first."""
-        tags = [t.name for t in self.repo.tags if is_release_tag(t.name)]
-        return sorted(tags, key=version_key)
+        return sorted((name for name in self._tag_refs() if is_release_tag(name)), key=version_key)
 
     def release(self, tag: str) -> Release:
-        try:
-            commit = self.repo.tags[tag].commit
-        except (IndexError, ValueError, self._git.BadName):
-            raise BadInput(str(self.path), f"no tag {tag!r} in this repository") from None
-        from email.utils import format_datetime  # costly to import; generate only
+        """The tag's commit and date (cached: generate asks for each tag twice)."""
+        if tag not in self._releases:
+            try:
+                commit = self._tag_refs()[tag].commit
+            except (KeyError, ValueError, self._git.BadName):
+                raise BadInput(str(self.path), f"no tag {tag!r} in this repository") from None
+            from email.utils import format_datetime  # costly to import; generate only
 
-        when = commit.authored_datetime
-        return Release(tag, commit.hexsha, format_datetime(when), when.date().isoformat())
+            when = commit.authored_datetime
+            self._releases[tag] = Release(tag, commit.hexsha, format_datetime(when), when.date().isoformat())
+        return self._releases[tag]
+
+    def read(self, blob: str) -> bytes:
+        """The bytes of a blob."""
+        return self.repo.odb.stream(bytes.fromhex(blob)).read()
+
+    def _tree(self, binsha: bytes) -> list[tuple[str, str, bytes]]:
+        """(mode, name, id) of a tree's entries; each distinct tree is read once."""
+        entries = self._trees.get(binsha)
+        if entries is None:
+            raw = self.repo.odb.stream(binsha).read()
+            entries, i = [], 0
+            while i < len(raw):
+                space = raw.index(b" ", i)
+                nul = raw.index(b"\0", space)
+                entries.append((raw[i:space].decode(), raw[space + 1 : nul].decode("utf-8", "surrogateescape"), raw[nul + 1 : nul + 21]))
+                i = nul + 21
+            self._trees[binsha] = entries
+        return entries
+
+    def _walk(self, binsha: bytes, prefix: str, recursive: bool) -> Iterator[tuple[str, str, bytes]]:
+        for mode, name, sha in self._tree(binsha):
+            path = f"{prefix}{name}"
+            if mode == "40000":
+                if recursive:
+                    yield from self._walk(sha, path + "/", True)
+            elif mode in ("100644", "100755"):
+                yield mode, path, sha
 
     def files(self, rev: str, globs: tuple[str, ...]) -> Iterator[SourceFile]:
-        """The blobs under the tree of ``rev`` (a tag, HEAD, a commit) whose paths match any of ``globs``."""
-        tree = self.repo.commit(rev).tree
+        """The blobs under the tree of ``rev`` (a tag, HEAD, a commit) whose paths match any of ``globs``.
+
+        Trees are read straight from the object database and cached by id, so the
+        many tags that share a folder cost one read of it.
+        """
+        ref = self._tag_refs().get(rev)
+        root = (ref.commit if ref is not None else self.repo.commit(rev)).tree.binsha
         seen: set[str] = set()
         for pattern in globs:
             static = []
@@ -75,20 +116,19 @@ class GitSource:
                 if any(c in part for c in "*?["):
                     break
                 static.append(part)
-            folder = "/".join(static)
-            try:
-                root = tree / folder if folder else tree
-            except KeyError:
+            sha = root
+            for part in static:
+                sha = next((e[2] for e in self._tree(sha) if e[1] == part and e[0] == "40000"), None)
+                if sha is None:
+                    break
+            if sha is None:
                 continue
-            items = root.traverse() if "/" in pattern[len(folder) + 1 :] else root.blobs
-            for item in items:
-                if item.type != "blob" or item.path in seen:
-                    continue
-                if not fnmatch.fnmatchcase(item.path, pattern):
-                    continue
-                seen.add(item.path)
-                yield SourceFile(item.path, item.hexsha, f"{item.mode:o}", item.data_stream.read())
-
+            folder = "/".join(static)
+            recursive = "/" in pattern[len(folder) + 1 :]
+            for mode, path, blob in self._walk(sha, f"{folder}/" if folder else "", recursive):
+                if path not in seen and fnmatch.fnmatchcase(path, pattern):
+                    seen.add(path)
+                    yield SourceFile(path, blob.hex(), mode)
 
     # -- writing: the upstream commit, made without touching HEAD, index or work tree --
 

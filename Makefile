@@ -7,7 +7,7 @@ MIRROR := build/sglang-mirror
 DEMO := build/demo
 DEMO_VERSION := 0.5.9
 
-.PHONY: test demo venv install sglang-mirror patches check-patches clean
+.PHONY: test demo venv install sglang-mirror patches check-patches bench clean
 
 # The virtualenv with the test dependencies; rebuilt when pyproject.toml changes.
 $(VENV)/.deps: pyproject.toml
@@ -39,6 +39,10 @@ check-patches: sglang-mirror
 	$(PK) generate --repo $(MIRROR) --out patches --check
 	cd tests && PATCHKIT_REAL_MIRROR=$(abspath $(MIRROR)) \
 		../$(VENV)/bin/pytest -q -p no:cacheprovider test_real_releases.py
+
+# Speed and memory, side by side with their floors (see benchmarks/bench.py); prints a table.
+bench: sglang-mirror
+	$(PY) benchmarks/bench.py --mirror $(MIRROR) --patchkit $(PK) --version $(DEMO_VERSION)
 
 # The main job on a real release: fetch SGLang $(DEMO_VERSION) from PyPI into a scratch
 # git checkout (with bytecode, as a used checkout has), then apply, verify, status, revert,

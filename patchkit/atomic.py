@@ -14,11 +14,13 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
+def write_atomic(path: Path, data: bytes, mode: int | None = None, durable: bool = True) -> None:
     """Write through a temp file in the same folder: fsync, rename, fsync the folder.
 
     The temp name is fixed (``.<name>.patchkit-tmp``) so that recovery can find and
-    remove one left by a kill.
+    remove one left by a kill.  ``durable=False`` skips the fsyncs (still atomic:
+    readers see the old or the new file, never half of one) for output that can be
+    regenerated, such as generate's patches.
     """
     tmp = temp_name(path)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if mode is None else mode)
@@ -28,11 +30,13 @@ def write_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
             view = view[os.write(fd, view) :]
         if mode is not None:
             os.fchmod(fd, mode)
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)
 
 
 def temp_name(path: Path) -> Path:

@@ -171,11 +171,22 @@ class AddCapabilityKey(cst.CSTTransformer):
         self.scopes: list[str] = []
         self.results: list[TableResult] = []
 
-    # Tables live at module level or in class bodies: never look inside functions.
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return False
+    # Tables live at module level or in class bodies: descend only into those, and
+    # into the statements that assign a table (not into functions, not into other
+    # statements' expressions).
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.SimpleStatementLine):
+            if not any(self._assigns_table(s) for s in node.body):
+                return False
+        elif isinstance(node, cst.BaseCompoundStatement) and not isinstance(node, cst.ClassDef):
+            return False
+        return super().on_visit(node)
 
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
+    def _assigns_table(self, statement: cst.BaseSmallStatement) -> bool:
+        if isinstance(statement, cst.Assign):
+            return self._table_name([t.target for t in statement.targets]) is not None
+        if isinstance(statement, cst.AnnAssign):
+            return self._table_name([statement.target]) is not None
         return False
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:

@@ -20,7 +20,7 @@ from patchkit.manifest import FileEntry, Manifest
 from patchkit.patchfile import FileChange, format_patch, patch_filename
 from patchkit.registry import Project
 from patchkit.rewriter import PATCHED, UPSTREAM, Key, Rewrite, rewrite
-from patchkit.sources.git_objects import GitSource
+from patchkit.sources.git_objects import GitSource, SourceFile
 from patchkit.versions import tag_to_version
 
 PATCH_AUTHOR = "patchkit <patchkit@users.noreply.invalid>"
@@ -77,17 +77,23 @@ def release_patch(
     to_cc: Key,
     cache: dict[str, tuple[bytes, Rewrite | PatchkitError]],
     templates: Path | None = None,
+    files: list[SourceFile] | None = None,
+    blobs: dict[str, bytes] | None = None,
 ) -> TagOutcome:
-    """Patch and manifest for one tag.  ``cache`` maps blob ids to (bytes, rewrite), shared across tags."""
+    """Patch and manifest for one tag.
+
+    ``cache`` maps blob ids to (bytes, rewrite), shared across tags; ``files`` and
+    ``blobs`` are the tag's candidate files and their bytes when read in bulk.
+    """
     release = source.release(tag)
     version = tag_to_version(tag)
     changes: list[FileChange] = []
     entries: list[FileEntry] = []
     upstream: list[dict] = []
-    for file in source.files(tag, project.files):
+    for file in source.files(tag, project.files) if files is None else files:
         cached = cache.get(file.blob)
         if cached is None:  # each distinct blob is read and rewritten once per run
-            data = source.read(file.blob)
+            data = blobs[file.blob] if blobs and file.blob in blobs else source.read(file.blob)
             try:
                 result = rewrite(data, project.tables, from_cc, to_cc, file.path)
             except PatchkitError as exc:
@@ -194,7 +200,7 @@ def write(out: Path, outcome: TagOutcome) -> None:
     for name, data in outcome.outputs.items():
         path = folder / name
         if not path.is_file() or path.read_bytes() != data:
-            write_atomic(path, data, mode=0o644)
+            write_atomic(path, data, mode=0o644, durable=False)
 
 
 def generate(
@@ -211,12 +217,13 @@ def generate(
     """Generate (or with ``check``, compare) the patches of ``tags`` (default: every release tag)."""
     source = GitSource(repo)
     tags = tags or source.release_tags()
-    for tag in tags:
-        source.release(tag)  # every named tag must exist before anything is written
+    source.releases(tags)  # every named tag must exist before anything is written
+    files = source.release_files(tags, project.files)
+    blobs = source.read_many(sorted({f.blob for found in files.values() for f in found}))
     cache: dict[str, tuple[bytes, Rewrite | PatchkitError]] = {}
     outcomes = []
     for tag in tags:
-        outcome = release_patch(source, tag, project, from_cc, to_cc, cache, templates)
+        outcome = release_patch(source, tag, project, from_cc, to_cc, cache, templates, files[tag], blobs)
         if not check:
             write(out, outcome)
         outcomes.append(outcome)

@@ -30,6 +30,44 @@ class SourceFile:
     mode: str  # e.g. "100644"
 
 
+def _static(pattern: str) -> str:
+    """The folder part of a glob before its first wildcard: ``a/b/*.py`` -> ``a/b``."""
+    static = []
+    for part in pattern.split("/")[:-1]:
+        if any(c in part for c in "*?["):
+            break
+        static.append(part)
+    return "/".join(static)
+
+
+def _tree_entries(raw: bytes) -> list[tuple[str, str, bytes]]:
+    """Parse a raw tree object: (mode, name, 20-byte id) per entry."""
+    entries, i = [], 0
+    while i < len(raw):
+        space = raw.index(b" ", i)
+        nul = raw.index(b"\0", space)
+        entries.append((raw[i:space].decode(), raw[space + 1 : nul].decode("utf-8", "surrogateescape"), raw[nul + 1 : nul + 21]))
+        i = nul + 21
+    return entries
+
+
+_DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
+def _release(tag: str, commit: str, body: bytes) -> Release:
+    """A Release from a raw commit object: its author line gives the date (RFC 2822)."""
+    from datetime import datetime, timedelta, timezone
+
+    author = next((line for line in body.split(b"\n") if line.startswith(b"author ")), b"")
+    stamp, offset = author.rsplit(b" ", 2)[-2:] if author else (b"0", b"+0000")
+    sign = -1 if offset.startswith(b"-") else 1
+    tz = timezone(sign * timedelta(hours=int(offset[1:3]), minutes=int(offset[3:5])))
+    when = datetime.fromtimestamp(int(stamp), tz)
+    date = f"{_DAYS[when.weekday()]}, {when.day:02d} {_MONTHS[when.month - 1]} {when.year} {when:%H:%M:%S} {offset.decode()}"
+    return Release(tag, commit, date, when.date().isoformat())
+
+
 def default_repo() -> Path:
     return Path(os.environ.get("PATCHKIT_SGLANG_REPO") or Path.home() / "sglang")
 
@@ -62,17 +100,24 @@ class GitSource:
         return sorted((name for name in self._tag_refs() if is_release_tag(name)), key=version_key)
 
     def release(self, tag: str) -> Release:
-        """The tag's commit and date (cached: generate asks for each tag twice)."""
-        if tag not in self._releases:
-            try:
-                commit = self._tag_refs()[tag].commit
-            except (KeyError, ValueError, self._git.BadName):
-                raise BadInput(str(self.path), f"no tag {tag!r} in this repository") from None
-            from email.utils import format_datetime  # costly to import; generate only
+        """The tag's commit and author date."""
+        return self.releases([tag])[tag]
 
-            when = commit.authored_datetime
-            self._releases[tag] = Release(tag, commit.hexsha, format_datetime(when), when.date().isoformat())
-        return self._releases[tag]
+    def releases(self, tags: list[str]) -> dict[str, Release]:
+        """Commit and author date of many tags, read in one batch (and cached)."""
+        wanted = [t for t in dict.fromkeys(tags) if t not in self._releases]
+        if wanted:
+            out, i = self._cat_file("batch", [f"refs/tags/{t}^{{commit}}" for t in wanted]), 0
+            for tag in wanted:
+                end = out.index(b"\n", i)
+                header = out[i:end].split()
+                if len(header) != 3 or header[1] != b"commit":
+                    raise BadInput(str(self.path), f"no tag {tag!r} in this repository")
+                size = int(header[2])
+                body = out[end + 1 : end + 1 + size]
+                i = end + 1 + size + 1
+                self._releases[tag] = _release(tag, header[0].decode(), body)
+        return {t: self._releases[t] for t in tags}
 
     def read(self, blob: str) -> bytes:
         """The bytes of a blob."""
@@ -82,15 +127,62 @@ class GitSource:
         """(mode, name, id) of a tree's entries; each distinct tree is read once."""
         entries = self._trees.get(binsha)
         if entries is None:
-            raw = self.repo.odb.stream(binsha).read()
-            entries, i = [], 0
-            while i < len(raw):
-                space = raw.index(b" ", i)
-                nul = raw.index(b"\0", space)
-                entries.append((raw[i:space].decode(), raw[space + 1 : nul].decode("utf-8", "surrogateescape"), raw[nul + 1 : nul + 21]))
-                i = nul + 21
-            self._trees[binsha] = entries
+            entries = self._trees[binsha] = _tree_entries(self.repo.odb.stream(binsha).read())
         return entries
+
+    def _cat_file(self, mode: str, names: list[str]) -> bytes:
+        """One ``git cat-file --batch[-check]`` for many objects: one round trip, not one per object."""
+        import subprocess
+
+        proc = self.repo.git.cat_file(f"--{mode}", as_process=True, istream=subprocess.PIPE)
+        out, _ = proc.proc.communicate("".join(f"{n}\n" for n in names).encode())
+        return out
+
+    def read_many(self, blobs: list[str]) -> dict[str, bytes]:
+        """The bytes of many objects, in one batch."""
+        out, objects, i = self._cat_file("batch", blobs), {}, 0
+        for blob in blobs:
+            end = out.index(b"\n", i)
+            header = out[i:end].split()
+            if len(header) != 3:
+                raise BadInput(str(self.path), f"cannot read object {blob}: {out[i:end].decode(errors='replace')}")
+            size = int(header[2])
+            objects[blob] = out[end + 1 : end + 1 + size]
+            i = end + 1 + size + 1
+        return objects
+
+    def release_files(self, tags: list[str], globs: tuple[str, ...]) -> dict[str, list[SourceFile]]:
+        """``files`` for many tags at once: the folders of all tags are found in one batch,
+        and each distinct folder tree is read once."""
+        simple = all("/" not in g[len(_static(g)) + 1 :] for g in globs)
+        if not simple:
+            return {tag: list(self.files(tag, globs)) for tag in tags}
+        folders = [_static(g) for g in globs]
+        lines = self._cat_file("batch-check", [f"{tag}:{folder}" for tag in tags for folder in folders]).splitlines()
+        trees = {}
+        for line in lines:
+            parts = line.split()
+            if len(parts) == 3 and parts[1] == b"tree":
+                trees[parts[0].decode()] = None
+        if trees:
+            raw = self.read_many(list(trees))
+            for sha, data in raw.items():
+                self._trees[bytes.fromhex(sha)] = _tree_entries(data)
+        result: dict[str, list[SourceFile]] = {}
+        it = iter(lines)
+        for tag in tags:
+            found, seen = [], set()
+            for pattern, folder in zip(globs, folders):
+                parts = next(it).split()
+                if len(parts) != 3 or parts[1] != b"tree":
+                    continue
+                for mode, name, blob in self._trees[bytes.fromhex(parts[0].decode())]:
+                    path = f"{folder}/{name}" if folder else name
+                    if mode in ("100644", "100755") and path not in seen and fnmatch.fnmatchcase(path, pattern):
+                        seen.add(path)
+                        found.append(SourceFile(path, blob.hex(), mode))
+            result[tag] = found
+        return result
 
     def _walk(self, binsha: bytes, prefix: str, recursive: bool) -> Iterator[tuple[str, str, bytes]]:
         for mode, name, sha in self._tree(binsha):
@@ -111,11 +203,8 @@ class GitSource:
         root = (ref.commit if ref is not None else self.repo.commit(rev)).tree.binsha
         seen: set[str] = set()
         for pattern in globs:
-            static = []
-            for part in pattern.split("/"):
-                if any(c in part for c in "*?["):
-                    break
-                static.append(part)
+            folder = _static(pattern)
+            static = folder.split("/") if folder else []
             sha = root
             for part in static:
                 sha = next((e[2] for e in self._tree(sha) if e[1] == part and e[0] == "40000"), None)
@@ -123,7 +212,6 @@ class GitSource:
                     break
             if sha is None:
                 continue
-            folder = "/".join(static)
             recursive = "/" in pattern[len(folder) + 1 :]
             for mode, path, blob in self._walk(sha, f"{folder}/" if folder else "", recursive):
                 if path not in seen and fnmatch.fnmatchcase(path, pattern):

@@ -32,18 +32,26 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
+TIME = shutil.which("time") and Path("/usr/bin/time").exists()
+
+
 def measure(cmd: list[str], cwd: Path | None = None, check: bool = True) -> tuple[float, int]:
-    """Wall seconds and peak RSS (KiB) of one whole process."""
+    """Wall seconds and peak RSS (KiB) of one whole process.
+
+    The peak RSS comes from ``/usr/bin/time -f %M``: a child forked straight from
+    this (large) Python process would count the parent's pages it shares until exec.
+    Every command, floors included, runs under the same wrapper.
+    """
+    wrapped = ["/usr/bin/time", "-f", "%M", *cmd] if TIME else cmd
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
+    done = subprocess.run(wrapped, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     elapsed = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    err = proc.stderr.read().decode(errors="replace")
-    proc.stderr.close()
-    if check and proc.returncode != 0:
-        raise SystemExit(f"bench: {' '.join(cmd)} exited {proc.returncode}: {err.strip()[:300]}")
-    return elapsed, usage.ru_maxrss
+    err = done.stderr.decode(errors="replace").strip().splitlines()
+    code = done.returncode
+    if check and code != 0:
+        raise SystemExit(f"bench: {' '.join(cmd)} exited {code}: {' '.join(err)[-300:]}")
+    rss = int(err[-1]) if TIME and err and err[-1].isdigit() else 0
+    return elapsed, rss
 
 
 class Row:

@@ -53,11 +53,12 @@ def test_agrees_with_git(repo: Path, arrange: list[list[str]]) -> None:
     assert release_tags_at_head(repo)  # every arrangement has at least one
 
 
-def test_packed_tag_object_without_peeled_line(repo: Path) -> None:
+def test_packed_refs_without_the_peeled_trait(repo: Path) -> None:
+    # An old git's packed-refs: no header, no "^" lines; the tag objects are packed.
     git(repo, "gc", "-q")
     packed = repo / ".git/packed-refs"
-    packed.write_text("".join(line for line in packed.read_text().splitlines(True) if not line.startswith("^")))
-    assert release_tags_at_head(repo) == ["v0.2.0.post1", "v0.2.0"]
+    packed.write_text("".join(line for line in packed.read_text().splitlines(True) if not line.startswith(("^", "#"))))
+    assert release_tags_at_head(repo) == ["v0.2.0.post1", "v0.2.0"] == _git_says(repo)
 
 
 def test_worktree_git_file(repo: Path, tmp_path: Path) -> None:

@@ -50,14 +50,20 @@ def _resolve(gdir: Path, common: Path, ref: str, packed: dict[str, str], depth: 
     return packed.get(ref)
 
 
-def _packed(common: Path) -> tuple[dict[str, str], dict[str, str]]:
-    """(ref -> id, ref -> peeled commit id) from packed-refs."""
+def _packed(common: Path) -> tuple[dict[str, str], dict[str, str], bool]:
+    """(ref -> id, ref -> peeled commit id, whether every tag is peeled) from packed-refs.
+
+    With the "peeled" or "fully-peeled" trait in the header, git wrote a ``^`` line
+    for every annotated tag: a packed tag without one points at its commit itself.
+    """
     refs: dict[str, str] = {}
     peeled: dict[str, str] = {}
     try:
         lines = (common / "packed-refs").read_text().splitlines()
     except OSError:
-        return refs, peeled
+        return refs, peeled, False
+    traits = lines[0].split() if lines and lines[0].startswith("# pack-refs with:") else []
+    all_peeled = "peeled" in traits or "fully-peeled" in traits
     last = None
     for line in lines:
         if line.startswith("#") or not line.strip():
@@ -68,7 +74,7 @@ def _packed(common: Path) -> tuple[dict[str, str], dict[str, str]]:
         sha, _, name = line.partition(" ")
         refs[name.strip()] = sha
         last = name.strip()
-    return refs, peeled
+    return refs, peeled, all_peeled
 
 
 def _peel_loose(common: Path, sha: str) -> str | None:
@@ -93,17 +99,20 @@ def release_tags_at_head(root: Path) -> list[str]:
     if gdir is None:
         return []
     common = _common_dir(gdir)
-    packed, peeled = _packed(common)
+    packed, peeled, all_peeled = _packed(common)
     head = _resolve(gdir, common, "HEAD", packed)
     if not head:
         return []
     tags: dict[str, str] = {name[10:]: sha for name, sha in packed.items() if name.startswith("refs/tags/")}
+    from_pack = set(tags) if all_peeled else set()
     tag_dir = common / "refs" / "tags"
     if tag_dir.is_dir():
         for dirpath, _, files in os.walk(tag_dir):
             for name in files:
                 path = Path(dirpath) / name
-                tags[path.relative_to(tag_dir).as_posix()] = path.read_text().strip()
+                rel = path.relative_to(tag_dir).as_posix()
+                tags[rel] = path.read_text().strip()
+                from_pack.discard(rel)  # a loose ref overrides the packed one
     found = []
     for tag, sha in tags.items():
         if not is_release_tag(tag):
@@ -111,8 +120,8 @@ def release_tags_at_head(root: Path) -> list[str]:
         if sha == head or peeled.get(f"refs/tags/{tag}") == head:
             found.append(tag)
             continue
-        if f"refs/tags/{tag}" in peeled:
-            continue
+        if f"refs/tags/{tag}" in peeled or tag in from_pack:
+            continue  # peeled to another commit, or a packed tag that is not annotated
         target = _peel_loose(common, sha)
         if target is None:  # a tag object only in a pack: ask git
             return _tags_at_head_with_git(root)

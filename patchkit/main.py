@@ -47,8 +47,9 @@ def cli() -> None:
 
 
 @cli.command()
-@click.option("--from-cc", type=CC(), default="10", show_default=True, help="Key to copy from (SM100).")
-@click.option("--to-cc", type=CC(), default="12", show_default=True, help="Key to add (SM120).")
+@click.option("--from-cc", type=CC(), default=None, help="Key to copy from [default: the project's, 10 for SGLang].")
+@click.option("--to-cc", type=CC(), default=None, help="Key to add [default: the project's, 12 for SGLang].")
+@click.option("--project", type=click.Choice(["sglang", "vllm"]), default="sglang", show_default=True)
 @click.option(
     "--repo",
     type=click.Path(path_type=Path),
@@ -60,10 +61,14 @@ def cli() -> None:
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if --out differs from what would be written.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of lines.")
 @click.option("--templates", type=click.Path(path_type=Path, file_okay=False), default=None, help="Folder of templates overriding the shipped ones.")
-def generate(from_cc, to_cc, repo, tags, out, check, as_json, templates) -> None:
+def generate(from_cc, to_cc, project, repo, tags, out, check, as_json, templates) -> None:
     """Write a version-pinned patch and manifest per release tag into OUT/<version>/."""
     from patchkit.commands import generate as command
-    from patchkit.registry import SGLANG
+    from patchkit.registry import PROJECTS
+
+    target = PROJECTS[project]
+    from_cc = target.from_cc if from_cc is None else from_cc
+    to_cc = target.to_cc if to_cc is None else to_cc
     from patchkit.sources.git_objects import default_repo
 
     repo = repo or default_repo()
@@ -82,7 +87,7 @@ def generate(from_cc, to_cc, repo, tags, out, check, as_json, templates) -> None
         click.echo(line, err=outcome.status == command.STATUS_ERROR)
 
     try:
-        result = command.generate(repo, list(tags), out, SGLANG, from_cc, to_cc, check, templates, progress)
+        result = command.generate(repo, list(tags), out, target, from_cc, to_cc, check, templates, progress)
     except PatchkitError as exc:
         fail(exc)
     summary = result.summary()
@@ -130,6 +135,22 @@ def emit(make_report, as_json: bool) -> None:
 
 
 PATH_ARG = click.argument("path", type=click.Path(path_type=Path), default=".", required=False)
+PYTHON_OPT = click.option(
+    "--python", "python", default=None, metavar="EXE",
+    help="Patch the package installed for this interpreter (instead of PATH).",
+)
+PROJECT_OPT = click.option(
+    "--project", type=click.Choice(["sglang", "vllm"]), default=None, help="[default: recognised from PATH]"
+)
+
+
+def target_path(path: Path, python: str | None, project: str | None) -> Path:
+    """PATH, or the site-packages where ``--python`` has the project installed."""
+    if python is None:
+        return path
+    from patchkit.sources.checkout import installed_package
+
+    return installed_package(python, project or "sglang")
 JSON_OPT = click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of lines.")
 PATCHES_OPT = click.option(
     "--patches",
@@ -143,30 +164,34 @@ PATCHES_OPT = click.option(
 @PATH_ARG
 @PATCHES_OPT
 @click.option("--no-generate", is_flag=True, help="Only a shipped patch whose pre-image matches; never generate.")
-@click.option("--from-cc", type=CC(), default="10", show_default=True)
-@click.option("--to-cc", type=CC(), default="12", show_default=True)
+@click.option("--from-cc", type=CC(), default=None, help="[default: the project's, 10 for SGLang]")
+@click.option("--to-cc", type=CC(), default=None, help="[default: the project's, 12 for SGLang]")
 @click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
-@click.option("--version", "version", default=None, help="Treat the checkout as this SGLang version.")
+@click.option("--version", "version", default=None, help="Treat the target as this release version.")
+@PYTHON_OPT
+@PROJECT_OPT
 @JSON_OPT
-def apply(path, patches, no_generate, from_cc, to_cc, dry_run, version, as_json) -> None:
-    """Patch the SGLang checkout at PATH (default: here), all or nothing."""
+def apply(path, patches, no_generate, from_cc, to_cc, dry_run, version, python, project, as_json) -> None:
+    """Patch the checkout or installed package at PATH (default: here), all or nothing."""
     from patchkit.commands.apply import apply as command
 
-    emit(lambda: command(path, patches, no_generate, from_cc, to_cc, dry_run, version), as_json)
+    emit(lambda: command(target_path(path, python, project), patches, no_generate, from_cc, to_cc, dry_run, version, project), as_json)
 
 
 @cli.command()
 @PATH_ARG
 @click.option("--from-cc", type=CC(), default=None, help="[default: what was applied, else 10]")
 @click.option("--to-cc", type=CC(), default=None, help="[default: what was applied, else 12]")
+@PYTHON_OPT
+@PROJECT_OPT
 @JSON_OPT
-def verify(path, from_cc, to_cc, as_json) -> None:
+def verify(path, from_cc, to_cc, python, project, as_json) -> None:
     """Exit 0 only if the patch is in effect at PATH; else 1, a line per problem."""
     from patchkit.commands.verify import verify as command
 
     if (from_cc is None) != (to_cc is None):
         raise click.UsageError("give both --from-cc and --to-cc, or neither")
-    emit(lambda: command(path, from_cc, to_cc), as_json)
+    emit(lambda: command(target_path(path, python, project), from_cc, to_cc, project), as_json)
 
 
 @cli.command()
@@ -174,31 +199,35 @@ def verify(path, from_cc, to_cc, as_json) -> None:
 @click.option("--force", is_flag=True, help="Restore the originals even over files edited after apply (keeping a copy).")
 @click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
 @PATCHES_OPT
+@PYTHON_OPT
+@PROJECT_OPT
 @JSON_OPT
-def revert(path, force, dry_run, patches, as_json) -> None:
+def revert(path, force, dry_run, patches, python, project, as_json) -> None:
     """Restore the exact original bytes at PATH."""
     from patchkit.commands.revert import revert as command
 
-    emit(lambda: command(path, force, dry_run, patches), as_json)
+    emit(lambda: command(target_path(path, python, project), force, dry_run, patches, project), as_json)
 
 
 @cli.command()
 @PATH_ARG
 @PATCHES_OPT
+@PYTHON_OPT
+@PROJECT_OPT
 @JSON_OPT
-def status(path, patches, as_json) -> None:
+def status(path, patches, python, project, as_json) -> None:
     """Version, applied patch, files, bytecode and pending work at PATH."""
     from patchkit.commands.status import status as command
 
-    emit(lambda: command(path, patches), as_json)
+    emit(lambda: command(target_path(path, python, project), patches, project), as_json)
 
 
 @cli.command()
 @click.argument("path", type=click.Path(path_type=Path), default=".", required=False)
 @click.option("--branch", default=None, help="Branch to create [default: patchkit/sm<to_cc>0-torch-symm-mem, made unique].")
 @click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=Path("upstream"), show_default=True)
-@click.option("--from-cc", type=CC(), default="10", show_default=True)
-@click.option("--to-cc", type=CC(), default="12", show_default=True)
+@click.option("--from-cc", type=CC(), default=None, help="[default: the project's, 10 for SGLang]")
+@click.option("--to-cc", type=CC(), default=None, help="[default: the project's, 12 for SGLang]")
 @click.option("--dry-run", is_flag=True, help="Print the commit message and PR.md; change nothing.")
 @click.option("--templates", type=click.Path(path_type=Path, file_okay=False), default=None, help="Folder of templates overriding the shipped ones.")
 @PATCHES_OPT

@@ -11,7 +11,7 @@ from patchkit.errors import BadInput
 from patchkit.plan import Shipped
 from patchkit.registry import Project
 from patchkit.safety import UnsafePath, check_relative
-from patchkit.sources.checkout import Target, open_checkout
+from patchkit.sources.checkout import Target, open_target
 from patchkit.digest import sha256
 from patchkit.state import Applied, Store
 
@@ -30,16 +30,23 @@ class Session:
         self.how = how
 
     @classmethod
-    def open(cls, path: Path, project: Project, version: str | None = None) -> "Session":
-        target = open_checkout(path)
+    def open(cls, path: Path, version: str | None = None, project: str | None = None) -> "Session":
+        target = open_target(path, project)
         found, how = target.version(version)
-        return cls(target, Store(target.state_dir), project, found, how)
+        return cls(target, Store(target.state_dir), target.project, found, how)
+
+    def describe(self) -> str:
+        """The first line of every report: where, what, which version and how it was found."""
+        label = {"sglang": "SGLang", "vllm": "vLLM"}.get(self.project.name, self.project.name)
+        where = self.target.root / self.project.name if self.target.kind == "installed package" else self.target.root
+        kind = " (installed)" if self.target.kind == "installed package" else ""
+        return f"{where}: {label} {self.version or '(version unknown)'}{kind}, {self.how}"
 
     def current(self, extra: tuple[str, ...] = ()) -> dict[str, bytes]:
         """The bytes of every candidate file (and of ``extra`` paths) that exists."""
         out = {}
-        for rel in sorted(set(self.target.candidates(self.project)) | set(extra)):
-            link = self.target.root / rel
+        for rel in sorted(set(self.target.candidates()) | set(extra)):
+            link = self.target.root / self.target.local(rel)
             if link.is_symlink():
                 # Never written through; refused only if it holds a table we would patch.
                 if any(name.encode() in link.read_bytes() for name in self.project.tables):
@@ -61,7 +68,7 @@ class Session:
         if not self.version:
             return None
         root = patches or shipped_dir("patches")
-        folder = root / self.version
+        folder = root / self.project.patches / self.version
         manifest_path = folder / "manifest.json"
         if not manifest_path.is_file():
             return None
@@ -82,7 +89,7 @@ class Session:
             check_relative(f["path"])
             if not any(fnmatch.fnmatchcase(f["path"], g) for g in self.project.files):
                 raise UnsafePath(f["path"], f"refused: {manifest_path} names a file outside patchkit's target files")
-        label = str(patch_path) if patches else f"patches/{self.version}/{name}"
+        label = str(patch_path) if patches else "/".join(x for x in ("patches", self.project.patches, self.version, name) if x)
         return Shipped(label, manifest, data)
 
 

@@ -266,7 +266,7 @@ def test_plain_directory_keeps_state_in_dot_patchkit(origin: Path, tmp_path: Pat
     [
         (lambda t: t / "missing", "{p}: no such file or directory"),
         (lambda t: (t / "file.txt").write_text("x") and t / "file.txt", "{p}: not a directory"),
-        (lambda t: (t / "proj").mkdir() or t / "proj", "{p}: not an SGLang checkout (no python/sglang/ folder)"),
+        (lambda t: (t / "proj").mkdir() or t / "proj", "{p}: not an SGLang or vLLM checkout or installed package (no python/sglang/ or vllm/ folder, no package with a dist-info)"),
     ],
 )
 @pytest.mark.parametrize("command", ["apply", "verify", "revert", "status"])

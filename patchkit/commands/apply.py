@@ -6,7 +6,6 @@ from pathlib import Path
 
 from patchkit.patchfile import hunks, split_lines
 from patchkit.plan import APPLY, plan_apply
-from patchkit.registry import SGLANG
 from patchkit.report import Report
 from patchkit.session import Session
 from patchkit.transaction import Lock, commit, recover
@@ -16,14 +15,17 @@ def apply(
     path: Path,
     patches: Path | None = None,
     no_generate: bool = False,
-    from_cc=10,
-    to_cc=12,
+    from_cc=None,
+    to_cc=None,
     dry_run: bool = False,
     version: str | None = None,
+    project: str | None = None,
 ) -> Report:
-    s = Session.open(path, SGLANG, version)
+    s = Session.open(path, version, project)
+    from_cc = s.project.from_cc if from_cc is None else from_cc
+    to_cc = s.project.to_cc if to_cc is None else to_cc
     report = Report()
-    report.add(f"{s.target.root}: SGLang {s.version or '(version unknown)'}, {s.how}")
+    report.add(s.describe())
     if dry_run:
         if s.store.journal() is not None:
             report.add("an interrupted transaction is pending; a real run finishes it first")
@@ -86,7 +88,7 @@ def _plan(s: Session, patches, no_generate, from_cc, to_cc):
         applied,
         originals,
         s.shipped(patches, from_cc, to_cc),
-        SGLANG.tables,
+        s.project.tables,
         from_cc,
         to_cc,
         s.version,

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from patchkit.plan import REVERT, plan_revert
-from patchkit.registry import SGLANG
 from patchkit.report import Report
 from patchkit.session import Session
 from patchkit.atomic import write_atomic
@@ -13,10 +12,10 @@ from patchkit.digest import sha256
 from patchkit.transaction import Lock, commit, recover
 
 
-def revert(path: Path, force: bool = False, dry_run: bool = False, patches: Path | None = None) -> Report:
-    s = Session.open(path, SGLANG)
+def revert(path: Path, force: bool = False, dry_run: bool = False, patches: Path | None = None, project: str | None = None) -> Report:
+    s = Session.open(path, project=project)
     report = Report()
-    report.add(f"{s.target.root}: SGLang {s.version or '(version unknown)'}, {s.how}")
+    report.add(s.describe())
     if dry_run:
         if s.store.journal() is not None:
             report.add("an interrupted transaction is pending; a real run finishes it first")

@@ -5,14 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from patchkit import bytecode
-from patchkit.registry import SGLANG
 from patchkit.report import Report
 from patchkit.session import Session
 from patchkit.digest import sha256
 
 
-def status(path: Path, patches: Path | None = None) -> Report:
-    s = Session.open(path, SGLANG)
+def status(path: Path, patches: Path | None = None, project: str | None = None) -> Report:
+    s = Session.open(path, project=project)
     report = Report()
     report.add(f"checkout: {s.target.root} ({s.target.kind}; state in {s.store.root})")
     report.add(f"version:  {s.version or 'unknown'} ({s.how})")
@@ -30,7 +29,7 @@ def status(path: Path, patches: Path | None = None) -> Report:
     known = {f["path"]: f for f in manifest["files"]} if manifest else {}
     files = []
     for rel, data in s.current(tuple(recorded)).items():
-        if rel not in recorded and rel not in known and not any(n.encode() in data for n in SGLANG.tables):
+        if rel not in recorded and rel not in known and not any(n.encode() in data for n in s.project.tables):
             continue
         digest = sha256(data)
         if rel in recorded:

@@ -15,7 +15,6 @@ from patchkit.atomic import write_atomic
 from patchkit.errors import BadInput
 from patchkit.patchfile import patch_filename
 from patchkit.plan import APPLY, plan_apply
-from patchkit.registry import SGLANG
 from patchkit.report import Report
 from patchkit.session import Session
 from patchkit.sources.git_objects import GitSource
@@ -30,25 +29,27 @@ def upstream(
     path: Path,
     branch: str | None = None,
     out: Path = Path("upstream"),
-    from_cc=10,
-    to_cc=12,
+    from_cc=None,
+    to_cc=None,
     dry_run: bool = False,
     templates: Path | None = None,
     patches: Path | None = None,
 ) -> Report:
-    s = Session.open(path, SGLANG)
+    s = Session.open(path)
+    from_cc = s.project.from_cc if from_cc is None else from_cc
+    to_cc = s.project.to_cc if to_cc is None else to_cc
     if s.target.kind != "git checkout":
         raise BadInput(str(path), "not a git checkout: upstream needs git history to branch from")
     git = GitSource(s.target.root)
     head = git.head()
-    committed = {f.path: git.read(f.blob) for f in git.files(head, SGLANG.files)}
-    plan = plan_apply(committed, None, {}, s.shipped(patches, from_cc, to_cc), SGLANG.tables, from_cc, to_cc, s.version, False)
+    committed = {f.path: git.read(f.blob) for f in git.files(head, s.project.files)}
+    plan = plan_apply(committed, None, {}, s.shipped(patches, from_cc, to_cc), s.project.tables, from_cc, to_cc, s.version, False)
     if plan.action != APPLY:
         raise Refused(str(s.target.root), f"nothing to change at HEAD ({head[:12]}): {plan.action}")
     name = git.free_branch(branch or default_branch(to_cc))
     patched = {t["path"] for t in plan.tables if t["status"] == "patched"}
     ctx = message.context(
-        project=SGLANG.name,
+        project=s.project.name,
         version=s.version,
         tag=None,
         commit=head,
@@ -62,7 +63,7 @@ def upstream(
     text = message.commit_message(ctx, templates)
     body = message.pr_body(ctx, templates)
     report = Report()
-    report.add(f"{s.target.root}: SGLang {s.version or '(version unknown)'}, {s.how}; HEAD {head[:12]}")
+    report.add(f"{s.describe()}; HEAD {head[:12]}")
     report.data = {"command": "upstream", "path": str(s.target.root), "head": head, "branch": name, "dry_run": dry_run,
                    "message": text, "pr": body, "files": sorted(patched)}
     if dry_run:

@@ -11,16 +11,15 @@ from pathlib import Path
 
 from patchkit import bytecode
 from patchkit.errors import OK, PROBLEMS
-from patchkit.registry import SGLANG
 from patchkit.report import Report
 from patchkit.session import Session
 from patchkit.digest import sha256
 
 
-def verify(path: Path, from_cc=None, to_cc=None) -> Report:
-    s = Session.open(path, SGLANG)
+def verify(path: Path, from_cc=None, to_cc=None, project: str | None = None) -> Report:
+    s = Session.open(path, project=project)
     report = Report()
-    report.add(f"{s.target.root}: SGLang {s.version or '(version unknown)'}, {s.how}")
+    report.add(s.describe())
     problems: list[str] = []
     if s.store.journal() is not None:
         problems.append(
@@ -28,15 +27,15 @@ def verify(path: Path, from_cc=None, to_cc=None) -> Report:
         )
     applied = s.applied()
     if from_cc is None:
-        from_cc, to_cc = (applied.from_cc, applied.to_cc) if applied else (10, 12)
+        from_cc, to_cc = (applied.from_cc, applied.to_cc) if applied else (s.project.from_cc, s.project.to_cc)
     recorded = {f.path: f.post_sha256 for f in applied.files} if applied and applied.from_cc == from_cc and applied.to_cc == to_cc else {}
     current = s.current(tuple(recorded))
     checked: list[dict] = []
     for rel, data in current.items():
         if rel in recorded and sha256(data) == recorded[rel]:
             checked.append({"path": rel, "how": "post-image hash recorded at apply", "tables": [t["name"] for t in _tables_of(applied, rel)]})
-        elif _mentions(data):
-            tables = _evaluate(data, rel)
+        elif any(name.encode() in data for name in s.project.tables):
+            tables = _evaluate(data, rel, s.project.tables)
             if not tables:
                 continue
             for name, table in tables.items():
@@ -77,11 +76,7 @@ def _tables_of(applied, rel: str) -> list[dict]:
     return next((f.tables for f in applied.files if f.path == rel), [])
 
 
-def _mentions(data: bytes) -> bool:
-    return any(name.encode() in data for name in SGLANG.tables)
-
-
-def _evaluate(data: bytes, rel: str) -> dict:
+def _evaluate(data: bytes, rel: str, names: tuple[str, ...]) -> dict:
     from patchkit.evaluate import tables  # LibCST: only when the bytes are not the recorded post-image
 
-    return tables(data, SGLANG.tables, rel)
+    return tables(data, names, rel)

@@ -373,7 +373,7 @@ def test_status_lines(origin: Path, tmp_path: Path) -> None:
     repo = clone(origin, tmp_path / "co")
     assert run_cli("apply", str(repo)).returncode == 0
     lines = out(run_cli("status", str(repo)))
-    assert lines[0] == f"checkout: {repo} (git checkout; state in {repo}/.git/patchkit)"
+    assert lines[0] == f"target:   {repo} (git checkout; state in {repo}/.git/patchkit)"
     assert lines[1] == "version:  0.5.5 (tag v0.5.5 at HEAD)"
     assert lines[2] == "applied:  generated from the checkout's files, key 12 copied from 10 (patchkit 0.1.0)"
     assert lines[-1] == "pending:  none"

@@ -164,3 +164,37 @@ def test_upstream_on_a_real_checkout(mirror: Path, tmp_path: Path) -> None:
     pr = (out / "PR.md").read_text()
     assert "| `TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES` (module) | `12` |" in pr
     assert "| `_WORLD_SIZES_MULTIMEM` (class TorchSymmMemCommunicator) | `12` | `[6, 8]` | key `10` |" in pr
+
+
+def test_installed_package_with_pip_bytecode(tmp_path: Path) -> None:
+    """The installed-package "Done when": a real wheel pip-installed in a virtualenv."""
+    import sys
+
+    from patchkit.mirror import fetch_wheel
+
+    wheel = fetch_wheel("0.5.9", default_cache())
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = str(venv / "bin/python")
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    # pip (from this interpreter) installs into the venv and compiles bytecode, as users get it.
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)], check=True, capture_output=True)
+    package = site / "sglang"
+    pycs_before = {p: p.read_bytes() for p in package.rglob("*.pyc")}
+    assert pycs_before, "pip compiled no bytecode"
+    original = {p: p.read_bytes() for p in (package / "srt/distributed/device_communicators").glob("*.py")}
+
+    done = run_cli("apply", "--python", python, "--no-generate")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.decode().splitlines()
+    assert lines[0] == f"{package}: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info/METADATA"
+    assert lines[1] == "applied shipped patch patches/0.5.9/0001-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch"
+    gone = {p for p in pycs_before if not p.exists()}
+    assert sorted(p.name.split(".")[0] for p in gone) == ["all_reduce_utils", "torch_symm_mem"]
+    assert all(p.read_bytes() == data for p, data in pycs_before.items() if p not in gone)
+    assert (site / ".patchkit-sglang/state.json").is_file()
+    assert run_cli("verify", "--python", python).returncode == 0
+    assert run_cli("apply", str(package)).stdout.decode().splitlines()[-1].startswith("already applied")
+    assert run_cli("revert", str(site)).returncode == 0
+    assert {p: p.read_bytes() for p in original} == original
+    assert run_cli("verify", "--python", python).returncode == 1

@@ -47,7 +47,7 @@ def apply(
         report.add(f"{'would apply' if dry_run else 'applied'} {plan.source}")
         for change in plan.changes:
             added = len(split_lines(change.after)) - len(split_lines(change.before))
-            report.add(f"  {verb} {change.path} ({added:+d} line{'s' if abs(added) != 1 else ''})")
+            report.add(f"  {verb} {s.target.local(change.path)} ({added:+d} line{'s' if abs(added) != 1 else ''})")
         for t in plan.tables:
             if t["status"] == "patched":
                 report.add(f"  {t['name']} ({t['scope']}): key {t['added_key']!r} = key {t['copied_from']!r}")

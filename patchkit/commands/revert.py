@@ -39,7 +39,7 @@ def revert(path: Path, force: bool = False, dry_run: bool = False, patches: Path
         verb = "would restore" if dry_run else "restored"
         report.add(f"{'would revert' if dry_run else 'reverted'} {plan.source}")
         for change in plan.changes:
-            report.add(f"  {verb} {change.path} (sha256 {sha256(change.after)[:12]})")
+            report.add(f"  {verb} {s.target.local(change.path)} (sha256 {sha256(change.after)[:12]})")
         if not dry_run:
             report.add(f"dropped {len(dropped)} cached bytecode file{'s' if len(dropped) != 1 else ''}")
     report.data = {

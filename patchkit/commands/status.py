@@ -13,7 +13,7 @@ from patchkit.digest import sha256
 def status(path: Path, patches: Path | None = None, project: str | None = None) -> Report:
     s = Session.open(path, project=project)
     report = Report()
-    report.add(f"checkout: {s.target.root} ({s.target.kind}; state in {s.store.root})")
+    report.add(f"target:   {s.target.root} ({s.target.kind}; state in {s.store.root})")
     report.add(f"version:  {s.version or 'unknown'} ({s.how})")
     applied = s.applied()
     manifest = _manifest(s, patches)
@@ -41,7 +41,7 @@ def status(path: Path, patches: Path | None = None, project: str | None = None) 
         pycs = bytecode.check(s.target.path(rel), data)
         stale = sum(p.status == "stale" for p in pycs)
         files.append({"path": rel, "state": state, "bytecode": len(pycs), "stale_bytecode": stale})
-        report.add(f"  {rel}: {state}; {len(pycs)} cached bytecode file{'s' if len(pycs) != 1 else ''}" + (f", {stale} stale" if stale else ""))
+        report.add(f"  {s.target.local(rel)}: {state}; {len(pycs)} cached bytecode file{'s' if len(pycs) != 1 else ''}" + (f", {stale} stale" if stale else ""))
     pending = s.store.journal()
     report.add(f"pending:  {'an interrupted ' + pending.get('op', 'transaction') + ' (the next apply or revert finishes it)' if pending else 'none'}")
     report.data = {

@@ -54,7 +54,7 @@ def verify(path: Path, from_cc=None, to_cc=None, project: str | None = None) -> 
     if not checked and not problems:
         report.add("no capability tables in this checkout: nothing to verify")
     for entry in checked:
-        report.add(f"checked {entry['path']}: {', '.join(entry['tables'])} ({entry['how']})")
+        report.add(f"checked {s.target.local(entry['path'])}: {', '.join(entry['tables'])} ({entry['how']})")
     report.lines += problems
     report.exit_code = PROBLEMS if problems else OK
     report.add(f"verify: {len(problems)} problem{'s' if len(problems) != 1 else ''}" if problems else f"verify: ok (key {to_cc!r} = key {from_cc!r} in every table)")

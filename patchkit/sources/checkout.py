@@ -52,7 +52,7 @@ class Target(NamedTuple):
             for meta in sorted(self.root.glob(f"{self.project.name}-*.dist-info/METADATA")):
                 match = re.search(r"^Version:\s*(\S+)", meta.read_text(errors="replace"), re.MULTILINE)
                 if match:
-                    return match.group(1), f"installed, {meta.parent.name}"
+                    return match.group(1), f"from {meta.parent.name}/METADATA"
             return None, "unknown (no dist-info METADATA)"
         if self.kind == CHECKOUT:
             tags = release_tags_at_head(self.root)

@@ -81,7 +81,7 @@ def generate(from_cc, to_cc, project, repo, tags, out, check, as_json, templates
         if outcome.status == command.STATUS_PATCHED:
             patch = next(n for n in outcome.outputs if n.endswith(".patch"))
             files = {t["path"] for t in outcome.tables}
-            line += f": {len(outcome.tables)} tables in {len(files)} files -> {out / outcome.version / patch}"
+            line += f": {len(outcome.tables)} table{'s' if len(outcome.tables) != 1 else ''} in {len(files)} file{'s' if len(files) != 1 else ''} -> {out / outcome.version / patch}"
         elif outcome.error:
             line += f": {outcome.error}"
         click.echo(line, err=outcome.status == command.STATUS_ERROR)

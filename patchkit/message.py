@@ -17,6 +17,12 @@ PR_TEMPLATE = "pr-body.md.j2"
 SUBJECT_MAX = 72
 
 
+def sm(cc) -> str:
+    """The architecture name of a compute capability: 12 -> "SM120", "12.0" -> "SM120"."""
+    major, _, minor = str(cc).partition(".")
+    return f"SM{major}{minor or 0}"
+
+
 def context(
     *, project: str, version: str | None, tag: str | None, commit: str, from_cc, to_cc,
     files: list[dict], already_upstream: list[dict], last_update: str, **extra,
@@ -29,6 +35,8 @@ def context(
         "commit": commit,
         "from_cc": from_cc,
         "to_cc": to_cc,
+        "from_sm": sm(from_cc),
+        "to_sm": sm(to_cc),
         "files": files,
         "already_upstream": already_upstream,
         "patchkit_version": __version__,

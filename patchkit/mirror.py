@@ -103,6 +103,52 @@ def _read_wheel(wheel: Path) -> tuple[list[tuple[str, bytes]], int]:
     return files, max(calendar.timegm(i.date_time + (0, 0, 0)) for i in infos)
 
 
+def fetch_sdist(project: str, version: str, cache: Path) -> Path:
+    """The cached source archive of ``project`` ``version`` from PyPI (for projects whose
+    wheels are too large to fetch for their .py files, such as vLLM's)."""
+    import json
+    import urllib.parse
+    import urllib.request
+
+    folder = cache / "sdists" / project / version
+    cached = sorted(folder.glob("*.tar.gz")) if folder.is_dir() else []
+    if cached:
+        return cached[0]
+    index = f"https://pypi.org/pypi/{project}/json"
+    try:
+        with urllib.request.urlopen(index, timeout=120) as response:
+            releases = json.load(response)["releases"]
+        sdist = next(u for u in releases.get(version, []) if u["packagetype"] == "sdist")
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".{sdist['filename']}.part"
+        urllib.request.urlretrieve(urllib.parse.urljoin(index, sdist["url"]), tmp)
+    except StopIteration:
+        raise MirrorError(f"{project} {version}: no source archive on PyPI") from None
+    except (OSError, ValueError, KeyError) as exc:
+        raise MirrorError(f"cannot download {project} {version} from PyPI: {exc}") from None
+    os.replace(tmp, folder / sdist["filename"])
+    return folder / sdist["filename"]
+
+
+def _read_sdist(archive: Path, project: str) -> tuple[list[tuple[str, bytes]], int]:
+    """The archive's ``<top>/<project>/**/*.py`` files as (repo path, bytes), and their latest time."""
+    import tarfile
+
+    files, latest = [], 0
+    try:
+        with tarfile.open(archive) as tar:
+            for member in tar:
+                parts = member.name.split("/", 1)
+                if len(parts) == 2 and parts[1].startswith(f"{project}/") and parts[1].endswith(".py") and member.isfile():
+                    files.append((parts[1], tar.extractfile(member).read()))
+                    latest = max(latest, int(member.mtime))
+    except (OSError, tarfile.TarError) as exc:
+        raise MirrorError(f"{archive}: not a readable source archive ({exc})") from None
+    if not files:
+        raise MirrorError(f"{archive}: holds no {project}/*.py files")
+    return sorted(files), latest
+
+
 def _git_env() -> dict[str, str]:
     """The caller's environment without repository overrides, with a fixed identity."""
     env = {k: v for k, v in os.environ.items() if k not in _GIT_LOCATION}
@@ -125,11 +171,20 @@ def _quote(path: str) -> bytes:
     return b'"' + escaped.encode() + b'"'
 
 
+def _release_files(project: str, version: str, cache: Path) -> tuple[list[tuple[str, bytes]], int, str]:
+    """(files, time, source file name) of one release: SGLang from its wheel, others from sdists."""
+    if project == "sglang":
+        wheel = fetch_wheel(version, cache)
+        return (*_read_wheel(wheel), f"the PyPI wheel {wheel.name}")
+    archive = fetch_sdist(project, version, cache)
+    return (*_read_sdist(archive, project), f"the PyPI source archive {archive.name}")
+
+
 def _commit(
-    mark: int, version: str, wheel: Path, files: list[tuple[str, bytes]], when: int
+    mark: int, version: str, label: str, origin: str, files: list[tuple[str, bytes]], when: int
 ) -> bytes:
     """The fast-import commands for one release: a commit on main and its tag."""
-    message = f"SGLang {version}\n\nFrom the PyPI wheel {wheel.name}.\n".encode()
+    message = f"{label} {version}\n\nFrom {origin}.\n".encode()
     ident = f"{NAME} <{EMAIL}> {when} +0000\n".encode()
     out = [
         b"reset refs/heads/main\n",  # no parent: the commit id depends on this release only
@@ -151,7 +206,7 @@ def _commit(
     return b"".join(out)
 
 
-def build_mirror(versions, dest: Path, cache: Path, progress=None) -> list[str]:
+def build_mirror(versions, dest: Path, cache: Path, progress=None, project: str = "sglang") -> list[str]:
     """Create a git repository at ``dest``: one tagged commit per release, newest checked out."""
     versions = sorted(set(versions), key=version_key)
     if not versions:
@@ -179,9 +234,9 @@ def build_mirror(versions, dest: Path, cache: Path, progress=None) -> list[str]:
             tags = []
             try:
                 for mark, version in enumerate(versions, 1):
-                    wheel = fetch_wheel(version, cache)
-                    files, when = _read_wheel(wheel)
-                    proc.stdin.write(_commit(mark, version, wheel, files, when))
+                    files, when, origin = _release_files(project, version, cache)
+                    label = {"sglang": "SGLang", "vllm": "vLLM"}.get(project, project)
+                    proc.stdin.write(_commit(mark, version, label, origin, files, when))
                     tags.append(f"v{version}")
                     if progress:
                         progress(f"v{version:<14} {len(files)} files")
@@ -225,8 +280,9 @@ def _tags(dest: Path) -> set[str] | None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m patchkit.mirror",
-        description="Build a git history of SGLang releases from PyPI wheels.",
+        description="Build a git history of SGLang (or vLLM) releases from PyPI.",
     )
+    parser.add_argument("--project", choices=("sglang", "vllm"), default="sglang")
     parser.add_argument("--dest", type=Path, default=Path("build/sglang-mirror"))
     parser.add_argument(
         "--cache",
@@ -235,16 +291,21 @@ def main(argv: list[str] | None = None) -> int:
         help="default: $PATCHKIT_CACHE or ~/.cache/patchkit",
     )
     parser.add_argument(
-        "--versions", nargs="+", metavar="V", default=list(SGLANG_RELEASES)
+        "--versions", nargs="+", metavar="V", default=None,
+        help="default: every SGLang release from 0.4.10.post2 (required for vllm)",
     )
     args = parser.parse_args(argv)
+    if args.versions is None:
+        if args.project != "sglang":
+            parser.error("--versions is required with --project vllm")
+        args.versions = list(SGLANG_RELEASES)
     try:
         if _tags(args.dest) == {f"v{v}" for v in args.versions}:
             print(f"{args.dest}: up to date ({len(set(args.versions))} releases)")
             return 0
         start = time.monotonic()
         tags = build_mirror(
-            args.versions, args.dest, args.cache or default_cache(), progress=print
+            args.versions, args.dest, args.cache or default_cache(), progress=print, project=args.project
         )
     except (MirrorError, OSError) as exc:
         print(f"patchkit.mirror: {exc}", file=sys.stderr)

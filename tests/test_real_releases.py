@@ -198,3 +198,33 @@ def test_installed_package_with_pip_bytecode(tmp_path: Path) -> None:
     assert run_cli("revert", str(site)).returncode == 0
     assert {p: p.read_bytes() for p in original} == original
     assert run_cli("verify", "--python", python).returncode == 1
+
+
+def test_vllm_release_with_string_keys(tmp_path: Path) -> None:
+    """A second project: a real vLLM release, tables keyed "9.0"/"10.0", patched with "12.0"."""
+    from patchkit.registry import VLLM
+
+    repo = tmp_path / "vllm"
+    build_mirror(["0.11.0"], repo, default_cache(), project="vllm")
+    out = tmp_path / "p"
+    done = run_cli("generate", "--project", "vllm", "--repo", str(repo), "--out", str(out), "--from-cc", "10.0", "--to-cc", "12.0")
+    assert done.returncode == 0, done.stderr
+    patch = next((out / "0.11.0").glob("*.patch"))
+    assert patch.name == "0001-Add-SM120-to-the-all-reduce-size-tables.patch"
+    git(repo, "apply", "--check", str(patch))
+
+    assert run_cli("verify", str(repo)).returncode == 1
+    done = run_cli("apply", str(repo))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode().splitlines()[0] == f"{repo}: vLLM 0.11.0, tag v0.11.0 at HEAD"
+    path = "vllm/distributed/device_communicators/all_reduce_utils.py"
+    found = tables((repo / path).read_bytes(), VLLM.tables, path)
+    assert sorted(found) == ["CUSTOM_ALL_REDUCE_MAX_SIZES", "SYMM_MEM_ALL_REDUCE_MAX_SIZES"]
+    assert all(t["12.0"] == t["10.0"] for t in found.values())
+    reference = tmp_path / "ref"
+    subprocess.run(["git", "clone", "-q", str(repo), str(reference)], check=True, capture_output=True)
+    git(reference, "apply", str(patch))
+    assert (reference / path).read_bytes() == (repo / path).read_bytes()
+    assert run_cli("verify", str(repo)).returncode == 0
+    assert run_cli("revert", str(repo)).returncode == 0
+    assert git(repo, "status", "--porcelain", "--untracked-files=no") == ""

@@ -11,6 +11,7 @@ import click
 
 from patchkit import __version__
 from patchkit.errors import OK, PROBLEMS, REFUSED, PatchkitError
+from patchkit.registry import PROJECTS
 
 
 def parse_cc(value: str) -> int | str:
@@ -49,7 +50,7 @@ def cli() -> None:
 @cli.command()
 @click.option("--from-cc", type=CC(), default=None, help="Key to copy from [default: the project's, 10 for SGLang].")
 @click.option("--to-cc", type=CC(), default=None, help="Key to add [default: the project's, 12 for SGLang].")
-@click.option("--project", type=click.Choice(["sglang", "vllm"]), default="sglang", show_default=True)
+@click.option("--project", type=click.Choice(sorted(PROJECTS)), default="sglang", show_default=True)
 @click.option(
     "--repo",
     type=click.Path(path_type=Path),
@@ -64,7 +65,6 @@ def cli() -> None:
 def generate(from_cc, to_cc, project, repo, tags, out, check, as_json, templates) -> None:
     """Write a version-pinned patch and manifest per release tag into OUT/<version>/."""
     from patchkit.commands import generate as command
-    from patchkit.registry import PROJECTS
 
     target = PROJECTS[project]
     from_cc = target.from_cc if from_cc is None else from_cc
@@ -140,7 +140,7 @@ PYTHON_OPT = click.option(
     help="Patch the package installed for this interpreter (instead of PATH).",
 )
 PROJECT_OPT = click.option(
-    "--project", type=click.Choice(["sglang", "vllm"]), default=None, help="[default: recognised from PATH]"
+    "--project", type=click.Choice(sorted(PROJECTS)), default=None, help="[default: recognised from PATH]"
 )
 
 

@@ -23,6 +23,7 @@ import time
 import zipfile
 from pathlib import Path
 
+from patchkit.registry import PROJECTS
 from patchkit.versions import is_release_tag, version_key
 
 SGLANG_RELEASES = tuple(
@@ -235,7 +236,7 @@ def build_mirror(versions, dest: Path, cache: Path, progress=None, project: str 
             try:
                 for mark, version in enumerate(versions, 1):
                     files, when, origin = _release_files(project, version, cache)
-                    label = {"sglang": "SGLang", "vllm": "vLLM"}.get(project, project)
+                    label = PROJECTS[project].label
                     proc.stdin.write(_commit(mark, version, label, origin, files, when))
                     tags.append(f"v{version}")
                     if progress:
@@ -282,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m patchkit.mirror",
         description="Build a git history of SGLang (or vLLM) releases from PyPI.",
     )
-    parser.add_argument("--project", choices=("sglang", "vllm"), default="sglang")
+    parser.add_argument("--project", choices=sorted(PROJECTS), default="sglang")
     parser.add_argument("--dest", type=Path, default=Path("build/sglang-mirror"))
     parser.add_argument(
         "--cache",

@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 class Project(NamedTuple):
     name: str  # distribution and import package name
+    label: str  # how people write it
     # Where the import package sits in the repository ("python" holds python/sglang/).
     source_root: str
     # Candidate files, as globs over repository paths (``*`` stays inside one folder).
@@ -38,6 +39,7 @@ class Project(NamedTuple):
 
 SGLANG = Project(
     name="sglang",
+    label="SGLang",
     source_root="python",
     files=("python/sglang/srt/distributed/device_communicators/*.py",),
     tables=(
@@ -57,6 +59,7 @@ SGLANG = Project(
 
 VLLM = Project(
     name="vllm",
+    label="vLLM",
     source_root="",
     files=("vllm/distributed/device_communicators/*.py",),
     tables=(

@@ -37,7 +37,7 @@ class Session:
 
     def describe(self) -> str:
         """The first line of every report: where, what, which version and how it was found."""
-        label = {"sglang": "SGLang", "vllm": "vLLM"}.get(self.project.name, self.project.name)
+        label = self.project.label
         where = self.target.root / self.project.name if self.target.kind == "installed package" else self.target.root
         kind = " (installed)" if self.target.kind == "installed package" else ""
         return f"{where}: {label} {self.version or '(version unknown)'}{kind}, {self.how}"

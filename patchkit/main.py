@@ -239,5 +239,19 @@ def upstream(path, branch, out, from_cc, to_cc, dry_run, templates, patches, as_
     emit(lambda: command(path, branch, out, from_cc, to_cc, dry_run, templates, patches), as_json)
 
 
+@cli.command()
+@click.argument("path", type=click.Path(path_type=Path), default=".", required=False)
+@click.option("--cc", type=CC(), default="12", show_default=True, help="The new compute capability (12, or 12.0).")
+@click.option("--from-cc", type=CC(), default="10", show_default=True, help="The one it should behave like.")
+@click.option("--json", "fmt", flag_value="json", help="Print one JSON document.")
+@click.option("--markdown", "fmt", flag_value="markdown", help="Print a markdown table.")
+def scan(path, cc, from_cc, fmt) -> None:
+    """List every capability gate under PATH that treats CC unlike FROM_CC (exit 1 if any)."""
+    from patchkit.commands.scan import scan as command
+
+    tables = tuple(dict.fromkeys(t for p in PROJECTS.values() for t in p.tables))
+    emit(lambda: command(path, cc, from_cc, fmt or "text", tables), fmt == "json")
+
+
 def main() -> None:
     cli(prog_name="patchkit")

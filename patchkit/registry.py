@@ -66,6 +66,8 @@ VLLM = Project(
         # all_reduce_utils.py, module level, keyed "9.0", "10.0"
         "CUSTOM_ALL_REDUCE_MAX_SIZES",
         "SYMM_MEM_ALL_REDUCE_MAX_SIZES",
+        # class attribute of SymmMemCommunicator (symm_mem.py), found by `patchkit scan`
+        "_WORLD_SIZES_MULTIMEM",
     ),
     key_style="major.minor",
     from_cc="10.0",

@@ -221,10 +221,30 @@ def test_vllm_release_with_string_keys(tmp_path: Path) -> None:
     found = tables((repo / path).read_bytes(), VLLM.tables, path)
     assert sorted(found) == ["CUSTOM_ALL_REDUCE_MAX_SIZES", "SYMM_MEM_ALL_REDUCE_MAX_SIZES"]
     assert all(t["12.0"] == t["10.0"] for t in found.values())
+    comm = "vllm/distributed/device_communicators/symm_mem.py"
+    (multimem,) = tables((repo / comm).read_bytes(), VLLM.tables, comm).values()
+    assert multimem["12.0"] == multimem["10.0"] == [6, 8]
     reference = tmp_path / "ref"
     subprocess.run(["git", "clone", "-q", str(repo), str(reference)], check=True, capture_output=True)
     git(reference, "apply", str(patch))
     assert (reference / path).read_bytes() == (repo / path).read_bytes()
+    assert (reference / comm).read_bytes() == (repo / comm).read_bytes()
     assert run_cli("verify", str(repo)).returncode == 0
     assert run_cli("revert", str(repo)).returncode == 0
     assert git(repo, "status", "--porcelain", "--untracked-files=no") == ""
+
+
+def test_scan_finds_the_symm_mem_tables_in_a_real_tree(mirror: Path) -> None:
+    """`patchkit scan` on the real tree checked out in the mirror (its newest release)."""
+    import json
+
+    done = run_cli("scan", str(mirror / "python"), "--cc", "12", "--json")
+    assert done.returncode == 1, done.stderr  # gates found
+    doc = json.loads(done.stdout)
+    tables = {f["name"]: f for f in doc["findings"] if f["kind"] == "table"}
+    assert tables["TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES"]["patchable"]
+    assert tables["TorchSymmMemCommunicator._WORLD_SIZES_MULTIMEM"]["patchable"]
+    assert tables["TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES"]["path"].endswith("device_communicators/all_reduce_utils.py")
+    assert doc["skipped"] == []
+    assert len(doc["findings"]) > 2  # other capability gates too, each with a line
+    assert all(isinstance(f["line"], int) and f["line"] > 0 for f in doc["findings"])

@@ -13,12 +13,18 @@ BAD_INPUT = 2
 REFUSED = 3
 
 
+def printable(text: str) -> str:
+    """``text`` with control characters escaped, so a message stays one readable line."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+
+
 class PatchkitError(Exception):
     """An error the user can act on: printed as one line, never as a traceback."""
 
     exit_code = BAD_INPUT
 
     def __init__(self, path: str | None, reason: str) -> None:
+        path, reason = printable(path) if path else path, printable(reason)
         super().__init__(f"{path}: {reason}" if path else reason)
         self.path = path
         self.reason = reason

@@ -31,6 +31,22 @@ class NotConstant(Exception):
     pass
 
 
+LIMIT_BITS = 256  # table values are sizes and counts: anything larger is refused
+LIMIT_ITEMS = 10_000
+
+
+def _check_size(operator: cst.BaseBinaryOp, left: Any, right: Any) -> None:
+    """Refuse operations whose result would be huge (``2 ** 2 ** 40``, ``"x" * 10**18``)."""
+    if isinstance(operator, (cst.Power, cst.LeftShift)) and isinstance(left, int) and isinstance(right, int):
+        bits = abs(left).bit_length() * right if isinstance(operator, cst.Power) else abs(left).bit_length() + right
+        if right < 0 or bits > LIMIT_BITS:
+            raise NotConstant("value too large")
+    if isinstance(operator, cst.Multiply):
+        for seq, count in ((left, right), (right, left)):
+            if isinstance(seq, (str, bytes, list, tuple)) and isinstance(count, int) and len(seq) * count > LIMIT_ITEMS:
+                raise NotConstant("value too large")
+
+
 def fold(node: cst.BaseExpression, names: dict[str, Any]) -> Any:
     """The value of a constant expression."""
     if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString)):
@@ -44,7 +60,9 @@ def fold(node: cst.BaseExpression, names: dict[str, Any]) -> Any:
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
         return -fold(node.expression, names)
     if isinstance(node, cst.BinaryOperation) and type(node.operator) in _BINARY:
-        return _BINARY[type(node.operator)](fold(node.left, names), fold(node.right, names))
+        left, right = fold(node.left, names), fold(node.right, names)
+        _check_size(node.operator, left, right)
+        return _BINARY[type(node.operator)](left, right)
     if isinstance(node, (cst.List, cst.Tuple, cst.Set)):
         items = [fold(e.value, names) for e in node.elements if isinstance(e, cst.Element)]
         if len(items) != len(node.elements):
@@ -62,11 +80,10 @@ def fold(node: cst.BaseExpression, names: dict[str, Any]) -> Any:
 
 def tables(source: bytes, table_names: Iterable[str], path: str = "<source>") -> dict[str, Any]:
     """``{"<scope>.<name>": value}`` for every named table assigned at module level or in a class."""
+    from patchkit.rewriter import parse
+
     wanted = frozenset(table_names)
-    try:
-        module = cst.parse_module(source)
-    except cst.ParserSyntaxError as exc:
-        raise RewriteError(path, f"cannot parse: line {exc.raw_line}, column {exc.raw_column}: {exc.message}") from None
+    module = parse(source, path)
     found: dict[str, Any] = {}
     constants: dict[str, Any] = {}
 
@@ -88,7 +105,7 @@ def tables(source: bytes, table_names: Iterable[str], path: str = "<source>") ->
                 names = [t.value for t in targets if isinstance(t, cst.Name)]
                 try:
                     value = fold(small.value, constants)
-                except (NotConstant, ArithmeticError, TypeError) as exc:
+                except (NotConstant, ArithmeticError, TypeError, ValueError, RecursionError, MemoryError) as exc:
                     for name in set(names) & wanted:
                         raise RewriteError(path, f"table {name} ({scope}) cannot be evaluated: {exc}") from None
                     continue

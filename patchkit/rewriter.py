@@ -241,6 +241,33 @@ class AddCapabilityKey(cst.CSTTransformer):
         return updated.with_changes(value=self._rewrite(name, updated.value))
 
 
+def parse(source: bytes, path: str) -> cst.Module:
+    """LibCST's tree of ``source``, or RewriteError naming ``path``: never a traceback.
+
+    CPython's own parser checks the file first: it is fast, it refuses what LibCST's
+    native parser would crash on (brackets nested hundreds deep), and it reports
+    undecodable bytes and unknown coding cookies cleanly.
+    """
+    import ast
+
+    try:
+        compile(source, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as exc:
+        if "encoding" in str(exc.msg):
+            raise RewriteError(path, f"cannot decode: {exc.msg}") from None
+        raise RewriteError(path, f"cannot parse: line {exc.lineno}: {exc.msg}") from None
+    except (UnicodeDecodeError, LookupError) as exc:
+        raise RewriteError(path, f"cannot decode: {exc}") from None
+    except (ValueError, RecursionError, MemoryError) as exc:
+        raise RewriteError(path, f"cannot parse: {exc}") from None
+    try:
+        return cst.parse_module(source)
+    except cst.ParserSyntaxError as exc:
+        raise RewriteError(path, f"cannot parse: line {exc.raw_line}, column {exc.raw_column}: {exc.message}") from None
+    except (UnicodeDecodeError, LookupError, SyntaxError, RecursionError) as exc:
+        raise RewriteError(path, f"cannot decode: {exc}") from None
+
+
 def mentions(source: bytes, names: Iterable[str]) -> bool:
     """Cheap pre-filter: can this source assign any of the table names at all?"""
     return any(name.encode() in source for name in names)
@@ -257,12 +284,7 @@ def rewrite(source: bytes, names: Iterable[str], from_cc: Key, to_cc: Key, path:
         raise RewriteError(path, f"--from-cc and --to-cc are both {from_cc!r}")
     if not mentions(source, names):
         return Rewrite(source, ())
-    try:
-        module = cst.parse_module(source)
-    except cst.ParserSyntaxError as exc:
-        raise RewriteError(path, f"cannot parse: line {exc.raw_line}, column {exc.raw_column}: {exc.message}") from None
-    except (UnicodeDecodeError, LookupError, SyntaxError) as exc:
-        raise RewriteError(path, f"cannot decode: {exc}") from None
+    module = parse(source, path)
     transformer = AddCapabilityKey(names, from_cc, to_cc, path)
     new_module = module.visit(transformer)
     results = tuple(transformer.results)

@@ -17,6 +17,7 @@ from patchkit.state import Applied, Store
 
 MANIFEST_KEYS = ("version", "from_cc", "to_cc", "patch", "patch_sha256", "files")
 FILE_KEYS = ("path", "pre_sha256", "post_sha256", "tables")
+TABLE_KEYS = ("name", "scope", "status", "added_key", "copied_from")
 
 
 class Session:
@@ -58,7 +59,12 @@ class Session:
         return out
 
     def applied(self) -> Applied | None:
-        return self.store.applied()
+        """What patchkit applied here; its paths must be target files of the project."""
+        applied = self.store.applied()
+        for f in applied.files if applied else ():
+            if not isinstance(f.path, str) or not any(fnmatch.fnmatchcase(f.path, g) for g in self.project.files):
+                raise BadInput(str(self.store.state_file), f"corrupt patchkit state: {f.path!r} is not a target file")
+        return applied
 
     def originals(self, applied: Applied | None) -> dict[str, bytes | None]:
         return {f.path: self.store.get(f.pre_sha256) for f in applied.files} if applied else {}
@@ -105,4 +111,12 @@ def _load_manifest(path: Path) -> dict:
         not isinstance(f, dict) or any(k not in f for k in FILE_KEYS) for f in files
     ):
         raise BadInput(str(path), f"corrupt manifest: each file needs {', '.join(FILE_KEYS)}")
+    texts = [doc["version"], doc["patch"], doc["patch_sha256"]] + [f[k] for f in files for k in FILE_KEYS[:3]]
+    tables = [t for f in files for t in (f["tables"] if isinstance(f["tables"], list) else [None])]
+    if (
+        not all(isinstance(t, str) for t in texts)
+        or not all(isinstance(c, (int, str)) and not isinstance(c, bool) for c in (doc["from_cc"], doc["to_cc"]))
+        or not all(isinstance(t, dict) and all(k in t for k in TABLE_KEYS) for t in tables)
+    ):
+        raise BadInput(str(path), "corrupt manifest: a field has the wrong type")
     return doc

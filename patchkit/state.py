@@ -78,11 +78,18 @@ class Store:
             return None
         return data if sha256(data) == digest else None
 
-    def clean_temp(self) -> None:
-        """Remove temp files a kill left inside an atomic write of the state dir."""
+    def clean_leftovers(self) -> None:
+        """Remove what killed runs left: temp files of atomic writes, upstream scratch folders.
+
+        Only called with the lock held, so no other run is using them.
+        """
         if self.root.is_dir():
             for path in self.root.glob(".*.patchkit-tmp"):
                 path.unlink(missing_ok=True)
+            for scratch in self.root.glob("upstream-*"):
+                import shutil
+
+                shutil.rmtree(scratch, ignore_errors=True)
 
     def prune(self, keep: set[str]) -> None:
         if not self.objects.is_dir():

@@ -23,7 +23,7 @@ from typing import NamedTuple
 from pathlib import Path
 
 from patchkit import bytecode
-from patchkit.errors import REFUSED, PatchkitError
+from patchkit.errors import REFUSED, BadInput, PatchkitError
 from patchkit.sources.checkout import Target
 from patchkit.atomic import temp_name, write_atomic
 from patchkit.digest import sha256
@@ -58,6 +58,21 @@ class Lock:
         self.target = target
         self.timeout = float(os.environ.get(LOCK_TIMEOUT_ENV, "5")) if timeout is None else timeout
         self.fd: int | None = None
+        self.waited_for: str | None = None  # who held the lock when we had to wait
+        self.started = 0.0
+
+    def waited(self) -> str | None:
+        """A line for the report if this run had to wait for another one."""
+        if self.waited_for is None:
+            return None
+        return f"waited {time.monotonic() - self.started:.1f}s for another patchkit run{self.waited_for} to finish"
+
+    def _holder(self) -> str:
+        try:
+            pid = self.store.lock_file.read_text().strip()
+        except OSError:
+            pid = ""
+        return f" (pid {pid})" if pid.isdigit() else ""
 
     def __enter__(self) -> "Lock":
         import fcntl
@@ -74,6 +89,9 @@ class Lock:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 os.close(fd)
+                if self.waited_for is None:
+                    self.waited_for = self._holder()
+                    self.started = time.monotonic()
                 if time.monotonic() >= deadline:
                     raise Refused(str(self.target.root), self._held_message()) from None
                 time.sleep(0.05)
@@ -91,12 +109,7 @@ class Lock:
         return self
 
     def _held_message(self) -> str:
-        try:
-            pid = self.store.lock_file.read_text().strip()
-        except OSError:
-            pid = ""
-        who = f" (pid {pid})" if pid.isdigit() else ""
-        return f"another patchkit run{who} is working on this checkout; gave up waiting after {self.timeout:g}s"
+        return f"another patchkit run{self._holder()} is working on this checkout; gave up waiting after {self.timeout:g}s"
 
     def __exit__(self, *exc: object) -> None:
         if self.fd is not None:
@@ -121,6 +134,9 @@ def commit(target: Target, store: Store, changes: list[Change], applied: Applied
     for path in paths:
         if not os.access(path.parent, os.W_OK | os.X_OK):
             raise Refused(str(path.parent), "refused: folder is not writable, so the file cannot be replaced")
+        cache = path.parent / "__pycache__"
+        if bytecode.cached_files(path) and cache.is_dir() and not os.access(cache, os.W_OK | os.X_OK):
+            raise Refused(str(cache), "refused: folder is not writable, so the stale bytecode could not be dropped")
     store.ensure()
     for change in changes:
         store.put(change.before)
@@ -158,13 +174,17 @@ def recover(target: Target, store: Store) -> str | None:
     Called with the lock held, so every temp file and unreferenced object in the
     state dir is a leftover of a killed run and can go.
     """
-    store.clean_temp()
+    store.clean_leftovers()
     journal = store.journal()
     if journal is None:
         store.prune(_keep(store.applied()))
         return None
     op = journal.get("op", "transaction")
-    files = journal.get("files", [])
+    files = journal.get("files")
+    if not isinstance(files, list) or not all(
+        isinstance(e, dict) and all(isinstance(e.get(k), str) for k in ("path", "before", "after")) for e in files
+    ) or not isinstance(journal.get("applied"), (dict, type(None))):
+        raise BadInput(str(store.journal_file), "corrupt patchkit journal; restore the files by hand (e.g. `git checkout`) and remove it")
     pending: list[tuple[Path, bytes]] = []
     for entry in files:
         path = target.path(entry["path"])
@@ -184,6 +204,9 @@ def recover(target: Target, store: Store) -> str | None:
         pending.append((path, data))
     for path, data in pending:
         write_atomic(path, data, mode=os.stat(path).st_mode & 0o7777)
-    applied = Applied.from_json(journal["applied"]) if journal.get("applied") else None
+    try:
+        applied = Applied.from_json(journal["applied"]) if journal.get("applied") else None
+    except (KeyError, TypeError):
+        raise BadInput(str(store.journal_file), "corrupt patchkit journal (the state to record)") from None
     _finish(target, store, [e["path"] for e in files], applied)
     return f"finished an interrupted {op} ({len(files)} files)"

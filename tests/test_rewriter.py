@@ -185,7 +185,7 @@ ERRORS = [
     ),
     pytest.param(
         b"SIZES = {\n    10: 1,\n\ndef broken(:\n",
-        "pkg/mod.py: cannot parse: line 4, column",
+        "pkg/mod.py: cannot parse: line 4: invalid syntax",
         id="syntax error",
     ),
 ]

@@ -32,7 +32,9 @@ def apply(
         plan = _plan(s, patches, no_generate, from_cc, to_cc)
         dropped = []
     else:
-        with Lock(s.store, s.target):
+        with Lock(s.store, s.target) as lock:
+            if lock.waited():
+                report.add(lock.waited())
             recovered = recover(s.target, s.store)
             if recovered:
                 report.add(recovered)

@@ -21,7 +21,9 @@ def revert(path: Path, force: bool = False, dry_run: bool = False, patches: Path
             report.add("an interrupted transaction is pending; a real run finishes it first")
         plan, dropped, kept = _plan(s, force, patches), [], []
     else:
-        with Lock(s.store, s.target):
+        with Lock(s.store, s.target) as lock:
+            if lock.waited():
+                report.add(lock.waited())
             recovered = recover(s.target, s.store)
             if recovered:
                 report.add(recovered)

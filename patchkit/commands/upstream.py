@@ -18,7 +18,7 @@ from patchkit.plan import APPLY, plan_apply
 from patchkit.report import Report
 from patchkit.session import Session
 from patchkit.sources.git_objects import GitSource
-from patchkit.transaction import Refused
+from patchkit.transaction import Lock, Refused
 
 
 def default_branch(to_cc) -> str:
@@ -71,20 +71,20 @@ def upstream(
         return report
 
     author = git.identity()
-    scratch = s.store.root / f"upstream-{os.getpid()}"
-    try:
+    with Lock(s.store, s.target) as lock:
+        if lock.waited():
+            report.add(lock.waited())
+        s.store.clean_leftovers()  # scratch folders of killed upstream runs (the lock is ours)
+        scratch = s.store.root / f"upstream-{os.getpid()}"
         commit = git.commit(head, {c.path: c.after for c in plan.changes}, text, scratch)
-    finally:
-        try:
-            s.store.root.rmdir()  # only if empty: upstream keeps no state
-        except OSError:
-            pass
+        name = git.create_branch(name, commit)  # the next free name if another run took this one
     mbox = git.format_patch(commit)
     out.mkdir(parents=True, exist_ok=True)
     mbox_path = out / patch_filename(message.subject(text))
     write_atomic(mbox_path, mbox, mode=0o644)
+    if name != ctx["branch"]:
+        body = message.pr_body(dict(ctx, branch=name), templates)
     write_atomic(out / "PR.md", body.encode(), mode=0o644)
-    git.create_branch(name, commit)
     report.add(f"created branch {name} at {commit[:12]}: {message.subject(text)}")
     report.add(f"  author {author[0]} <{author[1]}>; {len(plan.changes)} files changed ({plan.source})")
     report.add(f"wrote {mbox_path} (git am) and {out / 'PR.md'}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from patchkit import bytecode
-from patchkit.errors import OK, PROBLEMS
+from patchkit.errors import OK, PROBLEMS, RewriteError
 from patchkit.report import Report
 from patchkit.session import Session
 from patchkit.digest import sha256
@@ -35,7 +35,11 @@ def verify(path: Path, from_cc=None, to_cc=None, project: str | None = None) -> 
         if rel in recorded and sha256(data) == recorded[rel]:
             checked.append({"path": rel, "how": "post-image hash recorded at apply", "tables": [t["name"] for t in _tables_of(applied, rel)]})
         elif any(name.encode() in data for name in s.project.tables):
-            tables = _evaluate(data, rel, s.project.tables)
+            try:
+                tables = _evaluate(data, rel, s.project.tables)
+            except RewriteError as exc:
+                problems.append(str(exc))
+                continue
             if not tables:
                 continue
             for name, table in tables.items():

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from patchkit.errors import BadInput
+from patchkit.errors import REFUSED, BadInput, PatchkitError
 from patchkit.versions import is_release_tag, version_key
 
 
@@ -28,6 +29,10 @@ class SourceFile:
     path: str
     blob: str  # git blob id; GitSource.read(blob) gives the bytes
     mode: str  # e.g. "100644"
+
+
+class BranchError(PatchkitError):
+    exit_code = REFUSED
 
 
 def _static(pattern: str) -> str:
@@ -275,9 +280,20 @@ class GitSource:
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
-    def create_branch(self, name: str, commit: str) -> None:
-        """Create ``refs/heads/<name>`` at ``commit``; fails if it exists (no overwrite)."""
-        self.repo.git.update_ref(f"refs/heads/{name}", commit, "0" * 40)
+    def create_branch(self, name: str, commit: str) -> str:
+        """Create a branch at ``commit`` named ``name`` or, if that exists by now, the next
+        free ``name-N``; never overwrites one.  Returns the name used."""
+        base = re.sub(r"-\d+$", "", name) if name not in {h.name for h in self.repo.heads} else name
+        for _ in range(20):
+            try:
+                self.repo.git.update_ref(f"refs/heads/{name}", commit, "0" * 40)
+                return name
+            except self._git.GitCommandError as exc:
+                if name not in {h.name for h in self.repo.heads}:  # not a clash: a lock file, a bad ref
+                    detail = (exc.stderr or "").strip().splitlines()
+                    raise BranchError(name, f"git could not create the branch: {detail[-1] if detail else exc}") from None
+                name = self.free_branch(base)
+        raise BranchError(name, "git could not create the branch: every name is taken")
 
     def format_patch(self, commit: str) -> bytes:
         """``git format-patch -1 --stdout`` of the commit, as bytes."""

@@ -1,0 +1,625 @@
+"""SIGKILL of apply, revert and upstream: at every write boundary and at random instants.
+
+tests/test_crash_and_race.py already kills apply and revert of the shipped patch on a git
+checkout at each fault point, inside each atomic write, and at 40 random instants.  This
+module adds what it does not cover, and scales with $PATCHKIT_KILLS:
+
+1. every fault point (PATCHKIT_FAULT) of five more transactions: another cc pair
+   generated from the checkout, the replacement of one applied patch by another,
+   ``revert --force`` over a hand edit, and apply and revert in a plain folder;
+2. upstream killed before each of its git commands and file renames (it has no fault
+   hook: a wrapper around GitPython and os.replace kills it);
+3. chains of fault-hook kills over three states (original, 10 -> 12, 9 -> 11), kills
+   of the recovery itself included;
+4. apply and revert killed at random instants (git checkout and plain folder at once);
+5. upstream killed at random instants, the process alone or its whole process group.
+
+After each kill: a half-patched checkout only with a journal, and then verify says 1; the
+next command finishes the transaction; the checkout ends fully in one state, state.json
+agreeing, verify agreeing, no journal, lock or temp file left.  For upstream: the
+user's HEAD, branch, index and work tree unchanged, no branch or one complete branch of
+one commit, no lock file in .git, and no scratch folder surviving the next command.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from conftest import git
+from reliability_helpers import (
+    COMM,
+    FILES,
+    POINTS,
+    TARGET,
+    World,
+    apply_args,
+    build_world,
+    check_interrupted,
+    check_verify,
+    clean,
+    compile_pycs,
+    env,
+    expected_record,
+    git_state,
+    kills_budget,
+    leftovers,
+    lines,
+    pk,
+    popen,
+    pyc_of,
+    record,
+    recorded,
+    settled,
+    stale_pycs,
+    state_dir,
+    wait_group,
+    work_tree,
+)
+
+# -- what runs, and how many kills (docs/RELIABILITY.md is checked against these) -----------
+
+# transition -> (kind of checkout, state it starts in, command)
+TRANSITIONS = {
+    "apply 9->11 generated (git)": ("git", "original", "apply911"),
+    "apply replacing 9->11 (git)": ("git", "other", "apply"),
+    "revert --force over an edit (git)": ("git", "edited", "revert-force"),
+    "apply (plain folder)": ("plain", "original", "apply"),
+    "revert (plain folder)": ("plain", "patched", "revert"),
+}
+BOUNDARY_CASES = [(t, p) for t in TRANSITIONS for p in POINTS]
+
+# The steps of one upstream run, in order: each git command GitPython runs and each rename
+# of an atomic write.  test_kill_upstream_before_each_step kills it before each one.
+UPSTREAM_STEPS = (
+    "git cat-file",
+    "git cat-file",
+    "git check-ref-format",
+    "git read-tree",
+    "git ls-tree",
+    "git hash-object",
+    "git update-index",
+    "git ls-tree",
+    "git hash-object",
+    "git update-index",
+    "git write-tree",
+    "git commit-tree",
+    "git update-ref",
+    "git format-patch",
+    "rename 0001-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch",
+    "rename PR.md",
+)
+
+DEFAULT_KILLS = 72  # make test; make test-reliability sets PATCHKIT_KILLS=400
+MIN_RANDOM = 4  # each random kind gets at least this many kills
+SEED = 20261129
+
+
+BOUNDARY = "apply/revert at every fault point of 5 more transactions"
+STEPS = "upstream before each of its steps"
+CHAINS = "apply/revert: chains of fault-hook kills, recoveries included"
+TIMED = "apply/revert at random instants (git and plain folder)"
+UPSTREAM_RANDOM = "upstream at random instants (process or process group)"
+
+
+def kill_plan(total: int) -> dict[str, int]:
+    """How ``total`` kills are spread: the fixed boundary kills first, the rest at random."""
+    fixed = {BOUNDARY: len(BOUNDARY_CASES), STEPS: len(UPSTREAM_STEPS)}
+    rest = max(total - sum(fixed.values()), 3 * MIN_RANDOM)
+    upstream = max(MIN_RANDOM, rest * 2 // 5)
+    chains = max(MIN_RANDOM, (rest - upstream) // 2)
+    timed = max(MIN_RANDOM, rest - upstream - chains)
+    return {**fixed, CHAINS: chains, TIMED: timed, UPSTREAM_RANDOM: upstream}
+
+
+PLAN = kill_plan(kills_budget(DEFAULT_KILLS))
+
+BRANCH = "patchkit/sm120-torch-symm-mem"
+USER_BRANCHES = {"main", "work"}
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> World:
+    return build_world(tmp_path_factory.mktemp("kills"))
+
+
+# -- 1. every fault point of five more transactions ---------------------------------------
+
+
+def _after_kill(w: World, repo: Path, start: str, command: str, point: str) -> bool:
+    """Assert exactly what the transaction had done when killed at ``point``; return: journal written?"""
+    store = state_dir(repo)
+    target = TARGET[command]
+    written = {"objects": 0, "journal": 0, "file:1": 1}.get(point, 2)
+    for i, rel in enumerate(FILES):  # the journal's files are sorted by path: UTILS first
+        want = w.images[target if i < written else start][rel]
+        assert (repo / rel).read_bytes() == want, (rel, point)
+        assert pyc_of(repo, rel).exists() == (point != "bytecode"), (rel, point)
+    assert {p.name for p in stale_pycs(repo)} == (
+        {pyc_of(repo, rel).name for rel in FILES[:written]} if point != "bytecode" else set()
+    )
+    journal = point != "objects"
+    assert (store / "journal.json").exists() == journal
+    record_state = target if point in ("state", "bytecode") else ("patched" if start == "edited" else start)
+    assert recorded(repo) == expected_record(w, record_state), (point, recorded(repo))
+    assert (store / "lock").exists()  # left by the killed holder; must not block anyone
+    assert leftovers(repo) == []
+    if command == "revert-force":  # the edited copy is kept before the transaction starts
+        kept = list((store / "edited").iterdir())
+        assert [p.read_bytes() for p in kept] == [w.images["edited"][COMM]]
+    return journal
+
+
+def _boundary(w: World, tmp_path: Path, transition: str, point: str) -> None:
+    kind, start, command = TRANSITIONS[transition]
+    repo = w.checkout(tmp_path / f"co-{point.replace(':', '')}", start, kind)
+    done = pk(*apply_args(w, repo, command), PATCHKIT_FAULT=point)
+    assert done.returncode == -signal.SIGKILL, done.stderr.decode()
+    journal = _after_kill(w, repo, start, command, point)
+    assert check_verify(repo, w) == (1 if journal or start == "original" else 0)
+
+    # The next command finishes the transaction (roll forward), then does its own work.
+    found = TARGET[command] if journal else start
+    then = ("apply", "revert")[POINTS.index(point) % 2]
+    done = pk(*apply_args(w, repo, then))
+    if then == "apply" and found == "edited":
+        # Never begun: the hand edit is still there, and apply refuses to build on it.
+        assert done.returncode == 3 and b"edited after patchkit applied" in done.stderr, done.stderr
+        assert w.state_of(repo) == "edited"
+        done = pk(*apply_args(w, repo, "revert-force"))
+        then = "revert-force"
+    assert (done.returncode, done.stderr) == (0, b""), done.stderr.decode()
+    finished = [line for line in lines(done) if line.startswith("finished an interrupted ")]
+    assert len(finished) == journal, lines(done)
+    assert settled(repo, w) == TARGET[then]
+    check_verify(repo, w)
+
+
+@pytest.mark.parametrize("transition", TRANSITIONS)
+def test_kill_at_every_write_boundary(world: World, tmp_path: Path, transition: str) -> None:
+    """One kill at each fault point of the transaction (two at a time: two cores)."""
+
+    def one(point: str) -> str | None:
+        try:
+            _boundary(world, tmp_path, transition, point)
+        except AssertionError as exc:
+            return f"killed at {point}: {exc}"
+        return None
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        failures = [f for f in pool.map(one, POINTS) if f]
+    assert not failures, "\n\n".join(failures)
+
+
+# -- 2. upstream killed before each of its steps ----------------------------------------------
+
+# Runs patchkit with GitPython's Git.execute and os.replace wrapped: "record" appends each
+# step to a log; "kill" SIGKILLs the process just before step k.
+STEP_WRAPPER = r"""
+import os, signal, sys
+mode, k, log = sys.argv.pop(1), int(sys.argv.pop(1)), sys.argv.pop(1)
+count = 0
+def step(name):
+    global count
+    count += 1
+    if mode == "record":
+        with open(log, "a") as f:
+            f.write(name + "\n")
+    elif count == k:
+        os.kill(os.getpid(), signal.SIGKILL)
+import git.cmd
+real_execute = git.cmd.Git.execute
+def execute(self, command, *args, **kwargs):
+    words = [str(c) for c in (command if isinstance(command, (list, tuple)) else [command])[1:]]
+    words = [c for c in words if not c.startswith("-")]
+    step("git " + (words[0] if words else "?"))
+    return real_execute(self, command, *args, **kwargs)
+git.cmd.Git.execute = execute
+real_replace = os.replace
+def replace(src, dst, *args, **kwargs):
+    step("rename " + os.path.basename(os.fspath(dst)))
+    return real_replace(src, dst, *args, **kwargs)
+os.replace = replace
+from patchkit.main import main
+main()
+"""
+
+
+def _dirty(repo: Path) -> None:
+    """A user's checkout mid-work: an unstaged edit, a staged file, an untracked file."""
+    for cache in repo.rglob("__pycache__"):  # apply and revert drop bytecode: keep the work tree comparable
+        shutil.rmtree(cache)
+    (repo / "python/sglang/version.py").write_bytes(b'__version__ = "0.5.5"  # local\n')
+    (repo / "notes.txt").write_bytes(b"untracked\n")
+    (repo / "staged.txt").write_bytes(b"staged\n")
+    git(repo, "add", "staged.txt")
+
+
+def _new_branches(repo: Path) -> dict[str, str]:
+    out = git(repo, "for-each-ref", "--format=%(refname:short) %(objectname)", "refs/heads").split("\n")
+    return dict(line.split() for line in out if line and line.split()[0] not in USER_BRANCHES)
+
+
+def _git_locks(repo: Path) -> list[str]:
+    return sorted(str(p.relative_to(repo)) for p in (repo / ".git").rglob("*.lock"))
+
+
+def _scratch(repo: Path) -> list[str]:
+    store = repo / ".git" / "patchkit"
+    return sorted(p.name for p in store.glob("upstream-*")) if store.is_dir() else []
+
+
+class UpstreamChecks:
+    """The invariants of a killed upstream; breaches of the promises that a later command
+    cleans up are collected (and asserted at the end), everything else is asserted at once."""
+
+    def __init__(self, w: World, repo: Path, out: Path) -> None:
+        self.repo, self.out = repo, out
+        self.user = git_state(repo)
+        self.files = work_tree(repo)
+        self.head = self.user["head"].strip()
+        self.tree = None  # the tree every upstream commit must have, from the first success
+        self.breaches: list[str] = []
+        self.stats = {"kills": 0, "scratch left by the kill": 0, "branch complete": 0, "no branch": 0}
+
+    def branch_ok(self, name: str, sha: str) -> None:
+        repo = self.repo
+        assert git(repo, "rev-list", f"{self.head}..{sha}").split() == [sha], f"{name}: not exactly one commit"
+        assert git(repo, "rev-parse", f"{sha}^").strip() == self.head
+        tree = git(repo, "rev-parse", f"{sha}^{{tree}}").strip()
+        self.tree = self.tree or tree
+        assert tree == self.tree, f"{name}: another tree"
+        assert git(repo, "diff", "--name-only", self.head, sha).split() == list(FILES)
+
+    def after_kill(self, what: str) -> dict[str, str]:
+        repo = self.repo
+        assert git_state(repo) == self.user, f"{what}: the user's git state changed"
+        assert work_tree(repo) == self.files, f"{what}: the work tree changed"
+        locks = _git_locks(repo)
+        # A git killed inside update-ref leaves its ref's lock, as git itself does on a crash
+        # (test_upstream_after_a_killed_git_left_a_ref_lock covers what upstream then says).
+        ref_locks = [lock for lock in locks if lock.startswith(".git/refs/heads/patchkit/")]
+        assert sorted(set(locks) - set(ref_locks)) == [], f"{what}: lock files left in .git: {locks}"
+        for lock in ref_locks:
+            (repo / lock).unlink()
+        self.stats["ref lock left by a killed git"] = self.stats.get("ref lock left by a killed git", 0) + len(ref_locks)
+        assert leftovers(repo) == [], f"{what}: temp files left: {leftovers(repo)}"
+        new = _new_branches(repo)
+        assert set(new) <= {BRANCH}, f"{what}: unexpected branches {new}"
+        for name, sha in new.items():
+            self.branch_ok(name, sha)
+        self.stats["branch complete" if new else "no branch"] += 1
+        self.stats["scratch left by the kill"] += bool(_scratch(repo))
+        return new
+
+    def next_command(self, what: str, command: str, patches: Path) -> None:
+        """Run the next patchkit command: the killed run's scratch folder must not survive it."""
+        repo = self.repo
+        before = set(_new_branches(repo))
+        if command == "upstream":
+            done = pk("upstream", str(repo), "--out", str(self.out), "--patches", str(patches))
+            assert (done.returncode, done.stderr) == (0, b""), done.stderr.decode()
+            made = set(_new_branches(repo)) - before
+            assert len(made) == 1, made
+            name = made.pop()
+            self.branch_ok(name, _new_branches(repo)[name])
+            assert lines(done)[1].startswith(f"created branch {name} at ")
+            temps = sorted(p.name for p in self.out.iterdir() if p.name.endswith(".patchkit-tmp"))
+            if temps:
+                self.breaches.append(f"{what}: temp files left in --out after the next upstream: {temps}")
+        else:  # apply then revert: the user's files come back byte for byte
+            for step in ("apply", "revert"):
+                done = pk(step, str(repo), "--patches", str(patches))
+                assert (done.returncode, done.stderr) == (0, b""), done.stderr.decode()
+            assert work_tree(repo) == self.files
+            store = repo / ".git" / "patchkit"
+            assert not (store / "state.json").exists() and not (store / "lock").exists()
+        assert git_state(repo) == self.user
+        left = _scratch(repo)
+        if left:
+            self.breaches.append(f"{what}: .git/patchkit/{left} survived the next command ({command})")
+            for name in left:  # measured once; go on from a clean state dir
+                shutil.rmtree(repo / ".git" / "patchkit" / name)
+        for name in _new_branches(repo):  # start the next round without patchkit branches
+            git(repo, "update-ref", "-d", f"refs/heads/{name}")
+        store = repo / ".git" / "patchkit"
+        if store.is_dir() and not any(store.iterdir()):
+            store.rmdir()
+
+
+def _record_steps(w: World, tmp_path: Path) -> list[str]:
+    repo = w.checkout(tmp_path / "record", "original")
+    log = tmp_path / "steps.log"
+    done = subprocess.run(
+        [sys.executable, "-c", STEP_WRAPPER, "record", "0", str(log), "upstream", str(repo),
+         "--out", str(tmp_path / "record-out"), "--patches", str(w.patches)],
+        env=env(), capture_output=True,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    return log.read_text().splitlines()
+
+
+def test_kill_upstream_before_each_step(world: World, tmp_path: Path) -> None:
+    w = world
+    steps = _record_steps(w, tmp_path)
+    assert tuple(steps) == UPSTREAM_STEPS, (
+        "upstream's steps changed: update UPSTREAM_STEPS (and docs/RELIABILITY.md) to\n" + "\n".join(steps)
+    )
+
+    def one(k: int) -> tuple[dict, list[str]]:
+        repo = w.checkout(tmp_path / f"co-{k}", "original")
+        _dirty(repo)
+        out = tmp_path / f"up-{k}"
+        checks = UpstreamChecks(w, repo, out)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", STEP_WRAPPER, "kill", str(k), "-", "upstream", str(repo),
+             "--out", str(out), "--patches", str(w.patches)],
+            env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        )
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == -signal.SIGKILL, (k, err.decode())
+        wait_group(proc.pid)  # git children it left, if any, are done
+        what = f"killed before step {k} ({steps[k - 1]})"
+        new = checks.after_kill(what)
+        if k <= UPSTREAM_STEPS.index("git update-ref") + 1:
+            assert new == {}, (what, new)  # killed before update-ref: no branch yet
+        else:  # the branch is made before the files in --out: a complete branch, one commit on HEAD
+            assert list(new) == ["patchkit/sm120-torch-symm-mem"], (what, new)
+            (commit,) = new.values()
+            head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+            parents = subprocess.run(["git", "-C", str(repo), "rev-parse", f"{commit}^@"], capture_output=True, text=True).stdout.split()
+            assert parents == [head], (what, parents)
+        checks.stats["kills"] += 1
+        checks.next_command(what, "upstream", w.patches)
+        return checks.stats, checks.breaches
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(one, range(1, len(steps) + 1)))
+    kills = sum(r[0]["kills"] for r in results)
+    left = sum(r[0]["scratch left by the kill"] for r in results)
+    breaches = [b for r in results for b in r[1]]
+    record("upstream steps", kills=kills, scratch_left_by_kill=left, breaches=len(breaches))
+    assert kills == len(UPSTREAM_STEPS) == PLAN[STEPS]
+    assert not breaches, "\n".join(breaches)
+
+
+# -- 3 and 4. chains of kills on apply and revert ------------------------------------------------
+
+
+def _choose(rng: random.Random, state: str) -> str:
+    """A command that has work to do from ``state``."""
+    return rng.choice([c for c in ("apply", "apply911", "revert") if TARGET[c] != state])
+
+
+def _settle(w: World, repo: Path, rng: random.Random, pending: bool, stats: dict) -> str:
+    """The next command without a fault: finishes any pending transaction; checks everything."""
+    command = rng.choice(("apply", "apply911", "revert"))
+    done = pk(*apply_args(w, repo, command))
+    assert (done.returncode, done.stderr) == (0, b""), done.stderr.decode()
+    finished = [line for line in lines(done) if line.startswith("finished an interrupted ")]
+    assert len(finished) == pending, lines(done)
+    state = settled(repo, w)
+    assert state == TARGET[command]
+    check_verify(repo, w)
+    compile_pycs(repo)  # the application runs again: fresh bytecode for the next kill to stale
+    stats["settled"] += 1
+    return state
+
+
+def _fault_chain(w: World, repo: Path, seed: int, wanted: int) -> dict:
+    """Kill with the fault hook at random points, sometimes the recovering run too."""
+    rng = random.Random(seed)
+    state = settled(repo, w)
+    stats = {"kills": 0, "kills in or after a recovery": 0, "not reached": 0, "settled": 0}
+    stats.update({p: 0 for p in POINTS})
+    pending = False
+    while stats["kills"] < wanted:
+        command = rng.choice(("apply", "apply911", "revert")) if pending else _choose(rng, state)
+        point = rng.choice(POINTS)
+        done = pk(*apply_args(w, repo, command), PATCHKIT_FAULT=point)
+        if done.returncode == -signal.SIGKILL:
+            stats["kills"] += 1
+            stats[point] += 1
+            stats["kills in or after a recovery"] += pending
+        else:  # the point was not on this run's path (nothing to do, or recovery only)
+            assert (done.returncode, done.stderr) == (0, b""), done.stderr.decode()
+            stats["not reached"] += 1
+        pending = check_interrupted(repo, w)
+        if not pending and w.state_of(repo) in ("original", "patched", "other"):
+            state = w.state_of(repo)
+        if rng.random() < 0.5:  # else chain another kill onto this one
+            state = _settle(w, repo, rng, pending, stats)
+            pending = False
+    if pending:
+        _settle(w, repo, rng, True, stats)
+    return stats
+
+
+def test_fault_hook_chains(world: World, tmp_path: Path) -> None:
+    w = world
+    wanted = PLAN[CHAINS]
+    chains = [
+        (w.checkout(tmp_path / "git", "original", "git"), SEED, (wanted + 1) // 2),
+        (w.checkout(tmp_path / "plain", "patched", "plain"), SEED + 1, wanted // 2),
+    ]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(lambda c: _fault_chain(w, *c), chains))
+    total = {k: sum(r[k] for r in results) for k in results[0]}
+    record("fault chains", **total)
+    assert total["kills"] == wanted
+
+
+def _wait_for(proc: subprocess.Popen, path: Path, timeout: float = 30) -> bool:
+    """Poll until ``path`` exists with content; False if ``proc`` ended first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if path.stat().st_size:
+                return True
+        except FileNotFoundError:
+            pass
+        if proc.poll() is not None:
+            return False
+        time.sleep(0.0002)
+    raise AssertionError(f"{path} never appeared")
+
+
+def _measure(w: World, tmp_path: Path, kind: str) -> dict[str, float]:
+    """How long apply runs, and how long its transaction lasts (from its journal to the exit)."""
+    runs, windows = [], []
+    for i in range(2):
+        repo = w.checkout(tmp_path / f"measure-{kind}-{i}", "original", kind)
+        t0 = time.monotonic()
+        proc = popen(*apply_args(w, repo, "apply"))
+        assert _wait_for(proc, state_dir(repo) / "journal.json")
+        t1 = time.monotonic()
+        proc.communicate()
+        assert proc.returncode == 0
+        runs.append(time.monotonic() - t0)
+        windows.append(time.monotonic() - t1)
+    return {"run": max(runs), "transaction": max(windows)}
+
+
+def _timed_chain(w: World, repo: Path, seed: int, wanted: int, span: dict) -> dict:
+    """Kill apply and revert at random instants; the next command finishes; check."""
+    rng = random.Random(seed)
+    state = settled(repo, w)
+    stats = {"kills": 0, "pending after kill": 0, "half-patched after kill": 0, "finished anyway": 0, "settled": 0}
+    attempts = 0
+    while stats["kills"] < wanted:
+        attempts += 1
+        assert attempts <= 4 * wanted + 10, stats
+        command = _choose(rng, state)
+        proc = popen(*apply_args(w, repo, command))
+        if rng.random() < 0.4:  # anywhere in the run, start-up included
+            time.sleep(rng.uniform(0, 1.1 * span["run"]))
+        elif _wait_for(proc, state_dir(repo) / "journal.json"):  # inside the transaction
+            time.sleep(rng.uniform(0, 1.2 * span["transaction"]))
+        proc.send_signal(signal.SIGKILL)
+        out, err = proc.communicate(timeout=60)
+        clean((out, err, proc.returncode), command)
+        if proc.returncode == -signal.SIGKILL:
+            stats["kills"] += 1
+        else:
+            assert (proc.returncode, err) == (0, b""), err.decode()
+            stats["finished anyway"] += 1
+        half = w.state_of(repo) is None
+        pending = check_interrupted(repo, w)
+        stats["pending after kill"] += pending
+        stats["half-patched after kill"] += half
+        state = _settle(w, repo, rng, pending, stats)
+    return stats
+
+
+def test_random_instant_kills(world: World, tmp_path: Path) -> None:
+    w = world
+    wanted = PLAN[TIMED]
+    spans = {kind: _measure(w, tmp_path, kind) for kind in ("git", "plain")}
+    chains = [
+        (w.checkout(tmp_path / "git", "original", "git"), SEED + 2, (wanted + 1) // 2, spans["git"]),
+        (w.checkout(tmp_path / "plain", "patched", "plain"), SEED + 3, wanted // 2, spans["plain"]),
+    ]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(lambda c: _timed_chain(w, *c), chains))
+    total = {k: sum(r[k] for r in results) for k in results[0]}
+    record("random instants", spans=spans, **total)
+    assert total["kills"] == wanted
+
+
+# -- 5. upstream killed at random instants ---------------------------------------------------
+
+
+def _upstream_chain(w: World, tmp_path: Path, index: int, wanted: int) -> tuple[dict, list[str]]:
+    rng = random.Random(SEED + 10 + index)
+    repo = w.checkout(tmp_path / f"co-{index}", "original")
+    _dirty(repo)
+    out = tmp_path / f"up-{index}"
+    checks = UpstreamChecks(w, repo, out)
+    checks.stats.update({"group kills": 0, "finished anyway": 0})
+    # How long a run takes, and when its scratch folder appears.
+    t0 = time.monotonic()
+    done = pk("upstream", str(repo), "--out", str(out), "--patches", str(w.patches))
+    run = time.monotonic() - t0
+    assert done.returncode == 0, done.stderr.decode()
+    checks.branch_ok(BRANCH, _new_branches(repo)[BRANCH])
+    git(repo, "update-ref", "-d", f"refs/heads/{BRANCH}")
+    attempts, n = 0, 0
+    while checks.stats["kills"] < wanted:
+        attempts += 1
+        assert attempts <= 4 * wanted + 10, checks.stats
+        group = rng.random() < 0.5
+        proc = popen("upstream", str(repo), "--out", str(out), "--patches", str(w.patches), session=True)
+        if rng.random() < 0.5:
+            time.sleep(rng.uniform(0, 1.1 * run))
+        else:  # around the commit: from the moment its scratch folder appears
+            deadline = time.monotonic() + 30
+            while not _scratch(repo) and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.0002)
+            time.sleep(rng.uniform(0, 0.25 * run))
+        if group:
+            os.killpg(proc.pid, signal.SIGKILL)  # patchkit and every git it started
+        else:
+            proc.send_signal(signal.SIGKILL)  # patchkit alone: its git children run on
+        out_, err = proc.communicate(timeout=60)
+        wait_group(proc.pid)
+        clean((out_, err, proc.returncode), "upstream")
+        if proc.returncode != -signal.SIGKILL:
+            assert (proc.returncode, err) == (0, b""), err.decode()
+            checks.stats["finished anyway"] += 1
+        else:
+            checks.stats["kills"] += 1
+            checks.stats["group kills"] += group
+        n += 1
+        what = f"kill {n} ({'group' if group else 'process'})"
+        checks.after_kill(what)
+        checks.next_command(what, rng.choice(("upstream", "apply")), w.patches)
+    return checks.stats, checks.breaches
+
+
+def test_random_upstream_kills(world: World, tmp_path: Path) -> None:
+    w = world
+    wanted = PLAN[UPSTREAM_RANDOM]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(lambda i: _upstream_chain(w, tmp_path, i, (wanted + 1 - i) // 2), range(2)))
+    total = {k: sum(r[0][k] for r in results) for k in results[0][0]}
+    breaches = [b for r in results for b in r[1]]
+    record("upstream random", breaches=len(breaches), **total)
+    assert total["kills"] == wanted
+    assert not breaches, f"{len(breaches)} of {total['kills']} kills:\n" + "\n".join(breaches)
+
+
+def test_upstream_after_a_killed_git_left_a_ref_lock(world: World, tmp_path: Path) -> None:
+    """A git killed inside ``update-ref`` (a kill of upstream's process group) leaves
+    ``refs/heads/<branch>.lock``, and git refuses that ref until the file is removed.
+    The next upstream must say so in one line (exit 3), or use another branch name; it
+    must not crash, and must not leave an mbox for a commit no branch points to."""
+    w = world
+    repo = w.checkout(tmp_path / "co", "original")
+    lock = repo / ".git" / "refs" / "heads" / f"{BRANCH}.lock"
+    lock.parent.mkdir(parents=True)
+    lock.write_bytes(b"")
+    out = tmp_path / "up"
+    done = subprocess.run(
+        [sys.executable, "-m", "patchkit", "upstream", str(repo), "--out", str(out), "--patches", str(w.patches)],
+        env=env(), capture_output=True,
+    )
+    clean(done, "upstream")
+    assert done.returncode in (0, 3), done.stderr.decode()
+    branches = _new_branches(repo)
+    if done.returncode == 3:
+        assert done.stderr.count(b"\n") == 1 and BRANCH.encode() in done.stderr, done.stderr.decode()
+        assert branches == {}
+        assert not out.exists() or not any(out.iterdir()), sorted(p.name for p in out.iterdir())
+    else:
+        (name,) = branches
+        assert name != BRANCH and lines(done)[1].startswith(f"created branch {name} at ")
+    assert lock.exists()  # git's lock is the user's to remove, not patchkit's

@@ -7,7 +7,7 @@ MIRROR := build/sglang-mirror
 DEMO := build/demo
 DEMO_VERSION := 0.5.9
 
-.PHONY: test demo venv install sglang-mirror patches check-patches bench clean
+.PHONY: test test-reliability fuzz demo venv install sglang-mirror patches check-patches bench clean
 
 # The virtualenv with the test dependencies; rebuilt when pyproject.toml changes.
 $(VENV)/.deps: pyproject.toml
@@ -24,6 +24,18 @@ install: venv
 
 test: install
 	cd tests && ../$(VENV)/bin/pytest -q -p no:cacheprovider
+
+# The reliability suite at full size: a few hundred SIGKILLs of apply, revert and upstream,
+# races, hostile and broken input (make test runs it with fewer kills). See docs/RELIABILITY.md.
+test-reliability: install
+	cd tests && PATCHKIT_KILLS=400 ../$(VENV)/bin/pytest -q -p no:cacheprovider reliability
+
+# The patch reader under atheris (libFuzzer): any bytes give a patch or a clean error.
+FUZZ_RUNS ?= 300000
+fuzz: install
+	$(PY) -m pip install --quiet atheris
+	mkdir -p build/fuzz/corpus
+	$(PY) fuzz/fuzz_patchread.py -atheris_runs=$(FUZZ_RUNS) -artifact_prefix=build/fuzz/ build/fuzz/corpus
 
 # A local git history of real SGLang releases, one commit and tag per PyPI wheel.
 sglang-mirror: install

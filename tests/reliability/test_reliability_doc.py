@@ -47,7 +47,6 @@ def expected_rows() -> list[str]:
     ]
     for name, count in fuzz.EXAMPLES.items():
         rows.append(_row(name, count))
-    rows.append(_row("atheris runs of `fuzz/fuzz_patchread.py` in the suite", fuzz.FUZZ_RUNS))
     return rows
 
 

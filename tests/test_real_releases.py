@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import black
@@ -248,3 +249,40 @@ def test_scan_finds_the_symm_mem_tables_in_a_real_tree(mirror: Path) -> None:
     assert doc["skipped"] == []
     assert len(doc["findings"]) > 2  # other capability gates too, each with a line
     assert all(isinstance(f["line"], int) and f["line"] > 0 for f in doc["findings"])
+
+
+@pytest.mark.parametrize("op", ["apply", "revert"])
+def test_kills_and_races_on_a_real_checkout(mirror: Path, tmp_path: Path, op: str) -> None:
+    """The reliability "Done when" on real SGLang: a SIGKILL at every write boundary of apply
+    and revert, then the next command repairs; two runs at once end consistent."""
+    tag = "v0.5.9" if "v0.5.9" in _tags(mirror) else _tags(mirror)[-1]
+    files = ["python/sglang/srt/distributed/device_communicators/all_reduce_utils.py",
+             "python/sglang/srt/distributed/device_communicators/torch_symm_mem.py"]
+    for point in ("objects", "journal", "file:1", "file:2", "state", "bytecode"):
+        repo = tmp_path / f"{op}-{point.replace(':', '')}"
+        subprocess.run(["git", "clone", "-q", "-b", tag, str(mirror), str(repo)], check=True, capture_output=True)
+        if op == "revert":
+            assert run_cli("apply", str(repo)).returncode == 0
+        killed = run_cli(op, str(repo), env={"PATCHKIT_FAULT": point})
+        assert killed.returncode == -9, (point, killed.stderr)
+        half = git(repo, "diff", "--name-only", "--", *files).split()
+        if (repo / ".git/patchkit/journal.json").exists():
+            assert run_cli("verify", str(repo)).returncode == 1, point  # never accepted while pending
+        done = run_cli("apply", str(repo))
+        assert done.returncode == 0, (point, done.stderr)
+        assert run_cli("verify", str(repo)).returncode == 0, point
+        assert run_cli("revert", str(repo)).returncode == 0, point
+        assert git(repo, "status", "--porcelain", "--untracked-files=no") == "", point
+        leftovers = [p.name for p in (repo / ".git/patchkit").glob("*")] if (repo / ".git/patchkit").exists() else []
+        assert leftovers == [], (point, leftovers, half)
+    repo = tmp_path / "race"
+    subprocess.run(["git", "clone", "-q", "-b", tag, str(mirror), str(repo)], check=True, capture_output=True)
+    env = dict(os.environ, PYTHONPATH=os.environ.get("PYTHONPATH", ""))
+    procs = [subprocess.Popen([sys.executable, "-m", "patchkit", cmd, str(repo)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+             for cmd in ("apply", op, "apply")]
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0 and b"Traceback" not in err, err
+    state = run_cli("verify", str(repo)).returncode
+    changed = git(repo, "status", "--porcelain", "--untracked-files=no") != ""
+    assert (state, changed) in ((0, True), (1, False))  # fully patched and verified, or fully original

@@ -104,6 +104,8 @@ def parse(data: bytes, name: str = "<patch>") -> list[FilePatch]:
                 value = line.value.encode("latin-1")
                 if line.line_type == "\\":
                     # "\ No newline at end of file": the previous line has no ending.
+                    if not body:
+                        raise PatchError(name, f"corrupt patch: hunk at line {h.source_start} of {section.path} starts with '\\ No newline'")
                     kind, previous = body[-1]
                     body[-1] = (kind, previous.rstrip(b"\n"))
                     continue

@@ -83,3 +83,12 @@ def test_any_bytes_give_a_patch_or_a_clean_error(data: bytes) -> None:
         parse(data)
     except PatchError:
         pass
+
+
+def test_no_newline_marker_first_in_a_hunk_is_a_clean_error() -> None:
+    # Found by the reliability suite's mutation property: this crashed with IndexError.
+    data = _patch(b"x = {\n    10: 1,\n}\n", b"x = {\n    10: 1,\n    12: 1,\n}\n")
+    head, _, rest = data.partition(b" @@\n")
+    with pytest.raises(PatchError) as info:
+        parse(head + b" @@\n\\ No newline at end of file\n" + rest, "p.patch")
+    assert str(info.value) == "p.patch: corrupt patch: hunk at line 1 of pkg/mod.py starts with '\\ No newline'"

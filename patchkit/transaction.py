@@ -19,8 +19,9 @@ from __future__ import annotations
 import os
 import signal
 import time
-from typing import NamedTuple
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator, NamedTuple
 
 from patchkit import bytecode
 from patchkit.errors import REFUSED, BadInput, PatchkitError
@@ -166,6 +167,16 @@ def _finish(target: Target, store: Store, paths: list[str], applied: Applied | N
     store.set_journal(None)
     store.prune(_keep(applied))
     return dropped
+
+
+@contextmanager
+def exclusive(target: Target, store: Store) -> Iterator[list[str]]:
+    """Hold the target's lock and finish any interrupted transaction first.
+
+    Yields the lines to report: that this run waited, and what recovery did.
+    """
+    with Lock(store, target) as lock:
+        yield [line for line in (lock.waited(), recover(target, store)) if line]
 
 
 def recover(target: Target, store: Store) -> str | None:

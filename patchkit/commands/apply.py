@@ -8,7 +8,7 @@ from patchkit.patchfile import hunks, split_lines
 from patchkit.plan import APPLY, plan_apply
 from patchkit.report import Report
 from patchkit.session import Session
-from patchkit.transaction import Lock, commit, recover
+from patchkit.transaction import commit, exclusive
 
 
 def apply(
@@ -32,12 +32,8 @@ def apply(
         plan = _plan(s, patches, no_generate, from_cc, to_cc)
         dropped = []
     else:
-        with Lock(s.store, s.target) as lock:
-            if lock.waited():
-                report.add(lock.waited())
-            recovered = recover(s.target, s.store)
-            if recovered:
-                report.add(recovered)
+        with exclusive(s.target, s.store) as notes:
+            report.lines += notes
             plan = _plan(s, patches, no_generate, from_cc, to_cc)
             dropped = commit(s.target, s.store, plan.changes, plan.applied, "apply") if plan.action == APPLY else []
     for note in plan.notes:

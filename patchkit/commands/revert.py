@@ -9,7 +9,7 @@ from patchkit.report import Report
 from patchkit.session import Session
 from patchkit.atomic import write_atomic
 from patchkit.digest import sha256
-from patchkit.transaction import Lock, commit, recover
+from patchkit.transaction import commit, exclusive
 
 
 def revert(path: Path, force: bool = False, dry_run: bool = False, patches: Path | None = None, project: str | None = None) -> Report:
@@ -21,12 +21,8 @@ def revert(path: Path, force: bool = False, dry_run: bool = False, patches: Path
             report.add("an interrupted transaction is pending; a real run finishes it first")
         plan, dropped, kept = _plan(s, force, patches), [], []
     else:
-        with Lock(s.store, s.target) as lock:
-            if lock.waited():
-                report.add(lock.waited())
-            recovered = recover(s.target, s.store)
-            if recovered:
-                report.add(recovered)
+        with exclusive(s.target, s.store) as notes:
+            report.lines += notes
             plan = _plan(s, force, patches)
             kept = _keep_edits(s, plan) if plan.action == REVERT else []
             had_state = s.applied() is not None

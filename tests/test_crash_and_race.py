@@ -11,11 +11,9 @@ agreeing and no journal, lock or temp file left behind.
 from __future__ import annotations
 
 import fcntl
-import importlib.util
 import itertools
 import json
 import os
-import py_compile
 import random
 import re
 import shutil
@@ -30,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from crash_helpers import compile_pycs, pyc_of
 from conftest import DC, GIT_ENV, ROOT, git, make_repo, run_cli
 from patchkit.evaluate import tables
 from patchkit.registry import SGLANG
@@ -102,22 +101,6 @@ class World:
     def checkout(self, dest: Path, which: str = "original") -> Path:
         shutil.copytree(self.original if which == "original" else self.patched, dest, symlinks=True)
         return dest.resolve()
-
-
-def compile_pycs(repo: Path) -> None:
-    """Timestamp bytecode of the two table modules, as an `import` would leave it."""
-    for rel in FILES:
-        source = str(repo / rel)
-        py_compile.compile(
-            source,
-            cfile=importlib.util.cache_from_source(source),
-            doraise=True,
-            invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP,
-        )
-
-
-def pyc_of(repo: Path, rel: str) -> Path:
-    return Path(importlib.util.cache_from_source(str(repo / rel)))
 
 
 def stale_pycs(repo: Path, rel: str) -> list[Path]:

@@ -37,7 +37,7 @@ from patchkit.patchread import PatchError, apply, parse, reverse
 from patchkit.digest import blob_id
 from patchkit.registry import SGLANG
 from patchkit.rewriter import rewrite
-from reliability_helpers import COMM, PATCH_NAME, UTILS
+from crash_helpers import COMM, PATCH_NAME, UTILS
 from test_rewriter_properties import FRAGMENTS, NAMES, cases
 
 # Examples per property (docs/RELIABILITY.md is checked against these).

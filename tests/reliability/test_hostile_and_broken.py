@@ -30,7 +30,7 @@ from typing import Callable
 import pytest
 
 from conftest import DC, UTILS_NEW, comm, git, make_repo
-from reliability_helpers import (
+from crash_helpers import (
     COMM,
     FILES,
     PATCH_NAME,
@@ -386,7 +386,7 @@ BROKEN_SOURCES = [
 
 def _run_timed(args: list[str], timeout: float) -> subprocess.CompletedProcess:
     """Like pk(), with a timeout: a run that hangs is killed and reported."""
-    from reliability_helpers import env
+    from crash_helpers import env
 
     try:
         done = subprocess.run([sys.executable, "-m", "patchkit", *args], env=env(), capture_output=True, timeout=timeout)
@@ -579,7 +579,7 @@ def shared(world: World) -> Path:
 
 def _as(user: str, *args: str) -> subprocess.CompletedProcess:
     """patchkit as root or as nobody (setpriv), a separate process."""
-    from reliability_helpers import env
+    from crash_helpers import env
 
     prefix = []
     if user == "nobody":

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from conftest import git
-from reliability_helpers import (
+from crash_helpers import (
     FILES,
     TARGET,
     World,

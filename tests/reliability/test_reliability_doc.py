@@ -11,7 +11,7 @@ import test_hostile_and_broken as hostile
 import test_kills as kills
 import test_races as races
 from conftest import ROOT
-from reliability_helpers import POINTS
+from crash_helpers import POINTS
 
 DOC = ROOT / "docs" / "RELIABILITY.md"
 RELIABILITY_KILLS = 400  # what `make test-reliability` sets PATCHKIT_KILLS to

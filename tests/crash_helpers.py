@@ -1,4 +1,4 @@
-"""Shared helpers of the reliability suite (tests/reliability/).
+"""Shared helpers of the crash tests (tests/test_crash_and_race.py) and the reliability suite (tests/reliability/).
 
 Not a ``conftest.py``: tests/ has no ``__init__.py`` files, so a second
 ``conftest.py`` here would take the module name ``conftest`` from tests/conftest.py

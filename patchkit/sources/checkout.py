@@ -3,6 +3,7 @@ its version and its state dir."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import NamedTuple
@@ -74,56 +75,154 @@ def _installed_here(site: Path, project: Project) -> bool:
     return (site / project.name / "__init__.py").is_file() and any(site.glob(f"{project.name}-*.dist-info"))
 
 
+def _recognise(folder: Path, p: Project) -> Target | None:
+    """The target of project ``p`` whose root ``folder`` is: a site-packages folder holding
+    the package, the installed package folder itself, or a checkout."""
+    if folder.name == p.name and _installed_here(folder.parent, p):
+        folder = folder.parent
+    if _installed_here(folder, p):
+        return Target(folder, INSTALLED, folder / f".patchkit-{p.name}", p)
+    if (folder / p.repo_path(p.name)).is_dir() and (p.source_root or (folder / p.name / "__init__.py").is_file()):
+        gdir = git_dir(folder)
+        if gdir is not None:
+            return Target(folder, CHECKOUT, gdir / "patchkit", p)
+        return Target(folder, DIRECTORY, folder / ".patchkit", p)
+    return None
+
+
 def open_target(path: Path, project: str | None = None) -> Target:
-    """The checkout or installed package at ``path``, or BadInput saying why it is none.
+    """The checkout or installed package at or above ``path``, or BadInput saying why it is none.
 
     PATH may be a checkout (``python/sglang/`` or ``vllm/`` inside), a site-packages
-    folder holding the package, or the installed package folder itself.
+    folder holding the package, or the installed package folder itself.  From a folder
+    inside one of them, the parents are walked up, the way git finds its work tree; the
+    nearest root wins.  A site-packages folder counts on the way up only when the walk
+    came through the package's own folder (``site-packages/torch`` is not SGLang).
     """
     if not path.exists():
         raise BadInput(str(path), "no such file or directory")
     if not path.is_dir():
         raise BadInput(str(path), "not a directory")
-    root = path.resolve()
-    for p in [PROJECTS[project]] if project else PROJECTS.values():
-        if root.name == p.name and _installed_here(root.parent, p):
-            root = root.parent
-        if _installed_here(root, p):
-            return Target(root, INSTALLED, root / f".patchkit-{p.name}", p)
-        if (root / p.repo_path(p.name)).is_dir() and (p.source_root or (root / p.name / "__init__.py").is_file()):
-            gdir = git_dir(root)
-            if gdir is not None:
-                return Target(root, CHECKOUT, gdir / "patchkit", p)
-            return Target(root, DIRECTORY, root / ".patchkit", p)
+    start = path.resolve()
+    projects = [PROJECTS[project]] if project else list(PROJECTS.values())
+    for folder in (start, *start.parents):
+        for p in projects:
+            target = _recognise(folder, p)
+            if target is not None and (folder == start or not (target.kind == INSTALLED and target.root == folder)):
+                return target
     raise BadInput(
         str(path),
         "not an SGLang or vLLM checkout or installed package (no python/sglang/ or vllm/ folder, no package with a dist-info)",
     )
 
 
-def site_packages_of(python: str) -> list[Path]:
-    """Where the interpreter ``python`` installs packages, found without running any code
-    of its environment (``-I -S``: no site, no .pth files); a virtualenv is recognised by
-    its pyvenv.cfg, because without ``site`` Python 3.11 does not know it."""
+# Asked of the target interpreter under -I -S: its version, its own idea of its path (a
+# pyenv shim execs the real one), its platlibdir, its user site unless disabled
+# (PYTHONUSERBASE and PYTHONNOUSERSITE are read from os.environ, which -I leaves visible)
+# and its system site-packages (importing ``site`` under -S defines functions only: no
+# .pth file runs).
+_PROBE = """
+import json, os, site, sys, sysconfig
+user = None
+if not os.environ.get('PYTHONNOUSERSITE'):
+    get = getattr(sysconfig, 'get_preferred_scheme', None)
+    user = sysconfig.get_path('purelib', get('user') if get else os.name + '_user')
+system = list(getattr(site, 'getsitepackages', list)())
+system += [sysconfig.get_path('purelib'), sysconfig.get_path('platlib')]
+libdir = getattr(sys, 'platlibdir', 'lib')
+print(json.dumps(['%d.%d' % sys.version_info[:2], sys.executable, libdir, user, system]))
+"""
+
+
+def interpreter(python: str) -> Path:
+    """The interpreter ``--python`` names, as a shell would find it, symlinks kept (a
+    virtualenv's ``bin/python`` links to the base interpreter): a bare name is looked up
+    on PATH, a virtualenv folder means its ``bin/python``."""
+    import shutil
+
+    if not python:
+        raise BadInput("--python", "empty: give an interpreter, a name on PATH or a virtualenv folder")
+    if os.sep not in python:
+        found = shutil.which(python)
+        if found is None:
+            here = f" (for the one in this folder, write ./{python})" if os.path.lexists(python) else ""
+            raise BadInput(python, f"not found on PATH{here}")
+        return Path(found).absolute()
+    exe = Path(python).absolute()
+    if exe.is_dir():
+        if not (exe / "pyvenv.cfg").is_file():
+            raise BadInput(python, "a folder that is not a virtualenv (no pyvenv.cfg); give the interpreter itself")
+        found = next((exe / "bin" / name for name in ("python", "python3") if (exe / "bin" / name).is_file()), None)
+        if found is None:
+            raise BadInput(python, "a virtualenv without bin/python or bin/python3")
+        exe = found
+    if not exe.exists():
+        raise BadInput(python, "no such file or directory")
+    if not exe.is_file() or not os.access(exe, os.X_OK):
+        raise BadInput(python, "not an executable file")
+    return exe
+
+
+def _virtualenv(executable: Path) -> tuple[Path, bool] | None:
+    """(the virtualenv, whether it includes the system site-packages) that ``executable``
+    belongs to, found like Python does: a pyvenv.cfg beside it or one folder up."""
+    for folder in (executable.parent, executable.parent.parent):
+        cfg = folder / "pyvenv.cfg"
+        if cfg.is_file():
+            try:
+                text = cfg.read_text(errors="replace")
+            except OSError as exc:
+                raise BadInput(str(cfg), f"cannot read it ({exc.strerror or exc})") from None
+            system = re.search(r"^\s*include-system-site-packages\s*=\s*true\s*$", text, re.M | re.I)
+            return folder, system is not None
+    return None
+
+
+def _probe(exe: Path) -> tuple[str, str, str, str | None, list[str]]:
+    """(version, executable, platlibdir, user site or None, system site-packages) from ``exe -I -S``."""
     import json
     import subprocess
 
-    code = "import json, sys, sysconfig; print(json.dumps(['%d.%d' % sys.version_info[:2], sysconfig.get_path('purelib'), sysconfig.get_path('platlib')]))"
     try:
-        done = subprocess.run([python, "-I", "-S", "-c", code], capture_output=True, timeout=60)
-        version, *paths = json.loads(done.stdout)
-    except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
-        raise BadInput(python, f"cannot ask this interpreter for its site-packages ({exc})") from None
-    venv = Path(python).parent.parent
-    if (venv / "pyvenv.cfg").is_file():
-        paths = [str(venv / lib / f"python{version}" / "site-packages") for lib in ("lib", "lib64")]
-    return [Path(p) for p in dict.fromkeys(paths) if Path(p).is_dir()]
+        done = subprocess.run([str(exe), "-I", "-S", "-c", _PROBE], capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise BadInput(str(exe), f"cannot ask this interpreter for its site-packages ({exc})") from None
+    try:
+        version, executable, libdir, user, system = json.loads(done.stdout)
+        return str(version), str(executable or exe), str(libdir), str(user) if user else None, [str(s) for s in system if s]
+    except (ValueError, TypeError):
+        said = done.stderr.decode(errors="replace").strip().splitlines()
+        last = said[-1] if said else ""
+        why = f"exit {done.returncode}" + (f": {last[:160]}{'...' if len(last) > 160 else ''}" if last else "")
+        raise BadInput(str(exe), f"did not answer as a Python interpreter ({why})") from None
+
+
+def site_packages_of(exe: Path) -> list[Path]:
+    """Where the interpreter ``exe`` imports installed packages from, in its sys.path
+    order, found without running any code of its environment (``-I -S``: no site, no .pth
+    files).  A virtualenv is recognised by its pyvenv.cfg, because without ``site`` Python
+    does not know it; its own site-packages come first, and it sees the user site and the
+    system site-packages only when it includes the system site-packages.  Every folder is
+    listed, present or not."""
+    version, executable, libdir, user, system = _probe(exe)
+    venv = _virtualenv(Path(executable))
+    paths = ([user] if user else []) + system
+    if venv is not None:
+        folder, sees_system = venv
+        # site.getsitepackages() with sys.prefix = the virtualenv, which comes first
+        own = [str(folder / lib / f"python{version}" / "site-packages") for lib in dict.fromkeys((libdir, "lib"))]
+        paths = own + paths if sees_system else own
+    return [Path(p) for p in dict.fromkeys(paths)]
 
 
 def installed_package(python: str, project: str = "sglang") -> Path:
-    """The site-packages folder where ``python`` has ``project`` installed."""
+    """The site-packages folder where the interpreter ``python`` (a path, a name on PATH or
+    a virtualenv folder) has ``project`` installed: the first one it would import from."""
     p = PROJECTS[project]
-    for site in site_packages_of(python):
-        if _installed_here(site, p):
+    exe = interpreter(python)
+    sites = site_packages_of(exe)
+    for site in sites:
+        if site.is_dir() and _installed_here(site, p):
             return site
-    raise BadInput(python, f"{p.name} is not installed for this interpreter")
+    looked = ", ".join(map(str, sites)) or "no site-packages"
+    raise BadInput(str(exe), f"{p.name} is not installed for this interpreter (looked in {looked})")

@@ -49,19 +49,40 @@ def parse_start_ticks(stat: str) -> int:
     return int(fields[_START_FIELD - 3])  # fields[0] is field 3 (state)
 
 
+_VALUE_OPTIONS = ("-X", "-W", "--check-hash-based-pycs")  # interpreter options that take the next argument
+
+
 def runs_project(argv: list[str], project: str) -> bool:
     """Whether a command line (argv[0] being the interpreter) runs ``project``.
 
-    ``-m project``, ``-m project.x`` or the joined ``-mproject.x``; or an argument that
-    is a path to a script named ``project`` (a console script, ``/venv/bin/vllm``) or
-    to a ``.py`` file below a ``project`` folder (``.../sglang/launch_server.py``).
+    The interpreter's own options are read as CPython reads them, up to what it runs:
+    ``-m project``, ``-m project.x`` (or the joined ``-mproject.x``), or a script that is a
+    path to a file named ``project`` (a console script, ``/venv/bin/vllm``) or to a ``.py``
+    file below a ``project`` folder (``.../sglang/launch_server.py``).  Arguments of what
+    runs are not scripts (``patchkit generate --repo ~/sglang`` runs patchkit), except a
+    later ``-m project...`` pair, as wrappers such as ``python -m debugpy ... -m sglang.x`` pass it.
     """
     args = argv[1:]
-    modules = [m for flag, m in zip(args, args[1:]) if flag == "-m"]
-    modules += [a[2:] for a in args if a.startswith("-m")]
-    if any(m == project or m.startswith(project + ".") for m in modules):
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg in _VALUE_OPTIONS:
+            i += 2
+            continue
+        if arg.startswith("-m") or arg.startswith("-c") or not arg.startswith("-") or arg in ("-", "--"):
+            break
+        i += 1
+    rest = args[i:]
+    if not rest or rest[0].startswith("-c") or rest[0] in ("-", "--"):
+        return False
+    if rest[0].startswith("-m"):
+        main = rest[0][2:] or (rest[1] if len(rest) > 1 else "")
+        if main == project or main.startswith(project + "."):
+            return True
+    elif _is_script_of(rest[0], project):
         return True
-    return any(_is_script_of(a, project) for a in args)
+    later = [m for flag, m in zip(rest[1:], rest[2:]) if flag == "-m"]
+    return any(m == project or m.startswith(project + ".") for m in later)
 
 
 def _is_script_of(arg: str, project: str) -> bool:

@@ -210,9 +210,10 @@ def test_python_process_that_only_mentions_the_project_is_not_named(standin, ven
 
 
 def test_non_python_process_whose_argv_runs_the_project_is_not_named(standin):
-    # sh keeps running (echo and read are builtins) with argv: sh -c SCRIPT sh -m sglang.launch_server ...
-    script = "echo ready; read line"
-    argv = ["sh", "-c", script, "sh", "-m", "sglang.launch_server", f"{standin}/sglang/launch_server.py"]
+    # sh runs a shell script that sits where a module of the project would: sh .../sglang/serve.py
+    script = standin / "sglang" / "serve.py"
+    script.write_text("echo ready; read line\n")
+    argv = ["sh", str(script)]
     with running(argv, standin) as proc:
         changed = after_start(proc.pid)
         seen = Path(f"/proc/{proc.pid}/cmdline").read_bytes().decode().split("\0")[:-1]
@@ -297,3 +298,25 @@ def test_entries_that_vanished_or_cannot_be_read_are_skipped(tmp_path, monkeypat
     assert [(p.pid, p.cmdline) for p in procs] == [(100, "python3 -m sglang.launch_server --name a\\tb\\n")]
     (tmp_path / "self/stat").unlink()  # not a procfs
     assert stale_processes("sglang", time.time_ns(), None) == []
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["python", "-m", "sglang.launch_server", "--port", "1"], True),
+        (["python", "-u", "-X", "dev", "-W", "ignore", "-m", "sglang"], True),
+        (["python", "-OO", "-msglang.launch_server"], True),
+        (["python", "/v/bin/sglang", "serve"], True),
+        (["python", "/v/lib/python3.11/site-packages/sglang/launch_server.py"], True),
+        (["python", "-m", "debugpy", "--listen", "5678", "-m", "sglang.launch_server"], True),
+        # what runs is something else; the project is only an argument of it
+        (["python", "-m", "patchkit", "generate", "--repo", "/home/me/sglang"], False),
+        (["python", "tool.py", "/srv/sglang/launch_server.py"], False),
+        (["python", "-c", "import sglang", "-m", "sglang"], False),
+        (["python", "-X", "sglang/x.py", "tool.py"], False),
+        (["python", "-m", "sglangx"], False),
+        (["python"], False),
+    ],
+)
+def test_runs_project_reads_the_interpreter_options_as_cpython_does(argv, expected):
+    assert runs_project(argv, "sglang") is expected

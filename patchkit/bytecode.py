@@ -65,6 +65,18 @@ def drop(sources: Iterable[Path]) -> list[Path]:
     return deleted
 
 
+def unlink(pycs: Iterable[Path]) -> list[Path]:
+    """Delete exactly these bytecode files (e.g. the stale ones ``check`` found); return those deleted."""
+    deleted = []
+    for pyc in pycs:
+        try:
+            pyc.unlink()
+        except FileNotFoundError:  # removed meanwhile
+            continue
+        deleted.append(pyc)
+    return deleted
+
+
 def check(source: Path, source_bytes: bytes | None = None) -> list[Pyc]:
     """Compare each cached bytecode file's 16-byte header with the source as it is now.
 

@@ -49,6 +49,33 @@ class Plan(NamedTuple):
     tables: tuple = ()  # of dict
 
 
+def release_changed(
+    applied: Applied, current: dict[str, bytes], version: str | None, installed: dict[str, str] | None, name: str
+) -> str | None:
+    """Why the recorded state belongs to another release than the one here now, or None.
+
+    ``installed``: for a pip-installed package, the sha256 of each file as its dist-info
+    RECORD lists it (None for a checkout); ``name``: how to call the project.  The state
+    is another release's when the version changed (an upgrade, a downgrade, another tag
+    checked out), when every patched file is its recorded original again (a reinstall of
+    the same version, a `git checkout -- .`), or when a patched file is what pip installed
+    and not what patchkit wrote (a reinstall from another build).
+    """
+    now = "installed" if installed is not None else "checked out"
+    if applied.version and version and applied.version != version:
+        return f"{name} {applied.version} was patched; {version} is {now} now"
+    label = f"{name} {applied.version or version or '(version unknown)'}"
+    files = applied.files
+    if files and all(f.path in current and sha256(current[f.path]) == f.pre_sha256 for f in files):
+        again = "reinstalled" if installed is not None else "restored"
+        return f"{label} was patched; its files were {again} since (they are the originals again)"
+    for f in files:
+        digest = sha256(current[f.path]) if f.path in current else None
+        if installed and digest is not None and digest != f.post_sha256 and installed.get(f.path) == digest:
+            return f"{label} was patched; it was reinstalled since ({f.path} is as pip installed it)"
+    return None
+
+
 def _patch_id(posts: dict[str, bytes]) -> str:
     return sha256("".join(f"{p}\0{sha256(d)}\n" for p, d in sorted(posts.items())).encode())
 
@@ -93,12 +120,13 @@ def plan_apply(
     to_cc,
     version: str | None,
     no_generate: bool,
+    missing: str = "",
 ) -> Plan:
     """What ``apply`` writes.
 
     ``current``: the candidate files as they are; ``applied``/``originals``: what
     patchkit applied before and the bytes it replaced; ``shipped``: the patch for
-    this version, if patchkit has one.
+    this version, if patchkit has one; ``missing``: why there is none, as a user reads it.
     """
     notes: list[str] = []
     base = dict(current)
@@ -106,7 +134,7 @@ def plan_apply(
         for f in applied.files:
             if f.path not in current:
                 raise Refused(f.path, "was patched by patchkit and is now missing; restore it or run `patchkit revert --force`")
-            if sha256(current[f.path]) != f.post_sha256:
+            if sha256(current[f.path]) not in (f.post_sha256, f.pre_sha256):
                 raise Refused(
                     f.path,
                     "was edited after patchkit applied its patch; `patchkit revert --force` restores the "
@@ -136,10 +164,11 @@ def plan_apply(
                 )
             reason = f"files differ from the pre-image of {shipped.name} (local edits?): {', '.join(differing)}"
             notes.append(reason)
-    elif no_generate:
-        raise Refused(None, f"patchkit has no shipped patch for SGLang {version or '(version unknown)'}; --no-generate refuses to generate one")
     else:
-        notes.append(f"no shipped patch for version {version or 'unknown'}")
+        missing = missing or f"no shipped patch for version {version or 'unknown'}"
+        if no_generate:
+            raise Refused(None, f"{missing}; --no-generate refuses to generate one")
+        notes.append(missing)
 
     if posts is None:
         posts, found = generated(base, tables, from_cc, to_cc)
@@ -189,7 +218,7 @@ def plan_revert(
             data = current.get(f.path)
             if data is None:
                 raise Refused(f.path, "was patched by patchkit and is now missing")
-            if sha256(data) != f.post_sha256:
+            if sha256(data) not in (f.post_sha256, f.pre_sha256):
                 if not force:
                     raise Refused(f.path, "was edited after apply; `patchkit revert --force` restores the original anyway")
                 notes.append(f"{f.path}: edited after apply; the edited copy is kept in the state dir (sha256 {sha256(data)})")

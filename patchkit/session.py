@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import os
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from patchkit.data import shipped as shipped_dir
-from patchkit.errors import BadInput
-from patchkit.plan import Shipped
+from patchkit.errors import BadInput, PatchkitError
+from patchkit.plan import Shipped, release_changed
 from patchkit.registry import Project
 from patchkit.safety import UnsafePath, check_relative
-from patchkit.sources.checkout import Target, open_target
+from patchkit.sources.checkout import INSTALLED, Target, open_target
 from patchkit.digest import sha256
 from patchkit.state import Applied, Store
 
@@ -65,6 +68,106 @@ class Session:
             if not isinstance(f.path, str) or not any(fnmatch.fnmatchcase(f.path, g) for g in self.project.files):
                 raise BadInput(str(self.store.state_file), f"corrupt patchkit state: {f.path!r} is not a target file")
         return applied
+
+    def state(self) -> tuple[Applied | None, str | None]:
+        """(what patchkit applied here, why that state belongs to another release or None).
+
+        A state of another release is never used: commands treat the target as fresh, and
+        apply and revert set the old state aside (``Store.set_aside``).
+        """
+        applied = self.applied()
+        if applied is None or self.store.journal() is not None:  # finishing the transaction comes first
+            return applied, None
+        current = self.current(tuple(f.path for f in applied.files))
+        installed = self.installed_hashes() if self.target.kind == INSTALLED else None
+        name = self.project.name if installed is not None else self.project.label
+        return applied, release_changed(applied, current, self.version, installed, name)
+
+    def installed_hashes(self) -> dict[str, str]:
+        """repository path -> sha256 (hex) of each candidate file as the dist-info RECORD lists it."""
+        import base64
+        import csv
+
+        out: dict[str, str] = {}
+        prefix = f"{self.project.name}/"
+        for record in sorted(self.target.root.glob(f"{self.project.name}-*.dist-info/RECORD")):
+            try:
+                rows = list(csv.reader(record.read_text(errors="replace").splitlines()))
+            except (OSError, csv.Error):
+                continue
+            for row in rows:
+                if len(row) >= 2 and row[0].startswith(prefix) and row[1].startswith("sha256="):
+                    digest = row[1][len("sha256="):]
+                    try:
+                        raw = base64.urlsafe_b64decode(digest + "=" * (-len(digest) % 4))
+                    except ValueError:
+                        continue
+                    out[self.project.repo_path(row[0])] = raw.hex()
+        return out
+
+    def old_processes(self, rels) -> list:
+        """The running processes of the project that started before the files ``rels`` were
+        last written: they may still run the old code (``processes.Process``)."""
+        from patchkit import processes
+
+        times = []
+        for rel in rels:
+            try:
+                times.append(os.stat(self.target.path(rel, must_exist=False)).st_mtime_ns)
+            except OSError:
+                continue
+        if not times:
+            return []
+        return processes.stale_processes(self.project.name, max(times), self.environment())
+
+    def environment(self) -> Path | None:
+        """For an installed package, the prefix of the environment it is installed in
+        (``V`` for ``V/lib/python3.11/site-packages``) if that prefix has a Python; else None."""
+        if self.target.kind != INSTALLED:
+            return None
+        prefix = self.target.root.parent.parent.parent
+        if self.target.root.parent.name.startswith("python") and any((prefix / "bin").glob("python*")):
+            return prefix
+        return None
+
+    def set_aside(self, applied: Applied, reason: str) -> str:
+        """Set a state of another release aside (lock held); the line to report."""
+        folder = self.store.set_aside(applied)
+        return f"{reason}: the old state is set aside in {folder}"
+
+    def stale_bytecode(self, current: dict[str, bytes]) -> list[Path]:
+        """The stale cached bytecode of every target file that holds a table."""
+        from patchkit import bytecode
+
+        return [
+            pyc.path
+            for rel, data in current.items()
+            if any(name.encode() in data for name in self.project.tables)
+            for pyc in bytecode.check(self.target.path(rel), data)
+            if pyc.status == "stale"
+        ]
+
+    @contextmanager
+    def local_errors(self) -> Iterator[None]:
+        """Errors that name a repository path name it as it is here (``sglang/...`` when installed)."""
+        try:
+            yield
+        except PatchkitError as exc:
+            if exc.path and self.target.local(exc.path) != exc.path:
+                raise type(exc)(self.target.local(exc.path), exc.reason) from None
+            raise
+
+    def why_no_shipped(self, patches: Path | None, from_cc, to_cc) -> str:
+        """Why no shipped patch fits: none for this version, or one for another cc pair."""
+        what = f"{self.project.label} {self.version or '(version unknown)'}"
+        other = self.shipped(patches) if self.version else None
+        if other is None:
+            return f"no shipped patch for {what}"
+        m = other.manifest
+        return (
+            f"no shipped patch for {what} that copies key {from_cc!r} to key {to_cc!r} "
+            f"(the shipped one copies key {m['from_cc']!r} to key {m['to_cc']!r})"
+        )
 
     def originals(self, applied: Applied | None) -> dict[str, bytes | None]:
         return {f.path: self.store.get(f.pre_sha256) for f in applied.files} if applied else {}

@@ -4,11 +4,17 @@
     objects/<sha>   original (and pending) file bytes, content-addressed
     journal.json    a transaction in progress (see transaction.py)
     lock            held while a command works on the target
+    aside/<when>-<version>/
+                    the state and original bytes of a release that is no longer there (the
+                    package was upgraded, reinstalled or another tag checked out): kept, never
+                    applied to another release's files
 """
 
 from __future__ import annotations
 
 import json
+import os
+import time
 from typing import NamedTuple
 from pathlib import Path
 
@@ -58,6 +64,7 @@ class Store:
         self.state_file = root / "state.json"
         self.journal_file = root / "journal.json"
         self.lock_file = root / "lock"
+        self.aside = root / "aside"
 
     def ensure(self) -> None:
         self.objects.mkdir(parents=True, exist_ok=True)
@@ -86,10 +93,25 @@ class Store:
         if self.root.is_dir():
             for path in self.root.glob(".*.patchkit-tmp"):
                 path.unlink(missing_ok=True)
-            for scratch in self.root.glob("upstream-*"):
-                import shutil
+            import shutil
 
+            for scratch in self.root.glob("upstream-*"):
                 shutil.rmtree(scratch, ignore_errors=True)
+            for folder in self.aside.glob("*"):
+                if folder.is_dir() and not (folder / "state.json").is_file():  # a set_aside that was killed
+                    shutil.rmtree(folder, ignore_errors=True)
+
+    def tidy(self, applied: Applied | None) -> bool:
+        """True when nothing here needs the lock: no run holds it or was killed holding it,
+        no transaction is pending, no temp file or unreferenced object is left over."""
+        if not self.root.is_dir():
+            return True
+        if self.lock_file.exists() or self.journal_file.exists():
+            return False
+        if any(self.root.glob(".*.patchkit-tmp")) or any(self.root.glob("upstream-*")):
+            return False
+        keep = {f.pre_sha256 for f in applied.files} if applied else set()
+        return not (self.objects.is_dir() and any(p.name not in keep for p in self.objects.iterdir()))
 
     def prune(self, keep: set[str]) -> None:
         if not self.objects.is_dir():
@@ -127,6 +149,36 @@ class Store:
             fsync_dir(self.root)
         else:
             write_atomic(self.state_file, _dumps(applied.to_json()))
+
+    def set_aside(self, applied: Applied) -> Path:
+        """Move the recorded state and its original bytes into ``aside/<when>-<version>/``.
+
+        Called with the lock held.  The originals are linked (or copied) first; moving
+        state.json is the commit point, so a kill leaves either the old state in place
+        or the state set aside, never a state without its originals.
+        """
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        label = "".join(c if c.isalnum() or c in ".-_" else "_" for c in str(applied.version or "unknown"))
+        folder = self.aside / f"{stamp}-{label}"
+        n = 1
+        while folder.exists():
+            n += 1
+            folder = self.aside / f"{stamp}-{label}-{n}"
+        objects = folder / "objects"
+        objects.mkdir(parents=True)
+        for f in applied.files:
+            data = self.get(f.pre_sha256)
+            if data is not None:
+                write_atomic(objects / f.pre_sha256, data)
+        fsync_dir(objects)
+        os.replace(self.state_file, folder / "state.json")
+        fsync_dir(folder)
+        fsync_dir(self.root)
+        return folder
+
+    def set_aside_states(self) -> list[Path]:
+        """The folders of states set aside, oldest first."""
+        return sorted(p for p in self.aside.glob("*/state.json")) if self.aside.is_dir() else []
 
     def journal(self) -> dict | None:
         return self._read_json(self.journal_file)

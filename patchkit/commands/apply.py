@@ -3,12 +3,28 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
+from patchkit import bytecode
 from patchkit.patchfile import hunks, split_lines
-from patchkit.plan import APPLY, plan_apply
-from patchkit.report import Report
+from patchkit.plan import ALREADY, APPLY, Plan, plan_apply
+from patchkit.processes import restart_lines
+from patchkit.report import Report, plural
 from patchkit.session import Session
-from patchkit.transaction import commit, exclusive
+from patchkit.state import Applied
+from patchkit.transaction import Refused, commit, exclusive
+
+
+class Look(NamedTuple):
+    """What apply found, before writing anything."""
+
+    plan: Plan
+    old: tuple[Applied, str] | None  # a state of another release, and why
+    stale: list[Path]  # stale bytecode of the target files, when there is nothing to patch
+
+    def writes(self) -> bool:
+        """Whether apply must take the lock: to write, or to set a state aside."""
+        return self.old is not None or self.plan.action == APPLY or bool(self.stale)
 
 
 def apply(
@@ -26,20 +42,35 @@ def apply(
     to_cc = s.project.to_cc if to_cc is None else to_cc
     report = Report()
     report.add(s.describe())
-    if dry_run:
-        if s.store.journal() is not None:
+    pending = s.store.journal() is not None
+    # Without the lock, look first: a target with nothing to do is never written, so a
+    # read-only one answers too.  A killed run's leftovers need the lock (recovery) first.
+    look = _look(s, patches, no_generate, from_cc, to_cc) if dry_run or s.store.tidy(s.applied()) else None
+    dropped: list[Path] = []
+    if look is not None and (dry_run or not look.writes()):
+        if pending:
             report.add("an interrupted transaction is pending; a real run finishes it first")
-        plan = _plan(s, patches, no_generate, from_cc, to_cc)
-        dropped = []
+        if look.old:
+            report.add(f"{look.old[1]}: {'a real run sets' if dry_run else 'apply sets'} the old state aside")
     else:
         with exclusive(s.target, s.store) as notes:
             report.lines += notes
-            plan = _plan(s, patches, no_generate, from_cc, to_cc)
-            dropped = commit(s.target, s.store, plan.changes, plan.applied, "apply") if plan.action == APPLY else []
+            look = _look(s, patches, no_generate, from_cc, to_cc)
+            if look.old:
+                report.add(s.set_aside(*look.old))
+            plan = look.plan
+            if plan.action == APPLY:
+                dropped = commit(s.target, s.store, plan.changes, plan.applied, "apply")
+            else:
+                dropped = bytecode.unlink(look.stale)
+    plan = look.plan
     for note in plan.notes:
         report.add(f"note: {note}")
     if plan.action != APPLY:
         report.add(f"{plan.action}" + (f" ({plan.source})" if plan.source else "") + ": nothing written")
+        if look.stale:
+            verb = "would drop" if dry_run else "dropped"
+            report.add(f"{verb} {plural(len(dropped if not dry_run else look.stale), 'stale bytecode file')}")
     else:
         verb = "would patch" if dry_run else "patched"
         report.add(f"{'would apply' if dry_run else 'applied'} {plan.source}")
@@ -53,9 +84,12 @@ def apply(
                 report.add(f"  {t['name']} ({t['scope']}): already has key {t['added_key']!r}, left alone")
         if dry_run:
             for change in plan.changes:
-                report.add(f"--- a/{change.path}\n+++ b/{change.path}\n" + hunks(change.before, change.after).decode("utf-8", "replace").rstrip("\n"))
+                rel = s.target.local(change.path)
+                report.add(f"--- a/{rel}\n+++ b/{rel}\n" + hunks(change.before, change.after).decode("utf-8", "replace").rstrip("\n"))
         else:
-            report.add(f"dropped {len(dropped)} cached bytecode file{'s' if len(dropped) != 1 else ''}")
+            report.add(f"dropped {plural(len(dropped), 'cached bytecode file')}")
+    restart = [] if dry_run or plan.action not in (APPLY, ALREADY) else s.old_processes(_written(plan))
+    report.lines += restart_lines(restart)
     report.data = {
         "command": "apply",
         "path": str(s.target.root),
@@ -64,31 +98,42 @@ def apply(
         "action": plan.action,
         "dry_run": dry_run,
         "source": plan.source,
-        "notes": plan.notes,
-        "files": [c.path for c in plan.changes],
-        "tables": plan.tables,
+        "notes": list(plan.notes),
+        "set_aside": look.old[1] if look.old else None,
+        "files": [s.target.local(c.path) for c in plan.changes],
+        "tables": [dict(t, path=s.target.local(t["path"])) if "path" in t else t for t in plan.tables],
         "bytecode_dropped": [str(p) for p in dropped],
+        "restart": [p._asdict() for p in restart],
     }
     return report
 
 
-def _plan(s: Session, patches, no_generate, from_cc, to_cc):
-    applied = s.applied()
+def _written(plan: Plan) -> list[str]:
+    """The files apply wrote, or that an earlier apply wrote."""
+    if plan.changes:
+        return [c.path for c in plan.changes]
+    return [f.path for f in plan.applied.files] if plan.applied else [t["path"] for t in plan.tables if "path" in t]
+
+
+def _look(s: Session, patches, no_generate, from_cc, to_cc) -> Look:
+    applied, changed = s.state()
+    old = (applied, changed) if changed else None
+    if old:
+        applied = None
     extra = tuple(f.path for f in applied.files) if applied else ()
     originals = s.originals(applied)
     missing = [p for p, data in originals.items() if data is None]
     if missing:
-        from patchkit.transaction import Refused
-
-        raise Refused(missing[0], f"its original bytes are missing from {s.store.objects}; restore the file (e.g. `git checkout -- FILE`) and remove {s.store.state_file}")
-    return plan_apply(
-        s.current(extra),
-        applied,
-        originals,
-        s.shipped(patches, from_cc, to_cc),
-        s.project.tables,
-        from_cc,
-        to_cc,
-        s.version,
-        no_generate,
-    )
+        raise Refused(
+            s.target.local(missing[0]),
+            f"its original bytes are missing from {s.store.objects}; restore the file (e.g. `git checkout -- FILE`) and remove {s.store.state_file}",
+        )
+    current = s.current(extra)
+    shipped = s.shipped(patches, from_cc, to_cc)
+    with s.local_errors():
+        plan = plan_apply(
+            current, applied, originals, shipped, s.project.tables, from_cc, to_cc, s.version, no_generate,
+            missing="" if shipped else s.why_no_shipped(patches, from_cc, to_cc),
+        )
+    stale = [] if plan.action == APPLY else s.stale_bytecode(current)
+    return Look(plan, old, stale)

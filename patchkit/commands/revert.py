@@ -5,25 +5,34 @@ from __future__ import annotations
 from pathlib import Path
 
 from patchkit.plan import REVERT, plan_revert
-from patchkit.report import Report
+from patchkit.processes import restart_lines
+from patchkit.report import Report, plural
 from patchkit.session import Session
 from patchkit.atomic import write_atomic
 from patchkit.digest import sha256
-from patchkit.transaction import commit, exclusive
+from patchkit.transaction import Refused, commit, exclusive
 
 
 def revert(path: Path, force: bool = False, dry_run: bool = False, patches: Path | None = None, project: str | None = None) -> Report:
     s = Session.open(path, project=project)
     report = Report()
     report.add(s.describe())
-    if dry_run:
-        if s.store.journal() is not None:
+    pending = s.store.journal() is not None
+    # As apply: look without the lock first, unless a killed run left something to finish.
+    plan, old = _plan(s, force, patches) if dry_run or s.store.tidy(s.applied()) else (None, None)
+    dropped: list[Path] = []
+    kept: list[Path] = []
+    if plan is not None and (dry_run or not (old or plan.action == REVERT)):
+        if pending:
             report.add("an interrupted transaction is pending; a real run finishes it first")
-        plan, dropped, kept = _plan(s, force, patches), [], []
+        if old:
+            report.add(f"{old[1]}: {'a real run sets' if dry_run else 'revert sets'} the old state aside")
     else:
         with exclusive(s.target, s.store) as notes:
             report.lines += notes
-            plan = _plan(s, force, patches)
+            plan, old = _plan(s, force, patches)
+            if old:
+                report.add(s.set_aside(*old))
             kept = _keep_edits(s, plan) if plan.action == REVERT else []
             had_state = s.applied() is not None
             dropped = commit(s.target, s.store, plan.changes, None, "revert") if plan.action == REVERT and (plan.changes or had_state) else []
@@ -39,7 +48,9 @@ def revert(path: Path, force: bool = False, dry_run: bool = False, patches: Path
         for change in plan.changes:
             report.add(f"  {verb} {s.target.local(change.path)} (sha256 {sha256(change.after)[:12]})")
         if not dry_run:
-            report.add(f"dropped {len(dropped)} cached bytecode file{'s' if len(dropped) != 1 else ''}")
+            report.add(f"dropped {plural(len(dropped), 'cached bytecode file')}")
+    restart = s.old_processes([c.path for c in plan.changes]) if plan.action == REVERT and not dry_run else []
+    report.lines += restart_lines(restart)
     report.data = {
         "command": "revert",
         "path": str(s.target.root),
@@ -47,19 +58,34 @@ def revert(path: Path, force: bool = False, dry_run: bool = False, patches: Path
         "action": plan.action,
         "dry_run": dry_run,
         "source": plan.source,
-        "notes": plan.notes,
-        "files": [c.path for c in plan.changes],
+        "notes": list(plan.notes),
+        "set_aside": old[1] if old else None,
+        "files": [s.target.local(c.path) for c in plan.changes],
         "kept_edits": [str(p) for p in kept],
         "bytecode_dropped": [str(p) for p in dropped],
+        "restart": [p._asdict() for p in restart],
     }
     return report
 
 
 def _plan(s: Session, force: bool, patches: Path | None):
-    applied = s.applied()
+    """The plan, and the state of another release to set aside first (with why), if any."""
+    applied, changed = s.state()
+    if changed:
+        if force:
+            raise Refused(
+                str(s.store.state_file),
+                f"{changed}: --force would write the originals recorded then into the files of the release here now; "
+                "refused, nothing written (`patchkit revert` without --force sets the old state aside)",
+            )
+        old, applied = (applied, changed), None
+    else:
+        old = None
     extra = tuple(f.path for f in applied.files) if applied else ()
     shipped = None if applied else s.shipped(patches)
-    return plan_revert(s.current(extra), applied, s.originals(applied), shipped, force)
+    with s.local_errors():
+        plan = plan_revert(s.current(extra), applied, s.originals(applied), shipped, force)
+    return plan, old
 
 
 def _keep_edits(s: Session, plan) -> list[Path]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from patchkit import bytecode
-from patchkit.report import Report
+from patchkit.processes import restart_lines
+from patchkit.report import Report, plural
 from patchkit.session import Session
 from patchkit.digest import sha256
 
@@ -15,35 +16,47 @@ def status(path: Path, patches: Path | None = None, project: str | None = None) 
     report = Report()
     report.add(f"target:   {s.target.root} ({s.target.kind}; state in {s.store.root})")
     report.add(f"version:  {s.version or 'unknown'} ({s.how})")
-    applied = s.applied()
-    manifest = _manifest(s, patches)
-    if applied:
+    applied, changed = s.state()
+    shipped = s.shipped(patches)
+    manifest = shipped.manifest if shipped else None
+    if changed:
+        report.add(f"applied:  nothing for this release; {changed}: that state no longer applies (the next apply or revert sets it aside)")
+        applied = None
+    elif applied:
         report.add(f"applied:  {applied.source}, key {applied.to_cc!r} copied from {applied.from_cc!r} (patchkit {applied.patchkit})")
     else:
         report.add("applied:  nothing recorded by patchkit")
-    if manifest:
-        report.add(f"shipped:  patches/{s.version}/{manifest['patch']}")
+    aside = s.store.set_aside_states()
+    if aside:
+        report.add(f"set aside: {plural(len(aside), 'state')} of earlier releases in {s.store.aside}")
+    if shipped:
+        report.add(f"shipped:  {shipped.name}")
     else:
-        report.add(f"shipped:  no patch for version {s.version or 'unknown'}; apply generates one from the checkout")
+        report.add(f"shipped:  {s.why_no_shipped(patches, s.project.from_cc, s.project.to_cc)}; apply generates the change from the files")
     recorded = {f.path: f for f in applied.files} if applied else {}
     known = {f["path"]: f for f in manifest["files"]} if manifest else {}
     files = []
+    shown: list[str] = []
     for rel, data in s.current(tuple(recorded)).items():
         if rel not in recorded and rel not in known and not any(n.encode() in data for n in s.project.tables):
             continue
         digest = sha256(data)
         if rel in recorded:
-            state = "patched" if digest == recorded[rel].post_sha256 else "modified since apply"
+            f = recorded[rel]
+            state = {f.post_sha256: "patched", f.pre_sha256: "original again (restored outside patchkit)"}.get(digest, "modified since apply")
         elif rel in known:
             state = {known[rel]["pre_sha256"]: "original release file", known[rel]["post_sha256"]: "patched (no patchkit record)"}.get(digest, "differs from the release (local edits?)")
         else:
             state = "not recorded"
         pycs = bytecode.check(s.target.path(rel), data)
         stale = sum(p.status == "stale" for p in pycs)
-        files.append({"path": rel, "state": state, "bytecode": len(pycs), "stale_bytecode": stale})
-        report.add(f"  {s.target.local(rel)}: {state}; {len(pycs)} cached bytecode file{'s' if len(pycs) != 1 else ''}" + (f", {stale} stale" if stale else ""))
+        files.append({"path": s.target.local(rel), "state": state, "bytecode": len(pycs), "stale_bytecode": stale})
+        report.add(f"  {s.target.local(rel)}: {state}; {plural(len(pycs), 'cached bytecode file')}" + (f", {stale} stale" if stale else ""))
+        shown.append(rel)
     pending = s.store.journal()
     report.add(f"pending:  {'an interrupted ' + pending.get('op', 'transaction') + ' (the next apply or revert finishes it)' if pending else 'none'}")
+    running = s.old_processes(shown)
+    report.lines += restart_lines(running)
     report.data = {
         "command": "status",
         "path": str(s.target.root),
@@ -55,10 +68,8 @@ def status(path: Path, patches: Path | None = None, project: str | None = None) 
         "shipped_patch": manifest["patch"] if manifest else None,
         "files": files,
         "pending": pending,
+        "set_aside_reason": changed,
+        "set_aside": [str(p.parent) for p in aside],
+        "restart": [p._asdict() for p in running],
     }
     return report
-
-
-def _manifest(s: Session, patches: Path | None) -> dict | None:
-    shipped = s.shipped(patches)
-    return shipped.manifest if shipped else None

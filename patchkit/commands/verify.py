@@ -11,8 +11,9 @@ from pathlib import Path
 
 from patchkit import bytecode
 from patchkit.errors import OK, PROBLEMS, RewriteError
-from patchkit.report import Report
+from patchkit.report import Report, plural
 from patchkit.session import Session
+from patchkit.state import Applied
 from patchkit.digest import sha256
 
 
@@ -21,47 +22,58 @@ def verify(path: Path, from_cc=None, to_cc=None, project: str | None = None) -> 
     report = Report()
     report.add(s.describe())
     problems: list[str] = []
-    if s.store.journal() is not None:
+    notes: list[str] = []
+    journal = s.store.journal()
+    if journal is not None:
         problems.append(
             f"{s.store.journal_file}: an interrupted transaction is pending; run `patchkit apply` or `patchkit revert` to finish it"
         )
-    applied = s.applied()
+    applied, changed = s.state()
+    if changed:
+        notes.append(f"{changed}: that state no longer applies (the next apply or revert sets it aside)")
+        applied = None
     if from_cc is None:
         from_cc, to_cc = (applied.from_cc, applied.to_cc) if applied else (s.project.from_cc, s.project.to_cc)
-    recorded = {f.path: f.post_sha256 for f in applied.files} if applied and applied.from_cc == from_cc and applied.to_cc == to_cc else {}
+    ours = applied if applied and applied.from_cc == from_cc and applied.to_cc == to_cc else None
+    recorded = {f.path: f for f in ours.files} if ours else {}
     current = s.current(tuple(recorded))
     checked: list[dict] = []
     for rel, data in current.items():
-        if rel in recorded and sha256(data) == recorded[rel]:
-            checked.append({"path": rel, "how": "post-image hash recorded at apply", "tables": [t["name"] for t in _tables_of(applied, rel)]})
+        local = s.target.local(rel)
+        if rel in recorded and sha256(data) == recorded[rel].post_sha256:
+            checked.append({"path": local, "how": "post-image hash recorded at apply", "tables": [t["name"] for t in recorded[rel].tables]})
         elif any(name.encode() in data for name in s.project.tables):
             try:
-                tables = _evaluate(data, rel, s.project.tables)
+                with s.local_errors():
+                    tables = _evaluate(data, rel, s.project.tables)
             except RewriteError as exc:
                 problems.append(str(exc))
                 continue
             if not tables:
                 continue
+            added = {_qualified(t) for t in _added_tables(ours, journal, rel)}
             for name, table in tables.items():
-                if not isinstance(table, dict):
-                    problems.append(f"{rel}: {name} is not a dict")
-                elif to_cc not in table:
-                    problems.append(f"{rel}: {name} has no key {to_cc!r} (the patch is not applied)")
-                elif from_cc in table and table[to_cc] != table[from_cc]:
-                    problems.append(f"{rel}: {name}[{to_cc!r}] = {table[to_cc]!r} differs from {name}[{from_cc!r}] = {table[from_cc]!r}")
-            checked.append({"path": rel, "how": "tables evaluated from source", "tables": sorted(tables)})
+                line = _judge(local, name, table, from_cc, to_cc, name in added)
+                if line:
+                    (notes if line.startswith("note: ") else problems).append(line.removeprefix("note: "))
+            checked.append({"path": local, "how": "tables evaluated from source", "tables": sorted(tables)})
         else:
             continue
         for pyc in bytecode.check(s.target.path(rel), data):
             if pyc.status == "stale":
-                problems.append(f"{pyc.path}: stale bytecode ({pyc.reason})")
-    if not checked and not problems:
-        report.add("no capability tables in this checkout: nothing to verify")
+                problems.append(f"{pyc.path}: stale bytecode ({pyc.reason}); `patchkit apply` drops it")
     for entry in checked:
-        report.add(f"checked {s.target.local(entry['path'])}: {', '.join(entry['tables'])} ({entry['how']})")
+        report.add(f"checked {entry['path']}: {', '.join(entry['tables'])} ({entry['how']})")
+    report.lines += [f"note: {n}" for n in notes]
     report.lines += problems
     report.exit_code = PROBLEMS if problems else OK
-    report.add(f"verify: {len(problems)} problem{'s' if len(problems) != 1 else ''}" if problems else f"verify: ok (key {to_cc!r} = key {from_cc!r} in every table)")
+    if problems:
+        report.add(f"verify: {plural(len(problems), 'problem')}")
+    elif not checked:
+        report.add(f"verify: ok, nothing to patch (no capability tables in {s.project.label} {s.version or '(version unknown)'})")
+    else:
+        report.add(f"verify: ok (key {to_cc!r} = key {from_cc!r} in every table patchkit added)" if notes
+                   else f"verify: ok (key {to_cc!r} = key {from_cc!r} in every table)")
     report.data = {
         "command": "verify",
         "path": str(s.target.root),
@@ -71,13 +83,42 @@ def verify(path: Path, from_cc=None, to_cc=None, project: str | None = None) -> 
         "to_cc": to_cc,
         "ok": not problems,
         "checked": checked,
+        "notes": notes,
         "problems": problems,
     }
     return report
 
 
-def _tables_of(applied, rel: str) -> list[dict]:
-    return next((f.tables for f in applied.files if f.path == rel), [])
+def _judge(path: str, name: str, table, from_cc, to_cc, ours: bool) -> str | None:
+    """A problem line, a "note: " line for a key patchkit did not add, or None when all is well."""
+    if not isinstance(table, dict):
+        return f"{path}: {name} is not a dict"
+    if to_cc not in table:
+        return f"{path}: {name} has no key {to_cc!r} (the patch is not applied)"
+    if from_cc not in table or table[to_cc] == table[from_cc]:
+        return None if ours else f"note: {path}: {name} already has key {to_cc!r}, not added by patchkit (equal to key {from_cc!r})"
+    differs = f"{name}[{to_cc!r}] = {table[to_cc]!r} differs from {name}[{from_cc!r}] = {table[from_cc]!r}"
+    if ours:
+        return f"{path}: {differs}"
+    return f"note: {path}: {name} has a key {to_cc!r} that patchkit did not add, left as it is: {differs}"
+
+
+def _added_tables(ours: Applied | None, journal: dict | None, rel: str) -> list[dict]:
+    """The tables patchkit added to ``rel``: recorded at apply, or by an apply still pending."""
+    pending = journal.get("applied") if journal else None
+    files = list(ours.files) if ours else []
+    if isinstance(pending, dict):
+        try:
+            files += Applied.from_json(pending).files
+        except (KeyError, TypeError):
+            pass
+    return [t for f in files if f.path == rel for t in f.tables if isinstance(t, dict)]
+
+
+def _qualified(table: dict) -> str:
+    """A recorded table's name as the evaluator spells it ("Class.NAME" in a class body)."""
+    scope = table.get("scope", "module")
+    return table["name"] if scope == "module" else f"{scope.removeprefix('class ')}.{table['name']}"
 
 
 def _evaluate(data: bytes, rel: str, names: tuple[str, ...]) -> dict:

@@ -1,0 +1,193 @@
+"""An installed SGLang through the life of a real virtualenv: upgrade, downgrade with
+--force-reinstall, uninstall and install again, with patchkit applied before each step.
+
+Real wheels from PyPI (cached, see ``patchkit.mirror``), installed by pip into a real
+virtualenv.  After each step ``apply`` patches the release that is installed now,
+``verify`` accepts it, ``revert`` restores that release's exact wheel bytes, and
+``revert --force`` never writes another release's bytes.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from patchkit.evaluate import tables
+from patchkit.mirror import default_cache, fetch_wheel
+from patchkit.registry import SGLANG
+
+DC = "sglang/srt/distributed/device_communicators"
+FILES = (f"{DC}/all_reduce_utils.py", f"{DC}/torch_symm_mem.py")
+
+
+def wheel_files(wheel: Path) -> dict[str, bytes]:
+    with zipfile.ZipFile(wheel) as zf:
+        return {name: zf.read(name) for name in FILES}
+
+
+class Env:
+    """A virtualenv with pip driven from outside (pip --python), patchkit run as a user runs it."""
+
+    def __init__(self, root: Path) -> None:
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+        self.root = root
+        self.python = str(root / "bin" / "python")
+        self.site = next((root / "lib").glob("python3*/site-packages"))
+
+    def pip(self, *args: str) -> None:
+        options = ["--no-deps", "--no-index", "--no-compile"] if args[0] == "install" else []
+        cmd = [sys.executable, "-m", "pip", "--python", self.python, *args, "-q", *options]
+        subprocess.run(cmd, check=True, capture_output=True)
+
+    def pk(self, command: str, *args: str) -> subprocess.CompletedProcess:
+        done = run_cli(command, "--python", self.python, *args)
+        assert b"Traceback" not in done.stderr, done.stderr.decode()
+        return done
+
+    def files(self) -> dict[str, bytes]:
+        return {rel: (self.site / rel).read_bytes() for rel in FILES}
+
+    def first_line(self, version: str) -> str:
+        return f"{self.site / 'sglang'}: SGLang {version} (installed), from sglang-{version}.dist-info/METADATA"
+
+
+def lines(done: subprocess.CompletedProcess) -> list[str]:
+    return done.stdout.decode().splitlines()
+
+
+def assert_patched(env: Env, wheel: dict[str, bytes]) -> None:
+    """Every table copies key 10 to key 12, and only lines were added to the wheel's files."""
+    for rel, data in env.files().items():
+        found = tables(data, SGLANG.tables, rel)
+        assert found and all(t[12] == t[10] for t in found.values()), rel
+        diff = difflib.SequenceMatcher(a=wheel[rel].splitlines(), b=data.splitlines(), autojunk=False)
+        assert {tag for tag, *_ in diff.get_opcodes()} == {"equal", "insert"}, rel
+
+
+def apply_verify_revert(env: Env, version: str, wheel: dict[str, bytes], aside_line: str | None) -> None:
+    done = env.pk("apply")
+    assert done.returncode == 0, done.stderr.decode()
+    out = lines(done)
+    assert out[0] == env.first_line(version)
+    if aside_line:
+        assert out[1].startswith(f"{aside_line}: the old state is set aside in {env.site}/.patchkit-sglang/aside/"), out
+        assert out[2] == f"applied shipped patch patches/{version}/0001-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch"
+    else:
+        assert out[1] == f"applied shipped patch patches/{version}/0001-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch"
+    assert_patched(env, wheel)
+    assert env.pk("verify").returncode == 0
+    assert env.pk("revert").returncode == 0
+    assert env.files() == wheel
+    assert env.pk("apply").returncode == 0  # leave it patched for the next step
+
+
+def test_upgrade_downgrade_uninstall_install(tmp_path: Path) -> None:
+    cache = default_cache()
+    old_wheel, new_wheel = fetch_wheel("0.5.9", cache), fetch_wheel("0.5.23", cache)
+    old, new = wheel_files(old_wheel), wheel_files(new_wheel)
+    assert old != new
+    env = Env(tmp_path / "V")
+
+    env.pip("install", str(old_wheel))
+    apply_verify_revert(env, "0.5.9", old, None)
+
+    # An upgrade under the patch: the state is 0.5.9's.
+    env.pip("install", str(new_wheel))
+    assert env.files() == new
+    status = env.pk("status")
+    assert status.returncode == 0
+    assert "applied:  nothing for this release; sglang 0.5.9 was patched; 0.5.23 is installed now: that state no longer applies (the next apply or revert sets it aside)" in lines(status)
+    verify = env.pk("verify")
+    assert verify.returncode == 1  # 0.5.23 is not patched, and says why
+    assert "note: sglang 0.5.9 was patched; 0.5.23 is installed now: that state no longer applies (the next apply or revert sets it aside)" in lines(verify)
+    forced = env.pk("revert", "--force")
+    assert forced.returncode == 3
+    assert forced.stderr.decode() == (
+        f"patchkit: {env.site}/.patchkit-sglang/state.json: sglang 0.5.9 was patched; 0.5.23 is installed now: "
+        "--force would write the originals recorded then into the files of the release here now; refused, nothing "
+        "written (`patchkit revert` without --force sets the old state aside)\n"
+    )
+    assert env.files() == new
+    apply_verify_revert(env, "0.5.23", new, "sglang 0.5.9 was patched; 0.5.23 is installed now")
+
+    # A downgrade with --force-reinstall: 0.5.23's state is set aside, never written into 0.5.9.
+    env.pip("install", "--force-reinstall", str(old_wheel))
+    assert env.files() == old
+    assert env.pk("revert", "--force").returncode == 3
+    assert env.files() == old
+    apply_verify_revert(env, "0.5.9", old, "sglang 0.5.23 was patched; 0.5.9 is installed now")
+
+    # Uninstall leaves the state dir behind; it does not block the next install.
+    env.pip("uninstall", "-y", "sglang")
+    gone = env.pk("status")
+    assert gone.returncode == 2 and b"sglang is not installed" in gone.stderr and len(gone.stderr.splitlines()) == 1
+    env.pip("install", str(old_wheel))
+    assert env.files() == old
+    status = env.pk("status")
+    assert "applied:  nothing for this release; sglang 0.5.9 was patched; its files were reinstalled since (they are the originals again): that state no longer applies (the next apply or revert sets it aside)" in lines(status)
+    apply_verify_revert(env, "0.5.9", old, "sglang 0.5.9 was patched; its files were reinstalled since (they are the originals again)")
+
+    # Every state set aside is kept, with its originals: nothing recorded was deleted.
+    aside = sorted((env.site / ".patchkit-sglang/aside").glob("*/state.json"))
+    assert [json.loads(p.read_bytes())["version"] for p in aside] == ["0.5.9", "0.5.23", "0.5.9"]
+    for state in aside:
+        for f in json.loads(state.read_bytes())["files"]:
+            assert (state.parent / "objects" / f["pre_sha256"]).is_file()
+    assert env.pk("revert").returncode == 0
+    assert env.files() == old
+
+
+def test_revert_force_after_upgrade_writes_nothing_even_with_json(tmp_path: Path) -> None:
+    """The --json error document of the refusal, and the files untouched."""
+    cache = default_cache()
+    old_wheel, new_wheel = fetch_wheel("0.5.9", cache), fetch_wheel("0.5.23", cache)
+    env = Env(tmp_path / "V")
+    env.pip("install", str(old_wheel))
+    assert env.pk("apply").returncode == 0
+    env.pip("install", str(new_wheel))
+    done = env.pk("revert", "--force", "--json")
+    assert done.returncode == 3
+    assert env.files() == wheel_files(new_wheel)
+    assert (env.site / ".patchkit-sglang/state.json").is_file()  # refused: nothing moved either
+    assert not (env.site / ".patchkit-sglang/aside").exists()
+
+
+def test_a_key_12_put_there_by_hand_is_left_alone(tmp_path: Path) -> None:
+    """A key 12 with other values than key 10 (tuned by hand, or upstream): verify accepts
+    it and says so, apply writes nothing, and `verify || apply` ends accepted."""
+    wheel = fetch_wheel("0.5.9", default_cache())
+    env = Env(tmp_path / "V")
+    env.pip("install", str(wheel))
+    utils, comm = (env.site / rel for rel in FILES)
+    utils.write_bytes(utils.read_bytes().replace(b"    10: {\n", b"    12: {\n        8: 256 * MiB,\n    },\n    10: {\n", 1))
+    comm.write_bytes(comm.read_bytes().replace(b"        10: [6, 8],\n", b"        10: [6, 8],\n        12: [6, 8],\n", 1))
+    edited = env.files()
+    done = env.pk("verify")
+    assert done.returncode == 0, done.stdout.decode()
+    out = lines(done)
+    assert f"note: {FILES[0]}: TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES has a key 12 that patchkit did not add, left as it is: " \
+        "TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES[12] = {8: 268435456} differs from TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES[10] = " \
+        "{2: 67108864, 4: 67108864, 6: 134217728, 8: 134217728}" in out
+    assert f"note: {FILES[1]}: TorchSymmMemCommunicator._WORLD_SIZES_MULTIMEM already has key 12, not added by patchkit (equal to key 10)" in out
+    assert out[-1] == "verify: ok (key 12 = key 10 in every table patchkit added)"
+    done = env.pk("apply")
+    assert done.returncode == 0
+    assert lines(done)[-1] == "already upstream (generated from the checkout's files): nothing written"
+    assert env.files() == edited
+    assert run_cli("verify", str(env.site)).returncode == 0
+
+    # Only one table has it: apply patches the other one, verify accepts both.
+    env.pip("install", "--force-reinstall", str(wheel))
+    utils.write_bytes(edited[FILES[0]])
+    done = subprocess.run(["sh", "-c", f"{sys.executable} -m patchkit verify --python {env.python} || {sys.executable} -m patchkit apply --python {env.python}"], capture_output=True)
+    assert done.returncode == 0, done.stderr.decode()
+    assert env.files()[FILES[0]] == edited[FILES[0]]
+    assert tables(env.files()[FILES[1]], SGLANG.tables, FILES[1])["TorchSymmMemCommunicator._WORLD_SIZES_MULTIMEM"][12] == [6, 8]
+    assert env.pk("verify").returncode == 0

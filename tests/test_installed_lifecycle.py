@@ -191,3 +191,40 @@ def test_a_key_12_put_there_by_hand_is_left_alone(tmp_path: Path) -> None:
     assert env.files()[FILES[0]] == edited[FILES[0]]
     assert tables(env.files()[FILES[1]], SGLANG.tables, FILES[1])["TorchSymmMemCommunicator._WORLD_SIZES_MULTIMEM"][12] == [6, 8]
     assert env.pk("verify").returncode == 0
+
+
+def test_servers_started_before_the_change_are_named(tmp_path: Path) -> None:
+    """A Python of the venv running `-m sglang.launch_server` (a stand-in that waits) before
+    apply is named after apply, in status and after revert; one started after is not."""
+    from test_processes import after_start, running
+
+    wheel = fetch_wheel("0.5.9", default_cache())
+    env = Env(tmp_path / "V")
+    env.pip("install", str(wheel))
+    standin = tmp_path / "standin"
+    (standin / "sglang").mkdir(parents=True)
+    (standin / "sglang/__init__.py").write_text("")
+    (standin / "sglang/launch_server.py").write_text('import sys\nprint("ready", flush=True)\nsys.stdin.read()\n')
+    server = [env.python, "-m", "sglang.launch_server", "--port", "30000"]
+    with running(server, standin) as old:
+        after_start(old.pid)
+        done = env.pk("apply")
+        assert done.returncode == 0
+        out = lines(done)
+        line = f"  pid {old.pid}: {env.python} -m sglang.launch_server --port 30000"
+        assert line in out, out
+        header = out[out.index(line) - 1]  # other servers on this machine may be listed too
+        assert header.startswith(("  pid ", "1 running process started before the change")), out
+        assert any(h.endswith("may still run the old code; restart it to load the change:")
+                   or h.endswith("may still run the old code; restart them to load the change:") for h in out)
+        with running(server, standin) as new:
+            for command in ("status", "apply"):
+                out = lines(env.pk(command))
+                assert f"  pid {old.pid}: {env.python} -m sglang.launch_server --port 30000" in out, (command, out)
+                assert not any(line.startswith(f"  pid {new.pid}:") for line in out), (command, out)
+            doc = json.loads(env.pk("status", "--json").stdout)
+            assert old.pid in [p["pid"] for p in doc["restart"]] and new.pid not in [p["pid"] for p in doc["restart"]]
+            after_start(new.pid)
+            out = lines(env.pk("revert"))
+            assert f"  pid {old.pid}: {env.python} -m sglang.launch_server --port 30000" in out
+            assert f"  pid {new.pid}: {env.python} -m sglang.launch_server --port 30000" in out  # started before the revert

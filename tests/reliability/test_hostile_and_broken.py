@@ -656,6 +656,34 @@ def test_unwritable_places_are_refused_with_nothing_written(world: World, shared
 
 
 @needs_nobody
+def test_nothing_to_do_on_a_read_only_target_is_exit_0(world: World, shared: Path) -> None:
+    """A read-only image: revert with nothing applied, and apply on an applied target, have
+    nothing to write, so they take no lock and answer 0; nothing is created."""
+    w = world
+    user = "nobody" if CAN_DROP else "self"
+    repo = _perm_checkout(w, shared, user)
+    for folder in (repo, repo / DC):
+        os.chmod(folder, 0o555)
+    done = _as(user, "revert", str(repo), "--patches", str(shared / "patches"))
+    assert (done.returncode, done.stderr) == (0, b"")
+    assert done.stdout.decode().splitlines()[-1] == "nothing to revert: nothing written"
+    assert not (repo / ".patchkit").exists()
+    for folder in (repo, repo / DC):
+        os.chmod(folder, 0o755)
+    assert _as(user, "apply", str(repo), "--patches", str(shared / "patches")).returncode == 0
+    state = snapshot(repo)
+    for folder in (repo, repo / DC, repo / ".patchkit", repo / ".patchkit" / "objects"):
+        os.chmod(folder, 0o555)
+    done = _as(user, "apply", str(repo), "--patches", str(shared / "patches"))
+    assert (done.returncode, done.stderr) == (0, b"")
+    assert done.stdout.decode().splitlines()[-1].startswith("already applied (")
+    assert _as(user, "verify", str(repo)).returncode == 0
+    for folder in (repo, repo / DC, repo / ".patchkit", repo / ".patchkit" / "objects"):
+        os.chmod(folder, 0o755)
+    assert snapshot(repo) == state
+
+
+@needs_nobody
 def test_read_only_pycache_never_leaves_a_transaction_stuck(world: World, shared: Path) -> None:
     """A ``__pycache__`` the user cannot write, holding the modules' bytecode: apply must
     either refuse before the first write (README: every file is checked before the first

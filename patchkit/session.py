@@ -80,8 +80,7 @@ class Session:
             return applied, None
         current = self.current(tuple(f.path for f in applied.files))
         installed = self.installed_hashes() if self.target.kind == INSTALLED else None
-        name = self.project.name if installed is not None else self.project.label
-        return applied, release_changed(applied, current, self.version, installed, name)
+        return applied, release_changed(applied, current, self.version, installed, self.target.name)
 
     def installed_hashes(self) -> dict[str, str]:
         """repository path -> sha256 (hex) of each candidate file as the dist-info RECORD lists it."""

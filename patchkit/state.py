@@ -98,7 +98,7 @@ class Store:
             for scratch in self.root.glob("upstream-*"):
                 shutil.rmtree(scratch, ignore_errors=True)
             for folder in self.aside.glob("*"):
-                if folder.is_dir() and not (folder / "state.json").is_file():  # a set_aside that was killed
+                if folder.is_dir() and not any((folder / n).is_file() for n in ("state.json", "journal.json")):  # killed
                     shutil.rmtree(folder, ignore_errors=True)
 
     def tidy(self, applied: Applied | None) -> bool:
@@ -151,14 +151,20 @@ class Store:
             write_atomic(self.state_file, _dumps(applied.to_json()))
 
     def set_aside(self, applied: Applied) -> Path:
-        """Move the recorded state and its original bytes into ``aside/<when>-<version>/``.
+        """Move the recorded state and its original bytes into ``aside/<when>-<version>/``."""
+        return self._move_aside(self.state_file, applied.version, [f.pre_sha256 for f in applied.files])
 
-        Called with the lock held.  The originals are linked (or copied) first; moving
-        state.json is the commit point, so a kill leaves either the old state in place
-        or the state set aside, never a state without its originals.
-        """
+    def set_aside_journal(self, journal: dict) -> Path:
+        """Move an interrupted transaction of another release, and every object it names, aside."""
+        digests = [e[k] for e in journal.get("files", []) if isinstance(e, dict) for k in ("before", "after") if isinstance(e.get(k), str)]
+        return self._move_aside(self.journal_file, journal.get("version"), digests)
+
+    def _move_aside(self, record: Path, version: object, digests: list[str]) -> Path:
+        """Called with the lock held.  The objects are copied first; moving ``record``
+        (state.json or journal.json) is the commit point, so a kill leaves either the record
+        in place or the record set aside with its objects, never a record without them."""
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        label = "".join(c if c.isalnum() or c in ".-_" else "_" for c in str(applied.version or "unknown"))
+        label = "".join(c if c.isalnum() or c in ".-_" else "_" for c in str(version or "unknown"))
         folder = self.aside / f"{stamp}-{label}"
         n = 1
         while folder.exists():
@@ -166,12 +172,12 @@ class Store:
             folder = self.aside / f"{stamp}-{label}-{n}"
         objects = folder / "objects"
         objects.mkdir(parents=True)
-        for f in applied.files:
-            data = self.get(f.pre_sha256)
+        for digest in dict.fromkeys(digests):
+            data = self.get(digest)
             if data is not None:
-                write_atomic(objects / f.pre_sha256, data)
+                write_atomic(objects / digest, data)
         fsync_dir(objects)
-        os.replace(self.state_file, folder / "state.json")
+        os.replace(record, folder / record.name)
         fsync_dir(folder)
         fsync_dir(self.root)
         return folder

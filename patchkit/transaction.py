@@ -128,8 +128,11 @@ def _keep(applied: Applied | None) -> set[str]:
     return {f.pre_sha256 for f in applied.files} if applied else set()
 
 
-def commit(target: Target, store: Store, changes: list[Change], applied: Applied | None, op: str) -> list[Path]:
-    """Write ``changes`` and record ``applied`` as one transaction.  Returns the bytecode dropped."""
+def commit(target: Target, store: Store, changes: list[Change], applied: Applied | None, op: str, version: str | None = None) -> list[Path]:
+    """Write ``changes`` and record ``applied`` as one transaction.  Returns the bytecode dropped.
+
+    ``version``: the release the files belong to; a journal of another release is never
+    finished on these files (see ``recover``)."""
     # Every check before the first write: paths inside the tree, no symlinks, writable.
     paths = [target.path(c.path) for c in changes]
     for path in paths:
@@ -146,6 +149,7 @@ def commit(target: Target, store: Store, changes: list[Change], applied: Applied
     store.set_journal(
         {
             "op": op,
+            "version": version,
             "files": [
                 {"path": c.path, "before": sha256(c.before), "after": sha256(c.after)} for c in changes
             ],
@@ -170,20 +174,23 @@ def _finish(target: Target, store: Store, paths: list[str], applied: Applied | N
 
 
 @contextmanager
-def exclusive(target: Target, store: Store) -> Iterator[list[str]]:
+def exclusive(target: Target, store: Store, version: str | None = None) -> Iterator[list[str]]:
     """Hold the target's lock and finish any interrupted transaction first.
 
     Yields the lines to report: that this run waited, and what recovery did.
+    ``version``: the release the target holds now.
     """
     with Lock(store, target) as lock:
-        yield [line for line in (lock.waited(), recover(target, store)) if line]
+        yield [line for line in (lock.waited(), recover(target, store, version)) if line]
 
 
-def recover(target: Target, store: Store) -> str | None:
+def recover(target: Target, store: Store, version: str | None = None) -> str | None:
     """Finish a transaction that a kill interrupted.  Returns what was done, or None.
 
     Called with the lock held, so every temp file and unreferenced object in the
-    state dir is a leftover of a killed run and can go.
+    state dir is a leftover of a killed run and can go.  A transaction of another
+    release than ``version`` (the package was upgraded since the kill) is set aside,
+    never finished: its bytes belong to the other release.
     """
     store.clean_leftovers()
     journal = store.journal()
@@ -191,6 +198,11 @@ def recover(target: Target, store: Store) -> str | None:
         store.prune(_keep(store.applied()))
         return None
     op = journal.get("op", "transaction")
+    then = journal.get("version")
+    if isinstance(then, str) and version and then != version:
+        folder = store.set_aside_journal(journal)
+        store.prune(_keep(store.applied()))
+        return f"an interrupted {op} of {target.name} {then} is set aside in {folder}: {version} is here now"
     files = journal.get("files")
     if not isinstance(files, list) or not all(
         isinstance(e, dict) and all(isinstance(e.get(k), str) for k in ("path", "before", "after")) for e in files

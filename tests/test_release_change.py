@@ -204,3 +204,21 @@ def test_apply_drops_stale_bytecode_on_an_applied_target(origin: Path, tmp_path:
     ]
     assert not list(cache.glob("torch_symm_mem.*.pyc"))
     assert run_cli("verify", str(repo)).returncode == 0
+
+
+def test_an_interrupted_apply_of_another_release_is_set_aside_not_finished(origin: Path, tmp_path: Path) -> None:
+    repo = clone(origin, tmp_path / "co", "v0.5.3")
+    killed = run_cli("apply", str(repo), env={"PATCHKIT_FAULT": "file:1"})
+    assert killed.returncode == -9
+    git(repo, "checkout", "-q", "-f", "v0.5.16")
+    release = {rel: (repo / rel).read_bytes() for rel in (UTILS, COMM)}
+    done = run_cli("apply", str(repo))
+    assert done.returncode == 0, done.stderr
+    assert out(done)[1].startswith(f"an interrupted apply of SGLang 0.5.3 is set aside in {repo}/.git/patchkit/aside/")
+    assert out(done)[1].endswith(": 0.5.16 is here now")
+    assert run_cli("verify", str(repo)).returncode == 0
+    assert run_cli("revert", str(repo)).returncode == 0
+    assert {rel: (repo / rel).read_bytes() for rel in release} == release
+    (journal,) = (repo / ".git/patchkit/aside").glob("*/journal.json")
+    for entry in json.loads(journal.read_bytes())["files"]:
+        assert (journal.parent / "objects" / entry["before"]).is_file()

@@ -53,14 +53,14 @@ def apply(
         if look.old:
             report.add(f"{look.old[1]}: {'a real run sets' if dry_run else 'apply sets'} the old state aside")
     else:
-        with exclusive(s.target, s.store) as notes:
+        with exclusive(s.target, s.store, s.version) as notes:
             report.lines += notes
             look = _look(s, patches, no_generate, from_cc, to_cc)
             if look.old:
                 report.add(s.set_aside(*look.old))
             plan = look.plan
             if plan.action == APPLY:
-                dropped = commit(s.target, s.store, plan.changes, plan.applied, "apply")
+                dropped = commit(s.target, s.store, plan.changes, plan.applied, "apply", s.version)
             else:
                 dropped = bytecode.unlink(look.stale)
     plan = look.plan

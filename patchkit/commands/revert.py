@@ -28,14 +28,14 @@ def revert(path: Path, force: bool = False, dry_run: bool = False, patches: Path
         if old:
             report.add(f"{old[1]}: {'a real run sets' if dry_run else 'revert sets'} the old state aside")
     else:
-        with exclusive(s.target, s.store) as notes:
+        with exclusive(s.target, s.store, s.version) as notes:
             report.lines += notes
             plan, old = _plan(s, force, patches)
             if old:
                 report.add(s.set_aside(*old))
             kept = _keep_edits(s, plan) if plan.action == REVERT else []
             had_state = s.applied() is not None
-            dropped = commit(s.target, s.store, plan.changes, None, "revert") if plan.action == REVERT and (plan.changes or had_state) else []
+            dropped = commit(s.target, s.store, plan.changes, None, "revert", s.version) if plan.action == REVERT and (plan.changes or had_state) else []
     for note in plan.notes:
         report.add(f"note: {note}")
     for path in kept:

@@ -27,6 +27,11 @@ class Target(NamedTuple):
     state_dir: Path
     project: Project
 
+    @property
+    def name(self) -> str:
+        """How messages call the project: its distribution name when installed ("sglang"), else its label."""
+        return self.project.name if self.kind == INSTALLED else self.project.label
+
     def local(self, repo_path: str) -> str:
         """Where a repository path is below ``root`` (an installed package has no ``python/``)."""
         return self.project.package_path(repo_path) if self.kind == INSTALLED else repo_path

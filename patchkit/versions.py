@@ -30,6 +30,11 @@ def version_key(version: str) -> tuple:
     return (tuple(release), suffix, version)
 
 
+def is_version(version: str) -> bool:
+    """A release version: digits and dots, then pre/post/dev suffixes (``0.5.9``, ``0.5.4.post2``, ``0.5.0rc1``)."""
+    return re.fullmatch(r"\d+(\.\d+)*((a|b|rc|\.post|\.dev)\d+)*", version) is not None
+
+
 def is_release_tag(tag: str) -> bool:
     """``v`` followed by a version (``v0.5.9``, ``v0.5.4.post3``)."""
-    return re.fullmatch(r"v\d+(\.\d+)*((a|b|rc|\.post|\.dev)\d+)*", tag) is not None
+    return tag.startswith("v") and is_version(tag[1:])

@@ -1,17 +1,24 @@
-"""The command line: parse, dispatch, print.  The work is in ``patchkit.commands``."""
+"""The command line: parse, dispatch, print.  The work is in ``patchkit.commands``.
+
+Every command's callback checks its inputs and returns a ``Report``; ``Command.invoke``
+is the one error boundary around all of them.  A PatchkitError or OSError becomes one
+line on stderr and the documented exit code, and with ``--json`` also an error
+document on stdout; a click usage error given with ``--json`` gets the same document.
+"""
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
 from patchkit import __version__
-from patchkit.errors import OK, PROBLEMS, REFUSED, PatchkitError
+from patchkit.errors import OK, PROBLEMS, REFUSED, BadInput, PatchkitError
 from patchkit.registry import PROJECTS
+from patchkit.versions import is_version
 
 
 def parse_cc(value: str) -> int | str:
@@ -36,21 +43,152 @@ class CC(click.ParamType):
         return value
 
 
-def fail(exc: PatchkitError) -> None:
+# --- the error boundary ---------------------------------------------------------------
+
+
+def error_document(command: str, exit_code: int, error: str, path: str | None) -> str:
+    """What ``--json`` prints on stdout when a command fails."""
+    doc = {"command": command, "ok": False, "exit_code": exit_code, "error": error, "path": path}
+    return json.dumps(doc, indent=2)
+
+
+def fail(command: str, as_json: bool, exc: PatchkitError, exit_code: int) -> NoReturn:
+    """One line on stderr (and the error document with --json), then exit."""
     click.echo(f"patchkit: {exc}", err=True)
-    sys.exit(exc.exit_code)
+    if as_json:
+        click.echo(error_document(command, exit_code, str(exc), exc.path))
+    sys.exit(exit_code)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class Command(click.Command):
+    """A patchkit command: its callback returns a Report, printed here; failures end here."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        given = args[: args.index("--")] if "--" in args else list(args)  # click consumes args
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:  # click prints it on stderr and exits 2
+            if "--json" in given:
+                click.echo(error_document(self.name, exc.exit_code, exc.format_message(), None))
+            raise
+
+    def invoke(self, ctx: click.Context) -> NoReturn:
+        as_json = bool(ctx.params.get("as_json"))
+        try:
+            report = super().invoke(ctx)
+        except PatchkitError as exc:
+            fail(self.name, as_json, exc, exc.exit_code)
+        except OSError as exc:
+            where = str(exc.filename) if exc.filename is not None else None
+            fail(self.name, as_json, PatchkitError(where, exc.strerror or str(exc)), REFUSED)
+        if as_json:
+            click.echo(json.dumps(report.data, indent=2, default=str))
+        else:
+            for line in report.lines:
+                click.echo(line)
+        sys.exit(report.exit_code)
+
+
+class Group(click.Group):
+    command_class = Command
+
+
+# --- input checks that need more than one option ---------------------------------------
+
+
+def _capability(cc: int | str) -> tuple[int, int]:
+    major, _, minor = str(cc).partition(".")
+    return int(major), int(minor or 0)
+
+
+def _pair_error(from_cc: int | str, to_cc: int | str, to_opt: str, alike: bool) -> str | None:
+    given = f"(--from-cc {from_cc}, {to_opt} {to_cc})"
+    if _capability(from_cc) == _capability(to_cc):
+        return f"{to_opt} must differ from --from-cc {given}"
+    if alike and type(from_cc) is not type(to_cc):
+        return f"--from-cc and {to_opt} must be written alike, both like 12 or both like 12.0 {given}"
+    return None
+
+
+def check_cc(from_cc, to_cc, project: str | None, to_opt: str = "--to-cc", alike: bool = True) -> None:
+    """Refuse a cc pair that is wrong whatever the target: one capability twice, or
+    (with ``alike``, as table keys) 10 with 12.0.
+
+    A side not given is the default of ``project``; when the target decides the project,
+    the pair is refused only if it is wrong with every registered project's defaults
+    (the command finds the rest once it knows the project).
+    """
+    candidates = [PROJECTS[project]] if project else list(PROJECTS.values())
+    errors = [
+        _pair_error(p.from_cc if from_cc is None else from_cc, p.to_cc if to_cc is None else to_cc, to_opt, alike)
+        for p in candidates
+    ]
+    if all(errors):
+        raise BadInput(None, errors[0])
+
+
+def check_version(version: str | None) -> None:
+    if version is not None and not is_version(version):
+        raise BadInput(None, f"--version {version!r} is not a release version such as 0.5.9, 0.5.4.post2 or 0.5.0rc1")
+
+
+def check_out(out: Path) -> None:
+    """An --out folder, or one that can be made: checked before anything is written."""
+    for folder in (out, *out.parents):
+        if folder.is_dir():
+            return
+        if folder.exists() or folder.is_symlink():
+            raise BadInput(str(out), "not a directory" if folder == out else f"{folder} is not a directory")
+
+
+def target_path(path: Path | None, python: str | None, project: str | None) -> Path:
+    """PATH (default: here), or the site-packages where ``--python`` has the project installed."""
+    if python is None:
+        return Path(".") if path is None else path
+    if path is not None:
+        raise BadInput(None, f"give PATH or --python, not both (PATH {path}, --python {python})")
+    from patchkit.sources.checkout import installed_package
+
+    return installed_package(python, project or "sglang")
+
+
+# --- options shared by several commands ---------------------------------------------------
+
+PATH_ARG = click.argument("path", type=click.Path(path_type=Path), default=None, required=False)
+PYTHON_OPT = click.option(
+    "--python", "python", default=None, metavar="EXE",
+    help="Patch the package installed for this interpreter (instead of PATH).",
+)
+PROJECT_OPT = click.option(
+    "--project", type=click.Choice(sorted(PROJECTS)), default=None,
+    help="The project the target holds [default: recognised from PATH; sglang with --python].",
+)
+JSON_OPT = click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of lines.")
+PATCHES_OPT = click.option(
+    "--patches",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Folder of patches/<version>/ [default: the patches shipped with patchkit].",
+)
+FROM_CC_OPT = click.option("--from-cc", type=CC(), default=None, help="Key to copy from [default: the project's, 10 for SGLang].")
+TO_CC_OPT = click.option("--to-cc", type=CC(), default=None, help="Key to add [default: the project's, 12 for SGLang].")
+DRY_RUN_OPT = click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
+TEMPLATES_OPT = click.option(
+    "--templates", type=click.Path(path_type=Path, file_okay=False), default=None,
+    help="Folder of templates overriding the shipped ones.",
+)
+
+
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="patchkit")
 def cli() -> None:
     """Generate, apply and upstream patches that teach SGLang new GPU architectures."""
 
 
-@cli.command()
-@click.option("--from-cc", type=CC(), default=None, help="Key to copy from [default: the project's, 10 for SGLang].")
-@click.option("--to-cc", type=CC(), default=None, help="Key to add [default: the project's, 12 for SGLang].")
-@click.option("--project", type=click.Choice(sorted(PROJECTS)), default="sglang", show_default=True)
+@cli.command(short_help="Write a patch and manifest per release tag.")
+@FROM_CC_OPT
+@TO_CC_OPT
+@click.option("--project", type=click.Choice(sorted(PROJECTS)), default="sglang", show_default=True, help="The project the repository holds.")
 @click.option(
     "--repo",
     type=click.Path(path_type=Path),
@@ -58,19 +196,21 @@ def cli() -> None:
     help="SGLang git repository [default: $PATCHKIT_SGLANG_REPO, else ~/sglang].",
 )
 @click.option("--tag", "tags", multiple=True, help="Release tag to generate for (repeatable) [default: every v* tag].")
-@click.option("--out", type=click.Path(path_type=Path), default=Path("patches"), show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), default=Path("patches"), show_default=True, help="Folder to write <version>/ folders into.")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if --out differs from what would be written.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of lines.")
-@click.option("--templates", type=click.Path(path_type=Path, file_okay=False), default=None, help="Folder of templates overriding the shipped ones.")
-def generate(from_cc, to_cc, project, repo, tags, out, check, as_json, templates) -> None:
+@JSON_OPT
+@TEMPLATES_OPT
+def generate(from_cc, to_cc, project, repo, tags, out, check, as_json, templates):
     """Write a version-pinned patch and manifest per release tag into OUT/<version>/."""
     from patchkit.commands import generate as command
+    from patchkit.report import Report
+    from patchkit.sources.git_objects import default_repo
 
+    check_cc(from_cc, to_cc, project)
+    check_out(out)
     target = PROJECTS[project]
     from_cc = target.from_cc if from_cc is None else from_cc
     to_cc = target.to_cc if to_cc is None else to_cc
-    from patchkit.sources.git_objects import default_repo
-
     repo = repo or default_repo()
     width = max((len(t) for t in tags), default=14)
 
@@ -86,171 +226,132 @@ def generate(from_cc, to_cc, project, repo, tags, out, check, as_json, templates
             line += f": {outcome.error}"
         click.echo(line, err=outcome.status == command.STATUS_ERROR)
 
-    try:
-        result = command.generate(repo, list(tags), out, target, from_cc, to_cc, check, templates, progress)
-    except PatchkitError as exc:
-        fail(exc)
+    result = command.generate(repo, list(tags), out, target, from_cc, to_cc, check, templates, progress)
     summary = result.summary()
-    if as_json:
-        doc = {
-            "repo": str(repo),
-            "out": str(out),
-            "from_cc": from_cc,
-            "to_cc": to_cc,
-            "check": check,
-            "tags": [o.to_json() for o in result.outcomes],
-            "summary": summary,
-            "differences": result.differences,
-        }
-        click.echo(json.dumps(doc, indent=2))
-    else:
-        for line in result.differences:
-            click.echo(line)
-        click.echo(
-            f"{summary['tags']} tags: {summary['patched']} patched, {summary['nothing to patch']} nothing to patch, "
-            f"{summary['already upstream']} already upstream, {summary['error']} errors"
-            + (f"; {len(result.differences)} differences in {out}" if check else "")
-        )
-    if result.failed:
-        sys.exit(REFUSED)  # a tag whose tables could not be patched
-    sys.exit(PROBLEMS if result.differences else OK)
+    report = Report()
+    report.data = {
+        "repo": str(repo),
+        "out": str(out),
+        "from_cc": from_cc,
+        "to_cc": to_cc,
+        "check": check,
+        "tags": [o.to_json() for o in result.outcomes],
+        "summary": summary,
+        "differences": result.differences,
+    }
+    report.lines += result.differences
+    report.add(
+        f"{summary['tags']} tags: {summary['patched']} patched, {summary['nothing to patch']} nothing to patch, "
+        f"{summary['already upstream']} already upstream, {summary['error']} errors"
+        + (f"; {len(result.differences)} differences in {out}" if check else "")
+    )
+    # A tag whose tables could not be patched is a refusal; --check differences are problems.
+    report.exit_code = REFUSED if result.failed else PROBLEMS if result.differences else OK
+    return report
 
 
-def emit(make_report, as_json: bool) -> None:
-    """Run a command's library function, print its report, exit with its code."""
-    try:
-        report = make_report()
-    except PatchkitError as exc:
-        fail(exc)
-    except OSError as exc:
-        where = exc.filename or "patchkit"
-        click.echo(f"patchkit: {where}: {exc.strerror or exc}", err=True)
-        sys.exit(REFUSED)
-    if as_json:
-        click.echo(json.dumps(report.data, indent=2, default=str))
-    else:
-        for line in report.lines:
-            click.echo(line)
-    sys.exit(report.exit_code)
-
-
-PATH_ARG = click.argument("path", type=click.Path(path_type=Path), default=".", required=False)
-PYTHON_OPT = click.option(
-    "--python", "python", default=None, metavar="EXE",
-    help="Patch the package installed for this interpreter (instead of PATH).",
-)
-PROJECT_OPT = click.option(
-    "--project", type=click.Choice(sorted(PROJECTS)), default=None, help="[default: recognised from PATH]"
-)
-
-
-def target_path(path: Path, python: str | None, project: str | None) -> Path:
-    """PATH, or the site-packages where ``--python`` has the project installed."""
-    if python is None:
-        return path
-    from patchkit.sources.checkout import installed_package
-
-    return installed_package(python, project or "sglang")
-JSON_OPT = click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of lines.")
-PATCHES_OPT = click.option(
-    "--patches",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=None,
-    help="Folder of patches/<version>/ [default: the patches shipped with patchkit].",
-)
-
-
-@cli.command()
+@cli.command(short_help="Patch a checkout or package, all or nothing.")
 @PATH_ARG
 @PATCHES_OPT
 @click.option("--no-generate", is_flag=True, help="Only a shipped patch whose pre-image matches; never generate.")
-@click.option("--from-cc", type=CC(), default=None, help="[default: the project's, 10 for SGLang]")
-@click.option("--to-cc", type=CC(), default=None, help="[default: the project's, 12 for SGLang]")
-@click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
-@click.option("--version", "version", default=None, help="Treat the target as this release version.")
+@FROM_CC_OPT
+@TO_CC_OPT
+@DRY_RUN_OPT
+@click.option("--version", "version", default=None, help="Treat the target as this release version (such as 0.5.9).")
 @PYTHON_OPT
 @PROJECT_OPT
 @JSON_OPT
-def apply(path, patches, no_generate, from_cc, to_cc, dry_run, version, python, project, as_json) -> None:
+def apply(path, patches, no_generate, from_cc, to_cc, dry_run, version, python, project, as_json):
     """Patch the checkout or installed package at PATH (default: here), all or nothing."""
     from patchkit.commands.apply import apply as command
 
-    emit(lambda: command(target_path(path, python, project), patches, no_generate, from_cc, to_cc, dry_run, version, project), as_json)
+    check_version(version)
+    check_cc(from_cc, to_cc, project)
+    return command(target_path(path, python, project), patches, no_generate, from_cc, to_cc, dry_run, version, project)
 
 
-@cli.command()
+@cli.command(short_help="Exit 0 only if the patch is in effect.")
 @PATH_ARG
-@click.option("--from-cc", type=CC(), default=None, help="[default: what was applied, else 10]")
-@click.option("--to-cc", type=CC(), default=None, help="[default: what was applied, else 12]")
+@click.option("--from-cc", type=CC(), default=None, help="Key the new key must equal [default: what was applied, else 10].")
+@click.option("--to-cc", type=CC(), default=None, help="Key that must be there [default: what was applied, else 12].")
 @PYTHON_OPT
 @PROJECT_OPT
 @JSON_OPT
-def verify(path, from_cc, to_cc, python, project, as_json) -> None:
+def verify(path, from_cc, to_cc, python, project, as_json):
     """Exit 0 only if the patch is in effect at PATH; else 1, a line per problem."""
     from patchkit.commands.verify import verify as command
 
     if (from_cc is None) != (to_cc is None):
-        raise click.UsageError("give both --from-cc and --to-cc, or neither")
-    emit(lambda: command(target_path(path, python, project), from_cc, to_cc, project), as_json)
+        raise BadInput(None, "give both --from-cc and --to-cc, or neither")
+    check_cc(from_cc, to_cc, project)
+    return command(target_path(path, python, project), from_cc, to_cc, project)
 
 
-@cli.command()
+@cli.command(short_help="Restore the exact original bytes.")
 @PATH_ARG
 @click.option("--force", is_flag=True, help="Restore the originals even over files edited after apply (keeping a copy).")
-@click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
+@DRY_RUN_OPT
 @PATCHES_OPT
 @PYTHON_OPT
 @PROJECT_OPT
 @JSON_OPT
-def revert(path, force, dry_run, patches, python, project, as_json) -> None:
+def revert(path, force, dry_run, patches, python, project, as_json):
     """Restore the exact original bytes at PATH."""
     from patchkit.commands.revert import revert as command
 
-    emit(lambda: command(target_path(path, python, project), force, dry_run, patches, project), as_json)
+    return command(target_path(path, python, project), force, dry_run, patches, project)
 
 
-@cli.command()
+@cli.command(short_help="Show version, patch, files and bytecode.")
 @PATH_ARG
 @PATCHES_OPT
 @PYTHON_OPT
 @PROJECT_OPT
 @JSON_OPT
-def status(path, patches, python, project, as_json) -> None:
+def status(path, patches, python, project, as_json):
     """Version, applied patch, files, bytecode and pending work at PATH."""
     from patchkit.commands.status import status as command
 
-    emit(lambda: command(target_path(path, python, project), patches, project), as_json)
+    return command(target_path(path, python, project), patches, project)
 
 
-@cli.command()
+@cli.command(short_help="Make a branch, mbox and PR.md for SGLang.")
 @click.argument("path", type=click.Path(path_type=Path), default=".", required=False)
 @click.option("--branch", default=None, help="Branch to create [default: patchkit/sm<to_cc>0-torch-symm-mem, made unique].")
-@click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=Path("upstream"), show_default=True)
-@click.option("--from-cc", type=CC(), default=None, help="[default: the project's, 10 for SGLang]")
-@click.option("--to-cc", type=CC(), default=None, help="[default: the project's, 12 for SGLang]")
+@click.option(
+    "--out", type=click.Path(path_type=Path), default=Path("upstream"), show_default=True,
+    help="Folder to write the mbox and PR.md into.",
+)
+@FROM_CC_OPT
+@TO_CC_OPT
 @click.option("--dry-run", is_flag=True, help="Print the commit message and PR.md; change nothing.")
-@click.option("--templates", type=click.Path(path_type=Path, file_okay=False), default=None, help="Folder of templates overriding the shipped ones.")
+@TEMPLATES_OPT
 @PATCHES_OPT
 @JSON_OPT
-def upstream(path, branch, out, from_cc, to_cc, dry_run, templates, patches, as_json) -> None:
+def upstream(path, branch, out, from_cc, to_cc, dry_run, templates, patches, as_json):
     """Make a branch with one commit, an mbox and PR.md to send the fix to SGLang."""
     from patchkit.commands.upstream import upstream as command
 
-    emit(lambda: command(path, branch, out, from_cc, to_cc, dry_run, templates, patches), as_json)
+    check_cc(from_cc, to_cc, None)
+    check_out(out)
+    return command(path, branch, out, from_cc, to_cc, dry_run, templates, patches)
 
 
-@cli.command()
+@cli.command(short_help="List code that treats --cc unlike --from-cc.")
 @click.argument("path", type=click.Path(path_type=Path), default=".", required=False)
 @click.option("--cc", type=CC(), default="12", show_default=True, help="The new compute capability (12, or 12.0).")
 @click.option("--from-cc", type=CC(), default="10", show_default=True, help="The one it should behave like.")
-@click.option("--json", "fmt", flag_value="json", help="Print one JSON document.")
-@click.option("--markdown", "fmt", flag_value="markdown", help="Print a markdown table.")
-def scan(path, cc, from_cc, fmt) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@click.option("--markdown", is_flag=True, help="Print a markdown table.")
+def scan(path, cc, from_cc, as_json, markdown):
     """List every capability gate under PATH that treats CC unlike FROM_CC (exit 1 if any)."""
     from patchkit.commands.scan import scan as command
 
+    if as_json and markdown:
+        raise BadInput(None, "give --json or --markdown, not both")
+    check_cc(from_cc, cc, None, "--cc", alike=False)  # scan compares 10 with 12.0 as 10.0 with 12.0
     tables = tuple(dict.fromkeys(t for p in PROJECTS.values() for t in p.tables))
-    emit(lambda: command(path, cc, from_cc, fmt or "text", tables), fmt == "json")
+    return command(path, cc, from_cc, "json" if as_json else "markdown" if markdown else "text", tables)
 
 
 def main() -> None:

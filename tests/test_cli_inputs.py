@@ -1,0 +1,294 @@
+"""Every wrong input: one clean line, the documented exit code (2), nothing written, no traceback.
+
+With --json a failure also prints an error document on stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+
+from conftest import make_repo, run_cli
+from patchkit.main import cli
+from patchkit.versions import is_version
+
+PROBLEMS, BAD_INPUT, REFUSED = 1, 2, 3
+
+
+@pytest.fixture(scope="module")
+def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An SGLang checkout (v0.5.16 at HEAD) that no test here may change."""
+    return make_repo(tmp_path_factory.mktemp("inputs") / "sglang")
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    """Every file below ``root``, .git included (refs, index, state)."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def one_line(done: subprocess.CompletedProcess, code: int, *needles: str) -> str:
+    """The failure said in exactly one stderr line ``patchkit: ...``; no traceback."""
+    err = done.stderr.decode()
+    assert done.returncode == code, (done.returncode, err)
+    assert b"Traceback" not in done.stdout + done.stderr, err
+    assert err.startswith("patchkit: ") and err.endswith("\n") and err.count("\n") == 1, err
+    for needle in needles:
+        assert needle in err, (needle, err)
+    return err
+
+
+def refused(checkout: Path, *args: str, needle: str, json_doc: bool = False) -> None:
+    """``args`` fail with exit 2 and one line holding ``needle``, and change nothing."""
+    before = snapshot(checkout)
+    done = run_cli(*args, *(["--json"] if json_doc else []))
+    err = one_line(done, BAD_INPUT, needle)
+    if json_doc:
+        doc = json.loads(done.stdout)
+        assert doc == {"command": args[0], "ok": False, "exit_code": BAD_INPUT, "error": err[len("patchkit: ") : -1],
+                       "path": doc["path"]}
+    else:
+        assert done.stdout == b""
+    assert snapshot(checkout) == before
+
+
+# -- 1. --out that is not a folder (generate, upstream), through the error boundary -----------------
+
+OUT_CASES = [("generate", []), ("generate", ["--check"]), ("generate", ["--json"]), ("upstream", []), ("upstream", ["--json"])]
+
+
+@pytest.mark.parametrize("below", ["", "sub"], ids=["a file", "below a file"])
+@pytest.mark.parametrize(("command", "extra"), OUT_CASES, ids=[" ".join([c, *e]) for c, e in OUT_CASES])
+def test_out_not_a_directory(checkout: Path, tmp_path: Path, below: str, command: str, extra: list[str]) -> None:
+    file = tmp_path / "afile"
+    file.write_bytes(b"keep\n")
+    out = file / below if below else file
+    before = snapshot(checkout)
+    target = ["--repo", str(checkout)] if command == "generate" else [str(checkout)]
+    done = run_cli(command, *target, "--out", str(out), *extra)
+    reason = "not a directory" if out == file else f"{file} is not a directory"
+    err = one_line(done, BAD_INPUT, f"patchkit: {out}: {reason}")
+    if "--json" in extra:
+        assert json.loads(done.stdout) == {
+            "command": command, "ok": False, "exit_code": BAD_INPUT, "error": err[len("patchkit: ") : -1], "path": str(out),
+        }
+    else:
+        assert done.stdout == b""
+    assert file.read_bytes() == b"keep\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+    assert snapshot(checkout) == before  # upstream made no branch
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["lines", "json"])
+def test_generate_oserror_is_one_line(checkout: Path, tmp_path: Path, as_json: bool) -> None:
+    """An OSError while writing (a version folder that is a file) is one line, exit 3."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "0.5.3").write_bytes(b"in the way\n")
+    done = run_cli("generate", "--repo", str(checkout), "--out", str(out), *(["--json"] if as_json else []))
+    err = one_line(done, REFUSED, f"patchkit: {out / '0.5.3'}: ")
+    if as_json:
+        doc = json.loads(done.stdout)
+        assert doc == {"command": "generate", "ok": False, "exit_code": REFUSED, "error": err[len("patchkit: ") : -1],
+                       "path": str(out / "0.5.3")}
+    assert (out / "0.5.3").read_bytes() == b"in the way\n"
+
+
+# -- 2. --version must be a release version ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", ["0.5.9", "0.5.4.post2", "0.5.0rc1", "1", "0.6.0a1.dev3", "0.5.10b2.post1"])
+def test_release_versions(version: str) -> None:
+    assert is_version(version)
+
+
+@pytest.mark.parametrize("version", ["banana", "", "v0.5.9", "0.5.", ".5", "0.5.9 ", "0.5.9\n", "0.5.9-1", "0..5", "0.5.9/../x"])
+def test_not_release_versions(version: str) -> None:
+    assert not is_version(version)
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["lines", "json"])
+def test_apply_refuses_a_version_that_is_not_one(checkout: Path, as_json: bool) -> None:
+    refused(checkout, "apply", str(checkout), "--version", "banana", needle="--version 'banana' is not a release version",
+            json_doc=as_json)
+
+
+def test_apply_takes_a_release_version(checkout: Path) -> None:
+    before = snapshot(checkout)
+    done = run_cli("apply", str(checkout), "--version", "0.5.4.post2", "--dry-run")
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode().splitlines()[0] == f"{checkout}: SGLang 0.5.4.post2, given with --version"
+    assert snapshot(checkout) == before
+
+
+# -- 3. the cc pair: two different capabilities, written alike -----------------------------------------
+
+SAME = "--to-cc must differ from --from-cc"
+MIXED = "--from-cc and --to-cc must be written alike"
+CC_CASES = [
+    # (command, options, needle); PATH and --out are added by the test
+    ("apply", ["--to-cc", "10"], f"{SAME} (--from-cc 10, --to-cc 10)"),
+    ("apply", ["--from-cc", "12", "--to-cc", "12"], f"{SAME} (--from-cc 12, --to-cc 12)"),
+    ("apply", ["--to-cc", "10.0"], f"{SAME} (--from-cc 10, --to-cc 10.0)"),
+    ("apply", ["--from-cc", "12.0"], f"{SAME} (--from-cc 12.0, --to-cc 12)"),
+    ("apply", ["--project", "vllm", "--to-cc", "10.0"], f"{SAME} (--from-cc 10.0, --to-cc 10.0)"),
+    ("apply", ["--from-cc", "10", "--to-cc", "12.0"], f"{MIXED}, both like 12 or both like 12.0 (--from-cc 10, --to-cc 12.0)"),
+    ("apply", ["--project", "sglang", "--to-cc", "12.0"], f"{MIXED}"),
+    ("apply", ["--project", "vllm", "--to-cc", "12"], f"{MIXED}"),
+    ("verify", ["--from-cc", "10", "--to-cc", "10"], SAME),
+    ("verify", ["--from-cc", "10.0", "--to-cc", "12"], MIXED),
+    ("verify", ["--to-cc", "12"], "give both --from-cc and --to-cc, or neither"),
+    ("upstream", ["--to-cc", "10"], SAME),
+    ("upstream", ["--from-cc", "12"], SAME),
+    ("upstream", ["--from-cc", "10", "--to-cc", "12.0"], MIXED),
+    ("generate", ["--to-cc", "10"], SAME),
+    ("generate", ["--to-cc", "12.0"], f"{MIXED}, both like 12 or both like 12.0 (--from-cc 10, --to-cc 12.0)"),
+    ("generate", ["--project", "vllm", "--to-cc", "12"], MIXED),
+    ("scan", ["--cc", "10"], "--cc must differ from --from-cc (--from-cc 10, --cc 10)"),
+    ("scan", ["--cc", "10.0", "--from-cc", "10"], "--cc must differ from --from-cc (--from-cc 10, --cc 10.0)"),
+    ("scan", ["--cc", "12.0", "--from-cc", "12"], "--cc must differ from --from-cc"),
+]
+
+
+def _target_args(command: str, checkout: Path, tmp_path: Path) -> list[str]:
+    if command == "generate":
+        return ["--repo", str(checkout), "--out", str(tmp_path / "out")]
+    if command == "upstream":
+        return [str(checkout), "--out", str(tmp_path / "out")]
+    return [str(checkout)]
+
+
+@pytest.mark.parametrize(("command", "options", "needle"), CC_CASES, ids=[f"{c} {' '.join(o)}" for c, o, _ in CC_CASES])
+def test_bad_cc_pair(checkout: Path, tmp_path: Path, command: str, options: list[str], needle: str) -> None:
+    refused(checkout, command, *_target_args(command, checkout, tmp_path), *options, needle=needle)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("command", ["apply", "verify", "upstream", "generate", "scan"])
+def test_bad_cc_pair_as_json(checkout: Path, tmp_path: Path, command: str) -> None:
+    options = ["--cc", "10"] if command == "scan" else ["--from-cc", "12", "--to-cc", "12"]
+    refused(checkout, command, *_target_args(command, checkout, tmp_path), *options, needle="", json_doc=True)
+
+
+# -- 4. scan: one output format ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("order", [["--json", "--markdown"], ["--markdown", "--json"]], ids=["json first", "markdown first"])
+def test_scan_refuses_json_and_markdown(checkout: Path, order: list[str]) -> None:
+    done = run_cli("scan", str(checkout), *order)
+    err = one_line(done, BAD_INPUT, "patchkit: give --json or --markdown, not both")
+    doc = json.loads(done.stdout)  # --json was given: the error document
+    assert doc == {"command": "scan", "ok": False, "exit_code": BAD_INPUT, "error": err[len("patchkit: ") : -1], "path": None}
+
+
+def test_scan_still_compares_mixed_styles(checkout: Path) -> None:
+    """scan reads 10 with 12.0 as 10.0 with 12.0: not refused, unlike the patching commands."""
+    done = run_cli("scan", str(checkout), "--cc", "12.0")
+    assert done.returncode == PROBLEMS, done.stderr.decode()
+    assert done.stderr == b""
+
+
+# -- 5. --python or PATH, not both ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["apply", "verify", "revert", "status"])
+@pytest.mark.parametrize("path", ["checkout", "."], ids=["a path", "an explicit ."])
+def test_python_and_path_are_refused_together(checkout: Path, command: str, path: str) -> None:
+    given = str(checkout) if path == "checkout" else "."
+    before = snapshot(checkout)
+    done = run_cli(command, "--python", sys.executable, given, cwd=checkout)
+    one_line(done, BAD_INPUT, f"patchkit: give PATH or --python, not both (PATH {given}, --python {sys.executable})")
+    assert done.stdout == b""
+    assert snapshot(checkout) == before
+
+
+def test_path_still_defaults_to_here(checkout: Path) -> None:
+    done = run_cli("status", cwd=checkout)
+    assert done.returncode == 0, done.stderr.decode()
+    assert str(checkout) in done.stdout.decode()
+
+
+# -- 6. --json failures: an error document on stdout, the line on stderr -------------------------------
+
+
+@pytest.mark.parametrize("command", ["apply", "verify", "revert", "status", "upstream", "scan"])
+def test_missing_path_as_json(tmp_path: Path, command: str) -> None:
+    missing = tmp_path / "nope"
+    done = run_cli(command, str(missing), "--json")
+    assert done.returncode == BAD_INPUT, done.stderr.decode()
+    err = done.stderr.decode()
+    assert err.startswith("patchkit: ") and err.count("\n") == 1 and str(missing) in err
+    assert b"Traceback" not in done.stdout + done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["command"] == command and doc["ok"] is False and doc["exit_code"] == BAD_INPUT
+    assert doc["error"] == err[len("patchkit: ") : -1]
+    assert doc["path"] == str(missing)
+
+
+@pytest.mark.parametrize(
+    ("args", "reason"),
+    [
+        (["apply", "--bogus"], "No such option '--bogus'"),
+        (["apply", "--to-cc", "sm120"], "'sm120' is not a compute capability such as 12 or 12.0"),
+        (["generate", "--project", "nope"], "'nope' is not one of"),
+        (["scan", "--cc"], "Option '--cc' requires an argument"),
+    ],
+    ids=["unknown option", "bad cc", "bad choice", "missing value"],
+)
+def test_usage_errors_as_json(args: list[str], reason: str) -> None:
+    # --json goes first: click stops parsing at the error, the document must still come out.
+    done = run_cli(args[0], "--json", *args[1:])
+    err = done.stderr.decode()
+    assert done.returncode == BAD_INPUT, err
+    assert "Error:" in err and reason in err and "Traceback" not in err
+    doc = json.loads(done.stdout)
+    assert doc["command"] == args[0] and doc["ok"] is False and doc["exit_code"] == BAD_INPUT and doc["path"] is None
+    assert reason in doc["error"]
+
+
+def test_usage_error_without_json_prints_nothing_on_stdout() -> None:
+    done = run_cli("apply", "--bogus")
+    assert done.returncode == BAD_INPUT
+    assert done.stdout == b""
+    assert b"Error: No such option '--bogus'" in done.stderr
+
+
+def test_json_after_double_dash_is_a_path(tmp_path: Path) -> None:
+    done = run_cli("status", "--", "--json", cwd=tmp_path)
+    one_line(done, BAD_INPUT, "patchkit: --json: ")
+    assert done.stdout == b""
+
+
+# -- 7. help ------------------------------------------------------------------------------------------
+
+
+def _commands() -> list[click.Command]:
+    return [cli, *cli.commands.values()]
+
+
+@pytest.mark.parametrize("command", _commands(), ids=lambda c: c.name)
+def test_every_option_has_help(command: click.Command) -> None:
+    ctx = click.Context(command, info_name=command.name)
+    for param in command.get_params(ctx):
+        if isinstance(param, click.Option):
+            assert param.help and param.help.strip(), f"{command.name} {param.opts[0]} has no help"
+
+
+def test_top_level_help_cuts_nothing() -> None:
+    done = run_cli("--help")
+    assert done.returncode == 0
+    commands = done.stdout.decode().split("\nCommands:\n")[1].splitlines()
+    assert sorted(line.split()[0] for line in commands if line.strip()) == sorted(cli.commands)
+    assert not [line for line in commands if "..." in line]
+
+
+@pytest.mark.parametrize("name", sorted(cli.commands))
+def test_command_help(name: str) -> None:
+    done = run_cli(name, "--help")
+    assert done.returncode == 0 and done.stderr == b""
+    assert done.stdout.decode().startswith(f"Usage: patchkit {name} [OPTIONS]")
+

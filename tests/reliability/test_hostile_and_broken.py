@@ -564,9 +564,13 @@ NOBODY = 65534
 CAN_DROP = os.geteuid() == 0 and shutil.which("setpriv") is not None
 
 
+_PATHS: dict[str, str] = {}  # user -> PYTHONPATH that user imports patchkit from
+
+
 @pytest.fixture
-def shared(world: World) -> Path:
+def shared(world: World, nobody_path: str) -> Path:
     """A folder every user can read, holding a copy of the patches; removed afterwards."""
+    _PATHS["nobody"] = nobody_path
     top = Path(tempfile.mkdtemp(prefix="patchkit-perm-"))
     os.chmod(top, 0o755)
     shutil.copytree(world.patches, top / "patches")
@@ -577,16 +581,61 @@ def shared(world: World) -> Path:
     shutil.rmtree(top)
 
 
+SETPRIV = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+
+
+@pytest.fixture(scope="module")
+def nobody_path(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A PYTHONPATH that nobody can import patchkit from.
+
+    PYTHONPATH as it is when nobody reaches it; for a clone in a private folder (mode 700,
+    as `mktemp -d` makes and /root is) a world-readable copy of the source tree and of the
+    installed files of patchkit's dependencies, in a folder that nobody reaches."""
+    from crash_helpers import ROOT, env
+
+    import patchkit
+
+    probe = [*SETPRIV, sys.executable, "-c", "import click, unidiff, patchkit.main; print(patchkit.__file__)"]
+    seen = subprocess.run(probe, env=env(PYTHONPATH=PYTHONPATH), capture_output=True, text=True).stdout.strip() if CAN_DROP else ""
+    if not CAN_DROP or seen == patchkit.__file__:  # nobody imports the very patchkit under test
+        yield PYTHONPATH
+        return
+    import importlib.metadata as md
+    import re as _re
+
+    top = Path(tempfile.mkdtemp(prefix="patchkit-nobody-"))
+    for name in ("patchkit", "patches", "templates"):
+        shutil.copytree(ROOT / name, top / "src" / name, ignore=shutil.ignore_patterns("__pycache__"))
+    todo, seen = ["patchkit"], set()
+    while todo:
+        try:
+            dist = md.distribution(todo.pop())
+        except md.PackageNotFoundError:  # required only under a marker that is false here
+            continue
+        if dist.metadata["Name"].lower() in seen:
+            continue
+        seen.add(dist.metadata["Name"].lower())
+        for f in dist.files or ():
+            if ".." not in f.parts and f.suffix != ".pyc" and Path(f.locate()).is_file():
+                (top / "site" / f).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(f.locate(), top / "site" / f)
+        todo += [_re.split(r"[ ;<>=!~\[(]", r, maxsplit=1)[0] for r in dist.requires or () if "extra ==" not in r]
+    for folder, dirs, files in os.walk(top):
+        os.chmod(folder, 0o755)
+        for name in files:
+            os.chmod(os.path.join(folder, name), 0o644)
+    yield os.pathsep.join([str(top / "src"), str(top / "site")])
+    shutil.rmtree(top)
+
+
 def _as(user: str, *args: str) -> subprocess.CompletedProcess:
     """patchkit as root or as nobody (setpriv), a separate process."""
     from crash_helpers import env
 
-    prefix = []
-    if user == "nobody":
-        prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    prefix = SETPRIV if user == "nobody" else []
     done = subprocess.run(
         [*prefix, sys.executable, "-m", "patchkit", *args],
-        env=env(HOME="/nonexistent", PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=PYTHONPATH),
+        env=env(HOME="/nonexistent", PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=_PATHS.get(user, PYTHONPATH)),
         capture_output=True,
     )
     clean(done, args[0])
@@ -665,7 +714,7 @@ def test_nothing_to_do_on_a_read_only_target_is_exit_0(world: World, shared: Pat
     for folder in (repo, repo / DC):
         os.chmod(folder, 0o555)
     done = _as(user, "revert", str(repo), "--patches", str(shared / "patches"))
-    assert (done.returncode, done.stderr) == (0, b"")
+    assert done.returncode == 0 and not done.stderr, done.stderr.decode()
     assert done.stdout.decode().splitlines()[-1] == "nothing to revert: nothing written"
     assert not (repo / ".patchkit").exists()
     for folder in (repo, repo / DC):
@@ -675,7 +724,7 @@ def test_nothing_to_do_on_a_read_only_target_is_exit_0(world: World, shared: Pat
     for folder in (repo, repo / DC, repo / ".patchkit", repo / ".patchkit" / "objects"):
         os.chmod(folder, 0o555)
     done = _as(user, "apply", str(repo), "--patches", str(shared / "patches"))
-    assert (done.returncode, done.stderr) == (0, b"")
+    assert done.returncode == 0 and not done.stderr, done.stderr.decode()
     assert done.stdout.decode().splitlines()[-1].startswith("already applied (")
     assert _as(user, "verify", str(repo)).returncode == 0
     for folder in (repo, repo / DC, repo / ".patchkit", repo / ".patchkit" / "objects"):

@@ -292,3 +292,27 @@ def test_command_help(name: str) -> None:
     assert done.returncode == 0 and done.stderr == b""
     assert done.stdout.decode().startswith(f"Usage: patchkit {name} [OPTIONS]")
 
+
+
+# -- caught once the project is known (after opening the target) ----------------------------------
+
+@pytest.mark.parametrize(
+    "command, options, needle",
+    [
+        ("apply", ["--to-cc", "12.0"], "--to-cc 12.0 is not how SGLang writes a compute capability: write it like 12"),
+        ("apply", ["--from-cc", "10.0", "--to-cc", "12.0"], "--from-cc 10.0 is not how SGLang writes a compute capability: write it like 12"),
+        ("verify", ["--from-cc", "10.0", "--to-cc", "12.0"], "--from-cc 10.0 is not how SGLang writes a compute capability: write it like 12"),
+    ],
+)
+def test_cc_written_another_projects_way(checkout: Path, command: str, options: list[str], needle: str) -> None:
+    refused(checkout, command, str(checkout), *options, needle=needle)
+
+
+def test_no_shipped_patch_for_that_cc_pair_says_so(checkout: Path, tmp_path: Path) -> None:
+    patches = tmp_path / "patches"
+    assert run_cli("generate", "--repo", str(checkout), "--out", str(patches)).returncode == 0
+    before = snapshot(checkout)
+    done = run_cli("apply", str(checkout), "--patches", str(patches), "--from-cc", "9", "--no-generate")
+    one_line(done, REFUSED, "no shipped patch for SGLang 0.5.16 that copies key 9 to key 12 "
+             "(the shipped one copies key 10 to key 12); --no-generate refuses to generate one")
+    assert snapshot(checkout) == before

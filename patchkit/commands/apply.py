@@ -38,8 +38,7 @@ def apply(
     project: str | None = None,
 ) -> Report:
     s = Session.open(path, version, project)
-    from_cc = s.project.from_cc if from_cc is None else from_cc
-    to_cc = s.project.to_cc if to_cc is None else to_cc
+    from_cc, to_cc = s.cc_pair(from_cc, to_cc)
     report = Report()
     report.add(s.describe())
     pending = s.store.journal() is not None

@@ -36,8 +36,7 @@ def upstream(
     patches: Path | None = None,
 ) -> Report:
     s = Session.open(path)
-    from_cc = s.project.from_cc if from_cc is None else from_cc
-    to_cc = s.project.to_cc if to_cc is None else to_cc
+    from_cc, to_cc = s.cc_pair(from_cc, to_cc)
     if s.target.kind != "git checkout":
         raise BadInput(str(path), "not a git checkout: upstream needs git history to branch from")
     git = GitSource(s.target.root)

@@ -34,6 +34,8 @@ def verify(path: Path, from_cc=None, to_cc=None, project: str | None = None) -> 
         applied = None
     if from_cc is None:
         from_cc, to_cc = (applied.from_cc, applied.to_cc) if applied else (s.project.from_cc, s.project.to_cc)
+    else:
+        from_cc, to_cc = s.cc_pair(from_cc, to_cc)
     ours = applied if applied and applied.from_cc == from_cc and applied.to_cc == to_cc else None
     recorded = {f.path: f for f in ours.files} if ours else {}
     current = s.current(tuple(recorded))

@@ -149,7 +149,7 @@ def target_path(path: Path | None, python: str | None, project: str | None) -> P
         raise BadInput(None, f"give PATH or --python, not both (PATH {path}, --python {python})")
     from patchkit.sources.checkout import installed_package
 
-    return installed_package(python, project or "sglang")
+    return installed_package(python, project)
 
 
 # --- options shared by several commands ---------------------------------------------------

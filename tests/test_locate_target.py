@@ -183,7 +183,7 @@ def test_not_installed_names_the_interpreter_and_where_it_looked(tmp_path: Path)
     assert done.returncode == 2
     looked = ", ".join(str(empty / lib / PY / "site-packages") for lib in VENV_LIBS)
     # named as found on PATH: the symlink, not the base interpreter it points to
-    assert err(done) == [f"patchkit: {empty}/bin/python3: sglang is not installed for this interpreter (looked in {looked})"]
+    assert err(done) == [f"patchkit: {empty}/bin/python3: sglang or vllm is not installed for this interpreter (looked in {looked})"]
 
 
 # --python: the user site (pip install --user)
@@ -214,7 +214,7 @@ def test_pythonnousersite_hides_the_user_site(user_install: tuple[Path, Path], b
     done = run_cli("status", "--python", str(base), env={"PYTHONUSERBASE": str(userbase), "PYTHONNOUSERSITE": "1"})
     assert done.returncode == 2
     (line,) = err(done)
-    assert line.startswith(f"patchkit: {base}: sglang is not installed for this interpreter (looked in ")
+    assert line.startswith(f"patchkit: {base}: sglang or vllm is not installed for this interpreter (looked in ")
     assert str(userbase) not in line
 
 
@@ -225,7 +225,7 @@ def test_virtualenv_sees_the_user_site_only_with_system_site_packages(user_insta
     done = run_cli("status", "--python", str(closed), env=env)
     assert done.returncode == 2
     looked = ", ".join(str(closed / lib / PY / "site-packages") for lib in VENV_LIBS)
-    assert err(done) == [f"patchkit: {closed}/bin/python: sglang is not installed for this interpreter (looked in {looked})"]
+    assert err(done) == [f"patchkit: {closed}/bin/python: sglang or vllm is not installed for this interpreter (looked in {looked})"]
     opened = make_venv(tmp_path / "opened", "--system-site-packages")
     spec = asks(opened / "bin/python", "import importlib.util; print(importlib.util.find_spec('sglang').origin)", user_env(userbase))
     assert spec == str(usersite / "sglang/__init__.py")
@@ -356,3 +356,23 @@ def test_apply_and_status_from_inside_an_installed_package(venv: Path, tmp_path:
 def test_installed_package_in_process(venv: Path) -> None:
     assert installed_package(str(venv)) == venv_site(venv)
     assert installed_package(str(venv / "bin/python3")) == venv_site(venv)
+
+
+def test_python_finds_vllm_without_project(tmp_path: Path) -> None:
+    """--python without --project looks for every project patchkit knows (vLLM here, in
+    the shape of an installed vLLM: the package with its tables and a dist-info)."""
+    from conftest import UTILS_OLD
+
+    env = make_venv(tmp_path / "V")
+    site = venv_site(env)
+    dc = site / "vllm/distributed/device_communicators"
+    dc.mkdir(parents=True)
+    (site / "vllm/__init__.py").write_text("")
+    (dc / "all_reduce_utils.py").write_bytes(
+        UTILS_OLD.replace(b"    9: {", b'    "9.0": {').replace(b"    10: {", b'    "10.0": {'))
+    (site / "vllm-0.11.0.dist-info").mkdir()
+    (site / "vllm-0.11.0.dist-info/METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.11.0\n")
+    done = run_cli("apply", "--python", str(env / "bin/python"), "--dry-run")
+    assert done.returncode == 0, done.stderr.decode()
+    assert out(done)[0] == f"{site / 'vllm'}: vLLM 0.11.0 (installed), from vllm-0.11.0.dist-info/METADATA"
+    assert "  would patch vllm/distributed/device_communicators/all_reduce_utils.py (+4 lines)" in out(done)

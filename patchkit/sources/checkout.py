@@ -220,14 +220,17 @@ def site_packages_of(exe: Path) -> list[Path]:
     return [Path(p) for p in dict.fromkeys(paths)]
 
 
-def installed_package(python: str, project: str = "sglang") -> Path:
+def installed_package(python: str, project: str | None = None) -> Path:
     """The site-packages folder where the interpreter ``python`` (a path, a name on PATH or
-    a virtualenv folder) has ``project`` installed: the first one it would import from."""
-    p = PROJECTS[project]
+    a virtualenv folder) has ``project`` (default: any project patchkit knows) installed:
+    the first one it would import from."""
+    wanted = [PROJECTS[project]] if project else list(PROJECTS.values())
     exe = interpreter(python)
     sites = site_packages_of(exe)
-    for site in sites:
-        if site.is_dir() and _installed_here(site, p):
-            return site
+    for p in wanted:
+        for site in sites:
+            if site.is_dir() and _installed_here(site, p):
+                return site
     looked = ", ".join(map(str, sites)) or "no site-packages"
-    raise BadInput(str(exe), f"{p.name} is not installed for this interpreter (looked in {looked})")
+    names = " or ".join(p.name for p in wanted)
+    raise BadInput(str(exe), f"{names} is not installed for this interpreter (looked in {looked})")

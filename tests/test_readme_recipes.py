@@ -1,0 +1,136 @@
+"""The README's image recipe, run as written: the Dockerfile's COPY and RUN steps and its
+entrypoint ``launch.sh``, taken from README.md itself.
+
+There is no Docker engine here, so a virtualenv stands in for the image's Python: the
+real sglang 0.5.9 wheel is installed in it (``FROM``), COPY destinations are mapped into
+a scratch folder, and RUN lines run with ``sh -c`` with the virtualenv first on PATH, as
+the image's ``python3`` and ``patchkit`` would be.  ``python3 -m sglang.launch_server``
+meets a stand-in that only prints its arguments.  Then the "image" is upgraded to 0.5.23
+and the entrypoint runs again: it must patch the new release before serving.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT
+from patchkit.evaluate import tables
+from patchkit.mirror import default_cache, fetch_wheel
+from patchkit.registry import SGLANG
+
+README = (ROOT / "README.md").read_text()
+FILES = (
+    "sglang/srt/distributed/device_communicators/all_reduce_utils.py",
+    "sglang/srt/distributed/device_communicators/torch_symm_mem.py",
+)
+
+
+def block(after: str, fence: str) -> str:
+    """The first ``fence`` code block of README.md that follows the text ``after``."""
+    start = README.index(after)
+    match = re.compile(rf"^```{fence}\n(.*?)^```$", re.S | re.M).search(README, start)
+    assert match, (after, fence)
+    return match.group(1)
+
+
+def dockerfile() -> list[tuple[str, str]]:
+    """(instruction, argument) pairs, continuation lines joined."""
+    text = block("#### In an image", "dockerfile").replace("\\\n", " ")
+    steps = []
+    for line in text.splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            word, _, rest = line.strip().partition(" ")
+            steps.append((word, rest.strip()))
+    return steps
+
+
+def launch_script() -> str:
+    return block("`launch.sh`:", "sh")
+
+
+def patched(site: Path) -> bool:
+    for rel in FILES:
+        found = tables((site / rel).read_bytes(), SGLANG.tables, rel)
+        if not found or not all(12 in t and t[12] == t[10] for t in found.values()):
+            return False
+    return True
+
+
+def test_the_recipe_has_the_shape_this_test_runs() -> None:
+    steps = dockerfile()
+    assert [word for word, _ in steps] == ["FROM", "COPY", "COPY", "RUN", "ENTRYPOINT"]
+    assert steps[0][1] == "lmsysorg/sglang:v0.5.9"
+    assert launch_script().startswith("#!/bin/sh\n")
+
+
+def test_dockerfile_and_launch_script_as_written(tmp_path: Path) -> None:
+    steps = dockerfile()
+    image = tmp_path / "image"  # where the image's absolute paths go
+    context = tmp_path / "context"  # the docker build context: this repository and launch.sh
+    shutil.copytree(ROOT, context / "patchkit", ignore=shutil.ignore_patterns(".git", ".venv", "build", "__pycache__", "*.egg-info"))
+    (context / "launch.sh").write_text(launch_script())
+
+    # FROM: an environment whose python3 has the sglang 0.5.9 wheel, and pip.
+    venv = image / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+
+    def pip_install(*args: str) -> None:
+        cmd = [sys.executable, "-m", "pip", "--python", str(venv / "bin/python"), "install", "-q", "--no-deps", "--no-index", "--no-compile", *args]
+        subprocess.run(cmd, check=True, capture_output=True)
+
+    pip_install(str(fetch_wheel("0.5.9", default_cache())))
+    mapped: dict[str, Path] = {}
+
+    def in_image(text: str) -> str:
+        for dest, real in sorted(mapped.items(), key=lambda kv: -len(kv[0])):
+            text = text.replace(dest, str(real))
+        return text
+
+    env = dict(os.environ, PATH=f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}", HOME=str(tmp_path / "home"))
+    env.pop("PYTHONPATH", None)
+    env.pop("VIRTUAL_ENV", None)
+    entrypoint: list[str] = []
+    for word, arg in steps:
+        if word == "COPY":
+            src, dest = arg.split()
+            real = image / dest.lstrip("/")
+            real.parent.mkdir(parents=True, exist_ok=True)
+            (shutil.copytree if (context / src).is_dir() else shutil.copy)(context / src, real)
+            mapped[dest] = real
+        elif word == "RUN":
+            done = subprocess.run(["sh", "-c", in_image(arg)], env=env, capture_output=True)
+            assert done.returncode == 0, done.stderr.decode()[-2000:]
+            assert b"Traceback" not in done.stderr
+        elif word == "ENTRYPOINT":
+            entrypoint = [in_image(a) for a in json.loads(arg)]
+    assert patched(site)
+    assert (venv / "bin/patchkit").is_file()
+
+    # The entrypoint: verify passes, the server starts (a stand-in that prints its arguments).
+    standin = tmp_path / "standin"
+    (standin / "sglang").mkdir(parents=True)
+    (standin / "sglang/__init__.py").write_text("")
+    (standin / "sglang/launch_server.py").write_text("import sys\nprint('serving', *sys.argv[1:])\n")
+    served = dict(env, PYTHONPATH=str(standin))
+    done = subprocess.run([*entrypoint, "--model-path", "m", "--enable-torch-symm-mem"], env=served, capture_output=True)
+    assert done.returncode == 0, done.stderr.decode()
+    lines = done.stdout.decode().splitlines()
+    assert lines[-2].startswith("verify: ok") and lines[-1] == "serving --model-path m --enable-torch-symm-mem"
+
+    # A derived image upgrades SGLang: the entrypoint patches 0.5.23 before serving.
+    pip_install(str(fetch_wheel("0.5.23", default_cache())))
+    assert not patched(site)
+    done = subprocess.run([*entrypoint, "--model-path", "m"], env=served, capture_output=True)
+    assert done.returncode == 0, done.stderr.decode()
+    out = done.stdout.decode()
+    assert "sglang 0.5.9 was patched; 0.5.23 is installed now: the old state is set aside in " in out
+    assert "applied shipped patch patches/0.5.23/0001-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch" in out
+    assert out.splitlines()[-1] == "serving --model-path m"
+    assert patched(site)

@@ -190,7 +190,7 @@ def test_release_without_tables(origin: Path, tmp_path: Path) -> None:
     assert out(run_cli("verify", str(repo)))[-1] == "verify: ok, nothing to patch (no capability tables in SGLang 0.5.2)"
 
 
-def test_stale_bytecode_is_reported(origin: Path, tmp_path: Path) -> None:
+def test_stale_bytecode_is_reported_and_apply_drops_it(origin: Path, tmp_path: Path) -> None:
     repo = clone(origin, tmp_path / "co")
     compileall.compile_dir(repo / "python", quiet=1)
     cache = repo / DC / "__pycache__"
@@ -203,7 +203,16 @@ def test_stale_bytecode_is_reported(origin: Path, tmp_path: Path) -> None:
     assert done.returncode == 1
     (line,) = [x for x in out(done) if "stale bytecode" in x]
     assert line.startswith(f"{cache}/torch_symm_mem.") and "(source " in line
+    assert line.endswith("; `patchkit apply` drops it")
     assert run_cli("status", str(repo)).stdout.decode().count("1 stale") == 1
+    done = run_cli("apply", str(repo))
+    assert done.returncode == 0
+    assert out(done)[-2:] == [
+        "already applied (generated from the checkout's files): nothing written",
+        f"dropped {len(stale)} stale bytecode file" + ("s" if len(stale) != 1 else ""),
+    ]
+    assert not list(cache.glob("torch_symm_mem.*.pyc"))
+    assert run_cli("verify", str(repo)).returncode == 0
 
 
 def test_other_cc_pair_replaces_the_applied_patch(origin: Path, tmp_path: Path) -> None:

@@ -8,7 +8,6 @@ add, stale bytecode, a read-only target with nothing to do, running processes.
 
 from __future__ import annotations
 
-import compileall
 import json
 import os
 import subprocess
@@ -183,27 +182,6 @@ def test_a_key_12_patchkit_did_not_add(origin: Path, tmp_path: Path) -> None:
         f"{COMM}: TorchSymmMemCommunicator._WORLD_SIZES_MULTIMEM[12] = [8] differs from "
         "TorchSymmMemCommunicator._WORLD_SIZES_MULTIMEM[10] = [6, 8]"
     ) in out(done)
-
-
-def test_apply_drops_stale_bytecode_on_an_applied_target(origin: Path, tmp_path: Path) -> None:
-    repo = clone(origin, tmp_path / "co")
-    compileall.compile_dir(repo / "python", quiet=1)
-    cache = repo / DC / "__pycache__"
-    stale = {p.name: p.read_bytes() for p in cache.glob("torch_symm_mem.*.pyc")}
-    assert run_cli("apply", str(repo)).returncode == 0
-    for name, data in stale.items():
-        (cache / name).write_bytes(data)
-    done = run_cli("verify", str(repo))
-    (line,) = [x for x in out(done) if "stale bytecode" in x]
-    assert line.endswith("; `patchkit apply` drops it")
-    done = run_cli("apply", str(repo))
-    assert done.returncode == 0
-    assert out(done)[-2:] == [
-        "already applied (generated from the checkout's files): nothing written",
-        f"dropped {len(stale)} stale bytecode file" + ("s" if len(stale) != 1 else ""),
-    ]
-    assert not list(cache.glob("torch_symm_mem.*.pyc"))
-    assert run_cli("verify", str(repo)).returncode == 0
 
 
 def test_an_interrupted_apply_of_another_release_is_set_aside_not_finished(origin: Path, tmp_path: Path) -> None:

@@ -39,7 +39,7 @@ fuzz: install
 
 # A local git history of real SGLang releases, one commit and tag per PyPI wheel.
 sglang-mirror: install
-	$(PY) -m patchkit.mirror --dest $(MIRROR)
+	$(PY) -m patchkit.dev.mirror --dest $(MIRROR)
 
 # Regenerate the shipped patches from the mirror (never edit them by hand).
 patches: sglang-mirror
@@ -61,7 +61,7 @@ bench: sglang-mirror
 # and prepare the upstream branch, mbox and PR description.
 demo: install
 	rm -rf $(DEMO)
-	$(PY) -m patchkit.mirror --dest $(DEMO)/sglang --versions $(DEMO_VERSION)
+	$(PY) -m patchkit.dev.mirror --dest $(DEMO)/sglang --versions $(DEMO_VERSION)
 	$(PY) -m compileall -q $(DEMO)/sglang/python/sglang/srt/distributed
 	@echo
 	@echo "== the shipped patch is exactly what patchkit generates from v$(DEMO_VERSION)"

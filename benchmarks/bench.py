@@ -89,7 +89,7 @@ def parse_limit(mirror: Path, tables: tuple[str, ...], globs: tuple[str, ...], r
     blob and (b) the distinct blobs that hold a table (the ones patchkit parses)."""
     import libcst
 
-    from patchkit.sources.git_objects import GitSource
+    from patchkit.git.objects import GitSource
 
     source = GitSource(mirror)
     blobs: dict[str, bytes] = {}
@@ -121,7 +121,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from patchkit.data import shipped
-    from patchkit.registry import SGLANG
+    from patchkit.fixes.registry import SGLANG
 
     py, pk, mirror = sys.executable, args.patchkit, args.mirror.resolve()
     tags = subprocess.run(["git", "-C", str(mirror), "tag", "--list", "v*"], capture_output=True, text=True, check=True).stdout.split()

@@ -3,7 +3,7 @@
 
     python fuzz/fuzz_patchread.py -atheris_runs=100000 [CORPUS_DIR ...] [libFuzzer flags]
 
-Any bytes go to ``patchkit.patchread.parse``.  It must return file sections or raise
+Any bytes go to ``patchkit.patch.read.parse``.  It must return file sections or raise
 PatchError; any other exception is a crash (libFuzzer stops and writes the input to
 ``crash-<sha1>``).  When parse succeeds the sections are checked, and each one is
 applied to a pre-image rebuilt from its own hunks and reversed again: both must give
@@ -28,8 +28,10 @@ import atheris  # noqa: E402
 with atheris.instrument_imports():
     import unidiff  # noqa: F401  (instrumented: parse drives it)
 
-    from patchkit import patchfile, patchread  # noqa: F401
-    from patchkit.patchread import PatchError, apply, parse, reverse
+    from patchkit.patch import write as patchfile  # noqa: F401
+    from patchkit.patch import read as patchread  # noqa: F401
+    from patchkit.patch.read import apply, parse, reverse
+    from patchkit.errors import PatchError
 
 BUILT_IN = b"""From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001
 From: patchkit <patchkit@users.noreply.invalid>

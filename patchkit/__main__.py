@@ -1,4 +1,4 @@
-from patchkit.main import main
+from patchkit.cli import main
 
 if __name__ == "__main__":
     main()

@@ -40,3 +40,32 @@ class RewriteError(PatchkitError):
     """A source file whose tables cannot be patched (exit 3: nothing is written)."""
 
     exit_code = REFUSED
+
+
+class Refused(PatchkitError):
+    """A change patchkit will not make: a conflict, a file edited after apply, the lock held (exit 3)."""
+
+    exit_code = REFUSED
+
+
+class UnsafePath(PatchkitError):
+    """A path that would leave the target tree or go through a symlink (exit 3)."""
+
+    exit_code = REFUSED
+
+
+class PatchError(BadInput):
+    """A patch file that is corrupt, truncated, or does something patchkit never does (exit 2)."""
+
+
+class BranchError(PatchkitError):
+    """A branch that upstream cannot create: taken, locked or badly named (exit 3)."""
+
+    exit_code = REFUSED
+
+
+class MirrorError(PatchkitError):
+    """A release that cannot be downloaded or mirrored (exit 2)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(None, reason)

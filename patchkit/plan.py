@@ -11,8 +11,10 @@ from typing import NamedTuple
 from patchkit import __version__
 from patchkit.errors import BadInput
 from patchkit.digest import sha256
-from patchkit.state import Applied, AppliedFile
-from patchkit.transaction import Change, Refused
+from patchkit.types import Applied, AppliedFile
+from patchkit.types import Change
+from patchkit.errors import Refused
+from patchkit.patch.manifest import Shipped
 
 APPLY = "apply"
 ALREADY = "already applied"
@@ -20,24 +22,6 @@ UPSTREAM = "already upstream"
 NOTHING = "nothing to patch"
 REVERT = "revert"
 NOTHING_TO_REVERT = "nothing to revert"
-
-
-class Shipped(NamedTuple):
-    """A shipped patch for one version: its manifest and its bytes (sha256 already checked)."""
-
-    name: str  # e.g. "patches/0.5.9/0001-...patch"
-    manifest: dict
-    data: bytes
-
-    def sections(self) -> dict:
-        """path -> patchread.FilePatch; parsed only when hunks are needed (not for hash checks)."""
-        from patchkit import patchread
-        from patchkit.errors import BadInput
-
-        sections = {s.path: s for s in patchread.parse(self.data, self.name)}
-        if sorted(sections) != sorted(f["path"] for f in self.manifest["files"]):
-            raise BadInput(self.name, "names other files than manifest.json")
-        return sections
 
 
 class Plan(NamedTuple):
@@ -82,7 +66,7 @@ def _patch_id(posts: dict[str, bytes]) -> str:
 
 def from_shipped(base: dict[str, bytes], shipped: Shipped) -> dict[str, bytes] | None:
     """Post-images from the shipped patch if ``base`` is exactly its pre-image, else None."""
-    from patchkit import patchread
+    from patchkit.patch import read as patchread
 
     files = shipped.manifest["files"]
     if any(f["path"] not in base or sha256(base[f["path"]]) != f["pre_sha256"] for f in files):
@@ -99,7 +83,7 @@ def from_shipped(base: dict[str, bytes], shipped: Shipped) -> dict[str, bytes] |
 
 def generated(base: dict[str, bytes], tables: tuple[str, ...], from_cc, to_cc) -> tuple[dict[str, bytes], list[dict]]:
     """Post-images made by the rewriter from ``base`` (changed files only), and every table found."""
-    from patchkit.rewriter import rewrite  # LibCST: only when no shipped patch fits
+    from patchkit.rewrite.dict_key import rewrite  # LibCST: only when no shipped patch fits
 
     posts, found = {}, []
     for path, data in sorted(base.items()):
@@ -210,7 +194,7 @@ def plan_revert(
     force: bool,
 ) -> Plan:
     """What ``revert`` writes: the exact original bytes back."""
-    from patchkit import patchread
+    from patchkit.patch import read as patchread
 
     if applied:
         changes, notes = [], []

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from conftest import DC, RELEASES, comm, git, make_repo, run_cli
-from patchkit.evaluate import tables
-from patchkit.registry import SGLANG
+from patchkit.rewrite.evaluate import tables
+from patchkit.fixes.registry import SGLANG
 
 UTILS = f"{DC}/all_reduce_utils.py"
 COMM = f"{DC}/torch_symm_mem.py"

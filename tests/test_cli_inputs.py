@@ -14,7 +14,7 @@ import click
 import pytest
 
 from conftest import make_repo, run_cli
-from patchkit.main import cli
+from patchkit.cli import cli
 from patchkit.versions import is_version
 
 PROBLEMS, BAD_INPUT, REFUSED = 1, 2, 3

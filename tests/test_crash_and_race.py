@@ -30,8 +30,8 @@ import pytest
 
 from crash_helpers import compile_pycs, pyc_of
 from conftest import DC, GIT_ENV, ROOT, git, make_repo, run_cli
-from patchkit.evaluate import tables
-from patchkit.registry import SGLANG
+from patchkit.rewrite.evaluate import tables
+from patchkit.fixes.registry import SGLANG
 
 TAG = "v0.5.5"
 UTILS = f"{DC}/all_reduce_utils.py"  # written first: the journal's files are sorted by path
@@ -410,7 +410,7 @@ def replace(src, dst, *args, **kwargs):
         os.kill(os.getpid(), signal.SIGKILL)
     return real(src, dst, *args, **kwargs)
 os.replace = replace
-from patchkit.main import main
+from patchkit.cli import main
 main()
 """
 

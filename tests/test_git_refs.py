@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import git
-from patchkit.sources.git_refs import git_dir, release_tags_at_head
+from patchkit.git.refs import git_dir, release_tags_at_head
 
 
 def _git_says(repo: Path) -> list[str]:

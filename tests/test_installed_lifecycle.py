@@ -1,7 +1,7 @@
 """An installed SGLang through the life of a real virtualenv: upgrade, downgrade with
 --force-reinstall, uninstall and install again, with patchkit applied before each step.
 
-Real wheels from PyPI (cached, see ``patchkit.mirror``), installed by pip into a real
+Real wheels from PyPI (cached, see ``patchkit.dev.mirror``), installed by pip into a real
 virtualenv.  After each step ``apply`` patches the release that is installed now,
 ``verify`` accepts it, ``revert`` restores that release's exact wheel bytes, and
 ``revert --force`` never writes another release's bytes.
@@ -16,12 +16,10 @@ import sys
 import zipfile
 from pathlib import Path
 
-import pytest
-
 from conftest import run_cli
-from patchkit.evaluate import tables
-from patchkit.mirror import default_cache, fetch_wheel
-from patchkit.registry import SGLANG
+from patchkit.rewrite.evaluate import tables
+from patchkit.dev.mirror import default_cache, fetch_wheel
+from patchkit.fixes.registry import SGLANG
 
 DC = "sglang/srt/distributed/device_communicators"
 FILES = (f"{DC}/all_reduce_utils.py", f"{DC}/torch_symm_mem.py")

@@ -1,7 +1,7 @@
 """Finding the target: ``--python`` as people type it, and the root from inside a subfolder.
 
 The real-install tests use a real SGLang 0.5.9 wheel (fetched once and cached, see
-``patchkit.mirror``) in a real virtualenv, and in a user site under a temporary
+``patchkit.dev.mirror``) in a real virtualenv, and in a user site under a temporary
 PYTHONUSERBASE (never the real ~/.local).
 """
 
@@ -18,8 +18,8 @@ import pytest
 
 from conftest import DC, make_repo, run_cli
 from patchkit.errors import BadInput
-from patchkit.mirror import default_cache, fetch_wheel
-from patchkit.sources.checkout import CHECKOUT, DIRECTORY, INSTALLED, installed_package, interpreter, open_target, site_packages_of
+from patchkit.dev.mirror import default_cache, fetch_wheel
+from patchkit.target.locate import CHECKOUT, DIRECTORY, INSTALLED, installed_package, interpreter, open_target, site_packages_of
 
 NOT_FOUND = "not an SGLang or vLLM checkout or installed package (no python/sglang/ or vllm/ folder, no package with a dist-info)"
 PY = f"python{sys.version_info[0]}.{sys.version_info[1]}"

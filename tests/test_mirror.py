@@ -1,4 +1,4 @@
-"""patchkit.mirror on small fake wheels written by the tests (no network)."""
+"""patchkit.dev.mirror on small fake wheels written by the tests (no network)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import mirror
-from patchkit.mirror import MirrorError, build_mirror, fetch_wheel
+from patchkit.dev import mirror
+from patchkit.dev.mirror import build_mirror, fetch_wheel
+from patchkit.errors import MirrorError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -256,7 +257,7 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     ):
         env.pop(name, None)
     return subprocess.run(
-        [sys.executable, "-m", "patchkit.mirror", *args],
+        [sys.executable, "-m", "patchkit.dev.mirror", *args],
         cwd=cwd,
         env=env,
         capture_output=True,

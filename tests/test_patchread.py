@@ -6,8 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from patchkit.patchfile import FileChange, format_patch
-from patchkit.patchread import PatchError, apply, parse, reverse
+from patchkit.patch.write import FileChange, format_patch
+from patchkit.patch.read import apply, parse, reverse
+from patchkit.errors import PatchError
 from patchkit.digest import blob_id
 
 LINE = st.sampled_from([b"a\n", b"b\n", b"c\r\n", b"\xe9t\xe9\n", b"    x = 1\n", b"\n", b"-- \n", b"+\n"])

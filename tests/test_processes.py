@@ -1,4 +1,4 @@
-"""patchkit.processes: name running processes that started before a change.
+"""patchkit.target.processes: name running processes that started before a change.
 
 Real processes are started from stand-in packages written here (``sglang`` and
 ``vllm`` folders whose modules print "ready" and block on stdin) with the Python of
@@ -19,15 +19,15 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import processes
-from patchkit.processes import Process, parse_start_ticks, restart_lines, runs_project, stale_processes
+from patchkit.target import processes
+from patchkit.target.processes import Process, parse_start_ticks, restart_lines, runs_project, stale_processes
 
 TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 TICK_NS = 10**9 // TICKS_PER_S
 SERVER = 'import sys\nprint("ready", flush=True)\nsys.stdin.read()  # until the test closes stdin or kills us\n'
 SELF_CHECK = (
     "import json, os, time\n"
-    "from patchkit.processes import stale_processes\n"
+    "from patchkit.target.processes import stale_processes\n"
     "later = time.time_ns() + 60 * 10**9  # any process already running started before then\n"
     'named = [p.pid for p in stale_processes("sglang", later, None)]\n'
     'print(json.dumps({"self": os.getpid(), "named": named}))\n'

@@ -20,9 +20,9 @@ import sys
 from pathlib import Path
 
 from conftest import ROOT
-from patchkit.evaluate import tables
-from patchkit.mirror import default_cache, fetch_wheel
-from patchkit.registry import SGLANG
+from patchkit.rewrite.evaluate import tables
+from patchkit.dev.mirror import default_cache, fetch_wheel
+from patchkit.fixes.registry import SGLANG
 
 README = (ROOT / "README.md").read_text()
 FILES = (

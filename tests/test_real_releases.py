@@ -1,6 +1,6 @@
 """Real SGLang releases from PyPI: the shipped patches are what generate writes, and they work.
 
-By default a few small releases are fetched (and cached, see ``patchkit.mirror``).
+By default a few small releases are fetched (and cached, see ``patchkit.dev.mirror``).
 ``make check-patches`` runs this module over every release of the full mirror
 (PATCHKIT_REAL_MIRROR=<repo>).
 """
@@ -17,9 +17,9 @@ import pytest
 
 from conftest import git, run_cli
 from patchkit.data import shipped
-from patchkit.evaluate import tables
-from patchkit.mirror import build_mirror, default_cache
-from patchkit.registry import SGLANG
+from patchkit.rewrite.evaluate import tables
+from patchkit.dev.mirror import build_mirror, default_cache
+from patchkit.fixes.registry import SGLANG
 
 # Before the tables existed, the first release with them, a later layout.
 DEFAULT_VERSIONS = ("0.5.2", "0.5.3", "0.5.9")
@@ -171,7 +171,7 @@ def test_installed_package_with_pip_bytecode(tmp_path: Path) -> None:
     """The installed-package "Done when": a real wheel pip-installed in a virtualenv."""
     import sys
 
-    from patchkit.mirror import fetch_wheel
+    from patchkit.dev.mirror import fetch_wheel
 
     wheel = fetch_wheel("0.5.9", default_cache())
     venv = tmp_path / "venv"
@@ -203,7 +203,7 @@ def test_installed_package_with_pip_bytecode(tmp_path: Path) -> None:
 
 def test_vllm_release_with_string_keys(tmp_path: Path) -> None:
     """A second project: a real vLLM release, tables keyed "9.0"/"10.0", patched with "12.0"."""
-    from patchkit.registry import VLLM
+    from patchkit.fixes.registry import VLLM
 
     repo = tmp_path / "vllm"
     build_mirror(["0.11.0"], repo, default_cache(), project="vllm")

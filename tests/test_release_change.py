@@ -9,9 +9,7 @@ add, stale bytecode, a read-only target with nothing to do, running processes.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +17,8 @@ import pytest
 from conftest import DC, git, make_repo, run_cli
 from patchkit.digest import sha256
 from patchkit.plan import release_changed
-from patchkit.state import Applied, AppliedFile, Store
+from patchkit.target.state import Store
+from patchkit.types import Applied, AppliedFile
 
 UTILS = f"{DC}/all_reduce_utils.py"
 COMM = f"{DC}/torch_symm_mem.py"

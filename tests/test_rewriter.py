@@ -9,7 +9,7 @@ import black
 import pytest
 
 from patchkit.errors import RewriteError
-from patchkit.rewriter import PATCHED, UPSTREAM, rewrite
+from patchkit.rewrite.dict_key import PATCHED, UPSTREAM, rewrite
 
 NAMES = ("SIZES", "_WORLD_SIZES", "OTHER")
 

@@ -3,7 +3,7 @@
 The sources are built from drawn pieces (so every one is valid Python) and each
 piece's position is recorded, which gives the exact expected result: the
 properties below check the rewriter against that model, against ``difflib``,
-against ``patchkit.evaluate`` and against black.
+against ``patchkit.rewrite.evaluate`` and against black.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import hypothesis.strategies as st
 from hypothesis import HealthCheck, assume, example, given, settings
 
 from patchkit.errors import RewriteError
-from patchkit.evaluate import tables as evaluate_tables
-from patchkit.rewriter import PATCHED, UPSTREAM, Rewrite, rewrite
+from patchkit.rewrite.evaluate import tables as evaluate_tables
+from patchkit.rewrite.dict_key import PATCHED, UPSTREAM, Rewrite, rewrite
 
 NAMES = ("SIZES", "_WORLD_SIZES")
 MAX_LINE = 88  # black's default line length

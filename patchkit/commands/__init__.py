@@ -1,1 +1,1 @@
-"""One module per command: each returns values; ``patchkit.main`` prints them."""
+"""One module per command: each returns values; ``patchkit.cli`` prints them."""

@@ -5,14 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
-from patchkit import bytecode
-from patchkit.patchfile import hunks, split_lines
+from patchkit.target import bytecode
+from patchkit.patch.write import hunks, split_lines
 from patchkit.plan import ALREADY, APPLY, Plan, plan_apply
-from patchkit.processes import restart_lines
+from patchkit.target.processes import restart_lines
 from patchkit.report import Report, plural
-from patchkit.session import Session
-from patchkit.state import Applied
-from patchkit.transaction import Refused, commit, exclusive
+from patchkit.target.session import Session
+from patchkit.types import Applied
+from patchkit.target.transaction import commit, exclusive
+from patchkit.errors import Refused
 
 
 class Look(NamedTuple):

@@ -12,15 +12,15 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from patchkit import __version__
-from patchkit.atomic import write_atomic
+from patchkit.target.atomic import write_atomic
 from patchkit.digest import blob_id, sha256
 from patchkit.errors import PatchkitError
-from patchkit import message
-from patchkit.manifest import FileEntry, Manifest
-from patchkit.patchfile import FileChange, format_patch, patch_filename
-from patchkit.registry import Project
-from patchkit.rewriter import PATCHED, UPSTREAM, Key, Rewrite, rewrite
-from patchkit.sources.git_objects import GitSource, SourceFile
+from patchkit.patch import message
+from patchkit.patch.manifest import FileEntry, Manifest
+from patchkit.patch.write import FileChange, format_patch, patch_filename
+from patchkit.fixes.registry import Project
+from patchkit.rewrite.dict_key import PATCHED, UPSTREAM, Key, Rewrite, rewrite
+from patchkit.git.objects import GitSource, SourceFile
 from patchkit.versions import tag_to_version
 
 PATCH_AUTHOR = "patchkit <patchkit@users.noreply.invalid>"

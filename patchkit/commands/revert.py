@@ -5,12 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from patchkit.plan import REVERT, plan_revert
-from patchkit.processes import restart_lines
+from patchkit.target.processes import restart_lines
 from patchkit.report import Report, plural
-from patchkit.session import Session
-from patchkit.atomic import write_atomic
+from patchkit.target.session import Session
+from patchkit.target.atomic import write_atomic
 from patchkit.digest import sha256
-from patchkit.transaction import Refused, commit, exclusive
+from patchkit.target.transaction import commit, exclusive
+from patchkit.errors import Refused
 
 
 def revert(path: Path, force: bool = False, dry_run: bool = False, patches: Path | None = None, project: str | None = None) -> Report:

@@ -2,7 +2,7 @@
 
 Walks PATH's *.py files and lists the dict tables, ``in``/``==``/``<`` gates on the
 compute capability that treat ``cc`` (e.g. 12, SM120) unlike ``from_cc`` (10,
-SM100); see ``patchkit.scan``.  Nothing scanned is imported or run.  Exit 1 when
+SM100); see ``patchkit.scan.gates``.  Nothing scanned is imported or run.  Exit 1 when
 there are findings, 0 when none, 2 for a PATH that is not a folder.
 """
 
@@ -12,9 +12,9 @@ from collections import Counter
 from pathlib import Path
 
 from patchkit.errors import OK, PROBLEMS, BadInput
-from patchkit.registry import SGLANG
+from patchkit.fixes.registry import SGLANG
 from patchkit.report import Report
-from patchkit.scan import KINDS, cap, scan_tree
+from patchkit.scan.gates import KINDS, cap, scan_tree
 
 FORMATS = ("text", "markdown", "json")
 

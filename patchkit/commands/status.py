@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from patchkit import bytecode
-from patchkit.processes import restart_lines
+from patchkit.target import bytecode
+from patchkit.target.processes import restart_lines
 from patchkit.report import Report, plural
-from patchkit.session import Session
+from patchkit.target.session import Session
 from patchkit.digest import sha256
 
 

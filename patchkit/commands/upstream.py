@@ -10,15 +10,16 @@ import os
 from datetime import date
 from pathlib import Path
 
-from patchkit import message
-from patchkit.atomic import write_atomic
+from patchkit.patch import message
+from patchkit.target.atomic import write_atomic
 from patchkit.errors import BadInput
-from patchkit.patchfile import patch_filename
+from patchkit.patch.write import patch_filename
 from patchkit.plan import APPLY, plan_apply
 from patchkit.report import Report
-from patchkit.session import Session
-from patchkit.sources.git_objects import GitSource
-from patchkit.transaction import Lock, Refused
+from patchkit.target.session import Session
+from patchkit.git.objects import GitSource
+from patchkit.target.transaction import Lock
+from patchkit.errors import Refused
 
 
 def default_branch(to_cc) -> str:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from patchkit import bytecode
+from patchkit.target import bytecode
 from patchkit.errors import OK, PROBLEMS, RewriteError
 from patchkit.report import Report, plural
-from patchkit.session import Session
-from patchkit.state import Applied
+from patchkit.target.session import Session
+from patchkit.types import Applied
 from patchkit.digest import sha256
 
 
@@ -124,6 +124,6 @@ def _qualified(table: dict) -> str:
 
 
 def _evaluate(data: bytes, rel: str, names: tuple[str, ...]) -> dict:
-    from patchkit.evaluate import tables  # LibCST: only when the bytes are not the recorded post-image
+    from patchkit.rewrite.evaluate import tables  # LibCST: only when the bytes are not the recorded post-image
 
     return tables(data, names, rel)

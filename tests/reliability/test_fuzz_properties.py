@@ -31,12 +31,13 @@ from hypothesis import HealthCheck, given, settings
 
 from conftest import ROOT, UTILS_NEW, comm
 from patchkit.errors import RewriteError
-from patchkit.evaluate import tables as evaluate_tables
-from patchkit.patchfile import FileChange, format_patch
-from patchkit.patchread import PatchError, apply, parse, reverse
+from patchkit.rewrite.evaluate import tables as evaluate_tables
+from patchkit.patch.write import FileChange, format_patch
+from patchkit.patch.read import apply, parse, reverse
+from patchkit.errors import PatchError
 from patchkit.digest import blob_id
-from patchkit.registry import SGLANG
-from patchkit.rewriter import rewrite
+from patchkit.fixes.registry import SGLANG
+from patchkit.rewrite.dict_key import rewrite
 from crash_helpers import COMM, PATCH_NAME, UTILS
 from test_rewriter_properties import FRAGMENTS, NAMES, cases
 
@@ -138,7 +139,7 @@ RUNNER = CliRunner()
 
 
 def _in_process(*args: str):
-    from patchkit.main import cli
+    from patchkit.cli import cli
 
     result = RUNNER.invoke(cli, list(args), catch_exceptions=True)
     if result.exception is not None and not isinstance(result.exception, SystemExit):

@@ -595,7 +595,7 @@ def nobody_path(tmp_path_factory: pytest.TempPathFactory) -> str:
 
     import patchkit
 
-    probe = [*SETPRIV, sys.executable, "-c", "import click, unidiff, patchkit.main; print(patchkit.__file__)"]
+    probe = [*SETPRIV, sys.executable, "-c", "import click, unidiff, patchkit.cli; print(patchkit.__file__)"]
     seen = subprocess.run(probe, env=env(PYTHONPATH=PYTHONPATH), capture_output=True, text=True).stdout.strip() if CAN_DROP else ""
     if not CAN_DROP or seen == patchkit.__file__:  # nobody imports the very patchkit under test
         yield PYTHONPATH

@@ -229,7 +229,7 @@ def replace(src, dst, *args, **kwargs):
     step("rename " + os.path.basename(os.fspath(dst)))
     return real_replace(src, dst, *args, **kwargs)
 os.replace = replace
-from patchkit.main import main
+from patchkit.cli import main
 main()
 """
 

@@ -54,7 +54,7 @@ from typing import Any, Callable, Iterator, NamedTuple, Union
 
 import libcst as cst
 
-from patchkit.rewriter import one_line as _rewriter_one_line
+from patchkit.rewrite.dict_key import one_line as _rewriter_one_line
 
 CC = Union[int, str]
 

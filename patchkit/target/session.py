@@ -3,24 +3,23 @@
 from __future__ import annotations
 
 import fnmatch
-import json
 import os
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
 from patchkit.data import shipped as shipped_dir
-from patchkit.errors import BadInput, PatchkitError
-from patchkit.plan import Shipped, release_changed
-from patchkit.registry import Project
-from patchkit.safety import UnsafePath, check_relative
-from patchkit.sources.checkout import INSTALLED, Target, open_target
+from patchkit.errors import BadInput, PatchkitError, UnsafePath
+from patchkit.plan import release_changed
+from patchkit.patch.manifest import Shipped
+from patchkit.fixes.registry import Project
+from patchkit.target.safety import check_relative
+from patchkit.target.locate import INSTALLED, Target, open_target
 from patchkit.digest import sha256
-from patchkit.state import Applied, Store
+from patchkit.target.state import Store
+from patchkit.types import Applied
+from patchkit.patch.manifest import read_manifest
 
-MANIFEST_KEYS = ("version", "from_cc", "to_cc", "patch", "patch_sha256", "files")
-FILE_KEYS = ("path", "pre_sha256", "post_sha256", "tables")
-TABLE_KEYS = ("name", "scope", "status", "added_key", "copied_from")
 
 
 class Session:
@@ -120,7 +119,7 @@ class Session:
     def old_processes(self, rels) -> list:
         """The running processes of the project that started before the files ``rels`` were
         last written: they may still run the old code (``processes.Process``)."""
-        from patchkit import processes
+        from patchkit.target import processes
 
         times = []
         for rel in rels:
@@ -149,7 +148,7 @@ class Session:
 
     def stale_bytecode(self, current: dict[str, bytes]) -> list[Path]:
         """The stale cached bytecode of every target file that holds a table."""
-        from patchkit import bytecode
+        from patchkit.target import bytecode
 
         return [
             pyc.path
@@ -193,7 +192,7 @@ class Session:
         manifest_path = folder / "manifest.json"
         if not manifest_path.is_file():
             return None
-        manifest = _load_manifest(manifest_path)
+        manifest = read_manifest(manifest_path)
         if from_cc is not None and (manifest["from_cc"], manifest["to_cc"]) != (from_cc, to_cc):
             return None
         name = manifest["patch"]
@@ -212,26 +211,3 @@ class Session:
                 raise UnsafePath(f["path"], f"refused: {manifest_path} names a file outside patchkit's target files")
         label = str(patch_path) if patches else "/".join(x for x in ("patches", self.project.patches, self.version, name) if x)
         return Shipped(label, manifest, data)
-
-
-def _load_manifest(path: Path) -> dict:
-    try:
-        doc = json.loads(path.read_bytes())
-    except (OSError, ValueError) as exc:
-        raise BadInput(str(path), f"corrupt manifest: {exc}") from None
-    if not isinstance(doc, dict) or any(k not in doc for k in MANIFEST_KEYS):
-        raise BadInput(str(path), f"corrupt manifest: needs the keys {', '.join(MANIFEST_KEYS)}")
-    files = doc["files"]
-    if not isinstance(files, list) or not files or any(
-        not isinstance(f, dict) or any(k not in f for k in FILE_KEYS) for f in files
-    ):
-        raise BadInput(str(path), f"corrupt manifest: each file needs {', '.join(FILE_KEYS)}")
-    texts = [doc["version"], doc["patch"], doc["patch_sha256"]] + [f[k] for f in files for k in FILE_KEYS[:3]]
-    tables = [t for f in files for t in (f["tables"] if isinstance(f["tables"], list) else [None])]
-    if (
-        not all(isinstance(t, str) for t in texts)
-        or not all(isinstance(c, (int, str)) and not isinstance(c, bool) for c in (doc["from_cc"], doc["to_cc"]))
-        or not all(isinstance(t, dict) and all(k in t for k in TABLE_KEYS) for t in tables)
-    ):
-        raise BadInput(str(path), "corrupt manifest: a field has the wrong type")
-    return doc

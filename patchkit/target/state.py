@@ -15,44 +15,12 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import NamedTuple
 from pathlib import Path
 
-from patchkit.atomic import fsync_dir, write_atomic
 from patchkit.digest import sha256
 from patchkit.errors import BadInput
-
-FORMAT = 1
-
-
-class AppliedFile(NamedTuple):
-    path: str
-    pre_sha256: str
-    post_sha256: str
-    tables: list = []  # never mutated
-
-
-class Applied(NamedTuple):
-    """The patch that is applied to a target."""
-
-    version: str | None
-    source: str  # "shipped patch patches/0.5.9/0001-...patch" or "generated from the checkout"
-    patch_id: str  # sha256 over the post-images: two applies with the same id wrote the same bytes
-    from_cc: object
-    to_cc: object
-    patchkit: str
-    files: list  # of AppliedFile
-
-    def to_json(self) -> dict:
-        doc = self._asdict()
-        doc["files"] = [f._asdict() for f in self.files]
-        return {"format": FORMAT, **doc}
-
-    @classmethod
-    def from_json(cls, doc: dict) -> "Applied":
-        files = [AppliedFile(**f) for f in doc["files"]]
-        fields = {k: doc[k] for k in ("version", "source", "patch_id", "from_cc", "to_cc", "patchkit")}
-        return cls(files=files, **fields)
+from patchkit.target.atomic import fsync_dir, write_atomic
+from patchkit.types import FORMAT, Applied
 
 
 class Store:

@@ -10,12 +10,8 @@ from __future__ import annotations
 import io
 from typing import NamedTuple
 
-from patchkit.errors import BadInput
-from patchkit.patchfile import split_lines
-
-
-class PatchError(BadInput):
-    """A patch file that is corrupt, truncated, or does something patchkit never does."""
+from patchkit.patch.write import split_lines
+from patchkit.errors import PatchError
 
 
 class Hunk(NamedTuple):

@@ -17,7 +17,7 @@ import click
 
 from patchkit import __version__
 from patchkit.errors import OK, PROBLEMS, REFUSED, BadInput, PatchkitError
-from patchkit.registry import PROJECTS
+from patchkit.fixes.registry import PROJECTS
 from patchkit.versions import is_version
 
 
@@ -147,7 +147,7 @@ def target_path(path: Path | None, python: str | None, project: str | None) -> P
         return Path(".") if path is None else path
     if path is not None:
         raise BadInput(None, f"give PATH or --python, not both (PATH {path}, --python {python})")
-    from patchkit.sources.checkout import installed_package
+    from patchkit.target.locate import installed_package
 
     return installed_package(python, project)
 
@@ -204,7 +204,7 @@ def generate(from_cc, to_cc, project, repo, tags, out, check, as_json, templates
     """Write a version-pinned patch and manifest per release tag into OUT/<version>/."""
     from patchkit.commands import generate as command
     from patchkit.report import Report
-    from patchkit.sources.git_objects import default_repo
+    from patchkit.git.objects import default_repo
 
     check_cc(from_cc, to_cc, project)
     check_out(out)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from patchkit import __version__
 from patchkit.errors import BadInput
-from patchkit.render import render
+from patchkit.patch.render import render
 
 COMMIT_TEMPLATE = "commit-message.j2"
 PR_TEMPLATE = "pr-body.md.j2"

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from patchkit.errors import BadInput
-from patchkit.registry import PROJECTS, Project
-from patchkit.safety import resolve_inside
-from patchkit.sources.git_refs import git_dir, release_tags_at_head
+from patchkit.fixes.registry import PROJECTS, Project
+from patchkit.target.safety import resolve_inside
+from patchkit.git.refs import git_dir, release_tags_at_head
 from patchkit.versions import tag_to_version
 
 CHECKOUT = "git checkout"

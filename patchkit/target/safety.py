@@ -11,11 +11,7 @@ import os
 import stat
 from pathlib import Path, PurePosixPath
 
-from patchkit.errors import PatchkitError, REFUSED
-
-
-class UnsafePath(PatchkitError):
-    exit_code = REFUSED
+from patchkit.errors import UnsafePath
 
 
 def check_relative(path: str) -> PurePosixPath:

@@ -21,14 +21,16 @@ import signal
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import Iterator
 
-from patchkit import bytecode
-from patchkit.errors import REFUSED, BadInput, PatchkitError
-from patchkit.sources.checkout import Target
-from patchkit.atomic import temp_name, write_atomic
+from patchkit.target import bytecode
+from patchkit.errors import BadInput, Refused
+from patchkit.target.locate import Target
+from patchkit.target.atomic import temp_name, write_atomic
 from patchkit.digest import sha256
-from patchkit.state import Applied, Store
+from patchkit.target.state import Store
+from patchkit.types import Applied
+from patchkit.types import Change
 
 # Test hook: PATCHKIT_FAULT=<point> makes this process SIGKILL itself at that point
 # (objects, journal, file:1, file:2, ..., state, bytecode).
@@ -36,19 +38,9 @@ FAULT_ENV = "PATCHKIT_FAULT"
 LOCK_TIMEOUT_ENV = "PATCHKIT_LOCK_TIMEOUT"
 
 
-class Refused(PatchkitError):
-    exit_code = REFUSED
-
-
 def fault(point: str) -> None:
     if os.environ.get(FAULT_ENV) == point:
         os.kill(os.getpid(), signal.SIGKILL)
-
-
-class Change(NamedTuple):
-    path: str  # repository path
-    before: bytes
-    after: bytes
 
 
 class Lock:

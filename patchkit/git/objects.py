@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from patchkit.errors import REFUSED, BadInput, PatchkitError
+from patchkit.errors import BadInput, BranchError
 from patchkit.versions import is_release_tag, version_key
 
 
@@ -29,10 +29,6 @@ class SourceFile:
     path: str
     blob: str  # git blob id; GitSource.read(blob) gives the bytes
     mode: str  # e.g. "100644"
-
-
-class BranchError(PatchkitError):
-    exit_code = REFUSED
 
 
 def _static(pattern: str) -> str:

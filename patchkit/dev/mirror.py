@@ -7,7 +7,7 @@ Each release is a root commit of its own, so a tag's commit id depends on its wh
 alone: a mirror of a few releases and the full mirror agree on every commit (and so
 do the patches generated from them).
 
-    python -m patchkit.mirror [--dest DIR] [--cache DIR] [--versions V ...]
+    python -m patchkit.dev.mirror [--dest DIR] [--cache DIR] [--versions V ...]
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ import time
 import zipfile
 from pathlib import Path
 
-from patchkit.registry import PROJECTS
+from patchkit.fixes.registry import PROJECTS
 from patchkit.versions import is_release_tag, version_key
+from patchkit.errors import MirrorError
 
 SGLANG_RELEASES = tuple(
     "0.4.10.post2 0.5.1 0.5.1.post1 0.5.1.post2 0.5.1.post3 0.5.2 0.5.3 0.5.3.post1"
@@ -35,10 +36,6 @@ SGLANG_RELEASES = tuple(
 )
 NAME, EMAIL = "SGLang release mirror", "mirror@patchkit.invalid"
 _GIT_LOCATION = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY")
-
-
-class MirrorError(Exception):
-    """A download or build problem, reported to the user as one line."""
 
 
 def default_cache() -> Path:
@@ -280,7 +277,7 @@ def _tags(dest: Path) -> set[str] | None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m patchkit.mirror",
+        prog="python -m patchkit.dev.mirror",
         description="Build a git history of SGLang (or vLLM) releases from PyPI.",
     )
     parser.add_argument("--project", choices=sorted(PROJECTS), default="sglang")
@@ -309,10 +306,10 @@ def main(argv: list[str] | None = None) -> int:
             args.versions, args.dest, args.cache or default_cache(), progress=print, project=args.project
         )
     except (MirrorError, OSError) as exc:
-        print(f"patchkit.mirror: {exc}", file=sys.stderr)
+        print(f"patchkit.dev.mirror: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("patchkit.mirror: interrupted", file=sys.stderr)
+        print("patchkit.dev.mirror: interrupted", file=sys.stderr)
         return 130
     print(
         f"{args.dest}: {len(tags)} releases, main at {tags[-1]} ({time.monotonic() - start:.1f}s)"

@@ -80,7 +80,7 @@ def fold(node: cst.BaseExpression, names: dict[str, Any]) -> Any:
 
 def tables(source: bytes, table_names: Iterable[str], path: str = "<source>") -> dict[str, Any]:
     """``{"<scope>.<name>": value}`` for every named table assigned at module level or in a class."""
-    from patchkit.rewriter import parse
+    from patchkit.rewrite.dict_key import parse
 
     wanted = frozenset(table_names)
     module = parse(source, path)

@@ -1,1 +1,0 @@
-"""Where source bytes come from: git objects, a checkout, an installed package."""

@@ -1,0 +1,81 @@
+"""The house keeps its shape: stages import only from stages below them (docs/ARCHITECTURE.md).
+
+Every import counts, the ones inside functions too (the start-up path imports lazily).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+PACKAGE = ROOT / "patchkit"
+
+# Lowest first.  A module may import from its own stage and the stages below it.
+STAGES = [
+    ("ground", ["patchkit", "patchkit.errors", "patchkit.types", "patchkit.digest", "patchkit.versions", "patchkit.data"]),
+    ("source", ["patchkit.git"]),
+    ("fixes", ["patchkit.fixes"]),
+    ("rewrite", ["patchkit.rewrite"]),
+    ("patch", ["patchkit.patch", "patchkit.scan"]),
+    ("plan", ["patchkit.plan"]),
+    ("target", ["patchkit.target"]),
+    ("report", ["patchkit.report"]),
+    ("commands", ["patchkit.commands"]),
+    ("cli", ["patchkit.cli", "patchkit.dev"]),
+    ("entry", ["patchkit.__main__"]),
+]
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def stage(module: str) -> int:
+    """The stage of a module: the longest prefix listed wins."""
+    best, rank = -1, None
+    for i, (_, prefixes) in enumerate(STAGES):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best:
+                best, rank = len(prefix), i
+    assert rank is not None, f"{module} is in no stage of docs/ARCHITECTURE.md"
+    return rank
+
+
+def imports(path: Path) -> list[tuple[int, str]]:
+    """(line, module) of every patchkit module that ``path`` imports."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_bytes())):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "patchkit"]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "patchkit":
+            found.append((node.lineno, node.module))
+            # ``from patchkit.target import bytecode`` imports patchkit.target.bytecode
+            found += [(node.lineno, f"{node.module}.{a.name}") for a in node.names
+                      if (PACKAGE.parent / f"{node.module}.{a.name}".replace(".", "/")).with_suffix(".py").is_file()]
+    return found
+
+
+MODULES = sorted(PACKAGE.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", MODULES, ids=[module_name(p) for p in MODULES])
+def test_no_import_from_a_higher_stage(path: Path) -> None:
+    here = stage(module_name(path))
+    upward = [f"{path.relative_to(ROOT)}:{line} imports {name} ({STAGES[stage(name)][0]} is above {STAGES[here][0]})"
+              for line, name in imports(path) if stage(name) > here]
+    assert upward == []
+
+
+def test_every_stage_is_in_the_architecture_doc() -> None:
+    doc = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    for name, prefixes in STAGES:
+        for prefix in prefixes:
+            if prefix != "patchkit":
+                assert f"`{prefix.removeprefix('patchkit.').replace('.', '/')}" in doc, prefix

@@ -16,7 +16,7 @@ from typing import NoReturn
 import click
 
 from patchkit import __version__
-from patchkit.errors import OK, PROBLEMS, REFUSED, BadInput, PatchkitError
+from patchkit.errors import REFUSED, BadInput, PatchkitError
 from patchkit.fixes.registry import PROJECTS
 from patchkit.versions import is_version
 
@@ -203,51 +203,18 @@ def cli() -> None:
 def generate(from_cc, to_cc, project, repo, tags, out, check, as_json, templates):
     """Write a version-pinned patch and manifest per release tag into OUT/<version>/."""
     from patchkit.commands import generate as command
-    from patchkit.report import Report
     from patchkit.git.objects import default_repo
 
     check_cc(from_cc, to_cc, project)
     check_out(out)
     target = PROJECTS[project]
-    from_cc = target.from_cc if from_cc is None else from_cc
-    to_cc = target.to_cc if to_cc is None else to_cc
-    repo = repo or default_repo()
-    width = max((len(t) for t in tags), default=14)
+    from_cc, to_cc = target.cc_pair(from_cc, to_cc)
 
-    def progress(outcome) -> None:
-        if as_json:
-            return
-        line = f"{outcome.tag:<{width}}  {outcome.status}"
-        if outcome.status == command.STATUS_PATCHED:
-            patch = next(n for n in outcome.outputs if n.endswith(".patch"))
-            files = {t["path"] for t in outcome.tables}
-            line += f": {len(outcome.tables)} table{'s' if len(outcome.tables) != 1 else ''} in {len(files)} file{'s' if len(files) != 1 else ''} -> {out / outcome.version / patch}"
-        elif outcome.error:
-            line += f": {outcome.error}"
-        click.echo(line, err=outcome.status == command.STATUS_ERROR)
+    def progress(line: str, error: bool) -> None:
+        if not as_json:
+            click.echo(line, err=error)
 
-    result = command.generate(repo, list(tags), out, target, from_cc, to_cc, check, templates, progress)
-    summary = result.summary()
-    report = Report()
-    report.data = {
-        "repo": str(repo),
-        "out": str(out),
-        "from_cc": from_cc,
-        "to_cc": to_cc,
-        "check": check,
-        "tags": [o.to_json() for o in result.outcomes],
-        "summary": summary,
-        "differences": result.differences,
-    }
-    report.lines += result.differences
-    report.add(
-        f"{summary['tags']} tags: {summary['patched']} patched, {summary['nothing to patch']} nothing to patch, "
-        f"{summary['already upstream']} already upstream, {summary['error']} errors"
-        + (f"; {len(result.differences)} differences in {out}" if check else "")
-    )
-    # A tag whose tables could not be patched is a refusal; --check differences are problems.
-    report.exit_code = REFUSED if result.failed else PROBLEMS if result.differences else OK
-    return report
+    return command.generate(repo or default_repo(), list(tags), out, target, from_cc, to_cc, check, templates, progress)
 
 
 @cli.command(short_help="Patch a checkout or package, all or nothing.")

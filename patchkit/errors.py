@@ -7,15 +7,12 @@ Every command uses the same codes (README, "Exit codes"):
 
 from __future__ import annotations
 
+from patchkit.text import printable
+
 OK = 0
 PROBLEMS = 1
 BAD_INPUT = 2
 REFUSED = 3
-
-
-def printable(text: str) -> str:
-    """``text`` with control characters escaped, so a message stays one readable line."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
 
 
 class PatchkitError(Exception):

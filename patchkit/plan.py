@@ -11,17 +11,13 @@ from typing import NamedTuple
 from patchkit import __version__
 from patchkit.errors import BadInput
 from patchkit.digest import sha256
-from patchkit.types import Applied, AppliedFile
+from patchkit.types import ALREADY_APPLIED, ALREADY_UPSTREAM, NOTHING_TO_PATCH, NOTHING_TO_REVERT, PATCHED, Applied, AppliedFile
 from patchkit.types import Change
 from patchkit.errors import Refused
 from patchkit.patch.manifest import Shipped
 
 APPLY = "apply"
-ALREADY = "already applied"
-UPSTREAM = "already upstream"
-NOTHING = "nothing to patch"
 REVERT = "revert"
-NOTHING_TO_REVERT = "nothing to revert"
 
 
 class Plan(NamedTuple):
@@ -137,7 +133,7 @@ def plan_apply(
         elif not applied and all(
             f["path"] in base and sha256(base[f["path"]]) == f["post_sha256"] for f in shipped.manifest["files"]
         ):
-            return Plan(ALREADY, f"shipped patch {shipped.name}", notes=["the files already hold the shipped patch's post-image"])
+            return Plan(ALREADY_APPLIED, f"shipped patch {shipped.name}", notes=["the files already hold the shipped patch's post-image"])
         else:
             differing = [f["path"] for f in shipped.manifest["files"] if sha256(base.get(f["path"], b"")) != f["pre_sha256"]]
             if no_generate:
@@ -158,7 +154,7 @@ def plan_apply(
         posts, found = generated(base, tables, from_cc, to_cc)
         source = "generated from the checkout's files"
         if not found:
-            return Plan(NOTHING, source, notes=notes + ["no capability tables in this checkout"])
+            return Plan(NOTHING_TO_PATCH, source, notes=notes + ["no capability tables in this checkout"])
 
     desired = {path: posts.get(path, data) for path, data in base.items()}
     changes = [Change(p, current[p], desired[p]) for p in sorted(current) if current[p] != desired[p]]
@@ -166,7 +162,7 @@ def plan_apply(
     if not patched:
         if changes:  # an earlier patch is applied and nothing is left to patch: restore
             return Plan(APPLY, source, changes, None, notes + ["every table already has the key: restoring the originals"], found)
-        return Plan(UPSTREAM, source, notes=notes, tables=found)
+        return Plan(ALREADY_UPSTREAM, source, notes=notes, tables=found)
     new = Applied(
         version=version,
         source=source,
@@ -175,12 +171,12 @@ def plan_apply(
         to_cc=to_cc,
         patchkit=__version__,
         files=[
-            AppliedFile(p, sha256(base[p]), sha256(d), [t for t in found if t["path"] == p and t["status"] == "patched"])
+            AppliedFile(p, sha256(base[p]), sha256(d), [t for t in found if t["path"] == p and t["status"] == PATCHED])
             for p, d in sorted(patched.items())
         ],
     )
     if not changes:
-        return Plan(ALREADY, applied.source if applied else source, applied=new, tables=found)
+        return Plan(ALREADY_APPLIED, applied.source if applied else source, applied=new, tables=found)
     if applied:
         notes.append(f"replacing the applied patch ({applied.from_cc} -> {applied.to_cc}, {applied.source})")
     return Plan(APPLY, source, changes, new, notes, found)

@@ -15,8 +15,3 @@ class Report:
 
     def add(self, line: str) -> None:
         self.lines.append(line)
-
-
-def plural(n: int, noun: str) -> str:
-    """``plural(1, "file")`` -> "1 file"; ``plural(2, "stale bytecode file")`` -> "2 stale bytecode files"."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

@@ -9,6 +9,14 @@ from typing import NamedTuple
 
 FORMAT = 1  # of state.json and journal.json
 
+# What became of a table, a release or a target: one name each, in lines and in --json.
+PATCHED = "patched"
+ALREADY_UPSTREAM = "already upstream"
+NOTHING_TO_PATCH = "nothing to patch"
+ALREADY_APPLIED = "already applied"
+NOTHING_TO_REVERT = "nothing to revert"
+ERROR = "error"
+
 
 class Change(NamedTuple):
     """One file's bytes before and after a transaction."""

@@ -157,7 +157,7 @@ def test_broken_tag_is_reported_and_the_rest_handled(tmp_path: Path) -> None:
         f"v0.5.17         error: {DC}/torch_symm_mem.py: table _WORLD_SIZES_MULTIMEM "
         "(class TorchSymmMemCommunicator) has no key 10 to copy from (keys: 9, 11)\n"
     )
-    assert done.stdout.decode().splitlines()[-1] == "5 tags: 3 patched, 1 nothing to patch, 0 already upstream, 1 errors"
+    assert done.stdout.decode().splitlines()[-1] == "5 tags: 3 patched, 1 nothing to patch, 0 already upstream, 1 error"
     assert sorted(p.name for p in out.iterdir()) == ["0.5.16", "0.5.3", "0.5.5"]
 
 

@@ -7,9 +7,11 @@ from typing import NamedTuple
 
 from patchkit.target import bytecode
 from patchkit.patch.write import hunks, split_lines
-from patchkit.plan import ALREADY, APPLY, Plan, plan_apply
+from patchkit.plan import APPLY, Plan, plan_apply
+from patchkit.types import PATCHED, ALREADY_APPLIED
 from patchkit.target.processes import restart_lines
-from patchkit.report import Report, plural
+from patchkit.report import Report
+from patchkit.text import plural
 from patchkit.target.session import Session
 from patchkit.types import Applied
 from patchkit.target.transaction import commit, exclusive
@@ -39,7 +41,7 @@ def apply(
     project: str | None = None,
 ) -> Report:
     s = Session.open(path, version, project)
-    from_cc, to_cc = s.cc_pair(from_cc, to_cc)
+    from_cc, to_cc = s.project.cc_pair(from_cc, to_cc)
     report = Report()
     report.add(s.describe())
     pending = s.store.journal() is not None
@@ -76,9 +78,9 @@ def apply(
         report.add(f"{'would apply' if dry_run else 'applied'} {plan.source}")
         for change in plan.changes:
             added = len(split_lines(change.after)) - len(split_lines(change.before))
-            report.add(f"  {verb} {s.target.local(change.path)} ({added:+d} line{'s' if abs(added) != 1 else ''})")
+            report.add(f"  {verb} {s.target.local(change.path)} ({'+' if added >= 0 else '-'}{plural(abs(added), 'line')})")
         for t in plan.tables:
-            if t["status"] == "patched":
+            if t["status"] == PATCHED:
                 report.add(f"  {t['name']} ({t['scope']}): key {t['added_key']!r} = key {t['copied_from']!r}")
             else:
                 report.add(f"  {t['name']} ({t['scope']}): already has key {t['added_key']!r}, left alone")
@@ -88,7 +90,7 @@ def apply(
                 report.add(f"--- a/{rel}\n+++ b/{rel}\n" + hunks(change.before, change.after).decode("utf-8", "replace").rstrip("\n"))
         else:
             report.add(f"dropped {plural(len(dropped), 'cached bytecode file')}")
-    restart = [] if dry_run or plan.action not in (APPLY, ALREADY) else s.old_processes(_written(plan))
+    restart = [] if dry_run or plan.action not in (APPLY, ALREADY_APPLIED) else s.old_processes(_written(plan))
     report.lines += restart_lines(restart)
     report.data = {
         "command": "apply",

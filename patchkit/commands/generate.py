@@ -14,12 +14,15 @@ from typing import Callable, Iterable
 from patchkit import __version__
 from patchkit.target.atomic import write_atomic
 from patchkit.digest import blob_id, sha256
-from patchkit.errors import PatchkitError
+from patchkit.errors import OK, PROBLEMS, REFUSED, PatchkitError
 from patchkit.patch import message
 from patchkit.patch.manifest import FileEntry, Manifest
 from patchkit.patch.write import FileChange, format_patch, patch_filename
 from patchkit.fixes.registry import Project
-from patchkit.rewrite.dict_key import PATCHED, UPSTREAM, Key, Rewrite, rewrite
+from patchkit.rewrite.dict_key import Key, Rewrite, rewrite
+from patchkit.report import Report
+from patchkit.text import plural
+from patchkit.types import ALREADY_UPSTREAM, ERROR, NOTHING_TO_PATCH, PATCHED
 from patchkit.git.objects import GitSource, SourceFile
 from patchkit.versions import tag_to_version
 
@@ -27,10 +30,6 @@ PATCH_AUTHOR = "patchkit <patchkit@users.noreply.invalid>"
 MANIFEST = "manifest.json"
 
 # What a release needs, in the words the per-tag line and --json use.
-STATUS_PATCHED = "patched"
-STATUS_NOTHING = "nothing to patch"
-STATUS_UPSTREAM = "already upstream"
-STATUS_ERROR = "error"
 
 
 @dataclass
@@ -60,10 +59,10 @@ class GenerateResult:
 
     @property
     def failed(self) -> bool:
-        return any(o.status == STATUS_ERROR for o in self.outcomes)
+        return any(o.status == ERROR for o in self.outcomes)
 
     def summary(self) -> dict:
-        counts = {s: 0 for s in (STATUS_PATCHED, STATUS_NOTHING, STATUS_UPSTREAM, STATUS_ERROR)}
+        counts = {s: 0 for s in (PATCHED, NOTHING_TO_PATCH, ALREADY_UPSTREAM, ERROR)}
         for o in self.outcomes:
             counts[o.status] += 1
         return {"tags": len(self.outcomes), **counts}
@@ -101,8 +100,8 @@ def release_patch(
             cached = cache[file.blob] = (data, result)
         data, result = cached
         if isinstance(result, PatchkitError):
-            return TagOutcome(tag, version, STATUS_ERROR, error=str(result))
-        upstream += [dict(t.to_json(), path=file.path) for t in result.tables if t.status == UPSTREAM]
+            return TagOutcome(tag, version, ERROR, error=str(result))
+        upstream += [dict(t.to_json(), path=file.path) for t in result.tables if t.status == ALREADY_UPSTREAM]
         if not result.changed:
             continue
         new_blob = blob_id(result.source)
@@ -119,7 +118,7 @@ def release_patch(
             )
         )
     if not changes:
-        status = STATUS_UPSTREAM if upstream else STATUS_NOTHING
+        status = ALREADY_UPSTREAM if upstream else NOTHING_TO_PATCH
         return TagOutcome(tag, version, status, tables=upstream)
 
     ctx = message.context(
@@ -156,7 +155,7 @@ def release_patch(
         patchkit=__version__,
     )
     tables = [dict(t, path=e.path) for e in entries for t in e.tables]
-    return TagOutcome(tag, version, STATUS_PATCHED, {name: patch, MANIFEST: manifest.to_bytes()}, tables)
+    return TagOutcome(tag, version, PATCHED, {name: patch, MANIFEST: manifest.to_bytes()}, tables)
 
 
 def _ours(folder: Path) -> list[Path]:
@@ -168,7 +167,7 @@ def differences(out: Path, outcomes: Iterable[TagOutcome]) -> list[str]:
     """How ``out`` differs from what these outcomes would write (for --check)."""
     found: list[str] = []
     for o in outcomes:
-        if o.status == STATUS_ERROR:
+        if o.status == ERROR:
             continue
         folder = out / o.version
         existing = {p.name: p for p in _ours(folder)} if folder.is_dir() else {}
@@ -186,7 +185,7 @@ def differences(out: Path, outcomes: Iterable[TagOutcome]) -> list[str]:
 def write(out: Path, outcome: TagOutcome) -> None:
     """Make ``out/<version>/`` hold exactly what the outcome says (no folder if nothing)."""
     folder = out / outcome.version
-    if outcome.status == STATUS_ERROR:
+    if outcome.status == ERROR:
         return
     if folder.is_dir():
         for stale in _ours(folder):
@@ -212,9 +211,12 @@ def generate(
     to_cc: Key,
     check: bool = False,
     templates: Path | None = None,
-    progress: Callable[[TagOutcome], None] | None = None,
-) -> GenerateResult:
-    """Generate (or with ``check``, compare) the patches of ``tags`` (default: every release tag)."""
+    progress: Callable[[str, bool], None] | None = None,
+) -> Report:
+    """Generate (or with ``check``, compare) the patches of ``tags`` (default: every release tag).
+
+    ``progress`` gets each tag's line as soon as it is done (and whether it is an error)."""
+    width = max(map(len, tags), default=14)  # the tags asked for; every release tag fits in 14
     source = GitSource(repo)
     tags = tags or source.release_tags()
     source.releases(tags)  # every named tag must exist before anything is written
@@ -228,8 +230,43 @@ def generate(
             write(out, outcome)
         outcomes.append(outcome)
         if progress:
-            progress(outcome)
+            progress(_line(outcome, width, out), outcome.status == ERROR)
     result = GenerateResult(outcomes)
     if check:
         result.differences = differences(out, outcomes)
-    return result
+    return _report(result, repo, out, from_cc, to_cc, check)
+
+
+def _line(outcome: TagOutcome, width: int, out: Path) -> str:
+    line = f"{outcome.tag:<{width}}  {outcome.status}"
+    if outcome.status == PATCHED:
+        patch = next(n for n in outcome.outputs if n.endswith(".patch"))
+        files = {t["path"] for t in outcome.tables}
+        line += f": {plural(len(outcome.tables), 'table')} in {plural(len(files), 'file')} -> {out / outcome.version / patch}"
+    elif outcome.error:
+        line += f": {outcome.error}"
+    return line
+
+
+def _report(result: GenerateResult, repo: Path, out: Path, from_cc: Key, to_cc: Key, check: bool) -> Report:
+    summary = result.summary()
+    report = Report()
+    report.data = {
+        "repo": str(repo),
+        "out": str(out),
+        "from_cc": from_cc,
+        "to_cc": to_cc,
+        "check": check,
+        "tags": [o.to_json() for o in result.outcomes],
+        "summary": summary,
+        "differences": result.differences,
+    }
+    report.lines += result.differences
+    report.add(
+        f"{plural(summary['tags'], 'tag')}: {summary[PATCHED]} patched, {summary[NOTHING_TO_PATCH]} nothing to patch, "
+        f"{summary[ALREADY_UPSTREAM]} already upstream, {plural(summary[ERROR], 'error')}"
+        + (f"; {plural(len(result.differences), 'difference')} in {out}" if check else "")
+    )
+    # A tag whose tables could not be patched is a refusal; --check differences are problems.
+    report.exit_code = REFUSED if result.failed else PROBLEMS if result.differences else OK
+    return report

@@ -6,7 +6,8 @@ from pathlib import Path
 
 from patchkit.target import bytecode
 from patchkit.target.processes import restart_lines
-from patchkit.report import Report, plural
+from patchkit.report import Report
+from patchkit.text import plural
 from patchkit.target.session import Session
 from patchkit.digest import sha256
 

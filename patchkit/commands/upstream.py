@@ -16,6 +16,7 @@ from patchkit.errors import BadInput
 from patchkit.patch.write import patch_filename
 from patchkit.plan import APPLY, plan_apply
 from patchkit.report import Report
+from patchkit.types import PATCHED
 from patchkit.target.session import Session
 from patchkit.git.objects import GitSource
 from patchkit.target.transaction import Lock
@@ -37,7 +38,7 @@ def upstream(
     patches: Path | None = None,
 ) -> Report:
     s = Session.open(path)
-    from_cc, to_cc = s.cc_pair(from_cc, to_cc)
+    from_cc, to_cc = s.project.cc_pair(from_cc, to_cc)
     if s.target.kind != "git checkout":
         raise BadInput(str(path), "not a git checkout: upstream needs git history to branch from")
     git = GitSource(s.target.root)
@@ -47,7 +48,7 @@ def upstream(
     if plan.action != APPLY:
         raise Refused(str(s.target.root), f"nothing to change at HEAD ({head[:12]}): {plan.action}")
     name = git.free_branch(branch or default_branch(to_cc))
-    patched = {t["path"] for t in plan.tables if t["status"] == "patched"}
+    patched = {t["path"] for t in plan.tables if t["status"] == PATCHED}
     ctx = message.context(
         project=s.project.name,
         version=s.version,
@@ -55,8 +56,8 @@ def upstream(
         commit=head,
         from_cc=from_cc,
         to_cc=to_cc,
-        files=[{"path": p, "tables": [t for t in plan.tables if t["path"] == p and t["status"] == "patched"]} for p in sorted(patched)],
-        already_upstream=[t for t in plan.tables if t["status"] != "patched"],
+        files=[{"path": p, "tables": [t for t in plan.tables if t["path"] == p and t["status"] == PATCHED]} for p in sorted(patched)],
+        already_upstream=[t for t in plan.tables if t["status"] != PATCHED],
         last_update=date.today().isoformat(),
         branch=name,
     )

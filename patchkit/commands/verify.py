@@ -11,7 +11,8 @@ from pathlib import Path
 
 from patchkit.target import bytecode
 from patchkit.errors import OK, PROBLEMS, RewriteError
-from patchkit.report import Report, plural
+from patchkit.report import Report
+from patchkit.text import plural
 from patchkit.target.session import Session
 from patchkit.types import Applied
 from patchkit.digest import sha256
@@ -35,7 +36,7 @@ def verify(path: Path, from_cc=None, to_cc=None, project: str | None = None) -> 
     if from_cc is None:
         from_cc, to_cc = (applied.from_cc, applied.to_cc) if applied else (s.project.from_cc, s.project.to_cc)
     else:
-        from_cc, to_cc = s.cc_pair(from_cc, to_cc)
+        from_cc, to_cc = s.project.cc_pair(from_cc, to_cc)
     ours = applied if applied and applied.from_cc == from_cc and applied.to_cc == to_cc else None
     recorded = {f.path: f for f in ours.files} if ours else {}
     current = s.current(tuple(recorded))

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from patchkit.errors import BadInput
+
 
 class Project(NamedTuple):
     name: str  # distribution and import package name
@@ -26,6 +28,17 @@ class Project(NamedTuple):
     to_cc: object
     # Where its shipped patches live below patches/ ("" = patches/<version>/).
     patches: str
+
+    def cc_pair(self, from_cc=None, to_cc=None) -> tuple:
+        """The cc pair to use: this project's defaults filled in, each written this project's way."""
+        from_cc = self.from_cc if from_cc is None else from_cc
+        to_cc = self.to_cc if to_cc is None else to_cc
+        for option, value in (("--from-cc", from_cc), ("--to-cc", to_cc)):
+            if not isinstance(value, type(self.from_cc)):
+                raise BadInput(None, f"{option} {value} is not how {self.label} writes a compute capability: write it like {self.to_cc}")
+        if from_cc == to_cc:
+            raise BadInput(None, f"--to-cc must differ from --from-cc (--from-cc {from_cc}, --to-cc {to_cc})")
+        return from_cc, to_cc
 
     def repo_path(self, package_path: str) -> str:
         """``sglang/x.py`` (as installed) -> ``python/sglang/x.py`` (as in the repository)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from patchkit.text import plural
 
 CONTEXT = 3
 NO_NEWLINE = b"\\ No newline at end of file\n"
@@ -92,11 +93,11 @@ def diffstat(paths: list[str], sections: list[bytes]) -> str:
     width = max(len(p) for p, _, _ in rows)
     out = [f" {p.ljust(width)} | {a + r} {'+' * a}{'-' * r}" for p, a, r in rows]
     added, removed = sum(r[1] for r in rows), sum(r[2] for r in rows)
-    summary = f" {len(rows)} file{'s' if len(rows) != 1 else ''} changed"
+    summary = f" {plural(len(rows), 'file')} changed"
     if added:
-        summary += f", {added} insertion{'s' if added != 1 else ''}(+)"
+        summary += f", {plural(added, 'insertion')}(+)"
     if removed:
-        summary += f", {removed} deletion{'s' if removed != 1 else ''}(-)"
+        summary += f", {plural(removed, 'deletion')}(-)"
     return "\n".join(out + [summary])
 
 

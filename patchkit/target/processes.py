@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-from patchkit.errors import printable
+from patchkit.text import printable
 
 PROC = Path("/proc")
 # python, python3, python3.11, python3.13t, python3.11-dbg, pypy, pypy3, pypy3.10

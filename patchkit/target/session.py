@@ -38,19 +38,6 @@ class Session:
         found, how = target.version(version)
         return cls(target, Store(target.state_dir), target.project, found, how)
 
-    def cc_pair(self, from_cc=None, to_cc=None) -> tuple:
-        """The cc pair to use: the project's defaults filled in, each written the project's way."""
-        from_cc = self.project.from_cc if from_cc is None else from_cc
-        to_cc = self.project.to_cc if to_cc is None else to_cc
-        style = type(self.project.from_cc)
-        for option, value in (("--from-cc", from_cc), ("--to-cc", to_cc)):
-            if not isinstance(value, style):
-                like = self.project.to_cc
-                raise BadInput(None, f"{option} {value} is not how {self.project.label} writes a compute capability: write it like {like}")
-        if from_cc == to_cc:
-            raise BadInput(None, f"--to-cc must differ from --from-cc (--from-cc {from_cc}, --to-cc {to_cc})")
-        return from_cc, to_cc
-
     def describe(self) -> str:
         """The first line of every report: where, what, which version and how it was found."""
         label = self.project.label

@@ -26,6 +26,7 @@ from pathlib import Path
 from patchkit.fixes.registry import PROJECTS
 from patchkit.versions import is_release_tag, version_key
 from patchkit.errors import MirrorError
+from patchkit.git.history import Release, tag_names, write_history
 
 SGLANG_RELEASES = tuple(
     "0.4.10.post2 0.5.1 0.5.1.post1 0.5.1.post2 0.5.1.post3 0.5.2 0.5.3 0.5.3.post1"
@@ -35,7 +36,6 @@ SGLANG_RELEASES = tuple(
     " 0.5.15.post1 0.5.16 0.5.17 0.5.18 0.5.19 0.5.20 0.5.21 0.5.22 0.5.23".split()
 )
 NAME, EMAIL = "SGLang release mirror", "mirror@patchkit.invalid"
-_GIT_LOCATION = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY")
 
 
 def default_cache() -> Path:
@@ -147,28 +147,6 @@ def _read_sdist(archive: Path, project: str) -> tuple[list[tuple[str, bytes]], i
     return sorted(files), latest
 
 
-def _git_env() -> dict[str, str]:
-    """The caller's environment without repository overrides, with a fixed identity."""
-    env = {k: v for k, v in os.environ.items() if k not in _GIT_LOCATION}
-    env.update(GIT_CONFIG_NOSYSTEM="1", GIT_AUTHOR_NAME=NAME, GIT_AUTHOR_EMAIL=EMAIL)
-    env.update(GIT_COMMITTER_NAME=NAME, GIT_COMMITTER_EMAIL=EMAIL)
-    return env
-
-
-def _git(repo: Path, *args: str) -> None:
-    config = [f"user.name={NAME}", f"user.email={EMAIL}", "core.autocrlf=false"]
-    cmd = ["git", *(x for c in config for x in ("-c", c)), "-C", str(repo), *args]
-    proc = subprocess.run(cmd, env=_git_env(), capture_output=True, text=True)
-    if proc.returncode != 0:
-        lines = proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"]
-        raise MirrorError(f"git {args[0]} failed: {lines[-1]}")
-
-
-def _quote(path: str) -> bytes:
-    escaped = path.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return b'"' + escaped.encode() + b'"'
-
-
 def _release_files(project: str, version: str, cache: Path) -> tuple[list[tuple[str, bytes]], int, str]:
     """(files, time, source file name) of one release: SGLang from its wheel, others from sdists."""
     if project == "sglang":
@@ -176,32 +154,6 @@ def _release_files(project: str, version: str, cache: Path) -> tuple[list[tuple[
         return (*_read_wheel(wheel), f"the PyPI wheel {wheel.name}")
     archive = fetch_sdist(project, version, cache)
     return (*_read_sdist(archive, project), f"the PyPI source archive {archive.name}")
-
-
-def _commit(
-    mark: int, version: str, label: str, origin: str, files: list[tuple[str, bytes]], when: int
-) -> bytes:
-    """The fast-import commands for one release: a commit on main and its tag."""
-    message = f"{label} {version}\n\nFrom {origin}.\n".encode()
-    ident = f"{NAME} <{EMAIL}> {when} +0000\n".encode()
-    out = [
-        b"reset refs/heads/main\n",  # no parent: the commit id depends on this release only
-        b"commit refs/heads/main\nmark :%d\n" % mark,
-        b"author " + ident,
-        b"committer " + ident,
-        b"data %d\n" % len(message),
-        message,
-        b"deleteall\n",
-    ]
-    for path, data in files:
-        out += [
-            b"M 100644 inline " + _quote(path) + b"\n",
-            b"data %d\n" % len(data),
-            data,
-            b"\n",
-        ]
-    out.append(f"\nreset refs/tags/v{version}\nfrom :{mark}\n\n".encode())
-    return b"".join(out)
 
 
 def build_mirror(versions, dest: Path, cache: Path, progress=None, project: str = "sglang") -> list[str]:
@@ -212,67 +164,16 @@ def build_mirror(versions, dest: Path, cache: Path, progress=None, project: str 
     for v in versions:
         if not is_release_tag(f"v{v}"):
             raise MirrorError(f"not a release version: {v!r}")
-    dest = Path(dest)
-    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
-        raise MirrorError(
-            f"{dest} exists and is not empty; remove it to rebuild the mirror"
-        )
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    # Build next to dest and move it in at the end: a failed build leaves nothing behind.
-    work = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
-    try:
-        _git(work, "init", "-q", "-b", "main")
-        with tempfile.TemporaryFile() as errors:
-            proc = subprocess.Popen(
-                ["git", "-C", str(work), "fast-import", "--quiet", "--done"],
-                stdin=subprocess.PIPE,
-                stderr=errors,
-                env=_git_env(),
-            )
-            tags = []
-            try:
-                for mark, version in enumerate(versions, 1):
-                    files, when, origin = _release_files(project, version, cache)
-                    label = PROJECTS[project].label
-                    proc.stdin.write(_commit(mark, version, label, origin, files, when))
-                    tags.append(f"v{version}")
-                    if progress:
-                        progress(f"v{version:<14} {len(files)} files")
-                proc.stdin.write(b"done\n")
-            except BrokenPipeError:
-                pass  # fast-import died; its own message is reported below
-            finally:
-                try:
-                    proc.stdin.close()
-                except BrokenPipeError:
-                    pass
-                proc.wait()
-            if proc.returncode != 0:
-                errors.seek(0)
-                lines = errors.read().decode(errors="replace").strip().splitlines()
-                raise MirrorError(
-                    f"git fast-import failed: {lines[0] if lines else proc.returncode}"
-                )
-        _git(work, "reset", "-q", "--hard")
-        if dest.exists():
-            dest.rmdir()
-        work.rename(dest)
-        return tags
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    label = PROJECTS[project].label
 
+    def releases():
+        for version in versions:
+            files, when, origin = _release_files(project, version, cache)
+            if progress:
+                progress(f"v{version:<14} {len(files)} files")
+            yield Release(f"v{version}", f"{label} {version}\n\nFrom {origin}.\n", files, when)
 
-def _tags(dest: Path) -> set[str] | None:
-    """The tags of the repository at ``dest`` (its top level), or None if it is not one."""
-    if not (dest / ".git").exists():
-        return None
-    proc = subprocess.run(
-        ["git", "--git-dir", str(dest / ".git"), "tag", "--list"],
-        env=_git_env(),
-        capture_output=True,
-        text=True,
-    )
-    return set(proc.stdout.split()) if proc.returncode == 0 else None
+    return write_history(dest, releases(), NAME, EMAIL)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -298,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--versions is required with --project vllm")
         args.versions = list(SGLANG_RELEASES)
     try:
-        if _tags(args.dest) == {f"v{v}" for v in args.versions}:
+        if tag_names(args.dest) == {f"v{v}" for v in args.versions}:
             print(f"{args.dest}: up to date ({len(set(args.versions))} releases)")
             return 0
         start = time.monotonic()

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from patchkit.fixes.registry import PROJECTS
 from patchkit.versions import is_release_tag, version_key
+from patchkit.dev import index
 from patchkit.errors import MirrorError
 from patchkit.git.history import Release, tag_names, write_history
 
@@ -102,30 +103,11 @@ def _read_wheel(wheel: Path) -> tuple[list[tuple[str, bytes]], int]:
 
 
 def fetch_sdist(project: str, version: str, cache: Path) -> Path:
-    """The cached source archive of ``project`` ``version`` from PyPI (for projects whose
-    wheels are too large to fetch for their .py files, such as vLLM's)."""
-    import json
-    import urllib.parse
-    import urllib.request
-
+    """The cached source archive of ``project`` ``version``, from the index pip is configured
+    with (for projects whose wheels are too large to fetch for their .py files, such as vLLM's)."""
     folder = cache / "sdists" / project / version
     cached = sorted(folder.glob("*.tar.gz")) if folder.is_dir() else []
-    if cached:
-        return cached[0]
-    index = f"https://pypi.org/pypi/{project}/json"
-    try:
-        with urllib.request.urlopen(index, timeout=120) as response:
-            releases = json.load(response)["releases"]
-        sdist = next(u for u in releases.get(version, []) if u["packagetype"] == "sdist")
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f".{sdist['filename']}.part"
-        urllib.request.urlretrieve(urllib.parse.urljoin(index, sdist["url"]), tmp)
-    except StopIteration:
-        raise MirrorError(f"{project} {version}: no source archive on PyPI") from None
-    except (OSError, ValueError, KeyError) as exc:
-        raise MirrorError(f"cannot download {project} {version} from PyPI: {exc}") from None
-    os.replace(tmp, folder / sdist["filename"])
-    return folder / sdist["filename"]
+    return cached[0] if cached else index.fetch_sdist(project, version, folder)
 
 
 def _read_sdist(archive: Path, project: str) -> tuple[list[tuple[str, bytes]], int]:

@@ -92,21 +92,18 @@ def apply(
             report.add(f"dropped {plural(len(dropped), 'cached bytecode file')}")
     restart = [] if dry_run or plan.action not in (APPLY, ALREADY_APPLIED) else s.old_processes(_written(plan))
     report.lines += restart_lines(restart)
-    report.data = {
-        "command": "apply",
-        "path": str(s.target.root),
-        "version": s.version,
-        "version_from": s.how,
-        "action": plan.action,
-        "dry_run": dry_run,
-        "source": plan.source,
-        "notes": list(plan.notes),
-        "set_aside": look.old[1] if look.old else None,
-        "files": [s.target.local(c.path) for c in plan.changes],
-        "tables": [dict(t, path=s.target.local(t["path"])) if "path" in t else t for t in plan.tables],
-        "bytecode_dropped": [str(p) for p in dropped],
-        "restart": [p._asdict() for p in restart],
-    }
+    report.data = s.data(
+        "apply",
+        action=plan.action,
+        dry_run=dry_run,
+        source=plan.source,
+        notes=list(plan.notes),
+        set_aside=look.old[1] if look.old else None,
+        files=[s.target.local(c.path) for c in plan.changes],
+        tables=[dict(t, path=s.target.local(t["path"])) if "path" in t else t for t in plan.tables],
+        bytecode_dropped=[str(p) for p in dropped],
+        restart=[p._asdict() for p in restart],
+    )
     return report
 
 

@@ -53,20 +53,18 @@ def revert(path: Path, force: bool = False, dry_run: bool = False, patches: Path
             report.add(f"dropped {plural(len(dropped), 'cached bytecode file')}")
     restart = s.old_processes([c.path for c in plan.changes]) if plan.action == REVERT and not dry_run else []
     report.lines += restart_lines(restart)
-    report.data = {
-        "command": "revert",
-        "path": str(s.target.root),
-        "version": s.version,
-        "action": plan.action,
-        "dry_run": dry_run,
-        "source": plan.source,
-        "notes": list(plan.notes),
-        "set_aside": old[1] if old else None,
-        "files": [s.target.local(c.path) for c in plan.changes],
-        "kept_edits": [str(p) for p in kept],
-        "bytecode_dropped": [str(p) for p in dropped],
-        "restart": [p._asdict() for p in restart],
-    }
+    report.data = s.data(
+        "revert",
+        action=plan.action,
+        dry_run=dry_run,
+        source=plan.source,
+        notes=list(plan.notes),
+        set_aside=old[1] if old else None,
+        files=[s.target.local(c.path) for c in plan.changes],
+        kept_edits=[str(p) for p in kept],
+        bytecode_dropped=[str(p) for p in dropped],
+        restart=[p._asdict() for p in restart],
+    )
     return report
 
 

@@ -58,19 +58,16 @@ def status(path: Path, patches: Path | None = None, project: str | None = None) 
     report.add(f"pending:  {'an interrupted ' + pending.get('op', 'transaction') + ' (the next apply or revert finishes it)' if pending else 'none'}")
     running = s.old_processes(shown)
     report.lines += restart_lines(running)
-    report.data = {
-        "command": "status",
-        "path": str(s.target.root),
-        "kind": s.target.kind,
-        "state_dir": str(s.store.root),
-        "version": s.version,
-        "version_from": s.how,
-        "applied": applied.to_json() if applied else None,
-        "shipped_patch": manifest["patch"] if manifest else None,
-        "files": files,
-        "pending": pending,
-        "set_aside_reason": changed,
-        "set_aside": [str(p.parent) for p in aside],
-        "restart": [p._asdict() for p in running],
-    }
+    report.data = s.data(
+        "status",
+        kind=s.target.kind,
+        state_dir=str(s.store.root),
+        applied=applied.to_json() if applied else None,
+        shipped_patch=manifest["patch"] if manifest else None,
+        files=files,
+        pending=pending,
+        set_aside_reason=changed,
+        set_aside=[str(p.parent) for p in aside],
+        restart=[p._asdict() for p in running],
+    )
     return report

@@ -77,18 +77,15 @@ def verify(path: Path, from_cc=None, to_cc=None, project: str | None = None) -> 
     else:
         report.add(f"verify: ok (key {to_cc!r} = key {from_cc!r} in every table patchkit added)" if notes
                    else f"verify: ok (key {to_cc!r} = key {from_cc!r} in every table)")
-    report.data = {
-        "command": "verify",
-        "path": str(s.target.root),
-        "version": s.version,
-        "version_from": s.how,
-        "from_cc": from_cc,
-        "to_cc": to_cc,
-        "ok": not problems,
-        "checked": checked,
-        "notes": notes,
-        "problems": problems,
-    }
+    report.data = s.data(
+        "verify",
+        from_cc=from_cc,
+        to_cc=to_cc,
+        ok=not problems,
+        checked=checked,
+        notes=notes,
+        problems=problems,
+    )
     return report
 
 

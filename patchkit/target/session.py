@@ -38,6 +38,10 @@ class Session:
         found, how = target.version(version)
         return cls(target, Store(target.state_dir), target.project, found, how)
 
+    def data(self, command: str, **more) -> dict:
+        """The start of every command's --json document: the command, the target, its version."""
+        return {"command": command, "path": str(self.target.root), "version": self.version, "version_from": self.how, **more}
+
     def describe(self) -> str:
         """The first line of every report: where, what, which version and how it was found."""
         label = self.project.label

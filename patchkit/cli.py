@@ -18,28 +18,21 @@ import click
 from patchkit import __version__
 from patchkit.errors import REFUSED, BadInput, PatchkitError
 from patchkit.fixes.registry import PROJECTS
+from patchkit.rewrite.capability import parse_cc
 from patchkit.versions import is_version
 
 
-def parse_cc(value: str) -> int | str:
-    """``10`` -> 10 (SGLang's int keys); ``10.0`` -> "10.0" (string keys)."""
-    value = value.strip()
-    if value.isdigit():
-        return int(value)
-    if value.replace(".", "", 1).isdigit():
-        return value
-    raise click.BadParameter(f"{value!r} is not a compute capability such as 12 or 12.0")
-
-
 class CC(click.ParamType):
+    """A compute capability: ``10`` -> 10 (SGLang's int keys); ``10.0`` -> "10.0" (string keys)."""
+
     name = "CC"
 
     def convert(self, value, param, ctx):
         if isinstance(value, (int, str)) and not isinstance(value, bool):
             try:
                 return parse_cc(str(value))
-            except click.BadParameter as exc:
-                self.fail(exc.message, param, ctx)
+            except ValueError as exc:
+                self.fail(str(exc), param, ctx)
         return value
 
 

@@ -1,0 +1,144 @@
+"""The compute-capability value model: how 12, "12.0", (12, 0), 12.0 and 120 compare.
+
+A cc is given as an int major (12, SGLang's table keys) or an "X.Y" string ("12.0",
+vLLM's).  ``parse_cc`` reads one from the command line, ``cap`` makes it comparable,
+``pair`` makes two comparable with each other.  A capability literal in source code
+(``literal``) is compared with a ``Cap`` by ``sides``; a dict's keys make a capability
+table by ``table_keys``.
+
+Plain Python: no LibCST, so the command line can parse a cc without paying for it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, NamedTuple, Union
+
+CC = Union[int, str]  # a capability as written: 12 or "12.0"
+
+_WRITTEN = re.compile(r"\s*([0-9]+)(?:\.([0-9]*))?\s*")
+_DOTTED = re.compile(r"([0-9]+)\.([0-9]+)")
+
+
+def parse_cc(text: str) -> CC:
+    """A cc as written on the command line: ``10`` -> 10 (int keys), ``10.0`` -> "10.0"
+    (string keys).  ValueError for anything else."""
+    m = _WRITTEN.fullmatch(text)
+    if m is None:
+        raise ValueError(f"{text.strip()!r} is not a compute capability such as 12 or 12.0")
+    return int(m.group(1)) if m.group(2) is None else text.strip()
+
+
+class Cap(NamedTuple):
+    major: int
+    minor: int
+    dotted: bool  # given as "X.Y": "X.Y" literals compare as (X, Y), not by major
+
+
+def cap(value: CC) -> Cap:
+    """``12`` -> Cap(12, 0, False); ``"12.0"`` -> Cap(12, 0, True).  ValueError otherwise."""
+    if isinstance(value, str):
+        value = parse_cc(value)
+        if isinstance(value, str):
+            major, _, minor = value.partition(".")
+            return Cap(int(major), int(minor or 0), True)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return Cap(value, 0, False)
+    raise ValueError(f"{value!r} is not a compute capability such as 12 or 12.0")
+
+
+def pair(from_cc: CC, cc: CC) -> tuple[Cap, Cap]:
+    """Both capabilities, comparable with each other: with 10 and "12.0", "X.Y"
+    literals compare the same way for both (as (X, Y))."""
+    a, b = cap(from_cc), cap(cc)
+    if a.dotted != b.dotted:
+        a, b = a._replace(dotted=True), b._replace(dotted=True)
+    return a, b
+
+
+def same(a: CC, b: CC) -> bool:
+    """One capability written twice?  10 and "10.0" are the same; 12 and "12.1" are not."""
+    x, y = pair(a, b)
+    return x == y
+
+
+# --- capability literals in source code ---------------------------------------------
+
+MAJOR = "major"  # int 7..13
+SM = "sm"  # int 70..139: major * 10 + minor, as in get_device_sm() == 100
+TUPLE = "tuple"  # (7..13, 0..9)
+DOTTED = "str"  # "X.Y" with X 7..13, compared as (X, Y), or by X when the cc is an int
+FLOAT = "float"  # 7.0 <= X.Y < 14
+
+
+class Literal(NamedTuple):
+    kind: str  # MAJOR, SM, TUPLE, DOTTED or FLOAT
+    value: Any  # comparable with a Cap's side (see ``sides``)
+    written: Any  # the value as written in the source
+
+
+def _dotted(text: str) -> tuple[int, int] | None:
+    m = _DOTTED.fullmatch(text)
+    if m and 7 <= int(m.group(1)) <= 13:
+        return int(m.group(1)), int(m.group(2))
+    return None
+
+
+def literal(value: object) -> Literal | None:
+    """The capability literal a constant stands for, or None when it is no capability."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        if 7 <= value <= 13:
+            return Literal(MAJOR, value, value)
+        return Literal(SM, value, value) if 70 <= value <= 139 else None
+    if isinstance(value, tuple):
+        if len(value) == 2 and all(type(v) is int for v in value) and 7 <= value[0] <= 13 and 0 <= value[1] <= 9:
+            return Literal(TUPLE, value, value)
+        return None
+    if isinstance(value, str):
+        parsed = _dotted(value)
+        return Literal(DOTTED, parsed, value) if parsed else None
+    if isinstance(value, float):
+        return Literal(FLOAT, value, value) if 7 <= value < 14 else None
+    return None
+
+
+def sides(lit: Literal, c: Cap) -> tuple[Any, Any]:
+    """(the capability's value, the literal's value), comparable with each other."""
+    if lit.kind == MAJOR:
+        return c.major, lit.value
+    if lit.kind == SM:
+        return c.major * 10 + c.minor, lit.value
+    if lit.kind == TUPLE:
+        return (c.major, c.minor), lit.value
+    if lit.kind == FLOAT:
+        return float(f"{c.major}.{c.minor}"), lit.value
+    # "X.Y": by (major, minor) when the capability was given as "X.Y", else by major
+    return ((c.major, c.minor), lit.value) if c.dotted else (c.major, lit.value[0])
+
+
+def table_keys(keys: list[object]) -> list[Literal] | None:
+    """A dict's keys as capability literals, or None when it is not a capability table:
+    two keys or more, every one an int 7..13 or an "X.Y" string, among them 9 or 10."""
+    if len(keys) < 2:
+        return None
+    out = []
+    for key in keys:
+        lit = literal(key)
+        if lit is None or lit.kind not in (MAJOR, DOTTED):
+            return None
+        out.append(lit)
+    if not any(lit.value in (9, 10, (9, 0), (10, 0)) for lit in out):
+        return None
+    return out
+
+
+def has_key(keys: list[Literal], c: Cap) -> bool:
+    """Does a capability table with these keys have an entry for ``c``?"""
+    for lit in keys:
+        if lit.kind == MAJOR and lit.value == c.major:
+            return True
+        if lit.kind == DOTTED and (lit.value == (c.major, c.minor) if c.dotted else lit.value[0] == c.major):
+            return True
+    return False

@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, assume, example, given, settings
 
 from patchkit.errors import RewriteError
 from patchkit.rewrite.evaluate import tables as evaluate_tables
-from patchkit.rewrite.dict_key import PATCHED, UPSTREAM, Rewrite, rewrite
+from patchkit.rewrite.dict_key import Rewrite, rewrite
+from patchkit.types import ALREADY_UPSTREAM, PATCHED
 
 NAMES = ("SIZES", "_WORLD_SIZES")
 MAX_LINE = 88  # black's default line length
@@ -367,7 +368,7 @@ def test_output_parses_and_patches_exactly_the_tables_with_the_source_key(case: 
     result = run(case.source, case)
     compile(result.source.decode("utf-8"), "gen.py", "exec")
     got = sorted((t.scope, t.name, t.status) for t in result.tables)
-    want = sorted((t.scope, t.name, PATCHED if t.patched else UPSTREAM) for t in case.tables)
+    want = sorted((t.scope, t.name, PATCHED if t.patched else ALREADY_UPSTREAM) for t in case.tables)
     assert got == want
     assert result.changed == bool(case.patched)
     assert all((t.from_cc, t.to_cc) == (case.from_cc, case.to_cc) for t in result.tables)
@@ -415,7 +416,7 @@ def test_second_run_is_a_no_op(case: Case) -> None:
     twice = run(once.source, case)
     assert twice.source == once.source
     assert not twice.changed
-    assert {t.status for t in twice.tables} == {UPSTREAM}
+    assert {t.status for t in twice.tables} == {ALREADY_UPSTREAM}
     assert len(twice.tables) == len(case.tables)
 
 

@@ -1,9 +1,9 @@
 """Add a compute-capability key to dict tables: source bytes in, source bytes out.
 
-Pure: no I/O.  One LibCST transformer does the one rewrite (plain isinstance checks
-rather than ``libcst.matchers``, whose import alone costs ~190 ms): for every assignment
-(module level or class body, plain or annotated) of a known table name to a dict
-literal that has ``from_cc`` and lacks ``to_cc``, insert ``to_cc: <value of
+Pure: no I/O.  The one rewrite (plain isinstance checks rather than ``libcst.matchers``,
+whose import alone costs ~190 ms): for every assignment (module level or class body,
+walked by ``patchkit.rewrite.scope``; plain or annotated) of a known table name to a
+dict literal that has ``from_cc`` and lacks ``to_cc``, insert ``to_cc: <value of
 from_cc>`` right after the ``from_cc`` entry.  The value node is copied verbatim
 (inner comments and line breaks included); every other byte stays as it was.
 """
@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterable, Sequence, Union
+from typing import Iterable
 
 import libcst as cst
 
 from patchkit.errors import RewriteError
-
-Key = Union[int, str]
-
-PATCHED = "patched"
-UPSTREAM = "already upstream"
+from patchkit.rewrite.capability import CC as Key
+from patchkit.rewrite.scope import Scope, assignments, statements
+from patchkit.types import ALREADY_UPSTREAM, PATCHED
 
 
 @dataclass(frozen=True)
@@ -29,8 +27,8 @@ class TableResult:
     """What happened to one table assignment."""
 
     name: str
-    scope: str  # "module" or "class <Name>"
-    status: str  # PATCHED or UPSTREAM
+    scope: str  # Scope.label(): "module" or "class <Name>"
+    status: str  # PATCHED or ALREADY_UPSTREAM
     from_cc: Key
     to_cc: Key
     value: str  # the copied value's source, on one line, comments dropped
@@ -159,86 +157,43 @@ def _keys(table: cst.Dict) -> list[Key | None]:
     return [key_value(e.key) for e in table.elements if isinstance(e, cst.DictElement)]
 
 
-class AddCapabilityKey(cst.CSTTransformer):
-    """Add ``to_cc`` (copied from ``from_cc``) to every named dict table."""
+def _table_name(targets: list[cst.BaseExpression], names: frozenset[str]) -> str | None:
+    for target in targets:
+        if isinstance(target, cst.Name) and target.value in names:
+            return target.value
+    return None
 
-    def __init__(self, names: Iterable[str], from_cc: Key, to_cc: Key, path: str) -> None:
-        super().__init__()
-        self.names = frozenset(names)
-        self.from_cc = from_cc
-        self.to_cc = to_cc
-        self.path = path
-        self.scopes: list[str] = []
-        self.results: list[TableResult] = []
 
-    # Tables live at module level or in class bodies: descend only into those, and
-    # into the statements that assign a table (not into functions, not into other
-    # statements' expressions).
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if isinstance(node, cst.SimpleStatementLine):
-            if not any(self._assigns_table(s) for s in node.body):
-                return False
-        elif isinstance(node, cst.BaseCompoundStatement) and not isinstance(node, cst.ClassDef):
-            return False
-        return super().on_visit(node)
-
-    def _assigns_table(self, statement: cst.BaseSmallStatement) -> bool:
-        if isinstance(statement, cst.Assign):
-            return self._table_name([t.target for t in statement.targets]) is not None
-        if isinstance(statement, cst.AnnAssign):
-            return self._table_name([statement.target]) is not None
-        return False
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self.scopes.append(node.name.value)
-
-    def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
-        self.scopes.pop()
-        return updated
-
-    def _scope(self) -> str:
-        return f"class {'.'.join(self.scopes)}" if self.scopes else "module"
-
-    def _table_name(self, targets: Sequence[cst.BaseExpression]) -> str | None:
-        for target in targets:
-            if isinstance(target, cst.Name) and target.value in self.names:
-                return target.value
-        return None
-
-    def _rewrite(self, name: str, value: cst.BaseExpression | None) -> cst.BaseExpression | None:
-        if not isinstance(value, cst.Dict):
-            raise RewriteError(
-                self.path,
-                f"table {name} ({self._scope()}) is not a dict literal; patchkit only rewrites literal tables",
-            )
-        keys = _keys(value)
-        if self.to_cc in keys:
-            self.results.append(
-                TableResult(name, self._scope(), UPSTREAM, self.from_cc, self.to_cc, _value_of(value, self.to_cc))
-            )
-            return value
-        if self.from_cc not in keys:
-            known = ", ".join(repr(k) for k in keys if k is not None) or "none"
-            raise RewriteError(
-                self.path,
-                f"table {name} ({self._scope()}) has no key {self.from_cc!r} to copy from (keys: {known})",
-            )
-        self.results.append(
-            TableResult(name, self._scope(), PATCHED, self.from_cc, self.to_cc, _value_of(value, self.from_cc))
+def _add_key(table: cst.BaseExpression, name: str, scope: Scope, from_cc: Key, to_cc: Key, path: str):
+    """(what happened to the table, its new value or None when it stays as it is)."""
+    if not isinstance(table, cst.Dict):
+        raise RewriteError(
+            path, f"table {name} ({scope.label()}) is not a dict literal; patchkit only rewrites literal tables"
         )
-        return insert_key(value, self.from_cc, self.to_cc)
+    keys = _keys(table)
+    if to_cc in keys:
+        return TableResult(name, scope.label(), ALREADY_UPSTREAM, from_cc, to_cc, _value_of(table, to_cc)), None
+    if from_cc not in keys:
+        known = ", ".join(repr(k) for k in keys if k is not None) or "none"
+        raise RewriteError(
+            path, f"table {name} ({scope.label()}) has no key {from_cc!r} to copy from (keys: {known})"
+        )
+    result = TableResult(name, scope.label(), PATCHED, from_cc, to_cc, _value_of(table, from_cc))
+    return result, insert_key(table, from_cc, to_cc)
 
-    def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
-        name = self._table_name([t.target for t in updated.targets])
-        if name is None:
-            return updated
-        return updated.with_changes(value=self._rewrite(name, updated.value))
 
-    def leave_AnnAssign(self, original: cst.AnnAssign, updated: cst.AnnAssign) -> cst.AnnAssign:
-        name = self._table_name([updated.target])
-        if name is None or updated.value is None:
-            return updated
-        return updated.with_changes(value=self._rewrite(name, updated.value))
+class _Replace(cst.CSTTransformer):
+    """Put each new node in place of the old one (``{id(old): new}``)."""
+
+    def __init__(self, new: dict[int, cst.CSTNode]) -> None:
+        super().__init__()
+        self.new = new
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return id(node) not in self.new
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:
+        return self.new.get(id(original_node), updated_node)
 
 
 def parse(source: bytes, path: str) -> cst.Module:
@@ -279,20 +234,26 @@ def rewrite(source: bytes, names: Iterable[str], from_cc: Key, to_cc: Key, path:
     Raises RewriteError (naming ``path``) for a syntax error, a table without
     ``from_cc`` or a table that is not a dict literal.
     """
-    names = tuple(names)
+    names = frozenset(names)
     if from_cc == to_cc:
         raise RewriteError(path, f"--from-cc and --to-cc are both {from_cc!r}")
     if not mentions(source, names):
         return Rewrite(source, ())
     module = parse(source, path)
-    transformer = AddCapabilityKey(names, from_cc, to_cc, path)
-    new_module = module.visit(transformer)
-    results = tuple(transformer.results)
-    if not any(t.status == PATCHED for t in results):
-        return Rewrite(source, results)
-    out = new_module.bytes
+    results, new = [], {}
+    for scope, statement in statements(module):
+        for _, targets, value in assignments(statement):
+            name = _table_name(targets, names)
+            if name is not None:
+                result, table = _add_key(value, name, scope, from_cc, to_cc, path)
+                results.append(result)
+                if table is not None:
+                    new[id(value)] = table
+    if not new:
+        return Rewrite(source, tuple(results))
+    out = module.visit(_Replace(new)).bytes
     # LibCST takes a final comment ending in a backslash for a line continuation and
     # drops the file's last newline (libcst 1.9): put the original ending back.
     if source.endswith(b"\n") and not out.endswith(b"\n"):
         out += b"\r\n" if source.endswith(b"\r\n") else b"\n"
-    return Rewrite(out, results)
+    return Rewrite(out, tuple(results))

@@ -13,6 +13,7 @@ from typing import Any, Iterable
 import libcst as cst
 
 from patchkit.errors import RewriteError
+from patchkit.rewrite.scope import MODULE, assignments, statements
 
 _BINARY = {
     cst.Add: operator.add,
@@ -79,42 +80,26 @@ def fold(node: cst.BaseExpression, names: dict[str, Any]) -> Any:
 
 
 def tables(source: bytes, table_names: Iterable[str], path: str = "<source>") -> dict[str, Any]:
-    """``{"<scope>.<name>": value}`` for every named table assigned at module level or in a class."""
+    """``{"<Class>.<name>": value}`` (``{"<name>": value}`` at module level) for every named
+    table assigned at module level or in a class body."""
     from patchkit.rewrite.dict_key import parse
 
     wanted = frozenset(table_names)
-    module = parse(source, path)
     found: dict[str, Any] = {}
     constants: dict[str, Any] = {}
-
-    def walk(body: Iterable[cst.CSTNode], scope: str) -> None:
-        for statement in body:
-            if isinstance(statement, cst.ClassDef):
-                inner = f"{scope}.{statement.name.value}" if scope != "module" else statement.name.value
-                walk(statement.body.body, inner)
+    for scope, statement in statements(parse(source, path)):
+        for _, targets, value in assignments(statement):
+            names = [t.value for t in targets if isinstance(t, cst.Name)]
+            try:
+                folded = fold(value, constants)
+            except (NotConstant, ArithmeticError, TypeError, ValueError, RecursionError, MemoryError) as exc:
+                for name in set(names) & wanted:
+                    where = scope.dotted or "module"
+                    raise RewriteError(path, f"table {name} ({where}) cannot be evaluated: {exc}") from None
                 continue
-            if not isinstance(statement, cst.SimpleStatementLine):
-                continue
-            for small in statement.body:
-                if isinstance(small, cst.Assign):
-                    targets = [t.target for t in small.targets]
-                elif isinstance(small, cst.AnnAssign) and small.value is not None:
-                    targets = [small.target]
-                else:
-                    continue
-                names = [t.value for t in targets if isinstance(t, cst.Name)]
-                try:
-                    value = fold(small.value, constants)
-                except (NotConstant, ArithmeticError, TypeError, ValueError, RecursionError, MemoryError) as exc:
-                    for name in set(names) & wanted:
-                        raise RewriteError(path, f"table {name} ({scope}) cannot be evaluated: {exc}") from None
-                    continue
-                for name in names:
-                    if scope == "module":
-                        constants[name] = value
-                    if name in wanted:
-                        found[f"{scope}.{name}" if scope != "module" else name] = value
-
-    walk(module.body, "module")
+            for name in names:
+                if scope == MODULE:
+                    constants[name] = folded
+                if name in wanted:
+                    found[scope.qualify(name)] = folded
     return found
-

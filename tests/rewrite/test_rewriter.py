@@ -9,7 +9,8 @@ import black
 import pytest
 
 from patchkit.errors import RewriteError
-from patchkit.rewrite.dict_key import PATCHED, UPSTREAM, rewrite
+from patchkit.rewrite.dict_key import rewrite
+from patchkit.types import ALREADY_UPSTREAM, PATCHED
 
 NAMES = ("SIZES", "_WORLD_SIZES", "OTHER")
 
@@ -125,7 +126,7 @@ def test_rewrite(before: bytes, after: bytes) -> None:
     again = _rw(result.source)
     assert again.source == after
     assert not again.changed
-    assert {t.status for t in again.tables} == {UPSTREAM}
+    assert {t.status for t in again.tables} == {ALREADY_UPSTREAM}
 
 
 def test_string_keys() -> None:
@@ -169,7 +170,7 @@ def test_leaves_alone(source: bytes) -> None:
 
 def test_already_upstream_is_reported() -> None:
     result = _rw(b"SIZES = {\n    10: 1,\n    12: 3,\n}\n")
-    assert [(t.name, t.status) for t in result.tables] == [("SIZES", UPSTREAM)]
+    assert [(t.name, t.status) for t in result.tables] == [("SIZES", ALREADY_UPSTREAM)]
 
 
 ERRORS = [
@@ -235,4 +236,4 @@ def test_reports_the_copied_value_on_one_line() -> None:
     (table,) = _rw(before).tables
     assert table.value == "{2: 64 * MiB, 8: 128 * MiB}"
     (table,) = _rw(b"SIZES = {10: (1, 2), 12: [3]}\n").tables
-    assert (table.status, table.value) == (UPSTREAM, "[3]")
+    assert (table.status, table.value) == (ALREADY_UPSTREAM, "[3]")

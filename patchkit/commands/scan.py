@@ -2,7 +2,7 @@
 
 Walks PATH's *.py files and lists the dict tables, ``in``/``==``/``<`` gates on the
 compute capability that treat ``cc`` (e.g. 12, SM120) unlike ``from_cc`` (10,
-SM100); see ``patchkit.scan.gates``.  Nothing scanned is imported or run.  Exit 1 when
+SM100); see ``patchkit.scan.finding``.  Nothing scanned is imported or run.  Exit 1 when
 there are findings, 0 when none, 2 for a PATH that is not a folder.
 """
 
@@ -14,7 +14,10 @@ from pathlib import Path
 from patchkit.errors import OK, PROBLEMS, BadInput
 from patchkit.fixes.registry import SGLANG
 from patchkit.report import Report
-from patchkit.scan.gates import KINDS, cap, scan_tree
+from patchkit.rewrite.capability import same
+from patchkit.scan.finding import KINDS
+from patchkit.scan.tree import scan_tree
+from patchkit.text import plural
 
 FORMATS = ("text", "markdown", "json")
 
@@ -28,12 +31,11 @@ def scan(path: Path, cc, from_cc=10, fmt: str = "text", tables: tuple[str, ...] 
     """
     if fmt not in FORMATS:
         raise BadInput(None, f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
-    for value in (cc, from_cc):
-        try:
-            cap(value)
-        except ValueError as exc:
-            raise BadInput(None, str(exc)) from None
-    if cap(cc) == cap(from_cc):
+    try:
+        one_capability = same(cc, from_cc)
+    except ValueError as exc:
+        raise BadInput(None, str(exc)) from None
+    if one_capability:
         raise BadInput(None, f"--cc {cc!r} and --from-cc {from_cc!r} are the same capability")
     path = Path(path)
     if not path.is_dir():
@@ -46,7 +48,7 @@ def scan(path: Path, cc, from_cc=10, fmt: str = "text", tables: tuple[str, ...] 
     patchable = sum(f.patchable for f in findings)
     by_kind = Counter(f.kind for f in findings)
     summary = (
-        f"{len(findings)} capability gate{'s' if len(findings) != 1 else ''} in {files} file{'s' if files != 1 else ''}"
+        f"{plural(len(findings), 'capability gate')} in {plural(files, 'file')}"
         f" ({patchable} patchable by patchkit); scanned {seen} files, parsed {parsed}"
     )
     report = Report()

@@ -15,13 +15,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import patchkit.scan.gates as scan_module
+import patchkit.scan.source as scan_module
 from patchkit.commands.scan import scan
 from patchkit.errors import BAD_INPUT, OK, PROBLEMS, BadInput
-from patchkit.scan.gates import Finding, scan_source, scan_tree
+from patchkit.scan.finding import Finding
+from patchkit.scan.source import scan_source
+from patchkit.scan.tree import scan_tree
 
 TABLES = ("SIZES", "_WORLD_SIZES")
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _no_fallback(*args):
@@ -234,7 +235,7 @@ def test_snippet_name_and_patchable() -> None:
 def test_one_line_keeps_1_tuples(code: str, line: str) -> None:
     import libcst as cst
 
-    from patchkit.scan.gates import one_line
+    from patchkit.scan.gate_visitor import one_line
 
     assert one_line(cst.parse_expression(code)) == line
 

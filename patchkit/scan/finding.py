@@ -1,0 +1,44 @@
+"""What ``patchkit scan`` reports: a ``Finding``, and its kinds.
+
+``table``       a dict literal keyed by capability (ints 7..13, or "X.Y" strings with
+                major 7..13; two keys or more, among them 9 or 10) that has the
+                ``from_cc`` key and lacks the ``cc`` key;
+``membership``  ``X in (9, 10)`` / ``not in`` with a tuple, list or set literal of
+                capability values;
+``equality``    ``X == 10``, ``X != (10, 0)``;
+``comparison``  ``X < 11``, ``(major, minor) >= (10, 0)``, ``9 <= major < 11``;
+
+where X looks like a capability (see ``patchkit.scan.gate_visitor``).  A gate is
+reported only when evaluating it with the capability equal to ``from_cc`` and equal to
+``cc`` gives different results (``patchkit.rewrite.capability`` says how they compare).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+TABLE = "table"
+MEMBERSHIP = "membership"
+EQUALITY = "equality"
+COMPARISON = "comparison"
+KINDS = (TABLE, MEMBERSHIP, EQUALITY, COMPARISON)
+
+SNIPPET_MAX = 160
+
+
+class Finding(NamedTuple):
+    path: str  # relative to the scanned root, "/"-separated
+    line: int
+    kind: str  # one of KINDS
+    snippet: str  # the code on one line (comments dropped), cut at SNIPPET_MAX
+    values: tuple  # table: its keys; gates: the capability literals compared with
+    name: str | None  # table: the assigned name (Scope.qualify: "Class.NAME"), None inline; gates: the subject's code
+    patchable: bool  # a table patchkit's rewriter patches: a registry name at module or class level
+
+    def to_json(self) -> dict:
+        return dict(self._asdict(), values=[list(v) if isinstance(v, tuple) else v for v in self.values])
+
+
+def short(text: str) -> str:
+    """``text`` cut at SNIPPET_MAX characters."""
+    return text if len(text) <= SNIPPET_MAX else text[: SNIPPET_MAX - 3] + "..."

@@ -1,0 +1,280 @@
+"""The LibCST gate visitor: the findings in a module, or in statements cut out of one.
+
+``visit`` walks the statements (``patchkit.rewrite.scope.statements``, every block) and
+visits each one's own code with ``_Gates``, which knows the statement's scope.  Plain
+isinstance checks, not ``libcst.matchers`` (its import alone costs ~190 ms); positions
+(``PositionProvider``) are resolved only for modules with findings.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from typing import Any, Callable, NamedTuple
+
+import libcst as cst
+
+from patchkit.rewrite.capability import MAJOR, TUPLE, Cap, CC, Literal, has_key, literal, sides, table_keys
+from patchkit.rewrite.dict_key import key_value
+from patchkit.rewrite.dict_key import one_line as _rewriter_one_line
+from patchkit.rewrite.scope import MODULE, Scope, assignments, header, statements
+from patchkit.scan.finding import COMPARISON, EQUALITY, MEMBERSHIP, TABLE, Finding, short
+
+# What the code of a gate's subject looks like: capability, major, sm_version, sm,
+# cc, cap, arch (at a word start: not "search").  Case-insensitive.
+CAPABILITY = re.compile(r"capab|major|(?<![a-z0-9])(?:sm_?ver|(?:sm|cc|cap)(?![a-z0-9])|arch)", re.I)
+# ... and what it does not: versions of other things (CUDA, torch, Python,
+# packages), numbers of SMs.
+NOT_CAPABILITY = re.compile(
+    r"count|num_?sms?\b|n_?sms\b|(?<!sm_)(?<!sm)version|nvcc|driver|python|(?<![a-z])dim|size|shape", re.I
+)
+
+_EMPTY = cst.Module(body=[])
+
+_OPS: dict[type, Callable[[Any, Any], bool]] = {
+    cst.Equal: operator.eq,
+    cst.NotEqual: operator.ne,
+    cst.LessThan: operator.lt,
+    cst.LessThanEqual: operator.le,
+    cst.GreaterThan: operator.gt,
+    cst.GreaterThanEqual: operator.ge,
+}
+_ORDERING = (cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual)
+
+
+def _literal_of(node: cst.BaseExpression) -> Literal | None:
+    """The capability literal a node is: an int, a float, a string, or a 2-tuple of ints."""
+    if isinstance(node, cst.Float):
+        return literal(node.evaluated_value)
+    if isinstance(node, cst.Tuple):
+        els = node.elements
+        if len(els) == 2 and all(isinstance(e, cst.Element) and isinstance(e.value, cst.Integer) for e in els):
+            return literal(tuple(e.value.evaluated_value for e in els))
+        return None
+    return literal(key_value(node))
+
+
+def _container(node: cst.BaseExpression) -> list[Literal] | None:
+    if not isinstance(node, (cst.Tuple, cst.List, cst.Set)) or not node.elements:
+        return None
+    out = []
+    for e in node.elements:
+        lit = _literal_of(e.value) if isinstance(e, cst.Element) else None
+        if lit is None:
+            return None
+        out.append(lit)
+    return out
+
+
+class _Hit(NamedTuple):
+    node: cst.CSTNode  # whose line is reported
+    kind: str
+    snippet: str
+    values: tuple
+    name: str | None
+    patchable: bool
+
+
+class _Gates(cst.CSTVisitor):
+    """Collects hits in the statements shown to it, each in its ``scope``."""
+
+    def __init__(self, caps: tuple[Cap, Cap], from_cc: CC, tables: frozenset[str]) -> None:
+        super().__init__()
+        self.caps = caps
+        self.from_cc = from_cc
+        self.tables = tables
+        self.scope = MODULE
+        self.assigned: dict[int, tuple[cst.CSTNode, str, str]] = {}
+        self.hits: list[_Hit] = []
+
+    def statement(self, scope: Scope, statement: cst.CSTNode) -> None:
+        """Visit a statement's own code (a compound statement's header) in ``scope``."""
+        self.scope = scope
+        for assignment, targets, value in assignments(statement):
+            if isinstance(value, cst.Dict):
+                self._note_table(assignment, targets, value)
+        for part in header(statement):
+            part.visit(self)
+
+    # -- tables
+    def _note_table(self, assignment: cst.CSTNode, targets: list[cst.BaseExpression], value: cst.Dict) -> None:
+        for target in targets:
+            if isinstance(target, cst.Name):
+                self.assigned[id(value)] = (assignment, self.scope.qualify(target.value), target.value)
+                return
+        for target in targets:
+            if isinstance(target, (cst.Attribute, cst.Subscript)):
+                self.assigned[id(value)] = (assignment, one_line(target), "")
+                return
+
+    def visit_Dict(self, node: cst.Dict) -> None:
+        keys = table_keys([key_value(e.key) if isinstance(e, cst.DictElement) else None for e in node.elements])
+        if keys is None:
+            return
+        from_cap, to_cap = self.caps
+        if not has_key(keys, from_cap) or has_key(keys, to_cap):
+            return
+        values = tuple(lit.written for lit in keys)
+        where = self.assigned.get(id(node))
+        if where is None:
+            self.hits.append(_Hit(node, TABLE, short(one_line(node)), values, None, False))
+            return
+        assignment, qualified, bare = where
+        patchable = (
+            bare in self.tables
+            and self.scope.plain
+            and self.from_cc in values  # the rewriter matches keys exactly
+        )
+        self.hits.append(_Hit(assignment, TABLE, short(one_line(assignment)), values, qualified, patchable))
+
+    # -- gates
+    def _subject(self, node: cst.BaseExpression) -> bool:
+        if isinstance(node, cst.Tuple):
+            ok = len(node.elements) == 2 and all(
+                isinstance(e, cst.Element) and isinstance(e.value, (cst.Name, cst.Attribute, cst.Subscript, cst.Call))
+                for e in node.elements
+            )
+        elif _is_major_of_sm(node):  # sm // 10: the major of an SM number
+            return self._subject(node.left)
+        else:
+            ok = isinstance(node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript))
+        if not ok:
+            return False
+        code = _EMPTY.code_for_node(node)
+        return CAPABILITY.search(code) is not None and NOT_CAPABILITY.search(code) is None
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        targets = node.comparisons
+        operands = [node.left, *(t.comparator for t in targets)]
+        # Cheap exit first: some operand must be a capability literal (or container).
+        lits: list[Any] = [_literal_of(node.left)]
+        for t in targets:
+            if isinstance(t.operator, (cst.In, cst.NotIn)):
+                lits.append(_container(t.comparator))
+            else:
+                lits.append(_literal_of(t.comparator))
+        if all(lit is None for lit in lits):
+            return
+        subjects = [lit is None and self._subject(operand) for lit, operand in zip(lits, operands)]
+        if not any(subjects):
+            return
+        kinds = set()
+        values: list[Any] = []
+        results = []
+        for n, c in enumerate(self.caps):
+            result = True
+            for i, t in enumerate(targets):
+                left, right = lits[i], lits[i + 1]
+                op = t.operator
+                if isinstance(op, (cst.In, cst.NotIn)):
+                    if not subjects[i] or right is None or not all(_fits(operands[i], lit) for lit in right):
+                        return
+                    found = any(a == b for a, b in (sides(lit, c) for lit in right))
+                    outcome = found != isinstance(op, cst.NotIn)
+                    kinds.add(MEMBERSHIP)
+                    compared = right
+                else:
+                    fn = _OPS.get(type(op))
+                    if fn is None:  # is / is not
+                        return
+                    if subjects[i] and right is not None:
+                        lit, subject_node = right, operands[i]
+                    elif subjects[i + 1] and left is not None:
+                        lit, subject_node = left, operands[i + 1]
+                    else:
+                        return
+                    if not _fits(subject_node, lit):
+                        return
+                    capv, litv = sides(lit, c)
+                    outcome = fn(capv, litv) if subjects[i] else fn(litv, capv)
+                    kinds.add(COMPARISON if isinstance(op, _ORDERING) else EQUALITY)
+                    compared = [lit]
+                if n == 0:
+                    values.extend(lit.written for lit in compared)
+                result = result and outcome
+            results.append(result)
+        if results[0] == results[1]:
+            return
+        kind = MEMBERSHIP if MEMBERSHIP in kinds else COMPARISON if COMPARISON in kinds else EQUALITY
+        subject = next(o for o, s in zip(operands, subjects) if s)
+        self.hits.append(_Hit(node, kind, short(one_line(node)), tuple(values), one_line(subject), False))
+
+
+def one_line(node: cst.CSTNode) -> str:
+    """``patchkit.rewrite.dict_key.one_line``, except that a 1-tuple keeps its comma: ``x in (10,)``."""
+    text = _rewriter_one_line(node)
+    if "(" not in text:
+        return text
+    code = re.sub(r"\s+", " ", re.sub(r"#[^\n]*", "", _EMPTY.code_for_node(node))).strip()
+    # Find the 1-tuples in the code (a group with one comma, at its end) and put their
+    # comma back in the same group of the rendering (the n-th "(" in both).
+    singles = set()
+    stack: list[list] = []  # [index among "(", commas at this level, comma last?]
+    count = 0
+    for ch in code:
+        if ch in "([{":
+            if stack:
+                stack[-1][2] = False
+            stack.append([count if ch == "(" else -1, 0, False])
+            count += ch == "("
+        elif ch in ")]}":
+            if stack:
+                n, commas, last = stack.pop()
+                if n >= 0 and commas == 1 and last:
+                    singles.add(n)
+        elif stack:
+            if ch == ",":
+                stack[-1][1] += 1
+                stack[-1][2] = True
+            elif ch != " ":
+                stack[-1][2] = False
+    if not singles:
+        return text
+    out, count, opened = [], 0, []
+    for ch in text:
+        if ch == "(":
+            opened.append(count)
+            count += 1
+        elif ch in "[{":
+            opened.append(-1)
+        elif ch in ")]}" and opened:
+            if opened.pop() in singles and out and out[-1] != ",":
+                out.append(",")
+        out.append(ch)
+    return "".join(out)
+
+
+def _is_major_of_sm(node: cst.BaseExpression) -> bool:
+    return (
+        isinstance(node, cst.BinaryOperation)
+        and isinstance(node.operator, cst.FloorDivide)
+        and isinstance(node.right, cst.Integer)
+        and node.right.evaluated_value == 10
+    )
+
+
+def _fits(subject: cst.BaseExpression, lit: Literal) -> bool:
+    """Can this subject be compared with this literal?  ``(major, minor)`` only with
+    tuples, ``sm // 10`` only with majors; anything else with anything."""
+    if isinstance(subject, cst.Tuple):
+        return lit.kind == TUPLE
+    if _is_major_of_sm(subject):
+        return lit.kind == MAJOR
+    return True
+
+
+def visit(module: cst.Module, path: str, caps, from_cc: CC, tables, line0: int = 0, scope: Scope = MODULE) -> list[Finding]:
+    """The findings in ``module`` (its line 1 is line ``line0 + 1`` of ``path``), whose
+    statements stand in ``scope``."""
+    visitor = _Gates(caps, from_cc, frozenset(tables))
+    for where, statement in statements(module, scope, everywhere=True):
+        visitor.statement(where, statement)
+    if not visitor.hits:
+        return []
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    return [
+        Finding(path, line0 + positions[h.node].start.line, h.kind, h.snippet, h.values, h.name, h.patchable)
+        for h in visitor.hits
+    ]

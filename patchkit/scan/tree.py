@@ -1,0 +1,114 @@
+"""The tree walk: ``scan_tree`` lists the *.py files under a folder and scans each one,
+in a pool of worker processes for a big tree.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import libcst as cst
+
+from patchkit.rewrite.capability import CC, pair
+from patchkit.scan.finding import Finding
+from patchkit.scan.source import scan
+
+SKIP_DIRS = frozenset({"__pycache__", "node_modules", ".git"})
+
+
+def python_files(root: Path) -> list[tuple[str, str]]:
+    """(path, path relative to root with "/") of every *.py file under root, sorted.
+
+    Skips hidden folders, ``__pycache__``, ``node_modules``, and symlinks (to
+    folders and to files: no file twice, nothing outside the tree).
+    """
+    out = []
+    root_s = os.fspath(root)
+    for dirpath, dirnames, filenames in os.walk(root_s, followlinks=False):
+        dirnames[:] = sorted(
+            d
+            for d in dirnames
+            if not d.startswith(".") and d not in SKIP_DIRS and not os.path.islink(os.path.join(dirpath, d))
+        )
+        rel_dir = os.path.relpath(dirpath, root_s).replace(os.sep, "/")
+        for f in sorted(filenames):
+            if f.endswith(".py"):
+                full = os.path.join(dirpath, f)
+                if not os.path.islink(full):
+                    out.append((full, f if rel_dir == "." else f"{rel_dir}/{f}"))
+    return out
+
+
+def _scan_file(full: str, rel: str, from_cc: CC, cc: CC, tables) -> tuple[list[Finding], bool, str | None]:
+    """(findings, parsed?, why it was skipped or None)."""
+    try:
+        with open(full, "rb") as fh:
+            data = fh.read()
+    except OSError as exc:
+        return [], False, f"cannot read: {exc.strerror or exc}"
+    try:
+        found, parsed = scan(data, rel, from_cc, cc, tables)
+    except cst.ParserSyntaxError as exc:
+        return [], False, f"cannot parse: line {exc.raw_line}: {exc.message}"
+    except Exception as exc:  # decoding errors, recursion limits: skip the file, never crash
+        return [], False, f"cannot parse: {type(exc).__name__}: {exc}"
+    return found, parsed, None
+
+
+def _scan_chunk(args) -> list[tuple[list[Finding], bool, str | None]]:
+    files, from_cc, cc, tables = args
+    return [_scan_file(full, rel, from_cc, cc, tables) for full, rel in files]
+
+
+def scan_tree(
+    root: Path,
+    from_cc: CC,
+    cc: CC,
+    tables: tuple[str, ...] = (),
+    skipped: list[tuple[str, str]] | None = None,
+    jobs: int | None = None,
+) -> tuple[list[Finding], int, int]:
+    """(findings sorted by path and line, *.py files seen, files parsed).
+
+    Files that cannot be read or parsed are skipped (not counted as parsed); when
+    ``skipped`` is a list, (relative path, reason) pairs are appended to it.
+    ``jobs``: worker processes (default: up to 2, and 1 for small trees).
+    """
+    pair(from_cc, cc)  # ValueError for a capability that is neither an int nor "X.Y"
+    files = python_files(Path(root))
+    tables = tuple(tables)
+    if jobs is None:
+        jobs = min(2, os.cpu_count() or 1) if len(files) >= 500 else 1
+    if jobs > 1:
+        results = _parallel(files, from_cc, cc, tables, jobs)
+    else:
+        results = _scan_chunk((files, from_cc, cc, tables))
+    findings: list[Finding] = []
+    parsed = 0
+    for (_, rel), (found, ok, why) in zip(files, results):
+        findings += found
+        parsed += ok
+        if why is not None and skipped is not None:
+            skipped.append((rel, why))
+    findings.sort(key=lambda f: (f.path, f.line))
+    return findings, len(files), parsed
+
+
+def _parallel(files, from_cc, cc, tables, jobs):
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    try:
+        context = multiprocessing.get_context("fork")
+    except ValueError:  # no fork here: one process
+        return _scan_chunk((files, from_cc, cc, tables))
+    # Interleaved chunks: big files cluster in some folders.
+    n = jobs * 8
+    chunks = [files[i::n] for i in range(n)]
+    with ProcessPoolExecutor(jobs, mp_context=context) as pool:
+        parts = list(pool.map(_scan_chunk, [(c, from_cc, cc, tables) for c in chunks]))
+    out: list[Any] = [None] * len(files)
+    for i, part in enumerate(parts):
+        out[i::n] = part
+    return out

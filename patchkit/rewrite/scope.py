@@ -50,7 +50,10 @@ _CLAUSES = (cst.If, cst.Else, cst.ExceptHandler, cst.ExceptStarHandler, cst.Fina
 _SIMPLE = (cst.SimpleStatementLine, cst.SimpleStatementSuite)
 
 
-def statements(module: cst.Module, scope: Scope = MODULE, everywhere: bool = False) -> Iterator[tuple[Scope, cst.CSTNode]]:
+Walk = Iterator[tuple[Scope, cst.CSTNode]]
+
+
+def statements(module: cst.Module, scope: Scope = MODULE, everywhere: bool = False) -> Walk:
     """(scope, statement) for the statements of the module and of its class bodies.
 
     A compound statement comes before the statements of its blocks.  A one-line block
@@ -61,16 +64,17 @@ def statements(module: cst.Module, scope: Scope = MODULE, everywhere: bool = Fal
     yield from _body(module.body, scope, everywhere)
 
 
-def _body(body, scope: Scope, everywhere: bool) -> Iterator[tuple[Scope, cst.CSTNode]]:
+def _body(body, scope: Scope, everywhere: bool) -> Walk:
     for statement in body:
         yield scope, statement
         if isinstance(statement, cst.ClassDef):
             yield from _blocks(statement, scope.enter(CLASS, statement.name.value), everywhere)
         elif everywhere and isinstance(statement, cst.BaseCompoundStatement):
-            yield from _blocks(statement, scope.enter(DEF if isinstance(statement, cst.FunctionDef) else BLOCK), everywhere)
+            kind = DEF if isinstance(statement, cst.FunctionDef) else BLOCK
+            yield from _blocks(statement, scope.enter(kind), everywhere)
 
 
-def _blocks(node: cst.CSTNode, scope: Scope, everywhere: bool) -> Iterator[tuple[Scope, cst.CSTNode]]:
+def _blocks(node: cst.CSTNode, scope: Scope, everywhere: bool) -> Walk:
     for child in node.children:
         if isinstance(child, cst.IndentedBlock):
             yield from _body(child.body, scope, everywhere)
@@ -89,8 +93,9 @@ def header(statement: cst.CSTNode) -> list[cst.CSTNode]:
     return [c for c in statement.children if not isinstance(c, (cst.BaseSuite, *_CLAUSES))]
 
 
-def assignments(statement: cst.CSTNode) -> Iterator[tuple[cst.BaseSmallStatement, list[cst.BaseExpression], cst.BaseExpression]]:
-    """(assignment, targets, value) of each assignment in a simple statement: ``a = b = v``, ``a: T = v``."""
+def assignments(statement: cst.CSTNode) -> Iterator[tuple[cst.CSTNode, list[cst.BaseExpression], cst.BaseExpression]]:
+    """(assignment, targets, value) of each assignment in a simple statement: ``a = b = v``,
+    ``a: T = v``."""
     if not isinstance(statement, _SIMPLE):
         return
     for small in statement.body:

@@ -263,7 +263,9 @@ def _fits(subject: cst.BaseExpression, lit: Literal) -> bool:
     return True
 
 
-def visit(module: cst.Module, path: str, caps, from_cc: CC, tables, line0: int = 0, scope: Scope = MODULE) -> list[Finding]:
+def visit(
+    module: cst.Module, path: str, caps, from_cc: CC, tables, line0: int = 0, scope: Scope = MODULE
+) -> list[Finding]:
     """The findings in ``module`` (its line 1 is line ``line0 + 1`` of ``path``), whose
     statements stand in ``scope``."""
     visitor = _Gates(caps, from_cc, frozenset(tables))

@@ -18,7 +18,7 @@ import click
 from patchkit import __version__
 from patchkit.errors import REFUSED, BadInput, PatchkitError
 from patchkit.fixes.registry import PROJECTS
-from patchkit.rewrite.capability import parse_cc
+from patchkit.rewrite.capability import parse_cc, same
 from patchkit.versions import is_version
 
 
@@ -89,14 +89,9 @@ class Group(click.Group):
 # --- input checks that need more than one option ---------------------------------------
 
 
-def _capability(cc: int | str) -> tuple[int, int]:
-    major, _, minor = str(cc).partition(".")
-    return int(major), int(minor or 0)
-
-
 def _pair_error(from_cc: int | str, to_cc: int | str, to_opt: str, alike: bool) -> str | None:
     given = f"(--from-cc {from_cc}, {to_opt} {to_cc})"
-    if _capability(from_cc) == _capability(to_cc):
+    if same(from_cc, to_cc):
         return f"{to_opt} must differ from --from-cc {given}"
     if alike and type(from_cc) is not type(to_cc):
         return f"--from-cc and {to_opt} must be written alike, both like 12 or both like 12.0 {given}"

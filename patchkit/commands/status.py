@@ -7,6 +7,7 @@ from pathlib import Path
 from patchkit.target import bytecode
 from patchkit.target.processes import restart_lines
 from patchkit.report import Report
+from patchkit.types import PATCHED
 from patchkit.text import plural
 from patchkit.target.session import Session
 from patchkit.digest import sha256
@@ -44,7 +45,7 @@ def status(path: Path, patches: Path | None = None, project: str | None = None) 
         digest = sha256(data)
         if rel in recorded:
             f = recorded[rel]
-            state = {f.post_sha256: "patched", f.pre_sha256: "original again (restored outside patchkit)"}.get(digest, "modified since apply")
+            state = {f.post_sha256: PATCHED, f.pre_sha256: "original again (restored outside patchkit)"}.get(digest, "modified since apply")
         elif rel in known:
             state = {known[rel]["pre_sha256"]: "original release file", known[rel]["post_sha256"]: "patched (no patchkit record)"}.get(digest, "differs from the release (local edits?)")
         else:

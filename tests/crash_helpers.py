@@ -1,4 +1,4 @@
-"""Shared helpers of the crash tests (tests/test_crash_and_race.py) and the reliability suite (tests/reliability/).
+"""Shared helpers of the crash tests (tests/target/test_crash_and_race.py) and the reliability suite (tests/reliability/).
 
 Not a ``conftest.py``: tests/ has no ``__init__.py`` files, so a second
 ``conftest.py`` here would take the module name ``conftest`` from tests/conftest.py
@@ -6,7 +6,7 @@ and break every ``from conftest import ...`` of the other test modules.  The tes
 modules of this folder import this one by name (pytest puts their folder on
 sys.path), and reach tests/conftest.py as ``conftest`` as the others do.
 
-Some helpers are minimal copies of tests/test_crash_and_race.py's, extended to the
+Some helpers are minimal copies of tests/target/test_crash_and_race.py's, extended to the
 states this suite adds: a second cc pair applied (9 -> 11), plain folders, a file
 edited after apply.
 """

@@ -1,7 +1,7 @@
 """Hypothesis properties for reading patch files and for the table evaluator, and the
 atheris harness of fuzz/fuzz_patchread.py run briefly.
 
-tests/test_patchread.py feeds parse random bytes (which almost never get past the first
+tests/patch/test_patchread.py feeds parse random bytes (which almost never get past the first
 line) and round-trips generated patches; tests/test_rewriter_properties.py covers the
 rewriter.  Here:
 

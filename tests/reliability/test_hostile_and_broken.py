@@ -1,7 +1,7 @@
 """Hostile patches, manifests, trees and state; broken sources, checkouts and permissions.
 
 At the command line, on checkouts built in the test.  What tests/test_apply_cycle.py and
-tests/test_patchread.py already cover is not repeated (a manifest naming ``..``, an
+tests/patch/test_patchread.py already cover is not repeated (a manifest naming ``..``, an
 absolute path or a file outside the target files; a patch name with ``/``; a patch
 edited after generation; a truncated patch and a corrupt manifest, all for ``apply``;
 a symlinked target and folder for apply/verify/revert).

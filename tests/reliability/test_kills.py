@@ -1,6 +1,6 @@
 """SIGKILL of apply, revert and upstream: at every write boundary and at random instants.
 
-tests/test_crash_and_race.py already kills apply and revert of the shipped patch on a git
+tests/target/test_crash_and_race.py already kills apply and revert of the shipped patch on a git
 checkout at each fault point, inside each atomic write, and at 40 random instants.  This
 module adds what it does not cover, and scales with $PATCHKIT_KILLS:
 

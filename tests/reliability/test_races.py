@@ -1,6 +1,6 @@
 """Races with upstream: two or more patchkit processes on one checkout at once.
 
-tests/test_crash_and_race.py races apply+apply, apply+revert, apply+apply+revert and
+tests/target/test_crash_and_race.py races apply+apply, apply+revert, apply+apply+revert and
 apply+revert+verify, and checks the lock's refusal line.  This module adds upstream to
 the mix (upstream takes no lock: it works from HEAD in a private index), and checks
 that a run that had to wait for the lock says so.
@@ -143,7 +143,7 @@ def test_races_with_upstream(world: World, tmp_path: Path, race: tuple[str, ...]
 
 def test_a_run_that_waited_for_the_lock_says_so(world: World, tmp_path: Path) -> None:
     """Issue 6: "the loser told clearly why it waited or gave up".  Giving up is covered by
-    tests/test_crash_and_race.py; here the holder lets go after 1 s, within the timeout."""
+    tests/target/test_crash_and_race.py; here the holder lets go after 1 s, within the timeout."""
     w = world
     repo = w.checkout(tmp_path / "co", "original")
     store = state_dir(repo)

@@ -21,6 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import ROOT
 from patchkit.target import bytecode
 from patchkit.target.bytecode import Pyc, cached_files, check, drop
 
@@ -443,8 +444,7 @@ def test_symlinked_source_directory_is_not_outside(tmp_path):
 
 def test_import_pulls_in_no_heavy_modules():
     code = "import sys; before = set(sys.modules); import patchkit.target.bytecode; print(*sorted(set(sys.modules) - before))"
-    root = Path(__file__).resolve().parent.parent
-    env = {**os.environ, "PYTHONPATH": str(root)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
     heavy = {"importlib.util", "py_compile", "compileall", "subprocess", "shutil", "tempfile", "hashlib", "logging"}
     assert heavy.isdisjoint(out.split())

@@ -16,7 +16,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from conftest import run_cli
+from conftest import after_start, run_cli, running
 from patchkit.rewrite.evaluate import tables
 from patchkit.dev.mirror import default_cache, fetch_wheel
 from patchkit.fixes.registry import SGLANG
@@ -194,8 +194,6 @@ def test_a_key_12_put_there_by_hand_is_left_alone(tmp_path: Path) -> None:
 def test_servers_started_before_the_change_are_named(tmp_path: Path) -> None:
     """A Python of the venv running `-m sglang.launch_server` (a stand-in that waits) before
     apply is named after apply, in status and after revert; one started after is not."""
-    from test_processes import after_start, running
-
     wheel = fetch_wheel("0.5.9", default_cache())
     env = Env(tmp_path / "V")
     env.pip("install", str(wheel))

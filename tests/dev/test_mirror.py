@@ -15,7 +15,7 @@ from patchkit.dev import mirror
 from patchkit.dev.mirror import build_mirror, fetch_wheel
 from patchkit.errors import MirrorError
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT
 
 # Out of order on purpose: 0.10.0 sorts after 0.2.0, the .post1 after its release.
 VERSIONS = ["0.10.0", "0.1.0.post1", "0.2.0", "0.1.0"]

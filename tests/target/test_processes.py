@@ -14,16 +14,15 @@ import os
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+import patchkit
+from conftest import TICK_NS, after_start, running
 from patchkit.target import processes
 from patchkit.target.processes import Process, parse_start_ticks, restart_lines, runs_project, stale_processes
 
-TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-TICK_NS = 10**9 // TICKS_PER_S
 SERVER = 'import sys\nprint("ready", flush=True)\nsys.stdin.read()  # until the test closes stdin or kills us\n'
 SELF_CHECK = (
     "import json, os, time\n"
@@ -69,45 +68,6 @@ def venv_v(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def venv_w(tmp_path_factory) -> Path:
     return make_venv(tmp_path_factory.mktemp("envs") / "W")
-
-
-@contextmanager
-def running(argv, standin: Path, env: dict | None = None, **popen):
-    """Start argv with the stand-ins importable; yield it once it printed "ready"; kill it."""
-    env = {**os.environ, **(env or {}), "PYTHONPATH": str(standin)}
-    with subprocess.Popen(
-        [str(a) for a in argv],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env=env,
-        **popen,
-    ) as proc:
-        try:
-            line = proc.stdout.readline()
-            if line != b"ready\n":
-                proc.kill()
-                pytest.fail(f"{argv} did not start: {(line + proc.stdout.read()).decode(errors='replace')}")
-            yield proc
-        finally:
-            proc.kill()
-
-
-def start_ticks(pid: int) -> int:
-    return parse_start_ticks(Path(f"/proc/{pid}/stat").read_text())
-
-
-def after_start(pid: int) -> int:
-    """A wall-clock time (ns) read once the boot clock is two ticks past pid's start tick.
-
-    One tick makes the process's start strictly earlier; the second is margin for
-    the module's estimate of the boot time, which may run late by the (sub-microsecond)
-    gap between two clock readings.  Waiting for a condition, not for a duration.
-    """
-    start = start_ticks(pid)
-    while time.clock_gettime_ns(time.CLOCK_BOOTTIME) * TICKS_PER_S // 10**9 < start + 2:
-        time.sleep(0.001)
-    return time.time_ns()
 
 
 def named(project: str, changed_ns: int, prefix: Path | None = None) -> dict[int, Process]:
@@ -222,7 +182,7 @@ def test_non_python_process_whose_argv_runs_the_project_is_not_named(standin):
 
 
 def test_this_process_is_never_named(standin, venv_v):
-    package_parent = Path(processes.__file__).resolve().parent.parent  # the patchkit under test
+    package_parent = Path(patchkit.__file__).resolve().parent.parent  # the patchkit under test
     env = {"PYTHONPATH": f"{standin}{os.pathsep}{package_parent}"}
     with running([venv_v / "bin/python", "-m", "sglang.launch_server"], standin) as sibling:
         child = subprocess.run(

@@ -1,8 +1,9 @@
-"""The target registry: which projects, files and table names patchkit looks at.
+"""The projects patchkit knows, with the files and tables its default fix patches there.
 
-Data only.  Adding a table, a candidate file or a project is a change here and
-nowhere else.  Paths are relative to the root of the project's repository; an
-installed package has the same files below ``site-packages/<name>/``.
+Built from the data files beside this module (``projects.toml`` and the fixes'
+``<name>.toml``, read by ``load.py``): adding a table, a candidate file or a project is
+a change there and nowhere else.  Paths are relative to the root of the project's
+repository; an installed package has the same files below ``site-packages/<name>/``.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from patchkit.errors import BadInput
+from patchkit.fixes.load import HERE, read_fixes, read_projects
 
 
 class Project(NamedTuple):
@@ -50,42 +52,22 @@ class Project(NamedTuple):
         return repo_path[len(prefix) :] if prefix and repo_path.startswith(prefix) else repo_path
 
 
-SGLANG = Project(
-    name="sglang",
-    label="SGLang",
-    source_root="python",
-    files=("python/sglang/srt/distributed/device_communicators/*.py",),
-    tables=(
-        # 0.5.3 - 0.5.4.post2: all_reduce_utils.py, module level
-        "SYMM_MEM_ALL_REDUCE_MAX_SIZES",
-        # 0.5.4.post3 and later: all_reduce_utils.py, module level
-        "TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES",
-        # class attribute of SymmMemCommunicator (symm_mem.py) and later of
-        # TorchSymmMemCommunicator (torch_symm_mem.py)
-        "_WORLD_SIZES_MULTIMEM",
-    ),
-    key_style="major",
-    from_cc=10,
-    to_cc=12,
-    patches="",
-)
+def _projects() -> dict[str, Project]:
+    """Each project of projects.toml, with the dict-key rule of the default fix that patches it."""
+    layouts = read_projects()
+    rules = [r for fix in read_fixes().values() if fix.default for r in fix.rules if r.kind == "dict-key"]
+    projects = {}
+    for name, layout in layouts.items():
+        rule = next((r for r in rules if r.project == name), None)
+        if rule is None:
+            raise BadInput(str(HERE / "projects.toml"), f"{name}: no rule of a default fix patches it")
+        style = int if layout["key_style"] == "major" else str
+        if not (isinstance(rule.from_cc, style) and isinstance(rule.to_cc, style)):
+            raise BadInput(str(HERE / f"{rule.fix}.toml"), f"{name}: from_cc and to_cc must be written {layout['key_style']}")
+        projects[name] = Project(name, layout["label"], layout["source_root"], rule.files, rule.tables,
+                                 layout["key_style"], rule.from_cc, rule.to_cc, layout["patches"])
+    return projects
 
-VLLM = Project(
-    name="vllm",
-    label="vLLM",
-    source_root="",
-    files=("vllm/distributed/device_communicators/*.py",),
-    tables=(
-        # all_reduce_utils.py, module level, keyed "9.0", "10.0"
-        "CUSTOM_ALL_REDUCE_MAX_SIZES",
-        "SYMM_MEM_ALL_REDUCE_MAX_SIZES",
-        # class attribute of SymmMemCommunicator (symm_mem.py), found by `patchkit scan`
-        "_WORLD_SIZES_MULTIMEM",
-    ),
-    key_style="major.minor",
-    from_cc="10.0",
-    to_cc="12.0",
-    patches="vllm",
-)
 
-PROJECTS = {p.name: p for p in (SGLANG, VLLM)}
+PROJECTS = _projects()
+SGLANG, VLLM = PROJECTS["sglang"], PROJECTS["vllm"]

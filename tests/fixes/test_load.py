@@ -1,0 +1,74 @@
+"""The fixes and projects are data (TOML): read, checked, and turned into the registry."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from patchkit.errors import BadInput
+from patchkit.fixes.load import HERE, read_fix, read_fixes, read_projects
+from patchkit.fixes.registry import PROJECTS
+
+RULE = """
+[[rules]]
+project = "sglang"
+kind = "dict-key"
+files = ["python/sglang/x/*.py"]
+tables = ["T"]
+from_cc = 10
+to_cc = 12
+evidence = "not upstream; copied from SM100, untuned"
+"""
+HEAD = 'title = "A fix"\ndefault = false\nrationale = """\nWhy."""\n'
+
+
+def test_the_shipped_fixes_and_projects() -> None:
+    fixes = read_fixes()
+    assert list(fixes) == ["torch-symm-mem"]
+    fix = fixes["torch-symm-mem"]
+    assert fix.default and fix.title == "Add SM120 to the torch symm-mem all-reduce tables"
+    assert [(r.project, r.kind, r.from_cc, r.to_cc) for r in fix.rules] == [("sglang", "dict-key", 10, 12), ("vllm", "dict-key", "10.0", "12.0")]
+    assert list(read_projects()) == ["sglang", "vllm"]
+
+
+def test_the_registry_is_built_from_them() -> None:
+    sglang, vllm = PROJECTS["sglang"], PROJECTS["vllm"]
+    assert sglang.files == ("python/sglang/srt/distributed/device_communicators/*.py",)
+    assert sglang.tables == ("SYMM_MEM_ALL_REDUCE_MAX_SIZES", "TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES", "_WORLD_SIZES_MULTIMEM")
+    assert (sglang.source_root, sglang.key_style, sglang.from_cc, sglang.to_cc, sglang.patches) == ("python", "major", 10, 12, "")
+    assert vllm.tables == ("CUSTOM_ALL_REDUCE_MAX_SIZES", "SYMM_MEM_ALL_REDUCE_MAX_SIZES", "_WORLD_SIZES_MULTIMEM")
+    assert (vllm.source_root, vllm.key_style, vllm.from_cc, vllm.to_cc, vllm.patches) == ("", "major.minor", "10.0", "12.0", "vllm")
+
+
+def test_a_fix_file_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "my-fix.toml"
+    path.write_text(HEAD + RULE)
+    fix = read_fix(path)
+    assert (fix.name, fix.title, fix.rationale, fix.default) == ("my-fix", "A fix", "Why.", False)
+    (rule,) = fix.rules
+    assert rule == rule._replace(fix="my-fix", project="sglang", files=("python/sglang/x/*.py",), tables=("T",), needs="")
+
+
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("title = ", "not a readable TOML file"),
+        (HEAD, "my-fix: 'rules' is missing or not list"),
+        (HEAD + RULE.replace('kind = "dict-key"', 'kind = "regex"'), "my-fix, rule 1: kind 'regex' is not one of dict-key"),
+        (HEAD + RULE.replace('tables = ["T"]', "tables = []"), "my-fix, rule 1: 'tables' must be a list of strings"),
+        (HEAD + RULE.replace("from_cc = 10", "from_cc = true"), "my-fix, rule 1: 'from_cc' is missing or not"),
+        (HEAD.replace("default = false", 'default = "no"') + RULE, "my-fix: 'default' is missing or not bool"),
+    ],
+)
+def test_a_wrong_fix_file_is_one_line_naming_it(tmp_path: Path, text: str, reason: str) -> None:
+    path = tmp_path / "my-fix.toml"
+    path.write_text(text)
+    with pytest.raises(BadInput) as caught:
+        read_fix(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: {reason}") and "\n" not in message, message
+
+
+def test_the_data_files_ship_with_the_package() -> None:
+    assert (HERE / "projects.toml").is_file() and (HERE / "torch-symm-mem.toml").is_file()

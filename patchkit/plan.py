@@ -95,11 +95,12 @@ def plan_apply(
     applied: Applied | None,
     originals: dict[str, bytes],
     shipped: Shipped | None,
+    *,
     tables: tuple[str, ...],
     from_cc,
     to_cc,
     version: str | None,
-    no_generate: bool,
+    no_generate: bool = False,
     missing: str = "",
 ) -> Plan:
     """What ``apply`` writes.

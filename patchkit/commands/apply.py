@@ -131,8 +131,8 @@ def _look(s: Session, patches, no_generate, from_cc, to_cc) -> Look:
     shipped = s.shipped(patches, from_cc, to_cc)
     with s.local_errors():
         plan = plan_apply(
-            current, applied, originals, shipped, s.project.tables, from_cc, to_cc, s.version, no_generate,
-            missing="" if shipped else s.why_no_shipped(patches, from_cc, to_cc),
+            current, applied, originals, shipped, tables=s.project.tables, from_cc=from_cc, to_cc=to_cc,
+            version=s.version, no_generate=no_generate, missing="" if shipped else s.why_no_shipped(patches, from_cc, to_cc),
         )
     stale = [] if plan.action == APPLY else s.stale_bytecode(current)
     return Look(plan, old, stale)

@@ -72,6 +72,7 @@ def release_patch(
     source: GitSource,
     tag: str,
     project: Project,
+    *,
     from_cc: Key,
     to_cc: Key,
     cache: dict[str, tuple[bytes, Rewrite | PatchkitError]],
@@ -225,7 +226,8 @@ def generate(
     cache: dict[str, tuple[bytes, Rewrite | PatchkitError]] = {}
     outcomes = []
     for tag in tags:
-        outcome = release_patch(source, tag, project, from_cc, to_cc, cache, templates, files[tag], blobs)
+        outcome = release_patch(source, tag, project, from_cc=from_cc, to_cc=to_cc, cache=cache, templates=templates,
+                                files=files[tag], blobs=blobs)
         if not check:
             write(out, outcome)
         outcomes.append(outcome)

@@ -44,7 +44,8 @@ def upstream(
     git = GitSource(s.target.root)
     head = git.head()
     committed = {f.path: git.read(f.blob) for f in git.files(head, s.project.files)}
-    plan = plan_apply(committed, None, {}, s.shipped(patches, from_cc, to_cc), s.project.tables, from_cc, to_cc, s.version, False)
+    shipped = s.shipped(patches, from_cc, to_cc)
+    plan = plan_apply(committed, None, {}, shipped, tables=s.project.tables, from_cc=from_cc, to_cc=to_cc, version=s.version)
     if plan.action != APPLY:
         raise Refused(str(s.target.root), f"nothing to change at HEAD ({head[:12]}): {plan.action}")
     name = git.free_branch(branch or default_branch(to_cc))

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -89,8 +93,10 @@ def git(repo: Path, *args: str, date: str = "2026-01-02T03:04:05+00:00") -> str:
     return done.stdout.decode()
 
 
-def make_repo(path: Path, releases: dict[str, dict[str, bytes]] = RELEASES) -> Path:
-    """A git repository with one commit and one tag per release, each tree exactly ``files``."""
+_TEMPLATES: dict[tuple, Path] = {}  # releases -> a repository built once, copied for each test
+
+
+def _build_repo(path: Path, releases: dict[str, dict[str, bytes]]) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     git(path, "init", "-q", "-b", "main")
     for day, (tag, files) in enumerate(releases.items(), start=1):
@@ -104,6 +110,31 @@ def make_repo(path: Path, releases: dict[str, dict[str, bytes]] = RELEASES) -> P
         git(path, "commit", "-qm", f"release {tag}", date=date)
         git(path, "tag", tag)
     return path
+
+
+def make_repo(path: Path, releases: dict[str, dict[str, bytes]] = RELEASES) -> Path:
+    """A git repository with one commit and one tag per release, each tree exactly ``files``.
+
+    Every commit's date is fixed, so the same releases always give the same commits: the
+    repository is built once per test session and copied (``.git`` included) for each caller.
+    """
+    key = tuple((tag, tuple(sorted(files.items()))) for tag, files in releases.items())
+    if path.exists() and any(path.iterdir()):
+        return _build_repo(path, releases)  # into a folder that holds something already
+    if key not in _TEMPLATES:
+        _TEMPLATES[key] = _build_repo(Path(_template_root()) / str(len(_TEMPLATES)), releases)
+    shutil.copytree(_TEMPLATES[key], path, symlinks=True, dirs_exist_ok=True)
+    return path
+
+
+_ROOT_DIR: list[str] = []
+
+
+def _template_root() -> str:
+    if not _ROOT_DIR:
+        _ROOT_DIR.append(tempfile.mkdtemp(prefix="patchkit-test-repos-"))
+        atexit.register(shutil.rmtree, _ROOT_DIR[0], True)
+    return _ROOT_DIR[0]
 
 
 @pytest.fixture
@@ -122,6 +153,40 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> sub
             full_env[key] = value
     return subprocess.run(
         [sys.executable, "-m", "patchkit", *args], cwd=cwd, env=full_env, capture_output=True
+    )
+
+
+
+_IN_PROCESS = threading.Lock()  # click swaps sys.stdout and os.environ for the length of a call
+
+
+def invoke(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run patchkit's command line in this process: the entry point of ``python -m patchkit``
+    (the click group ``patchkit.cli.cli``) with the same arguments and environment as
+    ``run_cli``; its exit code and its stdout and stderr bytes.
+
+    It saves a Python start-up and patchkit's imports (about 0.3 s) per command.  Anything
+    but the command's own exit (an exception patchkit let through: a traceback for a user)
+    fails the test.  Kills (PATCHKIT_FAULT) and concurrent runs need ``run_cli``/Popen.
+    """
+    from click.testing import CliRunner
+
+    from patchkit.cli import cli as group
+
+    extra = {**GIT_ENV, "PATCHKIT_SGLANG_REPO": None, **(env or {})}
+    assert not extra.get("PATCHKIT_FAULT"), "a fault kills the process: run it with run_cli"
+    try:
+        runner = CliRunner(mix_stderr=False)  # click < 8.2
+    except TypeError:
+        runner = CliRunner()
+    with _IN_PROCESS:
+        result = runner.invoke(group, list(args), env=extra, prog_name="patchkit", catch_exceptions=True)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        import traceback
+
+        raise AssertionError("patchkit raised:\n" + "".join(traceback.format_exception(*result.exc_info)))
+    return subprocess.CompletedProcess(
+        ["patchkit", *args], result.exit_code, result.stdout_bytes, result.stderr_bytes or b""
     )
 
 

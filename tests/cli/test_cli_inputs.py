@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 import pytest
 
-from conftest import make_repo, run_cli
+from conftest import invoke, make_repo, run_cli
 from patchkit.cli import cli
 from patchkit.versions import is_version
 
@@ -45,7 +45,7 @@ def one_line(done: subprocess.CompletedProcess, code: int, *needles: str) -> str
 def refused(checkout: Path, *args: str, needle: str, json_doc: bool = False) -> None:
     """``args`` fail with exit 2 and one line holding ``needle``, and change nothing."""
     before = snapshot(checkout)
-    done = run_cli(*args, *(["--json"] if json_doc else []))
+    done = invoke(*args, *(["--json"] if json_doc else []))
     err = one_line(done, BAD_INPUT, needle)
     if json_doc:
         doc = json.loads(done.stdout)
@@ -69,7 +69,7 @@ def test_out_not_a_directory(checkout: Path, tmp_path: Path, below: str, command
     out = file / below if below else file
     before = snapshot(checkout)
     target = ["--repo", str(checkout)] if command == "generate" else [str(checkout)]
-    done = run_cli(command, *target, "--out", str(out), *extra)
+    done = invoke(command, *target, "--out", str(out), *extra)
     reason = "not a directory" if out == file else f"{file} is not a directory"
     err = one_line(done, BAD_INPUT, f"patchkit: {out}: {reason}")
     if "--json" in extra:
@@ -89,7 +89,7 @@ def test_generate_oserror_is_one_line(checkout: Path, tmp_path: Path, as_json: b
     out = tmp_path / "out"
     out.mkdir()
     (out / "0.5.3").write_bytes(b"in the way\n")
-    done = run_cli("generate", "--repo", str(checkout), "--out", str(out), *(["--json"] if as_json else []))
+    done = invoke("generate", "--repo", str(checkout), "--out", str(out), *(["--json"] if as_json else []))
     err = one_line(done, REFUSED, f"patchkit: {out / '0.5.3'}: ")
     if as_json:
         doc = json.loads(done.stdout)
@@ -119,7 +119,7 @@ def test_apply_refuses_a_version_that_is_not_one(checkout: Path, as_json: bool) 
 
 def test_apply_takes_a_release_version(checkout: Path) -> None:
     before = snapshot(checkout)
-    done = run_cli("apply", str(checkout), "--version", "0.5.4.post2", "--dry-run")
+    done = invoke("apply", str(checkout), "--version", "0.5.4.post2", "--dry-run")
     assert done.returncode == 0, done.stderr.decode()
     assert done.stdout.decode().splitlines()[0] == f"{checkout}: SGLang 0.5.4.post2, given with --version"
     assert snapshot(checkout) == before
@@ -218,7 +218,7 @@ def test_path_still_defaults_to_here(checkout: Path) -> None:
 @pytest.mark.parametrize("command", ["apply", "verify", "revert", "status", "upstream", "scan"])
 def test_missing_path_as_json(tmp_path: Path, command: str) -> None:
     missing = tmp_path / "nope"
-    done = run_cli(command, str(missing), "--json")
+    done = invoke(command, str(missing), "--json")
     assert done.returncode == BAD_INPUT, done.stderr.decode()
     err = done.stderr.decode()
     assert err.startswith("patchkit: ") and err.count("\n") == 1 and str(missing) in err
@@ -241,7 +241,7 @@ def test_missing_path_as_json(tmp_path: Path, command: str) -> None:
 )
 def test_usage_errors_as_json(args: list[str], reason: str) -> None:
     # --json goes first: click stops parsing at the error, the document must still come out.
-    done = run_cli(args[0], "--json", *args[1:])
+    done = invoke(args[0], "--json", *args[1:])
     err = done.stderr.decode()
     assert done.returncode == BAD_INPUT, err
     assert "Error:" in err and reason in err and "Traceback" not in err
@@ -251,7 +251,7 @@ def test_usage_errors_as_json(args: list[str], reason: str) -> None:
 
 
 def test_usage_error_without_json_prints_nothing_on_stdout() -> None:
-    done = run_cli("apply", "--bogus")
+    done = invoke("apply", "--bogus")
     assert done.returncode == BAD_INPUT
     assert done.stdout == b""
     assert b"Error: No such option '--bogus'" in done.stderr
@@ -310,9 +310,9 @@ def test_cc_written_another_projects_way(checkout: Path, command: str, options: 
 
 def test_no_shipped_patch_for_that_cc_pair_says_so(checkout: Path, tmp_path: Path) -> None:
     patches = tmp_path / "patches"
-    assert run_cli("generate", "--repo", str(checkout), "--out", str(patches)).returncode == 0
+    assert invoke("generate", "--repo", str(checkout), "--out", str(patches)).returncode == 0
     before = snapshot(checkout)
-    done = run_cli("apply", str(checkout), "--patches", str(patches), "--from-cc", "9", "--no-generate")
+    done = invoke("apply", str(checkout), "--patches", str(patches), "--from-cc", "9", "--no-generate")
     one_line(done, REFUSED, "no shipped patch for SGLang 0.5.16 that copies key 9 to key 12 "
              "(the shipped one copies key 10 to key 12); --no-generate refuses to generate one")
     assert snapshot(checkout) == before

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DC, RELEASES, comm, git, make_repo, run_cli
+from conftest import DC, RELEASES, comm, git, invoke, make_repo, run_cli
 from patchkit.rewrite.evaluate import tables
 from patchkit.fixes.registry import SGLANG
 
@@ -27,7 +27,7 @@ def origin(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def patches(origin: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("patches")
-    done = run_cli("generate", "--repo", str(origin), "--out", str(out))
+    done = invoke("generate", "--repo", str(origin), "--out", str(out))
     assert done.returncode == 0, done.stderr
     return out
 
@@ -115,7 +115,7 @@ def test_local_edit_is_honoured_or_refused(origin: Path, patches: Path, tmp_path
     (repo / COMM).write_bytes(edited)
     utils = (repo / UTILS).read_bytes()
 
-    done = run_cli("apply", str(repo), "--patches", str(patches), "--no-generate")
+    done = invoke("apply", str(repo), "--patches", str(patches), "--no-generate")
     assert done.returncode == 3
     assert done.stderr.decode() == (
         f"patchkit: {COMM}: differs from the pre-image of {patches}/0.5.5/"
@@ -124,15 +124,15 @@ def test_local_edit_is_honoured_or_refused(origin: Path, patches: Path, tmp_path
     )
     assert (repo / COMM).read_bytes() == edited and (repo / UTILS).read_bytes() == utils
 
-    done = run_cli("apply", str(repo), "--patches", str(patches))
+    done = invoke("apply", str(repo), "--patches", str(patches))
     assert done.returncode == 0, done.stderr
     assert out(done)[1].startswith(f"note: files differ from the pre-image of {patches}/0.5.5/")
     assert out(done)[2] == "applied generated from the checkout's files"
     assert b"        10: [2, 4, 6, 8],\n        12: [2, 4, 6, 8],\n" in (repo / COMM).read_bytes()
     assert keys_equal(repo)
-    assert run_cli("verify", str(repo)).returncode == 0
+    assert invoke("verify", str(repo)).returncode == 0
     # revert gives back the edited file, as apply found it.
-    assert run_cli("revert", str(repo)).returncode == 0
+    assert invoke("revert", str(repo)).returncode == 0
     assert (repo / COMM).read_bytes() == edited
 
 
@@ -141,7 +141,7 @@ def test_broken_table_is_refused_with_nothing_written(origin: Path, tmp_path: Pa
     broken = (repo / COMM).read_bytes().replace(b"10: [6, 8]", b"11: [6, 8]")
     (repo / COMM).write_bytes(broken)
     utils = (repo / UTILS).read_bytes()
-    done = run_cli("apply", str(repo))
+    done = invoke("apply", str(repo))
     assert done.returncode == 3
     assert done.stderr.decode() == (
         f"patchkit: {COMM}: table _WORLD_SIZES_MULTIMEM (class TorchSymmMemCommunicator) "
@@ -155,20 +155,20 @@ def test_commit_past_the_last_release_is_patched_on_the_fly(origin: Path, tmp_pa
     repo = clone(origin, tmp_path / "co", "v0.5.16")
     (repo / COMM).write_bytes((repo / COMM).read_bytes() + b"\n\nEXTRA = 1\n")
     git(repo, "commit", "-qam", "past the release")
-    done = run_cli("apply", str(repo))
+    done = invoke("apply", str(repo))
     assert done.returncode == 0, done.stderr
     assert out(done)[0] == f"{repo}: SGLang 0.5.16, declared in python/sglang/version.py"
     assert "applied generated from the checkout's files" in out(done)
     assert keys_equal(repo)
-    assert run_cli("verify", str(repo)).returncode == 0
+    assert invoke("verify", str(repo)).returncode == 0
 
 
 def test_version_option_and_no_patch_for_version(origin: Path, tmp_path: Path) -> None:
     repo = clone(origin, tmp_path / "co")
-    done = run_cli("apply", str(repo), "--version", "9.9.9", "--no-generate")
+    done = invoke("apply", str(repo), "--version", "9.9.9", "--no-generate")
     assert done.returncode == 3
     assert done.stderr.decode() == "patchkit: no shipped patch for SGLang 9.9.9; --no-generate refuses to generate one\n"
-    done = run_cli("apply", str(repo), "--version", "9.9.9", "--dry-run")
+    done = invoke("apply", str(repo), "--version", "9.9.9", "--dry-run")
     assert done.returncode == 0
     assert out(done)[:3] == [
         f"{repo}: SGLang 9.9.9, given with --version",
@@ -184,10 +184,10 @@ def test_release_without_tables(origin: Path, tmp_path: Path) -> None:
     repo = clone(origin, tmp_path / "co", "v0.5.2")
     (repo / DC).mkdir(parents=True)
     for command in ("apply", "verify", "revert"):
-        done = run_cli(command, str(repo))
+        done = invoke(command, str(repo))
         assert done.returncode == 0, (command, done.stderr)
-    assert out(run_cli("apply", str(repo)))[-1] == "nothing to patch (generated from the checkout's files): nothing written"
-    assert out(run_cli("verify", str(repo)))[-1] == "verify: ok, nothing to patch (no capability tables in SGLang 0.5.2)"
+    assert out(invoke("apply", str(repo)))[-1] == "nothing to patch (generated from the checkout's files): nothing written"
+    assert out(invoke("verify", str(repo)))[-1] == "verify: ok, nothing to patch (no capability tables in SGLang 0.5.2)"
 
 
 def test_stale_bytecode_is_reported_and_apply_drops_it(origin: Path, tmp_path: Path) -> None:
@@ -195,48 +195,48 @@ def test_stale_bytecode_is_reported_and_apply_drops_it(origin: Path, tmp_path: P
     compileall.compile_dir(repo / "python", quiet=1)
     cache = repo / DC / "__pycache__"
     stale = {p.name: p.read_bytes() for p in cache.glob("torch_symm_mem.*.pyc")}
-    assert run_cli("apply", str(repo)).returncode == 0
+    assert invoke("apply", str(repo)).returncode == 0
     assert not list(cache.glob("torch_symm_mem.*.pyc"))
     for name, data in stale.items():  # an old pyc comes back (say, from an image layer)
         (cache / name).write_bytes(data)
-    done = run_cli("verify", str(repo))
+    done = invoke("verify", str(repo))
     assert done.returncode == 1
     (line,) = [x for x in out(done) if "stale bytecode" in x]
     assert line.startswith(f"{cache}/torch_symm_mem.") and "(source " in line
     assert line.endswith("; `patchkit apply` drops it")
-    assert run_cli("status", str(repo)).stdout.decode().count("1 stale") == 1
-    done = run_cli("apply", str(repo))
+    assert invoke("status", str(repo)).stdout.decode().count("1 stale") == 1
+    done = invoke("apply", str(repo))
     assert done.returncode == 0
     assert out(done)[-2:] == [
         "already applied (generated from the checkout's files): nothing written",
         f"dropped {len(stale)} stale bytecode file" + ("s" if len(stale) != 1 else ""),
     ]
     assert not list(cache.glob("torch_symm_mem.*.pyc"))
-    assert run_cli("verify", str(repo)).returncode == 0
+    assert invoke("verify", str(repo)).returncode == 0
 
 
 def test_other_cc_pair_replaces_the_applied_patch(origin: Path, tmp_path: Path) -> None:
     repo = clone(origin, tmp_path / "co")
-    assert run_cli("apply", str(repo), "--from-cc", "9", "--to-cc", "11").returncode == 0
+    assert invoke("apply", str(repo), "--from-cc", "9", "--to-cc", "11").returncode == 0
     assert keys_equal(repo, 11, 9)
-    done = run_cli("apply", str(repo))
+    done = invoke("apply", str(repo))
     assert done.returncode == 0
     assert any(line.startswith("note: replacing the applied patch (9 -> 11") for line in out(done))
     assert keys_equal(repo) and b"11:" not in (repo / COMM).read_bytes()
-    assert run_cli("revert", str(repo)).returncode == 0
+    assert invoke("revert", str(repo)).returncode == 0
     assert (repo / COMM).read_bytes() == original(origin, COMM)
 
 
 def test_revert_refuses_edited_file_unless_forced(origin: Path, tmp_path: Path) -> None:
     repo = clone(origin, tmp_path / "co")
-    assert run_cli("apply", str(repo)).returncode == 0
+    assert invoke("apply", str(repo)).returncode == 0
     edited = (repo / COMM).read_bytes() + b"# mine\n"
     (repo / COMM).write_bytes(edited)
-    done = run_cli("revert", str(repo))
+    done = invoke("revert", str(repo))
     assert done.returncode == 3
     assert done.stderr.decode() == f"patchkit: {COMM}: was edited after apply; `patchkit revert --force` restores the original anyway\n"
     assert (repo / COMM).read_bytes() == edited
-    done = run_cli("revert", str(repo), "--force")
+    done = invoke("revert", str(repo), "--force")
     assert done.returncode == 0
     kept = [line for line in out(done) if line.startswith("kept your edited copy in ")]
     assert len(kept) == 1
@@ -246,11 +246,11 @@ def test_revert_refuses_edited_file_unless_forced(origin: Path, tmp_path: Path) 
 
 def test_revert_from_content_when_state_is_lost(origin: Path, patches: Path, tmp_path: Path) -> None:
     repo = clone(origin, tmp_path / "co")
-    assert run_cli("apply", str(repo), "--patches", str(patches)).returncode == 0
+    assert invoke("apply", str(repo), "--patches", str(patches)).returncode == 0
     shutil.rmtree(repo / ".git/patchkit")
-    status = run_cli("status", str(repo), "--patches", str(patches))
+    status = invoke("status", str(repo), "--patches", str(patches))
     assert f"  {COMM}: patched (no patchkit record); 0 cached bytecode files" in out(status)
-    done = run_cli("revert", str(repo), "--patches", str(patches))
+    done = invoke("revert", str(repo), "--patches", str(patches))
     assert done.returncode == 0, done.stderr
     assert "(recognised from the files; no patchkit state)" in out(done)[1]
     for rel in (UTILS, COMM):
@@ -261,12 +261,12 @@ def test_plain_directory_keeps_state_in_dot_patchkit(origin: Path, tmp_path: Pat
     src = clone(origin, tmp_path / "co")
     plain = tmp_path / "plain"
     shutil.copytree(src, plain, ignore=shutil.ignore_patterns(".git"))
-    done = run_cli("apply", str(plain))
+    done = invoke("apply", str(plain))
     assert done.returncode == 0, done.stderr
     assert out(done)[0] == f"{plain}: SGLang 0.5.5, declared in python/sglang/version.py"
     assert (plain / ".patchkit/state.json").is_file()
-    assert run_cli("verify", str(plain)).returncode == 0
-    assert run_cli("revert", str(plain)).returncode == 0
+    assert invoke("verify", str(plain)).returncode == 0
+    assert invoke("revert", str(plain)).returncode == 0
     assert (plain / COMM).read_bytes() == original(origin, COMM)
 
 
@@ -281,7 +281,7 @@ def test_plain_directory_keeps_state_in_dot_patchkit(origin: Path, tmp_path: Pat
 @pytest.mark.parametrize("command", ["apply", "verify", "revert", "status"])
 def test_bad_paths(tmp_path: Path, make, message: str, command: str) -> None:
     path = make(tmp_path)
-    done = run_cli(command, str(path))
+    done = invoke(command, str(path))
     assert done.returncode == 2
     assert done.stderr.decode() == f"patchkit: {message.format(p=path)}\n"
     assert done.stdout == b""
@@ -296,7 +296,7 @@ def test_symlinked_target_is_refused(origin: Path, tmp_path: Path) -> None:
     before = outside.read_bytes()
     utils = (repo / UTILS).read_bytes()
     for command in ("apply", "verify", "revert"):
-        done = run_cli(command, str(repo))
+        done = invoke(command, str(repo))
         assert done.returncode == 3, command
         assert done.stderr.decode() == f"patchkit: {repo}/{COMM}: refused: target is a symlink\n"
     assert outside.read_bytes() == before and (repo / UTILS).read_bytes() == utils
@@ -308,7 +308,7 @@ def test_symlinked_folder_out_of_the_tree_is_refused(origin: Path, tmp_path: Pat
     shutil.move(str(repo / DC), str(elsewhere))
     (repo / DC).symlink_to(elsewhere)
     before = {p.name: p.read_bytes() for p in elsewhere.iterdir() if p.is_file()}
-    done = run_cli("apply", str(repo))
+    done = invoke("apply", str(repo))
     assert done.returncode == 3
     assert done.stderr.decode() == f"patchkit: {repo}/{DC}: refused: path goes through a symlinked folder\n"
     assert {p.name: p.read_bytes() for p in elsewhere.iterdir() if p.is_file()} == before
@@ -357,7 +357,7 @@ def _truncate(folder: Path) -> None:
 def test_hostile_or_broken_patches_are_refused_before_any_write(origin, patches, tmp_path, edit, code, message) -> None:
     repo = clone(origin, tmp_path / "co")
     hostile = _hostile(patches, tmp_path, edit)
-    done = run_cli("apply", str(repo), "--patches", str(hostile))
+    done = invoke("apply", str(repo), "--patches", str(hostile))
     assert done.returncode == code, done.stderr
     folder = hostile / "0.5.5"
     expected = message.format(m=folder / "manifest.json", p=next(folder.glob("*.patch")))
@@ -368,20 +368,20 @@ def test_hostile_or_broken_patches_are_refused_before_any_write(origin, patches,
 
 def test_json_outputs(origin: Path, tmp_path: Path) -> None:
     repo = clone(origin, tmp_path / "co")
-    doc = json.loads(run_cli("apply", str(repo), "--json").stdout)
+    doc = json.loads(invoke("apply", str(repo), "--json").stdout)
     assert (doc["command"], doc["action"], doc["version"], doc["files"]) == ("apply", "apply", "0.5.5", [UTILS, COMM])
-    doc = json.loads(run_cli("verify", str(repo), "--json").stdout)
+    doc = json.loads(invoke("verify", str(repo), "--json").stdout)
     assert (doc["ok"], doc["problems"], doc["to_cc"]) == (True, [], 12)
-    doc = json.loads(run_cli("status", str(repo), "--json").stdout)
+    doc = json.loads(invoke("status", str(repo), "--json").stdout)
     assert doc["applied"]["to_cc"] == 12 and [f["state"] for f in doc["files"]] == ["patched", "patched"]
-    doc = json.loads(run_cli("revert", str(repo), "--json").stdout)
+    doc = json.loads(invoke("revert", str(repo), "--json").stdout)
     assert (doc["action"], doc["files"]) == ("revert", [UTILS, COMM])
 
 
 def test_status_lines(origin: Path, tmp_path: Path) -> None:
     repo = clone(origin, tmp_path / "co")
-    assert run_cli("apply", str(repo)).returncode == 0
-    lines = out(run_cli("status", str(repo)))
+    assert invoke("apply", str(repo)).returncode == 0
+    lines = out(invoke("status", str(repo)))
     assert lines[0] == f"target:   {repo} (git checkout; state in {repo}/.git/patchkit)"
     assert lines[1] == "version:  0.5.5 (tag v0.5.5 at HEAD)"
     assert lines[2] == "applied:  generated from the checkout's files, key 12 copied from 10 (patchkit 0.1.0)"
@@ -391,14 +391,14 @@ def test_status_lines(origin: Path, tmp_path: Path) -> None:
 def test_half_patched_checkout_never_verifies(origin: Path, tmp_path: Path) -> None:
     repo = clone(origin, tmp_path / "co")
     reference = clone(origin, tmp_path / "ref")
-    assert run_cli("apply", str(reference)).returncode == 0
+    assert invoke("apply", str(reference)).returncode == 0
     shutil.copy(reference / UTILS, repo / UTILS)  # one of the two files only
-    done = run_cli("verify", str(repo))
+    done = invoke("verify", str(repo))
     assert done.returncode == 1
     assert out(done)[-2:] == [
         f"{COMM}: TorchSymmMemCommunicator._WORLD_SIZES_MULTIMEM has no key 12 (the patch is not applied)",
         "verify: 1 problem",
     ]
     # apply completes it.
-    assert run_cli("apply", str(repo)).returncode == 0
-    assert run_cli("verify", str(repo)).returncode == 0
+    assert invoke("apply", str(repo)).returncode == 0
+    assert invoke("verify", str(repo)).returncode == 0

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DC, RELEASES, UTILS_NEW, comm, git, make_repo, run_cli
+from conftest import DC, RELEASES, UTILS_NEW, comm, git, invoke, make_repo
 
 PATCH_NAME = "0001-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch"
 
 
 def _generate(repo: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
-    return run_cli("generate", "--repo", str(repo), "--out", str(out), *extra)
+    return invoke("generate", "--repo", str(repo), "--out", str(out), *extra)
 
 
 def _tree_bytes(root: Path) -> dict[str, bytes]:
@@ -172,7 +172,7 @@ def test_broken_tag_is_reported_and_the_rest_handled(tmp_path: Path) -> None:
 def test_bad_input(repo: Path, tmp_path: Path, args: list[str], code: int, message: str) -> None:
     (tmp_path / "empty").mkdir()
     fill = {"tmp": str(tmp_path / "empty"), "repo": str(repo)}
-    done = run_cli("generate", *[a.format(**fill) for a in args], "--out", str(tmp_path / "out"))
+    done = invoke("generate", *[a.format(**fill) for a in args], "--out", str(tmp_path / "out"))
     assert done.returncode == code
     assert done.stderr.decode() == message.format(**fill)
     assert done.stdout == b""
@@ -190,7 +190,7 @@ def test_repo_from_environment_and_work_tree_untouched(repo: Path, tmp_path: Pat
     (repo / "untracked.txt").write_bytes(b"mine\n")
     status = git(repo, "status", "--porcelain")
     head = git(repo, "rev-parse", "HEAD")
-    done = run_cli("generate", "--out", str(tmp_path / "o"), env={"PATCHKIT_SGLANG_REPO": str(repo)})
+    done = invoke("generate", "--out", str(tmp_path / "o"), env={"PATCHKIT_SGLANG_REPO": str(repo)})
     assert done.returncode == 0, done.stderr
     assert git(repo, "status", "--porcelain") == status
     assert git(repo, "rev-parse", "HEAD") == head

@@ -9,7 +9,7 @@ from pathlib import Path
 import black
 import pytest
 
-from conftest import DC, git, make_repo, run_cli
+from conftest import DC, git, invoke, make_repo
 
 UTILS = f"{DC}/all_reduce_utils.py"
 COMM = f"{DC}/torch_symm_mem.py"
@@ -70,7 +70,7 @@ def test_upstream_leaves_the_user_state_and_makes_one_commit(origin: Path, tmp_p
     dirty(repo)
     before = snapshot(repo)
     out = tmp_path / "up"
-    done = run_cli("upstream", str(repo), "--out", str(out), env=NO_IDENTITY)
+    done = invoke("upstream", str(repo), "--out", str(out), env=NO_IDENTITY)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.decode().splitlines()
     head = before["head"].strip()
@@ -89,7 +89,7 @@ def test_upstream_leaves_the_user_state_and_makes_one_commit(origin: Path, tmp_p
     )
     reference = tmp_path / "ref"
     subprocess.run(["git", "clone", "-q", "-b", "v0.5.5", str(origin), str(reference)], check=True, capture_output=True)
-    assert run_cli("apply", str(reference)).returncode == 0
+    assert invoke("apply", str(reference)).returncode == 0
     assert git(repo, "diff", "--name-only", "HEAD", BRANCH).split() == [UTILS, COMM]
     for rel in (UTILS, COMM):
         committed = subprocess.run(["git", "-C", str(repo), "show", f"{BRANCH}:{rel}"], capture_output=True, check=True).stdout
@@ -125,7 +125,7 @@ def test_upstream_leaves_the_user_state_and_makes_one_commit(origin: Path, tmp_p
 def test_existing_branch_name_is_made_unique(origin: Path, tmp_path: Path) -> None:
     repo = clone(origin, tmp_path / "co")
     git(repo, "branch", BRANCH)
-    done = run_cli("upstream", str(repo), "--out", str(tmp_path / "up"))
+    done = invoke("upstream", str(repo), "--out", str(tmp_path / "up"))
     assert done.returncode == 0, done.stderr
     assert done.stdout.decode().splitlines()[1].startswith(f"created branch {BRANCH}-2 at ")
     assert git(repo, "rev-parse", BRANCH) == git(repo, "rev-parse", "HEAD")  # the old branch untouched
@@ -135,7 +135,7 @@ def test_named_branch_and_dry_run(origin: Path, tmp_path: Path) -> None:
     repo = clone(origin, tmp_path / "co")
     before = snapshot(repo)
     out = tmp_path / "up"
-    done = run_cli("upstream", str(repo), "--branch", "sm120", "--out", str(out), "--dry-run")
+    done = invoke("upstream", str(repo), "--branch", "sm120", "--out", str(out), "--dry-run")
     assert done.returncode == 0, done.stderr
     text = done.stdout.decode()
     assert "would create branch sm120 with one commit:\n\nAdd SM120 to the torch symm-mem all-reduce tables\n\n" in text
@@ -148,7 +148,7 @@ def test_named_branch_and_dry_run(origin: Path, tmp_path: Path) -> None:
     [
         (lambda r: None, NO_IDENTITY | {"HOME": "{tmp}", "GIT_CONFIG_GLOBAL": os.devnull, "XDG_CONFIG_HOME": "{tmp}"},
          2, "patchkit: {repo}: no git identity: set it with `git config user.name \"Your Name\"` and `git config user.email you@example.com`\n"),
-        (lambda r: (run_cli("apply", str(r)), git(r, "commit", "-qam", "already patched")), {},
+        (lambda r: (invoke("apply", str(r)), git(r, "commit", "-qam", "already patched")), {},
          3, "patchkit: {repo}: nothing to change at HEAD ({head}): already upstream\n"),
         (lambda r: None, {}, 2, None),
     ],
@@ -164,7 +164,7 @@ def test_failures_leave_nothing_behind(origin: Path, tmp_path: Path, setup, env,
     state = sorted(p.name for p in (repo / ".git/patchkit").iterdir()) if (repo / ".git/patchkit").exists() else None
     args = ["--branch", "bad..name"] if message is None else []
     env = {k: (v.format(tmp=tmp_path) if isinstance(v, str) else v) for k, v in env.items()}
-    done = run_cli("upstream", str(repo), "--out", str(tmp_path / "up"), *args, env=env)
+    done = invoke("upstream", str(repo), "--out", str(tmp_path / "up"), *args, env=env)
     assert done.returncode == code, done.stderr
     expected = (message or "patchkit: bad..name: not a valid branch name\n").format(
         repo=repo, head=before["head"].strip()[:12]
@@ -180,7 +180,7 @@ def test_failures_leave_nothing_behind(origin: Path, tmp_path: Path, setup, env,
 def test_not_a_git_checkout(origin: Path, tmp_path: Path) -> None:
     plain = tmp_path / "plain"
     (plain / "python/sglang").mkdir(parents=True)
-    done = run_cli("upstream", str(plain), "--out", str(tmp_path / "up"))
+    done = invoke("upstream", str(plain), "--out", str(tmp_path / "up"))
     assert done.returncode == 2
     assert done.stderr.decode() == f"patchkit: {plain}: not a git checkout: upstream needs git history to branch from\n"
     assert not (tmp_path / "up").exists()
@@ -191,11 +191,11 @@ def test_template_override(origin: Path, tmp_path: Path) -> None:
     templates = tmp_path / "templates"
     templates.mkdir()
     (templates / "commit-message.j2").write_text("[Blackwell] SM{{ to_cc }}0 for symm-mem ({{ files|length }} files)\n\nBody.\n")
-    done = run_cli("upstream", str(repo), "--out", str(tmp_path / "up"), "--templates", str(templates))
+    done = invoke("upstream", str(repo), "--out", str(tmp_path / "up"), "--templates", str(templates))
     assert done.returncode == 0, done.stderr
     assert git(repo, "log", "-1", "--format=%B", BRANCH) == "[Blackwell] SM120 for symm-mem (2 files)\n\nBody.\n\n"
     (templates / "commit-message.j2").write_text("x" * 80 + "\n")
-    done = run_cli("upstream", str(repo), "--out", str(tmp_path / "up2"), "--templates", str(templates))
+    done = invoke("upstream", str(repo), "--out", str(tmp_path / "up2"), "--templates", str(templates))
     assert done.returncode == 2
     assert done.stderr.decode().startswith(f"patchkit: {templates}/commit-message.j2: the subject must be 1 to 72 characters, not 80")
     assert sorted(branches(repo)) == sorted(["main", "work", BRANCH])

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DC, git, make_repo, run_cli
+from conftest import DC, git, invoke, make_repo, run_cli
 from patchkit.digest import sha256
 from patchkit.plan import release_changed
 from patchkit.target.state import Store
@@ -117,26 +117,26 @@ def out(done: subprocess.CompletedProcess) -> list[str]:
 
 def test_checkout_of_another_tag_sets_the_state_aside(origin: Path, tmp_path: Path) -> None:
     repo = clone(origin, tmp_path / "co", "v0.5.3")
-    assert run_cli("apply", str(repo)).returncode == 0
+    assert invoke("apply", str(repo)).returncode == 0
     git(repo, "checkout", "-q", "-f", "v0.5.16")
     release = {rel: (repo / rel).read_bytes() for rel in (UTILS, COMM)}
-    status = out(run_cli("status", str(repo)))
+    status = out(invoke("status", str(repo)))
     assert status[2] == (
         "applied:  nothing for this release; SGLang 0.5.3 was patched; 0.5.16 is checked out now: "
         "that state no longer applies (the next apply or revert sets it aside)"
     )
-    forced = run_cli("revert", "--force", str(repo))
+    forced = invoke("revert", "--force", str(repo))
     assert forced.returncode == 3 and len(forced.stderr.splitlines()) == 1
     assert {rel: (repo / rel).read_bytes() for rel in release} == release
-    done = run_cli("revert", str(repo))
+    done = invoke("revert", str(repo))
     assert done.returncode == 0, done.stderr
     lines = out(done)
     assert lines[1].startswith(f"SGLang 0.5.3 was patched; 0.5.16 is checked out now: the old state is set aside in {repo}/.git/patchkit/aside/")
     assert lines[-1] == "nothing to revert: nothing written"
     assert {rel: (repo / rel).read_bytes() for rel in release} == release
-    assert run_cli("apply", str(repo)).returncode == 0
-    assert run_cli("verify", str(repo)).returncode == 0
-    assert run_cli("revert", str(repo)).returncode == 0
+    assert invoke("apply", str(repo)).returncode == 0
+    assert invoke("verify", str(repo)).returncode == 0
+    assert invoke("revert", str(repo)).returncode == 0
     assert {rel: (repo / rel).read_bytes() for rel in release} == release
     (aside,) = (repo / ".git/patchkit/aside").glob("*/state.json")
     assert json.loads(aside.read_bytes())["version"] == "0.5.3"
@@ -144,19 +144,19 @@ def test_checkout_of_another_tag_sets_the_state_aside(origin: Path, tmp_path: Pa
 
 def test_files_restored_by_git_are_not_an_edit(origin: Path, tmp_path: Path) -> None:
     repo = clone(origin, tmp_path / "co")
-    assert run_cli("apply", str(repo)).returncode == 0
+    assert invoke("apply", str(repo)).returncode == 0
     git(repo, "checkout", "-q", "--", ".")
-    assert run_cli("verify", str(repo)).returncode == 1
-    done = run_cli("apply", str(repo))
+    assert invoke("verify", str(repo)).returncode == 1
+    done = invoke("apply", str(repo))
     assert done.returncode == 0, done.stderr
     assert out(done)[1].startswith("SGLang 0.5.5 was patched; its files were restored since (they are the originals again): the old state is set aside in ")
-    assert run_cli("verify", str(repo)).returncode == 0
+    assert invoke("verify", str(repo)).returncode == 0
     # Only one of the two restored: apply patches it again, revert restores both.
     git(repo, "checkout", "-q", "--", UTILS)
-    done = run_cli("apply", str(repo))
+    done = invoke("apply", str(repo))
     assert done.returncode == 0, done.stderr
     assert f"  patched {UTILS} (+4 lines)" in out(done)
-    assert run_cli("revert", str(repo)).returncode == 0
+    assert invoke("revert", str(repo)).returncode == 0
     assert git(repo, "status", "--porcelain", "--untracked-files=no") == ""
 
 
@@ -164,8 +164,8 @@ def test_a_key_12_patchkit_did_not_add(origin: Path, tmp_path: Path) -> None:
     repo = clone(origin, tmp_path / "co")
     utils = repo / UTILS
     utils.write_bytes(utils.read_bytes().replace(b"    10: {\n", b"    12: {\n        2: 1,\n    },\n    10: {\n", 1))
-    assert run_cli("apply", str(repo)).returncode == 0  # patches the other table
-    done = run_cli("verify", str(repo))
+    assert invoke("apply", str(repo)).returncode == 0  # patches the other table
+    done = invoke("verify", str(repo))
     assert done.returncode == 0, done.stdout
     assert (
         f"note: {UTILS}: TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES has a key 12 that patchkit did not add, left as it is: "
@@ -175,7 +175,7 @@ def test_a_key_12_patchkit_did_not_add(origin: Path, tmp_path: Path) -> None:
     # A key 12 that patchkit added and somebody changed afterwards is a problem.
     comm = repo / COMM
     comm.write_bytes(comm.read_bytes().replace(b"        12: [6, 8],\n", b"        12: [8],\n"))
-    done = run_cli("verify", str(repo))
+    done = invoke("verify", str(repo))
     assert done.returncode == 1
     assert (
         f"{COMM}: TorchSymmMemCommunicator._WORLD_SIZES_MULTIMEM[12] = [8] differs from "
@@ -189,12 +189,12 @@ def test_an_interrupted_apply_of_another_release_is_set_aside_not_finished(origi
     assert killed.returncode == -9
     git(repo, "checkout", "-q", "-f", "v0.5.16")
     release = {rel: (repo / rel).read_bytes() for rel in (UTILS, COMM)}
-    done = run_cli("apply", str(repo))
+    done = invoke("apply", str(repo))
     assert done.returncode == 0, done.stderr
     assert out(done)[1].startswith(f"an interrupted apply of SGLang 0.5.3 is set aside in {repo}/.git/patchkit/aside/")
     assert out(done)[1].endswith(": 0.5.16 is here now")
-    assert run_cli("verify", str(repo)).returncode == 0
-    assert run_cli("revert", str(repo)).returncode == 0
+    assert invoke("verify", str(repo)).returncode == 0
+    assert invoke("revert", str(repo)).returncode == 0
     assert {rel: (repo / rel).read_bytes() for rel in release} == release
     (journal,) = (repo / ".git/patchkit/aside").glob("*/journal.json")
     for entry in json.loads(journal.read_bytes())["files"]:

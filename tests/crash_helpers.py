@@ -1,14 +1,24 @@
-"""Shared helpers of the crash tests (tests/target/test_crash_and_race.py) and the reliability suite (tests/reliability/).
+"""The one helper module of the crash and race tests: tests/target/test_crash_and_race.py
+and the reliability suite (tests/reliability/).
 
 Not a ``conftest.py``: tests/ has no ``__init__.py`` files, so a second
-``conftest.py`` here would take the module name ``conftest`` from tests/conftest.py
-and break every ``from conftest import ...`` of the other test modules.  The test
-modules of this folder import this one by name (pytest puts their folder on
-sys.path), and reach tests/conftest.py as ``conftest`` as the others do.
+``conftest.py`` would take the module name ``conftest`` from tests/conftest.py and
+break every ``from conftest import ...``.  Test modules import this one by name
+(tests/ is on sys.path through tests/conftest.py).
 
-Some helpers are minimal copies of tests/target/test_crash_and_race.py's, extended to the
-states this suite adds: a second cc pair applied (9 -> 11), plain folders, a file
-edited after apply.
+Two ways to run patchkit:
+
+- ``run``/``popen``: ``python -m patchkit`` in a separate process.  Every run that is
+  killed (PATCHKIT_FAULT, SIGKILL) or raced against another one goes this way.
+- ``pk``: the same command line in this process (``conftest.invoke``), for the commands
+  that look at, finish or undo what a killed or raced run left.  Same arguments, same
+  exit code, same bytes on stdout and stderr; a Python start-up less.
+
+A world (``build_world``) holds an origin repository with the shipped-patch layout of
+SGLang 0.5.5, its generated patches, and template checkouts in four states, as git
+checkouts and plain folders.  Everything a test checks is worked out here from the
+bytes on disk: which state the files are in, what state.json must record, what
+``verify`` must print.
 """
 
 from __future__ import annotations
@@ -26,7 +36,7 @@ from dataclasses import dataclass, field
 from hashlib import sha256
 from pathlib import Path
 
-from conftest import DC, GIT_ENV, ROOT, git, make_repo, run_cli
+from conftest import DC, GIT_ENV, ROOT, git, invoke, make_repo, run_cli
 
 TAG = "v0.5.5"
 VERSION = "0.5.5"
@@ -38,15 +48,24 @@ POINTS = ("objects", "journal", "file:1", "file:2", "state", "bytecode")
 TMP_SUFFIX = ".patchkit-tmp"
 EDIT = b"# a local edit after apply\n"
 
+# How verify names each table: from the state's record, or evaluated from source.
+RECORDED_NAMES = {UTILS: "TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES", COMM: "_WORLD_SIZES_MULTIMEM"}
+EVALUATED_NAMES = {UTILS: "TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES", COMM: "TorchSymmMemCommunicator._WORLD_SIZES_MULTIMEM"}
+# The cc pair of each state, and the keys its files hold.
+PAIRS = {"patched": (10, 12), "other": (9, 11), "edited": (10, 12)}
+KEYS = {"original": set(), "patched": {12}, "other": {11}, "edited": {12}}
+
 # Every subprocess runs the patchkit of this working tree, whatever is installed.
 PYTHONPATH = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
 
 # The kill budget of tests/reliability/test_kills.py (see there and docs/RELIABILITY.md).
 KILLS_ENV = "PATCHKIT_KILLS"
+RECORD_ENV = "PATCHKIT_RELIABILITY_LOG"
+HANG_GUARD = 120  # seconds: only a run that hangs gets near this, however busy the machine
 
 
 def env(**extra: str) -> dict[str, str]:
-    """The environment for Popen: the test git identity, no stray patchkit settings."""
+    """The environment for a subprocess: the test git identity, no stray patchkit settings."""
     full = dict(os.environ, **GIT_ENV, PYTHONPATH=PYTHONPATH)
     for name in ("PATCHKIT_SGLANG_REPO", "PATCHKIT_FAULT", "PATCHKIT_LOCK_TIMEOUT"):
         full.pop(name, None)
@@ -63,7 +82,14 @@ def clean(done: subprocess.CompletedProcess | tuple, what: str = "") -> None:
 
 
 def pk(*args: str, **extra: str) -> subprocess.CompletedProcess:
-    """``python -m patchkit ARGS`` in a subprocess; never a traceback."""
+    """patchkit ARGS in this process (no kill, no race); never a traceback, one line at most on failure."""
+    done = invoke(*args, env={"PATCHKIT_FAULT": None, "PATCHKIT_LOCK_TIMEOUT": None, **extra})
+    clean(done, " ".join(args[:1]))
+    return done
+
+
+def run(*args: str, **extra: str) -> subprocess.CompletedProcess:
+    """``python -m patchkit ARGS`` in a subprocess (the way to be killed: PATCHKIT_FAULT=point)."""
     done = run_cli(*args, env={"PYTHONPATH": PYTHONPATH, "PATCHKIT_FAULT": None, "PATCHKIT_LOCK_TIMEOUT": None, **extra})
     clean(done, " ".join(args[:1]))
     return done
@@ -92,9 +118,6 @@ def kills_budget(default: int) -> int:
     return int(value) if value else default
 
 
-RECORD_ENV = "PATCHKIT_RELIABILITY_LOG"
-
-
 def record(test: str, **counts) -> None:
     """Print what a test did (pytest -s shows it); with $PATCHKIT_RELIABILITY_LOG, append it there as JSON."""
     line = json.dumps({"test": test, **counts}, sort_keys=True)
@@ -105,7 +128,23 @@ def record(test: str, **counts) -> None:
             f.write(line + "\n")
 
 
-# -- a world: origin repository, patches, template checkouts in every state -------------
+def wait_for(proc: subprocess.Popen, path: Path, timeout: float = HANG_GUARD) -> bool:
+    """Poll until ``path`` exists with content (the lock: its holder's pid; the journal);
+    False if ``proc`` ended first.  ``timeout`` is a hang guard, not a measure."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if path.stat().st_size:
+                return True
+        except FileNotFoundError:
+            pass
+        if proc.poll() is not None:
+            return False
+        time.sleep(0.0002)
+    raise AssertionError(f"{path} never appeared")
+
+
+# -- bytecode ---------------------------------------------------------------------------------
 
 
 def compile_pycs(repo: Path) -> None:
@@ -124,19 +163,22 @@ def pyc_of(repo: Path, rel: str) -> Path:
     return Path(importlib.util.cache_from_source(str(repo / rel)))
 
 
-def stale_pycs(repo: Path) -> list[Path]:
+def stale_pycs(repo: Path, rels: tuple[str, ...] = FILES) -> list[Path]:
     """Timestamp pycs whose recorded mtime/size no longer match their source (checked here, not by patchkit)."""
     out = []
-    for rel in FILES:
+    for rel in rels:
         pyc = pyc_of(repo, rel)
         if not pyc.exists():
             continue
         header = pyc.read_bytes()[:16]
         st = os.stat(repo / rel)
-        recorded = (int.from_bytes(header[8:12], "little"), int.from_bytes(header[12:16], "little"))
-        if recorded != (int(st.st_mtime) & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF):
+        seen = (int.from_bytes(header[8:12], "little"), int.from_bytes(header[12:16], "little"))
+        if seen != (int(st.st_mtime) & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF):
             out.append(pyc)
     return out
+
+
+# -- a world: origin repository, patches, template checkouts in every state -------------------
 
 
 @dataclass
@@ -146,7 +188,7 @@ class World:
     States: "original" (the tag's bytes), "patched" (key 12 = key 10, the shipped patch),
     "other" (key 11 = key 9: another cc pair, generated from the checkout), "edited"
     (patched, then COMM edited by hand).  Kinds: "git" (state in .git/patchkit) and
-    "plain" (no .git, state in .patchkit).
+    "plain" (no .git, state in .patchkit).  Every template has fresh bytecode.
     """
 
     base: Path
@@ -155,23 +197,35 @@ class World:
     templates: dict = field(default_factory=dict)  # (kind, state) -> Path
     images: dict = field(default_factory=dict)  # state -> {path: bytes}
 
+    @property
+    def label(self) -> str:
+        """How apply and revert name the shipped patch."""
+        return f"{self.patches}/{VERSION}/{PATCH_NAME}"
+
     def checkout(self, dest: Path, state: str = "original", kind: str = "git") -> Path:
         shutil.copytree(self.templates[(kind, state)], dest, symlinks=True)
         return dest.resolve()
 
     def state_of(self, repo: Path) -> str | None:
         """Which state all files are in (None if the files are in different states)."""
-        found = set()
-        for rel in FILES:
-            data = (repo / rel).read_bytes()
-            names = [s for s, image in self.images.items() if image[rel] == data and s != "edited"]
-            if rel == COMM and data == self.images["edited"][COMM]:
-                names = ["edited"]
-            assert names, f"{repo / rel} holds bytes of no known state"
-            found.add(names[0])
-        if found == {"patched", "edited"}:  # UTILS patched + COMM edited
-            return "edited"
-        return found.pop() if len(found) == 1 else None
+        return state_of(self.images, {rel: (repo / rel).read_bytes() for rel in FILES})
+
+
+def state_of(images: dict, files: dict[str, bytes]) -> str | None:
+    found = {file_state(images, rel, files[rel]) for rel in FILES}
+    if found == {"patched", "edited"}:  # UTILS patched + COMM edited
+        return "edited"
+    return found.pop() if len(found) == 1 else None
+
+
+def file_state(images: dict | World, rel: str, data: bytes) -> str:
+    """The state whose image of ``rel`` is ``data`` (UTILS is the same when patched and edited)."""
+    images = images.images if isinstance(images, World) else images
+    if rel == COMM and data == images["edited"][COMM]:
+        return "edited"
+    names = [s for s, image in images.items() if image[rel] == data and s != "edited"]
+    assert names, f"{rel} holds bytes of no known state"
+    return names[0]
 
 
 def state_dir(repo: Path) -> Path:
@@ -195,6 +249,9 @@ TARGET = {"apply": "patched", "apply911": "other", "revert": "original", "revert
 
 
 def build_world(base: Path) -> World:
+    from patchkit.fixes.registry import SGLANG
+    from patchkit.rewrite.evaluate import tables
+
     origin = make_repo(base / "origin")
     patches = base / "patches"
     done = pk("generate", "--repo", str(origin), "--out", str(patches))
@@ -212,6 +269,7 @@ def build_world(base: Path) -> World:
         shutil.copytree(original, dest, symlinks=True)
         done = pk(*apply_args(w, dest, command))
         assert done.returncode == 0, done.stderr
+        assert lines(done)[-1] == "dropped 2 cached bytecode files"
         compile_pycs(dest)
         w.templates[("git", state)] = dest.resolve()
     edited = base / "t-git-edited"
@@ -231,10 +289,22 @@ def build_world(base: Path) -> World:
         w.images[state] = {rel: (w.templates[("git", state)] / rel).read_bytes() for rel in FILES}
     assert w.images["original"] == {rel: git(origin, "show", f"{TAG}:{rel}").encode() for rel in FILES}
     assert len({tuple(i.values()) for i in w.images.values()}) == 4
+    assert w.images["patched"] == {rel: (w.templates[("plain", "patched")] / rel).read_bytes() for rel in FILES}
+    # What each state's tables hold, evaluated once here: later checks compare bytes with these images.
+    for state, image in w.images.items():
+        found = {}
+        for rel in FILES:
+            found.update(tables(image[rel], SGLANG.tables, rel))
+        assert len(found) == 2, (state, found)
+        for table in found.values():
+            assert {11, 12} & set(table) == KEYS[state], (state, table)
+            if state != "original":
+                old, new = PAIRS[state]
+                assert table[new] == table[old], (state, table)
     return w
 
 
-# -- what a checkout holds --------------------------------------------------------------
+# -- what a checkout holds --------------------------------------------------------------------
 
 
 def leftovers(root: Path) -> list[str]:
@@ -245,18 +315,23 @@ def leftovers(root: Path) -> list[str]:
     return sorted(found)
 
 
-def recorded(repo: Path) -> dict[str, str] | None:
-    """path -> post sha256 of state.json, or None without one."""
+def state_json(repo: Path) -> dict | None:
     path = state_dir(repo) / "state.json"
-    if not path.exists():
-        return None
-    return {f["path"]: f["post_sha256"] for f in json.loads(path.read_bytes())["files"]}
+    return json.loads(path.read_bytes()) if path.exists() else None
 
 
-def expected_record(w: World, state: str) -> dict[str, str] | None:
+def recorded(repo: Path) -> dict[str, tuple[str, str]] | None:
+    """path -> (pre sha256, post sha256) of state.json, or None without one."""
+    doc = state_json(repo)
+    return None if doc is None else {f["path"]: (f["pre_sha256"], f["post_sha256"]) for f in doc["files"]}
+
+
+def expected_record(w: World, state: str) -> dict[str, tuple[str, str]] | None:
+    """What state.json records once a transaction to ``state`` is done ("edited": the patched record)."""
     if state == "original":
         return None
-    return {rel: digest(w.images[state][rel]) for rel in FILES}
+    post = w.images["patched" if state == "edited" else state]
+    return {rel: (digest(w.images["original"][rel]), digest(post[rel])) for rel in FILES}
 
 
 def settled(repo: Path, w: World) -> str:
@@ -270,29 +345,55 @@ def settled(repo: Path, w: World) -> str:
     assert recorded(repo) == expected_record(w, state), (state, recorded(repo))
     assert stale_pycs(repo) == [], "stale bytecode"
     if state != "original":
+        assert (state_json(repo)["from_cc"], state_json(repo)["to_cc"]) == PAIRS[state]
         for rel in FILES:  # what a revert needs
             assert (store / "objects" / digest(w.images["original"][rel])).read_bytes() == w.images["original"][rel]
     return state
 
 
-def expected_verify(repo: Path, w: World) -> int:
-    """verify's exit code, worked out from what is on disk."""
+def expected_verify(repo: Path, w: World) -> tuple[int, list[str]]:
+    """verify's exit code and every line it prints, worked out from what is on disk.
+
+    (The reason of a stale pyc, e.g. "source mtime ...", is left as "..." here.)"""
     store = state_dir(repo)
-    if (store / "journal.json").exists() or stale_pycs(repo):
-        return 1
-    state = w.state_of(repo)
-    rec = recorded(repo)
-    if state in ("patched", "edited") or (state == "other" and rec == expected_record(w, "other")):
-        return 0  # "edited" only appends a comment: the tables still hold key 12 = key 10
-    return 1
+    git_checkout = (repo / ".git").is_dir()
+    first = f"{repo}: SGLang {VERSION}, " + (f"tag {TAG} at HEAD" if git_checkout else "declared in python/sglang/version.py")
+    problems, notes, checked = [], [], []
+    journal = json.loads((store / "journal.json").read_bytes()) if (store / "journal.json").exists() else None
+    if journal is not None:
+        problems.append(
+            f"{store}/journal.json: an interrupted transaction is pending; run `patchkit apply` or `patchkit revert` to finish it"
+        )
+    doc = state_json(repo)
+    old, new = (doc["from_cc"], doc["to_cc"]) if doc else (10, 12)
+    posts = {f["path"]: f["post_sha256"] for f in doc["files"]} if doc else {}
+    ours = set(posts) | {f["path"] for f in ((journal or {}).get("applied") or {}).get("files", [])}
+    for rel in FILES:
+        data = (repo / rel).read_bytes()
+        if posts.get(rel) == digest(data):
+            checked.append(f"checked {rel}: {RECORDED_NAMES[rel]} (post-image hash recorded at apply)")
+        else:
+            checked.append(f"checked {rel}: {EVALUATED_NAMES[rel]} (tables evaluated from source)")
+            if new not in KEYS[file_state(w, rel, data)]:
+                problems.append(f"{rel}: {EVALUATED_NAMES[rel]} has no key {new} (the patch is not applied)")
+            elif rel not in ours:
+                notes.append(f"note: {rel}: {EVALUATED_NAMES[rel]} already has key {new}, not added by patchkit (equal to key {old})")
+        problems += [f"{pyc}: stale bytecode (...); `patchkit apply` drops it" for pyc in stale_pycs(repo, (rel,))]
+    if problems:
+        summary = f"verify: {len(problems)} problem{'s' if len(problems) != 1 else ''}"
+    else:
+        summary = f"verify: ok (key {new} = key {old} in every table{' patchkit added' if notes else ''})"
+    return (1 if problems else 0), [first, *checked, *notes, *problems, summary]
 
 
 def check_verify(repo: Path, w: World) -> int:
-    want = expected_verify(repo, w)
+    """Run verify (in process) and compare every line with ``expected_verify``; return its exit code."""
+    import re
+
+    want_code, want = expected_verify(repo, w)
     done = pk("verify", str(repo))
-    assert (done.returncode, done.stderr) == (want, b""), (want, done.returncode, done.stdout.decode(), done.stderr)
-    if (state_dir(repo) / "journal.json").exists():
-        assert any("an interrupted transaction is pending" in line for line in lines(done)), lines(done)
+    got = [re.sub(r"stale bytecode \(.*\);", "stale bytecode (...);", line) for line in lines(done)]
+    assert (done.returncode, got, done.stderr) == (want_code, want, b""), (want_code, want, done.returncode, got, done.stderr)
     return done.returncode
 
 
@@ -304,6 +405,55 @@ def check_interrupted(repo: Path, w: World) -> bool:
     if pending:
         assert check_verify(repo, w) == 1
     return pending
+
+
+def after_kill(w: World, repo: Path, start: str, command: str, point: str) -> bool:
+    """Assert exactly what a transaction (``command`` from ``start``) had done when killed at
+    ``point``: the files written, their bytecode, the journal, state.json, the kept copy of a
+    hand edit; the killed holder's lock file left, no temp file.  Returns: journal written?"""
+    store = state_dir(repo)
+    target = TARGET[command]
+    written = {"objects": 0, "journal": 0, "file:1": 1}.get(point, 2)
+    for i, rel in enumerate(FILES):  # the journal's files are sorted by path: UTILS first
+        want = w.images[target if i < written else start][rel]
+        assert (repo / rel).read_bytes() == want, (rel, point)
+        assert pyc_of(repo, rel).exists() == (point != "bytecode"), (rel, point)
+    assert {p.name for p in stale_pycs(repo)} == (
+        {pyc_of(repo, rel).name for rel in FILES[:written]} if point != "bytecode" else set()
+    )
+    journal = point != "objects"
+    assert (store / "journal.json").exists() == journal
+    record_state = target if point in ("state", "bytecode") else start
+    assert recorded(repo) == expected_record(w, record_state), (point, recorded(repo))
+    assert (store / "lock").exists()  # left by the killed holder; must not block anyone
+    assert leftovers(repo) == []
+    if command == "revert-force":  # the edited copy is kept before the transaction starts
+        kept = list((store / "edited").iterdir())
+        assert [p.read_bytes() for p in kept] == [w.images["edited"][COMM]]
+    return journal
+
+
+def check_next(w: World, repo: Path, command: str, pending: bool, want: list[str] | None = None) -> str:
+    """Run the next command (in process): it finishes an interrupted transaction first, says
+    so in one line, then does its own work; everything settled, verify agreeing.  Returns the state."""
+    done = pk(*apply_args(w, repo, command))
+    assert (done.returncode, done.stderr) == (0, b""), done.stderr.decode()
+    finished = [line for line in lines(done) if line.startswith("finished an interrupted ")]
+    assert len(finished) == pending, lines(done)
+    if want is not None:
+        assert lines(done) == want
+    state = settled(repo, w)
+    assert state == TARGET[command]
+    check_verify(repo, w)
+    return state
+
+
+def revert_to_original(w: World, repo: Path) -> None:
+    """Revert (in process) and check that the tag's exact bytes are back."""
+    done = pk(*apply_args(w, repo, "revert"))
+    assert (done.returncode, done.stderr) == (0, b"")
+    assert settled(repo, w) == "original"
+    assert {rel: (repo / rel).read_bytes() for rel in FILES} == w.images["original"]
 
 
 def _group_members(pgid: int) -> list[int]:
@@ -322,7 +472,7 @@ def _group_members(pgid: int) -> list[int]:
     return out
 
 
-def wait_group(pgid: int, timeout: float = 30) -> None:
+def wait_group(pgid: int, timeout: float = HANG_GUARD) -> None:
     """Wait until no process of the group is left (orphaned git children of a killed run)."""
     deadline = time.monotonic() + timeout
     while _group_members(pgid):

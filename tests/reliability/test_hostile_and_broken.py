@@ -1,6 +1,6 @@
 """Hostile patches, manifests, trees and state; broken sources, checkouts and permissions.
 
-At the command line, on checkouts built in the test.  What tests/test_apply_cycle.py and
+At the command line, on checkouts built in the test.  What tests/commands/test_apply_cycle.py and
 tests/patch/test_patchread.py already cover is not repeated (a manifest naming ``..``, an
 absolute path or a file outside the target files; a patch name with ``/``; a patch
 edited after generation; a truncated patch and a corrupt manifest, all for ``apply``;
@@ -10,6 +10,11 @@ Every case: exactly the expected exit code, never a traceback, a failure said in
 line that names the file, nothing written in the checkout, and nothing outside it
 changed (a sibling folder and the patches folder are compared byte for byte, with
 modes and mtimes).  Each case also runs verify, status and revert on the same input.
+
+The commands run in this process (crash_helpers.pk: the same command line, exit code and
+bytes), except where the process itself is what is checked: a source that could crash or
+hang the interpreter (deep nesting, values too large to fold) runs in a subprocess, and
+the permission cases run as another user.
 """
 
 from __future__ import annotations
@@ -22,7 +27,6 @@ import stat
 import subprocess
 import sys
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -33,6 +37,7 @@ from conftest import DC, UTILS_NEW, comm, git, make_repo
 from crash_helpers import (
     COMM,
     FILES,
+    HANG_GUARD,
     PATCH_NAME,
     PYTHONPATH,
     TAG,
@@ -75,11 +80,6 @@ def _one_line(done: subprocess.CompletedProcess, *needles: str) -> str:
     for needle in needles:
         assert needle in err, (needle, err)
     return err
-
-
-def _parallel(calls: list[Callable]) -> list:
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        return list(pool.map(lambda f: f(), calls))
 
 
 # -- 1. hostile and broken patches and manifests, through --patches -----------------------------
@@ -204,11 +204,9 @@ def test_hostile_or_broken_patch_is_refused_before_any_write(world: World, tmp_p
     after = {"repo": snapshot(repo), "outside": snapshot(outside), "patches": snapshot(hostile)}
     assert after == before, "apply wrote something"
 
-    verify, status, revert = _parallel([
-        lambda: _run(["verify", str(repo)]),
-        lambda: _run(["status", str(repo), "--patches", str(hostile)]),
-        lambda: _run(["revert", str(repo), "--patches", str(hostile)]),
-    ])
+    verify = _run(["verify", str(repo)])
+    status = _run(["status", str(repo), "--patches", str(hostile)])
+    revert = _run(["revert", str(repo), "--patches", str(hostile)])
     assert (verify.returncode, verify.stderr) == (1, b"")
     assert status.returncode == case.status, status.stderr.decode()
     assert revert.returncode == case.revert, revert.stderr.decode()
@@ -276,12 +274,12 @@ def test_symlinks_are_refused_by_every_command(world: World, tmp_path: Path, mak
     outside = _outside(tmp_path)
     message = make(repo, outside)
     before = {"repo": snapshot(repo), "outside": snapshot(outside)}
-    results = _parallel([
-        lambda: _run(["apply", str(repo), "--patches", str(w.patches)]),
-        lambda: _run(["verify", str(repo)]),
-        lambda: _run(["status", str(repo), "--patches", str(w.patches)]),
-        lambda: _run(["revert", str(repo), "--patches", str(w.patches)]),
-    ])
+    results = [
+        _run(["apply", str(repo), "--patches", str(w.patches)]),
+        _run(["verify", str(repo)]),
+        _run(["status", str(repo), "--patches", str(w.patches)]),
+        _run(["revert", str(repo), "--patches", str(w.patches)]),
+    ]
     for done in results:
         assert done.returncode == 3, done.stderr.decode()
         assert _one_line(done) == f"patchkit: {message}\n"
@@ -365,7 +363,7 @@ class Source:
     # read as one of its problems (exit 1), apply refuses it (exit 3)
     codes: tuple[int, int, int, int, int]
     needle: str = ""  # in each failure's one line
-    timeout: float = 60
+    isolated: bool = False  # could crash or hang the interpreter: a subprocess, with a hang guard
 
 
 BROKEN_SOURCES = [
@@ -376,22 +374,22 @@ BROKEN_SOURCES = [
     Source("CRLF line endings", {UTILS: UTILS_NEW.replace(b"\n", b"\r\n"), COMM: comm().replace(b"\n", b"\r\n")}, (1, 0, 0, 0, 0)),
     Source("a table with a duplicate key", {UTILS: DUPLICATE, COMM: comm()}, (1, 0, 0, 0, 0)),
     Source("a syntax error elsewhere in the file", {UTILS: UTILS_NEW, COMM: SYNTAX}, (1, 3, 1, 0, 0), f"{COMM}: cannot parse: line 20"),
-    Source("brackets nested 500 deep", {UTILS: UTILS_NEW, COMM: comm(sm100="[" * 500 + "]" * 500)}, (1, 3, 1, 0, 0), COMM),
-    Source("brackets nested 3000 deep", {UTILS: UTILS_NEW, COMM: comm(sm100="[" * 3000 + "]" * 3000)}, (1, 3, 1, 0, 0), COMM),
-    Source("a value too large to fold", {UTILS: UTILS_NEW, COMM: comm(sm100='"x" * 10**18')}, (1, 0, 0, 0, 0), f"{COMM}: table _WORLD_SIZES_MULTIMEM"),
-    Source("a value that takes forever to fold", {UTILS: UTILS_NEW, COMM: comm(sm100="[2 ** 2 ** 40]")}, (1, 0, 0, 0, 0), f"{COMM}: table _WORLD_SIZES_MULTIMEM", timeout=3),
+    Source("brackets nested 500 deep", {UTILS: UTILS_NEW, COMM: comm(sm100="[" * 500 + "]" * 500)}, (1, 3, 1, 0, 0), COMM, isolated=True),
+    Source("brackets nested 3000 deep", {UTILS: UTILS_NEW, COMM: comm(sm100="[" * 3000 + "]" * 3000)}, (1, 3, 1, 0, 0), COMM, isolated=True),
+    Source("a value too large to fold", {UTILS: UTILS_NEW, COMM: comm(sm100='"x" * 10**18')}, (1, 0, 0, 0, 0), f"{COMM}: table _WORLD_SIZES_MULTIMEM", isolated=True),
+    Source("a value that takes forever to fold", {UTILS: UTILS_NEW, COMM: comm(sm100="[2 ** 2 ** 40]")}, (1, 0, 0, 0, 0), f"{COMM}: table _WORLD_SIZES_MULTIMEM", isolated=True),
     Source("an empty candidate file", {UTILS: UTILS_NEW, COMM: b""}, (1, 0, 0, 0, 0)),
 ]
 
 
-def _run_timed(args: list[str], timeout: float) -> subprocess.CompletedProcess:
-    """Like pk(), with a timeout: a run that hangs is killed and reported."""
+def _run_isolated(args: list[str]) -> subprocess.CompletedProcess:
+    """``python -m patchkit`` in a subprocess: a crash is a signal, a hang is killed at the hang guard."""
     from crash_helpers import env
 
     try:
-        done = subprocess.run([sys.executable, "-m", "patchkit", *args], env=env(), capture_output=True, timeout=timeout)
+        done = subprocess.run([sys.executable, "-m", "patchkit", *args], env=env(), capture_output=True, timeout=HANG_GUARD)
     except subprocess.TimeoutExpired:
-        raise AssertionError(f"patchkit {' '.join(args[:1])} still running after {timeout:g}s") from None
+        raise AssertionError(f"patchkit {' '.join(args[:1])} still running after {HANG_GUARD:g}s") from None
     assert done.returncode >= 0, f"patchkit {args[0]} died of signal {-done.returncode}"
     clean(done, args[0])
     return done
@@ -408,7 +406,7 @@ def test_broken_sources(tmp_path: Path, case: Source) -> None:
     codes, runs = [], {}
     for step in ("verify", "apply", "verify after", "status", "revert"):
         command = step.split()[0]
-        done = _run_timed([command, str(repo)], case.timeout)
+        done = _run_isolated([command, str(repo)]) if case.isolated else _run([command, str(repo)])
         runs[step] = done
         codes.append(done.returncode)
         if done.returncode > 1:

@@ -1,8 +1,8 @@
 """SIGKILL of apply, revert and upstream: at every write boundary and at random instants.
 
-tests/target/test_crash_and_race.py already kills apply and revert of the shipped patch on a git
-checkout at each fault point, inside each atomic write, and at 40 random instants.  This
-module adds what it does not cover, and scales with $PATCHKIT_KILLS:
+tests/target/test_crash_and_race.py kills apply and revert of the shipped patch on a git
+checkout at each fault point and inside each atomic write, and checks their exact lines.
+This module adds what it does not cover, and scales with $PATCHKIT_KILLS:
 
 1. every fault point (PATCHKIT_FAULT) of five more transactions: another cc pair
    generated from the checkout, the replacement of one applied patch by another,
@@ -11,20 +11,25 @@ module adds what it does not cover, and scales with $PATCHKIT_KILLS:
    hook: a wrapper around GitPython and os.replace kills it);
 3. chains of fault-hook kills over three states (original, 10 -> 12, 9 -> 11), kills
    of the recovery itself included;
-4. apply and revert killed at random instants (git checkout and plain folder at once);
+4. apply and revert killed at random instants (git checkout and plain folder at once):
+   anywhere in the run, counted from the lock, or inside the transaction;
 5. upstream killed at random instants, the process alone or its whole process group.
 
-After each kill: a half-patched checkout only with a journal, and then verify says 1; the
-next command finishes the transaction; the checkout ends fully in one state, state.json
-agreeing, verify agreeing, no journal, lock or temp file left.  For upstream: the
-user's HEAD, branch, index and work tree unchanged, no branch or one complete branch of
-one commit, no lock file in .git, and no scratch folder surviving the next command.
+Every killed run is a separate process; the commands after it run in this process
+(crash_helpers.pk).  After each kill: a half-patched checkout only with a journal, and
+then verify says 1 (every line of it checked); the next command finishes the
+transaction; the checkout ends fully in one state, state.json agreeing, verify
+agreeing, no journal, lock or temp file left.  For upstream: the user's HEAD, branch,
+index and work tree unchanged, no branch or one complete branch of one commit, no lock
+file in .git but in the scratch folder the next command removes, and no scratch folder
+surviving the next command.
 """
 
 from __future__ import annotations
 
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -39,9 +44,11 @@ from conftest import git
 from crash_helpers import (
     COMM,
     FILES,
+    HANG_GUARD,
     POINTS,
     TARGET,
     World,
+    after_kill,
     apply_args,
     build_world,
     check_interrupted,
@@ -49,19 +56,17 @@ from crash_helpers import (
     clean,
     compile_pycs,
     env,
-    expected_record,
     git_state,
     kills_budget,
     leftovers,
     lines,
     pk,
     popen,
-    pyc_of,
     record,
-    recorded,
+    run,
     settled,
-    stale_pycs,
     state_dir,
+    wait_for,
     wait_group,
     work_tree,
 )
@@ -135,36 +140,12 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
 # -- 1. every fault point of five more transactions ---------------------------------------
 
 
-def _after_kill(w: World, repo: Path, start: str, command: str, point: str) -> bool:
-    """Assert exactly what the transaction had done when killed at ``point``; return: journal written?"""
-    store = state_dir(repo)
-    target = TARGET[command]
-    written = {"objects": 0, "journal": 0, "file:1": 1}.get(point, 2)
-    for i, rel in enumerate(FILES):  # the journal's files are sorted by path: UTILS first
-        want = w.images[target if i < written else start][rel]
-        assert (repo / rel).read_bytes() == want, (rel, point)
-        assert pyc_of(repo, rel).exists() == (point != "bytecode"), (rel, point)
-    assert {p.name for p in stale_pycs(repo)} == (
-        {pyc_of(repo, rel).name for rel in FILES[:written]} if point != "bytecode" else set()
-    )
-    journal = point != "objects"
-    assert (store / "journal.json").exists() == journal
-    record_state = target if point in ("state", "bytecode") else ("patched" if start == "edited" else start)
-    assert recorded(repo) == expected_record(w, record_state), (point, recorded(repo))
-    assert (store / "lock").exists()  # left by the killed holder; must not block anyone
-    assert leftovers(repo) == []
-    if command == "revert-force":  # the edited copy is kept before the transaction starts
-        kept = list((store / "edited").iterdir())
-        assert [p.read_bytes() for p in kept] == [w.images["edited"][COMM]]
-    return journal
-
-
 def _boundary(w: World, tmp_path: Path, transition: str, point: str) -> None:
     kind, start, command = TRANSITIONS[transition]
     repo = w.checkout(tmp_path / f"co-{point.replace(':', '')}", start, kind)
-    done = pk(*apply_args(w, repo, command), PATCHKIT_FAULT=point)
+    done = run(*apply_args(w, repo, command), PATCHKIT_FAULT=point)
     assert done.returncode == -signal.SIGKILL, done.stderr.decode()
-    journal = _after_kill(w, repo, start, command, point)
+    journal = after_kill(w, repo, start, command, point)
     assert check_verify(repo, w) == (1 if journal or start == "original" else 0)
 
     # The next command finishes the transaction (roll forward), then does its own work.
@@ -288,10 +269,15 @@ class UpstreamChecks:
         # A git killed inside update-ref leaves its ref's lock, as git itself does on a crash
         # (test_upstream_after_a_killed_git_left_a_ref_lock covers what upstream then says).
         ref_locks = [lock for lock in locks if lock.startswith(".git/refs/heads/patchkit/")]
-        assert sorted(set(locks) - set(ref_locks)) == [], f"{what}: lock files left in .git: {locks}"
+        # A git killed while it writes upstream's private index (read-tree, update-index) leaves
+        # index.lock in the scratch folder: part of that folder, which the next command removes
+        # (next_command checks that no scratch folder survives it).
+        scratch_locks = [lock for lock in locks if re.fullmatch(r"\.git/patchkit/upstream-\d+/index\.lock", lock)]
+        assert sorted(set(locks) - set(ref_locks) - set(scratch_locks)) == [], f"{what}: lock files left in .git: {locks}"
         for lock in ref_locks:
             (repo / lock).unlink()
-        self.stats["ref lock left by a killed git"] = self.stats.get("ref lock left by a killed git", 0) + len(ref_locks)
+        for name, n in (("ref lock left by a killed git", len(ref_locks)), ("index lock left in the scratch folder", len(scratch_locks))):
+            self.stats[name] = self.stats.get(name, 0) + n
         assert leftovers(repo) == [], f"{what}: temp files left: {leftovers(repo)}"
         new = _new_branches(repo)
         assert set(new) <= {BRANCH}, f"{what}: unexpected branches {new}"
@@ -365,7 +351,7 @@ def test_kill_upstream_before_each_step(world: World, tmp_path: Path) -> None:
              "--out", str(out), "--patches", str(w.patches)],
             env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
         )
-        _, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=HANG_GUARD)
         assert proc.returncode == -signal.SIGKILL, (k, err.decode())
         wait_group(proc.pid)  # git children it left, if any, are done
         what = f"killed before step {k} ({steps[k - 1]})"
@@ -425,7 +411,7 @@ def _fault_chain(w: World, repo: Path, seed: int, wanted: int) -> dict:
     while stats["kills"] < wanted:
         command = rng.choice(("apply", "apply911", "revert")) if pending else _choose(rng, state)
         point = rng.choice(POINTS)
-        done = pk(*apply_args(w, repo, command), PATCHKIT_FAULT=point)
+        done = run(*apply_args(w, repo, command), PATCHKIT_FAULT=point)
         if done.returncode == -signal.SIGKILL:
             stats["kills"] += 1
             stats[point] += 1
@@ -458,54 +444,55 @@ def test_fault_hook_chains(world: World, tmp_path: Path) -> None:
     assert total["kills"] == wanted
 
 
-def _wait_for(proc: subprocess.Popen, path: Path, timeout: float = 30) -> bool:
-    """Poll until ``path`` exists with content; False if ``proc`` ended first."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if path.stat().st_size:
-                return True
-        except FileNotFoundError:
-            pass
-        if proc.poll() is not None:
-            return False
-        time.sleep(0.0002)
-    raise AssertionError(f"{path} never appeared")
-
-
 def _measure(w: World, tmp_path: Path, kind: str) -> dict[str, float]:
-    """How long apply runs, and how long its transaction lasts (from its journal to the exit)."""
-    runs, windows = [], []
+    """How long an apply runs, counted from its start, from taking the lock, and from its journal."""
+    runs, locked, windows = [], [], []
     for i in range(2):
         repo = w.checkout(tmp_path / f"measure-{kind}-{i}", "original", kind)
         t0 = time.monotonic()
         proc = popen(*apply_args(w, repo, "apply"))
-        assert _wait_for(proc, state_dir(repo) / "journal.json")
+        assert wait_for(proc, state_dir(repo) / "lock")
         t1 = time.monotonic()
-        proc.communicate()
+        assert wait_for(proc, state_dir(repo) / "journal.json")
+        t2 = time.monotonic()
+        proc.communicate(timeout=HANG_GUARD)
         assert proc.returncode == 0
-        runs.append(time.monotonic() - t0)
-        windows.append(time.monotonic() - t1)
-    return {"run": max(runs), "transaction": max(windows)}
+        end = time.monotonic()
+        runs.append(end - t0)
+        locked.append(end - t1)
+        windows.append(end - t2)
+    return {"run": max(runs), "locked": max(locked), "transaction": max(windows)}
 
 
 def _timed_chain(w: World, repo: Path, seed: int, wanted: int, span: dict) -> dict:
-    """Kill apply and revert at random instants; the next command finishes; check."""
+    """Kill apply and revert at random instants; the next command finishes; check.
+
+    The instant is drawn anywhere in the run (start-up included), from the moment the run
+    holds the lock, or inside the transaction, counted from its journal."""
     rng = random.Random(seed)
     state = settled(repo, w)
     stats = {"kills": 0, "pending after kill": 0, "half-patched after kill": 0, "finished anyway": 0, "settled": 0}
+    stats.update({"from start": 0, "from lock": 0, "from journal": 0})
     attempts = 0
     while stats["kills"] < wanted:
         attempts += 1
         assert attempts <= 4 * wanted + 10, stats
         command = _choose(rng, state)
         proc = popen(*apply_args(w, repo, command))
-        if rng.random() < 0.4:  # anywhere in the run, start-up included
+        mode = rng.random()
+        if mode < 0.4:
+            stats["from start"] += 1
             time.sleep(rng.uniform(0, 1.1 * span["run"]))
-        elif _wait_for(proc, state_dir(repo) / "journal.json"):  # inside the transaction
-            time.sleep(rng.uniform(0, 1.2 * span["transaction"]))
+        elif mode < 0.7:
+            stats["from lock"] += 1
+            if wait_for(proc, state_dir(repo) / "lock"):
+                time.sleep(rng.uniform(0, 1.1 * span["locked"]))
+        else:
+            stats["from journal"] += 1
+            if wait_for(proc, state_dir(repo) / "journal.json"):
+                time.sleep(rng.uniform(0, 1.2 * span["transaction"]))
         proc.send_signal(signal.SIGKILL)
-        out, err = proc.communicate(timeout=60)
+        out, err = proc.communicate(timeout=HANG_GUARD)
         clean((out, err, proc.returncode), command)
         if proc.returncode == -signal.SIGKILL:
             stats["kills"] += 1
@@ -547,8 +534,8 @@ def _upstream_chain(w: World, tmp_path: Path, index: int, wanted: int) -> tuple[
     checks.stats.update({"group kills": 0, "finished anyway": 0})
     # How long a run takes, and when its scratch folder appears.
     t0 = time.monotonic()
-    done = pk("upstream", str(repo), "--out", str(out), "--patches", str(w.patches))
-    run = time.monotonic() - t0
+    done = run("upstream", str(repo), "--out", str(out), "--patches", str(w.patches))
+    took = time.monotonic() - t0
     assert done.returncode == 0, done.stderr.decode()
     checks.branch_ok(BRANCH, _new_branches(repo)[BRANCH])
     git(repo, "update-ref", "-d", f"refs/heads/{BRANCH}")
@@ -559,17 +546,17 @@ def _upstream_chain(w: World, tmp_path: Path, index: int, wanted: int) -> tuple[
         group = rng.random() < 0.5
         proc = popen("upstream", str(repo), "--out", str(out), "--patches", str(w.patches), session=True)
         if rng.random() < 0.5:
-            time.sleep(rng.uniform(0, 1.1 * run))
+            time.sleep(rng.uniform(0, 1.1 * took))
         else:  # around the commit: from the moment its scratch folder appears
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + HANG_GUARD
             while not _scratch(repo) and proc.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.0002)
-            time.sleep(rng.uniform(0, 0.25 * run))
+            time.sleep(rng.uniform(0, 0.25 * took))
         if group:
             os.killpg(proc.pid, signal.SIGKILL)  # patchkit and every git it started
         else:
             proc.send_signal(signal.SIGKILL)  # patchkit alone: its git children run on
-        out_, err = proc.communicate(timeout=60)
+        out_, err = proc.communicate(timeout=HANG_GUARD)
         wait_group(proc.pid)
         clean((out_, err, proc.returncode), "upstream")
         if proc.returncode != -signal.SIGKILL:
@@ -608,11 +595,7 @@ def test_upstream_after_a_killed_git_left_a_ref_lock(world: World, tmp_path: Pat
     lock.parent.mkdir(parents=True)
     lock.write_bytes(b"")
     out = tmp_path / "up"
-    done = subprocess.run(
-        [sys.executable, "-m", "patchkit", "upstream", str(repo), "--out", str(out), "--patches", str(w.patches)],
-        env=env(), capture_output=True,
-    )
-    clean(done, "upstream")
+    done = pk("upstream", str(repo), "--out", str(out), "--patches", str(w.patches))
     assert done.returncode in (0, 3), done.stderr.decode()
     branches = _new_branches(repo)
     if done.returncode == 3:
@@ -623,3 +606,29 @@ def test_upstream_after_a_killed_git_left_a_ref_lock(world: World, tmp_path: Pat
         (name,) = branches
         assert name != BRANCH and lines(done)[1].startswith(f"created branch {name} at ")
     assert lock.exists()  # git's lock is the user's to remove, not patchkit's
+
+
+@pytest.mark.parametrize("command", ["upstream", "apply", "revert"])
+def test_a_scratch_folder_left_with_its_index_lock_goes_with_the_next_command(world: World, tmp_path: Path, command: str) -> None:
+    """A kill of upstream's process group while git writes the private index (read-tree,
+    update-index) leaves ``.git/patchkit/upstream-<pid>/`` with ``index.lock`` in it.  The
+    next upstream, apply or revert removes the folder, lock included, and does its work."""
+    w = world
+    repo = w.checkout(tmp_path / "co", "original")
+    _dirty(repo)
+    scratch = repo / ".git" / "patchkit" / "upstream-4242"
+    scratch.mkdir(parents=True)
+    for name, data in (("index", b"DIRC"), ("index.lock", b"DIRC"), ("blob0", w.images["patched"][COMM])):
+        (scratch / name).write_bytes(data)
+    checks = UpstreamChecks(w, repo, tmp_path / "up")
+    assert checks.after_kill("a scratch folder left with its index lock") == {}
+    assert checks.stats["index lock left in the scratch folder"] == 1
+    if command == "upstream":
+        done = pk("upstream", str(repo), "--out", str(tmp_path / "up"), "--patches", str(w.patches))
+    else:  # revert: nothing to revert here, but the leftover makes it take the lock and clean up
+        done = pk(*apply_args(w, repo, command))
+    assert (done.returncode, done.stderr) == (0, b""), done.stderr.decode()
+    assert not scratch.exists() and _git_locks(repo) == []
+    assert w.state_of(repo) == ("patched" if command == "apply" else "original")
+    if command == "upstream":
+        assert git_state(repo) == checks.user and list(_new_branches(repo)) == [BRANCH]

@@ -190,6 +190,41 @@ def invoke(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     )
 
 
+# -- virtualenvs with a real SGLang wheel ----------------------------------------------------
+
+
+def make_venv(path: Path, *options: str) -> Path:
+    """A virtualenv of the interpreter that runs the tests, without pip (pip runs from outside)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", *options, str(path)], check=True, capture_output=True)
+    return path
+
+
+def pip_install(python: Path | str, *args: str) -> None:
+    """``pip install ARGS`` into the environment of ``python``, by this interpreter's pip (``pip --python``)."""
+    cmd = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index", "--no-compile", *args]
+    subprocess.run(cmd, check=True, capture_output=True)
+
+
+@pytest.fixture(scope="session")
+def sglang_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A virtualenv with the real SGLang 0.5.9 wheel (from PyPI, cached: see patchkit.dev.mirror)
+    installed by pip, as ``pip install`` leaves it.  A template no test changes: take a copy
+    (``copy_venv``).  pip installs it once per session instead of once per test."""
+    from patchkit.dev.mirror import default_cache, fetch_wheel
+
+    venv = make_venv(tmp_path_factory.mktemp("sglang-venv") / "V")
+    pip_install(venv / "bin" / "python", str(fetch_wheel("0.5.9", default_cache())))
+    return venv
+
+
+def copy_venv(template: Path, dest: Path) -> Path:
+    """A copy of a virtualenv, byte for byte (so every RECORD hash holds); its bin/python
+    links to the same base interpreter, and it finds its own site-packages from there.
+    (Console scripts keep the template's path on their #! line: no test runs them.)"""
+    shutil.copytree(template, dest, symlinks=True)
+    return dest
+
+
 # -- running processes (tests of patchkit.target.processes, and of what apply reports) ----
 
 TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100

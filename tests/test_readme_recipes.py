@@ -2,7 +2,8 @@
 entrypoint ``launch.sh``, taken from README.md itself.
 
 There is no Docker engine here, so a virtualenv stands in for the image's Python: the
-real sglang 0.5.9 wheel is installed in it (``FROM``), COPY destinations are mapped into
+real sglang 0.5.9 wheel installed in it by pip (a copy of conftest's ``sglang_venv``), and
+pip itself, from the wheel ``ensurepip`` bundles (``FROM``); COPY destinations are mapped into
 a scratch folder, and RUN lines run with ``sh -c`` with the virtualenv first on PATH, as
 the image's ``python3`` and ``patchkit`` would be.  ``python3 -m sglang.launch_server``
 meets a stand-in that only prints its arguments.  Then the "image" is upgraded to 0.5.23
@@ -11,15 +12,15 @@ and the entrypoint runs again: it must patch the new release before serving.
 
 from __future__ import annotations
 
+import ensurepip
 import json
 import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
-from conftest import ROOT
+from conftest import ROOT, copy_venv, pip_install
 from patchkit.rewrite.evaluate import tables
 from patchkit.dev.mirror import default_cache, fetch_wheel
 from patchkit.fixes.registry import SGLANG
@@ -69,7 +70,7 @@ def test_the_recipe_has_the_shape_this_test_runs() -> None:
     assert launch_script().startswith("#!/bin/sh\n")
 
 
-def test_dockerfile_and_launch_script_as_written(tmp_path: Path) -> None:
+def test_dockerfile_and_launch_script_as_written(sglang_venv: Path, tmp_path: Path) -> None:
     steps = dockerfile()
     image = tmp_path / "image"  # where the image's absolute paths go
     context = tmp_path / "context"  # the docker build context: this repository and launch.sh
@@ -77,15 +78,10 @@ def test_dockerfile_and_launch_script_as_written(tmp_path: Path) -> None:
     (context / "launch.sh").write_text(launch_script())
 
     # FROM: an environment whose python3 has the sglang 0.5.9 wheel, and pip.
-    venv = image / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
+    venv = copy_venv(sglang_venv, image / "venv")
     site = next((venv / "lib").glob("python3*/site-packages"))
-
-    def pip_install(*args: str) -> None:
-        cmd = [sys.executable, "-m", "pip", "--python", str(venv / "bin/python"), "install", "-q", "--no-deps", "--no-index", "--no-compile", *args]
-        subprocess.run(cmd, check=True, capture_output=True)
-
-    pip_install(str(fetch_wheel("0.5.9", default_cache())))
+    bundled = Path(ensurepip.__file__).parent / "_bundled"
+    pip_install(venv / "bin/python", str(next(bundled.glob("pip-*.whl"))))  # what `python -m venv` installs
     mapped: dict[str, Path] = {}
 
     def in_image(text: str) -> str:
@@ -125,7 +121,7 @@ def test_dockerfile_and_launch_script_as_written(tmp_path: Path) -> None:
     assert lines[-2].startswith("verify: ok") and lines[-1] == "serving --model-path m --enable-torch-symm-mem"
 
     # A derived image upgrades SGLang: the entrypoint patches 0.5.23 before serving.
-    pip_install(str(fetch_wheel("0.5.23", default_cache())))
+    pip_install(venv / "bin/python", str(fetch_wheel("0.5.23", default_cache())))
     assert not patched(site)
     done = subprocess.run([*entrypoint, "--model-path", "m"], env=served, capture_output=True)
     assert done.returncode == 0, done.stderr.decode()

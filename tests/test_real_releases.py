@@ -15,7 +15,7 @@ from pathlib import Path
 import black
 import pytest
 
-from conftest import git, run_cli
+from conftest import git, invoke, run_cli
 from patchkit.data import shipped
 from patchkit.rewrite.evaluate import tables
 from patchkit.dev.mirror import build_mirror, default_cache
@@ -39,7 +39,7 @@ def mirror(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def generated(mirror: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("generated")
-    done = run_cli("generate", "--repo", str(mirror), "--out", str(out))
+    done = invoke("generate", "--repo", str(mirror), "--out", str(out))
     assert done.returncode == 0, done.stderr
     return out
 
@@ -103,7 +103,7 @@ def test_each_patch_applies_at_its_tag(mirror: Path, generated: Path, tmp_path: 
 def test_other_cc_pair_on_a_real_release(mirror: Path, tmp_path: Path) -> None:
     tag = _tags(mirror)[-1]
     out = tmp_path / "p"
-    done = run_cli("generate", "--repo", str(mirror), "--tag", tag, "--from-cc", "9", "--to-cc", "11", "--out", str(out))
+    done = invoke("generate", "--repo", str(mirror), "--tag", tag, "--from-cc", "9", "--to-cc", "11", "--out", str(out))
     assert done.returncode == 0, done.stderr
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", "-b", tag, str(mirror), str(clone)], check=True, capture_output=True)
@@ -122,7 +122,7 @@ def test_apply_cycle_on_a_real_checkout(mirror: Path, tmp_path: Path) -> None:
     subprocess.run(["git", "clone", "-q", "-b", tag, str(mirror), str(repo)], check=True, capture_output=True)
     assert compileall.compile_dir(repo / "python/sglang/srt/distributed", quiet=1)
     before = {p: p.read_bytes() for p in repo.rglob("*.pyc")}
-    done = run_cli("apply", str(repo), "--no-generate")
+    done = invoke("apply", str(repo), "--no-generate")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.decode().splitlines()
     assert lines[0] == f"{repo}: SGLang {tag[1:]}, tag {tag} at HEAD"
@@ -131,13 +131,13 @@ def test_apply_cycle_on_a_real_checkout(mirror: Path, tmp_path: Path) -> None:
     gone = {p for p in before if not p.exists()}
     assert sorted(p.name.split(".")[0] for p in gone) == sorted(Path(f).stem for f in patched)
     assert all(p.read_bytes() == data for p, data in before.items() if p not in gone)
-    assert run_cli("verify", str(repo)).returncode == 0
+    assert invoke("verify", str(repo)).returncode == 0
     stamp = [os.stat(repo / f).st_mtime_ns for f in patched]
-    assert run_cli("apply", str(repo)).stdout.decode().splitlines()[-1].startswith("already applied")
+    assert invoke("apply", str(repo)).stdout.decode().splitlines()[-1].startswith("already applied")
     assert [os.stat(repo / f).st_mtime_ns for f in patched] == stamp
-    assert run_cli("revert", str(repo)).returncode == 0
+    assert invoke("revert", str(repo)).returncode == 0
     assert git(repo, "status", "--porcelain", "--untracked-files=no") == ""
-    assert run_cli("verify", str(repo)).returncode == 1
+    assert invoke("verify", str(repo)).returncode == 1
 
 
 def test_upstream_on_a_real_checkout(mirror: Path, tmp_path: Path) -> None:
@@ -150,7 +150,7 @@ def test_upstream_on_a_real_checkout(mirror: Path, tmp_path: Path) -> None:
     (repo / "scratch.txt").write_bytes(b"untracked\n")
     status, head = git(repo, "status", "--porcelain"), git(repo, "rev-parse", "HEAD")
     out = tmp_path / "up"
-    done = run_cli("upstream", str(repo), "--out", str(out))
+    done = invoke("upstream", str(repo), "--out", str(out))
     assert done.returncode == 0, done.stderr
     assert (git(repo, "status", "--porcelain"), git(repo, "rev-parse", "HEAD")) == (status, head)
     assert git(repo, "symbolic-ref", "--short", "HEAD").strip() == "mine"
@@ -185,7 +185,7 @@ def test_installed_package_with_pip_bytecode(tmp_path: Path) -> None:
     assert pycs_before, "pip compiled no bytecode"
     original = {p: p.read_bytes() for p in (package / "srt/distributed/device_communicators").glob("*.py")}
 
-    done = run_cli("apply", "--python", python, "--no-generate")
+    done = invoke("apply", "--python", python, "--no-generate")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.decode().splitlines()
     assert lines[0] == f"{package}: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info/METADATA"
@@ -194,11 +194,11 @@ def test_installed_package_with_pip_bytecode(tmp_path: Path) -> None:
     assert sorted(p.name.split(".")[0] for p in gone) == ["all_reduce_utils", "torch_symm_mem"]
     assert all(p.read_bytes() == data for p, data in pycs_before.items() if p not in gone)
     assert (site / ".patchkit-sglang/state.json").is_file()
-    assert run_cli("verify", "--python", python).returncode == 0
-    assert run_cli("apply", str(package)).stdout.decode().splitlines()[-1].startswith("already applied")
-    assert run_cli("revert", str(site)).returncode == 0
+    assert invoke("verify", "--python", python).returncode == 0
+    assert invoke("apply", str(package)).stdout.decode().splitlines()[-1].startswith("already applied")
+    assert invoke("revert", str(site)).returncode == 0
     assert {p: p.read_bytes() for p in original} == original
-    assert run_cli("verify", "--python", python).returncode == 1
+    assert invoke("verify", "--python", python).returncode == 1
 
 
 def test_vllm_release_with_string_keys(tmp_path: Path) -> None:
@@ -208,14 +208,14 @@ def test_vllm_release_with_string_keys(tmp_path: Path) -> None:
     repo = tmp_path / "vllm"
     build_mirror(["0.11.0"], repo, default_cache(), project="vllm")
     out = tmp_path / "p"
-    done = run_cli("generate", "--project", "vllm", "--repo", str(repo), "--out", str(out), "--from-cc", "10.0", "--to-cc", "12.0")
+    done = invoke("generate", "--project", "vllm", "--repo", str(repo), "--out", str(out), "--from-cc", "10.0", "--to-cc", "12.0")
     assert done.returncode == 0, done.stderr
     patch = next((out / "0.11.0").glob("*.patch"))
     assert patch.name == "0001-Add-SM120-to-the-all-reduce-size-tables.patch"
     git(repo, "apply", "--check", str(patch))
 
-    assert run_cli("verify", str(repo)).returncode == 1
-    done = run_cli("apply", str(repo))
+    assert invoke("verify", str(repo)).returncode == 1
+    done = invoke("apply", str(repo))
     assert done.returncode == 0, done.stderr
     assert done.stdout.decode().splitlines()[0] == f"{repo}: vLLM 0.11.0, tag v0.11.0 at HEAD"
     path = "vllm/distributed/device_communicators/all_reduce_utils.py"
@@ -230,8 +230,8 @@ def test_vllm_release_with_string_keys(tmp_path: Path) -> None:
     git(reference, "apply", str(patch))
     assert (reference / path).read_bytes() == (repo / path).read_bytes()
     assert (reference / comm).read_bytes() == (repo / comm).read_bytes()
-    assert run_cli("verify", str(repo)).returncode == 0
-    assert run_cli("revert", str(repo)).returncode == 0
+    assert invoke("verify", str(repo)).returncode == 0
+    assert invoke("revert", str(repo)).returncode == 0
     assert git(repo, "status", "--porcelain", "--untracked-files=no") == ""
 
 
@@ -254,35 +254,37 @@ def test_scan_finds_the_symm_mem_tables_in_a_real_tree(mirror: Path) -> None:
 @pytest.mark.parametrize("op", ["apply", "revert"])
 def test_kills_and_races_on_a_real_checkout(mirror: Path, tmp_path: Path, op: str) -> None:
     """The reliability "Done when" on real SGLang: a SIGKILL at every write boundary of apply
-    and revert, then the next command repairs; two runs at once end consistent."""
+    and revert, then the next command repairs; two runs at once end consistent.
+
+    One clone takes every kill in turn: each round ends with the clone proven as fresh
+    (no change to a tracked file, no untracked file, an empty state dir)."""
     tag = "v0.5.9" if "v0.5.9" in _tags(mirror) else _tags(mirror)[-1]
     files = ["python/sglang/srt/distributed/device_communicators/all_reduce_utils.py",
              "python/sglang/srt/distributed/device_communicators/torch_symm_mem.py"]
+    repo = tmp_path / op
+    subprocess.run(["git", "clone", "-q", "-b", tag, str(mirror), str(repo)], check=True, capture_output=True)
     for point in ("objects", "journal", "file:1", "file:2", "state", "bytecode"):
-        repo = tmp_path / f"{op}-{point.replace(':', '')}"
-        subprocess.run(["git", "clone", "-q", "-b", tag, str(mirror), str(repo)], check=True, capture_output=True)
         if op == "revert":
-            assert run_cli("apply", str(repo)).returncode == 0
-        killed = run_cli(op, str(repo), env={"PATCHKIT_FAULT": point})
+            assert invoke("apply", str(repo)).returncode == 0
+        killed = run_cli(op, str(repo), env={"PATCHKIT_FAULT": point})  # a process of its own, killed
         assert killed.returncode == -9, (point, killed.stderr)
         half = git(repo, "diff", "--name-only", "--", *files).split()
         if (repo / ".git/patchkit/journal.json").exists():
-            assert run_cli("verify", str(repo)).returncode == 1, point  # never accepted while pending
-        done = run_cli("apply", str(repo))
+            assert invoke("verify", str(repo)).returncode == 1, point  # never accepted while pending
+        done = invoke("apply", str(repo))
         assert done.returncode == 0, (point, done.stderr)
-        assert run_cli("verify", str(repo)).returncode == 0, point
-        assert run_cli("revert", str(repo)).returncode == 0, point
-        assert git(repo, "status", "--porcelain", "--untracked-files=no") == "", point
+        assert invoke("verify", str(repo)).returncode == 0, point
+        assert invoke("revert", str(repo)).returncode == 0, point
+        assert git(repo, "status", "--porcelain", "--untracked-files=all") == "", point
         leftovers = [p.name for p in (repo / ".git/patchkit").glob("*")] if (repo / ".git/patchkit").exists() else []
         assert leftovers == [], (point, leftovers, half)
-    repo = tmp_path / "race"
-    subprocess.run(["git", "clone", "-q", "-b", tag, str(mirror), str(repo)], check=True, capture_output=True)
-    env = dict(os.environ, PYTHONPATH=os.environ.get("PYTHONPATH", ""))
+    # Each waits for the lock as long as it takes (a hang guard, not a measure): all three must succeed.
+    env = dict(os.environ, PYTHONPATH=os.environ.get("PYTHONPATH", ""), PATCHKIT_LOCK_TIMEOUT="120")
     procs = [subprocess.Popen([sys.executable, "-m", "patchkit", cmd, str(repo)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
              for cmd in ("apply", op, "apply")]
     for proc in procs:
-        out, err = proc.communicate(timeout=120)
+        out, err = proc.communicate(timeout=300)
         assert proc.returncode == 0 and b"Traceback" not in err, err
-    state = run_cli("verify", str(repo)).returncode
+    state = invoke("verify", str(repo)).returncode
     changed = git(repo, "status", "--porcelain", "--untracked-files=no") != ""
     assert (state, changed) in ((0, True), (1, False))  # fully patched and verified, or fully original

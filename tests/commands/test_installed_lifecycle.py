@@ -2,9 +2,11 @@
 --force-reinstall, uninstall and install again, with patchkit applied before each step.
 
 Real wheels from PyPI (cached, see ``patchkit.dev.mirror``), installed by pip into a real
-virtualenv.  After each step ``apply`` patches the release that is installed now,
-``verify`` accepts it, ``revert`` restores that release's exact wheel bytes, and
-``revert --force`` never writes another release's bytes.
+virtualenv (each test starts from a copy of conftest's ``sglang_venv``, 0.5.9 installed by
+pip; every later install, upgrade and uninstall is pip's own).  After each step ``apply``
+patches the release that is installed now, ``verify`` accepts it, ``revert`` restores that
+release's exact wheel bytes, and ``revert --force`` never writes another release's bytes.
+patchkit runs in this process (conftest.invoke) with ``--python``, as a user gives it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from conftest import after_start, run_cli, running
+from conftest import after_start, copy_venv, invoke, running
 from patchkit.rewrite.evaluate import tables
 from patchkit.dev.mirror import default_cache, fetch_wheel
 from patchkit.fixes.registry import SGLANG
@@ -31,10 +33,11 @@ def wheel_files(wheel: Path) -> dict[str, bytes]:
 
 
 class Env:
-    """A virtualenv with pip driven from outside (pip --python), patchkit run as a user runs it."""
+    """A virtualenv with SGLang 0.5.9 installed by pip, pip driven from outside (pip --python),
+    patchkit run with --python as a user runs it."""
 
-    def __init__(self, root: Path) -> None:
-        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    def __init__(self, template: Path, root: Path) -> None:
+        copy_venv(template, root)
         self.root = root
         self.python = str(root / "bin" / "python")
         self.site = next((root / "lib").glob("python3*/site-packages"))
@@ -45,9 +48,7 @@ class Env:
         subprocess.run(cmd, check=True, capture_output=True)
 
     def pk(self, command: str, *args: str) -> subprocess.CompletedProcess:
-        done = run_cli(command, "--python", self.python, *args)
-        assert b"Traceback" not in done.stderr, done.stderr.decode()
-        return done
+        return invoke(command, "--python", self.python, *args)
 
     def files(self) -> dict[str, bytes]:
         return {rel: (self.site / rel).read_bytes() for rel in FILES}
@@ -86,14 +87,14 @@ def apply_verify_revert(env: Env, version: str, wheel: dict[str, bytes], aside_l
     assert env.pk("apply").returncode == 0  # leave it patched for the next step
 
 
-def test_upgrade_downgrade_uninstall_install(tmp_path: Path) -> None:
+def test_upgrade_downgrade_uninstall_install(sglang_venv: Path, tmp_path: Path) -> None:
     cache = default_cache()
     old_wheel, new_wheel = fetch_wheel("0.5.9", cache), fetch_wheel("0.5.23", cache)
     old, new = wheel_files(old_wheel), wheel_files(new_wheel)
     assert old != new
-    env = Env(tmp_path / "V")
+    env = Env(sglang_venv, tmp_path / "V")  # 0.5.9 installed
+    assert env.files() == old
 
-    env.pip("install", str(old_wheel))
     apply_verify_revert(env, "0.5.9", old, None)
 
     # An upgrade under the patch: the state is 0.5.9's.
@@ -105,14 +106,21 @@ def test_upgrade_downgrade_uninstall_install(tmp_path: Path) -> None:
     verify = env.pk("verify")
     assert verify.returncode == 1  # 0.5.23 is not patched, and says why
     assert "note: sglang 0.5.9 was patched; 0.5.23 is installed now: that state no longer applies (the next apply or revert sets it aside)" in lines(verify)
-    forced = env.pk("revert", "--force")
-    assert forced.returncode == 3
-    assert forced.stderr.decode() == (
-        f"patchkit: {env.site}/.patchkit-sglang/state.json: sglang 0.5.9 was patched; 0.5.23 is installed now: "
+    refusal = (
+        f"{env.site}/.patchkit-sglang/state.json: sglang 0.5.9 was patched; 0.5.23 is installed now: "
         "--force would write the originals recorded then into the files of the release here now; refused, nothing "
-        "written (`patchkit revert` without --force sets the old state aside)\n"
+        "written (`patchkit revert` without --force sets the old state aside)"
     )
+    state = (env.site / ".patchkit-sglang/state.json").read_bytes()
+    forced = env.pk("revert", "--force")
+    assert (forced.returncode, forced.stdout, forced.stderr.decode()) == (3, b"", f"patchkit: {refusal}\n")
+    forced = env.pk("revert", "--force", "--json")  # the same refusal as an error document
+    assert forced.returncode == 3
+    assert json.loads(forced.stdout) == {"command": "revert", "ok": False, "exit_code": 3, "error": refusal,
+                                         "path": f"{env.site}/.patchkit-sglang/state.json"}
     assert env.files() == new
+    assert (env.site / ".patchkit-sglang/state.json").read_bytes() == state  # refused: nothing moved either
+    assert not (env.site / ".patchkit-sglang/aside").exists()
     apply_verify_revert(env, "0.5.23", new, "sglang 0.5.9 was patched; 0.5.23 is installed now")
 
     # A downgrade with --force-reinstall: 0.5.23's state is set aside, never written into 0.5.9.
@@ -142,27 +150,11 @@ def test_upgrade_downgrade_uninstall_install(tmp_path: Path) -> None:
     assert env.files() == old
 
 
-def test_revert_force_after_upgrade_writes_nothing_even_with_json(tmp_path: Path) -> None:
-    """The --json error document of the refusal, and the files untouched."""
-    cache = default_cache()
-    old_wheel, new_wheel = fetch_wheel("0.5.9", cache), fetch_wheel("0.5.23", cache)
-    env = Env(tmp_path / "V")
-    env.pip("install", str(old_wheel))
-    assert env.pk("apply").returncode == 0
-    env.pip("install", str(new_wheel))
-    done = env.pk("revert", "--force", "--json")
-    assert done.returncode == 3
-    assert env.files() == wheel_files(new_wheel)
-    assert (env.site / ".patchkit-sglang/state.json").is_file()  # refused: nothing moved either
-    assert not (env.site / ".patchkit-sglang/aside").exists()
-
-
-def test_a_key_12_put_there_by_hand_is_left_alone(tmp_path: Path) -> None:
+def test_a_key_12_put_there_by_hand_is_left_alone(sglang_venv: Path, tmp_path: Path) -> None:
     """A key 12 with other values than key 10 (tuned by hand, or upstream): verify accepts
     it and says so, apply writes nothing, and `verify || apply` ends accepted."""
     wheel = fetch_wheel("0.5.9", default_cache())
-    env = Env(tmp_path / "V")
-    env.pip("install", str(wheel))
+    env = Env(sglang_venv, tmp_path / "V")
     utils, comm = (env.site / rel for rel in FILES)
     utils.write_bytes(utils.read_bytes().replace(b"    10: {\n", b"    12: {\n        8: 256 * MiB,\n    },\n    10: {\n", 1))
     comm.write_bytes(comm.read_bytes().replace(b"        10: [6, 8],\n", b"        10: [6, 8],\n        12: [6, 8],\n", 1))
@@ -179,7 +171,7 @@ def test_a_key_12_put_there_by_hand_is_left_alone(tmp_path: Path) -> None:
     assert done.returncode == 0
     assert lines(done)[-1] == "already upstream (generated from the checkout's files): nothing written"
     assert env.files() == edited
-    assert run_cli("verify", str(env.site)).returncode == 0
+    assert invoke("verify", str(env.site)).returncode == 0
 
     # Only one table has it: apply patches the other one, verify accepts both.
     env.pip("install", "--force-reinstall", str(wheel))
@@ -191,12 +183,10 @@ def test_a_key_12_put_there_by_hand_is_left_alone(tmp_path: Path) -> None:
     assert env.pk("verify").returncode == 0
 
 
-def test_servers_started_before_the_change_are_named(tmp_path: Path) -> None:
+def test_servers_started_before_the_change_are_named(sglang_venv: Path, tmp_path: Path) -> None:
     """A Python of the venv running `-m sglang.launch_server` (a stand-in that waits) before
     apply is named after apply, in status and after revert; one started after is not."""
-    wheel = fetch_wheel("0.5.9", default_cache())
-    env = Env(tmp_path / "V")
-    env.pip("install", str(wheel))
+    env = Env(sglang_venv, tmp_path / "V")
     standin = tmp_path / "standin"
     (standin / "sglang").mkdir(parents=True)
     (standin / "sglang/__init__.py").write_text("")

@@ -1,8 +1,10 @@
 """Finding the target: ``--python`` as people type it, and the root from inside a subfolder.
 
 The real-install tests use a real SGLang 0.5.9 wheel (fetched once and cached, see
-``patchkit.dev.mirror``) in a real virtualenv, and in a user site under a temporary
-PYTHONUSERBASE (never the real ~/.local).
+``patchkit.dev.mirror``) installed by pip in a real virtualenv (a copy of conftest's
+``sglang_venv``), and in a user site under a temporary PYTHONUSERBASE (never the real
+~/.local).  The commands run in this process (conftest.invoke), but those whose current
+folder matters.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DC, make_repo, run_cli
+from conftest import DC, copy_venv, invoke, make_repo, make_venv, run_cli
 from patchkit.errors import BadInput
 from patchkit.dev.mirror import default_cache, fetch_wheel
 from patchkit.target.locate import CHECKOUT, DIRECTORY, INSTALLED, installed_package, interpreter, open_target, site_packages_of
@@ -44,17 +46,8 @@ def status_target(site: Path) -> str:
     return f"target:   {site} (installed package; state in {site}/.patchkit-sglang)"
 
 
-def make_venv(path: Path, *options: str) -> Path:
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", *options, str(path)], check=True, capture_output=True)
-    return path
-
-
 def venv_site(venv: Path) -> Path:
     return venv / "lib" / PY / "site-packages"
-
-
-def pip_target(wheel: Path, site: Path) -> None:
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)], check=True, capture_output=True)
 
 
 def asks(python: Path, code: str, env: dict) -> str:
@@ -69,16 +62,19 @@ def user_env(userbase: Path, **more: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def wheel() -> Path:
-    return fetch_wheel("0.5.9", default_cache())
+def venv(sglang_venv: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A virtualenv with SGLang 0.5.9 installed by pip (read only: tests that write copy it)."""
+    return copy_venv(sglang_venv, tmp_path_factory.mktemp("installed") / "V")
 
 
 @pytest.fixture(scope="module")
-def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A virtualenv with SGLang 0.5.9 installed (read only: tests that write copy it)."""
-    venv = make_venv(tmp_path_factory.mktemp("installed") / "V")
-    pip_target(wheel, venv_site(venv))
-    return venv
+def user_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SGLang 0.5.9 as ``pip install --target`` lays it out (what ``pip install --user`` puts in a user site)."""
+    folder = tmp_path_factory.mktemp("user-files")
+    wheel = fetch_wheel("0.5.9", default_cache())
+    cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile", "--target", str(folder), str(wheel)]
+    subprocess.run(cmd, check=True, capture_output=True)
+    return folder
 
 
 @pytest.fixture
@@ -96,16 +92,16 @@ def test_bare_name_is_found_on_path_and_keeps_the_virtualenv(venv: Path, name: s
     assert (venv / "bin" / name).is_symlink()  # resolving it would lose the virtualenv
     env = {"PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}"}
     site = venv_site(venv)
-    done = run_cli("status", "--python", name, env=env)
+    done = invoke("status", "--python", name, env=env)
     assert done.returncode == 0, done.stderr
     assert out(done)[0] == status_target(site)
-    done = run_cli("apply", "--dry-run", "--python", name, env=env)
+    done = invoke("apply", "--dry-run", "--python", name, env=env)
     assert done.returncode == 0, done.stderr
     assert out(done)[0] == described(site)
 
 
 def test_virtualenv_folder_means_its_interpreter(venv: Path) -> None:
-    done = run_cli("apply", "--dry-run", "--python", str(venv))
+    done = invoke("apply", "--dry-run", "--python", str(venv))
     assert done.returncode == 0, done.stderr
     assert out(done)[0] == described(venv_site(venv))
     assert interpreter(str(venv)) == venv / "bin/python"
@@ -118,13 +114,13 @@ def test_a_shim_that_execs_a_virtualenv_python(venv: Path, tmp_path: Path) -> No
     shim.parent.mkdir()
     shim.write_text(f'#!/bin/sh\nexec "{venv}/bin/python" "$@"\n')
     shim.chmod(0o755)
-    done = run_cli("status", "--python", "python3", env={"PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}"})
+    done = invoke("status", "--python", "python3", env={"PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}"})
     assert done.returncode == 0, done.stderr
     assert out(done)[0] == status_target(venv_site(venv))
 
 
 def test_name_not_on_path_is_one_line(tmp_path: Path) -> None:
-    done = run_cli("status", "--python", "nosuchpython", env={"PATH": str(tmp_path)})
+    done = invoke("status", "--python", "nosuchpython", env={"PATH": str(tmp_path)})
     assert done.returncode == 2
     assert done.stdout == b""
     assert err(done) == ["patchkit: nosuchpython: not found on PATH"]
@@ -171,7 +167,7 @@ def _bad(tmp_path: Path, case: str) -> str:
 def test_bad_python_is_one_line(tmp_path: Path, case: str, reason: str) -> None:
     given = _bad(tmp_path, case)
     for command in ("apply", "verify", "revert", "status"):
-        done = run_cli(command, "--python", given)
+        done = invoke(command, "--python", given)
         assert done.returncode == 2, (command, done.stderr)
         assert done.stdout == b""
         assert err(done) == [f"patchkit: {given}: {reason}"], command
@@ -179,7 +175,7 @@ def test_bad_python_is_one_line(tmp_path: Path, case: str, reason: str) -> None:
 
 def test_not_installed_names_the_interpreter_and_where_it_looked(tmp_path: Path) -> None:
     empty = make_venv(tmp_path / "E")
-    done = run_cli("status", "--python", "python3", env={"PATH": str(empty / "bin")})
+    done = invoke("status", "--python", "python3", env={"PATH": str(empty / "bin")})
     assert done.returncode == 2
     looked = ", ".join(str(empty / lib / PY / "site-packages") for lib in VENV_LIBS)
     # named as found on PATH: the symlink, not the base interpreter it points to
@@ -190,12 +186,12 @@ def test_not_installed_names_the_interpreter_and_where_it_looked(tmp_path: Path)
 
 
 @pytest.fixture
-def user_install(wheel: Path, base: Path, tmp_path: Path) -> tuple[Path, Path]:
+def user_install(user_files: Path, base: Path, tmp_path: Path) -> tuple[Path, Path]:
     """(PYTHONUSERBASE, its user site holding SGLang 0.5.9), the user site as ``base`` names it."""
     userbase = tmp_path / "userbase"
     usersite = Path(asks(base, "import site; print(site.getusersitepackages())", user_env(userbase)))
     assert usersite.is_relative_to(userbase)  # never the real ~/.local
-    pip_target(wheel, usersite)
+    shutil.copytree(user_files, usersite, symlinks=True)
     return userbase, usersite
 
 
@@ -204,14 +200,14 @@ def test_user_install_is_found_for_a_base_interpreter(user_install: tuple[Path, 
     # the interpreter itself imports it from there
     spec = asks(base, "import importlib.util; print(importlib.util.find_spec('sglang').origin)", user_env(userbase))
     assert spec == str(usersite / "sglang/__init__.py")
-    done = run_cli("apply", "--dry-run", "--python", str(base), env={"PYTHONUSERBASE": str(userbase), "PYTHONNOUSERSITE": None})
+    done = invoke("apply", "--dry-run", "--python", str(base), env={"PYTHONUSERBASE": str(userbase), "PYTHONNOUSERSITE": None})
     assert done.returncode == 0, done.stderr
     assert out(done)[0] == described(usersite)
 
 
 def test_pythonnousersite_hides_the_user_site(user_install: tuple[Path, Path], base: Path) -> None:
     userbase, usersite = user_install
-    done = run_cli("status", "--python", str(base), env={"PYTHONUSERBASE": str(userbase), "PYTHONNOUSERSITE": "1"})
+    done = invoke("status", "--python", str(base), env={"PYTHONUSERBASE": str(userbase), "PYTHONNOUSERSITE": "1"})
     assert done.returncode == 2
     (line,) = err(done)
     assert line.startswith(f"patchkit: {base}: sglang or vllm is not installed for this interpreter (looked in ")
@@ -222,14 +218,14 @@ def test_virtualenv_sees_the_user_site_only_with_system_site_packages(user_insta
     userbase, usersite = user_install
     env = {"PYTHONUSERBASE": str(userbase), "PYTHONNOUSERSITE": None}
     closed = make_venv(tmp_path / "closed")
-    done = run_cli("status", "--python", str(closed), env=env)
+    done = invoke("status", "--python", str(closed), env=env)
     assert done.returncode == 2
     looked = ", ".join(str(closed / lib / PY / "site-packages") for lib in VENV_LIBS)
     assert err(done) == [f"patchkit: {closed}/bin/python: sglang or vllm is not installed for this interpreter (looked in {looked})"]
     opened = make_venv(tmp_path / "opened", "--system-site-packages")
     spec = asks(opened / "bin/python", "import importlib.util; print(importlib.util.find_spec('sglang').origin)", user_env(userbase))
     assert spec == str(usersite / "sglang/__init__.py")
-    done = run_cli("status", "--python", str(opened), env=env)
+    done = invoke("status", "--python", str(opened), env=env)
     assert done.returncode == 0, done.stderr
     assert out(done)[0] == status_target(usersite)
 
@@ -313,7 +309,7 @@ def test_nothing_up_to_the_root_keeps_the_message(tmp_path: Path) -> None:
     done = run_cli("status", cwd=tmp_path / "a/b")
     assert done.returncode == 2
     assert err(done) == [f"patchkit: .: {NOT_FOUND}"]
-    done = run_cli("apply", str(tmp_path / "a/b"))
+    done = invoke("apply", str(tmp_path / "a/b"))
     assert done.returncode == 2
     assert err(done) == [f"patchkit: {tmp_path}/a/b: {NOT_FOUND}"]
 
@@ -330,7 +326,7 @@ def test_apply_and_status_from_inside_a_checkout(tmp_path: Path) -> None:
     assert f"  {DC}/torch_symm_mem.py: patched; 0 cached bytecode files" in out(done)
     assert run_cli("verify", "srt", cwd=repo / "python/sglang").returncode == 0
     assert run_cli("revert", cwd=repo / "python").returncode == 0
-    assert run_cli("verify", str(deep)).returncode == 1
+    assert invoke("verify", str(deep)).returncode == 1
 
 
 def test_apply_and_status_from_inside_an_installed_package(venv: Path, tmp_path: Path) -> None:
@@ -345,12 +341,12 @@ def test_apply_and_status_from_inside_an_installed_package(venv: Path, tmp_path:
         "applied shipped patch patches/0.5.9/0001-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch",
     ]
     assert (site / ".patchkit-sglang/state.json").is_file()
-    done = run_cli("status", str(site / "sglang/srt"))
+    done = invoke("status", str(site / "sglang/srt"))
     assert done.returncode == 0, done.stderr
     assert out(done)[0] == status_target(site)
     assert run_cli("verify", cwd=site / "sglang").returncode == 0
     assert run_cli("revert", "distributed", cwd=site / "sglang/srt").returncode == 0
-    assert run_cli("verify", str(deep)).returncode == 1
+    assert invoke("verify", str(deep)).returncode == 1
 
 
 def test_installed_package_in_process(venv: Path) -> None:
@@ -372,7 +368,7 @@ def test_python_finds_vllm_without_project(tmp_path: Path) -> None:
         UTILS_OLD.replace(b"    9: {", b'    "9.0": {').replace(b"    10: {", b'    "10.0": {'))
     (site / "vllm-0.11.0.dist-info").mkdir()
     (site / "vllm-0.11.0.dist-info/METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.11.0\n")
-    done = run_cli("apply", "--python", str(env / "bin/python"), "--dry-run")
+    done = invoke("apply", "--python", str(env / "bin/python"), "--dry-run")
     assert done.returncode == 0, done.stderr.decode()
     assert out(done)[0] == f"{site / 'vllm'}: vLLM 0.11.0 (installed), from vllm-0.11.0.dist-info/METADATA"
     assert "  would patch vllm/distributed/device_communicators/all_reduce_utils.py (+4 lines)" in out(done)

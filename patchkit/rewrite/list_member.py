@@ -1,0 +1,341 @@
+"""Add a compute capability to literal lists of capabilities: source bytes in, source bytes out.
+
+Pure: no I/O.  The ``list-member`` rewrite: every literal list, tuple or set that a
+``Locator`` names (a call's keyword argument, an assignment, or the right side of a
+membership test; optionally only inside a named function) and that holds ``from_cc``
+gains ``to_cc`` right after it: ``[9, 10]`` -> ``[9, 10, 12]``.  A one-line list stays on
+its line; in a multi-line list the new member gets a line of its own, indented and
+comma'd like its neighbours.  Every other byte stays as it was.
+
+Also here, shared with the other rewrites of sequences (``predicate`` imports them):
+``insert_after`` (one element after another in any comma-separated sequence, whitespace
+arranged like ``dict_key.insert_key`` does for dict entries), ``multiline`` and ``render``
+(the new module's bytes: black's line length kept, the file's final newline kept).
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+
+import libcst as cst
+
+from patchkit.errors import RewriteError
+from patchkit.rewrite.capability import CC as Key
+from patchkit.rewrite.dict_key import _new_key, key_value, mentions, one_line, parse
+from patchkit.types import ALREADY_UPSTREAM, PATCHED
+
+LINE_LENGTH = 88  # black's default, and SGLang's: a longer new line is refused, never re-wrapped
+
+
+@dataclass(frozen=True)
+class Locator:
+    """Which lists a rule means: exactly one of ``call`` + ``keyword`` (a keyword argument,
+    ``get_nvcc_flags_list(supported_major_versions=[9, 10])``; the call matches on its last
+    name, so ``ctx.get_nvcc_flags_list(...)`` too), ``target`` (``SUPPORTED = [9, 10]``) or
+    ``test`` (the left side of a membership test as written, ``major`` in ``major in (9, 10)``).
+    ``function``: only inside a ``def`` of that name (at any depth)."""
+
+    call: str | None = None
+    keyword: str | None = None
+    target: str | None = None
+    test: str | None = None
+    function: str | None = None
+
+    def __post_init__(self) -> None:
+        kinds = (self.call is not None or self.keyword is not None, self.target is not None, self.test is not None)
+        if sum(kinds) != 1 or (kinds[0] and (self.call is None or self.keyword is None)):
+            raise ValueError("a locator names call and keyword, or target, or test")
+
+    def label(self) -> str:
+        """``get_nvcc_flags_list(supported_major_versions=...)``, ``SUPPORTED``, ``major in (...)``."""
+        if self.call is not None:
+            return f"{self.call}({self.keyword}=...)"
+        return self.target if self.target is not None else f"{self.test} in (...)"
+
+    def names(self) -> list[str]:
+        """Names the source must hold for the locator to match anything (a cheap pre-filter)."""
+        return [n for n in (self.call, self.keyword, self.target, self.function) if n is not None]
+
+
+@dataclass(frozen=True)
+class ListResult:
+    """What happened to one list."""
+
+    name: str  # Locator.label()
+    scope: str  # "module", "class A", "def f", "def A.f": what encloses the list
+    status: str  # PATCHED or ALREADY_UPSTREAM
+    from_cc: Key
+    to_cc: Key
+    value: str  # the list as it reads now, on one line, comments dropped
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "scope": self.scope,
+            "status": self.status,
+            "added_member": self.to_cc,
+            "after": self.from_cc,
+            "value": self.value,
+        }
+
+
+@dataclass(frozen=True)
+class ListRewrite:
+    """The rewritten source and what happened to each list found in it."""
+
+    source: bytes
+    lists: tuple[ListResult, ...]
+
+    @property
+    def changed(self) -> bool:
+        return any(r.status == PATCHED for r in self.lists)
+
+
+def multiline(ws: object) -> bool:
+    """Does this whitespace hold a line break?"""
+    return isinstance(ws, cst.ParenthesizedWhitespace)
+
+
+def insert_after(elements, index: int, added, open_ws, close_ws):
+    """(elements with ``added`` right after ``elements[index]``, the new ``close_ws``).
+
+    ``elements`` is any comma-separated sequence (list or tuple elements, dict entries,
+    imported names); ``open_ws`` and ``close_ws`` are the whitespace after the opening and
+    before the closing bracket (None without brackets).  The existing lines stay
+    byte-identical: ``added`` goes on a line of its own when the source element has one
+    (with its indentation, and a trailing comma if the source had one), in place otherwise.
+    """
+    elements = list(elements)
+    source = elements[index]
+    last = index == len(elements) - 1
+    before = open_ws if index == 0 else elements[index - 1].comma.whitespace_after
+    comma = source.comma if isinstance(source.comma, cst.Comma) else None
+    # The whitespace between the source element and what follows it.
+    gap_in_close = last and (comma is None or not multiline(comma.whitespace_after))
+    gap = close_ws if gap_in_close else comma.whitespace_after
+
+    own_line = multiline(gap) and (index == 0 or multiline(before))
+    if own_line:
+        if multiline(before):
+            indent, line = before.indent, before.last_line
+        elif not last:
+            indent, line = gap.indent, gap.last_line
+        else:
+            indent, line = gap.indent, cst.SimpleWhitespace(gap.last_line.value + "    ")
+        # The source keeps its trailing comment; the new line starts clean and keeps
+        # what stood before the next element (blank lines, comment lines).
+        source_gap = cst.ParenthesizedWhitespace(first_line=gap.first_line, empty_lines=[], indent=indent, last_line=line)
+        rest_gap = gap.with_changes(first_line=cst.TrailingWhitespace())
+    else:
+        if not last:
+            source_gap = gap
+        elif isinstance(before, cst.SimpleWhitespace) and index > 0 and before.value:
+            source_gap = before
+        else:
+            source_gap = cst.SimpleWhitespace(" ")
+        rest_gap = gap
+
+    if gap_in_close:
+        # A one-line ``(10,)`` becomes ``(10, 12)``: its comma only made it a tuple.
+        keep = comma is not None and (own_line or len(elements) > 1)
+        new_comma = comma if keep else cst.MaybeSentinel.DEFAULT
+        close_ws = rest_gap
+    else:
+        # In leading-comma style the source's trailing comment sits before the comma:
+        # the copy's comma starts clean.
+        clean = comma.whitespace_before
+        if multiline(clean):
+            clean = clean.with_changes(first_line=cst.TrailingWhitespace())
+        new_comma = comma.with_changes(whitespace_before=clean, whitespace_after=rest_gap)
+    source_comma = (comma or cst.Comma()).with_changes(whitespace_after=source_gap)
+    elements[index : index + 1] = [source.with_changes(comma=source_comma), added.with_changes(comma=new_comma)]
+    return elements, close_ws
+
+
+def _width(line: str) -> int:
+    """Columns as black counts them: East Asian wide characters take two, combining ones none."""
+    if line.isascii():
+        return len(line)
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line)
+
+
+def render(after: cst.Module, source: bytes, path: str, line_length: int | None = LINE_LENGTH) -> bytes:
+    """The bytes of ``after``, the rewrite of the module parsed from ``source``.
+
+    A line the rewrite made or changed that is wider than ``line_length`` is refused
+    (RewriteError): black would re-wrap it, and patchkit does not.
+    """
+    code = after.code
+    if line_length is not None:
+        old = set(source.decode(after.encoding, errors="replace").splitlines())
+        for line in code.splitlines():
+            if line not in old and _width(line) > line_length:
+                raise RewriteError(
+                    path,
+                    f"the rewrite would make a line {_width(line)} columns wide, over black's {line_length}: {line.strip()}",
+                )
+    out = code.encode(after.encoding)
+    # LibCST takes a final comment ending in a backslash for a line continuation and
+    # drops the file's last newline (libcst 1.9): put the original ending back.
+    if source.endswith(b"\n") and not out.endswith(b"\n"):
+        out += b"\r\n" if source.endswith(b"\r\n") else b"\n"
+    return out
+
+
+def _brackets(seq: cst.BaseExpression):
+    """(whitespace after the opening bracket, before the closing one) of a list, set or tuple."""
+    if isinstance(seq, cst.List):
+        return seq.lbracket.whitespace_after, seq.rbracket.whitespace_before
+    if isinstance(seq, cst.Set):
+        return seq.lbrace.whitespace_after, seq.rbrace.whitespace_before
+    if seq.lpar:  # a tuple's own parentheses are the innermost
+        return seq.lpar[-1].whitespace_after, seq.rpar[0].whitespace_before
+    return None, None
+
+
+def _with_close(seq: cst.BaseExpression, elements, close_ws) -> cst.BaseExpression:
+    if isinstance(seq, cst.List):
+        return seq.with_changes(elements=elements, rbracket=seq.rbracket.with_changes(whitespace_before=close_ws))
+    if isinstance(seq, cst.Set):
+        return seq.with_changes(elements=elements, rbrace=seq.rbrace.with_changes(whitespace_before=close_ws))
+    if seq.lpar:
+        rpar = [seq.rpar[0].with_changes(whitespace_before=close_ws), *seq.rpar[1:]]
+        return seq.with_changes(elements=elements, rpar=rpar)
+    return seq.with_changes(elements=elements)
+
+
+def add_member(seq: cst.BaseExpression, from_cc: Key, to_cc: Key) -> cst.BaseExpression:
+    """``seq`` (a literal list, set or tuple holding ``from_cc``) with ``to_cc`` after the
+    last ``from_cc``, spelled like it (``"10.0"`` gives ``"12.0"`` in the same quotes)."""
+    index = max(i for i, e in enumerate(seq.elements) if _member(e) == from_cc)
+    source = seq.elements[index]
+    added = source.with_changes(value=_new_key(source.value, to_cc))
+    open_ws, close_ws = _brackets(seq)
+    elements, close_ws = insert_after(seq.elements, index, added, open_ws, close_ws)
+    return _with_close(seq, elements, close_ws)
+
+
+def _member(element: cst.BaseElement) -> Key | None:
+    return key_value(element.value) if isinstance(element, cst.Element) else None
+
+
+def _last_name(func: cst.BaseExpression) -> str | None:
+    if isinstance(func, cst.Name):
+        return func.value
+    return func.attr.value if isinstance(func, cst.Attribute) else None
+
+
+class AddMember(cst.CSTTransformer):
+    """Add ``to_cc`` after ``from_cc`` in every list the locator names; ``results`` says
+    what happened to each.  Raises RewriteError for a located value that is not a literal
+    list, set or tuple, or that lacks ``from_cc``."""
+
+    def __init__(self, locator: Locator, from_cc: Key, to_cc: Key, path: str) -> None:
+        super().__init__()
+        self.locator, self.from_cc, self.to_cc, self.path = locator, from_cc, to_cc, path
+        self.scopes: list[tuple[str, str]] = []  # ("class" | "def", name), outermost first
+        self.results: list[ListResult] = []
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.scopes.append(("class", node.name.value))
+
+    def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
+        self.scopes.pop()
+        return updated_node
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.scopes.append(("def", node.name.value))
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
+        self.scopes.pop()
+        return updated_node
+
+    def _here(self) -> bool:
+        wanted = self.locator.function
+        return wanted is None or ("def", wanted) in self.scopes
+
+    def _scope(self) -> str:
+        if not self.scopes:
+            return "module"
+        return f"{self.scopes[-1][0]} {'.'.join(name for _, name in self.scopes)}"
+
+    def _add(self, value: cst.BaseExpression) -> cst.BaseExpression:
+        name, scope = self.locator.label(), self._scope()
+        if not isinstance(value, (cst.List, cst.Tuple, cst.Set)):
+            raise RewriteError(
+                self.path, f"{name} ({scope}) is not a literal list or tuple; patchkit only rewrites literal lists"
+            )
+        members = [_member(e) for e in value.elements]
+        if self.to_cc in members:
+            self.results.append(ListResult(name, scope, ALREADY_UPSTREAM, self.from_cc, self.to_cc, one_line(value)))
+            return value
+        if self.from_cc not in members:
+            known = ", ".join(repr(m) for m in members if m is not None) or "none"
+            raise RewriteError(self.path, f"{name} ({scope}) has no member {self.from_cc!r} to follow (members: {known})")
+        new = add_member(value, self.from_cc, self.to_cc)
+        self.results.append(ListResult(name, scope, PATCHED, self.from_cc, self.to_cc, one_line(new)))
+        return new
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
+        loc = self.locator
+        if loc.call is None or _last_name(updated_node.func) != loc.call or not self._here():
+            return updated_node
+        args = [
+            a.with_changes(value=self._add(a.value)) if a.keyword is not None and a.keyword.value == loc.keyword else a
+            for a in updated_node.args
+        ]
+        return updated_node.with_changes(args=args)
+
+    def _assigned(self, targets: list[cst.BaseExpression]) -> bool:
+        wanted = self.locator.target
+        return wanted is not None and self._here() and any(isinstance(t, cst.Name) and t.value == wanted for t in targets)
+
+    def leave_Assign(self, original_node: cst.Assign, updated_node: cst.Assign) -> cst.Assign:
+        if self._assigned([t.target for t in updated_node.targets]):
+            return updated_node.with_changes(value=self._add(updated_node.value))
+        return updated_node
+
+    def leave_AnnAssign(self, original_node: cst.AnnAssign, updated_node: cst.AnnAssign) -> cst.AnnAssign:
+        if updated_node.value is not None and self._assigned([updated_node.target]):
+            return updated_node.with_changes(value=self._add(updated_node.value))
+        return updated_node
+
+    def leave_Comparison(self, original_node: cst.Comparison, updated_node: cst.Comparison) -> cst.Comparison:
+        if self.locator.test is None or not self._here():
+            return updated_node
+        left, comparisons = updated_node.left, []
+        for target in updated_node.comparisons:
+            if isinstance(target.operator, (cst.In, cst.NotIn)) and one_line(left) == self.locator.test:
+                target = target.with_changes(comparator=self._add(target.comparator))
+            comparisons.append(target)
+            left = target.comparator
+        return updated_node.with_changes(comparisons=comparisons)
+
+
+def rewrite(
+    source: bytes,
+    locator: Locator,
+    from_cc: Key,
+    to_cc: Key,
+    path: str = "<source>",
+    line_length: int | None = LINE_LENGTH,
+) -> ListRewrite:
+    """Add ``to_cc`` right after ``from_cc`` to every literal list ``locator`` names in ``source``.
+
+    Nothing located: the source as it is, and no lists.  A list that already holds
+    ``to_cc`` is ``already upstream`` and stays as it is.  Raises RewriteError (naming
+    ``path``) for a syntax error, a located value that is not a literal list or tuple, a
+    list without ``from_cc``, or a line the rewrite would make wider than ``line_length``.
+    """
+    if from_cc == to_cc:
+        raise RewriteError(path, f"--from-cc and --to-cc are both {from_cc!r}")
+    if not all(mentions(source, [name]) for name in locator.names()):
+        return ListRewrite(source, ())
+    module = parse(source, path)
+    adder = AddMember(locator, from_cc, to_cc, path)
+    new = module.visit(adder)
+    results = tuple(adder.results)
+    if not any(r.status == PATCHED for r in results):
+        return ListRewrite(source, results)
+    return ListRewrite(render(new, source, path, line_length), results)

@@ -1,0 +1,373 @@
+"""Add a capability flag to or-expressions of flags: source bytes in, source bytes out.
+
+Pure: no I/O.  The ``predicate`` rewrite, for a flag such as ``_is_sm100_supported`` and
+a capability spelling such as ``sm100`` -> ``sm120``:
+
+- every or-expression in a named function that holds the flag gains the new flag right
+  after it: ``(_is_sm90_supported or _is_sm100_supported)`` -> ``(... or _is_sm120_supported)``;
+- the new flag is defined the way the module defines the flag, on the next line:
+  ``_is_sm120_supported = _is_cuda and is_sm120_supported()``;
+- the new helper is imported next to the flag's helper: ``is_sm120_supported,`` after
+  ``is_sm100_supported,`` in the same ``from ... import`` (nothing to import when the
+  definition reaches its helper as an attribute: ``get_platform().is_sm120``).
+
+New names are the old ones with the capability spelling replaced.  Whether the new helper
+exists in the release (the module defines it, the object has the attribute) is the
+caller's to find out (``needed_helper`` says which helper); the rewrite refuses when told
+it does not.  Every other byte stays as it was.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import libcst as cst
+
+from patchkit.errors import RewriteError
+from patchkit.rewrite.dict_key import mentions, one_line, parse
+from patchkit.rewrite.list_member import LINE_LENGTH, insert_after, multiline, render
+from patchkit.types import ALREADY_UPSTREAM, PATCHED
+
+_LITERALS = (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
+
+
+@dataclass(frozen=True)
+class PredicateResult:
+    """What happened to one or-expression."""
+
+    function: str  # the def it is in
+    flag: str  # _is_sm100_supported
+    new_flag: str  # _is_sm120_supported
+    status: str  # PATCHED or ALREADY_UPSTREAM
+    expression: str  # the or-expression as it reads now, on one line, comments dropped
+
+    def to_json(self) -> dict:
+        return {
+            "function": self.function,
+            "flag": self.flag,
+            "added_flag": self.new_flag,
+            "status": self.status,
+            "expression": self.expression,
+        }
+
+
+@dataclass(frozen=True)
+class PredicateRewrite:
+    """The rewritten source, what happened to each or-expression, and the module-level
+    lines added for the new flag: its definition, its helper's import (each when missing)."""
+
+    source: bytes
+    predicates: tuple[PredicateResult, ...]
+    added: tuple[str, ...] = ()  # "_is_sm120_supported = ...", "from sglang.srt.utils import is_sm120_supported"
+
+    @property
+    def changed(self) -> bool:
+        return any(p.status == PATCHED for p in self.predicates)
+
+
+def _is_or(node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.BooleanOperation) and isinstance(node.operator, cst.Or)
+
+
+def _chain(node: cst.BooleanOperation) -> tuple[list[cst.BaseExpression], list[cst.Or]]:
+    """(operands, operators) of ``a or b or c``: unparenthesized or-operands are flattened."""
+    operands, ops = [], []
+    for i, side in enumerate((node.left, node.right)):
+        if i:
+            ops.append(node.operator)
+        if _is_or(side) and not side.lpar:
+            more, more_ops = _chain(side)
+            operands += more
+            ops += more_ops
+        else:
+            operands.append(side)
+    return operands, ops
+
+
+def _insert_flag(root: cst.BooleanOperation, k: int, new_flag: str) -> cst.BooleanOperation:
+    """``root`` with ``or <new_flag>`` right after its k-th operand, laid out like the chain:
+    on a line of its own when each ``or`` starts a line (black's layout), in place otherwise."""
+    operands, ops = _chain(root)
+    template = ops[k - 1] if k else ops[k]
+    rpar = list(root.rpar)
+    gap = ops[k].whitespace_before if k < len(ops) else rpar[0].whitespace_before if rpar else None
+    if multiline(gap) and multiline(template.whitespace_before):
+        # The flag keeps its trailing comment; the new line starts clean.
+        line = template.whitespace_before
+        before = cst.ParenthesizedWhitespace(first_line=gap.first_line, indent=line.indent, last_line=line.last_line)
+        new_op = template.with_changes(whitespace_before=before)
+        gap = gap.with_changes(first_line=cst.TrailingWhitespace())
+        if k < len(ops):
+            ops[k] = ops[k].with_changes(whitespace_before=gap)
+        else:
+            rpar[0] = rpar[0].with_changes(whitespace_before=gap)
+    else:
+        clean = [
+            ws.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=[]) if multiline(ws) else ws
+            for ws in (template.whitespace_before, template.whitespace_after)
+        ]
+        new_op = template.with_changes(whitespace_before=clean[0], whitespace_after=clean[1])
+    operands.insert(k + 1, cst.Name(new_flag))
+    ops.insert(k, new_op)
+    node = operands[0]
+    for op, operand in zip(ops, operands[1:]):
+        node = cst.BooleanOperation(left=node, operator=op, right=operand)
+    return node.with_changes(lpar=root.lpar, rpar=rpar)
+
+
+class Helper(NamedTuple):
+    """The helper the new flag's definition calls, when the module does not have it yet."""
+
+    name: str  # is_sm120_supported
+    module: str | None  # imported from, as the file spells it (".utils"); None: reached as an attribute
+    reached: str  # as the definition reaches it: "is_sm120_supported", "get_platform().is_sm120"
+
+
+class _Rename(cst.CSTTransformer):
+    """Replace ``old`` by ``new`` in every name; ``renamed`` maps each name changed to its new
+    one, ``attributes`` a new name that is an attribute to the attribute's source."""
+
+    def __init__(self, old: str, new: str) -> None:
+        super().__init__()
+        self.old, self.new = old, new
+        self.renamed: dict[str, str] = {}
+        self.attributes: dict[str, str] = {}
+
+    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.Name:
+        if self.old not in updated_node.value:
+            return updated_node
+        self.renamed[updated_node.value] = updated_node.value.replace(self.old, self.new)
+        return updated_node.with_changes(value=self.renamed[updated_node.value])
+
+    def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> cst.Attribute:
+        if updated_node.attr.value != original_node.attr.value:
+            self.attributes[updated_node.attr.value] = one_line(updated_node)
+        return updated_node
+
+
+class _Literals(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[str] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, _LITERALS):
+            self.found.append(one_line(node))
+            return False
+        return True
+
+
+def _top_level(module: cst.Module):
+    """(body index, small statement) of each module-level simple statement."""
+    for i, statement in enumerate(module.body):
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                yield i, small
+
+
+def _assigned_name(small: cst.BaseSmallStatement) -> str | None:
+    if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+        return small.targets[0].target.value
+    if isinstance(small, cst.AnnAssign) and small.value is not None and isinstance(small.target, cst.Name):
+        return small.target.value
+    return None
+
+
+def _defines(module: cst.Module, name: str) -> bool:
+    """Is ``name`` bound at module level: assigned, imported (not ``as`` another), a def or class?"""
+    for statement in module.body:
+        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)) and statement.name.value == name:
+            return True
+    for _, small in _top_level(module):
+        if _assigned_name(small) == name or _imported_at(small, name) is not None:
+            return True
+    return False
+
+
+def _imported_at(small: cst.BaseSmallStatement, name: str) -> int | None:
+    """The index of ``name`` among the names of a ``from ... import`` (None if it is not there)."""
+    if not isinstance(small, cst.ImportFrom) or isinstance(small.names, cst.ImportStar):
+        return None
+    for j, alias in enumerate(small.names):
+        if alias.asname is None and isinstance(alias.name, cst.Name) and alias.name.value == name:
+            return j
+    return None
+
+
+def _import_module(small: cst.ImportFrom) -> str:
+    dots = "." * len(small.relative)
+    return dots + (cst.Module(body=[]).code_for_node(small.module) if small.module is not None else "")
+
+
+class _Plan:
+    """What the module needs for ``new_flag``: its definition (copied from ``flag``'s) and
+    its helper (imported next to the flag's helper, or reached as an attribute the same
+    way); None for each that the module already has."""
+
+    def __init__(self, module: cst.Module, flag: str, new_flag: str, old: str, new: str, path: str) -> None:
+        self.definition = self.helper = self.old_helper = None
+        self.flag_at = self.import_at = None  # body indices
+        if _defines(module, new_flag):
+            return
+        found = [(i, s) for i, s in _top_level(module) if _assigned_name(s) == flag]
+        if not found:
+            raise RewriteError(path, f"{flag} is not assigned at module level; patchkit copies its definition for {new_flag}")
+        self.flag_at, small = found[-1]
+        literals = _Literals()
+        small.value.visit(literals)
+        if literals.found:
+            raise RewriteError(
+                path, f"the definition of {flag} holds literals ({', '.join(literals.found)}); "
+                "patchkit only copies definitions made of names and calls"
+            )
+        rename = _Rename(old, new)
+        definition = small.visit(rename).with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
+        helpers = sorted(n for n in rename.renamed if n != flag)
+        if len(helpers) != 1:
+            named = ", ".join(helpers) or "none"
+            raise RewriteError(path, f"the definition of {flag} must name one helper with {old!r} (names: {named})")
+        self.definition = cst.SimpleStatementLine(body=[definition])
+        helper, new_helper = helpers[0], rename.renamed[helpers[0]]
+        if new_helper in rename.attributes:
+            self.helper = Helper(new_helper, None, rename.attributes[new_helper])
+            return
+        if _defines(module, new_helper):
+            return
+        for i, s in _top_level(module):
+            if _imported_at(s, helper) is not None:
+                self.import_at, self.old_helper = i, helper
+                self.helper = Helper(new_helper, _import_module(s), new_helper)
+                return
+        raise RewriteError(
+            path, f"{helper} is not imported at module level by 'from ... import'; patchkit imports {new_helper} next to it"
+        )
+
+
+def _add_import(statement: cst.SimpleStatementLine, old_helper: str, new_helper: str) -> cst.SimpleStatementLine:
+    body = list(statement.body)
+    for n, small in enumerate(body):
+        j = _imported_at(small, old_helper)
+        if j is not None:
+            added = cst.ImportAlias(name=cst.Name(new_helper))
+            open_ws = small.lpar.whitespace_after if small.lpar else None
+            close_ws = small.rpar.whitespace_before if small.rpar else None
+            names, close_ws = insert_after(small.names, j, added, open_ws, close_ws)
+            rpar = small.rpar.with_changes(whitespace_before=close_ws) if small.rpar else small.rpar
+            body[n] = small.with_changes(names=names, rpar=rpar)
+            break
+    return statement.with_changes(body=body)
+
+
+class AddFlag(cst.CSTTransformer):
+    """Add ``new_flag`` after ``flag`` in the or-expressions of every ``def function``, then
+    (if any changed) define and import what it needs at module level."""
+
+    def __init__(self, function: str, flag: str, old: str, new: str, helper_exists: bool, path: str) -> None:
+        super().__init__()
+        self.function, self.flag, self.old, self.new = function, flag, old, new
+        self.new_flag = flag.replace(old, new)
+        self.helper_exists, self.path = helper_exists, path
+        self.defs: list[str] = []
+        self.seen = False  # a def of that name was found
+        self.inner: set[int] = set()  # or-nodes inside a longer chain
+        self.results: list[PredicateResult] = []
+        self.added: list[str] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.defs.append(node.name.value)
+        self.seen = self.seen or node.name.value == self.function
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
+        self.defs.pop()
+        return updated_node
+
+    def visit_BooleanOperation(self, node: cst.BooleanOperation) -> None:
+        if _is_or(node):
+            self.inner.update(id(side) for side in (node.left, node.right) if _is_or(side) and not side.lpar)
+
+    def leave_BooleanOperation(
+        self, original_node: cst.BooleanOperation, updated_node: cst.BooleanOperation
+    ) -> cst.BaseExpression:
+        if not _is_or(updated_node) or id(original_node) in self.inner or self.function not in self.defs:
+            return updated_node
+        names = [o.value if isinstance(o, cst.Name) else None for o in _chain(updated_node)[0]]
+        if self.new_flag in names:
+            status, node = ALREADY_UPSTREAM, updated_node
+        elif self.flag in names:
+            status, node = PATCHED, _insert_flag(updated_node, names.index(self.flag), self.new_flag)
+        else:
+            return updated_node
+        self.results.append(PredicateResult(self.function, self.flag, self.new_flag, status, one_line(node)))
+        return node
+
+    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        if self.seen and not self.results:
+            raise RewriteError(self.path, f"function {self.function} has no or-expression with {self.flag}")
+        if not any(r.status == PATCHED for r in self.results):
+            return updated_node
+        plan = _Plan(updated_node, self.flag, self.new_flag, self.old, self.new, self.path)
+        body = list(updated_node.body)
+        if plan.definition is not None:
+            body.insert(plan.flag_at + 1, plan.definition)
+            self.added.append(updated_node.code_for_node(plan.definition.body[0]))
+        helper = plan.helper
+        if helper is not None and not self.helper_exists:
+            where = "" if helper.module is None else f" in {helper.module}"
+            raise RewriteError(self.path, f"cannot add {self.new_flag}: {helper.reached} is not defined{where} in this release")
+        if plan.import_at is not None:
+            body[plan.import_at] = _add_import(body[plan.import_at], plan.old_helper, helper.name)
+            self.added.append(f"from {helper.module} import {helper.name}")
+        return updated_node.with_changes(body=body)
+
+
+def _check(flag: str, old: str, new: str, path: str) -> None:
+    if old == new:
+        raise RewriteError(path, f"the capability spellings are both {old!r}")
+    if old not in flag:
+        raise RewriteError(path, f"flag {flag} does not contain {old!r}")
+
+
+def needed_helper(source: bytes, flag: str, old: str, new: str, path: str = "<source>") -> Helper | None:
+    """The helper whose existence ``rewrite``'s ``helper_exists`` vouches for: the one the
+    new flag's definition would call and the module does not have yet, with the module it
+    would be imported from (``Helper("is_sm120_supported", "sglang.srt.utils", ...)``) or
+    the attribute it is reached by (``Helper("is_sm120", None, "get_platform().is_sm120")``).
+    None when the rewrite needs no helper the module lacks."""
+    _check(flag, old, new, path)
+    if not mentions(source, [flag]):
+        return None
+    return _Plan(parse(source, path), flag, flag.replace(old, new), old, new, path).helper
+
+
+def rewrite(
+    source: bytes,
+    function: str,
+    flag: str,
+    old: str,
+    new: str,
+    helper_exists: bool,
+    path: str = "<source>",
+    line_length: int | None = LINE_LENGTH,
+) -> PredicateRewrite:
+    """Add ``flag`` with ``old`` replaced by ``new`` after ``flag`` in every or-expression of
+    ``def function`` in ``source``; define the new flag and import its helper when missing.
+
+    No such function: the source as it is, and no predicates.  An or-expression that already
+    holds the new flag is ``already upstream``.  ``helper_exists``: whether the helper that
+    ``needed_helper`` names exists in this release.  Raises
+    RewriteError (naming ``path``) for a syntax error, a function without an or-expression
+    holding ``flag``, a flag without a module-level definition to copy, a helper that is not
+    imported by ``from ... import``, a new helper that does not exist, or a line the rewrite
+    would make wider than ``line_length``.
+    """
+    _check(flag, old, new, path)
+    if not mentions(source, [function]):
+        return PredicateRewrite(source, ())
+    module = parse(source, path)
+    adder = AddFlag(function, flag, old, new, helper_exists, path)
+    out = module.visit(adder)
+    results = tuple(adder.results)
+    if not any(r.status == PATCHED for r in results):
+        return PredicateRewrite(source, results)
+    return PredicateRewrite(render(out, source, path, line_length), results, tuple(adder.added))

@@ -1,0 +1,100 @@
+"""patchkit.target.safety: every path a patch, manifest, journal or state names stays inside
+the target tree, through no symlink, to a regular file; checked before anything is written."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from patchkit.errors import UnsafePath
+from patchkit.target.safety import check_relative, resolve_inside
+
+NOT_PLAIN = "refused: not a plain relative path"
+NOT_NORMAL = "refused: path is not normalised (contains '..', '.' or '//')"
+
+
+@pytest.mark.parametrize(
+    "path, shown, reason",
+    [
+        ("", "''", NOT_PLAIN),
+        ("a\\b.py", "a\\b.py", NOT_PLAIN),
+        ("/etc/passwd", "/etc/passwd", "refused: absolute path"),
+        ("//etc/passwd", "//etc/passwd", "refused: absolute path"),
+        ("../outside.py", "../outside.py", NOT_NORMAL),
+        ("python/../../outside.py", "python/../../outside.py", NOT_NORMAL),
+        ("./python/x.py", "./python/x.py", NOT_NORMAL),
+        ("python/./x.py", "python/./x.py", NOT_NORMAL),
+        ("python//x.py", "python//x.py", NOT_NORMAL),
+        ("python/x.py/", "python/x.py/", NOT_NORMAL),
+        ("..", "..", NOT_NORMAL),
+    ],
+)
+def test_paths_that_are_not_plain_relative_paths_are_refused(path: str, shown: str, reason: str) -> None:
+    with pytest.raises(UnsafePath) as raised:
+        check_relative(path)
+    assert (raised.value.path, raised.value.reason, raised.value.exit_code) == (shown, reason, 3)
+
+
+def test_a_nul_byte_is_refused_and_shown_printable() -> None:
+    with pytest.raises(UnsafePath) as raised:
+        check_relative("python/x\0.py")
+    assert raised.value.reason == NOT_PLAIN
+    assert "\0" not in str(raised.value)
+
+
+@pytest.mark.parametrize("path", ["x.py", "python/sglang/srt/x.py", "a.b/c-d_e.py"])
+def test_plain_relative_paths_pass(path: str) -> None:
+    assert str(check_relative(path)) == path
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """root/python/sglang/x.py, a file and a folder outside root, and links of each kind."""
+    root = tmp_path / "root"
+    (root / "python/sglang").mkdir(parents=True)
+    (root / "python/sglang/x.py").write_bytes(b"X = 1\n")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside/x.py").write_bytes(b"X = 2\n")
+    (root / "python/out").symlink_to(tmp_path / "outside")  # a folder leading out
+    (root / "python/inside").symlink_to("sglang")  # a folder leading back in: still refused
+    (root / "python/sglang/link.py").symlink_to("x.py")  # a target that is a symlink
+    (root / "python/sglang/dir.py").mkdir()  # not a regular file
+    return root
+
+
+def test_a_path_inside_resolves_to_the_file(tree: Path) -> None:
+    assert resolve_inside(tree, "python/sglang/x.py") == tree / "python/sglang/x.py"
+
+
+@pytest.mark.parametrize(
+    "path, where, reason",
+    [
+        ("python/out/x.py", "python/out", "refused: path goes through a symlinked folder"),
+        ("python/inside/x.py", "python/inside", "refused: path goes through a symlinked folder"),
+        ("python/sglang/link.py", "python/sglang/link.py", "refused: target is a symlink"),
+        ("python/sglang/x.py/y.py", "python/sglang/x.py", "refused: not a folder"),
+        ("python/sglang/dir.py", "python/sglang/dir.py", "refused: not a regular file"),
+        ("python/sglang/missing.py", "python/sglang/missing.py", "refused: does not exist"),
+        ("python/missing/x.py", "python/missing", "refused: does not exist"),
+    ],
+)
+def test_unsafe_places_are_refused_naming_where(tree: Path, path: str, where: str, reason: str) -> None:
+    with pytest.raises(UnsafePath) as raised:
+        resolve_inside(tree, path)
+    assert (raised.value.path, raised.value.reason) == (str(tree / where), reason)
+
+
+def test_a_missing_file_may_be_allowed_but_never_through_a_link(tree: Path) -> None:
+    assert resolve_inside(tree, "python/sglang/new.py", must_exist=False) == tree / "python/sglang/new.py"
+    assert resolve_inside(tree, "python/new/deeper/x.py", must_exist=False) == tree / "python/new/deeper/x.py"
+    with pytest.raises(UnsafePath, match="symlinked folder"):
+        resolve_inside(tree, "python/out/new.py", must_exist=False)
+
+
+def test_the_tree_itself_may_be_reached_through_a_link(tree: Path, tmp_path: Path) -> None:
+    """A root given through a symlink (/home -> /data/home) is the tree; only links below it count."""
+    (tmp_path / "alias").symlink_to(tree)
+    assert resolve_inside(tmp_path / "alias", "python/sglang/x.py") == tmp_path / "alias/python/sglang/x.py"
+    assert os.path.samefile(tmp_path / "alias/python/sglang/x.py", tree / "python/sglang/x.py")

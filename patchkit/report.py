@@ -5,6 +5,11 @@ from __future__ import annotations
 from patchkit.errors import OK
 
 
+def plan_fields(plan, dry_run: bool, set_aside: str | None) -> dict:
+    """What apply's and revert's --json say of their plan (a ``plan.Plan``)."""
+    return {"action": plan.action, "dry_run": dry_run, "source": plan.source, "notes": list(plan.notes), "set_aside": set_aside}
+
+
 class Report:
     __slots__ = ("lines", "data", "exit_code")
 

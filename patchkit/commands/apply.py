@@ -10,7 +10,7 @@ from patchkit.patch.write import hunks, split_lines
 from patchkit.plan import APPLY, Plan, plan_apply
 from patchkit.types import PATCHED, ALREADY_APPLIED
 from patchkit.target.processes import restart_lines
-from patchkit.report import Report
+from patchkit.report import Report, plan_fields
 from patchkit.text import plural
 from patchkit.target.session import Session
 from patchkit.types import Applied
@@ -94,11 +94,7 @@ def apply(
     report.lines += restart_lines(restart)
     report.data = s.data(
         "apply",
-        action=plan.action,
-        dry_run=dry_run,
-        source=plan.source,
-        notes=list(plan.notes),
-        set_aside=look.old[1] if look.old else None,
+        **plan_fields(plan, dry_run, look.old[1] if look.old else None),
         files=[s.target.local(c.path) for c in plan.changes],
         tables=[dict(t, path=s.target.local(t["path"])) if "path" in t else t for t in plan.tables],
         bytecode_dropped=[str(p) for p in dropped],

@@ -122,13 +122,9 @@ def release_patch(
         status = ALREADY_UPSTREAM if upstream else NOTHING_TO_PATCH
         return TagOutcome(tag, version, status, tables=upstream)
 
+    release_fields = dict(project=project.name, version=version, tag=tag, commit=release.commit, from_cc=from_cc, to_cc=to_cc)
     ctx = message.context(
-        project=project.name,
-        version=version,
-        tag=tag,
-        commit=release.commit,
-        from_cc=from_cc,
-        to_cc=to_cc,
+        **release_fields,
         files=[{"path": e.path, "tables": e.tables} for e in entries],
         already_upstream=upstream,
         last_update=release.day,
@@ -143,17 +139,7 @@ def release_patch(
     )
     name = patch_filename(message.subject(text))
     manifest = Manifest(
-        project=project.name,
-        version=version,
-        tag=tag,
-        commit=release.commit,
-        from_cc=from_cc,
-        to_cc=to_cc,
-        patch=name,
-        patch_sha256=sha256(patch),
-        files=entries,
-        already_upstream=upstream,
-        patchkit=__version__,
+        **release_fields, patch=name, patch_sha256=sha256(patch), files=entries, already_upstream=upstream, patchkit=__version__
     )
     tables = [dict(t, path=e.path) for e in entries for t in e.tables]
     return TagOutcome(tag, version, PATCHED, {name: patch, MANIFEST: manifest.to_bytes()}, tables)

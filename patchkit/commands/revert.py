@@ -6,7 +6,7 @@ from pathlib import Path
 
 from patchkit.plan import REVERT, plan_revert
 from patchkit.target.processes import restart_lines
-from patchkit.report import Report
+from patchkit.report import Report, plan_fields
 from patchkit.text import plural
 from patchkit.target.session import Session
 from patchkit.target.atomic import write_atomic
@@ -55,11 +55,7 @@ def revert(path: Path, force: bool = False, dry_run: bool = False, patches: Path
     report.lines += restart_lines(restart)
     report.data = s.data(
         "revert",
-        action=plan.action,
-        dry_run=dry_run,
-        source=plan.source,
-        notes=list(plan.notes),
-        set_aside=old[1] if old else None,
+        **plan_fields(plan, dry_run, old[1] if old else None),
         files=[s.target.local(c.path) for c in plan.changes],
         kept_edits=[str(p) for p in kept],
         bytecode_dropped=[str(p) for p in dropped],

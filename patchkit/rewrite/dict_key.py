@@ -12,48 +12,32 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterable
+from typing import ClassVar, Iterable
 
 import libcst as cst
 
 from patchkit.errors import RewriteError
 from patchkit.rewrite.capability import CC as Key
+from patchkit.rewrite.output import Found, Rewritten, new_literal, render
 from patchkit.rewrite.scope import Scope, assignments, statements
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
 
 
 @dataclass(frozen=True)
-class TableResult:
-    """What happened to one table assignment."""
+class TableResult(Found):
+    """What happened to one table assignment (``scope``: "module" or "class <Name>";
+    ``value``: the copied value's source, on one line, comments dropped)."""
 
-    name: str
-    scope: str  # Scope.label(): "module" or "class <Name>"
-    status: str  # PATCHED or ALREADY_UPSTREAM
-    from_cc: Key
-    to_cc: Key
-    value: str  # the copied value's source, on one line, comments dropped
-
-    def to_json(self) -> dict:
-        return {
-            "name": self.name,
-            "scope": self.scope,
-            "status": self.status,
-            "added_key": self.to_cc,
-            "copied_from": self.from_cc,
-            "value": self.value,
-        }
+    ADDED: ClassVar[str] = "added_key"
+    SOURCE: ClassVar[str] = "copied_from"
 
 
-@dataclass(frozen=True)
-class Rewrite:
+class Rewrite(Rewritten):
     """The rewritten source and what happened to each table found in it."""
 
-    source: bytes
-    tables: tuple[TableResult, ...]
-
     @property
-    def changed(self) -> bool:
-        return any(t.status == PATCHED for t in self.tables)
+    def tables(self) -> tuple[TableResult, ...]:
+        return self.found
 
 
 def key_value(node: cst.BaseExpression) -> Key | None:
@@ -64,13 +48,6 @@ def key_value(node: cst.BaseExpression) -> Key | None:
         value = node.evaluated_value
         return value if isinstance(value, str) else None
     return None
-
-
-def _new_key(like: cst.BaseExpression, key: Key) -> cst.BaseExpression:
-    if isinstance(key, int):
-        return cst.Integer(str(key))
-    quote = like.quote if isinstance(like, cst.SimpleString) else '"'
-    return cst.SimpleString(f"{quote}{key}{quote}")
 
 
 def _is_multiline(ws: object) -> bool:
@@ -133,7 +110,7 @@ def insert_key(table: cst.Dict, from_cc: Key, to_cc: Key) -> cst.Dict:
     source_comma = (comma or cst.Comma()).with_changes(whitespace_after=source_gap)
 
     added = source.with_changes(
-        key=_new_key(source.key, to_cc), value=source.value.deep_clone(), comma=new_comma
+        key=new_literal(source.key, to_cc), value=source.value.deep_clone(), comma=new_comma
     )
     elements[index : index + 1] = [source.with_changes(comma=source_comma), added]
     return table.with_changes(elements=elements)
@@ -251,9 +228,4 @@ def rewrite(source: bytes, names: Iterable[str], from_cc: Key, to_cc: Key, path:
                     new[id(value)] = table
     if not new:
         return Rewrite(source, tuple(results))
-    out = module.visit(_Replace(new)).bytes
-    # LibCST takes a final comment ending in a backslash for a line continuation and
-    # drops the file's last newline (libcst 1.9): put the original ending back.
-    if source.endswith(b"\n") and not out.endswith(b"\n"):
-        out += b"\r\n" if source.endswith(b"\r\n") else b"\n"
-    return Rewrite(out, tuple(results))
+    return Rewrite(render(module.visit(_Replace(new)), source, path, line_length=None), tuple(results))

@@ -15,17 +15,17 @@ arranged like ``dict_key.insert_key`` does for dict entries), ``multiline`` and 
 
 from __future__ import annotations
 
-import unicodedata
 from dataclasses import dataclass
+from typing import ClassVar
 
 import libcst as cst
 
 from patchkit.errors import RewriteError
 from patchkit.rewrite.capability import CC as Key
-from patchkit.rewrite.dict_key import _new_key, key_value, mentions, one_line, parse
+from patchkit.rewrite.dict_key import key_value, mentions, one_line, parse
+from patchkit.rewrite.output import LINE_LENGTH, Found, Rewritten, new_literal, render
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
 
-LINE_LENGTH = 88  # black's default, and SGLang's: a longer new line is refused, never re-wrapped
 
 
 @dataclass(frozen=True)
@@ -59,37 +59,20 @@ class Locator:
 
 
 @dataclass(frozen=True)
-class ListResult:
-    """What happened to one list."""
+class ListResult(Found):
+    """What happened to one list: ``name`` is the Locator's label; ``scope`` is what encloses
+    the list ("module", "class A", "def f", "def A.f"); ``value`` the list as it reads now."""
 
-    name: str  # Locator.label()
-    scope: str  # "module", "class A", "def f", "def A.f": what encloses the list
-    status: str  # PATCHED or ALREADY_UPSTREAM
-    from_cc: Key
-    to_cc: Key
-    value: str  # the list as it reads now, on one line, comments dropped
-
-    def to_json(self) -> dict:
-        return {
-            "name": self.name,
-            "scope": self.scope,
-            "status": self.status,
-            "added_member": self.to_cc,
-            "after": self.from_cc,
-            "value": self.value,
-        }
+    ADDED: ClassVar[str] = "added_member"
+    SOURCE: ClassVar[str] = "after"
 
 
-@dataclass(frozen=True)
-class ListRewrite:
+class ListRewrite(Rewritten):
     """The rewritten source and what happened to each list found in it."""
 
-    source: bytes
-    lists: tuple[ListResult, ...]
-
     @property
-    def changed(self) -> bool:
-        return any(r.status == PATCHED for r in self.lists)
+    def lists(self) -> tuple[ListResult, ...]:
+        return self.found
 
 
 def multiline(ws: object) -> bool:
@@ -153,36 +136,6 @@ def insert_after(elements, index: int, added, open_ws, close_ws):
     return elements, close_ws
 
 
-def _width(line: str) -> int:
-    """Columns as black counts them: East Asian wide characters take two, combining ones none."""
-    if line.isascii():
-        return len(line)
-    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line)
-
-
-def render(after: cst.Module, source: bytes, path: str, line_length: int | None = LINE_LENGTH) -> bytes:
-    """The bytes of ``after``, the rewrite of the module parsed from ``source``.
-
-    A line the rewrite made or changed that is wider than ``line_length`` is refused
-    (RewriteError): black would re-wrap it, and patchkit does not.
-    """
-    code = after.code
-    if line_length is not None:
-        old = set(source.decode(after.encoding, errors="replace").splitlines())
-        for line in code.splitlines():
-            if line not in old and _width(line) > line_length:
-                raise RewriteError(
-                    path,
-                    f"the rewrite would make a line {_width(line)} columns wide, over black's {line_length}: {line.strip()}",
-                )
-    out = code.encode(after.encoding)
-    # LibCST takes a final comment ending in a backslash for a line continuation and
-    # drops the file's last newline (libcst 1.9): put the original ending back.
-    if source.endswith(b"\n") and not out.endswith(b"\n"):
-        out += b"\r\n" if source.endswith(b"\r\n") else b"\n"
-    return out
-
-
 def _brackets(seq: cst.BaseExpression):
     """(whitespace after the opening bracket, before the closing one) of a list, set or tuple."""
     if isinstance(seq, cst.List):
@@ -210,7 +163,7 @@ def add_member(seq: cst.BaseExpression, from_cc: Key, to_cc: Key) -> cst.BaseExp
     last ``from_cc``, spelled like it (``"10.0"`` gives ``"12.0"`` in the same quotes)."""
     index = max(i for i, e in enumerate(seq.elements) if _member(e) == from_cc)
     source = seq.elements[index]
-    added = source.with_changes(value=_new_key(source.value, to_cc))
+    added = source.with_changes(value=new_literal(source.value, to_cc))
     open_ws, close_ws = _brackets(seq)
     elements, close_ws = insert_after(seq.elements, index, added, open_ws, close_ws)
     return _with_close(seq, elements, close_ws)

@@ -26,7 +26,8 @@ import libcst as cst
 
 from patchkit.errors import RewriteError
 from patchkit.rewrite.dict_key import mentions, one_line, parse
-from patchkit.rewrite.list_member import LINE_LENGTH, insert_after, multiline, render
+from patchkit.rewrite.list_member import insert_after, multiline
+from patchkit.rewrite.output import LINE_LENGTH, render
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
 
 _LITERALS = (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)

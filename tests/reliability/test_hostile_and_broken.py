@@ -57,6 +57,10 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     return build_world(tmp_path_factory.mktemp("hostile"))
 
 
+# What each hostile tree and tampered state dir runs: every command that reads a target.
+EVERY_COMMAND = ("apply", "revert", "verify", "status")
+
+
 def _outside(base: Path) -> Path:
     """A sibling of the checkout that patchkit must never touch."""
     out = base / "outside"
@@ -274,12 +278,8 @@ def test_symlinks_are_refused_by_every_command(world: World, tmp_path: Path, mak
     outside = _outside(tmp_path)
     message = make(repo, outside)
     before = {"repo": snapshot(repo), "outside": snapshot(outside)}
-    results = [
-        _run(["apply", str(repo), "--patches", str(w.patches)]),
-        _run(["verify", str(repo)]),
-        _run(["status", str(repo), "--patches", str(w.patches)]),
-        _run(["revert", str(repo), "--patches", str(w.patches)]),
-    ]
+    results = [_run([command, str(repo)] + (["--patches", str(w.patches)] if command != "verify" else []))
+               for command in EVERY_COMMAND]
     for done in results:
         assert done.returncode == 3, done.stderr.decode()
         assert _one_line(done) == f"patchkit: {message}\n"
@@ -305,7 +305,7 @@ class Tampered:
     name: str
     file: str  # journal.json or state.json
     doc: object
-    codes: tuple[int, int, int, int]  # apply, revert, verify, status
+    codes: tuple[int, int, int, int]  # of EVERY_COMMAND: apply, revert, verify, status
     needle: str
 
 
@@ -335,7 +335,7 @@ def test_tampered_state_dir(world: World, tmp_path: Path, case: Tampered) -> Non
     (store / case.file).write_text(json.dumps(case.doc).replace("{outside}", str(outside)))
     before = {"repo": snapshot(repo), "outside": snapshot(outside)}
     codes = []
-    for command in ("apply", "revert", "verify", "status"):
+    for command in EVERY_COMMAND:
         args = [command, str(repo)] + (["--patches", str(w.patches)] if command != "verify" else [])
         done = _run(args)
         codes.append(done.returncode)
@@ -645,7 +645,8 @@ def _give(path: Path, user: str) -> None:
         subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(path)], check=True)
 
 
-USERS = ["root", "nobody"] if CAN_DROP else ["self"]
+ALL_USERS = ["root", "nobody"]  # where root can drop to nobody (setpriv); else the user running the suite
+USERS = ALL_USERS if CAN_DROP else ["self"]
 needs_nobody = pytest.mark.skipif(not CAN_DROP and os.geteuid() == 0, reason="root ignores permissions; needs setpriv")
 
 

@@ -324,14 +324,14 @@ def _serialisable(start: str, runs: list[tuple[str, str]], final: str) -> bool:
     return False
 
 
-@pytest.mark.parametrize(
-    "ops",
-    [("apply", "apply"), ("apply", "revert"), ("apply", "apply", "revert"), ("apply", "revert", "verify")],
-    ids="+".join,
-)
+RACES = [("apply", "apply"), ("apply", "revert"), ("apply", "apply", "revert"), ("apply", "revert", "verify")]
+ROUNDS = 3  # per race; the start state alternates: original, patched, original
+
+
+@pytest.mark.parametrize("ops", RACES, ids="+".join)
 def test_concurrent_runs_serialise(world: World, tmp_path: Path, ops: tuple[str, ...]) -> None:
     w = world
-    for rnd in range(3):
+    for rnd in range(ROUNDS):
         start = "original" if rnd % 2 == 0 else "patched"
         repo = w.checkout(tmp_path / f"co-{rnd}", start)
         procs = [popen(*(apply_args(w, repo, op) if op != "verify" else ["verify", str(repo)])) for op in ops]

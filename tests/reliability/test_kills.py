@@ -445,23 +445,25 @@ def test_fault_hook_chains(world: World, tmp_path: Path) -> None:
 
 
 def _measure(w: World, tmp_path: Path, kind: str) -> dict[str, float]:
-    """How long an apply runs, counted from its start, from taking the lock, and from its journal."""
+    """How long an apply runs, counted from its start, from taking the lock, and from its journal.
+
+    Only the spread of the kill instants depends on it.  A busy machine may not look in
+    time to see the lock or the journal of a run: that run then counts with its whole length."""
     runs, locked, windows = [], [], []
-    for i in range(2):
+    for i in range(3):
         repo = w.checkout(tmp_path / f"measure-{kind}-{i}", "original", kind)
         t0 = time.monotonic()
         proc = popen(*apply_args(w, repo, "apply"))
-        assert wait_for(proc, state_dir(repo) / "lock")
-        t1 = time.monotonic()
-        assert wait_for(proc, state_dir(repo) / "journal.json")
-        t2 = time.monotonic()
+        t1 = time.monotonic() if wait_for(proc, state_dir(repo) / "lock") else None
+        t2 = time.monotonic() if wait_for(proc, state_dir(repo) / "journal.json") else None
         proc.communicate(timeout=HANG_GUARD)
         assert proc.returncode == 0
         end = time.monotonic()
         runs.append(end - t0)
-        locked.append(end - t1)
-        windows.append(end - t2)
-    return {"run": max(runs), "locked": max(locked), "transaction": max(windows)}
+        locked += [end - t1] if t1 is not None else []
+        windows += [end - t2] if t2 is not None else []
+    run = max(runs)
+    return {"run": run, "locked": max(locked, default=run), "transaction": max(windows, default=run)}
 
 
 def _timed_chain(w: World, repo: Path, seed: int, wanted: int, span: dict) -> dict:

@@ -190,6 +190,15 @@ def invoke(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.fixture(scope="session")
+def world(tmp_path_factory: pytest.TempPathFactory):
+    """The world of the crash and race tests (crash_helpers.build_world): an origin repository,
+    its patches and template checkouts in every state.  Built once; tests only copy from it."""
+    from crash_helpers import build_world
+
+    return build_world(tmp_path_factory.mktemp("world"))
+
+
 # -- virtualenvs with a real SGLang wheel ----------------------------------------------------
 
 

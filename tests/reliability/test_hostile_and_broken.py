@@ -43,18 +43,12 @@ from crash_helpers import (
     TAG,
     UTILS,
     World,
-    build_world,
     clean,
     lines,
     pk,
     snapshot,
     state_dir,
 )
-
-
-@pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> World:
-    return build_world(tmp_path_factory.mktemp("hostile"))
 
 
 # What each hostile tree and tampered state dir runs: every command that reads a target.

@@ -50,7 +50,6 @@ from crash_helpers import (
     World,
     after_kill,
     apply_args,
-    build_world,
     check_interrupted,
     check_verify,
     clean,
@@ -130,11 +129,6 @@ PLAN = kill_plan(kills_budget(DEFAULT_KILLS))
 
 BRANCH = "patchkit/sm120-torch-symm-mem"
 USER_BRANCHES = {"main", "work"}
-
-
-@pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> World:
-    return build_world(tmp_path_factory.mktemp("kills"))
 
 
 # -- 1. every fault point of five more transactions ---------------------------------------

@@ -29,7 +29,6 @@ from crash_helpers import (
     TARGET,
     World,
     apply_args,
-    build_world,
     check_verify,
     clean,
     git_state,
@@ -50,11 +49,6 @@ ROUNDS = 3  # per race; the start state alternates: original, patched, original
 BRANCH = "patchkit/sm120-torch-symm-mem"
 USER_BRANCHES = {"main", "work"}
 ONE_LINE = re.compile(rb"patchkit: [^\n]+\n")
-
-
-@pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> World:
-    return build_world(tmp_path_factory.mktemp("races"))
 
 
 def _branches(repo: Path) -> dict[str, str]:

@@ -34,7 +34,6 @@ from crash_helpers import (
     World,
     after_kill,
     apply_args,
-    build_world,
     check_interrupted,
     check_next,
     check_verify,
@@ -56,11 +55,6 @@ LOCK_LINE = re.compile(
     r"patchkit: (?P<root>.+): another patchkit run( \(pid \d+\))? is working on this checkout; "
     r"gave up waiting after (?P<timeout>[0-9.]+)s\n"
 )
-
-
-@pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> World:
-    return build_world(tmp_path_factory.mktemp("crash"))
 
 
 def next_lines(w: World, repo: Path, command: str, finished: str | None, found: str, pycs: int) -> list[str]:

@@ -513,6 +513,16 @@ def git_state(repo: Path) -> dict[str, str]:
     }
 
 
+BRANCH = "patchkit/sm120-torch-symm-mem"  # upstream's default branch
+USER_BRANCHES = {"main", "work"}  # the branches of a world's checkouts
+
+
+def new_branches(repo: Path) -> dict[str, str]:
+    """name -> commit of every branch but the user's own: the ones upstream made."""
+    out = git(repo, "for-each-ref", "--format=%(refname:short) %(objectname)", "refs/heads").split("\n")
+    return dict(line.split() for line in out if line and line.split()[0] not in USER_BRANCHES)
+
+
 def work_tree(repo: Path) -> dict[str, bytes]:
     return {
         str(p.relative_to(repo)): p.read_bytes()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DC, RELEASES, comm, git, invoke, make_repo, run_cli
+from conftest import DC, git, invoke, make_repo, run_cli
 from patchkit.rewrite.evaluate import tables
 from patchkit.fixes.registry import SGLANG
 

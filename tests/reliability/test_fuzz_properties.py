@@ -17,10 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -29,7 +26,7 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 
-from conftest import ROOT, UTILS_NEW, comm
+from conftest import UTILS_NEW, comm
 from patchkit.errors import RewriteError
 from patchkit.rewrite.evaluate import tables as evaluate_tables
 from patchkit.patch.write import FileChange, format_patch

@@ -42,6 +42,7 @@ import pytest
 
 from conftest import git
 from crash_helpers import (
+    BRANCH,
     COMM,
     FILES,
     HANG_GUARD,
@@ -59,6 +60,7 @@ from crash_helpers import (
     kills_budget,
     leftovers,
     lines,
+    new_branches,
     pk,
     popen,
     record,
@@ -127,8 +129,6 @@ def kill_plan(total: int) -> dict[str, int]:
 
 PLAN = kill_plan(kills_budget(DEFAULT_KILLS))
 
-BRANCH = "patchkit/sm120-torch-symm-mem"
-USER_BRANCHES = {"main", "work"}
 
 
 # -- 1. every fault point of five more transactions ---------------------------------------
@@ -219,11 +219,6 @@ def _dirty(repo: Path) -> None:
     git(repo, "add", "staged.txt")
 
 
-def _new_branches(repo: Path) -> dict[str, str]:
-    out = git(repo, "for-each-ref", "--format=%(refname:short) %(objectname)", "refs/heads").split("\n")
-    return dict(line.split() for line in out if line and line.split()[0] not in USER_BRANCHES)
-
-
 def _git_locks(repo: Path) -> list[str]:
     return sorted(str(p.relative_to(repo)) for p in (repo / ".git").rglob("*.lock"))
 
@@ -273,7 +268,7 @@ class UpstreamChecks:
         for name, n in (("ref lock left by a killed git", len(ref_locks)), ("index lock left in the scratch folder", len(scratch_locks))):
             self.stats[name] = self.stats.get(name, 0) + n
         assert leftovers(repo) == [], f"{what}: temp files left: {leftovers(repo)}"
-        new = _new_branches(repo)
+        new = new_branches(repo)
         assert set(new) <= {BRANCH}, f"{what}: unexpected branches {new}"
         for name, sha in new.items():
             self.branch_ok(name, sha)
@@ -284,14 +279,14 @@ class UpstreamChecks:
     def next_command(self, what: str, command: str, patches: Path) -> None:
         """Run the next patchkit command: the killed run's scratch folder must not survive it."""
         repo = self.repo
-        before = set(_new_branches(repo))
+        before = set(new_branches(repo))
         if command == "upstream":
             done = pk("upstream", str(repo), "--out", str(self.out), "--patches", str(patches))
             assert (done.returncode, done.stderr) == (0, b""), done.stderr.decode()
-            made = set(_new_branches(repo)) - before
+            made = set(new_branches(repo)) - before
             assert len(made) == 1, made
             name = made.pop()
-            self.branch_ok(name, _new_branches(repo)[name])
+            self.branch_ok(name, new_branches(repo)[name])
             assert lines(done)[1].startswith(f"created branch {name} at ")
             temps = sorted(p.name for p in self.out.iterdir() if p.name.endswith(".patchkit-tmp"))
             if temps:
@@ -309,7 +304,7 @@ class UpstreamChecks:
             self.breaches.append(f"{what}: .git/patchkit/{left} survived the next command ({command})")
             for name in left:  # measured once; go on from a clean state dir
                 shutil.rmtree(repo / ".git" / "patchkit" / name)
-        for name in _new_branches(repo):  # start the next round without patchkit branches
+        for name in new_branches(repo):  # start the next round without patchkit branches
             git(repo, "update-ref", "-d", f"refs/heads/{name}")
         store = repo / ".git" / "patchkit"
         if store.is_dir() and not any(store.iterdir()):
@@ -533,7 +528,7 @@ def _upstream_chain(w: World, tmp_path: Path, index: int, wanted: int) -> tuple[
     done = run("upstream", str(repo), "--out", str(out), "--patches", str(w.patches))
     took = time.monotonic() - t0
     assert done.returncode == 0, done.stderr.decode()
-    checks.branch_ok(BRANCH, _new_branches(repo)[BRANCH])
+    checks.branch_ok(BRANCH, new_branches(repo)[BRANCH])
     git(repo, "update-ref", "-d", f"refs/heads/{BRANCH}")
     attempts, n = 0, 0
     while checks.stats["kills"] < wanted:
@@ -593,7 +588,7 @@ def test_upstream_after_a_killed_git_left_a_ref_lock(world: World, tmp_path: Pat
     out = tmp_path / "up"
     done = pk("upstream", str(repo), "--out", str(out), "--patches", str(w.patches))
     assert done.returncode in (0, 3), done.stderr.decode()
-    branches = _new_branches(repo)
+    branches = new_branches(repo)
     if done.returncode == 3:
         assert done.stderr.count(b"\n") == 1 and BRANCH.encode() in done.stderr, done.stderr.decode()
         assert branches == {}
@@ -627,4 +622,4 @@ def test_a_scratch_folder_left_with_its_index_lock_goes_with_the_next_command(wo
     assert not scratch.exists() and _git_locks(repo) == []
     assert w.state_of(repo) == ("patched" if command == "apply" else "original")
     if command == "upstream":
-        assert git_state(repo) == checks.user and list(_new_branches(repo)) == [BRANCH]
+        assert git_state(repo) == checks.user and list(new_branches(repo)) == [BRANCH]

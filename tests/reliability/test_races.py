@@ -24,6 +24,7 @@ import pytest
 
 from conftest import git
 from crash_helpers import (
+    BRANCH,
     FILES,
     HANG_GUARD,
     TARGET,
@@ -33,6 +34,7 @@ from crash_helpers import (
     clean,
     git_state,
     leftovers,
+    new_branches,
     popen,
     settled,
     state_dir,
@@ -46,14 +48,7 @@ RACES = [
     ("apply", "upstream", "apply", "upstream"),
 ]
 ROUNDS = 3  # per race; the start state alternates: original, patched, original
-BRANCH = "patchkit/sm120-torch-symm-mem"
-USER_BRANCHES = {"main", "work"}
 ONE_LINE = re.compile(rb"patchkit: [^\n]+\n")
-
-
-def _branches(repo: Path) -> dict[str, str]:
-    out = git(repo, "for-each-ref", "--format=%(refname:short) %(objectname)", "refs/heads").split("\n")
-    return dict(line.split() for line in out if line and line.split()[0] not in USER_BRANCHES)
 
 
 def _mbox_commit(out: Path) -> str | None:
@@ -105,7 +100,7 @@ def test_races_with_upstream(world: World, tmp_path: Path, race: tuple[str, ...]
         assert not store.exists() or sorted(p.name for p in store.iterdir()) in ([], ["objects", "state.json"])
 
         # The branches: one complete branch per successful upstream, none for a refused one.
-        branches = _branches(repo)
+        branches = new_branches(repo)
         ok = [i for i, (op, code, _) in enumerate(results) if op == "upstream" and code == 0]
         refused = [i for i, (op, code, _) in enumerate(results) if op == "upstream" and code != 0]
         assert len(branches) == len(ok), (branches, results)

@@ -142,11 +142,19 @@ def repo(tmp_path: Path) -> Path:
     return make_repo(tmp_path / "sglang")
 
 
+# Where the Python processes the tests start keep their own bytecode: patchkit's source tree is
+# imported by every ``python -m patchkit``, and with PYTHONDONTWRITEBYTECODE (as CI sets it) each
+# of them would compile it again.  Only Python's cache moves; what patchkit reads and writes does not.
+PYCACHE = tempfile.mkdtemp(prefix="patchkit-test-pycache-")
+atexit.register(shutil.rmtree, PYCACHE, True)
+PROCESS_ENV = {"PYTHONPYCACHEPREFIX": PYCACHE, "PYTHONDONTWRITEBYTECODE": None}
+
+
 def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run ``python -m patchkit`` as a user would: a separate process, bytes out."""
     full_env = dict(os.environ, **GIT_ENV)
     full_env.pop("PATCHKIT_SGLANG_REPO", None)
-    for key, value in (env or {}).items():  # None removes a variable
+    for key, value in {**PROCESS_ENV, **(env or {})}.items():  # None removes a variable
         if value is None:
             full_env.pop(key, None)
         else:
@@ -160,14 +168,15 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> sub
 _IN_PROCESS = threading.Lock()  # click swaps sys.stdout and os.environ for the length of a call
 
 
-def invoke(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+def invoke(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """Run patchkit's command line in this process: the entry point of ``python -m patchkit``
     (the click group ``patchkit.cli.cli``) with the same arguments and environment as
     ``run_cli``; its exit code and its stdout and stderr bytes.
 
     It saves a Python start-up and patchkit's imports (about 0.3 s) per command.  Anything
     but the command's own exit (an exception patchkit let through: a traceback for a user)
-    fails the test.  Kills (PATCHKIT_FAULT) and concurrent runs need ``run_cli``/Popen.
+    fails the test.  ``cwd``: the current folder for the call.  Kills (PATCHKIT_FAULT) and
+    concurrent runs need ``run_cli``/Popen.
     """
     from click.testing import CliRunner
 
@@ -180,7 +189,13 @@ def invoke(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     except TypeError:
         runner = CliRunner()
     with _IN_PROCESS:
-        result = runner.invoke(group, list(args), env=extra, prog_name="patchkit", catch_exceptions=True)
+        here = os.getcwd()
+        try:
+            if cwd is not None:
+                os.chdir(cwd)
+            result = runner.invoke(group, list(args), env=extra, prog_name="patchkit", catch_exceptions=True)
+        finally:
+            os.chdir(here)
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         import traceback
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from hashlib import sha256
 from pathlib import Path
 
-from conftest import DC, GIT_ENV, ROOT, git, invoke, make_repo, run_cli
+from conftest import DC, GIT_ENV, PROCESS_ENV, ROOT, git, invoke, make_repo, run_cli
 
 TAG = "v0.5.5"
 VERSION = "0.5.5"
@@ -64,12 +64,17 @@ RECORD_ENV = "PATCHKIT_RELIABILITY_LOG"
 HANG_GUARD = 120  # seconds: only a run that hangs gets near this, however busy the machine
 
 
-def env(**extra: str) -> dict[str, str]:
-    """The environment for a subprocess: the test git identity, no stray patchkit settings."""
+def env(**extra: str | None) -> dict[str, str]:
+    """The environment for a subprocess: the test git identity, no stray patchkit settings,
+    Python's bytecode cache of conftest.PROCESS_ENV; ``None`` removes a variable."""
     full = dict(os.environ, **GIT_ENV, PYTHONPATH=PYTHONPATH)
     for name in ("PATCHKIT_SGLANG_REPO", "PATCHKIT_FAULT", "PATCHKIT_LOCK_TIMEOUT"):
         full.pop(name, None)
-    full.update(extra)
+    for name, value in {**PROCESS_ENV, **extra}.items():
+        if value is None:
+            full.pop(name, None)
+        else:
+            full[name] = value
     return full
 
 

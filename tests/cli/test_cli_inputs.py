@@ -200,14 +200,14 @@ def test_scan_still_compares_mixed_styles(checkout: Path) -> None:
 def test_python_and_path_are_refused_together(checkout: Path, command: str, path: str) -> None:
     given = str(checkout) if path == "checkout" else "."
     before = snapshot(checkout)
-    done = run_cli(command, "--python", sys.executable, given, cwd=checkout)
+    done = invoke(command, "--python", sys.executable, given, cwd=checkout)
     one_line(done, BAD_INPUT, f"patchkit: give PATH or --python, not both (PATH {given}, --python {sys.executable})")
     assert done.stdout == b""
     assert snapshot(checkout) == before
 
 
 def test_path_still_defaults_to_here(checkout: Path) -> None:
-    done = run_cli("status", cwd=checkout)
+    done = invoke("status", cwd=checkout)
     assert done.returncode == 0, done.stderr.decode()
     assert str(checkout) in done.stdout.decode()
 
@@ -258,7 +258,7 @@ def test_usage_error_without_json_prints_nothing_on_stdout() -> None:
 
 
 def test_json_after_double_dash_is_a_path(tmp_path: Path) -> None:
-    done = run_cli("status", "--", "--json", cwd=tmp_path)
+    done = invoke("status", "--", "--json", cwd=tmp_path)
     one_line(done, BAD_INPUT, "patchkit: --json: ")
     assert done.stdout == b""
 
@@ -279,7 +279,7 @@ def test_every_option_has_help(command: click.Command) -> None:
 
 
 def test_top_level_help_cuts_nothing() -> None:
-    done = run_cli("--help")
+    done = invoke("--help")
     assert done.returncode == 0
     commands = done.stdout.decode().split("\nCommands:\n")[1].splitlines()
     assert sorted(line.split()[0] for line in commands if line.strip()) == sorted(cli.commands)
@@ -288,7 +288,7 @@ def test_top_level_help_cuts_nothing() -> None:
 
 @pytest.mark.parametrize("name", sorted(cli.commands))
 def test_command_help(name: str) -> None:
-    done = run_cli(name, "--help")
+    done = invoke(name, "--help")
     assert done.returncode == 0 and done.stderr == b""
     assert done.stdout.decode().startswith(f"Usage: patchkit {name} [OPTIONS]")
 

@@ -588,7 +588,7 @@ def nobody_path(tmp_path_factory: pytest.TempPathFactory) -> str:
     import patchkit
 
     probe = [*SETPRIV, sys.executable, "-c", "import click, unidiff, patchkit.cli; print(patchkit.__file__)"]
-    seen = subprocess.run(probe, env=env(PYTHONPATH=PYTHONPATH), capture_output=True, text=True).stdout.strip() if CAN_DROP else ""
+    seen = subprocess.run(probe, env=env(PYTHONPATH=PYTHONPATH, PYTHONPYCACHEPREFIX=None), capture_output=True, text=True).stdout.strip() if CAN_DROP else ""
     if not CAN_DROP or seen == patchkit.__file__:  # nobody imports the very patchkit under test
         yield PYTHONPATH
         return
@@ -627,7 +627,7 @@ def _as(user: str, *args: str) -> subprocess.CompletedProcess:
     prefix = SETPRIV if user == "nobody" else []
     done = subprocess.run(
         [*prefix, sys.executable, "-m", "patchkit", *args],
-        env=env(HOME="/nonexistent", PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=_PATHS.get(user, PYTHONPATH)),
+        env=env(HOME="/nonexistent", PYTHONDONTWRITEBYTECODE="1", PYTHONPYCACHEPREFIX=None, PYTHONPATH=_PATHS.get(user, PYTHONPATH)),
         capture_output=True,
     )
     clean(done, args[0])

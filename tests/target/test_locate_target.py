@@ -3,8 +3,7 @@
 The real-install tests use a real SGLang 0.5.9 wheel (fetched once and cached, see
 ``patchkit.dev.mirror``) installed by pip in a real virtualenv (a copy of conftest's
 ``sglang_venv``), and in a user site under a temporary PYTHONUSERBASE (never the real
-~/.local).  The commands run in this process (conftest.invoke), but those whose current
-folder matters.
+~/.local).  The commands run in this process (conftest.invoke), from the folder each test names.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DC, copy_venv, invoke, make_repo, make_venv, run_cli
+from conftest import DC, copy_venv, invoke, make_repo, make_venv
 from patchkit.errors import BadInput
 from patchkit.dev.mirror import default_cache, fetch_wheel
 from patchkit.target.locate import CHECKOUT, DIRECTORY, INSTALLED, installed_package, interpreter, open_target, site_packages_of
@@ -127,10 +126,10 @@ def test_name_not_on_path_is_one_line(tmp_path: Path) -> None:
 
 
 def test_name_of_a_folder_here_says_how_to_mean_it(venv: Path) -> None:
-    done = run_cli("status", "--python", "V", cwd=venv.parent, env={"PATH": str(venv.parent / "nothing")})
+    done = invoke("status", "--python", "V", cwd=venv.parent, env={"PATH": str(venv.parent / "nothing")})
     assert done.returncode == 2
     assert err(done) == ["patchkit: V: not found on PATH (for the one in this folder, write ./V)"]
-    done = run_cli("status", "--python", "./V", cwd=venv.parent)
+    done = invoke("status", "--python", "./V", cwd=venv.parent)
     assert done.returncode == 0, done.stderr
     assert out(done)[0] == status_target(venv_site(venv))
 
@@ -306,7 +305,7 @@ def test_site_packages_counts_on_the_way_up_only_through_the_package(tmp_path: P
 
 def test_nothing_up_to_the_root_keeps_the_message(tmp_path: Path) -> None:
     (tmp_path / "a/b").mkdir(parents=True)
-    done = run_cli("status", cwd=tmp_path / "a/b")
+    done = invoke("status", cwd=tmp_path / "a/b")
     assert done.returncode == 2
     assert err(done) == [f"patchkit: .: {NOT_FOUND}"]
     done = invoke("apply", str(tmp_path / "a/b"))
@@ -317,15 +316,15 @@ def test_nothing_up_to_the_root_keeps_the_message(tmp_path: Path) -> None:
 def test_apply_and_status_from_inside_a_checkout(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "sglang")
     deep = repo / DC
-    done = run_cli("apply", cwd=deep)
+    done = invoke("apply", cwd=deep)
     assert done.returncode == 0, done.stderr
     assert out(done)[0] == f"{repo}: SGLang 0.5.16, tag v0.5.16 at HEAD"
-    done = run_cli("status", str(repo / "python/sglang"), cwd=tmp_path)
+    done = invoke("status", str(repo / "python/sglang"), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert out(done)[0] == f"target:   {repo} (git checkout; state in {repo}/.git/patchkit)"
     assert f"  {DC}/torch_symm_mem.py: patched; 0 cached bytecode files" in out(done)
-    assert run_cli("verify", "srt", cwd=repo / "python/sglang").returncode == 0
-    assert run_cli("revert", cwd=repo / "python").returncode == 0
+    assert invoke("verify", "srt", cwd=repo / "python/sglang").returncode == 0
+    assert invoke("revert", cwd=repo / "python").returncode == 0
     assert invoke("verify", str(deep)).returncode == 1
 
 
@@ -334,7 +333,7 @@ def test_apply_and_status_from_inside_an_installed_package(venv: Path, tmp_path:
     for name in ("sglang", "sglang-0.5.9.dist-info"):
         shutil.copytree(venv_site(venv) / name, site / name, symlinks=True)
     deep = site / "sglang/srt/distributed/device_communicators"
-    done = run_cli("apply", "--no-generate", cwd=deep)
+    done = invoke("apply", "--no-generate", cwd=deep)
     assert done.returncode == 0, done.stderr
     assert out(done)[:2] == [
         described(site),
@@ -344,8 +343,8 @@ def test_apply_and_status_from_inside_an_installed_package(venv: Path, tmp_path:
     done = invoke("status", str(site / "sglang/srt"))
     assert done.returncode == 0, done.stderr
     assert out(done)[0] == status_target(site)
-    assert run_cli("verify", cwd=site / "sglang").returncode == 0
-    assert run_cli("revert", "distributed", cwd=site / "sglang/srt").returncode == 0
+    assert invoke("verify", cwd=site / "sglang").returncode == 0
+    assert invoke("revert", "distributed", cwd=site / "sglang/srt").returncode == 0
     assert invoke("verify", str(deep)).returncode == 1
 
 

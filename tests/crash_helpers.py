@@ -27,6 +27,7 @@ import importlib.util
 import json
 import os
 import py_compile
+import re
 import shutil
 import stat
 import subprocess
@@ -393,8 +394,6 @@ def expected_verify(repo: Path, w: World) -> tuple[int, list[str]]:
 
 def check_verify(repo: Path, w: World) -> int:
     """Run verify (in process) and compare every line with ``expected_verify``; return its exit code."""
-    import re
-
     want_code, want = expected_verify(repo, w)
     done = pk("verify", str(repo))
     got = [re.sub(r"stale bytecode \(.*\);", "stale bytecode (...);", line) for line in lines(done)]

@@ -22,13 +22,18 @@ venv: $(VENV)/.deps
 install: venv
 	$(PY) -m pip install --quiet --no-deps --force-reinstall .
 
+# The tests write, fsync and delete many small files (checkouts, virtualenvs, state dirs): in a
+# RAM file system when there is one (TEST_TMPDIR=/tmp to choose another); a green run leaves nothing.
+TEST_TMPDIR ?= $(firstword $(wildcard /dev/shm) $(TMPDIR) /tmp)
+PYTEST := TMPDIR=$(TEST_TMPDIR) ../$(VENV)/bin/pytest -q -p no:cacheprovider -o tmp_path_retention_policy=failed
+
 test: install
-	cd tests && ../$(VENV)/bin/pytest -q -p no:cacheprovider
+	cd tests && $(PYTEST)
 
 # The reliability suite at full size: a few hundred SIGKILLs of apply, revert and upstream,
 # races, hostile and broken input (make test runs it with fewer kills). See docs/RELIABILITY.md.
 test-reliability: install
-	cd tests && PATCHKIT_KILLS=400 ../$(VENV)/bin/pytest -q -p no:cacheprovider reliability
+	cd tests && PATCHKIT_KILLS=400 $(PYTEST) reliability
 
 # The patch reader under atheris (libFuzzer): any bytes give a patch or a clean error.
 FUZZ_RUNS ?= 300000

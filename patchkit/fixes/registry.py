@@ -11,25 +11,32 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from patchkit.errors import BadInput
-from patchkit.fixes.load import HERE, read_fixes, read_projects
+from patchkit.fixes.load import HERE, Rule, read_fixes, read_projects
 
 
 class Project(NamedTuple):
-    name: str  # distribution and import package name
+    name: str  # import package name (and the project's name in patchkit)
     label: str  # how people write it
     # Where the import package sits in the repository ("python" holds python/sglang/).
     source_root: str
-    # Candidate files, as globs over repository paths (``*`` stays inside one folder).
+    # Candidate files of every rule that patches the project, as globs over repository
+    # paths (``*`` stays inside one folder).
     files: tuple[str, ...]
-    # Dict tables keyed by compute capability, found by name wherever they are assigned
-    # (module level or class body) in any candidate file.
+    # The dict tables keyed by compute capability (dict-key rules), found by name wherever
+    # they are assigned (module level or class body) in any candidate file.
     tables: tuple[str, ...]
-    # How the tables spell a compute capability, and the default pair to copy.
+    # How the project spells a compute capability, and the default pair to copy.
     key_style: str  # "major" (10, 12) or "major.minor" ("10.0", "12.0")
     from_cc: object
     to_cc: object
     # Where its shipped patches live below patches/ ("" = patches/<version>/).
     patches: str
+    distribution: str = ""  # what pip installs: flashinfer-python
+    names: tuple[str, ...] = ()  # every name a rule looks for (a cheap "mentions" test)
+
+    def dist_info(self) -> str:
+        """The glob of its dist-info folders: ``flashinfer_python-*.dist-info``."""
+        return f"{self.distribution.replace('-', '_')}-*.dist-info"
 
     def cc_pair(self, from_cc=None, to_cc=None) -> tuple:
         """The cc pair to use: this project's defaults filled in, each written this project's way."""
@@ -52,22 +59,56 @@ class Project(NamedTuple):
         return repo_path[len(prefix) :] if prefix and repo_path.startswith(prefix) else repo_path
 
 
+FIXES = read_fixes()
+
+
 def _projects() -> dict[str, Project]:
-    """Each project of projects.toml, with the dict-key rule of the default fix that patches it."""
+    """Each project of projects.toml, with what the rules of every fix patch there."""
     layouts = read_projects()
-    rules = [r for fix in read_fixes().values() if fix.default for r in fix.rules if r.kind == "dict-key"]
     projects = {}
     for name, layout in layouts.items():
-        rule = next((r for r in rules if r.project == name), None)
-        if rule is None:
-            raise BadInput(str(HERE / "projects.toml"), f"{name}: no rule of a default fix patches it")
+        rules = [r for fix in FIXES.values() for r in fix.rules if r.project == name]
+        if not rules:
+            raise BadInput(str(HERE / "projects.toml"), f"{name}: no rule of any fix patches it")
         style = int if layout["key_style"] == "major" else str
-        if not (isinstance(rule.from_cc, style) and isinstance(rule.to_cc, style)):
-            raise BadInput(str(HERE / f"{rule.fix}.toml"), f"{name}: from_cc and to_cc must be written {layout['key_style']}")
-        projects[name] = Project(name, layout["label"], layout["source_root"], rule.files, rule.tables,
-                                 layout["key_style"], rule.from_cc, rule.to_cc, layout["patches"])
+        for r in rules:
+            if r.kind != "predicate" and not (isinstance(r.from_cc, style) and isinstance(r.to_cc, style)):
+                raise BadInput(str(HERE / f"{r.fix}.toml"), f"{name}: from_cc and to_cc must be written {layout['key_style']}")
+        keyed = next((r for r in rules if r.kind != "predicate"), None)
+        if keyed is None:
+            raise BadInput(str(HERE / "projects.toml"), f"{name}: no rule copies a compute capability key or member")
+        projects[name] = Project(
+            name, layout["label"], layout["source_root"],
+            files=tuple(dict.fromkeys(g for r in rules for g in r.files)),
+            tables=tuple(dict.fromkeys(t for r in rules for t in r.tables)),
+            key_style=layout["key_style"], from_cc=keyed.from_cc, to_cc=keyed.to_cc, patches=layout["patches"],
+            distribution=layout["distribution"], names=tuple(dict.fromkeys(n for r in rules for n in r.names())),
+        )
+    for fix in FIXES.values():
+        for r in fix.rules:
+            if r.project not in projects:
+                raise BadInput(str(HERE / f"{fix.name}.toml"), f"rule for {r.project!r}: not a project of projects.toml")
     return projects
 
 
+def default_fixes() -> tuple[str, ...]:
+    return tuple(name for name, fix in FIXES.items() if fix.default)
+
+
+def choose_fixes(names=(), all_fixes: bool = False) -> tuple[str, ...]:
+    """The fixes a command works with: ``--all-fixes``, the ``--fix`` names, or the default ones."""
+    if all_fixes:
+        return tuple(FIXES)
+    for name in names:
+        if name not in FIXES:
+            raise BadInput(None, f"--fix {name}: no such fix (the fixes: {', '.join(FIXES)})")
+    return tuple(n for n in FIXES if n in names) if names else default_fixes()
+
+
+def rules_for(project: str, fixes) -> tuple[Rule, ...]:
+    """The rules of ``fixes`` that patch ``project``, in the fixes' order."""
+    return tuple(r for name in fixes for r in FIXES[name].rules if r.project == project)
+
+
 PROJECTS = _projects()
-SGLANG, VLLM = PROJECTS["sglang"], PROJECTS["vllm"]
+SGLANG, VLLM, FLASHINFER = PROJECTS["sglang"], PROJECTS["vllm"], PROJECTS["flashinfer"]

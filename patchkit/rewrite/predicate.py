@@ -264,8 +264,10 @@ class AddFlag(cst.CSTTransformer):
     """Add ``new_flag`` after ``flag`` in the or-expressions of every ``def function``, then
     (if any changed) define and import what it needs at module level."""
 
-    def __init__(self, function: str, flag: str, old: str, new: str, helper_exists: bool, path: str) -> None:
+    def __init__(self, function: str, flag: str, old: str, new: str, helper_exists: bool, path: str,
+                 must_match: bool = True) -> None:
         super().__init__()
+        self.must_match = must_match
         self.function, self.flag, self.old, self.new = function, flag, old, new
         self.new_flag = flag.replace(old, new)
         self.helper_exists, self.path = helper_exists, path
@@ -303,7 +305,7 @@ class AddFlag(cst.CSTTransformer):
         return node
 
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
-        if self.seen and not self.results:
+        if self.must_match and self.seen and not self.results:
             raise RewriteError(self.path, f"function {self.function} has no or-expression with {self.flag}")
         if not any(r.status == PATCHED for r in self.results):
             return updated_node
@@ -350,6 +352,7 @@ def rewrite(
     helper_exists: bool,
     path: str = "<source>",
     line_length: int | None = LINE_LENGTH,
+    must_match: bool = True,
 ) -> PredicateRewrite:
     """Add ``flag`` with ``old`` replaced by ``new`` after ``flag`` in every or-expression of
     ``def function`` in ``source``; define the new flag and import its helper when missing.
@@ -360,13 +363,14 @@ def rewrite(
     RewriteError (naming ``path``) for a syntax error, a function without an or-expression
     holding ``flag``, a flag without a module-level definition to copy, a helper that is not
     imported by ``from ... import``, a new helper that does not exist, or a line the rewrite
-    would make wider than ``line_length``.
+    would make wider than ``line_length``.  ``must_match=False``: a function without such
+    an or-expression is left alone instead.
     """
     _check(flag, old, new, path)
     if not mentions(source, [function]):
         return PredicateRewrite(source, ())
     module = parse(source, path)
-    adder = AddFlag(function, flag, old, new, helper_exists, path)
+    adder = AddFlag(function, flag, old, new, helper_exists, path, must_match)
     out = module.visit(adder)
     results = tuple(adder.results)
     if not any(r.status == PATCHED for r in results):

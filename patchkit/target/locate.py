@@ -55,7 +55,7 @@ class Target(NamedTuple):
         if override:
             return override, "given with --version"
         if self.kind == INSTALLED:
-            for meta in sorted(self.root.glob(f"{self.project.name}-*.dist-info/METADATA")):
+            for meta in sorted(self.root.glob(f"{self.project.dist_info()}/METADATA")):
                 match = re.search(r"^Version:\s*(\S+)", meta.read_text(errors="replace"), re.MULTILINE)
                 if match:
                     return match.group(1), f"from {meta.parent.name}/METADATA"
@@ -77,7 +77,7 @@ class Target(NamedTuple):
 
 
 def _installed_here(site: Path, project: Project) -> bool:
-    return (site / project.name / "__init__.py").is_file() and any(site.glob(f"{project.name}-*.dist-info"))
+    return (site / project.name / "__init__.py").is_file() and any(site.glob(project.dist_info()))
 
 
 def _recognise(folder: Path, p: Project) -> Target | None:
@@ -117,7 +117,7 @@ def open_target(path: Path, project: str | None = None) -> Target:
                 return target
     raise BadInput(
         str(path),
-        "not an SGLang or vLLM checkout or installed package (no python/sglang/ or vllm/ folder, no package with a dist-info)",
+        "not an SGLang, vLLM or FlashInfer checkout or installed package (no python/sglang/, vllm/ or flashinfer/ folder, no package with a dist-info)",
     )
 
 

@@ -92,7 +92,7 @@ class Session:
 
         out: dict[str, str] = {}
         prefix = f"{self.project.name}/"
-        for record in sorted(self.target.root.glob(f"{self.project.name}-*.dist-info/RECORD")):
+        for record in sorted(self.target.root.glob(f"{self.project.dist_info()}/RECORD")):
             try:
                 rows = list(csv.reader(record.read_text(errors="replace").splitlines()))
             except (OSError, csv.Error):

@@ -25,20 +25,34 @@ HEAD = 'title = "A fix"\ndefault = false\nrationale = """\nWhy."""\n'
 
 def test_the_shipped_fixes_and_projects() -> None:
     fixes = read_fixes()
-    assert list(fixes) == ["torch-symm-mem"]
+    assert list(fixes) == ["torch-symm-mem", "allreduce-fusion"]  # the default ones first
     fix = fixes["torch-symm-mem"]
     assert fix.default and fix.title == "Add SM120 to the torch symm-mem all-reduce tables"
     assert [(r.project, r.kind, r.from_cc, r.to_cc) for r in fix.rules] == [("sglang", "dict-key", 10, 12), ("vllm", "dict-key", "10.0", "12.0")]
-    assert list(read_projects()) == ["sglang", "vllm"]
+    assert list(read_projects()) == ["sglang", "vllm", "flashinfer"]
+    fusion = fixes["allreduce-fusion"]
+    assert not fusion.default
+    assert [(r.project, r.kind, r.from_cc, r.to_cc, r.evidence) for r in fusion.rules] == [
+        ("flashinfer", "list-member", 10, 12, "upstream in flashinfer-python 0.6.17"),
+        ("sglang", "predicate", "sm100", "sm120", "not upstream; copied from SM100, untuned"),
+    ]
+    assert fusion.rules[0].where() == "get_nvcc_flags_list(supported_major_versions=[...]) in gen_trtllm_comm_module()"
 
 
 def test_the_registry_is_built_from_them() -> None:
     sglang, vllm = PROJECTS["sglang"], PROJECTS["vllm"]
-    assert sglang.files == ("python/sglang/srt/distributed/device_communicators/*.py",)
+    assert sglang.files == (
+        "python/sglang/srt/distributed/device_communicators/*.py",
+        "python/sglang/srt/layers/communicator.py",
+        "python/sglang/srt/layers/layer_boundary/residual/add_norm.py",
+    )
     assert sglang.tables == ("SYMM_MEM_ALL_REDUCE_MAX_SIZES", "TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES", "_WORLD_SIZES_MULTIMEM")
     assert (sglang.source_root, sglang.key_style, sglang.from_cc, sglang.to_cc, sglang.patches) == ("python", "major", 10, 12, "")
     assert vllm.tables == ("CUSTOM_ALL_REDUCE_MAX_SIZES", "SYMM_MEM_ALL_REDUCE_MAX_SIZES", "_WORLD_SIZES_MULTIMEM")
     assert (vllm.source_root, vllm.key_style, vllm.from_cc, vllm.to_cc, vllm.patches) == ("", "major.minor", "10.0", "12.0", "vllm")
+    flashinfer = PROJECTS["flashinfer"]
+    assert (flashinfer.distribution, flashinfer.dist_info(), flashinfer.files) == (
+        "flashinfer-python", "flashinfer_python-*.dist-info", ("flashinfer/jit/comm.py",))
 
 
 def test_a_fix_file_is_read(tmp_path: Path) -> None:
@@ -55,7 +69,10 @@ def test_a_fix_file_is_read(tmp_path: Path) -> None:
     [
         ("title = ", "not a readable TOML file"),
         (HEAD, "my-fix: 'rules' is missing or not list"),
-        (HEAD + RULE.replace('kind = "dict-key"', 'kind = "regex"'), "my-fix, rule 1: kind 'regex' is not one of dict-key"),
+        (HEAD + RULE.replace('kind = "dict-key"', 'kind = "regex"'), "my-fix, rule 1: kind 'regex' is not one of dict-key, list-member, predicate"),
+        (HEAD + RULE.replace('kind = "dict-key"', 'kind = "list-member"'), "my-fix, rule 1: a list-member rule names 'call' and 'keyword', or 'target', or 'test'"),
+        (HEAD + RULE.replace('kind = "dict-key"', 'kind = "predicate"'), "my-fix, rule 1: 'from_cc' is missing or not str"),
+        (HEAD + RULE.replace("to_cc = 12", "to_cc = 10"), "my-fix, rule 1: from_cc and to_cc are both 10"),
         (HEAD + RULE.replace('tables = ["T"]', "tables = []"), "my-fix, rule 1: 'tables' must be a list of strings"),
         (HEAD + RULE.replace("from_cc = 10", "from_cc = true"), "my-fix, rule 1: 'from_cc' is missing or not"),
         (HEAD.replace("default = false", 'default = "no"') + RULE, "my-fix: 'default' is missing or not bool"),

@@ -1,0 +1,151 @@
+"""Apply the rules of the fixes to one file: source bytes in, source bytes out.
+
+Pure: the one dispatch from a rule's kind to its rewrite (``dict_key``, ``list_member``,
+``predicate``).  Every kind reports what it found as the same kind of dict, the one that
+manifests, state and reports carry::
+
+    {"fix", "kind", "name", "scope", "status", "added_key", "copied_from", "value"}
+
+``added_key``/``copied_from`` are what was added and what it copies: a key (dict-key), a
+member (list-member) or a flag (predicate, which also lists the module lines it ``added``).
+A predicate rule needs to know whether its helper exists in the release: ``read`` gives
+the bytes of another file of the release (a repository path; None if there is none).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from typing import Callable, Iterable, NamedTuple
+
+from patchkit.fixes.load import DICT_KEY, LIST_MEMBER, PREDICATE, Rule
+from patchkit.types import PATCHED
+
+Read = Callable[[str], "bytes | None"]
+
+
+class FileRewrite(NamedTuple):
+    source: bytes
+    found: tuple  # of dict, as above
+
+    @property
+    def changed(self) -> bool:
+        return any(f["status"] == PATCHED for f in self.found)
+
+
+def matches(path: str, pattern: str) -> bool:
+    """Does the repository path match the rule's glob (``*`` stays inside one folder)?"""
+    return path.count("/") == pattern.count("/") and fnmatch.fnmatchcase(path, pattern)
+
+
+def rules_of(path: str, rules: Iterable[Rule]) -> list[Rule]:
+    """The rules whose files include ``path``."""
+    return [r for r in rules if any(matches(path, g) for g in r.files)]
+
+
+def rewrite_file(data: bytes, path: str, rules: Iterable[Rule], read: Read | None = None, root: str = "") -> FileRewrite:
+    """``data`` (the file at repository path ``path``) with every rule of ``rules`` that
+    names the file applied in order, and what each found.  ``root``: where the import
+    packages sit in the repository (``python`` for SGLang), to find a helper's module.
+    Raises RewriteError (naming ``path``) when a rule cannot be applied."""
+    found: list[dict] = []
+    for rule in rules_of(path, rules):
+        data, more = _apply(data, path, rule, read, root)
+        found += [dict(f, fix=rule.fix, kind=rule.kind) for f in more]
+    return FileRewrite(data, tuple(found))
+
+
+def _apply(data: bytes, path: str, rule: Rule, read: Read | None, root: str) -> tuple[bytes, list[dict]]:
+    if rule.kind == DICT_KEY:
+        from patchkit.rewrite import dict_key
+
+        result = dict_key.rewrite(data, rule.tables, rule.from_cc, rule.to_cc, path)
+        return result.source, [t.to_json() for t in result.tables]
+    if rule.kind == LIST_MEMBER:
+        return _list_member(data, path, rule)
+    if rule.kind == PREDICATE:
+        return _predicate(data, path, rule, read, root)
+    raise ValueError(rule.kind)
+
+
+def _list_member(data: bytes, path: str, rule: Rule) -> tuple[bytes, list[dict]]:
+    from patchkit.rewrite.list_member import Locator, rewrite
+
+    found = []
+    for function in rule.functions or (None,):
+        locator = Locator(call=rule.call, keyword=rule.keyword, target=rule.target, test=rule.test, function=function)
+        result = rewrite(data, locator, rule.from_cc, rule.to_cc, path)
+        data = result.source
+        found += [
+            {"name": r.name, "scope": r.scope, "status": r.status, "added_key": r.to_cc, "copied_from": r.from_cc, "value": r.value}
+            for r in result.lists
+        ]
+    return data, found
+
+
+def _predicate(data: bytes, path: str, rule: Rule, read: Read | None, root: str) -> tuple[bytes, list[dict]]:
+    from patchkit.rewrite import predicate
+
+    found = []
+    helper = predicate.needed_helper(data, rule.flag, rule.from_cc, rule.to_cc, path)
+    exists = helper is None or helper_exists(helper, path, rule, read, root)
+    for function in rule.functions:
+        result = predicate.rewrite(data, function, rule.flag, rule.from_cc, rule.to_cc, exists, path, must_match=False)
+        data = result.source
+        found += [
+            {"name": f"{p.flag} in {p.function}()", "scope": f"def {p.function}", "status": p.status,
+             "added_key": p.new_flag, "copied_from": p.flag, "value": p.expression, "added": list(result.added)}
+            for p in result.predicates
+        ]
+    if not found:  # a function of the rule here without the or-expression: say so
+        for function in rule.functions:
+            predicate.rewrite(data, function, rule.flag, rule.from_cc, rule.to_cc, exists, path)
+    return data, found
+
+
+def helper_exists(helper, path: str, rule: Rule, read: Read | None, root: str) -> bool:
+    """Whether the release defines the helper the new flag needs: a module-level name of the
+    module it is imported from (following ``from .x import *``), or an attribute named in
+    one of the rule's ``helpers`` files (a def, an assignment or a string key)."""
+    if read is None:
+        return False
+    if helper.module is None:
+        name = re.escape(helper.name).encode()
+        pattern = re.compile(rb"\bdef " + name + rb"\b|[\"']" + name + rb"[\"']|^\s*" + name + rb"\s*[:=]", re.M)
+        return any(pattern.search(read(p) or b"") for p in rule.helpers)
+    return _defines(_module_files(helper.module, path, root), helper.name, read, root, set())
+
+
+def _module_files(module: str, path: str, root: str) -> list[str]:
+    """The repository paths a module may be: ``a/b.py`` or ``a/b/__init__.py``."""
+    dots = len(module) - len(module.lstrip("."))
+    if dots:
+        parts = path.split("/")[:-1]
+        base = parts[: len(parts) - (dots - 1)] if dots > 1 else parts
+        stem = "/".join(base + [p for p in module[dots:].split(".") if p])
+    else:
+        stem = "/".join(([root] if root else []) + module.split("."))
+    return [f"{stem}.py", f"{stem}/__init__.py"]
+
+
+def _defines(files: list[str], name: str, read: Read, root: str, seen: set) -> bool:
+    for file in files:
+        if file in seen:
+            continue
+        seen.add(file)
+        data = read(file)
+        if data is None:
+            continue
+        escaped = re.escape(name).encode()
+        defined = re.compile(
+            rb"^(?:def|class|async def) " + escaped + rb"\b|^" + escaped + rb"\s*(?::[^=\n]*)?=[^=]"
+            rb"|^from \S+ import [^\n#]*\b" + escaped + rb"\b|^import \S+ as " + escaped + rb"\b",
+            re.M,
+        )
+        if defined.search(data):
+            return True
+        for star in re.findall(rb"^from (\S+) import \*", data, re.M):
+            if _defines(_module_files(star.decode(), file, root), name, read, root, seen):
+                return True
+        return False
+    return False

@@ -1,13 +1,19 @@
-"""A local git repository holding the history of real SGLang releases, built from PyPI wheels.
+"""A local git repository holding the history of real releases, built from PyPI.
 
 A wheel's ``sglang/**/*.py`` files are exactly the release tag's ``python/sglang/**/*.py``
-files, so one commit per wheel (tagged ``v<version>``) gives the tools and tests real SGLang
-sources without GitHub. The build is deterministic: same wheels, same commit ids.
-Each release is a root commit of its own, so a tag's commit id depends on its wheel
-alone: a mirror of a few releases and the full mirror agree on every commit (and so
+files, and a ``flashinfer-python`` wheel's ``flashinfer/**/*.py`` files are the tag's
+``flashinfer/**/*.py`` (the package sits at the root of FlashInfer's repository): one commit
+per wheel (tagged ``v<version>``) gives the tools and tests real SGLang and FlashInfer
+sources without GitHub.  vLLM's wheels are too large to fetch for their .py files, so its
+releases come from PyPI's source archives.  The build is deterministic: same wheels, same
+commit ids.  Each release is a root commit of its own, so a tag's commit id depends on its
+wheel alone: a mirror of a few releases and the full mirror agree on every commit (and so
 do the patches generated from them).
 
-    python -m patchkit.dev.mirror [--dest DIR] [--cache DIR] [--versions V ...]
+    python -m patchkit.dev.mirror [--project sglang|flashinfer|vllm] [--dest DIR] [--cache DIR] [--versions V ...]
+
+Without ``--versions`` it mirrors every release of SGLANG_RELEASES or FLASHINFER_RELEASES;
+vLLM needs ``--versions``.
 """
 
 from __future__ import annotations
@@ -36,7 +42,19 @@ SGLANG_RELEASES = tuple(
     " 0.5.10 0.5.10.post1 0.5.11 0.5.12 0.5.12.post1 0.5.13 0.5.13.post1 0.5.14 0.5.15"
     " 0.5.15.post1 0.5.16 0.5.17 0.5.18 0.5.19 0.5.20 0.5.21 0.5.22 0.5.23".split()
 )
-NAME, EMAIL = "SGLang release mirror", "mirror@patchkit.invalid"
+# Every flashinfer-python release from 0.5.0 to 0.7.4 (post releases included).
+FLASHINFER_RELEASES = tuple(
+    "0.5.0 0.5.1 0.5.2 0.5.3 0.6.0 0.6.1 0.6.2 0.6.3 0.6.4 0.6.5 0.6.6 0.6.7 0.6.7.post1"
+    " 0.6.7.post2 0.6.7.post3 0.6.8 0.6.8.post1 0.6.9 0.6.10 0.6.10.post1 0.6.11 0.6.11.post1"
+    " 0.6.11.post2 0.6.11.post3 0.6.12 0.6.13 0.6.14 0.6.15 0.6.15.post1 0.6.16 0.6.16.post1"
+    " 0.6.16.post2 0.6.16.post3 0.6.16.post4 0.6.17 0.6.18 0.6.18.post1 0.7.0 0.7.0.post1"
+    " 0.7.1 0.7.2 0.7.2.post1 0.7.4".split()
+)
+# The projects mirrored from their PyPI wheels, with the releases mirrored by default;
+# any other project comes from its source archives and needs --versions.
+WHEEL_RELEASES = {"sglang": SGLANG_RELEASES, "flashinfer": FLASHINFER_RELEASES}
+# The commits' identity is "<label> release mirror" ("SGLang release mirror" for SGLang).
+EMAIL = "mirror@patchkit.invalid"
 
 
 def default_cache() -> Path:
@@ -44,9 +62,10 @@ def default_cache() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "patchkit"
 
 
-def fetch_wheel(version: str, cache: Path) -> Path:
-    """The cached wheel of sglang ``version``, downloaded with pip if it is not cached yet."""
-    folder = Path(cache) / "wheels" / "sglang" / version
+def fetch_wheel(version: str, cache: Path, distribution: str = "sglang") -> Path:
+    """The cached wheel of ``distribution`` ``version`` (in ``<cache>/wheels/<distribution>/<version>/``),
+    downloaded with pip if it is not cached yet."""
+    folder = Path(cache) / "wheels" / distribution / version
     cached = sorted(folder.glob("*.whl"))
     if cached:
         return cached[0]
@@ -62,19 +81,20 @@ def fetch_wheel(version: str, cache: Path) -> Path:
             "download",
             "--no-deps",
             "--only-binary=:all:",
-            # Later releases ship CPython 3.11 manylinux wheels only; their .py files are
-            # the same on every platform, so ask for those wherever this runs.
+            # Later SGLang releases ship CPython 3.11 manylinux wheels only; their .py files
+            # are the same on every platform, so ask for those wherever this runs.  A pure
+            # wheel (py3-none-any, as flashinfer-python's) matches these flags too.
             "--python-version=3.11",
             "--implementation=cp",
             "--platform=manylinux_2_34_x86_64",
         ]
-        cmd = [*pip, "--quiet", f"sglang=={version}", "-d", str(tmp)]
+        cmd = [*pip, "--quiet", f"{distribution}=={version}", "-d", str(tmp)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         wheels = sorted(tmp.glob("*.whl"))
         if proc.returncode != 0 or not wheels:
             lines = (proc.stderr or proc.stdout).strip().splitlines()
             last = lines[-1].strip() if lines else f"pip exited with {proc.returncode}"
-            raise MirrorError(f"cannot download sglang {version}: {last}")
+            raise MirrorError(f"cannot download {distribution} {version}: {last}")
         folder.mkdir(exist_ok=True)
         os.replace(wheels[0], folder / wheels[0].name)
         return folder / wheels[0].name
@@ -82,23 +102,24 @@ def fetch_wheel(version: str, cache: Path) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _is_sglang_py(name: str) -> bool:
-    return name.startswith("sglang/") and name.endswith(".py")
-
-
-def _read_wheel(wheel: Path) -> tuple[list[tuple[str, bytes]], int]:
-    """The wheel's ``sglang/**/*.py`` files as (repo path, bytes), sorted, and their latest time."""
+def _read_wheel(
+    wheel: Path, package: str = "sglang", source_root: str = "python"
+) -> tuple[list[tuple[str, bytes]], int]:
+    """The wheel's ``<package>/**/*.py`` files as (repo path, bytes), sorted, and their latest
+    time.  The repo path is ``<source_root>/<package>/...``, or ``<package>/...`` when
+    ``source_root`` is empty (the package at the repository's root)."""
+    prefix = f"{source_root}/" if source_root else ""
     try:
         with zipfile.ZipFile(wheel) as zf:
             infos = sorted(
-                (i for i in zf.infolist() if _is_sglang_py(i.filename)),
+                (i for i in zf.infolist() if i.filename.startswith(f"{package}/") and i.filename.endswith(".py")),
                 key=lambda i: i.filename,
             )
-            files = [("python/" + i.filename, zf.read(i)) for i in infos]
+            files = [(prefix + i.filename, zf.read(i)) for i in infos]
     except (OSError, zipfile.BadZipFile) as exc:
         raise MirrorError(f"{wheel}: not a readable wheel ({exc})") from None
     if not files:
-        raise MirrorError(f"{wheel}: holds no sglang/*.py files")
+        raise MirrorError(f"{wheel}: holds no {package}/*.py files")
     return files, max(calendar.timegm(i.date_time + (0, 0, 0)) for i in infos)
 
 
@@ -130,10 +151,12 @@ def _read_sdist(archive: Path, project: str) -> tuple[list[tuple[str, bytes]], i
 
 
 def _release_files(project: str, version: str, cache: Path) -> tuple[list[tuple[str, bytes]], int, str]:
-    """(files, time, source file name) of one release: SGLang from its wheel, others from sdists."""
-    if project == "sglang":
-        wheel = fetch_wheel(version, cache)
-        return (*_read_wheel(wheel), f"the PyPI wheel {wheel.name}")
+    """(files, time, source file name) of one release: SGLang and FlashInfer from their wheels,
+    others from sdists."""
+    if project in WHEEL_RELEASES:
+        info = PROJECTS[project]
+        wheel = fetch_wheel(version, cache, info.distribution)
+        return (*_read_wheel(wheel, info.name, info.source_root), f"the PyPI wheel {wheel.name}")
     archive = fetch_sdist(project, version, cache)
     return (*_read_sdist(archive, project), f"the PyPI source archive {archive.name}")
 
@@ -155,16 +178,21 @@ def build_mirror(versions, dest: Path, cache: Path, progress=None, project: str 
                 progress(f"v{version:<14} {len(files)} files")
             yield Release(f"v{version}", f"{label} {version}\n\nFrom {origin}.\n", files, when)
 
-    return write_history(dest, releases(), NAME, EMAIL)
+    return write_history(dest, releases(), f"{label} release mirror", EMAIL)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m patchkit.dev.mirror",
-        description="Build a git history of SGLang (or vLLM) releases from PyPI.",
+        description="Build a git history of SGLang (or FlashInfer, or vLLM) releases from PyPI:"
+        " one root commit and one v<version> tag per release.",
     )
-    parser.add_argument("--project", choices=sorted(PROJECTS), default="sglang")
-    parser.add_argument("--dest", type=Path, default=Path("build/sglang-mirror"))
+    parser.add_argument(
+        "--project", choices=sorted(PROJECTS), default="sglang",
+        help="sglang and flashinfer come from their PyPI wheels (flashinfer-python),"
+        " vllm from its source archives (default: sglang)",
+    )
+    parser.add_argument("--dest", type=Path, default=None, help="default: build/<project>-mirror")
     parser.add_argument(
         "--cache",
         type=Path,
@@ -173,13 +201,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--versions", nargs="+", metavar="V", default=None,
-        help="default: every SGLang release from 0.4.10.post2 (required for vllm)",
+        help="default: every SGLang release from 0.4.10.post2 to 0.5.23, or with --project flashinfer"
+        " every FlashInfer release from 0.5.0 to 0.7.4 (required for vllm)",
     )
     args = parser.parse_args(argv)
+    if args.dest is None:
+        args.dest = Path(f"build/{args.project}-mirror")
     if args.versions is None:
-        if args.project != "sglang":
-            parser.error("--versions is required with --project vllm")
-        args.versions = list(SGLANG_RELEASES)
+        if args.project not in WHEEL_RELEASES:
+            parser.error(f"--versions is required with --project {args.project}")
+        args.versions = list(WHEEL_RELEASES[args.project])
     try:
         if tag_names(args.dest) == {f"v{v}" for v in args.versions}:
             print(f"{args.dest}: up to date ({len(set(args.versions))} releases)")

@@ -14,6 +14,7 @@ import pytest
 from patchkit.dev import mirror
 from patchkit.dev.mirror import build_mirror, fetch_wheel
 from patchkit.errors import MirrorError
+from patchkit.versions import is_release_tag, version_key
 
 from conftest import ROOT
 
@@ -308,3 +309,201 @@ def test_cli(cache: Path, tmp_path: Path) -> None:
         and "not a release version" in bad.stderr
     )
     assert not (tmp_path / "new").exists()
+
+
+# FlashInfer: the flashinfer-python wheels are pure (py3-none-any) and the import package
+# sits at the root of its repository, so flashinfer/x.py in the wheel is flashinfer/x.py in git.
+FI_VERSIONS = ["0.6.17", "0.6.4", "0.6.4.post1"]
+FI_ORDERED = ["0.6.4", "0.6.4.post1", "0.6.17"]
+
+
+def flashinfer_entries(version: str) -> dict[str, tuple[bytes, tuple]]:
+    """name -> (bytes, zip date_time) of a tiny wheel shaped like flashinfer-python's."""
+    n = FI_ORDERED.index(version)
+    day = (2025, 3, 1 + n)
+    majors = "[9, 10, 12]" if n == 2 else "[9, 10]"
+    return {
+        "flashinfer/__init__.py": (f'__version__ = "{version}"\n'.encode(), day + (10, 0, 0)),
+        "flashinfer/jit/__init__.py": (b"", day + (9, 0, 0)),
+        "flashinfer/jit/comm.py": (
+            f"def gen_trtllm_comm_module():\n    supported_major_versions = {majors}\n".encode(),
+            day + (11, 30, 4),
+        ),
+        # Later than every .py file, and must not end up in the repository.
+        "flashinfer/data/include/kernel.cuh": (b"// header\n", day + (23, 0, 0)),
+        "flashinfer/data/libkernel.so": (b"\x7fELF\x00binary", day + (23, 0, 0)),
+        "flashinfer_cubin/__init__.py": (b"# another package\n", day + (23, 0, 0)),
+        f"flashinfer_python-{version}.dist-info/METADATA": (
+            f"Name: flashinfer-python\nVersion: {version}\n".encode(),
+            day + (23, 0, 0),
+        ),
+    }
+
+
+def write_flashinfer_wheel(cache: Path, version: str) -> Path:
+    folder = cache / "wheels" / "flashinfer-python" / version
+    folder.mkdir(parents=True)
+    path = folder / f"flashinfer_python-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, (data, when) in flashinfer_entries(version).items():
+            zf.writestr(zipfile.ZipInfo(name, when), data)
+    return path
+
+
+@pytest.fixture
+def fi_cache(tmp_path: Path) -> Path:
+    cache = tmp_path / "cache"
+    for version in FI_VERSIONS:
+        write_flashinfer_wheel(cache, version)
+    return cache
+
+
+def test_flashinfer_releases_at_the_repository_root(fi_cache: Path, tmp_path: Path) -> None:
+    dest = tmp_path / "mirror"
+    lines: list[str] = []
+    tags = build_mirror(FI_VERSIONS, dest, fi_cache, progress=lines.append, project="flashinfer")
+    assert tags == ["v0.6.4", "v0.6.4.post1", "v0.6.17"]
+    assert [line.split() for line in lines] == [[t, "3", "files"] for t in tags]
+    assert sorted(git(dest, "tag", "--list").split()) == sorted(tags)
+    for version in FI_ORDERED:
+        tag = f"v{version}"
+        assert git(dest, "rev-list", tag).split() == [git(dest, "rev-parse", tag).strip()]
+        listing = git(dest, "ls-tree", "-r", "--name-only", tag).split()
+        assert listing == ["flashinfer/__init__.py", "flashinfer/jit/__init__.py", "flashinfer/jit/comm.py"]
+        for path in listing:
+            assert git_bytes(dest, "cat-file", "blob", f"{tag}:{path}") == flashinfer_entries(version)[path][0]
+        assert git(dest, "log", "-1", "--format=%B", tag) == (
+            f"FlashInfer {version}\n\nFrom the PyPI wheel flashinfer_python-{version}-py3-none-any.whl.\n\n"
+        )
+        who = git(dest, "log", "-1", "--format=%an <%ae>|%cn <%ce>|%at", tag).strip()
+        latest = calendar.timegm(flashinfer_entries(version)["flashinfer/jit/comm.py"][1] + (0, 0, 0))
+        assert who == "FlashInfer release mirror <mirror@patchkit.invalid>|" * 2 + str(latest)
+    assert git(dest, "show", "v0.6.4:flashinfer/jit/comm.py").splitlines()[1].endswith("= [9, 10]")
+    assert git(dest, "show", "v0.6.17:flashinfer/jit/comm.py").splitlines()[1].endswith("= [9, 10, 12]")
+    # The work tree is a clean checkout of the newest release, with no python/ folder.
+    assert git(dest, "status", "--porcelain") == ""
+    assert sorted(p.name for p in dest.iterdir()) == [".git", "flashinfer"]
+
+
+def test_read_wheel_layouts(cache: Path, fi_cache: Path) -> None:
+    # SGLang's layout is unchanged: sglang/x.py in the wheel is python/sglang/x.py in git,
+    # with the defaults and with SGLang's registry entry alike.
+    sglang_wheel = cache / "wheels/sglang/0.2.0/sglang-0.2.0-py3-none-any.whl"
+    files, _ = mirror._read_wheel(sglang_wheel)
+    assert [path for path, _ in files] == [
+        "python/sglang/__init__.py",
+        "python/sglang/srt/__init__.py",
+        "python/sglang/srt/layers/quant.py",
+    ]
+    assert mirror._read_wheel(sglang_wheel, "sglang", "python") == (files, _)
+    fi_wheel = fi_cache / "wheels/flashinfer-python/0.6.4/flashinfer_python-0.6.4-py3-none-any.whl"
+    fi_files, _ = mirror._read_wheel(fi_wheel, "flashinfer", "")
+    assert [path for path, _ in fi_files] == [
+        "flashinfer/__init__.py",
+        "flashinfer/jit/__init__.py",
+        "flashinfer/jit/comm.py",
+    ]
+    # Each package's files only: an sglang wheel holds no flashinfer/*.py.
+    with pytest.raises(MirrorError, match=r"holds no flashinfer/\*\.py files"):
+        mirror._read_wheel(sglang_wheel, "flashinfer", "")
+
+
+def test_sglang_mirror_unchanged_next_to_flashinfer_wheels(cache: Path, tmp_path: Path) -> None:
+    before = tmp_path / "before"
+    build_mirror(VERSIONS, before, cache)
+    # Both projects' wheels in one cache: each project reads its own folder.
+    for version in FI_VERSIONS:
+        write_flashinfer_wheel(cache, version)
+    sglang, flashinfer = tmp_path / "sglang", tmp_path / "flashinfer"
+    assert build_mirror(VERSIONS, sglang, cache) == [f"v{v}" for v in ORDERED]
+    assert build_mirror(FI_VERSIONS, flashinfer, cache, project="flashinfer") == [f"v{v}" for v in FI_ORDERED]
+    assert git(sglang, "show-ref") == git(before, "show-ref")  # the same commit ids
+    assert git(sglang, "ls-tree", "-r", "--name-only", "v0.2.0").split() == [
+        "python/sglang/__init__.py",
+        "python/sglang/srt/__init__.py",
+        "python/sglang/srt/layers/quant.py",
+    ]
+    who = git(sglang, "log", "-1", "--format=%an <%ae>", "v0.2.0").strip()
+    assert who == "SGLang release mirror <mirror@patchkit.invalid>"
+    # An sglang wheel in flashinfer-python's folder gives no flashinfer files: refused.
+    folder = cache / "wheels/flashinfer-python/0.2.0"
+    folder.mkdir()
+    (folder / "flashinfer_python-0.2.0-py3-none-any.whl").write_bytes(
+        (cache / "wheels/sglang/0.2.0/sglang-0.2.0-py3-none-any.whl").read_bytes()
+    )
+    with pytest.raises(MirrorError, match=r"flashinfer_python-0\.2\.0-py3-none-any\.whl: holds no flashinfer/\*\.py files"):
+        build_mirror(["0.2.0"], tmp_path / "none", cache, project="flashinfer")
+    assert not (tmp_path / "none").exists()
+
+
+def test_fetch_wheel_flashinfer_cache_folder(tmp_path: Path, monkeypatch) -> None:
+    cached = write_flashinfer_wheel(tmp_path, "0.6.4")
+    assert cached == tmp_path / "wheels/flashinfer-python/0.6.4/flashinfer_python-0.6.4-py3-none-any.whl"
+    calls: list[list[str]] = []
+
+    def fake_run(cmd, **kwargs):
+        calls.append(cmd)
+        if cmd[cmd.index("--quiet") + 1] == "flashinfer-python==9.9":
+            return subprocess.CompletedProcess(
+                cmd, 1, "", "ERROR: No matching distribution found for flashinfer-python==9.9\n"
+            )
+        folder = Path(cmd[cmd.index("-d") + 1])
+        (folder / "flashinfer_python-0.6.17-py3-none-any.whl").write_bytes(b"wheel")
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(mirror.subprocess, "run", fake_run)
+    assert fetch_wheel("0.6.4", tmp_path, "flashinfer-python") == cached and calls == []
+    got = fetch_wheel("0.6.17", tmp_path, "flashinfer-python")
+    assert got == tmp_path / "wheels/flashinfer-python/0.6.17/flashinfer_python-0.6.17-py3-none-any.whl"
+    # The same pip command as for sglang (a pure wheel matches the platform flags too).
+    assert calls[0][:11] == [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--python-version=3.11",
+        "--implementation=cp",
+        "--platform=manylinux_2_34_x86_64",
+        "--quiet",
+        "flashinfer-python==0.6.17",
+    ]
+    with pytest.raises(MirrorError) as err:
+        fetch_wheel("9.9", tmp_path, "flashinfer-python")
+    assert str(err.value) == (
+        "cannot download flashinfer-python 9.9: ERROR: No matching distribution found for flashinfer-python==9.9"
+    )
+    assert sorted(p.name for p in (tmp_path / "wheels").iterdir()) == ["flashinfer-python"]
+    assert sorted(p.name for p in (tmp_path / "wheels/flashinfer-python").iterdir()) == ["0.6.17", "0.6.4"]
+
+
+def test_flashinfer_releases_list() -> None:
+    releases = mirror.FLASHINFER_RELEASES
+    assert (releases[0], releases[-1], len(releases)) == ("0.5.0", "0.7.4", 43)
+    assert list(releases) == sorted(set(releases), key=version_key)
+    assert all(is_release_tag(f"v{v}") for v in releases)
+    assert {"0.6.7.post3", "0.6.16.post4", "0.6.18.post1", "0.7.2.post1"} <= set(releases)
+    assert mirror.WHEEL_RELEASES == {"sglang": mirror.SGLANG_RELEASES, "flashinfer": releases}
+
+
+def test_cli_flashinfer_defaults(fi_cache: Path, tmp_path: Path, monkeypatch, capsys) -> None:
+    # Without --versions: every release of the list (cut to the cached ones here), into
+    # build/flashinfer-mirror by default.
+    monkeypatch.setitem(mirror.WHEEL_RELEASES, "flashinfer", tuple(FI_ORDERED))
+    monkeypatch.chdir(tmp_path)
+    assert mirror.main(["--project", "flashinfer", "--cache", str(fi_cache)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in out[:-1]] == [f"v{v}" for v in FI_ORDERED]
+    assert out[-1].startswith("build/flashinfer-mirror: 3 releases, main at v0.6.17 ")
+    assert sorted(git(tmp_path / "build/flashinfer-mirror", "tag", "--list").split()) == sorted(
+        f"v{v}" for v in FI_ORDERED
+    )
+    assert not (tmp_path / "build/sglang-mirror").exists()
+    assert mirror.main(["--project", "flashinfer", "--cache", str(fi_cache)]) == 0
+    assert capsys.readouterr().out == "build/flashinfer-mirror: up to date (3 releases)\n"
+    # vLLM still needs --versions.
+    with pytest.raises(SystemExit) as exit_:
+        mirror.main(["--project", "vllm", "--cache", str(fi_cache)])
+    assert exit_.value.code == 2
+    assert "--versions is required with --project vllm" in capsys.readouterr().err

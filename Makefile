@@ -7,7 +7,7 @@ MIRROR := build/sglang-mirror
 DEMO := build/demo
 DEMO_VERSION := 0.5.9
 
-.PHONY: test test-reliability fuzz demo venv install sglang-mirror patches check-patches bench clean
+.PHONY: test test-reliability fuzz demo venv install sglang-mirror flashinfer-mirror patches check-patches bench clean
 
 # The virtualenv with the test dependencies; rebuilt when pyproject.toml changes.
 $(VENV)/.deps: pyproject.toml
@@ -45,6 +45,10 @@ fuzz: install
 # A local git history of real SGLang releases, one commit and tag per PyPI wheel.
 sglang-mirror: install
 	$(PY) -m patchkit.dev.mirror --dest $(MIRROR)
+
+# The same for FlashInfer (0.5.0 .. 0.7.4), from the PyPI flashinfer-python wheels.
+flashinfer-mirror: install
+	$(PY) -m patchkit.dev.mirror --project flashinfer --dest build/flashinfer-mirror
 
 # Regenerate the shipped patches from the mirror (never edit them by hand).
 patches: sglang-mirror

@@ -1,0 +1,237 @@
+"""``patchkit fixes``: every fix, its rules, and the releases the shipped series cover."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from patchkit.commands import fixes as command
+from patchkit.errors import BadInput
+from patchkit.fixes.load import Fix, Rule
+from patchkit.fixes.registry import FIXES, PROJECTS
+
+# Two fixes written for these tests: one on by default (a dict-key rule for SGLang and one
+# for vLLM), one opt-in (a list-member rule for FlashInfer, a predicate rule for SGLang).
+TABLES = Fix("tables", "Add SM120 to the tables", "Why.", True, (
+    Rule("tables", "sglang", "dict-key", ("python/pkg/comm/*.py",), ("MAX_SIZES", "_SIZES"), 10, 12,
+         "not upstream; copied from SM100, untuned", "NVLink"),
+    Rule("tables", "vllm", "dict-key", ("vllm/comm/*.py",), ("MAX_SIZES",), "10.0", "12.0",
+         "not upstream; copied from SM100, untuned", ""),
+))
+FUSION = Fix("fusion", "Allow the fusion on SM120", "Why not.", False, (
+    Rule("fusion", "flashinfer", "list-member", ("flashinfer/jit/comm.py",), (), 10, 12, "upstream in 0.6.17",
+         "nvcc with sm_120", call="get_nvcc_flags_list", keyword="supported_major_versions", functions=("gen_module",)),
+    Rule("fusion", "sglang", "predicate", ("python/pkg/a.py", "python/pkg/b.py"), (), "sm100", "sm120",
+         "not upstream", "the FlashInfer rule", functions=("f", "g"), flag="_is_sm100_supported"),
+))
+
+
+def manifest(version: str, statuses: dict[str, str]) -> dict:
+    """A manifest in the shape generate writes: one patch in the series per patched fix."""
+    series = [
+        {
+            "fix": fix, "patch": f"000{i}-{fix}.patch", "patch_sha256": "0" * 64, "from_cc": 10, "to_cc": 12,
+            "rules": [], "already_upstream": [],
+            "files": [{
+                "path": "python/pkg/comm/utils.py", "mode": "100644", "pre_blob": "1" * 40, "post_blob": "2" * 40,
+                "pre_sha256": "3" * 64, "post_sha256": "4" * 64,
+                "tables": [{"name": "MAX_SIZES", "scope": "module", "status": "patched", "added_key": 12,
+                            "copied_from": 10, "value": "{2: 1}"}],
+            }],
+        }
+        for i, (fix, status) in enumerate(statuses.items(), 1) if status == "patched"
+    ]
+    return {
+        "project": "sglang", "version": version, "tag": f"v{version}", "commit": "5" * 40, "patchkit": "0.1.0",
+        "fixes": [{"fix": fix, "status": status, "reason": None} for fix, status in statuses.items()],
+        "series": series,
+    }
+
+
+def write(folder: Path, doc: dict) -> None:
+    folder.mkdir(parents=True)
+    (folder / "manifest.json").write_text(json.dumps(doc, indent=2))
+
+
+# SGLang: six releases (0.5.9 before 0.5.10, .post1 after its release); 0.5.4 lists no
+# fusion (generated before it); 0.5.5 found nothing to patch for it.
+SGLANG = {
+    "0.5.3": {"tables": "patched", "fusion": "patched"},
+    "0.5.4": {"tables": "patched"},
+    "0.5.4.post1": {"tables": "patched", "fusion": "patched"},
+    "0.5.5": {"tables": "patched", "fusion": "nothing to patch"},
+    "0.5.9": {"tables": "already upstream", "fusion": "patched"},
+    "0.5.10": {"tables": "already upstream", "fusion": "patched"},
+}
+FLASHINFER = {"0.6.15": {"fusion": "patched"}, "0.6.16": {"fusion": "patched"}}
+
+
+@pytest.fixture
+def patches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setattr(command, "FIXES", {"tables": TABLES, "fusion": FUSION})
+    root = tmp_path / "patches"
+    for version, statuses in SGLANG.items():
+        write(root / version, manifest(version, statuses))
+    for version, statuses in FLASHINFER.items():
+        write(root / "flashinfer" / version, manifest(version, statuses))
+    (root / "0.5.6").mkdir()  # a release folder without its manifest yet: not shipped
+    (root / "notes").mkdir()  # not a release
+    (root / "README.md").write_text("the shipped patches\n")
+    return root
+
+
+LINES = [
+    "tables: Add SM120 to the tables",
+    "  default: on by default",
+    "  rule 1: SGLang, dict-key",
+    "    files:    python/pkg/comm/*.py",
+    "    where:    MAX_SIZES, _SIZES",
+    "    evidence: not upstream; copied from SM100, untuned",
+    "    needs:    NVLink",
+    "  rule 2: vLLM, dict-key",
+    "    files:    vllm/comm/*.py",
+    "    where:    MAX_SIZES",
+    "    evidence: not upstream; copied from SM100, untuned",
+    "  releases:",
+    "    SGLang (6 shipped releases):",
+    "      patched:          0.5.3 - 0.5.5 (4 releases)",
+    "      already upstream: 0.5.9 - 0.5.10 (2 releases)",
+    "    vLLM: no shipped series",
+    "",
+    "fusion: Allow the fusion on SM120",
+    "  default: opt-in, with --fix fusion",
+    "  rule 1: FlashInfer, list-member",
+    "    files:    flashinfer/jit/comm.py",
+    "    where:    get_nvcc_flags_list(supported_major_versions=[...]) in gen_module()",
+    "    evidence: upstream in 0.6.17",
+    "    needs:    nvcc with sm_120",
+    "  rule 2: SGLang, predicate",
+    "    files:    python/pkg/a.py, python/pkg/b.py",
+    "    where:    _is_sm100_supported or-expressions in f / g()",
+    "    evidence: not upstream",
+    "    needs:    the FlashInfer rule",
+    "  releases:",
+    "    FlashInfer (2 shipped releases):",
+    "      patched:          0.6.15 - 0.6.16 (2 releases)",
+    "      already upstream: none",
+    "    SGLang (6 shipped releases):",
+    "      patched:             0.5.3, 0.5.4.post1, 0.5.9 - 0.5.10 (2 releases)",
+    "      already upstream:    none",
+    "      nothing to patch:    0.5.5",
+    "      not in the manifest: 0.5.4",
+]
+
+
+def test_lines(patches: Path) -> None:
+    report = command.fixes(patches)
+    assert report.lines == LINES
+    assert report.exit_code == 0
+
+
+def test_json(patches: Path) -> None:
+    doc = command.fixes(patches).data
+    assert json.loads(json.dumps(doc)) == doc
+    assert doc == {
+        "command": "fixes",
+        "patches": str(patches),
+        "fixes": [
+            {
+                "name": "tables", "title": "Add SM120 to the tables", "rationale": "Why.", "default": True,
+                "enable": None,
+                "rules": [
+                    {"project": "sglang", "label": "SGLang", "kind": "dict-key", "files": ["python/pkg/comm/*.py"],
+                     "where": "MAX_SIZES, _SIZES", "evidence": "not upstream; copied from SM100, untuned",
+                     "needs": "NVLink"},
+                    {"project": "vllm", "label": "vLLM", "kind": "dict-key", "files": ["vllm/comm/*.py"],
+                     "where": "MAX_SIZES", "evidence": "not upstream; copied from SM100, untuned", "needs": ""},
+                ],
+                "releases": [
+                    {"project": "sglang", "label": "SGLang", "shipped": True, "releases": 6,
+                     "patched": ["0.5.3", "0.5.4", "0.5.4.post1", "0.5.5"],
+                     "patched_ranges": ["0.5.3 - 0.5.5 (4 releases)"],
+                     "already_upstream": ["0.5.9", "0.5.10"],
+                     "already_upstream_ranges": ["0.5.9 - 0.5.10 (2 releases)"],
+                     "other": {}, "not_listed": [], "not_listed_ranges": []},
+                    {"project": "vllm", "label": "vLLM", "shipped": False},
+                ],
+            },
+            {
+                "name": "fusion", "title": "Allow the fusion on SM120", "rationale": "Why not.", "default": False,
+                "enable": "--fix fusion",
+                "rules": [
+                    {"project": "flashinfer", "label": "FlashInfer", "kind": "list-member",
+                     "files": ["flashinfer/jit/comm.py"],
+                     "where": "get_nvcc_flags_list(supported_major_versions=[...]) in gen_module()",
+                     "evidence": "upstream in 0.6.17", "needs": "nvcc with sm_120"},
+                    {"project": "sglang", "label": "SGLang", "kind": "predicate",
+                     "files": ["python/pkg/a.py", "python/pkg/b.py"],
+                     "where": "_is_sm100_supported or-expressions in f / g()", "evidence": "not upstream",
+                     "needs": "the FlashInfer rule"},
+                ],
+                "releases": [
+                    {"project": "flashinfer", "label": "FlashInfer", "shipped": True, "releases": 2,
+                     "patched": ["0.6.15", "0.6.16"], "patched_ranges": ["0.6.15 - 0.6.16 (2 releases)"],
+                     "already_upstream": [], "already_upstream_ranges": [],
+                     "other": {}, "not_listed": [], "not_listed_ranges": []},
+                    {"project": "sglang", "label": "SGLang", "shipped": True, "releases": 6,
+                     "patched": ["0.5.3", "0.5.4.post1", "0.5.9", "0.5.10"],
+                     "patched_ranges": ["0.5.3", "0.5.4.post1", "0.5.9 - 0.5.10 (2 releases)"],
+                     "already_upstream": [], "already_upstream_ranges": [],
+                     "other": {"nothing to patch": {"versions": ["0.5.5"], "ranges": ["0.5.5"]}},
+                     "not_listed": ["0.5.4"], "not_listed_ranges": ["0.5.4"]},
+                ],
+            },
+        ],
+    }
+
+
+def test_no_patches_folder_at_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(command, "FIXES", {"fusion": FUSION})
+    lines = command.fixes(tmp_path / "missing").lines
+    assert lines[-3:] == ["  releases:", "    FlashInfer: no shipped series", "    SGLang: no shipped series"]
+
+
+@pytest.mark.parametrize("content", [b"{not json", b'{"version": "0.5.9"}', b"[]"])
+def test_a_corrupt_manifest_is_bad_input(patches: Path, content: bytes) -> None:
+    (patches / "0.5.9" / "manifest.json").write_bytes(content)
+    with pytest.raises(BadInput) as exc:
+        command.fixes(patches)
+    assert exc.value.path == str(patches / "0.5.9" / "manifest.json")
+    assert "corrupt manifest" in exc.value.reason
+
+
+@pytest.mark.parametrize(
+    "chosen, expected",
+    [
+        ([], []),
+        (["b"], ["b"]),
+        (["a", "b", "c", "d", "e"], ["a - e (5 releases)"]),
+        (["a", "c", "d"], ["a", "c - d (2 releases)"]),
+        (["e", "a", "b"], ["a - b (2 releases)", "e"]),  # in the releases' order, whatever the order given
+        (["x"], []),  # not a shipped release
+    ],
+)
+def test_ranges(chosen: list[str], expected: list[str]) -> None:
+    assert command.ranges(chosen, ["a", "b", "c", "d", "e"]) == expected
+
+
+def test_the_shipped_patches() -> None:
+    """Only what stays true as releases are added: the fixes, their defaults, kinds and projects."""
+    report = command.fixes()
+    doc = report.data
+    assert report.exit_code == 0
+    assert doc["command"] == "fixes"
+    assert [f["name"] for f in doc["fixes"]] == ["torch-symm-mem", "allreduce-fusion"] == list(FIXES)
+    symm, fusion = doc["fixes"]
+    assert (symm["default"], symm["enable"]) == (True, None)
+    assert (fusion["default"], fusion["enable"]) == (False, "--fix allreduce-fusion")
+    assert [(r["project"], r["kind"]) for r in symm["rules"]] == [("sglang", "dict-key"), ("vllm", "dict-key")]
+    assert [(r["project"], r["kind"]) for r in fusion["rules"]] == [("flashinfer", "list-member"), ("sglang", "predicate")]
+    sglang = next(r for r in symm["releases"] if r["project"] == "sglang")
+    assert sglang["shipped"] and "0.5.9" in sglang["patched"]
+    assert sglang["patched"] == sorted(sglang["patched"], key=lambda v: command.version_key(v))
+    assert "  default: on by default" in report.lines
+    assert "  default: opt-in, with --fix allreduce-fusion" in report.lines
+    assert set(PROJECTS) == {"sglang", "vllm", "flashinfer"}

@@ -17,7 +17,7 @@ import click
 
 from patchkit import __version__
 from patchkit.errors import REFUSED, BadInput, PatchkitError
-from patchkit.fixes.registry import PROJECTS
+from patchkit.fixes.registry import FIXES, PROJECTS, choose_fixes, rules_for
 from patchkit.rewrite.capability import parse_cc, same
 from patchkit.versions import is_version
 
@@ -129,15 +129,23 @@ def check_out(out: Path) -> None:
             raise BadInput(str(out), "not a directory" if folder == out else f"{folder} is not a directory")
 
 
-def target_path(path: Path | None, python: str | None, project: str | None) -> Path:
-    """PATH (default: here), or the site-packages where ``--python`` has the project installed."""
+def targets(path: Path | None, python: str | None, project: str | None) -> list[tuple[Path, str | None]]:
+    """(folder, project) of each target: PATH (default: here), or every project patchkit
+    knows (or ``project``) installed for ``--python``, each in its site-packages."""
     if python is None:
-        return Path(".") if path is None else path
+        return [(Path(".") if path is None else path, project)]
     if path is not None:
         raise BadInput(None, f"give PATH or --python, not both (PATH {path}, --python {python})")
-    from patchkit.target.locate import installed_package
+    from patchkit.target.locate import installed_projects
 
-    return installed_package(python, project)
+    return installed_projects(python, project)
+
+
+def run_each(command: str, found: list[tuple[Path, str | None]], run):
+    """``run(path, project)`` on each target; one report."""
+    from patchkit.report import combine
+
+    return combine(command, [run(path, name) for path, name in found])
 
 
 # --- options shared by several commands ---------------------------------------------------
@@ -156,11 +164,16 @@ PATCHES_OPT = click.option(
     "--patches",
     type=click.Path(path_type=Path, file_okay=False),
     default=None,
-    help="Folder of patches/<version>/ [default: the patches shipped with patchkit].",
+    help="Folder of <version>/ (SGLang) and <project>/<version>/ series [default: the patches shipped with patchkit].",
 )
 FROM_CC_OPT = click.option("--from-cc", type=CC(), default=None, help="Key to copy from [default: the project's, 10 for SGLang].")
 TO_CC_OPT = click.option("--to-cc", type=CC(), default=None, help="Key to add [default: the project's, 12 for SGLang].")
 DRY_RUN_OPT = click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
+FIX_OPT = click.option(
+    "--fix", "fix_names", multiple=True, metavar="NAME",
+    help="A fix to work with (repeatable; `patchkit fixes` lists them) [default: the fixes on by default].",
+)
+ALL_FIXES_OPT = click.option("--all-fixes", is_flag=True, help="Every fix, the opt-in ones too.")
 TEMPLATES_OPT = click.option(
     "--templates", type=click.Path(path_type=Path, file_okay=False), default=None,
     help="Folder of templates overriding the shipped ones.",
@@ -173,9 +186,10 @@ def cli() -> None:
     """Generate, apply and upstream patches that teach SGLang new GPU architectures."""
 
 
-@cli.command(short_help="Write a patch and manifest per release tag.")
+@cli.command(short_help="Write a patch series and manifest per release tag.")
 @FROM_CC_OPT
 @TO_CC_OPT
+@click.option("--fix", "fix_names", multiple=True, metavar="NAME", help="A fix to generate (repeatable) [default: every fix].")
 @click.option("--project", type=click.Choice(sorted(PROJECTS)), default="sglang", show_default=True, help="The project the repository holds.")
 @click.option(
     "--repo",
@@ -188,8 +202,9 @@ def cli() -> None:
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if --out differs from what would be written.")
 @JSON_OPT
 @TEMPLATES_OPT
-def generate(from_cc, to_cc, project, repo, tags, out, check, as_json, templates):
-    """Write a version-pinned patch and manifest per release tag into OUT/<version>/."""
+def generate(from_cc, to_cc, fix_names, project, repo, tags, out, check, as_json, templates):
+    """Write a version-pinned patch series (one patch per fix), its quilt `series` file and
+    manifest per release tag into OUT/<version>/."""
     from patchkit.commands import generate as command
     from patchkit.git.objects import default_repo
 
@@ -197,12 +212,18 @@ def generate(from_cc, to_cc, project, repo, tags, out, check, as_json, templates
     check_out(out)
     target = PROJECTS[project]
     from_cc, to_cc = target.cc_pair(from_cc, to_cc)
+    fixes = choose_fixes(fix_names, all_fixes=not fix_names)
+    rules = rules_for(project, fixes, from_cc, to_cc)
+    if not rules:
+        others = [n for n in FIXES if rules_for(project, (n,))]
+        raise BadInput(None, f"no rule of {', '.join(fixes)} patches {target.label} (the fixes that do: {', '.join(others)})")
+    asked = tuple(fix_names) + tuple(n for n in fixes if FIXES[n].default)
 
     def progress(line: str, error: bool) -> None:
         if not as_json:
             click.echo(line, err=error)
 
-    return command.generate(repo or default_repo(), list(tags), out, target, from_cc, to_cc, check, templates, progress)
+    return command.generate(repo or default_repo(), list(tags), out, target, fixes, rules, asked, check, templates, progress)
 
 
 @cli.command(short_help="Patch a checkout or package, all or nothing.")
@@ -215,14 +236,18 @@ def generate(from_cc, to_cc, project, repo, tags, out, check, as_json, templates
 @click.option("--version", "version", default=None, help="Treat the target as this release version (such as 0.5.9).")
 @PYTHON_OPT
 @PROJECT_OPT
+@FIX_OPT
+@ALL_FIXES_OPT
 @JSON_OPT
-def apply(path, patches, no_generate, from_cc, to_cc, dry_run, version, python, project, as_json):
-    """Patch the checkout or installed package at PATH (default: here), all or nothing."""
-    from patchkit.commands.apply import apply as command
+def apply(path, patches, no_generate, from_cc, to_cc, dry_run, version, python, project, fix_names, all_fixes, as_json):
+    """Patch the checkout or installed package at PATH (default: here), all or nothing;
+    with --python, every project patchkit knows that is installed for EXE."""
+    from patchkit.commands.apply import apply_all
 
     check_version(version)
     check_cc(from_cc, to_cc, project)
-    return command(target_path(path, python, project), patches, no_generate, from_cc, to_cc, dry_run, version, project)
+    fixes = choose_fixes(fix_names, all_fixes)
+    return apply_all(targets(path, python, project), patches, no_generate, from_cc, to_cc, dry_run, version, fixes)
 
 
 @cli.command(short_help="Exit 0 only if the patch is in effect.")
@@ -239,7 +264,7 @@ def verify(path, from_cc, to_cc, python, project, as_json):
     if (from_cc is None) != (to_cc is None):
         raise BadInput(None, "give both --from-cc and --to-cc, or neither")
     check_cc(from_cc, to_cc, project)
-    return command(target_path(path, python, project), from_cc, to_cc, project)
+    return run_each("verify", targets(path, python, project), lambda p, name: command(p, from_cc, to_cc, name))
 
 
 @cli.command(short_help="Restore the exact original bytes.")
@@ -254,7 +279,7 @@ def revert(path, force, dry_run, patches, python, project, as_json):
     """Restore the exact original bytes at PATH."""
     from patchkit.commands.revert import revert as command
 
-    return command(target_path(path, python, project), force, dry_run, patches, project)
+    return run_each("revert", targets(path, python, project), lambda p, name: command(p, force, dry_run, patches, name))
 
 
 @cli.command(short_help="Show version, patch, files and bytecode.")
@@ -267,7 +292,7 @@ def status(path, patches, python, project, as_json):
     """Version, applied patch, files, bytecode and pending work at PATH."""
     from patchkit.commands.status import status as command
 
-    return command(target_path(path, python, project), patches, project)
+    return run_each("status", targets(path, python, project), lambda p, name: command(p, patches, name))
 
 
 @cli.command(short_help="Make a branch, mbox and PR.md for SGLang.")
@@ -290,6 +315,16 @@ def upstream(path, branch, out, from_cc, to_cc, dry_run, templates, patches, as_
     check_cc(from_cc, to_cc, None)
     check_out(out)
     return command(path, branch, out, from_cc, to_cc, dry_run, templates, patches)
+
+
+@cli.command("fixes", short_help="List the fixes, their rules and the releases they patch.")
+@PATCHES_OPT
+@JSON_OPT
+def list_fixes(patches, as_json):
+    """Every fix: on by default or opt-in (--fix NAME), its rules, and the releases its shipped patches cover."""
+    from patchkit.commands.fixes import fixes as command
+
+    return command(patches)
 
 
 @cli.command(short_help="List code that treats --cc unlike --from-cc.")

@@ -77,14 +77,15 @@ def from_shipped(base: dict[str, bytes], shipped: Shipped) -> dict[str, bytes] |
     return out
 
 
-def generated(base: dict[str, bytes], tables: tuple[str, ...], from_cc, to_cc) -> tuple[dict[str, bytes], list[dict]]:
-    """Post-images made by the rewriter from ``base`` (changed files only), and every table found."""
-    from patchkit.rewrite.dict_key import rewrite  # LibCST: only when no shipped patch fits
+def generated(base: dict[str, bytes], rules: tuple, read=None, root: str = "") -> tuple[dict[str, bytes], list[dict]]:
+    """Post-images made by the rules' rewrites from ``base`` (changed files only), and all
+    they found; ``read`` gives another file of the release (a predicate's helper)."""
+    from patchkit.rewrite.rules import rewrite_file  # LibCST: only when no shipped patch fits
 
     posts, found = {}, []
     for path, data in sorted(base.items()):
-        result = rewrite(data, tables, from_cc, to_cc, path)
-        found += [dict(t.to_json(), path=path) for t in result.tables]
+        result = rewrite_file(data, path, rules, read, root)
+        found += [dict(t, path=path) for t in result.found]
         if result.changed:
             posts[path] = result.source
     return posts, found
@@ -96,18 +97,22 @@ def plan_apply(
     originals: dict[str, bytes],
     shipped: Shipped | None,
     *,
-    tables: tuple[str, ...],
+    rules: tuple,
     from_cc,
     to_cc,
     version: str | None,
     no_generate: bool = False,
     missing: str = "",
+    read=None,
+    root: str = "",
 ) -> Plan:
     """What ``apply`` writes.
 
     ``current``: the candidate files as they are; ``applied``/``originals``: what
-    patchkit applied before and the bytes it replaced; ``shipped``: the patch for
-    this version, if patchkit has one; ``missing``: why there is none, as a user reads it.
+    patchkit applied before and the bytes it replaced; ``shipped``: the patches for
+    this version and the fixes chosen, if patchkit has them; ``rules``: the rules of the
+    fixes chosen (for generating); ``missing``: why there is no shipped patch, as a
+    user reads it; ``read`` and ``root``: for a predicate rule's helper (rewrite.rules).
     """
     notes: list[str] = []
     base = dict(current)
@@ -152,10 +157,10 @@ def plan_apply(
         notes.append(missing)
 
     if posts is None:
-        posts, found = generated(base, tables, from_cc, to_cc)
+        posts, found = generated(base, rules, read, root)
         source = "generated from the checkout's files"
         if not found:
-            return Plan(NOTHING_TO_PATCH, source, notes=notes + ["no capability tables in this checkout"])
+            return Plan(NOTHING_TO_PATCH, source, notes=notes + ["nothing the fixes look for in these files"])
 
     desired = {path: posts.get(path, data) for path, data in base.items()}
     changes = [Change(p, current[p], desired[p]) for p in sorted(current) if current[p] != desired[p]]

@@ -3,11 +3,26 @@
 from __future__ import annotations
 
 from patchkit.errors import OK
+from patchkit.types import PATCHED
 
 
 def plan_fields(plan, dry_run: bool, set_aside: str | None) -> dict:
     """What apply's and revert's --json say of their plan (a ``plan.Plan``)."""
     return {"action": plan.action, "dry_run": dry_run, "source": plan.source, "notes": list(plan.notes), "set_aside": set_aside}
+
+
+def found_line(t: dict) -> str:
+    """One thing a rule found (``rewrite.rules``' dict), as apply and status say it."""
+    kind = t.get("kind", "dict-key")
+    patched = t["status"] == PATCHED
+    if kind == "predicate":
+        return f"{t['name']}: " + (f"{t['added_key']} added" if patched else f"already has {t['added_key']}, left alone")
+    if kind == "list-member":
+        return f"{t['name']} ({t['scope']}): " + (
+            f"member {t['added_key']!r} after {t['copied_from']!r}" if patched else f"already has {t['added_key']!r}, left alone")
+    if patched:
+        return f"{t['name']} ({t['scope']}): key {t['added_key']!r} = key {t['copied_from']!r}"
+    return f"{t['name']} ({t['scope']}): already has key {t['added_key']!r}, left alone"
 
 
 class Report:
@@ -20,3 +35,16 @@ class Report:
 
     def add(self, line: str) -> None:
         self.lines.append(line)
+
+
+def combine(command: str, reports: list[Report]) -> Report:
+    """One report of a command run on several targets (the projects of one environment):
+    their lines one after the other, their documents in ``targets``, the worst exit code."""
+    if len(reports) == 1:
+        return reports[0]
+    out = Report()
+    for i, r in enumerate(reports):
+        out.lines += ([""] if i else []) + r.lines
+    out.data = {"command": command, "targets": [r.data for r in reports]}
+    out.exit_code = max(r.exit_code for r in reports)
+    return out

@@ -13,6 +13,7 @@ FORMAT = 1  # of state.json and journal.json
 PATCHED = "patched"
 ALREADY_UPSTREAM = "already upstream"
 NOTHING_TO_PATCH = "nothing to patch"
+CANNOT_APPLY = "cannot apply"  # a rule of the fix does not fit this release (it says why)
 ALREADY_APPLIED = "already applied"
 NOTHING_TO_REVERT = "nothing to revert"
 ERROR = "error"

@@ -8,9 +8,10 @@ from typing import NamedTuple
 from patchkit.target import bytecode
 from patchkit.patch.write import hunks, split_lines
 from patchkit.plan import APPLY, Plan, plan_apply
-from patchkit.types import PATCHED, ALREADY_APPLIED
+from patchkit.fixes.registry import FIXES, default_fixes, rules_for
+from patchkit.types import ALREADY_APPLIED, NOTHING_TO_PATCH
 from patchkit.target.processes import restart_lines
-from patchkit.report import Report, plan_fields
+from patchkit.report import Report, found_line, plan_fields
 from patchkit.text import plural
 from patchkit.target.session import Session
 from patchkit.types import Applied
@@ -39,15 +40,18 @@ def apply(
     dry_run: bool = False,
     version: str | None = None,
     project: str | None = None,
+    fixes: tuple[str, ...] | None = None,
 ) -> Report:
+    """Apply ``fixes`` (default: the fixes on by default) to the target at ``path``."""
     s = Session.open(path, version, project)
     from_cc, to_cc = s.project.cc_pair(from_cc, to_cc)
+    fixes = default_fixes() if fixes is None else fixes
     report = Report()
     report.add(s.describe())
     pending = s.store.journal() is not None
     # Without the lock, look first: a target with nothing to do is never written, so a
     # read-only one answers too.  A killed run's leftovers need the lock (recovery) first.
-    look = _look(s, patches, no_generate, from_cc, to_cc) if dry_run or s.store.tidy(s.applied()) else None
+    look = _look(s, patches, no_generate, from_cc, to_cc, fixes) if dry_run or s.store.tidy(s.applied()) else None
     dropped: list[Path] = []
     if look is not None and (dry_run or not look.writes()):
         if pending:
@@ -57,7 +61,7 @@ def apply(
     else:
         with exclusive(s.target, s.store, s.version) as notes:
             report.lines += notes
-            look = _look(s, patches, no_generate, from_cc, to_cc)
+            look = _look(s, patches, no_generate, from_cc, to_cc, fixes)
             if look.old:
                 report.add(s.set_aside(*look.old))
             plan = look.plan
@@ -79,11 +83,7 @@ def apply(
         for change in plan.changes:
             added = len(split_lines(change.after)) - len(split_lines(change.before))
             report.add(f"  {verb} {s.target.local(change.path)} ({'+' if added >= 0 else '-'}{plural(abs(added), 'line')})")
-        for t in plan.tables:
-            if t["status"] == PATCHED:
-                report.add(f"  {t['name']} ({t['scope']}): key {t['added_key']!r} = key {t['copied_from']!r}")
-            else:
-                report.add(f"  {t['name']} ({t['scope']}): already has key {t['added_key']!r}, left alone")
+        report.lines += [f"  {found_line(t)}" for t in plan.tables]
         if dry_run:
             for change in plan.changes:
                 rel = s.target.local(change.path)
@@ -94,6 +94,7 @@ def apply(
     report.lines += restart_lines(restart)
     report.data = s.data(
         "apply",
+        fixes=list(fixes),
         **plan_fields(plan, dry_run, look.old[1] if look.old else None),
         files=[s.target.local(c.path) for c in plan.changes],
         tables=[dict(t, path=s.target.local(t["path"])) if "path" in t else t for t in plan.tables],
@@ -110,7 +111,7 @@ def _written(plan: Plan) -> list[str]:
     return [f.path for f in plan.applied.files] if plan.applied else [t["path"] for t in plan.tables if "path" in t]
 
 
-def _look(s: Session, patches, no_generate, from_cc, to_cc) -> Look:
+def _look(s: Session, patches, no_generate, from_cc, to_cc, fixes) -> Look:
     applied, changed = s.state()
     old = (applied, changed) if changed else None
     if old:
@@ -124,11 +125,30 @@ def _look(s: Session, patches, no_generate, from_cc, to_cc) -> Look:
             f"its original bytes are missing from {s.store.objects}; restore the file (e.g. `git checkout -- FILE`) and remove {s.store.state_file}",
         )
     current = s.current(extra)
-    shipped = s.shipped(patches, from_cc, to_cc)
+    rules = rules_for(s.project.name, fixes, from_cc, to_cc)
+    if not rules:
+        others = [n for n in FIXES if rules_for(s.project.name, (n,))]
+        why = f"no rule of {', '.join(fixes)} patches {s.project.label}; {', '.join(others)} does (--fix NAME)"
+        return Look(Plan(NOTHING_TO_PATCH, notes=(why,)), old, [])
+    shipped = s.shipped(patches, from_cc, to_cc, fixes)
     with s.local_errors():
         plan = plan_apply(
-            current, applied, originals, shipped, tables=s.project.tables, from_cc=from_cc, to_cc=to_cc,
+            current, applied, originals, shipped, rules=rules, from_cc=from_cc, to_cc=to_cc,
             version=s.version, no_generate=no_generate, missing="" if shipped else s.why_no_shipped(patches, from_cc, to_cc),
+            read=s.reader(), root=s.project.source_root,
         )
     stale = [] if plan.action == APPLY else s.stale_bytecode(current)
     return Look(plan, old, stale)
+
+
+def apply_all(found, patches, no_generate, from_cc, to_cc, dry_run, version, fixes) -> Report:
+    """``apply`` on each (path, project) of ``found``: every project's plan is made (and
+    any refusal raised) before the first one is written."""
+    from patchkit.report import combine
+
+    if len(found) > 1:
+        for path, name in found:
+            s = Session.open(path, version, name)
+            pair = s.project.cc_pair(from_cc, to_cc)
+            _look(s, patches, no_generate, *pair, fixes)
+    return combine("apply", [apply(path, patches, no_generate, from_cc, to_cc, dry_run, version, name, fixes) for path, name in found])

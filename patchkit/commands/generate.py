@@ -16,13 +16,14 @@ from patchkit.target.atomic import write_atomic
 from patchkit.digest import blob_id, sha256
 from patchkit.errors import OK, PROBLEMS, REFUSED, PatchkitError
 from patchkit.patch import message
-from patchkit.patch.manifest import FileEntry, Manifest
+from patchkit.patch.manifest import SERIES, FileEntry, Manifest, SeriesEntry
 from patchkit.patch.write import FileChange, format_patch, patch_filename
-from patchkit.fixes.registry import Project
-from patchkit.rewrite.dict_key import Key, Rewrite, rewrite
+from patchkit.fixes.load import Rule
+from patchkit.fixes.registry import FIXES, Project
+from patchkit.rewrite.rules import rewrite_file
 from patchkit.report import Report
 from patchkit.text import plural
-from patchkit.types import ALREADY_UPSTREAM, ERROR, NOTHING_TO_PATCH, PATCHED
+from patchkit.types import ALREADY_UPSTREAM, CANNOT_APPLY, ERROR, NOTHING_TO_PATCH, PATCHED
 from patchkit.git.objects import GitSource, SourceFile
 from patchkit.versions import tag_to_version
 
@@ -40,6 +41,7 @@ class TagOutcome:
     outputs: dict[str, bytes] = field(default_factory=dict)  # file name -> bytes
     tables: list[dict] = field(default_factory=list)
     error: str | None = None
+    fixes: list[dict] = field(default_factory=list)  # {"fix", "status", "reason"} of each fix
 
     def to_json(self) -> dict:
         return {
@@ -48,6 +50,7 @@ class TagOutcome:
             "status": self.status,
             "files": sorted(self.outputs),
             "tables": self.tables,
+            "fixes": self.fixes,
             "error": self.error,
         }
 
@@ -68,86 +71,127 @@ class GenerateResult:
         return {"tags": len(self.outcomes), **counts}
 
 
+Cache = dict  # (fix, blob id) -> rules.FileRewrite or PatchkitError, shared across tags
+
+
+def _fix_changes(current, fix_rules, read, root, cache, fix):
+    """(changes, entries, already upstream, new bytes) of one fix over the files as they are."""
+    changes, entries, upstream, new = [], [], [], {}
+    for path, (file, data, blob) in sorted(current.items()):
+        key = (fix, blob)
+        if key not in cache:  # each distinct blob is rewritten once per fix and run
+            try:
+                cache[key] = rewrite_file(data, path, fix_rules, read, root)
+            except PatchkitError as exc:
+                cache[key] = exc
+        result = cache[key]
+        if isinstance(result, PatchkitError):
+            raise result
+        upstream += [dict(t, path=path) for t in result.found if t["status"] == ALREADY_UPSTREAM]
+        if not result.changed:
+            continue
+        new_blob = blob_id(result.source)
+        changes.append(FileChange(path, file.mode, data, result.source, blob, new_blob))
+        entries.append(FileEntry(path=path, mode=file.mode, pre_blob=blob, post_blob=new_blob, pre_sha256=sha256(data),
+                                 post_sha256=sha256(result.source), tables=[t for t in result.found if t["status"] == PATCHED]))
+        new[path] = (file, result.source, new_blob)
+    return changes, entries, upstream, new
+
+
 def release_patch(
     source: GitSource,
     tag: str,
     project: Project,
     *,
-    from_cc: Key,
-    to_cc: Key,
-    cache: dict[str, tuple[bytes, Rewrite | PatchkitError]],
+    fixes: tuple[str, ...],
+    rules: tuple[Rule, ...],
+    cache: Cache,
+    asked: tuple[str, ...] = (),
     templates: Path | None = None,
     files: list[SourceFile] | None = None,
     blobs: dict[str, bytes] | None = None,
 ) -> TagOutcome:
-    """Patch and manifest for one tag.
+    """The series (one patch per fix that changes something), its ``series`` file and
+    manifest for one tag.  A fix that cannot apply is an error of the tag when it is
+    ``asked`` for (named, or on by default), else a note.
 
-    ``cache`` maps blob ids to (bytes, rewrite), shared across tags; ``files`` and
-    ``blobs`` are the tag's candidate files and their bytes when read in bulk.
+    ``files`` and ``blobs`` are the tag's candidate files and their bytes when read in bulk.
     """
     release = source.release(tag)
     version = tag_to_version(tag)
-    changes: list[FileChange] = []
-    entries: list[FileEntry] = []
-    upstream: list[dict] = []
-    for file in source.files(tag, project.files) if files is None else files:
-        cached = cache.get(file.blob)
-        if cached is None:  # each distinct blob is read and rewritten once per run
-            data = blobs[file.blob] if blobs and file.blob in blobs else source.read(file.blob)
-            try:
-                result = rewrite(data, project.tables, from_cc, to_cc, file.path)
-            except PatchkitError as exc:
-                result = exc
-            cached = cache[file.blob] = (data, result)
-        data, result = cached
-        if isinstance(result, PatchkitError):
-            return TagOutcome(tag, version, ERROR, error=str(result))
-        upstream += [dict(t.to_json(), path=file.path) for t in result.tables if t.status == ALREADY_UPSTREAM]
-        if not result.changed:
+    found = source.files(tag, project.files) if files is None else files
+    current = {
+        f.path: (f, blobs[f.blob] if blobs and f.blob in blobs else source.read(f.blob), f.blob) for f in found
+    }
+    read = _reader(source, tag)
+    series: list[SeriesEntry] = []
+    outputs: dict[str, bytes] = {}
+    statuses: list[dict] = []
+    upstream_all: list[dict] = []
+    for fix in fixes:
+        fix_rules = tuple(r for r in rules if r.fix == fix)
+        if not fix_rules:
             continue
-        new_blob = blob_id(result.source)
-        changes.append(FileChange(file.path, file.mode, data, result.source, file.blob, new_blob))
-        entries.append(
-            FileEntry(
-                path=file.path,
-                mode=file.mode,
-                pre_blob=file.blob,
-                post_blob=new_blob,
-                pre_sha256=sha256(data),
-                post_sha256=sha256(result.source),
-                tables=[t.to_json() for t in result.tables if t.status == PATCHED],
-            )
-        )
-    if not changes:
-        status = ALREADY_UPSTREAM if upstream else NOTHING_TO_PATCH
-        return TagOutcome(tag, version, status, tables=upstream)
+        try:
+            changes, entries, upstream, new = _fix_changes(current, fix_rules, read, project.source_root, cache, fix)
+        except PatchkitError as exc:
+            statuses.append({"fix": fix, "status": CANNOT_APPLY, "reason": str(exc)})
+            continue
+        upstream_all += upstream
+        if not changes:
+            statuses.append({"fix": fix, "status": ALREADY_UPSTREAM if upstream else NOTHING_TO_PATCH, "reason": None})
+            continue
+        statuses.append({"fix": fix, "status": PATCHED, "reason": None})
+        current.update(new)
+        name, patch, entry = _patch(release, tag, version, project, FIXES[fix], fix_rules, len(series) + 1, entries,
+                                    changes, upstream, templates)
+        outputs[name] = patch
+        series.append(entry)
+    errors = [f"{s['fix']} cannot apply: {s['reason']}" for s in statuses if s["status"] == CANNOT_APPLY and s["fix"] in asked]
+    tables = [dict(t, path=e.path) for entry in series for e in entry.files for t in e.tables]
+    if errors:
+        return TagOutcome(tag, version, ERROR, error="; ".join(errors), fixes=statuses)
+    if not series:
+        status = ALREADY_UPSTREAM if upstream_all else NOTHING_TO_PATCH
+        return TagOutcome(tag, version, status, tables=upstream_all, fixes=statuses)
+    manifest = Manifest(project=project.name, version=version, tag=tag, commit=release.commit, fixes=statuses,
+                        series=series, patchkit=__version__)
+    outputs[SERIES] = "".join(f"{e.patch}\n" for e in series).encode()
+    outputs[MANIFEST] = manifest.to_bytes()
+    return TagOutcome(tag, version, PATCHED, outputs, tables, fixes=statuses)
 
-    release_fields = dict(project=project.name, version=version, tag=tag, commit=release.commit, from_cc=from_cc, to_cc=to_cc)
+
+def _reader(source: GitSource, tag: str):
+    """The bytes of another file of the release (a predicate's helper), or None."""
+    def read(path: str) -> bytes | None:
+        found = list(source.files(tag, (path,)))
+        return source.read(found[0].blob) if found else None
+
+    return read
+
+
+def _patch(release, tag, version, project, fix, fix_rules, number, entries, changes, upstream, templates):
+    """(file name, bytes, SeriesEntry) of one fix's patch."""
+    keyed = next((r for r in fix_rules if r.kind != "predicate"), fix_rules[0])
+    rules = [{"kind": r.kind, "where": r.where(), "evidence": r.evidence, "needs": r.needs} for r in fix_rules]
     ctx = message.context(
-        **release_fields,
-        files=[{"path": e.path, "tables": e.tables} for e in entries],
-        already_upstream=upstream,
-        last_update=release.day,
+        project=project.name, version=version, tag=tag, commit=release.commit, from_cc=keyed.from_cc, to_cc=keyed.to_cc,
+        files=[{"path": e.path, "tables": e.tables} for e in entries], already_upstream=upstream,
+        last_update=release.day, fix={"name": fix.name, "title": fix.title, "rationale": fix.rationale, "default": fix.default},
+        rules=rules,
     )
     text = message.commit_message(ctx, templates)
-    patch = format_patch(
-        author=PATCH_AUTHOR,
-        date=release.date,
-        message=text,
-        changes=changes,
-        signature=f"patchkit {__version__}",
-    )
-    name = patch_filename(message.subject(text))
-    manifest = Manifest(
-        **release_fields, patch=name, patch_sha256=sha256(patch), files=entries, already_upstream=upstream, patchkit=__version__
-    )
-    tables = [dict(t, path=e.path) for e in entries for t in e.tables]
-    return TagOutcome(tag, version, PATCHED, {name: patch, MANIFEST: manifest.to_bytes()}, tables)
+    patch = format_patch(author=PATCH_AUTHOR, date=release.date, message=text, changes=changes, signature=f"patchkit {__version__}")
+    name = patch_filename(message.subject(text), number)
+    pair = (keyed.from_cc, keyed.to_cc) if keyed.kind != "predicate" else (None, None)
+    entry = SeriesEntry(fix=fix.name, patch=name, patch_sha256=sha256(patch), from_cc=pair[0], to_cc=pair[1], rules=rules,
+                        files=entries, already_upstream=upstream)
+    return name, patch, entry
 
 
 def _ours(folder: Path) -> list[Path]:
     """The files generate writes in a version folder (and may therefore replace)."""
-    return [p for p in folder.iterdir() if p.name == MANIFEST or p.suffix == ".patch"]
+    return [p for p in folder.iterdir() if p.name in (MANIFEST, SERIES) or p.suffix == ".patch"]
 
 
 def differences(out: Path, outcomes: Iterable[TagOutcome]) -> list[str]:
@@ -194,26 +238,29 @@ def generate(
     tags: list[str],
     out: Path,
     project: Project,
-    from_cc: Key,
-    to_cc: Key,
+    fixes: tuple[str, ...],
+    rules: tuple[Rule, ...],
+    asked: tuple[str, ...] = (),
     check: bool = False,
     templates: Path | None = None,
     progress: Callable[[str, bool], None] | None = None,
 ) -> Report:
-    """Generate (or with ``check``, compare) the patches of ``tags`` (default: every release tag).
+    """Generate (or with ``check``, compare) the series of ``tags`` (default: every release tag).
 
-    ``progress`` gets each tag's line as soon as it is done (and whether it is an error)."""
+    ``rules``: the rules of ``fixes`` for ``project``; ``asked``: the fixes whose failure to
+    apply is an error.  ``progress`` gets each tag's line as soon as it is done (and
+    whether it is an error)."""
     width = max(map(len, tags), default=14)  # the tags asked for; every release tag fits in 14
     source = GitSource(repo)
     tags = tags or source.release_tags()
     source.releases(tags)  # every named tag must exist before anything is written
-    files = source.release_files(tags, project.files)
+    files = source.release_files(tags, tuple(dict.fromkeys(g for r in rules for g in r.files)))
     blobs = source.read_many(sorted({f.blob for found in files.values() for f in found}))
-    cache: dict[str, tuple[bytes, Rewrite | PatchkitError]] = {}
+    cache: Cache = {}
     outcomes = []
     for tag in tags:
-        outcome = release_patch(source, tag, project, from_cc=from_cc, to_cc=to_cc, cache=cache, templates=templates,
-                                files=files[tag], blobs=blobs)
+        outcome = release_patch(source, tag, project, fixes=fixes, rules=rules, cache=cache, asked=asked,
+                                templates=templates, files=files[tag], blobs=blobs)
         if not check:
             write(out, outcome)
         outcomes.append(outcome)
@@ -222,28 +269,39 @@ def generate(
     result = GenerateResult(outcomes)
     if check:
         result.differences = differences(out, outcomes)
-    return _report(result, repo, out, from_cc, to_cc, check)
+    return _report(result, repo, out, fixes, check)
+
+
+_NOUNS = {"dict-key": "table", "list-member": "list", "predicate": "gate"}
 
 
 def _line(outcome: TagOutcome, width: int, out: Path) -> str:
     line = f"{outcome.tag:<{width}}  {outcome.status}"
     if outcome.status == PATCHED:
-        patch = next(n for n in outcome.outputs if n.endswith(".patch"))
-        files = {t["path"] for t in outcome.tables}
-        line += f": {plural(len(outcome.tables), 'table')} in {plural(len(files), 'file')} -> {out / outcome.version / patch}"
-    elif outcome.error:
-        line += f": {outcome.error}"
-    return line
+        line += f" -> {out / outcome.version / SERIES}"
+    parts = []
+    for f in outcome.fixes:
+        if f["status"] == PATCHED:
+            found = [t for t in outcome.tables if t["fix"] == f["fix"]]
+            files = {t["path"] for t in found}
+            noun = _NOUNS.get(found[0]["kind"], "change") if found else "change"
+            parts.append(f"{f['fix']} {plural(len(found), noun)} in {plural(len(files), 'file')}")
+        elif f["status"] == CANNOT_APPLY and outcome.status != ERROR:
+            parts.append(f"{f['fix']} cannot apply ({f['reason']})")
+        elif f["status"] != CANNOT_APPLY and outcome.status == PATCHED:
+            parts.append(f"{f['fix']} {f['status']}")
+    if outcome.error:
+        parts.append(outcome.error)
+    return line + (": " + "; ".join(parts) if parts else "")
 
 
-def _report(result: GenerateResult, repo: Path, out: Path, from_cc: Key, to_cc: Key, check: bool) -> Report:
+def _report(result: GenerateResult, repo: Path, out: Path, fixes: tuple[str, ...], check: bool) -> Report:
     summary = result.summary()
     report = Report()
     report.data = {
         "repo": str(repo),
         "out": str(out),
-        "from_cc": from_cc,
-        "to_cc": to_cc,
+        "fixes": list(fixes),
         "check": check,
         "tags": [o.to_json() for o in result.outcomes],
         "summary": summary,
@@ -255,6 +313,6 @@ def _report(result: GenerateResult, repo: Path, out: Path, from_cc: Key, to_cc: 
         f"{summary[ALREADY_UPSTREAM]} already upstream, {plural(summary[ERROR], 'error')}"
         + (f"; {plural(len(result.differences), 'difference')} in {out}" if check else "")
     )
-    # A tag whose tables could not be patched is a refusal; --check differences are problems.
+    # A tag whose asked-for fix could not be applied is a refusal; --check differences are problems.
     report.exit_code = REFUSED if result.failed else PROBLEMS if result.differences else OK
     return report

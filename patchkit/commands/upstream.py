@@ -15,6 +15,7 @@ from patchkit.target.atomic import write_atomic
 from patchkit.errors import BadInput
 from patchkit.patch.write import patch_filename
 from patchkit.plan import APPLY, plan_apply
+from patchkit.fixes.registry import FIXES, default_fixes, rules_for
 from patchkit.report import Report
 from patchkit.types import PATCHED
 from patchkit.target.session import Session
@@ -44,8 +45,10 @@ def upstream(
     git = GitSource(s.target.root)
     head = git.head()
     committed = {f.path: git.read(f.blob) for f in git.files(head, s.project.files)}
-    shipped = s.shipped(patches, from_cc, to_cc)
-    plan = plan_apply(committed, None, {}, shipped, tables=s.project.tables, from_cc=from_cc, to_cc=to_cc, version=s.version)
+    fixes = default_fixes()
+    shipped = s.shipped(patches, from_cc, to_cc, fixes)
+    plan = plan_apply(committed, None, {}, shipped, rules=rules_for(s.project.name, fixes, from_cc, to_cc), from_cc=from_cc,
+                      to_cc=to_cc, version=s.version, read=s.reader(), root=s.project.source_root)
     if plan.action != APPLY:
         raise Refused(str(s.target.root), f"nothing to change at HEAD ({head[:12]}): {plan.action}")
     name = git.free_branch(branch or default_branch(to_cc))
@@ -61,6 +64,8 @@ def upstream(
         already_upstream=[t for t in plan.tables if t["status"] != PATCHED],
         last_update=date.today().isoformat(),
         branch=name,
+        fix=dict(FIXES[fixes[0]]._asdict(), name=fixes[0], rules=None),
+        rules=[],
     )
     text = message.commit_message(ctx, templates)
     body = message.pr_body(ctx, templates)

@@ -105,9 +105,17 @@ def choose_fixes(names=(), all_fixes: bool = False) -> tuple[str, ...]:
     return tuple(n for n in FIXES if n in names) if names else default_fixes()
 
 
-def rules_for(project: str, fixes) -> tuple[Rule, ...]:
-    """The rules of ``fixes`` that patch ``project``, in the fixes' order."""
-    return tuple(r for name in fixes for r in FIXES[name].rules if r.project == project)
+def rules_for(project: str, fixes, from_cc=None, to_cc=None) -> tuple[Rule, ...]:
+    """The rules of ``fixes`` that patch ``project``, in the fixes' order; ``from_cc`` and
+    ``to_cc`` (--from-cc, --to-cc) replace the pair of the rules that copy a key or member."""
+    rules = tuple(r for name in fixes for r in FIXES[name].rules if r.project == project)
+    if from_cc is None and to_cc is None:
+        return rules
+    return tuple(
+        r if r.kind == "predicate" else r._replace(from_cc=r.from_cc if from_cc is None else from_cc,
+                                                   to_cc=r.to_cc if to_cc is None else to_cc)
+        for r in rules
+    )
 
 
 PROJECTS = _projects()

@@ -9,10 +9,13 @@ from typing import NamedTuple
 
 from patchkit.errors import BadInput
 
-# What a reader needs of a manifest (written by ``Manifest``, checked by ``read_manifest``).
-MANIFEST_KEYS = ("version", "from_cc", "to_cc", "patch", "patch_sha256", "files")
+# What a reader needs of a manifest (written by ``Manifest``, checked by ``read_manifest``):
+# the release, the fixes considered, and the series, one patch per fix that changed something.
+MANIFEST_KEYS = ("version", "fixes", "series")
+PATCH_KEYS = ("fix", "patch", "patch_sha256", "from_cc", "to_cc", "files")
 FILE_KEYS = ("path", "pre_sha256", "post_sha256", "tables")
 TABLE_KEYS = ("name", "scope", "status", "added_key", "copied_from")
+SERIES = "series"  # quilt's list of the patches, in order
 
 
 @dataclass(frozen=True)
@@ -23,7 +26,22 @@ class FileEntry:
     post_blob: str
     pre_sha256: str
     post_sha256: str
-    tables: list = field(default_factory=list)  # TableResult.to_json() of the patched tables
+    tables: list = field(default_factory=list)  # what the rules patched here (rewrite.rules' dicts)
+
+
+@dataclass(frozen=True)
+class SeriesEntry:
+    """One patch of the series: the fix it carries, its rules and what it does, file by file.
+    A file's pre-image is what the patches before it in the series leave."""
+
+    fix: str
+    patch: str  # file name of the patch beside the manifest
+    patch_sha256: str
+    from_cc: object  # the pair its keyed rules copy (None: only predicate rules)
+    to_cc: object
+    rules: list  # {"kind", "where", "evidence", "needs"} of each rule
+    files: list  # of FileEntry
+    already_upstream: list  # what the fix found already there
 
 
 @dataclass(frozen=True)
@@ -32,16 +50,21 @@ class Manifest:
     version: str
     tag: str
     commit: str
-    from_cc: object
-    to_cc: object
-    patch: str  # file name of the patch beside the manifest
-    patch_sha256: str
-    files: list  # of FileEntry
-    already_upstream: list  # TableResult.to_json() of tables that had to_cc already
+    fixes: list  # {"fix", "status", "reason"} of every fix considered, in series order
+    series: list  # of SeriesEntry
     patchkit: str
 
     def to_bytes(self) -> bytes:
         return (json.dumps(asdict(self), indent=2, sort_keys=True) + "\n").encode()
+
+
+def _upgrade(doc: dict) -> dict:
+    """A manifest of patchkit before series (one patch, torch-symm-mem) as a one-patch series."""
+    if "series" in doc or "patch" not in doc:
+        return doc
+    entry = {k: doc.get(k) for k in ("patch", "patch_sha256", "from_cc", "to_cc", "files", "already_upstream")}
+    entry.update(fix="torch-symm-mem", rules=[])
+    return dict(doc, fixes=[{"fix": "torch-symm-mem", "status": "patched", "reason": None}], series=[entry])
 
 
 def read_manifest(path: Path) -> dict:
@@ -50,28 +73,40 @@ def read_manifest(path: Path) -> dict:
         doc = json.loads(path.read_bytes())
     except (OSError, ValueError) as exc:
         raise BadInput(str(path), f"corrupt manifest: {exc}") from None
+    if isinstance(doc, dict):
+        doc = _upgrade(doc)
     if not isinstance(doc, dict) or any(k not in doc for k in MANIFEST_KEYS):
         raise BadInput(str(path), f"corrupt manifest: needs the keys {', '.join(MANIFEST_KEYS)}")
-    files = doc["files"]
-    if not isinstance(files, list) or not files or any(
-        not isinstance(f, dict) or any(k not in f for k in FILE_KEYS) for f in files
-    ):
-        raise BadInput(str(path), f"corrupt manifest: each file needs {', '.join(FILE_KEYS)}")
-    texts = [doc["version"], doc["patch"], doc["patch_sha256"]] + [f[k] for f in files for k in FILE_KEYS[:3]]
-    tables = [t for f in files for t in (f["tables"] if isinstance(f["tables"], list) else [None])]
+    series, fixes = doc["series"], doc["fixes"]
     if (
-        not all(isinstance(t, str) for t in texts)
-        or not all(isinstance(c, (int, str)) and not isinstance(c, bool) for c in (doc["from_cc"], doc["to_cc"]))
-        or not all(isinstance(t, dict) and all(k in t for k in TABLE_KEYS) for t in tables)
+        not isinstance(series, list) or not series or not isinstance(fixes, list)
+        or any(not isinstance(e, dict) or any(k not in e for k in PATCH_KEYS) for e in series)
+        or any(not isinstance(f, dict) or not isinstance(f.get("fix"), str) or not isinstance(f.get("status"), str) for f in fixes)
     ):
-        raise BadInput(str(path), "corrupt manifest: a field has the wrong type")
+        raise BadInput(str(path), f"corrupt manifest: each patch of the series needs {', '.join(PATCH_KEYS)}")
+    for entry in series:
+        files = entry["files"]
+        if not isinstance(files, list) or not files or any(
+            not isinstance(f, dict) or any(k not in f for k in FILE_KEYS) for f in files
+        ):
+            raise BadInput(str(path), f"corrupt manifest: each file needs {', '.join(FILE_KEYS)}")
+        texts = [doc["version"], entry["fix"], entry["patch"], entry["patch_sha256"]] + [f[k] for f in files for k in FILE_KEYS[:3]]
+        tables = [t for f in files for t in (f["tables"] if isinstance(f["tables"], list) else [None])]
+        if (
+            not all(isinstance(t, str) for t in texts)
+            or not all(c is None or isinstance(c, (int, str)) and not isinstance(c, bool) for c in (entry["from_cc"], entry["to_cc"]))
+            or not all(isinstance(t, dict) and all(k in t for k in TABLE_KEYS) for t in tables)
+        ):
+            raise BadInput(str(path), "corrupt manifest: a field has the wrong type")
     return doc
 
 
 class Shipped(NamedTuple):
-    """A shipped patch for one version: its manifest and its bytes (sha256 already checked)."""
+    """The shipped patches of one version for the fixes chosen, taken together: ``manifest``
+    holds their ``files`` (each file in one patch only), ``fixes`` and cc pair; ``data``
+    their bytes, one after the other (each sha256 already checked)."""
 
-    name: str  # e.g. "patches/0.5.9/0001-...patch"
+    name: str  # e.g. "patches/0.5.9/0001-...patch", or several joined by " + "
     manifest: dict
     data: bytes
 

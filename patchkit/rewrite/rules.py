@@ -86,21 +86,27 @@ def _list_member(data: bytes, path: str, rule: Rule) -> tuple[bytes, list[dict]]
 def _predicate(data: bytes, path: str, rule: Rule, read: Read | None, root: str) -> tuple[bytes, list[dict]]:
     from patchkit.rewrite import predicate
 
-    found = []
-    helper = predicate.needed_helper(data, rule.flag, rule.from_cc, rule.to_cc, path)
-    exists = helper is None or helper_exists(helper, path, rule, read, root)
-    for function in rule.functions:
-        result = predicate.rewrite(data, function, rule.flag, rule.from_cc, rule.to_cc, exists, path, must_match=False)
-        data = result.source
-        found += [
-            {"name": f"{p.flag} in {p.function}()", "scope": f"def {p.function}", "status": p.status,
-             "added_key": p.new_flag, "copied_from": p.flag, "value": p.expression, "added": list(result.added)}
-            for p in result.predicates
-        ]
-    if not found:  # a function of the rule here without the or-expression: say so
+    def run(source: bytes, exists: bool, must_match: bool = False):
+        found = []
         for function in rule.functions:
-            predicate.rewrite(data, function, rule.flag, rule.from_cc, rule.to_cc, exists, path)
-    return data, found
+            result = predicate.rewrite(source, function, rule.flag, rule.from_cc, rule.to_cc, exists, path, must_match=must_match)
+            source = result.source
+            found += [
+                {"name": f"{p.flag} in {p.function}()", "scope": f"def {p.function}", "status": p.status,
+                 "added_key": p.new_flag, "copied_from": p.flag, "value": p.expression, "added": list(result.added)}
+                for p in result.predicates
+            ]
+        return source, found
+
+    # The helper matters only when an or-expression changes: look first, then check it.
+    new, found = run(data, True)
+    if any(f["status"] == PATCHED for f in found):
+        helper = predicate.needed_helper(data, rule.flag, rule.from_cc, rule.to_cc, path)
+        if helper is not None and not helper_exists(helper, path, rule, read, root):
+            run(data, False)  # raises, saying which helper this release lacks
+    if not found:  # a function of the rule here without the or-expression: say so
+        run(data, True, must_match=True)
+    return new, found
 
 
 def helper_exists(helper, path: str, rule: Rule, read: Read | None, root: str) -> bool:
@@ -114,6 +120,16 @@ def helper_exists(helper, path: str, rule: Rule, read: Read | None, root: str) -
         pattern = re.compile(rb"\bdef " + name + rb"\b|[\"']" + name + rb"[\"']|^\s*" + name + rb"\s*[:=]", re.M)
         return any(pattern.search(read(p) or b"") for p in rule.helpers)
     return _defines(_module_files(helper.module, path, root), helper.name, read, root, set())
+
+
+def _imports(data: bytes, name: str) -> bool:
+    """Does a module-level ``from ... import`` (one line, or in parentheses) bind ``name``?"""
+    for names in re.findall(rb"^from \S+ import (\([^)]*\)|[^\n]*)", data, re.M):
+        for item in re.sub(rb"#[^\n]*", b"", names).strip(b"()").split(b","):
+            words = item.split()
+            if words and (words[-1] if len(words) == 3 and words[1] == b"as" else words[0]) == name.encode():
+                return True
+    return False
 
 
 def _module_files(module: str, path: str, root: str) -> list[str]:
@@ -139,10 +155,10 @@ def _defines(files: list[str], name: str, read: Read, root: str, seen: set) -> b
         escaped = re.escape(name).encode()
         defined = re.compile(
             rb"^(?:def|class|async def) " + escaped + rb"\b|^" + escaped + rb"\s*(?::[^=\n]*)?=[^=]"
-            rb"|^from \S+ import [^\n#]*\b" + escaped + rb"\b|^import \S+ as " + escaped + rb"\b",
+            rb"|^import \S+ as " + escaped + rb"\b",
             re.M,
         )
-        if defined.search(data):
+        if defined.search(data) or _imports(data, name):
             return True
         for star in re.findall(rb"^from (\S+) import \*", data, re.M):
             if _defines(_module_files(star.decode(), file, root), name, read, root, seen):

@@ -224,13 +224,21 @@ def installed_package(python: str, project: str | None = None) -> Path:
     """The site-packages folder where the interpreter ``python`` (a path, a name on PATH or
     a virtualenv folder) has ``project`` (default: any project patchkit knows) installed:
     the first one it would import from."""
+    return installed_projects(python, project)[0][0]
+
+def installed_projects(python: str, project: str | None = None) -> list[tuple[Path, str]]:
+    """(site-packages folder, project) of every project patchkit knows (or only ``project``)
+    that the interpreter ``python`` has installed, each where it would import it from."""
     wanted = [PROJECTS[project]] if project else list(PROJECTS.values())
     exe = interpreter(python)
     sites = site_packages_of(exe)
+    found = []
     for p in wanted:
-        for site in sites:
-            if site.is_dir() and _installed_here(site, p):
-                return site
-    looked = ", ".join(map(str, sites)) or "no site-packages"
-    names = " or ".join(p.name for p in wanted)
-    raise BadInput(str(exe), f"{names} is not installed for this interpreter (looked in {looked})")
+        site = next((site for site in sites if site.is_dir() and _installed_here(site, p)), None)
+        if site is not None:
+            found.append((site, p.name))
+    if not found:
+        looked = ", ".join(map(str, sites)) or "no site-packages"
+        names = " or ".join(p.name for p in wanted)
+        raise BadInput(str(exe), f"{names} is not installed for this interpreter (looked in {looked})")
+    return found

@@ -12,12 +12,12 @@ from patchkit.data import shipped as shipped_dir
 from patchkit.errors import BadInput, PatchkitError, UnsafePath
 from patchkit.plan import release_changed
 from patchkit.patch.manifest import Shipped
-from patchkit.fixes.registry import Project
+from patchkit.fixes.registry import Project, rules_for
 from patchkit.target.safety import check_relative
 from patchkit.target.locate import INSTALLED, Target, open_target
 from patchkit.digest import sha256
 from patchkit.target.state import Store
-from patchkit.types import Applied
+from patchkit.types import CANNOT_APPLY, Applied
 from patchkit.patch.manifest import read_manifest
 
 
@@ -56,13 +56,24 @@ class Session:
             link = self.target.root / self.target.local(rel)
             if link.is_symlink():
                 # Never written through; refused only if it holds a table we would patch.
-                if any(name.encode() in link.read_bytes() for name in self.project.tables):
+                if any(name.encode() in link.read_bytes() for name in self.project.names):
                     raise UnsafePath(str(link), "refused: target is a symlink")
                 continue
             path = self.target.path(rel, must_exist=False)
             if path.is_file():
                 out[rel] = path.read_bytes()
         return out
+
+    def reader(self):
+        """The bytes of a file of the target by repository path, or None (a rule's helper)."""
+        def read(rel: str) -> bytes | None:
+            try:
+                path = self.target.path(rel, must_exist=False)
+            except PatchkitError:
+                return None
+            return path.read_bytes() if path.is_file() and not path.is_symlink() else None
+
+        return read
 
     def applied(self) -> Applied | None:
         """What patchkit applied here; its paths must be target files of the project."""
@@ -144,7 +155,7 @@ class Session:
         return [
             pyc.path
             for rel, data in current.items()
-            if any(name.encode() in data for name in self.project.tables)
+            if any(name.encode() in data for name in self.project.names)
             for pyc in bytecode.check(self.target.path(rel), data)
             if pyc.status == "stale"
         ]
@@ -174,8 +185,10 @@ class Session:
     def originals(self, applied: Applied | None) -> dict[str, bytes | None]:
         return {f.path: self.store.get(f.pre_sha256) for f in applied.files} if applied else {}
 
-    def shipped(self, patches: Path | None, from_cc=None, to_cc=None) -> Shipped | None:
-        """The shipped patch for this version (and cc pair), checked; None if there is none."""
+    def shipped(self, patches: Path | None, from_cc=None, to_cc=None, fixes=None) -> Shipped | None:
+        """The shipped patches of this version for ``fixes`` (default: the whole series) and
+        cc pair, checked and taken together; None if the series does not hold them all, or
+        when two of them patch the same file (apply then generates from the files)."""
         if not self.version:
             return None
         root = patches or shipped_dir("patches")
@@ -184,21 +197,39 @@ class Session:
         if not manifest_path.is_file():
             return None
         manifest = read_manifest(manifest_path)
-        if from_cc is not None and (manifest["from_cc"], manifest["to_cc"]) != (from_cc, to_cc):
+        considered = {f["fix"]: f["status"] for f in manifest["fixes"]}
+        if fixes is not None:
+            fixes = [name for name in fixes if rules_for(self.project.name, (name,))]  # the ones that patch it
+            if any(considered.get(name) in (None, CANNOT_APPLY) for name in fixes):
+                return None
+        entries = [e for e in manifest["series"] if fixes is None or e["fix"] in fixes]
+        keyed = [e for e in entries if e["from_cc"] is not None]
+        if not entries or from_cc is not None and any((e["from_cc"], e["to_cc"]) != (from_cc, to_cc) for e in keyed):
             return None
-        name = manifest["patch"]
-        if not isinstance(name, str) or "/" in name or name in ("", ".", ".."):
-            raise UnsafePath(str(manifest_path), f"refused: patch name {name!r} is not a plain file name")
-        patch_path = folder / name
-        try:
-            data = patch_path.read_bytes()
-        except OSError as exc:
-            raise BadInput(str(patch_path), f"cannot read the patch named by {manifest_path.name}: {exc.strerror}") from None
-        if sha256(data) != manifest["patch_sha256"]:
-            raise BadInput(str(patch_path), "does not match the sha256 in manifest.json (edited after generation?)")
-        for f in manifest["files"]:
-            check_relative(f["path"])
-            if not any(fnmatch.fnmatchcase(f["path"], g) for g in self.project.files):
-                raise UnsafePath(f["path"], f"refused: {manifest_path} names a file outside patchkit's target files")
-        label = str(patch_path) if patches else "/".join(x for x in ("patches", self.project.patches, self.version, name) if x)
-        return Shipped(label, manifest, data)
+        paths = [f["path"] for e in entries for f in e["files"]]
+        if len(paths) != len(set(paths)):
+            return None
+        names, data = [], b""
+        for entry in entries:
+            name = entry["patch"]
+            if not isinstance(name, str) or "/" in name or name in ("", ".", ".."):
+                raise UnsafePath(str(manifest_path), f"refused: patch name {name!r} is not a plain file name")
+            patch_path = folder / name
+            try:
+                raw = patch_path.read_bytes()
+            except OSError as exc:
+                raise BadInput(str(patch_path), f"cannot read the patch named by {manifest_path.name}: {exc.strerror}") from None
+            if sha256(raw) != entry["patch_sha256"]:
+                raise BadInput(str(patch_path), "does not match the sha256 in manifest.json (edited after generation?)")
+            for f in entry["files"]:
+                check_relative(f["path"])
+                if not any(fnmatch.fnmatchcase(f["path"], g) for g in self.project.files):
+                    raise UnsafePath(f["path"], f"refused: {manifest_path} names a file outside patchkit's target files")
+            names.append(str(patch_path) if patches else "/".join(x for x in ("patches", self.project.patches, self.version, name) if x))
+            data += raw
+        pair = (keyed[0]["from_cc"], keyed[0]["to_cc"]) if keyed else (None, None)
+        combined = {
+            "version": manifest["version"], "patch": " + ".join(e["patch"] for e in entries), "from_cc": pair[0], "to_cc": pair[1],
+            "fixes": [e["fix"] for e in entries], "files": [f for e in entries for f in e["files"]],
+        }
+        return Shipped(" + ".join(names), combined, data)

@@ -296,16 +296,14 @@ def test_the_helper_defined_in_the_module_itself_needs_no_reader() -> None:
     assert result.source == layer(APPLIES_NEW, imports=imports, defs=DEFS_NEW)
 
 
-# --- found bugs, kept as strict xfails until rules.py is fixed -------------------------------
+# --- once bugs: a parenthesized re-export, a file that only imports the flag ----------------
 
 
-@pytest.mark.xfail(strict=True, reason="helper_exists reads only one-line 'from x import a, b' re-exports")
 def test_helper_re_exported_by_a_parenthesized_import() -> None:
     files = {**UTILS, "python/pkg/utils/__init__.py": b"from .common import (\n    is_sm100_supported,\n    is_sm120_supported,\n)\n"}
     assert rewrite_file(layer(APPLIES), LAYER_PY, [GATE], read(files), "python").changed
 
 
-@pytest.mark.xfail(strict=True, reason="_predicate asks needed_helper before knowing any or-expression will change")
 def test_a_file_that_only_imports_the_flag() -> None:
     source = b"from pkg.layers.comm import _is_sm100_supported\n\n\ndef other():\n    return _is_sm100_supported\n"
     assert rewrite_file(source, LAYER_PY, [GATE], read(UTILS), "python").source == source

@@ -4,6 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PK := $(VENV)/bin/patchkit
 MIRROR := build/sglang-mirror
+FI_MIRROR := build/flashinfer-mirror
 DEMO := build/demo
 DEMO_VERSION := 0.5.9
 
@@ -48,17 +49,20 @@ sglang-mirror: install
 
 # The same for FlashInfer (0.5.0 .. 0.7.4), from the PyPI flashinfer-python wheels.
 flashinfer-mirror: install
-	$(PY) -m patchkit.dev.mirror --project flashinfer --dest build/flashinfer-mirror
+	$(PY) -m patchkit.dev.mirror --project flashinfer --dest $(FI_MIRROR)
 
-# Regenerate the shipped patches from the mirror (never edit them by hand).
-patches: sglang-mirror
+# Regenerate the shipped patch series from the mirrors (never edit them by hand).
+patches: sglang-mirror flashinfer-mirror
 	$(PK) generate --repo $(MIRROR) --out patches
+	$(PK) generate --project flashinfer --repo $(FI_MIRROR) --out patches/flashinfer
 
-# Every shipped patch is what generate writes, applies at its tag, keeps black happy
-# and gives key 12 the value of key 10.
-check-patches: sglang-mirror
+# Every shipped series (SGLang's and FlashInfer's) is what generate writes, applies at its
+# tag in order (patch -p1, git apply, git am), compiles, keeps black happy, gives key 12
+# the value of key 10, opens the fusion gate, and gives FlashInfer upstream 0.6.17's list.
+check-patches: sglang-mirror flashinfer-mirror
 	$(PK) generate --repo $(MIRROR) --out patches --check
-	cd tests && PATCHKIT_REAL_MIRROR=$(abspath $(MIRROR)) \
+	$(PK) generate --project flashinfer --repo $(FI_MIRROR) --out patches/flashinfer --check
+	cd tests && PATCHKIT_REAL_MIRROR=$(abspath $(MIRROR)) PATCHKIT_REAL_FLASHINFER_MIRROR=$(abspath $(FI_MIRROR)) \
 		../$(VENV)/bin/pytest -q -p no:cacheprovider test_real_releases.py
 
 # Speed and memory, side by side with their floors (see benchmarks/bench.py); prints a table.

@@ -74,30 +74,71 @@ def _black_clean(source: bytes) -> bool:
     return False
 
 
+def _series(folder: Path) -> list[Path]:
+    """The patches of a release folder, in the order its quilt ``series`` file lists them."""
+    return [folder / name for name in (folder / "series").read_text().split()]
+
+
+def _patched(clone: Path, patch: Path) -> list[list[str]]:
+    """Apply one patch of the series as ``patch -p1`` would (checked dry first) and with git;
+    the numstat rows it added."""
+    before = {row.split("\t")[2] for row in git(clone, "diff", "--numstat").splitlines()}
+    subprocess.run(["patch", "-p1", "--dry-run", "-s", "-i", str(patch)], cwd=clone, check=True)
+    git(clone, "apply", str(patch))
+    return [row.split("\t") for row in git(clone, "diff", "--numstat").splitlines() if row.split("\t")[2] not in before]
+
+
+def _checked_file(clone: Path, path: str, tag: str) -> bytes:
+    """The patched file: it compiles, and black-clean before means black-clean after."""
+    before = git(clone, "show", f"HEAD:{path}").encode()
+    after = (clone / path).read_bytes()
+    compile(after, path, "exec")
+    assert _black_clean(after) or not _black_clean(before), (tag, path)
+    return after
+
+
 def test_each_patch_applies_at_its_tag(mirror: Path, generated: Path, tmp_path: Path) -> None:
+    """Each series applies in order (patch -p1, git apply); torch-symm-mem gives key 12 = key 10
+    in every table; allreduce-fusion adds the SM120 flag to the gate, defined and imported."""
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", "--no-checkout", str(mirror), str(clone)], check=True)
-    checked = 0
+    checked = fusion = 0
     for tag in _tags(mirror):
         folder = generated / tag[1:]
         if not folder.exists():
             continue
         git(clone, "checkout", "-q", "-f", tag)
-        patch = next(folder.glob("*.patch"))
-        subprocess.run(["patch", "-p1", "--dry-run", "-s", "-i", str(patch)], cwd=clone, check=True)
-        git(clone, "apply", str(patch))
-        numstat = [row.split("\t") for row in git(clone, "diff", "--numstat").splitlines()]
+        torch, *rest = _series(folder)
+        assert torch.name == "0001-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch", tag
+        numstat = _patched(clone, torch)
         assert len(numstat) == 2 and all(removed == "0" for _, removed, _ in numstat), (tag, numstat)
         for _, _, path in numstat:
-            before = git(clone, "show", f"HEAD:{path}").encode()
-            after = (clone / path).read_bytes()
-            assert _black_clean(after) or not _black_clean(before), (tag, path)
-            found = tables(after, SGLANG.tables, path)
+            found = tables(_checked_file(clone, path, tag), SGLANG.tables, path)
             assert found, (tag, path)
             for name, table in found.items():
                 assert table[12] == table[10], (tag, path, name)
+        for patch in rest:
+            assert patch.name == "0002-Allow-the-FlashInfer-all-reduce-fusion-on-SM120.patch", tag
+            (row,) = _patched(clone, patch)
+            after = _checked_file(clone, row[2], tag).decode()
+            assert "_is_sm100_supported or _is_sm120_supported" in after, tag
+            assert "\n_is_sm120_supported = " in after, tag  # defined next to the SM100 flag
+            assert "is_sm120_supported,\n" in after or "get_platform().is_sm120" in after, tag
+            fusion += 1
         checked += 1
-    assert checked >= 1
+    assert checked >= 1 and fusion >= 1
+
+
+def test_a_series_applies_with_git_am(mirror: Path, generated: Path, tmp_path: Path) -> None:
+    """The series of the newest release, as mail: `git am` makes one commit per patch."""
+    tag = _tags(mirror)[-1]
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", "-b", tag, str(mirror), str(clone)], check=True, capture_output=True)
+    series = _series(generated / tag[1:])
+    env = dict(os.environ, GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t.invalid")
+    subprocess.run(["git", "am", "-q", *map(str, series)], cwd=clone, check=True, env=env)
+    subjects = git(clone, "log", "--format=%s", f"{tag}..HEAD").splitlines()
+    assert subjects == ["Allow the FlashInfer all-reduce fusion on SM120", "Add SM120 to the torch symm-mem all-reduce tables"]
 
 
 def test_other_cc_pair_on_a_real_release(mirror: Path, tmp_path: Path) -> None:
@@ -288,3 +329,104 @@ def test_kills_and_races_on_a_real_checkout(mirror: Path, tmp_path: Path, op: st
     state = invoke("verify", str(repo)).returncode
     changed = git(repo, "status", "--porcelain", "--untracked-files=no") != ""
     assert (state, changed) in ((0, True), (1, False))  # fully patched and verified, or fully original
+
+
+# --- FlashInfer (flashinfer-python wheels) and a whole environment --------------------------
+
+FLASHINFER_VERSIONS = ("0.6.4", "0.6.17")  # its list lacks 12; the first release with 12 upstream
+
+
+@pytest.fixture(scope="module")
+def flashinfer_mirror(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    given = os.environ.get("PATCHKIT_REAL_FLASHINFER_MIRROR")
+    if given:
+        return Path(given)
+    dest = tmp_path_factory.mktemp("real") / "flashinfer"
+    build_mirror(FLASHINFER_VERSIONS, dest, default_cache(), project="flashinfer")
+    return dest
+
+
+def _comm_list(source: bytes) -> list:
+    """``supported_major_versions`` of gen_trtllm_comm_module, read with ast (never imported)."""
+    import ast
+
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef) and node.name == "gen_trtllm_comm_module":
+            for call in ast.walk(node):
+                for kw in getattr(call, "keywords", []):
+                    if kw.arg == "supported_major_versions":
+                        return ast.literal_eval(kw.value)
+    raise AssertionError("no supported_major_versions in gen_trtllm_comm_module")
+
+
+def test_flashinfer_series_shipped_applied_and_upstream(flashinfer_mirror: Path, tmp_path: Path) -> None:
+    """generate --fix allreduce-fusion on FlashInfer: a patch exactly where the list lacks 12,
+    "already upstream" from 0.6.17; the shipped series are what it writes; after `git apply`
+    and after `patch -p1` the list is upstream 0.6.17's."""
+    out = tmp_path / "out"
+    done = invoke("generate", "--project", "flashinfer", "--fix", "allreduce-fusion", "--repo", str(flashinfer_mirror), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    shipped_root = SHIPPED / "flashinfer"
+    upstream = _comm_list(git(flashinfer_mirror, "show", "v0.6.17:flashinfer/jit/comm.py").encode())
+    assert upstream == [9, 10, 12]
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", "--no-checkout", str(flashinfer_mirror), str(clone)], check=True)
+    patched = 0
+    for tag in _tags(flashinfer_mirror):
+        version, folder = tag[1:], out / tag[1:]
+        source = git(flashinfer_mirror, "show", f"{tag}:flashinfer/jit/comm.py").encode()
+        assert folder.exists() == (12 not in _comm_list(source)), tag
+        ours = sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+        theirs = sorted(p.name for p in (shipped_root / version).iterdir()) if (shipped_root / version).exists() else []
+        assert ours == theirs, version
+        for name in ours:
+            assert (folder / name).read_bytes() == (shipped_root / version / name).read_bytes(), (version, name)
+        if not folder.exists():
+            assert f"{tag:<14}  already upstream" in done.stdout.decode().splitlines(), tag
+            continue
+        (patch,) = _series(folder)
+        for how in (["git", "apply", str(patch)], ["patch", "-p1", "-s", "-i", str(patch)]):
+            git(clone, "checkout", "-q", "-f", tag)
+            subprocess.run(how, cwd=clone, check=True)
+            after = _checked_file(clone, "flashinfer/jit/comm.py", tag)
+            assert _comm_list(after) == upstream, (tag, how[0])
+        patched += 1
+    assert patched >= 1
+
+
+def test_one_environment_sglang_and_flashinfer(tmp_path: Path) -> None:
+    """One venv with the sglang 0.5.9 and flashinfer-python 0.6.4 wheels: apply --all-fixes
+    patches both, verify exits 0, revert gives back the wheels' exact bytes."""
+    from patchkit.dev.mirror import fetch_wheel
+
+    wheels = [fetch_wheel("0.5.9", default_cache()), fetch_wheel("0.6.4", default_cache(), "flashinfer-python")]
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = str(venv / "bin/python")
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile", "--target", str(site), *map(str, wheels)],
+                   check=True, capture_output=True)
+    files = ["sglang/srt/distributed/device_communicators/all_reduce_utils.py",
+             "sglang/srt/distributed/device_communicators/torch_symm_mem.py",
+             "sglang/srt/layers/communicator.py", "flashinfer/jit/comm.py"]
+    original = {f: (site / f).read_bytes() for f in files}
+
+    default = invoke("apply", "--python", python)
+    assert default.returncode == 0, default.stderr
+    assert (site / files[2]).read_bytes() == original[files[2]]  # the default: torch-symm-mem only
+    assert (site / files[3]).read_bytes() == original[files[3]]
+    assert "note: no rule of torch-symm-mem patches FlashInfer; allreduce-fusion does (--fix NAME)" in default.stdout.decode()
+
+    done = invoke("apply", "--python", python, "--all-fixes")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.decode().splitlines()
+    assert "applied shipped patch patches/flashinfer/0.6.4/0001-Allow-the-FlashInfer-all-reduce-fusion-on-SM120.patch" in lines
+    assert all((site / f).read_bytes() != original[f] for f in files)
+    assert _comm_list((site / files[3]).read_bytes()) == [9, 10, 12]
+    verified = invoke("verify", "--python", python)
+    assert verified.returncode == 0, verified.stdout
+    assert invoke("apply", "--python", python, "--all-fixes").stdout.decode().count("already applied") == 2
+
+    reverted = invoke("revert", "--python", python)
+    assert reverted.returncode == 0, reverted.stderr
+    assert {f: (site / f).read_bytes() for f in files} == original

@@ -28,11 +28,13 @@ def test_generate_every_tag(repo: Path, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     lines = done.stdout.decode().splitlines()
     assert lines[0].split() == ["v0.5.2", "nothing", "to", "patch"]
-    assert lines[1].startswith("v0.5.3          patched: 2 tables in 2 files -> ")
+    assert lines[1].startswith("v0.5.3          patched -> ")
+    assert lines[1].endswith("/0.5.3/series: torch-symm-mem 2 tables in 2 files; allreduce-fusion nothing to patch")
     assert lines[-1] == "4 tags: 3 patched, 1 nothing to patch, 0 already upstream, 0 errors"
     assert sorted(p.name for p in out.iterdir()) == ["0.5.16", "0.5.3", "0.5.5"]
     for version in ("0.5.3", "0.5.5", "0.5.16"):
-        assert sorted(p.name for p in (out / version).iterdir()) == [PATCH_NAME, "manifest.json"]
+        assert sorted(p.name for p in (out / version).iterdir()) == [PATCH_NAME, "manifest.json", "series"]
+        assert (out / version / "series").read_text() == PATCH_NAME + "\n"  # quilt's list, in order
 
 
 def test_patch_applies_at_its_tag_and_only_adds(repo: Path, tmp_path: Path) -> None:
@@ -67,12 +69,17 @@ def test_patch_content_and_manifest(repo: Path, tmp_path: Path) -> None:
     manifest = json.loads((out / "0.5.16" / "manifest.json").read_bytes())
     commit = git(repo, "rev-parse", "v0.5.16^{commit}").strip()
     assert manifest["tag"] == "v0.5.16" and manifest["commit"] == commit
-    assert (manifest["from_cc"], manifest["to_cc"], manifest["patch"]) == (10, 12, PATCH_NAME)
-    entry = {f["path"]: f for f in manifest["files"]}[f"{DC}/torch_symm_mem.py"]
+    assert manifest["fixes"] == [{"fix": "torch-symm-mem", "status": "patched", "reason": None},
+                                 {"fix": "allreduce-fusion", "status": "nothing to patch", "reason": None}]
+    (series,) = manifest["series"]
+    assert (series["fix"], series["from_cc"], series["to_cc"], series["patch"]) == ("torch-symm-mem", 10, 12, PATCH_NAME)
+    assert [r["evidence"] for r in series["rules"]] == ["not upstream; copied from SM100, untuned"]
+    entry = {f["path"]: f for f in series["files"]}[f"{DC}/torch_symm_mem.py"]
     assert entry["pre_blob"] == git(repo, "rev-parse", f"v0.5.16:{DC}/torch_symm_mem.py").strip()
     assert entry["tables"] == [
         {"name": "_WORLD_SIZES_MULTIMEM", "scope": "class TorchSymmMemCommunicator",
-         "status": "patched", "added_key": 12, "copied_from": 10, "value": "[4, 6, 8]"}
+         "status": "patched", "added_key": 12, "copied_from": 10, "value": "[4, 6, 8]",
+         "fix": "torch-symm-mem", "kind": "dict-key"}
     ]
     # The recorded post-image is what git makes of the patched file.
     clone = tmp_path / "clone"
@@ -154,7 +161,7 @@ def test_broken_tag_is_reported_and_the_rest_handled(tmp_path: Path) -> None:
     done = _generate(repo, out)
     assert done.returncode == 3
     assert done.stderr.decode() == (
-        f"v0.5.17         error: {DC}/torch_symm_mem.py: table _WORLD_SIZES_MULTIMEM "
+        f"v0.5.17         error: torch-symm-mem cannot apply: {DC}/torch_symm_mem.py: table _WORLD_SIZES_MULTIMEM "
         "(class TorchSymmMemCommunicator) has no key 10 to copy from (keys: 9, 11)\n"
     )
     assert done.stdout.decode().splitlines()[-1] == "5 tags: 3 patched, 1 nothing to patch, 0 already upstream, 1 error"

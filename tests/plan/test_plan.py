@@ -18,7 +18,7 @@ from conftest import DC, UTILS_NEW, comm
 from patchkit import __version__
 from patchkit.digest import blob_id
 from patchkit.errors import BadInput, Refused
-from patchkit.fixes.registry import SGLANG
+from patchkit.fixes.registry import rules_for
 from patchkit.patch.manifest import Shipped
 from patchkit.patch.write import FileChange, format_patch
 from patchkit.plan import APPLY, REVERT, Plan, plan_apply, plan_revert
@@ -26,7 +26,7 @@ from patchkit.types import ALREADY_APPLIED, ALREADY_UPSTREAM, NOTHING_TO_PATCH, 
 
 UTILS = f"{DC}/all_reduce_utils.py"
 COMM = f"{DC}/torch_symm_mem.py"
-TABLES = SGLANG.tables
+RULES = rules_for("sglang", ("torch-symm-mem",))
 NAME = "patches/0.5.5/0001-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch"
 GENERATED = "generated from the checkout's files"
 SHIPPED_SOURCE = f"shipped patch {NAME}"
@@ -60,7 +60,8 @@ NO_TABLES = {UTILS: b"MiB = 1024 * 1024\n", COMM: b"import torch\n"}
 def table(path: str, key: int, source: int, value: str, status: str = "patched") -> dict:
     name, scope = (("TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES", "module") if path == UTILS
                    else ("_WORLD_SIZES_MULTIMEM", "class TorchSymmMemCommunicator"))
-    return {"name": name, "scope": scope, "status": status, "added_key": key, "copied_from": source, "value": value, "path": path}
+    return {"name": name, "scope": scope, "status": status, "added_key": key, "copied_from": source, "value": value, "path": path,
+            "fix": "torch-symm-mem", "kind": "dict-key"}
 
 
 T12 = (table(UTILS, 12, 10, "{2: 64 * MiB, 8: 128 * MiB}"), table(COMM, 12, 10, "[6, 8]"))
@@ -97,7 +98,7 @@ def applied(source: str, pre: dict, post: dict, tables: tuple, pair=(10, 12), ve
 
 
 def apply_(current, state=None, originals=None, shipped_=SHIPPED, pair=(10, 12), version="0.5.5", **options) -> Plan:
-    return plan_apply(current, state, originals or {}, shipped_, tables=TABLES, from_cc=pair[0], to_cc=pair[1],
+    return plan_apply(current, state, originals or {}, shipped_, rules=rules_for("sglang", ("torch-symm-mem",), *pair), from_cc=pair[0], to_cc=pair[1],
                       version=version, **options)
 
 
@@ -172,7 +173,7 @@ APPLY_CASES = [
         id="another cc pair: generated"),
     pytest.param(
         lambda: apply_(NO_TABLES, shipped_=None),
-        plan(NOTHING_TO_PATCH, GENERATED, notes=["no shipped patch for version 0.5.5", "no capability tables in this checkout"]),
+        plan(NOTHING_TO_PATCH, GENERATED, notes=["no shipped patch for version 0.5.5", "nothing the fixes look for in these files"]),
         id="no tables in the files"),
     pytest.param(
         lambda: apply_(P12, shipped_=None),

@@ -22,7 +22,7 @@ from patchkit.errors import BadInput
 from patchkit.dev.mirror import default_cache, fetch_wheel
 from patchkit.target.locate import CHECKOUT, DIRECTORY, INSTALLED, installed_package, interpreter, open_target, site_packages_of
 
-NOT_FOUND = "not an SGLang or vLLM checkout or installed package (no python/sglang/ or vllm/ folder, no package with a dist-info)"
+NOT_FOUND = "not an SGLang, vLLM or FlashInfer checkout or installed package (no python/sglang/, vllm/ or flashinfer/ folder, no package with a dist-info)"
 PY = f"python{sys.version_info[0]}.{sys.version_info[1]}"
 # What a virtualenv's site.getsitepackages() lists: platlibdir, then lib.
 VENV_LIBS = tuple(dict.fromkeys((sys.platlibdir, "lib")))
@@ -178,7 +178,7 @@ def test_not_installed_names_the_interpreter_and_where_it_looked(tmp_path: Path)
     assert done.returncode == 2
     looked = ", ".join(str(empty / lib / PY / "site-packages") for lib in VENV_LIBS)
     # named as found on PATH: the symlink, not the base interpreter it points to
-    assert err(done) == [f"patchkit: {empty}/bin/python3: sglang or vllm is not installed for this interpreter (looked in {looked})"]
+    assert err(done) == [f"patchkit: {empty}/bin/python3: sglang or vllm or flashinfer is not installed for this interpreter (looked in {looked})"]
 
 
 # --python: the user site (pip install --user)
@@ -209,7 +209,7 @@ def test_pythonnousersite_hides_the_user_site(user_install: tuple[Path, Path], b
     done = invoke("status", "--python", str(base), env={"PYTHONUSERBASE": str(userbase), "PYTHONNOUSERSITE": "1"})
     assert done.returncode == 2
     (line,) = err(done)
-    assert line.startswith(f"patchkit: {base}: sglang or vllm is not installed for this interpreter (looked in ")
+    assert line.startswith(f"patchkit: {base}: sglang or vllm or flashinfer is not installed for this interpreter (looked in ")
     assert str(userbase) not in line
 
 
@@ -220,7 +220,7 @@ def test_virtualenv_sees_the_user_site_only_with_system_site_packages(user_insta
     done = invoke("status", "--python", str(closed), env=env)
     assert done.returncode == 2
     looked = ", ".join(str(closed / lib / PY / "site-packages") for lib in VENV_LIBS)
-    assert err(done) == [f"patchkit: {closed}/bin/python: sglang or vllm is not installed for this interpreter (looked in {looked})"]
+    assert err(done) == [f"patchkit: {closed}/bin/python: sglang or vllm or flashinfer is not installed for this interpreter (looked in {looked})"]
     opened = make_venv(tmp_path / "opened", "--system-site-packages")
     spec = asks(opened / "bin/python", "import importlib.util; print(importlib.util.find_spec('sglang').origin)", user_env(userbase))
     assert spec == str(usersite / "sglang/__init__.py")

@@ -275,7 +275,7 @@ def test_plain_directory_keeps_state_in_dot_patchkit(origin: Path, tmp_path: Pat
     [
         (lambda t: t / "missing", "{p}: no such file or directory"),
         (lambda t: (t / "file.txt").write_text("x") and t / "file.txt", "{p}: not a directory"),
-        (lambda t: (t / "proj").mkdir() or t / "proj", "{p}: not an SGLang or vLLM checkout or installed package (no python/sglang/ or vllm/ folder, no package with a dist-info)"),
+        (lambda t: (t / "proj").mkdir() or t / "proj", "{p}: not an SGLang, vLLM or FlashInfer checkout or installed package (no python/sglang/, vllm/ or flashinfer/ folder, no package with a dist-info)"),
     ],
 )
 @pytest.mark.parametrize("command", ["apply", "verify", "revert", "status"])
@@ -327,25 +327,35 @@ def _rewrite_manifest(folder: Path, change) -> None:
     (folder / "manifest.json").write_text(json.dumps(doc))
 
 
+def _rewrite_entry(folder: Path, change) -> None:
+    """Edit the manifest's series entry of the shipped patch (the only one: torch-symm-mem)."""
+
+    def change_entry(doc: dict) -> None:
+        assert [e["fix"] for e in doc["series"]] == ["torch-symm-mem"]
+        change(doc["series"][0])
+
+    _rewrite_manifest(folder, change_entry)
+
+
 def _truncate(folder: Path) -> None:
     patch = next(folder.glob("*.patch"))
     data = patch.read_bytes()[:-200]
     patch.write_bytes(data)
     import hashlib
 
-    _rewrite_manifest(folder, lambda d: d.update(patch_sha256=hashlib.sha256(data).hexdigest()))
+    _rewrite_entry(folder, lambda e: e.update(patch_sha256=hashlib.sha256(data).hexdigest()))
 
 
 @pytest.mark.parametrize(
     ("edit", "code", "message"),
     [
-        (lambda f: _rewrite_manifest(f, lambda d: d["files"][0].update(path="../../etc/passwd")), 3,
+        (lambda f: _rewrite_entry(f, lambda e: e["files"][0].update(path="../../etc/passwd")), 3,
          "patchkit: ../../etc/passwd: refused: path is not normalised (contains '..', '.' or '//')\n"),
-        (lambda f: _rewrite_manifest(f, lambda d: d["files"][0].update(path="/etc/passwd")), 3,
+        (lambda f: _rewrite_entry(f, lambda e: e["files"][0].update(path="/etc/passwd")), 3,
          "patchkit: /etc/passwd: refused: absolute path\n"),
-        (lambda f: _rewrite_manifest(f, lambda d: d["files"][0].update(path="python/sglang/other.py")), 3,
+        (lambda f: _rewrite_entry(f, lambda e: e["files"][0].update(path="python/sglang/other.py")), 3,
          "patchkit: python/sglang/other.py: refused: {m} names a file outside patchkit's target files\n"),
-        (lambda f: _rewrite_manifest(f, lambda d: d.update(patch="../x.patch")), 3,
+        (lambda f: _rewrite_entry(f, lambda e: e.update(patch="../x.patch")), 3,
          "patchkit: {m}: refused: patch name '../x.patch' is not a plain file name\n"),
         (lambda f: next(f.glob("*.patch")).write_bytes(next(f.glob("*.patch")).read_bytes().replace(b"+        12", b"+        13")), 2,
          "patchkit: {p}: does not match the sha256 in manifest.json (edited after generation?)\n"),

@@ -133,7 +133,7 @@ def test_upgrade_downgrade_uninstall_install(sglang_venv: Path, tmp_path: Path) 
     # Uninstall leaves the state dir behind; it does not block the next install.
     env.pip("uninstall", "-y", "sglang")
     gone = env.pk("status")
-    assert gone.returncode == 2 and b"sglang or vllm is not installed for this interpreter" in gone.stderr and len(gone.stderr.splitlines()) == 1
+    assert gone.returncode == 2 and b"sglang or vllm or flashinfer is not installed for this interpreter" in gone.stderr and len(gone.stderr.splitlines()) == 1
     env.pip("install", str(old_wheel))
     assert env.files() == old
     status = env.pk("status")

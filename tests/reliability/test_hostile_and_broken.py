@@ -88,13 +88,13 @@ def _patch_file(folder: Path) -> Path:
 
 
 def _edit_patch(change: Callable[[bytes], bytes], fix_sha: bool = True) -> Callable[[Path], None]:
-    """Edit the patch; with ``fix_sha`` the manifest's patch_sha256 follows, so the edit reaches the reader."""
+    """Edit the patch; with ``fix_sha`` its series entry's patch_sha256 follows, so the edit reaches the reader."""
 
     def edit(folder: Path) -> None:
         data = change(_patch_file(folder).read_bytes())
         _patch_file(folder).write_bytes(data)
         if fix_sha:
-            _edit_manifest(lambda m: m.update(patch_sha256=hashlib.sha256(data).hexdigest()))(folder)
+            _edit_entry(lambda e: e.update(patch_sha256=hashlib.sha256(data).hexdigest()))(folder)
 
     return edit
 
@@ -106,6 +106,16 @@ def _edit_manifest(change: Callable[[dict], object]) -> Callable[[Path], None]:
         (folder / "manifest.json").write_text(json.dumps(doc, indent=2))
 
     return edit
+
+
+def _edit_entry(change: Callable[[dict], object]) -> Callable[[Path], None]:
+    """Edit the series entry of the shipped patch (the first and only one: torch-symm-mem)."""
+
+    def change_entry(doc: dict) -> None:
+        assert [e["patch"] for e in doc["series"]] == [PATCH_NAME]
+        change(doc["series"][0])
+
+    return _edit_manifest(change_entry)
 
 
 def _cut_before(marker: bytes, back: int = 0) -> Callable[[bytes], bytes]:
@@ -151,7 +161,7 @@ class Hostile:
 
 CORRUPT = "corrupt patch"
 HOSTILE_PATCHES = [
-    # Broken patch files (the manifest's patch_sha256 updated, so the reader sees them).
+    # Broken patch files (the series entry's patch_sha256 updated, so the reader sees them).
     Hostile("empty patch file", _edit_patch(lambda p: b""), 2, "corrupt patch: no file sections"),
     Hostile("binary junk", _edit_patch(lambda p: bytes(range(256)) * 8), 2, "corrupt patch: no file sections"),
     Hostile("NUL bytes in lines", _edit_patch(lambda p: p.replace(b"\n ", b"\n\x00 ")), 2, "{patch}"),
@@ -173,13 +183,16 @@ HOSTILE_PATCHES = [
     Hostile("section names ../../outside/outside.py", _edit_patch(_retarget("../../outside/outside.py")), 2, "names other files than manifest.json"),
     Hostile("section names an absolute path", _edit_patch(_retarget("/tmp/outside.py")), 2, "names other files than manifest.json"),
     # Manifests whose hashes or fields do not fit the patch.
-    Hostile("manifest post_sha256 wrong", _edit_manifest(lambda m: m["files"][1].update(post_sha256="0" * 64)), 2, "does not give the manifest's post-image"),
-    Hostile("manifest pre_sha256 wrong, --no-generate", _edit_manifest(lambda m: m["files"][1].update(pre_sha256="0" * 64)), 3, "differs from the pre-image", no_generate=True),
-    Hostile("manifest names one file only", _edit_manifest(lambda m: m.update(files=m["files"][:1])), 2, "names other files than manifest.json"),
-    Hostile("manifest without files", _edit_manifest(lambda m: m.update(files=[])), 2, "corrupt manifest", status=2, revert=2),
-    Hostile("manifest path not a string", _edit_manifest(lambda m: m["files"][0].update(path=5)), 2, "{manifest}", status=2, revert=2),
-    Hostile("manifest path ..", _edit_manifest(lambda m: m["files"][0].update(path="../outside/outside.py")), 3, "refused", status=3, revert=3),
-    Hostile("manifest tables not a list of tables", _edit_manifest(lambda m: m["files"][1].update(tables="zz")), 2, "corrupt manifest", status=2, revert=2),
+    Hostile("manifest post_sha256 wrong", _edit_entry(lambda e: e["files"][1].update(post_sha256="0" * 64)), 2, "does not give the manifest's post-image"),
+    Hostile("manifest pre_sha256 wrong, --no-generate", _edit_entry(lambda e: e["files"][1].update(pre_sha256="0" * 64)), 3, "differs from the pre-image", no_generate=True),
+    Hostile("manifest names one file only", _edit_entry(lambda e: e.update(files=e["files"][:1])), 2, "names other files than manifest.json"),
+    Hostile("manifest without files", _edit_entry(lambda e: e.update(files=[])), 2, "corrupt manifest", status=2, revert=2),
+    Hostile("manifest path not a string", _edit_entry(lambda e: e["files"][0].update(path=5)), 2, "{manifest}", status=2, revert=2),
+    Hostile("manifest path ..", _edit_entry(lambda e: e["files"][0].update(path="../outside/outside.py")), 3, "refused", status=3, revert=3),
+    Hostile("manifest tables not a list of tables", _edit_entry(lambda e: e["files"][1].update(tables="zz")), 2, "corrupt manifest", status=2, revert=2),
+    Hostile("manifest series not a list", _edit_manifest(lambda m: m.update(series=m["series"][0])), 2, "{manifest}: corrupt manifest: each patch of the series needs fix, patch", status=2, revert=2),
+    Hostile("manifest series empty", _edit_manifest(lambda m: m.update(series=[])), 2, "{manifest}: corrupt manifest: each patch of the series needs fix, patch", status=2, revert=2),
+    Hostile("manifest entry without its fix", _edit_entry(lambda e: e.pop("fix")), 2, "{manifest}: corrupt manifest: each patch of the series needs fix, patch", status=2, revert=2),
     Hostile("manifest JSON is a list", lambda f: (f / "manifest.json").write_text("[1, 2]"), 2, "corrupt manifest", status=2, revert=2),
     Hostile("manifest is binary junk", lambda f: (f / "manifest.json").write_bytes(bytes(range(256))), 2, "corrupt manifest", status=2, revert=2),
 ]
@@ -221,7 +234,7 @@ def test_manifest_pre_sha256_wrong_falls_back_to_the_checkouts_own_files(world: 
     repo = w.checkout(tmp_path / "co", "original")
     hostile = tmp_path / "patches"
     shutil.copytree(w.patches, hostile)
-    _edit_manifest(lambda m: m["files"][1].update(pre_sha256="0" * 64))(hostile / "0.5.5")
+    _edit_entry(lambda e: e["files"][1].update(pre_sha256="0" * 64))(hostile / "0.5.5")
     done = _run(["apply", str(repo), "--patches", str(hostile)])
     assert (done.returncode, done.stderr) == (0, b"")
     assert any(line.startswith("note: files differ from the pre-image of ") for line in lines(done))

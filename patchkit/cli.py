@@ -256,15 +256,19 @@ def apply(path, patches, no_generate, from_cc, to_cc, dry_run, version, python, 
 @click.option("--to-cc", type=CC(), default=None, help="Key that must be there [default: what was applied, else 12].")
 @PYTHON_OPT
 @PROJECT_OPT
+@click.option("--fix", "fix_names", multiple=True, metavar="NAME",
+              help="A fix that must be in effect (repeatable) [default: the default fixes and those applied].")
+@ALL_FIXES_OPT
 @JSON_OPT
-def verify(path, from_cc, to_cc, python, project, as_json):
+def verify(path, from_cc, to_cc, python, project, fix_names, all_fixes, as_json):
     """Exit 0 only if the patch is in effect at PATH; else 1, a line per problem."""
     from patchkit.commands.verify import verify as command
 
     if (from_cc is None) != (to_cc is None):
         raise BadInput(None, "give both --from-cc and --to-cc, or neither")
     check_cc(from_cc, to_cc, project)
-    return run_each("verify", targets(path, python, project), lambda p, name: command(p, from_cc, to_cc, name))
+    fixes = choose_fixes(fix_names, all_fixes) if fix_names or all_fixes else None
+    return run_each("verify", targets(path, python, project), lambda p, name: command(p, from_cc, to_cc, name, fixes))
 
 
 @cli.command(short_help="Restore the exact original bytes.")

@@ -411,6 +411,9 @@ def test_one_environment_sglang_and_flashinfer(tmp_path: Path) -> None:
              "sglang/srt/layers/communicator.py", "flashinfer/jit/comm.py"]
     original = {f: (site / f).read_bytes() for f in files}
 
+    before = invoke("verify", "--python", python, "--all-fixes")
+    assert before.returncode == 1
+    assert "flashinfer/jit/comm.py: get_nvcc_flags_list(supported_major_versions=...) lacks 12 (the allreduce-fusion patch is not applied)" in before.stdout.decode().splitlines()
     default = invoke("apply", "--python", python)
     assert default.returncode == 0, default.stderr
     assert (site / files[2]).read_bytes() == original[files[2]]  # the default: torch-symm-mem only
@@ -425,6 +428,7 @@ def test_one_environment_sglang_and_flashinfer(tmp_path: Path) -> None:
     assert _comm_list((site / files[3]).read_bytes()) == [9, 10, 12]
     verified = invoke("verify", "--python", python)
     assert verified.returncode == 0, verified.stdout
+    assert verified.stdout.decode().splitlines()[-1] == "verify: ok (12 in every list and gate of torch-symm-mem, allreduce-fusion)"
     assert invoke("apply", "--python", python, "--all-fixes").stdout.decode().count("already applied") == 2
 
     reverted = invoke("revert", "--python", python)

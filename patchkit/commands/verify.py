@@ -14,11 +14,15 @@ from patchkit.errors import OK, PROBLEMS, RewriteError
 from patchkit.report import Report
 from patchkit.text import plural
 from patchkit.target.session import Session
-from patchkit.types import Applied
+from patchkit.fixes.registry import FIXES, rules_for
+from patchkit.rewrite.rules import rewrite_file
+from patchkit.types import PATCHED, Applied
 from patchkit.digest import sha256
 
 
-def verify(path: Path, from_cc=None, to_cc=None, project: str | None = None) -> Report:
+def verify(path: Path, from_cc=None, to_cc=None, project: str | None = None, fixes: tuple[str, ...] | None = None) -> Report:
+    """``fixes``: the fixes whose lists and gates must be in effect too (default: the
+    fixes on by default and those recorded at apply)."""
     s = Session.open(path, project=project)
     report = Report()
     report.add(s.describe())
@@ -65,6 +69,27 @@ def verify(path: Path, from_cc=None, to_cc=None, project: str | None = None) -> 
         for pyc in bytecode.check(s.target.path(rel), data):
             if pyc.status == "stale":
                 problems.append(f"{pyc.path}: stale bytecode ({pyc.reason}); `patchkit apply` drops it")
+    if fixes is None:
+        recorded_fixes = {t.get("fix") for f in (ours.files if ours else ()) for t in f.tables if isinstance(t, dict)}
+        fixes = tuple(n for n in FIXES if FIXES[n].default or n in recorded_fixes)
+    done = {e["path"] for e in checked if e["how"].startswith("post-image")}
+    rules = [r for r in rules_for(s.project.name, fixes) if r.kind != "dict-key"]
+    for rel, data in current.items() if rules else ():
+        local = s.target.local(rel)
+        if local in done or not any(n.encode() in data for r in rules for n in r.names()):
+            continue
+        try:
+            with s.local_errors():
+                result = rewrite_file(data, rel, rules, s.reader(), s.project.source_root)
+        except RewriteError as exc:
+            problems.append(str(exc))
+            continue
+        if not result.found:
+            continue
+        for t in result.found:
+            if t["status"] == PATCHED:
+                problems.append(f"{local}: {t['name']} lacks {t['added_key']!r} (the {t['fix']} patch is not applied)")
+        checked.append({"path": local, "how": "rules evaluated from source", "tables": [t["name"] for t in result.found]})
     for entry in checked:
         report.add(f"checked {entry['path']}: {', '.join(entry['tables'])} ({entry['how']})")
     report.lines += [f"note: {n}" for n in notes]
@@ -74,11 +99,14 @@ def verify(path: Path, from_cc=None, to_cc=None, project: str | None = None) -> 
         report.add(f"verify: {plural(len(problems), 'problem')}")
     elif not checked:
         report.add(f"verify: ok, nothing to patch (no capability tables in {s.project.label} {s.version or '(version unknown)'})")
+    elif not s.project.tables:
+        report.add(f"verify: ok ({to_cc!r} in every list and gate of {', '.join(fixes)})")
     else:
         report.add(f"verify: ok (key {to_cc!r} = key {from_cc!r} in every table patchkit added)" if notes
                    else f"verify: ok (key {to_cc!r} = key {from_cc!r} in every table)")
     report.data = s.data(
         "verify",
+        fixes=list(fixes),
         from_cc=from_cc,
         to_cc=to_cc,
         ok=not problems,

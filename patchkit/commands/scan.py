@@ -58,9 +58,9 @@ def scan(path: Path, cc, from_cc=10, fmt: str = "text", tables: tuple[str, ...] 
         report.add(summary)
     else:
         for f in findings:
-            report.add(
-                f"{f.path}:{f.line}: {f.kind}: {f.snippet}" + (" [patchable by patchkit]" if f.patchable else "")
-            )
+            fix = covered_by(f)
+            label = f" [covered by {fix}]" if fix else " [patchable by patchkit]" if f.patchable else ""
+            report.add(f"{f.path}:{f.line}: {f.kind}: {f.snippet}{label}")
         report.add(summary)
     for rel, why in skipped:
         report.add(f"skipped {rel}: {why}")
@@ -75,10 +75,30 @@ def scan(path: Path, cc, from_cc=10, fmt: str = "text", tables: tuple[str, ...] 
         "files_with_findings": files,
         "counts": {kind: by_kind.get(kind, 0) for kind in KINDS},
         "patchable": patchable,
-        "findings": [f.to_json() for f in findings],
+        "findings": [dict(f.to_json(), covered_by=covered_by(f)) for f in findings],
         "skipped": [{"path": rel, "reason": why} for rel, why in skipped],
     }
     return report
+
+
+def covered_by(f) -> str | None:
+    """The fix whose rule patches this finding: a table of a dict-key rule, or a gate in a
+    rule's file that names what the rule looks for (paths as the repository or the
+    installed package has them)."""
+    from patchkit.fixes.registry import FIXES, PROJECTS
+    from patchkit.rewrite.rules import matches
+
+    for fix in FIXES.values():
+        for rule in fix.rules:
+            if rule.kind == "dict-key":
+                if f.patchable and f.name and f.name.rsplit(".", 1)[-1] in rule.tables:
+                    return fix.name
+                continue
+            root = PROJECTS[rule.project].source_root
+            globs = [g for pattern in rule.files for g in (pattern, pattern[len(root) + 1:] if root else pattern)]
+            if any(matches(f.path, g) for g in globs) and any(n in f.snippet for n in rule.names()):
+                return fix.name
+    return None
 
 
 def _cell(text: str) -> str:

@@ -420,6 +420,7 @@ def test_command_text(tmp_path: Path) -> None:
         "values": [9, 10],
         "name": "SIZES",
         "patchable": True,
+        "covered_by": None,  # SIZES is in no fix's rules
     }
     json.dumps(data)
 
@@ -464,3 +465,12 @@ def test_command_bad_path(tmp_path: Path, name: str) -> None:
 def test_command_bad_arguments(tmp_path: Path, kwargs) -> None:
     with pytest.raises(BadInput):
         scan(tmp_path, **kwargs)
+
+
+def test_a_table_of_a_rule_names_its_fix(tmp_path: Path) -> None:
+    root = tmp_path / "src"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg/utils.py").write_text("TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES = {9: {2: 1}, 10: {2: 2}}\n")
+    report = scan(root, 12)
+    assert report.lines[0] == "pkg/utils.py:1: table: TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES = {9: {2: 1}, 10: {2: 2}} [covered by torch-symm-mem]"
+    assert report.data["findings"][0]["covered_by"] == "torch-symm-mem"

@@ -290,3 +290,15 @@ def after_start(pid: int) -> int:
     while time.clock_gettime_ns(time.CLOCK_BOOTTIME) * TICKS_PER_S // 10**9 < start + 2:
         time.sleep(0.001)
     return time.time_ns()
+
+
+def comm_list(source: bytes) -> list:
+    """FlashInfer's ``supported_major_versions`` in ``def gen_trtllm_comm_module`` of
+    ``flashinfer/jit/comm.py``, evaluated with ast (never imported)."""
+    import ast
+
+    (function,) = [
+        n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef) and n.name == "gen_trtllm_comm_module"
+    ]
+    (value,) = [k.value for k in ast.walk(function) if isinstance(k, ast.keyword) and k.arg == "supported_major_versions"]
+    return ast.literal_eval(value)

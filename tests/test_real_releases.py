@@ -15,7 +15,7 @@ from pathlib import Path
 import black
 import pytest
 
-from conftest import git, invoke, run_cli
+from conftest import comm_list, git, invoke, run_cli
 from patchkit.data import shipped
 from patchkit.rewrite.evaluate import tables
 from patchkit.dev.mirror import build_mirror, default_cache
@@ -346,19 +346,6 @@ def flashinfer_mirror(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return dest
 
 
-def _comm_list(source: bytes) -> list:
-    """``supported_major_versions`` of gen_trtllm_comm_module, read with ast (never imported)."""
-    import ast
-
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.FunctionDef) and node.name == "gen_trtllm_comm_module":
-            for call in ast.walk(node):
-                for kw in getattr(call, "keywords", []):
-                    if kw.arg == "supported_major_versions":
-                        return ast.literal_eval(kw.value)
-    raise AssertionError("no supported_major_versions in gen_trtllm_comm_module")
-
-
 def test_flashinfer_series_shipped_applied_and_upstream(flashinfer_mirror: Path, tmp_path: Path) -> None:
     """generate --fix allreduce-fusion on FlashInfer: a patch exactly where the list lacks 12,
     "already upstream" from 0.6.17; the shipped series are what it writes; after `git apply`
@@ -367,7 +354,7 @@ def test_flashinfer_series_shipped_applied_and_upstream(flashinfer_mirror: Path,
     done = invoke("generate", "--project", "flashinfer", "--fix", "allreduce-fusion", "--repo", str(flashinfer_mirror), "--out", str(out))
     assert done.returncode == 0, done.stderr
     shipped_root = SHIPPED / "flashinfer"
-    upstream = _comm_list(git(flashinfer_mirror, "show", "v0.6.17:flashinfer/jit/comm.py").encode())
+    upstream = comm_list(git(flashinfer_mirror, "show", "v0.6.17:flashinfer/jit/comm.py").encode())
     assert upstream == [9, 10, 12]
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", "--no-checkout", str(flashinfer_mirror), str(clone)], check=True)
@@ -375,7 +362,7 @@ def test_flashinfer_series_shipped_applied_and_upstream(flashinfer_mirror: Path,
     for tag in _tags(flashinfer_mirror):
         version, folder = tag[1:], out / tag[1:]
         source = git(flashinfer_mirror, "show", f"{tag}:flashinfer/jit/comm.py").encode()
-        assert folder.exists() == (12 not in _comm_list(source)), tag
+        assert folder.exists() == (12 not in comm_list(source)), tag
         ours = sorted(p.name for p in folder.iterdir()) if folder.exists() else []
         theirs = sorted(p.name for p in (shipped_root / version).iterdir()) if (shipped_root / version).exists() else []
         assert ours == theirs, version
@@ -389,7 +376,7 @@ def test_flashinfer_series_shipped_applied_and_upstream(flashinfer_mirror: Path,
             git(clone, "checkout", "-q", "-f", tag)
             subprocess.run(how, cwd=clone, check=True)
             after = _checked_file(clone, "flashinfer/jit/comm.py", tag)
-            assert _comm_list(after) == upstream, (tag, how[0])
+            assert comm_list(after) == upstream, (tag, how[0])
         patched += 1
     assert patched >= 1
 
@@ -425,7 +412,7 @@ def test_one_environment_sglang_and_flashinfer(tmp_path: Path) -> None:
     lines = done.stdout.decode().splitlines()
     assert "applied shipped patch patches/flashinfer/0.6.4/0001-Allow-the-FlashInfer-all-reduce-fusion-on-SM120.patch" in lines
     assert all((site / f).read_bytes() != original[f] for f in files)
-    assert _comm_list((site / files[3]).read_bytes()) == [9, 10, 12]
+    assert comm_list((site / files[3]).read_bytes()) == [9, 10, 12]
     verified = invoke("verify", "--python", python)
     assert verified.returncode == 0, verified.stdout
     assert verified.stdout.decode().splitlines()[-1] == "verify: ok (12 in every list and gate of torch-symm-mem, allreduce-fusion)"

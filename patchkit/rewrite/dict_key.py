@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import ClassVar, Iterable
+from typing import Iterable
 
 import libcst as cst
 
@@ -27,9 +27,6 @@ from patchkit.types import ALREADY_UPSTREAM, PATCHED
 class TableResult(Found):
     """What happened to one table assignment (``scope``: "module" or "class <Name>";
     ``value``: the copied value's source, on one line, comments dropped)."""
-
-    ADDED: ClassVar[str] = "added_key"
-    SOURCE: ClassVar[str] = "copied_from"
 
 
 class Rewrite(Rewritten):

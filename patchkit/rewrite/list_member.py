@@ -16,7 +16,6 @@ arranged like ``dict_key.insert_key`` does for dict entries), ``multiline`` and 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 import libcst as cst
 
@@ -62,9 +61,6 @@ class Locator:
 class ListResult(Found):
     """What happened to one list: ``name`` is the Locator's label; ``scope`` is what encloses
     the list ("module", "class A", "def f", "def A.f"); ``value`` the list as it reads now."""
-
-    ADDED: ClassVar[str] = "added_member"
-    SOURCE: ClassVar[str] = "after"
 
 
 class ListRewrite(Rewritten):

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import unicodedata
 from dataclasses import dataclass
-from typing import ClassVar
 
 import libcst as cst
 
@@ -20,9 +19,9 @@ LINE_LENGTH = 88  # black's default, and SGLang's: a longer new line is refused,
 
 @dataclass(frozen=True)
 class Found:
-    """What happened to one thing a rewrite found (a table, a list): its name, where it is,
-    PATCHED or ALREADY_UPSTREAM, the cc pair, and its value on one line.  Each kind names
-    the added and the copied cc its own way in --json (``ADDED``, ``SOURCE``)."""
+    """What happened to one thing a rewrite found (a table, a list, a gate): its name, where
+    it is, PATCHED or ALREADY_UPSTREAM, what it copies and what it added, and its value on
+    one line.  ``to_json`` is the one shape manifests, state and reports carry."""
 
     name: str
     scope: str
@@ -31,12 +30,9 @@ class Found:
     to_cc: Key
     value: str
 
-    ADDED: ClassVar[str] = "added"
-    SOURCE: ClassVar[str] = "source"
-
     def to_json(self) -> dict:
         return {"name": self.name, "scope": self.scope, "status": self.status,
-                self.ADDED: self.to_cc, self.SOURCE: self.from_cc, "value": self.value}
+                "added_key": self.to_cc, "copied_from": self.from_cc, "value": self.value}
 
 
 def changed(found) -> bool:

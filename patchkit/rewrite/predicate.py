@@ -44,13 +44,9 @@ class PredicateResult:
     expression: str  # the or-expression as it reads now, on one line, comments dropped
 
     def to_json(self) -> dict:
-        return {
-            "function": self.function,
-            "flag": self.flag,
-            "added_flag": self.new_flag,
-            "status": self.status,
-            "expression": self.expression,
-        }
+        """The shape every rewrite's findings share (``output.Found.to_json``)."""
+        return {"name": f"{self.flag} in {self.function}()", "scope": f"def {self.function}", "status": self.status,
+                "added_key": self.new_flag, "copied_from": self.flag, "value": self.expression}
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,8 @@ manifests, state and reports carry::
     {"fix", "kind", "name", "scope", "status", "added_key", "copied_from", "value"}
 
 ``added_key``/``copied_from`` are what was added and what it copies: a key (dict-key), a
-member (list-member) or a flag (predicate, which also lists the module lines it ``added``).
+member (list-member) or a flag (predicate, which also lists the module lines it ``added``);
+each kind's result gives the shape (``output.Found.to_json``, ``PredicateResult.to_json``).
 A predicate rule needs to know whether its helper exists in the release: ``read`` gives
 the bytes of another file of the release (a repository path; None if there is none).
 """
@@ -76,10 +77,7 @@ def _list_member(data: bytes, path: str, rule: Rule) -> tuple[bytes, list[dict]]
         locator = Locator(call=rule.call, keyword=rule.keyword, target=rule.target, test=rule.test, function=function)
         result = rewrite(data, locator, rule.from_cc, rule.to_cc, path)
         data = result.source
-        found += [
-            {"name": r.name, "scope": r.scope, "status": r.status, "added_key": r.to_cc, "copied_from": r.from_cc, "value": r.value}
-            for r in result.lists
-        ]
+        found += [r.to_json() for r in result.lists]
     return data, found
 
 
@@ -91,11 +89,7 @@ def _predicate(data: bytes, path: str, rule: Rule, read: Read | None, root: str)
         for function in rule.functions:
             result = predicate.rewrite(source, function, rule.flag, rule.from_cc, rule.to_cc, exists, path, must_match=must_match)
             source = result.source
-            found += [
-                {"name": f"{p.flag} in {p.function}()", "scope": f"def {p.function}", "status": p.status,
-                 "added_key": p.new_flag, "copied_from": p.flag, "value": p.expression, "added": list(result.added)}
-                for p in result.predicates
-            ]
+            found += [dict(p.to_json(), added=list(result.added)) for p in result.predicates]
         return source, found
 
     # The helper matters only when an or-expression changes: look first, then check it.

@@ -6,19 +6,14 @@ Fixtures are written here in the shape of the real files; none is FlashInfer sou
 
 from __future__ import annotations
 
-import ast
-import os
-import shutil
-import subprocess
-import sys
-import tempfile
 import zipfile
 from pathlib import Path
 
 import black
 import pytest
 
-from patchkit.dev.mirror import default_cache
+from conftest import comm_list
+from patchkit.dev.mirror import default_cache, fetch_wheel
 from patchkit.errors import RewriteError
 from patchkit.rewrite.list_member import Locator, rewrite
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
@@ -202,8 +197,8 @@ def test_reports_each_list() -> None:
         "name": "SUPPORTED",
         "scope": "module",
         "status": PATCHED,
-        "added_member": 12,
-        "after": 10,
+        "added_key": 12,
+        "copied_from": 10,
         "value": "[10, 12]",
     }
     (call,) = _rw(CALL, _gen(b"f = get_nvcc_flags_list(supported_major_versions=[10])")).lists
@@ -353,32 +348,7 @@ FLASHINFER_CALL = Locator(
 
 def flashinfer_wheel(version: str) -> Path:
     """The wheel of flashinfer-python ``version``, downloaded with pip once and cached."""
-    folder = default_cache() / "wheels" / "flashinfer-python" / version
-    cached = sorted(folder.glob("*.whl"))
-    if cached:
-        return cached[0]
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    # Download beside the folder and move the finished wheel in: never a half wheel cached.
-    tmp = Path(tempfile.mkdtemp(prefix=f".{version}.", dir=folder.parent))
-    try:
-        pip = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--quiet"]
-        done = subprocess.run([*pip, f"flashinfer-python=={version}", "-d", str(tmp)], capture_output=True, text=True)
-        wheels = sorted(tmp.glob("*.whl"))
-        assert done.returncode == 0 and wheels, f"cannot download flashinfer-python {version}: {done.stderr}"
-        folder.mkdir(exist_ok=True)
-        os.replace(wheels[0], folder / wheels[0].name)
-        return folder / wheels[0].name
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _supported_majors(source: bytes) -> list:
-    """The ``supported_major_versions`` list in ``def gen_trtllm_comm_module``, evaluated."""
-    (function,) = [
-        n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef) and n.name == "gen_trtllm_comm_module"
-    ]
-    (value,) = [k.value for k in ast.walk(function) if isinstance(k, ast.keyword) and k.arg == "supported_major_versions"]
-    return ast.literal_eval(value)
+    return fetch_wheel(version, default_cache(), "flashinfer-python")
 
 
 def test_flashinfer_0_6_4_patched_is_0_6_17() -> None:
@@ -386,8 +356,8 @@ def test_flashinfer_0_6_4_patched_is_0_6_17() -> None:
     new = zipfile.ZipFile(flashinfer_wheel("0.6.17")).read(COMM)
     result = rewrite(old, FLASHINFER_CALL, 10, 12, COMM)
     assert [(r.scope, r.status, r.value) for r in result.lists] == [("def gen_trtllm_comm_module", PATCHED, "[9, 10, 12]")]
-    assert _supported_majors(old) == [9, 10]
-    assert _supported_majors(result.source) == _supported_majors(new) == [9, 10, 12]
+    assert comm_list(old) == [9, 10]
+    assert comm_list(result.source) == comm_list(new) == [9, 10, 12]
     # Only the inserted text differs, the file still compiles and black still passes it.
     assert result.source == old.replace(b"supported_major_versions=[9, 10]", b"supported_major_versions=[9, 10, 12]")
     compile(result.source, COMM, "exec")

@@ -202,11 +202,12 @@ def test_reports_what_it_did() -> None:
     result = _rw(_module(FUSION))
     assert [p.to_json() for p in result.predicates] == [
         {
-            "function": "use_fusion",
-            "flag": FLAG,
-            "added_flag": "_is_sm120_supported",
+            "name": f"{FLAG} in use_fusion()",
+            "scope": "def use_fusion",
             "status": PATCHED,
-            "expression": "(_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)",
+            "added_key": "_is_sm120_supported",
+            "copied_from": FLAG,
+            "value": "(_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)",
         }
     ]
     assert result.added == (

@@ -260,22 +260,21 @@ class AddFlag(cst.CSTTransformer):
     """Add ``new_flag`` after ``flag`` in the or-expressions of every ``def function``, then
     (if any changed) define and import what it needs at module level."""
 
-    def __init__(self, function: str, flag: str, old: str, new: str, helper_exists: bool, path: str,
-                 must_match: bool = True) -> None:
+    def __init__(self, functions: tuple[str, ...], flag: str, old: str, new: str, helper_exists: bool, path: str) -> None:
         super().__init__()
-        self.must_match = must_match
-        self.function, self.flag, self.old, self.new = function, flag, old, new
+        self.functions, self.flag, self.old, self.new = functions, flag, old, new
         self.new_flag = flag.replace(old, new)
         self.helper_exists, self.path = helper_exists, path
         self.defs: list[str] = []
-        self.seen = False  # a def of that name was found
+        self.seen: list[str] = []  # the defs of those names found
         self.inner: set[int] = set()  # or-nodes inside a longer chain
         self.results: list[PredicateResult] = []
         self.added: list[str] = []
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.defs.append(node.name.value)
-        self.seen = self.seen or node.name.value == self.function
+        if node.name.value in self.functions and node.name.value not in self.seen:
+            self.seen.append(node.name.value)
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
         self.defs.pop()
@@ -288,7 +287,8 @@ class AddFlag(cst.CSTTransformer):
     def leave_BooleanOperation(
         self, original_node: cst.BooleanOperation, updated_node: cst.BooleanOperation
     ) -> cst.BaseExpression:
-        if not _is_or(updated_node) or id(original_node) in self.inner or self.function not in self.defs:
+        inside = [d for d in self.defs if d in self.functions]
+        if not _is_or(updated_node) or id(original_node) in self.inner or not inside:
             return updated_node
         names = [o.value if isinstance(o, cst.Name) else None for o in _chain(updated_node)[0]]
         if self.new_flag in names:
@@ -297,12 +297,12 @@ class AddFlag(cst.CSTTransformer):
             status, node = PATCHED, _insert_flag(updated_node, names.index(self.flag), self.new_flag)
         else:
             return updated_node
-        self.results.append(PredicateResult(self.function, self.flag, self.new_flag, status, one_line(node)))
+        self.results.append(PredicateResult(inside[-1], self.flag, self.new_flag, status, one_line(node)))
         return node
 
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
-        if self.must_match and self.seen and not self.results:
-            raise RewriteError(self.path, f"function {self.function} has no or-expression with {self.flag}")
+        if self.seen and not self.results:
+            raise RewriteError(self.path, f"function {' / '.join(self.seen)} has no or-expression with {self.flag}")
         if not any(r.status == PATCHED for r in self.results):
             return updated_node
         plan = _Plan(updated_node, self.flag, self.new_flag, self.old, self.new, self.path)
@@ -341,14 +341,13 @@ def needed_helper(source: bytes, flag: str, old: str, new: str, path: str = "<so
 
 def rewrite(
     source: bytes,
-    function: str,
+    function: str | tuple[str, ...],
     flag: str,
     old: str,
     new: str,
     helper_exists: bool,
     path: str = "<source>",
     line_length: int | None = LINE_LENGTH,
-    must_match: bool = True,
 ) -> PredicateRewrite:
     """Add ``flag`` with ``old`` replaced by ``new`` after ``flag`` in every or-expression of
     ``def function`` in ``source``; define the new flag and import its helper when missing.
@@ -359,14 +358,16 @@ def rewrite(
     RewriteError (naming ``path``) for a syntax error, a function without an or-expression
     holding ``flag``, a flag without a module-level definition to copy, a helper that is not
     imported by ``from ... import``, a new helper that does not exist, or a line the rewrite
-    would make wider than ``line_length``.  ``must_match=False``: a function without such
-    an or-expression is left alone instead.
+    would make wider than ``line_length``.  ``function`` may name several defs (a gate that
+    moved between releases): a def without such an or-expression is refused only when none
+    of them has one.
     """
     _check(flag, old, new, path)
-    if not mentions(source, [function]):
+    functions = (function,) if isinstance(function, str) else tuple(function)
+    if not mentions(source, functions):
         return PredicateRewrite(source, ())
     module = parse(source, path)
-    adder = AddFlag(function, flag, old, new, helper_exists, path, must_match)
+    adder = AddFlag(functions, flag, old, new, helper_exists, path)
     out = module.visit(adder)
     results = tuple(adder.results)
     if not any(r.status == PATCHED for r in results):

@@ -84,23 +84,16 @@ def _list_member(data: bytes, path: str, rule: Rule) -> tuple[bytes, list[dict]]
 def _predicate(data: bytes, path: str, rule: Rule, read: Read | None, root: str) -> tuple[bytes, list[dict]]:
     from patchkit.rewrite import predicate
 
-    def run(source: bytes, exists: bool, must_match: bool = False):
-        found = []
-        for function in rule.functions:
-            result = predicate.rewrite(source, function, rule.flag, rule.from_cc, rule.to_cc, exists, path, must_match=must_match)
-            source = result.source
-            found += [dict(p.to_json(), added=list(result.added)) for p in result.predicates]
-        return source, found
+    def run(exists: bool):
+        return predicate.rewrite(data, rule.functions, rule.flag, rule.from_cc, rule.to_cc, exists, path)
 
     # The helper matters only when an or-expression changes: look first, then check it.
-    new, found = run(data, True)
-    if any(f["status"] == PATCHED for f in found):
+    result = run(True)
+    if result.changed:
         helper = predicate.needed_helper(data, rule.flag, rule.from_cc, rule.to_cc, path)
         if helper is not None and not helper_exists(helper, path, rule, read, root):
-            run(data, False)  # raises, saying which helper this release lacks
-    if not found:  # a function of the rule here without the or-expression: say so
-        run(data, True, must_match=True)
-    return new, found
+            run(False)  # raises, saying which helper this release lacks
+    return result.source, [dict(p.to_json(), added=list(result.added)) for p in result.predicates]
 
 
 def helper_exists(helper, path: str, rule: Rule, read: Read | None, root: str) -> bool:

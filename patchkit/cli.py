@@ -17,7 +17,7 @@ import click
 
 from patchkit import __version__
 from patchkit.errors import REFUSED, BadInput, PatchkitError
-from patchkit.fixes.registry import FIXES, PROJECTS, choose_fixes, rules_for
+from patchkit.fixes.registry import FIXES, PROJECTS, choose_fixes, no_rule, rules_for
 from patchkit.rewrite.capability import parse_cc, same
 from patchkit.versions import is_version
 
@@ -215,8 +215,7 @@ def generate(from_cc, to_cc, fix_names, project, repo, tags, out, check, as_json
     fixes = choose_fixes(fix_names, all_fixes=not fix_names)
     rules = rules_for(project, fixes, from_cc, to_cc)
     if not rules:
-        others = [n for n in FIXES if rules_for(project, (n,))]
-        raise BadInput(None, f"no rule of {', '.join(fixes)} patches {target.label} (the fixes that do: {', '.join(others)})")
+        raise BadInput(None, no_rule(target.label, project, fixes))
     asked = tuple(fix_names) + tuple(n for n in fixes if FIXES[n].default)
 
     def progress(line: str, error: bool) -> None:

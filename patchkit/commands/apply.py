@@ -8,7 +8,7 @@ from typing import NamedTuple
 from patchkit.target import bytecode
 from patchkit.patch.write import hunks, split_lines
 from patchkit.plan import APPLY, Plan, plan_apply
-from patchkit.fixes.registry import FIXES, default_fixes, rules_for
+from patchkit.fixes.registry import default_fixes, no_rule, rules_for
 from patchkit.types import ALREADY_APPLIED, NOTHING_TO_PATCH
 from patchkit.target.processes import restart_lines
 from patchkit.report import Report, found_line, plan_fields
@@ -127,9 +127,7 @@ def _look(s: Session, patches, no_generate, from_cc, to_cc, fixes) -> Look:
     current = s.current(extra)
     rules = rules_for(s.project.name, fixes, from_cc, to_cc)
     if not rules:
-        others = [n for n in FIXES if rules_for(s.project.name, (n,))]
-        why = f"no rule of {', '.join(fixes)} patches {s.project.label}; {', '.join(others)} does (--fix NAME)"
-        return Look(Plan(NOTHING_TO_PATCH, notes=(why,)), old, [])
+        return Look(Plan(NOTHING_TO_PATCH, notes=(no_rule(s.project.label, s.project.name, fixes),)), old, [])
     shipped = s.shipped(patches, from_cc, to_cc, fixes)
     with s.local_errors():
         plan = plan_apply(

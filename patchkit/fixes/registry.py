@@ -118,5 +118,15 @@ def rules_for(project: str, fixes, from_cc=None, to_cc=None) -> tuple[Rule, ...]
     )
 
 
+def fixes_for(project: str, fixes=None) -> tuple[str, ...]:
+    """Those of ``fixes`` (default: every fix) that have a rule patching ``project``."""
+    return tuple(n for n in (FIXES if fixes is None else fixes) if any(r.project == project for r in FIXES[n].rules))
+
+
+def no_rule(label: str, project: str, fixes) -> str:
+    """Why nothing of ``fixes`` applies to a project, and which fixes would."""
+    return f"no rule of {', '.join(fixes)} patches {label}; {', '.join(fixes_for(project))} does (--fix NAME)"
+
+
 PROJECTS = _projects()
 SGLANG, VLLM, FLASHINFER = PROJECTS["sglang"], PROJECTS["vllm"], PROJECTS["flashinfer"]

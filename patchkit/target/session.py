@@ -12,7 +12,7 @@ from patchkit.data import shipped as shipped_dir
 from patchkit.errors import BadInput, PatchkitError, UnsafePath
 from patchkit.plan import release_changed
 from patchkit.patch.manifest import Shipped
-from patchkit.fixes.registry import Project, rules_for
+from patchkit.fixes.registry import Project, fixes_for
 from patchkit.target.safety import check_relative
 from patchkit.target.locate import INSTALLED, Target, open_target
 from patchkit.digest import sha256
@@ -199,7 +199,7 @@ class Session:
         manifest = read_manifest(manifest_path)
         considered = {f["fix"]: f["status"] for f in manifest["fixes"]}
         if fixes is not None:
-            fixes = [name for name in fixes if rules_for(self.project.name, (name,))]  # the ones that patch it
+            fixes = fixes_for(self.project.name, fixes)
             if any(considered.get(name) in (None, CANNOT_APPLY) for name in fixes):
                 return None
         entries = [e for e in manifest["series"] if fixes is None or e["fix"] in fixes]

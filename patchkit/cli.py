@@ -298,26 +298,29 @@ def status(path, patches, python, project, as_json):
     return run_each("status", targets(path, python, project), lambda p, name: command(p, patches, name))
 
 
-@cli.command(short_help="Make a branch, mbox and PR.md for SGLang.")
+@cli.command(short_help="Make a branch, mboxes and PR.md, one commit per fix.")
 @click.argument("path", type=click.Path(path_type=Path), default=".", required=False)
-@click.option("--branch", default=None, help="Branch to create [default: patchkit/sm<to_cc>0-torch-symm-mem, made unique].")
+@click.option("--branch", default=None, help="Branch to create [default: patchkit/sm<to_cc>0-<the fixes>, made unique].")
 @click.option(
     "--out", type=click.Path(path_type=Path), default=Path("upstream"), show_default=True,
-    help="Folder to write the mbox and PR.md into.",
+    help="Folder to write the mboxes and PR.md into.",
 )
 @FROM_CC_OPT
 @TO_CC_OPT
 @click.option("--dry-run", is_flag=True, help="Print the commit message and PR.md; change nothing.")
 @TEMPLATES_OPT
 @PATCHES_OPT
+@FIX_OPT
+@ALL_FIXES_OPT
 @JSON_OPT
-def upstream(path, branch, out, from_cc, to_cc, dry_run, templates, patches, as_json):
-    """Make a branch with one commit, an mbox and PR.md to send the fix to SGLang."""
+def upstream(path, branch, out, from_cc, to_cc, dry_run, templates, patches, fix_names, all_fixes, as_json):
+    """Make a branch with one commit per fix (default: the fixes on by default), an mbox per
+    commit and PR.md, to send the fixes upstream."""
     from patchkit.commands.upstream import upstream as command
 
     check_cc(from_cc, to_cc, None)
     check_out(out)
-    return command(path, branch, out, from_cc, to_cc, dry_run, templates, patches)
+    return command(path, branch, out, from_cc, to_cc, dry_run, templates, patches, choose_fixes(fix_names, all_fixes))
 
 
 @cli.command("fixes", short_help="List the fixes, their rules and the releases they patch.")

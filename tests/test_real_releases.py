@@ -208,6 +208,36 @@ def test_upstream_on_a_real_checkout(mirror: Path, tmp_path: Path) -> None:
     assert "| `_WORLD_SIZES_MULTIMEM` (class TorchSymmMemCommunicator) | `12` | `[6, 8]` | key `10` |" in pr
 
 
+def test_upstream_one_commit_per_fix(mirror: Path, tmp_path: Path) -> None:
+    """upstream --all-fixes: one commit per fix that changes the release, an mbox each that
+    git am reproduces, and a PR.md that cites every rule's evidence."""
+    tag = "v0.5.9" if "v0.5.9" in _tags(mirror) else _tags(mirror)[-1]
+    repo = tmp_path / "sglang"
+    subprocess.run(["git", "clone", "-q", "-b", tag, str(mirror), str(repo)], check=True, capture_output=True)
+    out = tmp_path / "up"
+    done = invoke("upstream", str(repo), "--out", str(out), "--all-fixes")
+    assert done.returncode == 0, done.stderr
+    branch = "patchkit/sm120-torch-symm-mem-allreduce-fusion"
+    subjects = git(repo, "log", "--format=%s", f"HEAD..{branch}").splitlines()
+    assert subjects == ["Allow the FlashInfer all-reduce fusion on SM120", "Add SM120 to the torch symm-mem all-reduce tables"]
+    mboxes = sorted(out.glob("*.patch"))
+    assert [p.name for p in mboxes] == ["0001-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch",
+                                        "0002-Allow-the-FlashInfer-all-reduce-fusion-on-SM120.patch"]
+    fresh = tmp_path / "fresh"
+    subprocess.run(["git", "clone", "-q", "-b", tag, str(mirror), str(fresh)], check=True, capture_output=True)
+    git(fresh, "am", "-q", *map(str, mboxes))
+    assert git(fresh, "rev-parse", "HEAD^{tree}") == git(repo, "rev-parse", f"{branch}^{{tree}}")
+    # The fusion commit is the shipped 0002 patch's change.
+    assert git(repo, "diff", "--name-only", f"{branch}^", branch).split() == ["python/sglang/srt/layers/communicator.py"]
+    pr = (out / "PR.md").read_text()
+    assert "### 2. Allow the FlashInfer all-reduce fusion on SM120" in pr
+    assert pr.count("Evidence: not upstream; copied from SM100, untuned.") == 2
+    assert "patchkit apply . --fix torch-symm-mem --fix allreduce-fusion" in pr
+    again = invoke("upstream", str(repo), "--out", str(tmp_path / "up2"), "--fix", "allreduce-fusion", "--dry-run")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.decode().splitlines()[1] == "would create branch patchkit/sm120-allreduce-fusion with one commit:"
+
+
 def test_installed_package_with_pip_bytecode(tmp_path: Path) -> None:
     """The installed-package "Done when": a real wheel pip-installed in a virtualenv."""
     import sys

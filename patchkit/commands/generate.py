@@ -8,6 +8,7 @@ Deterministic: the same repository and patchkit give byte-identical output.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -123,7 +124,7 @@ def release_patch(
     current = {
         f.path: (f, blobs[f.blob] if blobs and f.blob in blobs else source.read(f.blob), f.blob) for f in found
     }
-    read = _reader(source, tag)
+    read = partial(source.read_path, tag)
     series: list[SeriesEntry] = []
     outputs: dict[str, bytes] = {}
     statuses: list[dict] = []
@@ -161,24 +162,15 @@ def release_patch(
     return TagOutcome(tag, version, PATCHED, outputs, tables, fixes=statuses)
 
 
-def _reader(source: GitSource, tag: str):
-    """The bytes of another file of the release (a predicate's helper), or None."""
-    def read(path: str) -> bytes | None:
-        found = list(source.files(tag, (path,)))
-        return source.read(found[0].blob) if found else None
-
-    return read
-
-
 def _patch(release, tag, version, project, fix, fix_rules, number, entries, changes, upstream, templates):
     """(file name, bytes, SeriesEntry) of one fix's patch."""
     keyed = next((r for r in fix_rules if r.kind != "predicate"), fix_rules[0])
-    rules = [{"kind": r.kind, "where": r.where(), "evidence": r.evidence, "needs": r.needs} for r in fix_rules]
+    words = message.fix_fields(fix, fix_rules)
+    rules = words["rules"]
     ctx = message.context(
         project=project.name, version=version, tag=tag, commit=release.commit, from_cc=keyed.from_cc, to_cc=keyed.to_cc,
         files=[{"path": e.path, "tables": e.tables} for e in entries], already_upstream=upstream,
-        last_update=release.day, fix={"name": fix.name, "title": fix.title, "rationale": fix.rationale, "default": fix.default},
-        rules=rules,
+        last_update=release.day, **words,
     )
     text = message.commit_message(ctx, templates)
     patch = format_patch(author=PATCH_AUTHOR, date=release.date, message=text, changes=changes, signature=f"patchkit {__version__}")

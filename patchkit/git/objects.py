@@ -219,6 +219,11 @@ class GitSource:
                     seen.add(path)
                     yield SourceFile(path, blob.hex(), mode)
 
+    def read_path(self, rev: str, path: str) -> bytes | None:
+        """The bytes of the file at ``path`` in ``rev``, or None if there is none."""
+        found = next(self.files(rev, (path,)), None)
+        return self.read(found.blob) if found else None
+
     # -- writing: the upstream commit, made without touching HEAD, index or work tree --
 
     def head(self) -> str:

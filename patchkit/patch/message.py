@@ -45,6 +45,14 @@ def context(
     }
 
 
+def fix_fields(fix, rules) -> dict:
+    """A fix (``fixes.load.Fix``) and the rules of it at hand, as the templates see them."""
+    return {
+        "fix": {"name": fix.name, "title": fix.title, "rationale": fix.rationale, "default": fix.default},
+        "rules": [{"kind": r.kind, "where": r.where(), "evidence": r.evidence, "needs": r.needs} for r in rules],
+    }
+
+
 def commit_message(ctx: dict, templates: Path | None = None) -> str:
     """The rendered commit message; its subject is checked to be one line of at most 72 characters."""
     message = render(COMMIT_TEMPLATE, ctx, templates).strip("\n") + "\n"

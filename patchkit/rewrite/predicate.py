@@ -30,6 +30,8 @@ from patchkit.rewrite.list_member import insert_after, multiline
 from patchkit.rewrite.output import LINE_LENGTH, render
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
 
+# What a walk outside the gate's defs never needs to enter.
+_LEAVES = (cst.BaseSmallStatement, cst.BaseExpression, cst.Decorator, cst.Parameters)
 _LITERALS = (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
 
 
@@ -57,6 +59,7 @@ class PredicateRewrite:
     source: bytes
     predicates: tuple[PredicateResult, ...]
     added: tuple[str, ...] = ()  # "_is_sm120_supported = ...", "from sglang.srt.utils import is_sm120_supported"
+    helper: "Helper | None" = None  # the helper the added lines call, which the module does not define
 
     @property
     def changed(self) -> bool:
@@ -270,6 +273,13 @@ class AddFlag(cst.CSTTransformer):
         self.inner: set[int] = set()  # or-nodes inside a longer chain
         self.results: list[PredicateResult] = []
         self.added: list[str] = []
+        self.helper: Helper | None = None
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        # Outside the gate's defs only statements can lead to one: no need to walk expressions.
+        if isinstance(node, _LEAVES) and not any(d in self.functions for d in self.defs):
+            return False
+        return super().on_visit(node)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.defs.append(node.name.value)
@@ -310,14 +320,19 @@ class AddFlag(cst.CSTTransformer):
         if plan.definition is not None:
             body.insert(plan.flag_at + 1, plan.definition)
             self.added.append(updated_node.code_for_node(plan.definition.body[0]))
-        helper = plan.helper
+        helper = self.helper = plan.helper
         if helper is not None and not self.helper_exists:
-            where = "" if helper.module is None else f" in {helper.module}"
-            raise RewriteError(self.path, f"cannot add {self.new_flag}: {helper.reached} is not defined{where} in this release")
+            raise RewriteError(self.path, missing(self.new_flag, helper))
         if plan.import_at is not None:
             body[plan.import_at] = _add_import(body[plan.import_at], plan.old_helper, helper.name)
             self.added.append(f"from {helper.module} import {helper.name}")
         return updated_node.with_changes(body=body)
+
+
+def missing(new_flag: str, helper: Helper) -> str:
+    """Why the new flag cannot be added: its helper does not exist in the release."""
+    where = "" if helper.module is None else f" in {helper.module}"
+    return f"cannot add {new_flag}: {helper.reached} is not defined{where} in this release"
 
 
 def _check(flag: str, old: str, new: str, path: str) -> None:
@@ -372,4 +387,4 @@ def rewrite(
     results = tuple(adder.results)
     if not any(r.status == PATCHED for r in results):
         return PredicateRewrite(source, results)
-    return PredicateRewrite(render(out, source, path, line_length), results, tuple(adder.added))
+    return PredicateRewrite(render(out, source, path, line_length), results, tuple(adder.added), adder.helper)

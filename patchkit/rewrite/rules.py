@@ -82,17 +82,13 @@ def _list_member(data: bytes, path: str, rule: Rule) -> tuple[bytes, list[dict]]
 
 
 def _predicate(data: bytes, path: str, rule: Rule, read: Read | None, root: str) -> tuple[bytes, list[dict]]:
+    from patchkit.errors import RewriteError
     from patchkit.rewrite import predicate
 
-    def run(exists: bool):
-        return predicate.rewrite(data, rule.functions, rule.flag, rule.from_cc, rule.to_cc, exists, path)
-
-    # The helper matters only when an or-expression changes: look first, then check it.
-    result = run(True)
-    if result.changed:
-        helper = predicate.needed_helper(data, rule.flag, rule.from_cc, rule.to_cc, path)
-        if helper is not None and not helper_exists(helper, path, rule, read, root):
-            run(False)  # raises, saying which helper this release lacks
+    result = predicate.rewrite(data, rule.functions, rule.flag, rule.from_cc, rule.to_cc, True, path)
+    # The helper matters only when an or-expression changed, and this release must define it.
+    if result.helper is not None and not helper_exists(result.helper, path, rule, read, root):
+        raise RewriteError(path, predicate.missing(result.predicates[0].new_flag, result.helper))
     return result.source, [dict(p.to_json(), added=list(result.added)) for p in result.predicates]
 
 

@@ -12,8 +12,8 @@ do the patches generated from them).
 
     python -m patchkit.dev.mirror [--project sglang|flashinfer|vllm] [--dest DIR] [--cache DIR] [--versions V ...]
 
-Without ``--versions`` it mirrors every release of SGLANG_RELEASES or FLASHINFER_RELEASES;
-vLLM needs ``--versions``.
+Without ``--versions`` it mirrors every release of SGLANG_RELEASES, FLASHINFER_RELEASES or
+VLLM_RELEASES.
 """
 
 from __future__ import annotations
@@ -50,11 +50,27 @@ FLASHINFER_RELEASES = tuple(
     " 0.6.16.post2 0.6.16.post3 0.6.16.post4 0.6.17 0.6.18 0.6.18.post1 0.7.0 0.7.0.post1"
     " 0.7.1 0.7.2 0.7.2.post1 0.7.4".split()
 )
+# Every vllm release from 0.10.2 to 0.33.0 that PyPI has a source archive of (no post
+# releases on PyPI in that range; no rc or dev).  0.10.2 is the first with the tables
+# torch-symm-mem patches (all_reduce_utils.py's CUSTOM_ALL_REDUCE_MAX_SIZES and
+# SYMM_MEM_ALL_REDUCE_MAX_SIZES, symm_mem.py's SymmMemCommunicator._WORLD_SIZES_MULTIMEM);
+# 0.10.1.1 and before hold none of them.  0.15.0 and 0.15.1 are left out: PyPI has only
+# their wheels (about 500 MB each), no source archive.
+VLLM_RELEASES = tuple(
+    "0.10.2 0.11.0 0.11.1 0.11.2 0.12.0 0.13.0 0.14.0 0.14.1 0.16.0 0.17.0"
+    " 0.17.1 0.18.0 0.18.1 0.19.0 0.19.1 0.20.0 0.20.1 0.20.2 0.21.0 0.22.0 0.22.1 0.23.0"
+    " 0.24.0 0.25.0 0.25.1 0.26.0 0.27.0 0.27.1 0.28.0 0.29.0 0.30.0 0.31.0 0.32.0 0.33.0".split()
+)
 # The projects mirrored from their PyPI wheels, with the releases mirrored by default;
-# any other project comes from its source archives and needs --versions.
+# any other project comes from its source archives.
 WHEEL_RELEASES = {"sglang": SGLANG_RELEASES, "flashinfer": FLASHINFER_RELEASES}
 # The commits' identity is "<label> release mirror" ("SGLang release mirror" for SGLang).
 EMAIL = "mirror@patchkit.invalid"
+
+
+def default_releases(project: str) -> tuple[str, ...] | None:
+    """The releases mirrored without ``--versions`` (None: the project has no default list)."""
+    return {**WHEEL_RELEASES, "vllm": VLLM_RELEASES}.get(project)
 
 
 def default_cache() -> Path:
@@ -201,16 +217,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--versions", nargs="+", metavar="V", default=None,
-        help="default: every SGLang release from 0.4.10.post2 to 0.5.23, or with --project flashinfer"
-        " every FlashInfer release from 0.5.0 to 0.7.4 (required for vllm)",
+        help="default: every SGLang release from 0.4.10.post2 to 0.5.23, with --project flashinfer"
+        " every FlashInfer release from 0.5.0 to 0.7.4, with --project vllm every vLLM release"
+        " from 0.10.2 to 0.33.0 (0.15.0 and 0.15.1 have no source archive)",
     )
     args = parser.parse_args(argv)
     if args.dest is None:
         args.dest = Path(f"build/{args.project}-mirror")
     if args.versions is None:
-        if args.project not in WHEEL_RELEASES:
+        releases = default_releases(args.project)
+        if releases is None:
             parser.error(f"--versions is required with --project {args.project}")
-        args.versions = list(WHEEL_RELEASES[args.project])
+        args.versions = list(releases)
     try:
         if tag_names(args.dest) == {f"v{v}" for v in args.versions}:
             print(f"{args.dest}: up to date ({len(set(args.versions))} releases)")

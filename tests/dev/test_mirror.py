@@ -502,8 +502,73 @@ def test_cli_flashinfer_defaults(fi_cache: Path, tmp_path: Path, monkeypatch, ca
     assert not (tmp_path / "build/sglang-mirror").exists()
     assert mirror.main(["--project", "flashinfer", "--cache", str(fi_cache)]) == 0
     assert capsys.readouterr().out == "build/flashinfer-mirror: up to date (3 releases)\n"
-    # vLLM still needs --versions.
+
+
+# vLLM: its releases come from source archives (vllm-<v>/vllm/**/*.py is vllm/**/*.py in git).
+VLLM_ORDERED = ["0.10.2", "0.11.0", "0.33.0"]
+
+
+def write_vllm_sdist(cache: Path, version: str) -> Path:
+    import io
+    import tarfile
+
+    folder = cache / "sdists" / "vllm" / version
+    folder.mkdir(parents=True)
+    path = folder / f"vllm-{version}.tar.gz"
+    members = {
+        "vllm/__init__.py": f'__version__ = "{version}"\n'.encode(),
+        "vllm/distributed/device_communicators/all_reduce_utils.py": b'SIZES = {"10.0": {2: 1}}\n',
+        "setup.py": b"# not part of the package\n",
+        "csrc/kernel.cu": b"// not python\n",
+    }
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(f"vllm-{version}/{name}")
+            info.size, info.mtime = len(data), 1_700_000_000 + VLLM_ORDERED.index(version)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_vllm_releases_list() -> None:
+    releases = mirror.VLLM_RELEASES
+    assert (releases[0], releases[-1], len(releases)) == ("0.10.2", "0.33.0", 34)
+    assert list(releases) == sorted(set(releases), key=version_key)
+    assert all(is_release_tag(f"v{v}") for v in releases)
+    assert not any("rc" in v or "dev" in v for v in releases)
+    # No source archive on PyPI for these two: left out.
+    assert not {"0.15.0", "0.15.1"} & set(releases)
+    assert {"0.11.2", "0.14.1", "0.20.2", "0.27.1"} <= set(releases)
+    assert [mirror.default_releases(p) for p in ("sglang", "flashinfer", "vllm")] == [
+        mirror.SGLANG_RELEASES, mirror.FLASHINFER_RELEASES, releases
+    ]
+    assert mirror.default_releases("nothing") is None
+
+
+def test_cli_vllm_defaults(tmp_path: Path, monkeypatch, capsys) -> None:
+    # Without --versions: every release of VLLM_RELEASES (cut to the cached archives here),
+    # into build/vllm-mirror by default.
+    cache = tmp_path / "cache"
+    for version in VLLM_ORDERED:
+        write_vllm_sdist(cache, version)
+    monkeypatch.setattr(mirror, "VLLM_RELEASES", tuple(VLLM_ORDERED))
+    monkeypatch.chdir(tmp_path)
+    assert mirror.main(["--project", "vllm", "--cache", str(cache)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split() for line in out[:-1]] == [[f"v{v}", "2", "files"] for v in VLLM_ORDERED]
+    assert out[-1].startswith("build/vllm-mirror: 3 releases, main at v0.33.0 ")
+    dest = tmp_path / "build/vllm-mirror"
+    assert git(dest, "ls-tree", "-r", "--name-only", "v0.11.0").split() == [
+        "vllm/__init__.py",
+        "vllm/distributed/device_communicators/all_reduce_utils.py",
+    ]
+    assert git(dest, "log", "-1", "--format=%s|%b", "v0.11.0").strip() == (
+        "vLLM 0.11.0|From the PyPI source archive vllm-0.11.0.tar.gz."
+    )
+    assert mirror.main(["--project", "vllm", "--cache", str(cache)]) == 0
+    assert capsys.readouterr().out == "build/vllm-mirror: up to date (3 releases)\n"
+    # A project with no list of releases still needs --versions.
+    monkeypatch.setattr(mirror, "default_releases", lambda project: None)
     with pytest.raises(SystemExit) as exit_:
-        mirror.main(["--project", "vllm", "--cache", str(fi_cache)])
+        mirror.main(["--project", "vllm", "--cache", str(cache)])
     assert exit_.value.code == 2
     assert "--versions is required with --project vllm" in capsys.readouterr().err

@@ -25,6 +25,7 @@ from typing import NamedTuple
 import libcst as cst
 
 from patchkit.errors import RewriteError
+from patchkit.rewrite.cut import rewrite_cut
 from patchkit.rewrite.dict_key import mentions, one_line, parse
 from patchkit.rewrite.list_member import insert_after, multiline
 from patchkit.rewrite.output import LINE_LENGTH, render
@@ -381,10 +382,15 @@ def rewrite(
     functions = (function,) if isinstance(function, str) else tuple(function)
     if not mentions(source, functions):
         return PredicateRewrite(source, ())
-    module = parse(source, path)
     adder = AddFlag(functions, flag, old, new, helper_exists, path)
-    out = module.visit(adder)
+
+    def run(data: bytes) -> bytes:
+        out = parse(data, path).visit(adder)
+        return render(out, data, path, line_length) if any(r.status == PATCHED for r in adder.results) else data
+
+    # Only the gate's defs, the simple statements and what may define the new names are parsed.
+    result = rewrite_cut(source, lambda name: name in functions or new in name, run)
     results = tuple(adder.results)
     if not any(r.status == PATCHED for r in results):
         return PredicateRewrite(source, results)
-    return PredicateRewrite(render(out, source, path, line_length), results, tuple(adder.added), adder.helper)
+    return PredicateRewrite(result, results, tuple(adder.added), adder.helper)

@@ -1,0 +1,106 @@
+"""Rewrite only the statements a rewrite needs: cut them out, rewrite, splice back.
+
+Pure.  LibCST parses a 1000-line module in ~0.13 s and prints it in ~0.1 s; the
+stdlib ``ast`` finds the statements in a tenth of that.  A rewrite that touches a few
+defs and the module's simple statements (imports, assignments) runs on the module made
+of just those, and its line changes are put back in place in the whole file: every other
+byte stays as it was.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import re
+import warnings
+from typing import Callable
+
+_COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=]", re.M)
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _first_line(s: ast.stmt) -> int:
+    return min([s.lineno, *(d.lineno for d in getattr(s, "decorator_list", ()))])
+
+
+def _defines(s: ast.stmt, keep: Callable[[str], bool]) -> bool:
+    """Is a def or class that ``keep`` wants in (or the) statement ``s``?"""
+    return any(isinstance(n, _DEFS) and keep(n.name) for n in ast.walk(s))
+
+
+def cut(source: bytes, keep: Callable[[str], bool]) -> tuple[bytes, list[int]] | None:
+    """(the module of ``source``'s simple and compound top-level statements, without the
+    defs and classes that hold no def or class whose name ``keep`` wants; the source line of each
+    of its lines), or None when the whole file must be rewritten (it does not parse, it
+    has a coding cookie, or there is nothing to leave out)."""
+    if _COOKIE.search(b"\n".join(source.splitlines()[:2])):
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    lines = source.splitlines(keepends=True)
+    body = tree.body
+    kept, origin = [], []
+    dropped = False
+    for i, s in enumerate(body):
+        if isinstance(s, _DEFS) and not _defines(s, keep):
+            dropped = True
+            continue
+        start = _first_line(s) - 1
+        end = s.end_lineno
+        if i + 1 < len(body) and _first_line(body[i + 1]) - 1 < end:  # "a; b" on one line
+            return None
+        kept += lines[start:end]
+        origin += range(start, end)
+    if not dropped or not kept:
+        return None
+    if not kept[-1].endswith((b"\n", b"\r")):
+        kept[-1] += b"\n"
+    return b"".join(kept), origin
+
+
+def splice(source: bytes, piece: bytes, new_piece: bytes, origin: list[int]) -> bytes:
+    """``source`` with the line changes from ``piece`` to ``new_piece`` made in place;
+    ``origin``: the source line of each line of ``piece``.  A line added after a piece line
+    goes right after that line in the source."""
+    lines = source.splitlines(keepends=True)
+    if lines and not lines[-1].endswith((b"\n", b"\r")):
+        lines[-1] += b"\n"
+        tail = True
+    else:
+        tail = False
+    old, new = piece.splitlines(keepends=True), new_piece.splitlines(keepends=True)
+    out: dict[int, list[bytes]] = {}  # source line -> what stands there now
+    before: dict[int, list[bytes]] = {}  # source line -> lines added before it (at the piece's start)
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        if op == "equal":
+            continue
+        for k in range(i1, i2):
+            out[origin[k]] = []
+        added = new[j1:j2]
+        if i1 < i2:
+            out[origin[i1]] = added
+        elif i1:
+            out.setdefault(origin[i1 - 1], [lines[origin[i1 - 1]]]).extend(added)
+        else:
+            before.setdefault(origin[0], []).extend(added)
+    result = []
+    for n, line in enumerate(lines):
+        result += before.get(n, [])
+        result += out.get(n, [line])
+    data = b"".join(result)
+    return data[:-1] if tail and data.endswith(b"\n") and not source.endswith(b"\n") else data
+
+
+def rewrite_cut(source: bytes, keep: Callable[[str], bool], rewrite: Callable[[bytes], bytes]) -> bytes:
+    """``rewrite`` (bytes in, bytes out) run on the statements ``cut`` keeps, spliced back;
+    on the whole source when nothing can be left out."""
+    found = cut(source, keep)
+    if found is None:
+        return rewrite(source)
+    piece, origin = found
+    new_piece = rewrite(piece)
+    return source if new_piece == piece else splice(source, piece, new_piece, origin)

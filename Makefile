@@ -5,10 +5,11 @@ PY := $(VENV)/bin/python
 PK := $(VENV)/bin/patchkit
 MIRROR := build/sglang-mirror
 FI_MIRROR := build/flashinfer-mirror
+VLLM_MIRROR := build/vllm-mirror
 DEMO := build/demo
 DEMO_VERSION := 0.5.9
 
-.PHONY: test test-reliability fuzz demo venv install sglang-mirror flashinfer-mirror patches check-patches bench clean
+.PHONY: test test-reliability fuzz demo venv install sglang-mirror flashinfer-mirror vllm-mirror patches check-patches bench clean
 
 # The virtualenv with the test dependencies; rebuilt when pyproject.toml changes.
 $(VENV)/.deps: pyproject.toml
@@ -51,23 +52,31 @@ sglang-mirror: install
 flashinfer-mirror: install
 	$(PY) -m patchkit.dev.mirror --project flashinfer --dest $(FI_MIRROR)
 
+# The same for vLLM (0.10.2 .. 0.33.0, the releases with the tables), from PyPI's source archives.
+vllm-mirror: install
+	$(PY) -m patchkit.dev.mirror --project vllm --dest $(VLLM_MIRROR)
+
 # Regenerate the shipped patch series from the mirrors (never edit them by hand).
-patches: sglang-mirror flashinfer-mirror
+patches: sglang-mirror flashinfer-mirror vllm-mirror
 	$(PK) generate --repo $(MIRROR) --out patches
 	$(PK) generate --project flashinfer --repo $(FI_MIRROR) --out patches/flashinfer
+	$(PK) generate --project vllm --repo $(VLLM_MIRROR) --out patches/vllm
 
-# Every shipped series (SGLang's and FlashInfer's) is what generate writes, applies at its
+# Every shipped series (SGLang's, FlashInfer's and vLLM's) is what generate writes, applies at its
 # tag in order (patch -p1, git apply, git am), compiles, keeps black happy, gives key 12
-# the value of key 10, opens the fusion gate, and gives FlashInfer upstream 0.6.17's list.
-check-patches: sglang-mirror flashinfer-mirror
+# the value of key 10 ("12.0" that of "10.0" for vLLM), opens the fusion gate, and gives
+# FlashInfer upstream 0.6.17's list.
+check-patches: sglang-mirror flashinfer-mirror vllm-mirror
 	$(PK) generate --repo $(MIRROR) --out patches --check
 	$(PK) generate --project flashinfer --repo $(FI_MIRROR) --out patches/flashinfer --check
+	$(PK) generate --project vllm --repo $(VLLM_MIRROR) --out patches/vllm --check
 	cd tests && PATCHKIT_REAL_MIRROR=$(abspath $(MIRROR)) PATCHKIT_REAL_FLASHINFER_MIRROR=$(abspath $(FI_MIRROR)) \
-		../$(VENV)/bin/pytest -q -p no:cacheprovider test_real_releases.py
+		PATCHKIT_REAL_VLLM_MIRROR=$(abspath $(VLLM_MIRROR)) \
+		../$(VENV)/bin/pytest -q -p no:cacheprovider test_real_releases.py test_vllm_releases.py
 
 # Speed and memory, side by side with their floors (see benchmarks/bench.py); prints a table.
-bench: sglang-mirror
-	$(PY) benchmarks/bench.py --mirror $(MIRROR) --patchkit $(PK) --version $(DEMO_VERSION)
+bench: sglang-mirror flashinfer-mirror
+	$(PY) benchmarks/bench.py --mirror $(MIRROR) --flashinfer-mirror $(FI_MIRROR) $(if $(wildcard build/vllm-mirror),--vllm-mirror build/vllm-mirror) --patchkit $(PK) --version $(DEMO_VERSION)
 
 # The main job on a real release: fetch SGLang $(DEMO_VERSION) from PyPI into a scratch
 # git checkout (with bytecode, as a used checkout has), then apply, verify, status, revert,

@@ -1,19 +1,23 @@
 """patchkit's benchmark: whole commands, side by side with their floors, in one run.
 
-    python benchmarks/bench.py --mirror build/sglang-mirror --patchkit .venv/bin/patchkit
+    python benchmarks/bench.py --mirror build/sglang-mirror [--flashinfer-mirror DIR] [--vllm-mirror DIR]
 
-1. generate over every tag of the mirror, against
-   - a loop that checks out each tag in a clone and reads the candidate files
-     (the floor of any work-tree approach), and
-   - the rewriter's parse time summed over the distinct blobs that hold a table
-     (the limit), plus one interpreter start;
-2. apply, verify, revert and status as whole processes on a clone of one real
-   release, against ``python -c "import click"`` (the floor of any click program)
-   and ``git apply`` of the same patch;
-3. the peak memory (max RSS) of each.
+1. generate over every tag of each mirror given (SGLang, FlashInfer, vLLM), against
+   - its parse limit: LibCST's parse of each distinct candidate blob once, plus one
+     interpreter start with libcst, GitPython, jinja2 and click imported, and
+   - the checkout loop: check out each tag in a clone and read the candidate files
+     (the floor of any work-tree approach);
+2. apply, verify and revert as whole processes: on a clone of one SGLang release (one
+   project), and with ``--python`` on one virtualenv holding the sglang and
+   flashinfer-python wheels (two projects, every fix), against ``python -c "import click"``
+   (the floor of any click program);
+3. scan of one SGLang release, against its grep floor: ``git grep -c`` of the prefilter's
+   words plus ``python -c pass``;
+4. the peak memory (max RSS) of each.
 
-Every figure is a median over repeated runs; ratios are the headline, absolute
-times are this machine's.  Prints a markdown table.
+Every figure is a median over repeated runs, all in one run of this script; the ratios
+are the headline, absolute times are this machine's.  Prints a markdown table with each
+target and whether it is met.
 """
 
 from __future__ import annotations
@@ -29,34 +33,25 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-
-
-TIME = shutil.which("time") and Path("/usr/bin/time").exists()
+TIME = Path("/usr/bin/time").exists()
+GREP_WORDS = r"capab|major|sm_?ver|\bsm\b|\bcc\b|\bcap\b|arch"  # the prefilter's capability words
 
 
 def measure(cmd: list[str], cwd: Path | None = None, check: bool = True) -> tuple[float, int]:
-    """Wall seconds and peak RSS (KiB) of one whole process.
-
-    The peak RSS comes from ``/usr/bin/time -f %M``: a child forked straight from
-    this (large) Python process would count the parent's pages it shares until exec.
-    Every command, floors included, runs under the same wrapper.
-    """
+    """Wall seconds and peak RSS (KiB) of one whole process, under ``/usr/bin/time -f %M``
+    (a child forked from this Python would count the parent's shared pages until exec)."""
     wrapped = ["/usr/bin/time", "-f", "%M", *cmd] if TIME else cmd
     start = time.perf_counter()
     done = subprocess.run(wrapped, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     elapsed = time.perf_counter() - start
     err = done.stderr.decode(errors="replace").strip().splitlines()
-    code = done.returncode
-    if check and code != 0:
-        raise SystemExit(f"bench: {' '.join(cmd)} exited {code}: {' '.join(err)[-300:]}")
-    rss = int(err[-1]) if TIME and err and err[-1].isdigit() else 0
-    return elapsed, rss
+    if check and done.returncode != 0:
+        raise SystemExit(f"bench: {' '.join(cmd)} exited {done.returncode}: {' '.join(err)[-300:]}")
+    return elapsed, int(err[-1]) if TIME and err and err[-1].isdigit() else 0
 
 
 class Row:
-    def __init__(self, name: str) -> None:
-        self.name = name
+    def __init__(self) -> None:
         self.times: list[float] = []
         self.rss: list[int] = []
 
@@ -69,11 +64,55 @@ class Row:
         return statistics.median(self.times)
 
     @property
-    def peak_mib(self) -> float:
-        return max(self.rss) / 1024 if self.rss else float("nan")
+    def mib(self) -> str:
+        return f"{max(self.rss) / 1024:.0f} MiB" if self.rss and max(self.rss) else ""
 
 
-def checkout_loop_script(clone: Path, tags: list[str], globs: tuple[str, ...]) -> str:
+def sample(cmd: list[str], runs: int, **kw) -> Row:
+    row = Row()
+    for _ in range(runs):
+        row.add(measure(cmd, **kw))
+    return row
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms" if seconds >= 1 else f"{seconds * 1000:.1f} ms"
+
+
+def verdict(ratio: float, target: float, at_most: bool = True) -> str:
+    met = ratio <= target if at_most else ratio >= target
+    return f"**{ratio:.2f}x** ({'≤' if at_most else '≥'} {target:g}x: {'met' if met else 'missed'})"
+
+
+# -- 1. generate ---------------------------------------------------------------------------
+
+
+def parse_sum(mirror: Path, globs: tuple[str, ...], runs: int) -> tuple[float, int]:
+    """Median over runs of LibCST's summed parse time of every distinct candidate blob."""
+    import libcst
+
+    from patchkit.git.objects import GitSource
+
+    source = GitSource(mirror)
+    blobs: dict[str, bytes] = {}
+    for tag in source.release_tags():
+        for f in source.files(tag, globs):
+            blobs.setdefault(f.blob, b"")
+    blobs = source.read_many(sorted(blobs))
+    sums = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        for data in blobs.values():
+            libcst.parse_module(data)
+        sums.append(time.perf_counter() - start)
+    return statistics.median(sums), len(blobs)
+
+
+def checkout_loop(mirror: Path, globs: tuple[str, ...], work: Path) -> str:
+    clone = work / f"loop-{mirror.name}"
+    if not clone.exists():
+        subprocess.run(["git", "clone", "-q", "--no-checkout", str(mirror), str(clone)], check=True)
+    tags = subprocess.run(["git", "-C", str(mirror), "tag", "--list", "v*"], capture_output=True, text=True, check=True).stdout.split()
     return f"""
 import glob, subprocess
 for tag in {tags!r}:
@@ -84,108 +123,113 @@ for tag in {tags!r}:
 """
 
 
-def parse_limit(mirror: Path, tables: tuple[str, ...], globs: tuple[str, ...], runs: int) -> tuple[float, float, int, int]:
-    """Median over runs of the summed libcst parse time of (a) every distinct candidate
-    blob and (b) the distinct blobs that hold a table (the ones patchkit parses)."""
-    import libcst
+def bench_generate(project: str, mirror: Path, pk: str, runs: int, loop_runs: int, work: Path, start_libs: Row) -> list[str]:
+    from patchkit.fixes.registry import PROJECTS
 
-    from patchkit.git.objects import GitSource
+    globs = PROJECTS[project].files
+    gen = Row()
+    for i in range(runs):
+        gen.add(measure([pk, "generate", "--project", project, "--repo", str(mirror), "--out", str(work / f"gen-{project}-{i}")]))
+    parse, distinct = parse_sum(mirror, globs, runs)
+    limit = parse + start_libs.median
+    loop = sample([sys.executable, "-c", checkout_loop(mirror, globs, work)], loop_runs)
+    tags = len(subprocess.run(["git", "-C", str(mirror), "tag", "--list", "v*"], capture_output=True, text=True).stdout.split())
+    label = PROJECTS[project].label
+    return [
+        f"| {label}: patchkit generate, {tags} tags | {ms(gen.median)} | {gen.mib} | {verdict(gen.median / limit, 1.5)} its parse limit; "
+        f"{verdict(loop.median / gen.median, 30, at_most=False)} faster than the checkout loop |",
+        f"| {label}: parse limit ({distinct} distinct blobs + start with the libraries) | {ms(limit)} | | |",
+        f"| {label}: checkout loop | {ms(loop.median)} | {loop.mib} | |",
+    ]
 
-    source = GitSource(mirror)
-    blobs: dict[str, bytes] = {}
-    for tag in source.release_tags():
-        for f in source.files(tag, globs):
-            if f.blob not in blobs:
-                blobs[f.blob] = source.read(f.blob)
-    holding = [data for data in blobs.values() if any(n.encode() in data for n in tables)]
 
-    def summed(datas: list[bytes]) -> float:
-        sums = []
-        for _ in range(runs):
-            start = time.perf_counter()
-            for data in datas:
-                libcst.parse_module(data)
-            sums.append(time.perf_counter() - start)
-        return statistics.median(sums)
+# -- 2. apply, verify, revert ---------------------------------------------------------------
 
-    return summed(list(blobs.values())), summed(holding), len(blobs), len(holding)
+
+def environment(work: Path, sglang: str, flashinfer: str) -> str:
+    """A virtualenv holding the sglang and flashinfer-python wheels; its python."""
+    from patchkit.dev.mirror import default_cache, fetch_wheel
+
+    wheels = [fetch_wheel(sglang, default_cache()), fetch_wheel(flashinfer, default_cache(), "flashinfer-python")]
+    venv = work / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), *map(str, wheels)], check=True)
+    return str(venv / "bin/python")
+
+
+def bench_commands(mirror: Path, pk: str, version: str, flashinfer: str, runs: int, work: Path, click: Row) -> list[str]:
+    repo = work / "sglang"
+    subprocess.run(["git", "clone", "-q", "-b", f"v{version}", str(mirror), str(repo)], check=True, capture_output=True)
+    python = environment(work, version, flashinfer)
+    rows = {k: Row() for k in ("apply", "verify", "revert", "env apply", "env verify", "env revert")}
+    for _ in range(runs):
+        rows["apply"].add(measure([pk, "apply", str(repo), "--no-generate"]))
+        rows["verify"].add(measure([pk, "verify", str(repo)]))
+        rows["revert"].add(measure([pk, "revert", str(repo)]))
+        rows["env apply"].add(measure([pk, "apply", "--python", python, "--all-fixes", "--no-generate"]))
+        rows["env verify"].add(measure([pk, "verify", "--python", python]))
+        rows["env revert"].add(measure([pk, "revert", "--python", python]))
+    floor = click.median
+    out = [f"| `python -c \"import click\"` (the click floor) | {ms(floor)} | {click.mib} | 1.00x |"]
+    for name, label in (("apply", "apply, one project (SGLang checkout)"), ("verify", "verify, one project"),
+                        ("revert", "revert, one project"), ("env apply", "apply --python, two projects, every fix"),
+                        ("env verify", "verify --python, two projects"), ("env revert", "revert --python, two projects")):
+        r = rows[name]
+        out.append(f"| {label} | {ms(r.median)} | {r.mib} | {verdict(r.median / floor, 1.5)} the click floor |")
+    return out
+
+
+# -- 3. scan --------------------------------------------------------------------------------
+
+
+def bench_scan(mirror: Path, pk: str, tag: str, runs: int, work: Path, start: Row) -> list[str]:
+    tree = work / "scan"
+    subprocess.run(["git", "clone", "-q", "-b", tag, str(mirror), str(tree)], check=True, capture_output=True)
+    scan = sample([pk, "scan", str(tree / "python")], runs, check=False)
+    grep = sample(["git", "-C", str(tree), "grep", "-c", "-i", "-E", GREP_WORDS, "--", "*.py"], runs)
+    floor = grep.median + start.median
+    return [
+        f"| scan of SGLang {tag[1:]} | {ms(scan.median)} | {scan.mib} | {verdict(scan.median / floor, 3)} its grep floor |",
+        f"| grep floor (`git grep -c` of the prefilter's words + `python -c pass`) | {ms(floor)} | {grep.mib} | |",
+    ]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--mirror", type=Path, required=True)
+    parser.add_argument("--mirror", type=Path, required=True, help="the SGLang mirror")
+    parser.add_argument("--flashinfer-mirror", type=Path, default=None)
+    parser.add_argument("--vllm-mirror", type=Path, default=None)
     parser.add_argument("--patchkit", default=str(Path(sys.executable).with_name("patchkit")))
-    parser.add_argument("--version", default="0.5.9", help="release for the checkout commands")
-    parser.add_argument("--runs", type=int, default=15, help="runs per checkout command")
-    parser.add_argument("--generate-runs", type=int, default=9)
+    parser.add_argument("--version", default="0.5.9", help="the SGLang release for apply, verify and revert")
+    parser.add_argument("--flashinfer-version", default="0.6.4")
+    parser.add_argument("--scan-tag", default="v0.5.23")
+    parser.add_argument("--runs", type=int, default=11, help="runs per command")
+    parser.add_argument("--generate-runs", type=int, default=5)
+    parser.add_argument("--loop-runs", type=int, default=2)
     args = parser.parse_args()
 
-    from patchkit.data import shipped
-    from patchkit.fixes.registry import SGLANG
-
-    py, pk, mirror = sys.executable, args.patchkit, args.mirror.resolve()
-    tags = subprocess.run(["git", "-C", str(mirror), "tag", "--list", "v*"], capture_output=True, text=True, check=True).stdout.split()
+    py, pk = sys.executable, args.patchkit
     work = Path(tempfile.mkdtemp(prefix="patchkit-bench-"))
     try:
-        # -- 1. generate -----------------------------------------------------------------
-        gen, loop, start, start_libs = Row("patchkit generate (every tag)"), Row("checkout loop"), Row("python -c pass"), Row("python -c 'import libcst, git, jinja2, click'")
-        for i in range(args.generate_runs):
-            gen.add(measure([pk, "generate", "--repo", str(mirror), "--out", str(work / f"gen{i}")]))
-            start.add(measure([py, "-c", "pass"]))
-            start_libs.add(measure([py, "-c", "import libcst, git, jinja2, click"]))
-        clone = work / "loop-clone"
-        subprocess.run(["git", "clone", "-q", "--no-checkout", str(mirror), str(clone)], check=True)
-        script = checkout_loop_script(clone, tags, SGLANG.files)
-        for _ in range(max(2, args.generate_runs // 2)):
-            loop.add(measure([py, "-c", script]))
-        parse_all, parse, distinct, holding = parse_limit(mirror, SGLANG.tables, SGLANG.files, args.generate_runs)
-
-        # -- 2. checkout commands --------------------------------------------------------
-        repo = work / "sglang"
-        subprocess.run(["git", "clone", "-q", "-b", f"v{args.version}", str(mirror), str(repo)], check=True, capture_output=True)
-        patch = next((shipped("patches") / args.version).glob("*.patch"))
-        rows = {k: Row(k) for k in ("click", "apply", "verify", "status", "revert", "git apply", "verify (LibCST fallback)")}
-        for _ in range(args.runs):
-            rows["click"].add(measure([py, "-c", "import click"]))
-            rows["verify (LibCST fallback)"].add(measure([pk, "verify", str(repo)], check=False))
-            rows["apply"].add(measure([pk, "apply", str(repo), "--no-generate"]))
-            rows["verify"].add(measure([pk, "verify", str(repo)]))
-            rows["status"].add(measure([pk, "status", str(repo)]))
-            rows["revert"].add(measure([pk, "revert", str(repo)]))
-            rows["git apply"].add(measure(["git", "-C", str(repo), "apply", str(patch)]))
-            measure(["git", "-C", str(repo), "apply", "-R", str(patch)])
+        start = sample([py, "-c", "pass"], args.runs)
+        start_libs = sample([py, "-c", "import libcst, git, jinja2, click"], args.runs)
+        click = sample([py, "-c", "import click"], args.runs)
+        rows = []
+        for project, mirror in (("sglang", args.mirror), ("flashinfer", args.flashinfer_mirror), ("vllm", args.vllm_mirror)):
+            if mirror is not None and mirror.is_dir():
+                rows += bench_generate(project, mirror.resolve(), pk, args.generate_runs, args.loop_runs, work, start_libs)
+        rows += bench_commands(args.mirror.resolve(), pk, args.version, args.flashinfer_version, args.runs, work, click)
+        rows += bench_scan(args.mirror.resolve(), pk, args.scan_tag, args.runs, work, start)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
-    limit_all = parse_all + start.median
-    limit = parse + start.median
-    limit_libs = parse + start_libs.median
-    floor = rows["click"].median
-    out = [
-        f"Machine: {platform.node() and 'this machine'}, {os.cpu_count()} cores, {platform.machine()}, "
-        f"Python {platform.python_version()}, {platform.system()} {platform.release()}; "
-        f"{len(tags)} tags, {distinct} distinct candidate blobs, {holding} holding a table; "
-        f"checkout commands on SGLang {args.version}; medians of {args.generate_runs} (generate) and {args.runs} runs.",
-        "",
-        "| what | median | peak RSS | ratio |",
-        "|---|---:|---:|---|",
-        f"| patchkit generate, every tag | {gen.median * 1000:.0f} ms | {gen.peak_mib:.0f} MiB | |",
-        f"| checkout loop (git checkout + read, every tag) | {loop.median * 1000:.0f} ms | {loop.peak_mib:.0f} MiB | generate is **{loop.median / gen.median:.1f}x faster** |",
-        f"| parse of all {distinct} distinct candidate blobs + `python -c pass` | {limit_all * 1000:.0f} ms | | generate is **{gen.median / limit_all:.2f}x** |",
-        f"| parse of the {holding} distinct blobs holding a table + `python -c pass` | {limit * 1000:.0f} ms | | generate is **{gen.median / limit:.2f}x** |",
-        f"| parse of those {holding} + start with libcst, GitPython, jinja2, click imported | {limit_libs * 1000:.0f} ms | {start_libs.peak_mib:.0f} MiB | generate is **{gen.median / limit_libs:.2f}x** |",
-        f"| `python -c \"import click\"` (floor of a click program) | {floor * 1000:.1f} ms | {rows['click'].peak_mib:.0f} MiB | 1.00x |",
-    ]
-    for name in ("apply", "verify", "revert", "status", "verify (LibCST fallback)"):
-        r = rows[name]
-        label = "verify, files not patched (LibCST evaluation)" if "fallback" in name else f"patchkit {name}"
-        out.append(
-            f"| {label} | {r.median * 1000:.1f} ms | {r.peak_mib:.0f} MiB | **{r.median / floor:.2f}x** click, "
-            f"{r.median / rows['git apply'].median:.1f}x git apply |"
-        )
-    ga = rows["git apply"]
-    out.append(f"| `git apply` of the same patch | {ga.median * 1000:.1f} ms | {ga.peak_mib:.0f} MiB | {ga.median / floor:.2f}x click |")
-    print("\n".join(out))
+    print(
+        f"Machine: {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, "
+        f"{platform.system()} {platform.release()}; medians of {args.generate_runs} (generate), {args.loop_runs} "
+        f"(checkout loops) and {args.runs} runs (the rest), all in this one run.\n"
+    )
+    print("| what | median | peak RSS | ratio (target) |\n|---|---:|---:|---|")
+    print("\n".join(rows))
     return 0
 
 

@@ -24,8 +24,16 @@ def _first_line(s: ast.stmt) -> int:
 
 
 def _defines(s: ast.stmt, keep: Callable[[str], bool]) -> bool:
-    """Is a def or class that ``keep`` wants in (or the) statement ``s``?"""
-    return any(isinstance(n, _DEFS) and keep(n.name) for n in ast.walk(s))
+    """Is a def or class that ``keep`` wants in (or the) statement ``s``?  Only statement
+    bodies are walked: a def inside an expression is no gate."""
+    stack = [s]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _DEFS) and keep(node.name):
+            return True
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            stack += getattr(node, field, None) or ()
+    return False
 
 
 def cut(source: bytes, keep: Callable[[str], bool]) -> tuple[bytes, list[int]] | None:

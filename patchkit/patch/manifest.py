@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
@@ -18,19 +17,17 @@ TABLE_KEYS = ("name", "scope", "status", "added_key", "copied_from")
 SERIES = "series"  # quilt's list of the patches, in order
 
 
-@dataclass(frozen=True)
-class FileEntry:
+class FileEntry(NamedTuple):
     path: str
     mode: str
     pre_blob: str
     post_blob: str
     pre_sha256: str
     post_sha256: str
-    tables: list = field(default_factory=list)  # what the rules patched here (rewrite.rules' dicts)
+    tables: list  # what the rules patched here (rewrite.rules' dicts)
 
 
-@dataclass(frozen=True)
-class SeriesEntry:
+class SeriesEntry(NamedTuple):
     """One patch of the series: the fix it carries, its rules and what it does, file by file.
     A file's pre-image is what the patches before it in the series leave."""
 
@@ -44,8 +41,7 @@ class SeriesEntry:
     already_upstream: list  # what the fix found already there
 
 
-@dataclass(frozen=True)
-class Manifest:
+class Manifest(NamedTuple):
     project: str
     version: str
     tag: str
@@ -55,7 +51,14 @@ class Manifest:
     patchkit: str
 
     def to_bytes(self) -> bytes:
-        return (json.dumps(asdict(self), indent=2, sort_keys=True) + "\n").encode()
+        return (json.dumps(_plain(self), indent=2, sort_keys=True) + "\n").encode()
+
+
+def _plain(value):
+    """Records (and lists of them) as JSON's dicts and lists."""
+    if hasattr(value, "_asdict"):
+        return {k: _plain(v) for k, v in value._asdict().items()}
+    return [_plain(v) for v in value] if isinstance(value, (list, tuple)) else value
 
 
 def _upgrade(doc: dict) -> dict:

@@ -7,7 +7,7 @@ their own encoding (a latin-1 source gives latin-1 lines).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 from patchkit.text import plural
 
 CONTEXT = 3
@@ -15,8 +15,7 @@ NO_NEWLINE = b"\\ No newline at end of file\n"
 ZERO_COMMIT = "0" * 40
 
 
-@dataclass(frozen=True)
-class FileChange:
+class FileChange(NamedTuple):
     path: str
     mode: str
     old: bytes

@@ -34,6 +34,7 @@ class Finding(NamedTuple):
     values: tuple  # table: its keys; gates: the capability literals compared with
     name: str | None  # table: the assigned name (Scope.qualify: "Class.NAME"), None inline; gates: the subject's code
     patchable: bool  # a table patchkit's rewriter patches: a registry name at module or class level
+    names_cc: bool = False  # its statement names the cc: a literal, an sm120 word (``patchkit.scan.classify``)
 
     def to_json(self) -> dict:
         return dict(self._asdict(), values=[list(v) if isinstance(v, tuple) else v for v in self.values])

@@ -18,6 +18,7 @@ from patchkit.rewrite.capability import MAJOR, TUPLE, Cap, CC, Literal, has_key,
 from patchkit.rewrite.dict_key import key_value
 from patchkit.rewrite.dict_key import one_line as _rewriter_one_line
 from patchkit.rewrite.scope import MODULE, Scope, assignments, header, statements
+from patchkit.scan.classify import literal_major, words
 from patchkit.scan.finding import COMPARISON, EQUALITY, MEMBERSHIP, TABLE, Finding, short
 
 # What the code of a gate's subject looks like: capability, major, sm_version, sm,
@@ -73,6 +74,7 @@ class _Hit(NamedTuple):
     values: tuple
     name: str | None
     patchable: bool
+    statement: int  # the id of its statement (of the first ``if`` of an if/elif chain)
 
 
 class _Gates(cst.CSTVisitor):
@@ -86,10 +88,21 @@ class _Gates(cst.CSTVisitor):
         self.scope = MODULE
         self.assigned: dict[int, tuple[cst.CSTNode, str, str]] = {}
         self.hits: list[_Hit] = []
+        # What names the cc (``patchkit.scan.classify``): the statements that do, by id.
+        self.words = words(caps[1].major)
+        self.key = 0  # the statement being visited
+        self.chains: dict[int, int] = {}  # an if/elif chain's clauses -> its first ``if``
+        self.naming: set[int] = set()
 
     def statement(self, scope: Scope, statement: cst.CSTNode) -> None:
         """Visit a statement's own code (a compound statement's header) in ``scope``."""
         self.scope = scope
+        self.key = self.chains.get(id(statement), id(statement))
+        if isinstance(statement, cst.If) and self.key == id(statement):  # the first if of a chain
+            clause = statement.orelse
+            while isinstance(clause, cst.If):
+                self.chains[id(clause)] = self.key
+                clause = clause.orelse
         for assignment, targets, value in assignments(statement):
             if isinstance(value, cst.Dict):
                 self._note_table(assignment, targets, value)
@@ -117,7 +130,7 @@ class _Gates(cst.CSTVisitor):
         values = tuple(lit.written for lit in keys)
         where = self.assigned.get(id(node))
         if where is None:
-            self.hits.append(_Hit(node, TABLE, short(one_line(node)), values, None, False))
+            self.hits.append(_Hit(node, TABLE, short(one_line(node)), values, None, False, self.key))
             return
         assignment, qualified, bare = where
         patchable = (
@@ -125,7 +138,21 @@ class _Gates(cst.CSTVisitor):
             and self.scope.plain
             and self.from_cc in values  # the rewriter matches keys exactly
         )
-        self.hits.append(_Hit(assignment, TABLE, short(one_line(assignment)), values, qualified, patchable))
+        self.hits.append(_Hit(assignment, TABLE, short(one_line(assignment)), values, qualified, patchable, self.key))
+
+    # -- what names the cc
+    def _names(self, text: str) -> None:
+        if self.key not in self.naming and self.words.search(text):
+            self.naming.add(self.key)
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self._names(node.value)
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        self._names(node.value)
+
+    def visit_FormattedStringText(self, node: cst.FormattedStringText) -> None:
+        self._names(node.value)
 
     # -- gates
     def _subject(self, node: cst.BaseExpression) -> bool:
@@ -158,6 +185,12 @@ class _Gates(cst.CSTVisitor):
         subjects = [lit is None and self._subject(operand) for lit, operand in zip(lits, operands)]
         if not any(subjects):
             return
+        if self.key not in self.naming:  # a capability compared with the cc's major
+            major = self.caps[1].major
+            for lit in lits:
+                if lit is not None and any(literal_major(x) == major for x in (lit if isinstance(lit, list) else [lit])):
+                    self.naming.add(self.key)
+                    break
         kinds = set()
         values: list[Any] = []
         results = []
@@ -197,7 +230,7 @@ class _Gates(cst.CSTVisitor):
             return
         kind = MEMBERSHIP if MEMBERSHIP in kinds else COMPARISON if COMPARISON in kinds else EQUALITY
         subject = next(o for o, s in zip(operands, subjects) if s)
-        self.hits.append(_Hit(node, kind, short(one_line(node)), tuple(values), one_line(subject), False))
+        self.hits.append(_Hit(node, kind, short(one_line(node)), tuple(values), one_line(subject), False, self.key))
 
 
 def one_line(node: cst.CSTNode) -> str:
@@ -277,6 +310,9 @@ def visit(
 
     positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     return [
-        Finding(path, line0 + positions[h.node].start.line, h.kind, h.snippet, h.values, h.name, h.patchable)
+        Finding(
+            path, line0 + positions[h.node].start.line, h.kind, h.snippet, h.values, h.name, h.patchable,
+            h.statement in visitor.naming,
+        )
         for h in visitor.hits
     ]

@@ -20,6 +20,7 @@ from patchkit.rewrite.scope import BLOCK, CLASS, DEF, MODULE, Scope
 
 _TRY = (ast.Try,) + ((ast.TryStar,) if hasattr(ast, "TryStar") else ())
 _DEF = (ast.FunctionDef, ast.AsyncFunctionDef)
+_NEWLINE = re.compile(rb"\r\n|\r|\n")
 
 
 class Piece(NamedTuple):
@@ -44,10 +45,10 @@ def _containing(body: list, line: int) -> Iterator[ast.stmt]:
 def pieces(src: bytes, tree: ast.Module, marks: list[int]) -> Iterator[Piece]:
     """The statement, or compound-statement header, around each offset in ``marks``, once each.
 
-    A header becomes a statement of its own by a ``pass`` body (``elif`` -> ``if``,
-    ``except`` after a ``try: pass``).
+    A header becomes a statement of its own by a ``pass`` body (``except`` after a ``try:
+    pass``); an ``if`` and its ``elif`` clauses come as one piece, all their headers.
     """
-    starts = [0] + [m.end() for m in re.finditer(rb"\r\n|\r|\n", src)]
+    starts = [0] + [m.end() for m in _NEWLINE.finditer(src)]
     lines = sorted({bisect.bisect_right(starts, m) for m in marks})
 
     def off(line: int, col: int) -> int:
@@ -64,6 +65,17 @@ def pieces(src: bytes, tree: ast.Module, marks: list[int]) -> Iterator[Piece]:
         line0 = _first_line(s) - 1 - prefix.count(b"\n")
         return (start, end), Piece(prefix + text + b"pass\n", line0, scope)
 
+    def headers(chain, scope):
+        """An if/elif chain's headers with ``pass`` bodies, each on its own line."""
+        text, key, line0 = b"", None, _first_line(chain[0]) - 1
+        for c in chain:
+            (start, end), piece = header(c, scope)
+            if c is not chain[0]:  # blank lines up to the elif keep its line number
+                text += b"\n" * (piece.line0 - line0 - len(_NEWLINE.findall(text))) + b"el"
+            text += piece.text
+            key = (key or (start, end))[0], end
+        return key, Piece(text, line0, scope)
+
     def descend(body, line, scope):
         for s in _containing(body, line):
             if isinstance(s, _TRY):
@@ -73,6 +85,20 @@ def pieces(src: bytes, tree: ast.Module, marks: list[int]) -> Iterator[Piece]:
                         yield header(h, scope.enter(BLOCK), b"try:\n    pass\n")
                     inner += h.body
                 yield from descend(inner + s.orelse + s.finalbody, line, scope.enter(BLOCK))
+            elif isinstance(s, ast.If):
+                chain = [s]  # the if and its elifs: one statement (classify judges them together)
+                while (
+                    len(chain[-1].orelse) == 1
+                    and isinstance(chain[-1].orelse[0], ast.If)
+                    and src.startswith(b"elif", off(chain[-1].orelse[0].lineno, chain[-1].orelse[0].col_offset))
+                ):
+                    chain.append(chain[-1].orelse[0])
+                if any(_first_line(c) <= line <= _first_line(c.body[0]) for c in chain):
+                    yield headers(chain, scope)
+                inner_scope = scope.enter(BLOCK)
+                for c in chain:
+                    yield from descend(c.body, line, inner_scope)
+                yield from descend(chain[-1].orelse, line, inner_scope)
             elif isinstance(s, ast.Match):  # (patterns and guards are not looked at)
                 yield from descend([x for c in s.cases for x in c.body], line, scope.enter(BLOCK))
             elif isinstance(getattr(s, "body", None), list) and s.body:

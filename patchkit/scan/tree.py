@@ -40,6 +40,13 @@ def python_files(root: Path) -> list[tuple[str, str]]:
     return out
 
 
+def in_scan(rel: str) -> bool:
+    """Does ``python_files`` take this "/"-separated relative path (a *.py file in no
+    hidden, ``__pycache__`` or ``node_modules`` folder)?"""
+    *folders, name = rel.split("/")
+    return name.endswith(".py") and not any(d.startswith(".") or d in SKIP_DIRS for d in folders)
+
+
 def _scan_file(full: str, rel: str, from_cc: CC, cc: CC, tables) -> tuple[list[Finding], bool, str | None]:
     """(findings, parsed?, why it was skipped or None)."""
     try:
@@ -47,6 +54,10 @@ def _scan_file(full: str, rel: str, from_cc: CC, cc: CC, tables) -> tuple[list[F
             data = fh.read()
     except OSError as exc:
         return [], False, f"cannot read: {exc.strerror or exc}"
+    return _scan_bytes(data, rel, from_cc, cc, tables)
+
+
+def _scan_bytes(data: bytes, rel: str, from_cc: CC, cc: CC, tables) -> tuple[list[Finding], bool, str | None]:
     try:
         found, parsed = scan(data, rel, from_cc, cc, tables)
     except cst.ParserSyntaxError as exc:
@@ -56,9 +67,51 @@ def _scan_file(full: str, rel: str, from_cc: CC, cc: CC, tables) -> tuple[list[F
     return found, parsed, None
 
 
+_SOURCES: list[tuple[str, bytes]] = []  # scan_sources' input, inherited by its forked workers
+
+
 def _scan_chunk(args) -> list[tuple[list[Finding], bool, str | None]]:
     files, from_cc, cc, tables = args
+    if files and isinstance(files[0], int):  # indices into _SOURCES
+        return [_scan_bytes(_SOURCES[i][1], _SOURCES[i][0], from_cc, cc, tables) for i in files]
     return [_scan_file(full, rel, from_cc, cc, tables) for full, rel in files]
+
+
+def scan_sources(
+    sources: list[tuple[str, bytes]],
+    from_cc: CC,
+    cc: CC,
+    tables: tuple[str, ...] = (),
+    jobs: int | None = None,
+) -> list[tuple[list[Finding], bool, str | None]]:
+    """``scan_tree`` for (relative path, bytes) pairs read elsewhere (from git objects):
+    (findings in line order, parsed?, why it was skipped or None) of each source."""
+    pair(from_cc, cc)
+    tables = tuple(tables)
+    if jobs is None:
+        jobs = min(2, os.cpu_count() or 1) if len(sources) >= 500 else 1
+    _SOURCES[:] = sources
+    try:
+        indices = list(range(len(sources)))
+        if jobs > 1:
+            results = _parallel(indices, from_cc, cc, tables, jobs)
+        else:
+            results = _scan_chunk((indices, from_cc, cc, tables))
+    finally:
+        _SOURCES[:] = []
+    return results
+
+
+def _collect(rels: list[str], results, skipped) -> tuple[list[Finding], int, int]:
+    findings: list[Finding] = []
+    parsed = 0
+    for rel, (found, ok, why) in zip(rels, results):
+        findings += found
+        parsed += ok
+        if why is not None and skipped is not None:
+            skipped.append((rel, why))
+    findings.sort(key=lambda f: (f.path, f.line))
+    return findings, len(rels), parsed
 
 
 def scan_tree(
@@ -84,15 +137,7 @@ def scan_tree(
         results = _parallel(files, from_cc, cc, tables, jobs)
     else:
         results = _scan_chunk((files, from_cc, cc, tables))
-    findings: list[Finding] = []
-    parsed = 0
-    for (_, rel), (found, ok, why) in zip(files, results):
-        findings += found
-        parsed += ok
-        if why is not None and skipped is not None:
-            skipped.append((rel, why))
-    findings.sort(key=lambda f: (f.path, f.line))
-    return findings, len(files), parsed
+    return _collect([rel for _, rel in files], results, skipped)
 
 
 def _parallel(files, from_cc, cc, tables, jobs):

@@ -405,13 +405,17 @@ def test_command_text(tmp_path: Path) -> None:
     report = scan(root, 12, tables=TABLES)
     assert report.exit_code == PROBLEMS
     assert report.lines == [
-        "pkg/comm.py:1: table: SIZES = {9: 1, 10: 2} [patchable by patchkit]",
-        "pkg/sub/gate.py:2: membership: major in (9, 10)",
-        "2 capability gates in 2 files (1 patchable by patchkit); scanned 4 files, parsed 2",
+        "unaware: 2 gates in 2 files",
+        "  pkg/comm.py",
+        "    1: table: SIZES = {9: 1, 10: 2} [patchable by patchkit]",
+        "  pkg/sub/gate.py",
+        "    2: membership: major in (9, 10)",
+        "2 capability gates in 2 files (2 unaware, 0 aware, 0 covered; 1 patchable by patchkit); scanned 4 files, parsed 2",
         "skipped pkg/broken.py: " + report.data["skipped"][0]["reason"],
     ]
     data = report.data
     assert data["counts"] == {"table": 1, "membership": 1, "equality": 0, "comparison": 0}
+    assert data["classes"] == {"unaware": 2, "aware": 0, "covered": 0}
     assert data["findings"][0] == {
         "path": "pkg/comm.py",
         "line": 1,
@@ -420,7 +424,9 @@ def test_command_text(tmp_path: Path) -> None:
         "values": [9, 10],
         "name": "SIZES",
         "patchable": True,
+        "names_cc": False,
         "covered_by": None,  # SIZES is in no fix's rules
+        "class": "unaware",
     }
     json.dumps(data)
 
@@ -430,19 +436,26 @@ def test_command_markdown(tmp_path: Path) -> None:
     root.mkdir()
     (root / "m.py").write_bytes(b"ok = capability[a | b] == 10\n")
     report = scan(root, 12, fmt="markdown")
-    assert report.lines[2:5] == [
+    assert report.lines[1:7] == [
+        "",
+        "### unaware: 1 gate in 1 file",
+        "",
         "| file | line | kind | code | values | patchable |",
         "| --- | ---: | --- | --- | --- | --- |",
         "| m.py | 1 | equality | `capability[a \\| b] == 10` | 10 |  |",
     ]
-    assert report.lines[-1] == "1 capability gate in 1 file (0 patchable by patchkit); scanned 1 files, parsed 1"
+    assert report.lines[-1] == (
+        "1 capability gate in 1 file (1 unaware, 0 aware, 0 covered; 0 patchable by patchkit); scanned 1 files, parsed 1"
+    )
 
 
 def test_command_nothing_found(tmp_path: Path) -> None:
     (tmp_path / "m.py").write_bytes(b"SIZES = {9: 1, 10: 2, 12: 2}\n")
     report = scan(tmp_path, 12)
     assert report.exit_code == OK
-    assert report.lines == ["0 capability gates in 0 files (0 patchable by patchkit); scanned 1 files, parsed 1"]
+    assert report.lines == [
+        "0 capability gates in 0 files (0 unaware, 0 aware, 0 covered; 0 patchable by patchkit); scanned 1 files, parsed 1"
+    ]
 
 
 def test_command_default_tables_are_sglang(tmp_path: Path) -> None:
@@ -472,5 +485,10 @@ def test_a_table_of_a_rule_names_its_fix(tmp_path: Path) -> None:
     (root / "pkg").mkdir(parents=True)
     (root / "pkg/utils.py").write_text("TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES = {9: {2: 1}, 10: {2: 2}}\n")
     report = scan(root, 12)
-    assert report.lines[0] == "pkg/utils.py:1: table: TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES = {9: {2: 1}, 10: {2: 2}} [covered by torch-symm-mem]"
+    assert report.lines[:3] == [
+        "covered: 1 gate in 1 file",
+        "  pkg/utils.py",
+        "    1: table: TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES = {9: {2: 1}, 10: {2: 2}} [covered by torch-symm-mem]",
+    ]
     assert report.data["findings"][0]["covered_by"] == "torch-symm-mem"
+    assert report.data["findings"][0]["class"] == "covered"

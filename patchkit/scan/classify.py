@@ -1,0 +1,76 @@
+"""What a finding asks of its reader: its class, one of *unaware*, *aware*, *covered*.
+
+``covered``  a rule of one of patchkit's fixes patches it (``covered_by`` names the fix);
+``aware``    not covered, and the gate names the ``cc`` itself:
+
+             - its statement compares a capability with a literal of ``cc``'s major
+               (for ``--cc 12``: ``12``, ``120``..``129``, ``"12.0"``, ``(12, 1)``,
+               ``12.0``), in the same gate or in another one of the statement
+               (``major == 10 or major == 12``, ``major <= 12``); for an
+               ``if``/``elif`` chain, the statement is the tests of all its branches
+               (``elif major == 10: ... elif major == 12:``);
+             - or a name or a string in that statement says ``sm120``, ``sm_120``,
+               ``SM12x``, ``sm121`` (``is_sm120()``, ``_SM120_BLOCK``, ``"SM120
+               kernel"``), and for 12 also ``rtx_pro``, ``geforce``, ``gb10``,
+               ``consumer_blackwell`` style names;
+             - or a folder or file of its path says so (``fa4_sm120/``, ``*_sm120.py``);
+
+             comments are not looked at, nor other statements of the same function;
+``unaware``  the rest: ``cc`` takes another path than ``from_cc`` there and nothing in
+             the gate says the author had ``cc`` in mind (``major == 10`` alone,
+             ``major >= 9``, ``arch // 10 in [10, 11]``).
+
+The statement is judged while the gate visitor has it parsed (``Finding.names_cc``);
+this module holds the words and the decision, and nothing here parses a file again.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from patchkit.rewrite.capability import DOTTED, FLOAT, MAJOR, SM, TUPLE, Cap, Literal
+
+UNAWARE = "unaware"
+AWARE = "aware"
+COVERED = "covered"
+CLASSES = (UNAWARE, AWARE, COVERED)  # the order of the text output
+
+
+def literal_major(lit: Literal) -> int | None:
+    """The major a capability literal stands for: 12, 121 -> 12; "12.0", (12, 1), 12.0 -> 12."""
+    if lit.kind == MAJOR:
+        return lit.value
+    if lit.kind == SM:
+        return lit.value // 10
+    if lit.kind in (TUPLE, DOTTED):
+        return lit.value[0]
+    if lit.kind == FLOAT:
+        return int(lit.value)
+    return None
+
+
+# Names of the SM12x family that say "consumer / workstation Blackwell" without its number.
+_ALIASES_12 = r"|rtx_?pro|rtx_?50[0-9]0|geforce|gb10(?![0-9])|(?:consumer|workstation|client)_?blackwell|blackwell_?(?:consumer|workstation|client|geforce|rtx)"
+
+
+@lru_cache(maxsize=8)
+def words(major: int) -> re.Pattern:
+    """What names ``major`` in a name, a string or a path: ``sm120``, ``sm_120``,
+    ``SM12x``, ``sm121``, ``Sm12`` (not ``sm1200``, ``sm_12345``); case-insensitive."""
+    aliases = _ALIASES_12 if major == 12 else ""
+    return re.compile(rf"sm_?{major}(?:[0-9x](?![0-9])|(?![0-9])){aliases}", re.I)
+
+
+def path_names(path: str, c: Cap) -> bool:
+    """Does a folder or the file name of ``path`` name the capability?"""
+    return words(c.major).search(path) is not None
+
+
+def classify(finding, c: Cap, fix: str | None) -> str:
+    """The class of ``finding`` for the capability ``c``; ``fix``: the fix that covers it, or None."""
+    if fix:
+        return COVERED
+    if finding.names_cc or path_names(finding.path, c):
+        return AWARE
+    return UNAWARE

@@ -1,0 +1,79 @@
+"""``patchkit scan --repo R --tag A --tag B``: the gates of two releases, read from git
+objects (never checked out, nothing run), and what changed between them.
+
+A gate of A and a gate of B are the same gate when they have the same file path, kind
+and code (a named table: the same name, whatever its values); line numbers do not
+count.  Several same gates in one file are paired in line order.  Then each gate of B
+either *appeared* (no partner in A), or kept its class, or changed it (``became
+aware``: unaware in A, aware in B); each gate of A without a partner *disappeared*.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Callable, NamedTuple
+
+from patchkit.scan.finding import TABLE, Finding
+from patchkit.scan.tree import in_scan, scan_sources
+
+GLOBS = ("*.py", "**/*.py")
+
+
+class Release(NamedTuple):
+    tag: str
+    findings: list[Finding]
+    classes: list[str]  # the class of each finding
+    seen: int  # *.py files
+    parsed: int
+
+
+class Changes(NamedTuple):
+    appeared: list[tuple[Finding, str]]  # (gate of B, its class)
+    disappeared: list[tuple[Finding, str]]  # (gate of A, its class in A)
+    changed: list[tuple[Finding, Finding, str, str]]  # (in A, in B, class in A, class in B)
+    unchanged: int
+
+
+def releases(source, tags: list[str], from_cc, cc, tables, classify: Callable[[Finding], str], skipped: list) -> list[Release]:
+    """Scan the *.py files of each tag's tree (the files ``scan_tree`` would scan in a
+    checkout).  A file that is the same blob at the same path in both is scanned once.
+    ``skipped``: gets (tag, path, reason) of each file that cannot be read or parsed."""
+    source.releases(tags)  # BadInput for a tag the repository does not have
+    files = {tag: [(f.path, f.blob) for f in source.files(tag, GLOBS) if in_scan(f.path)] for tag in tags}
+    todo = list(dict.fromkeys(pb for tag in tags for pb in files[tag]))
+    data = source.read_many(list(dict.fromkeys(blob for _, blob in todo)))
+    results = dict(zip(todo, scan_sources([(path, data[blob]) for path, blob in todo], from_cc, cc, tables)))
+    out = []
+    for tag in tags:
+        skipped += [(tag, pb[0], results[pb][2]) for pb in files[tag] if results[pb][2] is not None]
+        findings = sorted((f for pb in files[tag] for f in results[pb][0]), key=lambda f: (f.path, f.line))
+        parsed = sum(results[pb][1] for pb in files[tag])
+        out.append(Release(tag, findings, [classify(f) for f in findings], len(files[tag]), parsed))
+    return out
+
+
+def key(f: Finding) -> tuple:
+    """What makes two findings of two releases the same gate."""
+    return (f.path, f.kind, f.name) if f.kind == TABLE and f.name else (f.path, f.kind, f.snippet)
+
+
+def compare(before: Release, after: Release) -> Changes:
+    """What changed from ``before`` to ``after``; each list in path and line order."""
+    old: dict[tuple, list[int]] = defaultdict(list)
+    for i, f in enumerate(before.findings):
+        old[key(f)].append(i)
+    taken: set[int] = set()
+    appeared, changed, unchanged = [], [], 0
+    for f, cls in zip(after.findings, after.classes):
+        partners = old.get(key(f))
+        if not partners:
+            appeared.append((f, cls))
+            continue
+        i = partners.pop(0)
+        taken.add(i)
+        if before.classes[i] == cls:
+            unchanged += 1
+        else:
+            changed.append((before.findings[i], f, before.classes[i], cls))
+    disappeared = [(f, c) for i, (f, c) in enumerate(zip(before.findings, before.classes)) if i not in taken]
+    return Changes(appeared, disappeared, changed, unchanged)

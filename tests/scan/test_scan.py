@@ -94,6 +94,7 @@ FINDS = [
     pytest.param(b"blackwell = device_sm < 110\n", [("comparison", 1, (110,))], id="SM number <"),
     pytest.param(b"new = capability >= 10.3\n", [("comparison", 1, (10.3,))], id="float"),
     pytest.param(b"if 9 <= major < 11:\n    pass\n", [("comparison", 1, (9, 11))], id="chained"),
+    pytest.param(b"old = (11, 0,) > major\n", [("comparison", 1, ((11, 0),))], id="tuple with a trailing comma, on the left"),
     # where the statement is
     pytest.param(
         b"if x:\n    pass\nelif (\n    arch.major == 10\n):\n    pass\nelse:\n    pass\n",

@@ -75,8 +75,8 @@ check-patches: sglang-mirror flashinfer-mirror vllm-mirror
 		../$(VENV)/bin/pytest -q -p no:cacheprovider test_real_releases.py test_vllm_releases.py
 
 # Speed and memory, side by side with their floors (see benchmarks/bench.py); prints a table.
-bench: sglang-mirror flashinfer-mirror
-	$(PY) benchmarks/bench.py --mirror $(MIRROR) --flashinfer-mirror $(FI_MIRROR) $(if $(wildcard build/vllm-mirror),--vllm-mirror build/vllm-mirror) --patchkit $(PK) --version $(DEMO_VERSION)
+bench: sglang-mirror flashinfer-mirror vllm-mirror
+	$(PY) benchmarks/bench.py --mirror $(MIRROR) --flashinfer-mirror $(FI_MIRROR) --vllm-mirror $(VLLM_MIRROR) --patchkit $(PK) --version $(DEMO_VERSION)
 
 # The main job on a real release: fetch SGLang $(DEMO_VERSION) from PyPI into a scratch
 # git checkout (with bytecode, as a used checkout has), then apply, verify, status, revert,

@@ -302,3 +302,16 @@ def comm_list(source: bytes) -> list:
     ]
     (value,) = [k.value for k in ast.walk(function) if isinstance(k, ast.keyword) and k.arg == "supported_major_versions"]
     return ast.literal_eval(value)
+
+
+def real_mirror(factory: pytest.TempPathFactory, env: str, project: str, versions) -> Path:
+    """The full mirror of a project's releases named by ``env`` (``make check-patches``), or
+    a small one of ``versions`` built from PyPI (archives cached, see patchkit.dev.mirror)."""
+    from patchkit.dev.mirror import build_mirror, default_cache
+
+    given = os.environ.get(env)
+    if given:
+        return Path(given)
+    dest = factory.mktemp("real") / project
+    build_mirror(versions, dest, default_cache(), project=project)
+    return dest

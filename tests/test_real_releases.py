@@ -15,7 +15,7 @@ from pathlib import Path
 import black
 import pytest
 
-from conftest import comm_list, git, invoke, run_cli
+from conftest import comm_list, git, invoke, real_mirror, run_cli
 from patchkit.data import shipped
 from patchkit.rewrite.evaluate import tables
 from patchkit.dev.mirror import build_mirror, default_cache
@@ -28,12 +28,7 @@ SHIPPED = shipped("patches")
 
 @pytest.fixture(scope="module")
 def mirror(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    given = os.environ.get("PATCHKIT_REAL_MIRROR")
-    if given:
-        return Path(given)
-    dest = tmp_path_factory.mktemp("real") / "sglang"
-    build_mirror(DEFAULT_VERSIONS, dest, default_cache())
-    return dest
+    return real_mirror(tmp_path_factory, "PATCHKIT_REAL_MIRROR", "sglang", DEFAULT_VERSIONS)
 
 
 @pytest.fixture(scope="module")
@@ -368,12 +363,7 @@ FLASHINFER_VERSIONS = ("0.6.4", "0.6.17")  # its list lacks 12; the first releas
 
 @pytest.fixture(scope="module")
 def flashinfer_mirror(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    given = os.environ.get("PATCHKIT_REAL_FLASHINFER_MIRROR")
-    if given:
-        return Path(given)
-    dest = tmp_path_factory.mktemp("real") / "flashinfer"
-    build_mirror(FLASHINFER_VERSIONS, dest, default_cache(), project="flashinfer")
-    return dest
+    return real_mirror(tmp_path_factory, "PATCHKIT_REAL_FLASHINFER_MIRROR", "flashinfer", FLASHINFER_VERSIONS)
 
 
 def test_flashinfer_series_shipped_applied_and_upstream(flashinfer_mirror: Path, tmp_path: Path) -> None:

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git, invoke
+from conftest import git, invoke, real_mirror
 from patchkit.data import shipped
-from patchkit.dev.mirror import VLLM_RELEASES, build_mirror, default_cache
+from patchkit.dev.mirror import VLLM_RELEASES
 from patchkit.fixes.registry import VLLM
 from patchkit.rewrite.evaluate import tables
 from test_real_releases import _black_clean, _checked_file, _patched, _series
@@ -31,12 +31,7 @@ FILES = [f"{DC}/all_reduce_utils.py", f"{DC}/symm_mem.py"]
 
 @pytest.fixture(scope="module")
 def mirror(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    given = os.environ.get("PATCHKIT_REAL_VLLM_MIRROR")
-    if given:
-        return Path(given)
-    dest = tmp_path_factory.mktemp("real") / "vllm"
-    build_mirror(DEFAULT_VERSIONS, dest, default_cache(), project="vllm")
-    return dest
+    return real_mirror(tmp_path_factory, "PATCHKIT_REAL_VLLM_MIRROR", "vllm", DEFAULT_VERSIONS)
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,7 @@ import libcst as cst
 
 from patchkit.errors import RewriteError
 from patchkit.rewrite.capability import CC as Key
+from patchkit.rewrite.cut import rewrite_cut
 from patchkit.rewrite.dict_key import key_value, mentions, one_line, parse
 from patchkit.rewrite.output import LINE_LENGTH, Found, Rewritten, new_literal, render
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
@@ -281,10 +282,16 @@ def rewrite(
         raise RewriteError(path, f"--from-cc and --to-cc are both {from_cc!r}")
     if not all(mentions(source, [name]) for name in locator.names()):
         return ListRewrite(source, ())
-    module = parse(source, path)
     adder = AddMember(locator, from_cc, to_cc, path)
-    new = module.visit(adder)
+
+    def run(data: bytes) -> bytes:
+        new = parse(data, path).visit(adder)
+        return render(new, data, path, line_length) if any(r.status == PATCHED for r in adder.results) else data
+
+    # Inside a named def, only that def (and the module's simple statements) is parsed.
+    wanted = locator.function
+    result = run(source) if wanted is None else rewrite_cut(source, lambda name: name == wanted, run)
     results = tuple(adder.results)
     if not any(r.status == PATCHED for r in results):
         return ListRewrite(source, results)
-    return ListRewrite(render(new, source, path, line_length), results)
+    return ListRewrite(result, results)

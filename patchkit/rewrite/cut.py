@@ -23,22 +23,28 @@ def _first_line(s: ast.stmt) -> int:
     return min([s.lineno, *(d.lineno for d in getattr(s, "decorator_list", ()))])
 
 
-def _defines(s: ast.stmt, keep: Callable[[str], bool]) -> bool:
-    """Is a def or class that ``keep`` wants in (or the) statement ``s``?  Only statement
-    bodies are walked: a def inside an expression is no gate."""
+def _wanted(s: ast.stmt, keep: Callable[[str], bool], assigns: frozenset[str]) -> bool:
+    """Is a def or class that ``keep`` wants, or an assignment to one of ``assigns``, in (or
+    the) statement ``s``?  Only statement bodies are walked: a def inside an expression is
+    no gate."""
     stack = [s]
     while stack:
         node = stack.pop()
         if isinstance(node, _DEFS) and keep(node.name):
             return True
+        if assigns and isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id in assigns for t in targets):
+                return True
         for field in ("body", "orelse", "finalbody", "handlers", "cases"):
             stack += getattr(node, field, None) or ()
     return False
 
 
-def cut(source: bytes, keep: Callable[[str], bool]) -> tuple[bytes, list[int]] | None:
+def cut(source: bytes, keep: Callable[[str], bool], assigns: frozenset[str] = frozenset()) -> tuple[bytes, list[int]] | None:
     """(the module of ``source``'s simple and compound top-level statements, without the
-    defs and classes that hold no def or class whose name ``keep`` wants; the source line of each
+    defs and classes that hold no def or class whose name ``keep`` wants and no assignment
+    to a name of ``assigns``; the source line of each
     of its lines), or None when the whole file must be rewritten (it does not parse, it
     has a coding cookie, or there is nothing to leave out)."""
     if _COOKIE.search(b"\n".join(source.splitlines()[:2])):
@@ -54,7 +60,7 @@ def cut(source: bytes, keep: Callable[[str], bool]) -> tuple[bytes, list[int]] |
     kept, origin = [], []
     dropped = False
     for i, s in enumerate(body):
-        if isinstance(s, _DEFS) and not _defines(s, keep):
+        if isinstance(s, _DEFS) and not _wanted(s, keep, assigns):
             dropped = True
             continue
         start = _first_line(s) - 1
@@ -103,10 +109,12 @@ def splice(source: bytes, piece: bytes, new_piece: bytes, origin: list[int]) -> 
     return data[:-1] if tail and data.endswith(b"\n") and not source.endswith(b"\n") else data
 
 
-def rewrite_cut(source: bytes, keep: Callable[[str], bool], rewrite: Callable[[bytes], bytes]) -> bytes:
+def rewrite_cut(
+    source: bytes, keep: Callable[[str], bool], rewrite: Callable[[bytes], bytes], assigns: frozenset[str] = frozenset()
+) -> bytes:
     """``rewrite`` (bytes in, bytes out) run on the statements ``cut`` keeps, spliced back;
     on the whole source when nothing can be left out."""
-    found = cut(source, keep)
+    found = cut(source, keep, assigns)
     if found is None:
         return rewrite(source)
     piece, origin = found

@@ -18,6 +18,7 @@ import libcst as cst
 
 from patchkit.errors import RewriteError
 from patchkit.rewrite.capability import CC as Key
+from patchkit.rewrite.cut import rewrite_cut
 from patchkit.rewrite.output import Found, Rewritten, new_literal, render
 from patchkit.rewrite.scope import Scope, assignments, statements
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
@@ -213,16 +214,21 @@ def rewrite(source: bytes, names: Iterable[str], from_cc: Key, to_cc: Key, path:
         raise RewriteError(path, f"--from-cc and --to-cc are both {from_cc!r}")
     if not mentions(source, names):
         return Rewrite(source, ())
-    module = parse(source, path)
-    results, new = [], {}
-    for scope, statement in statements(module):
-        for _, targets, value in assignments(statement):
-            name = _table_name(targets, names)
-            if name is not None:
-                result, table = _add_key(value, name, scope, from_cc, to_cc, path)
-                results.append(result)
-                if table is not None:
-                    new[id(value)] = table
-    if not new:
-        return Rewrite(source, tuple(results))
-    return Rewrite(render(module.visit(_Replace(new)), source, path, line_length=None), tuple(results))
+    results: list[TableResult] = []
+
+    def run(data: bytes) -> bytes:
+        module = parse(data, path)
+        new = {}
+        for scope, statement in statements(module):
+            for _, targets, value in assignments(statement):
+                name = _table_name(targets, names)
+                if name is not None:
+                    result, table = _add_key(value, name, scope, from_cc, to_cc, path)
+                    results.append(result)
+                    if table is not None:
+                        new[id(value)] = table
+        return render(module.visit(_Replace(new)), data, path, line_length=None) if new else data
+
+    # Only the module's simple statements and the classes that assign a table are parsed.
+    out = rewrite_cut(source, lambda name: False, run, assigns=names)
+    return Rewrite(out if any(r.status == PATCHED for r in results) else source, tuple(results))

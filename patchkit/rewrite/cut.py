@@ -41,10 +41,32 @@ def _wanted(s: ast.stmt, keep: Callable[[str], bool], assigns: frozenset[str]) -
     return False
 
 
+def _keep_lines(body: list, keep, assigns: frozenset[str], origin: list[int]) -> bool:
+    """Add to ``origin`` the lines of the statements of ``body`` worth keeping: every one but
+    the defs and classes nothing is wanted in; of a class something is wanted in, its header
+    and (the same way) its body.  False when two statements share a line."""
+    for i, s in enumerate(body):
+        start, end = _first_line(s) - 1, s.end_lineno
+        if i + 1 < len(body) and _first_line(body[i + 1]) - 1 < end:  # "a; b" on one line
+            return False
+        if not isinstance(s, _DEFS):
+            origin += range(start, end)
+        elif not _wanted(s, keep, assigns):
+            continue
+        elif isinstance(s, ast.ClassDef) and not keep(s.name):
+            first = _first_line(s.body[0]) - 1
+            origin += range(start, first)
+            if first == start or not _keep_lines(s.body, keep, assigns, origin):  # "class A: x = 1"
+                return False
+        else:
+            origin += range(start, end)
+    return True
+
+
 def cut(source: bytes, keep: Callable[[str], bool], assigns: frozenset[str] = frozenset()) -> tuple[bytes, list[int]] | None:
     """(the module of ``source``'s simple and compound top-level statements, without the
     defs and classes that hold no def or class whose name ``keep`` wants and no assignment
-    to a name of ``assigns``; the source line of each
+    to a name of ``assigns``, the same way inside the classes kept; the source line of each
     of its lines), or None when the whole file must be rewritten (it does not parse, it
     has a coding cookie, or there is nothing to leave out)."""
     if _COOKIE.search(b"\n".join(source.splitlines()[:2])):
@@ -56,19 +78,11 @@ def cut(source: bytes, keep: Callable[[str], bool], assigns: frozenset[str] = fr
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     lines = source.splitlines(keepends=True)
-    body = tree.body
-    kept, origin = [], []
-    dropped = False
-    for i, s in enumerate(body):
-        if isinstance(s, _DEFS) and not _wanted(s, keep, assigns):
-            dropped = True
-            continue
-        start = _first_line(s) - 1
-        end = s.end_lineno
-        if i + 1 < len(body) and _first_line(body[i + 1]) - 1 < end:  # "a; b" on one line
-            return None
-        kept += lines[start:end]
-        origin += range(start, end)
+    origin: list[int] = []
+    if not _keep_lines(tree.body, keep, assigns, origin):
+        return None
+    kept = [lines[n] for n in origin]
+    dropped = len(origin) < len(lines)
     if not dropped or not kept:
         return None
     if not kept[-1].endswith((b"\n", b"\r")):
@@ -92,11 +106,16 @@ def splice(source: bytes, piece: bytes, new_piece: bytes, origin: list[int]) -> 
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
         if op == "equal":
             continue
+        # Line k of the run becomes new line k (the source lines between them stay where
+        # they are); new lines beyond the old ones follow the last one.
+        pairs = min(i2 - i1, j2 - j1)
         for k in range(i1, i2):
-            out[origin[k]] = []
-        added = new[j1:j2]
-        if i1 < i2:
-            out[origin[i1]] = added
+            out[origin[k]] = [new[j1 + k - i1]] if k - i1 < pairs else []
+        added = new[j1 + pairs : j2]
+        if not added:
+            continue
+        if pairs:
+            out[origin[i1 + pairs - 1]] += added
         elif i1:
             out.setdefault(origin[i1 - 1], [lines[origin[i1 - 1]]]).extend(added)
         else:

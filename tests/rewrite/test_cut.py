@@ -79,3 +79,14 @@ def test_lines_added_before_the_first_piece_line() -> None:
 
 def test_unchanged_piece_gives_the_source() -> None:
     assert rewrite_cut(SOURCE, keep_gate, lambda data: data) is SOURCE
+
+
+def test_lines_between_kept_lines_stay_in_place() -> None:
+    """Two kept lines changed at once, a dropped blank line between them (a case found by
+    the rewriter's property tests): each new line takes the place of its old one."""
+    from patchkit.rewrite.dict_key import rewrite as add_key
+
+    source = b"class C0:\n    class Inner:\n        SIZES = {7: 0}\n\n        WORLD = {7: 0}"
+    assert add_key(source, ["SIZES", "WORLD"], 7, 12).source == (
+        b"class C0:\n    class Inner:\n        SIZES = {7: 0, 12: 0}\n\n        WORLD = {7: 0, 12: 0}"
+    )

@@ -18,7 +18,6 @@ import click
 from patchkit import __version__
 from patchkit.errors import REFUSED, BadInput, PatchkitError
 from patchkit.fixes.registry import FIXES, PROJECTS, choose_fixes, no_rule, rules_for
-from patchkit.rewrite.capability import parse_cc, same
 from patchkit.versions import is_version
 
 
@@ -30,6 +29,8 @@ class CC(click.ParamType):
     def convert(self, value, param, ctx):
         if isinstance(value, (int, str)) and not isinstance(value, bool):
             try:
+                from patchkit.rewrite.capability import parse_cc  # only when a cc is given
+
                 return parse_cc(str(value))
             except ValueError as exc:
                 self.fail(str(exc), param, ctx)
@@ -91,6 +92,8 @@ class Group(click.Group):
 
 def _pair_error(from_cc: int | str, to_cc: int | str, to_opt: str, alike: bool) -> str | None:
     given = f"(--from-cc {from_cc}, {to_opt} {to_cc})"
+    from patchkit.rewrite.capability import same
+
     if same(from_cc, to_cc):
         return f"{to_opt} must differ from --from-cc {given}"
     if alike and type(from_cc) is not type(to_cc):
@@ -106,6 +109,8 @@ def check_cc(from_cc, to_cc, project: str | None, to_opt: str = "--to-cc", alike
     the pair is refused only if it is wrong with every registered project's defaults
     (the command finds the rest once it knows the project).
     """
+    if from_cc is None and to_cc is None:  # the projects' own pairs (checked when the registry is built)
+        return
     candidates = [PROJECTS[project]] if project else list(PROJECTS.values())
     errors = [
         _pair_error(p.from_cc if from_cc is None else from_cc, p.to_cc if to_cc is None else to_cc, to_opt, alike)

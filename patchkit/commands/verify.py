@@ -15,7 +15,6 @@ from patchkit.report import Report
 from patchkit.text import plural
 from patchkit.target.session import Session
 from patchkit.fixes.registry import FIXES, rules_for
-from patchkit.rewrite.rules import rewrite_file
 from patchkit.types import PATCHED, Applied
 from patchkit.digest import sha256
 
@@ -80,6 +79,8 @@ def verify(path: Path, from_cc=None, to_cc=None, project: str | None = None, fix
             continue
         try:
             with s.local_errors():
+                from patchkit.rewrite.rules import rewrite_file  # only for files without a recorded post-image
+
                 result = rewrite_file(data, rel, rules, s.reader(), s.project.source_root)
         except RewriteError as exc:
             problems.append(str(exc))

@@ -68,8 +68,12 @@ def cut(source: bytes, keep: Callable[[str], bool], assigns: frozenset[str] = fr
     defs and classes that hold no def or class whose name ``keep`` wants and no assignment
     to a name of ``assigns``, the same way inside the classes kept; the source line of each
     of its lines), or None when the whole file must be rewritten (it does not parse, it
-    has a coding cookie, or there is nothing to leave out)."""
+    is not UTF-8 or has a coding cookie, or there is nothing to leave out)."""
     if _COOKIE.search(b"\n".join(source.splitlines()[:2])):
+        return None
+    try:  # a byte that is no UTF-8 in a line left out must still be refused by the whole-file parse
+        source.decode("utf-8")
+    except UnicodeDecodeError:
         return None
     try:
         with warnings.catch_warnings():

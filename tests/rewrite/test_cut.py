@@ -90,3 +90,8 @@ def test_lines_between_kept_lines_stay_in_place() -> None:
     assert add_key(source, ["SIZES", "WORLD"], 7, 12).source == (
         b"class C0:\n    class Inner:\n        SIZES = {7: 0, 12: 0}\n\n        WORLD = {7: 0, 12: 0}"
     )
+
+
+def test_a_file_that_is_not_utf8_is_rewritten_whole() -> None:
+    """ast reads a comment that is not UTF-8; the whole-file parse refuses it, as it must."""
+    assert cut(b"# caf\xe9\nclass A:\n    pass\nT = {10: 1}\n", keep_gate) is None

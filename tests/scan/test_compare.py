@@ -1,20 +1,19 @@
 """``patchkit scan --repo R --tag A --tag B``: two releases read from git objects, compared.
 
 The repositories are built here (``conftest.make_repo``) from snippets written for these
-tests.  With a real SGLang mirror (build/sglang-mirror, or $PATCHKIT_REAL_MIRROR) the
-last tests run over real releases too.
+tests.  The last tests run over real releases: SGLang 0.5.9 and 0.5.23 from PyPI, or the
+full mirror ($PATCHKIT_REAL_MIRROR).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, invoke, make_repo
+from conftest import invoke, make_repo, real_mirror
 from patchkit.commands.scan import covered_by, scan
 from patchkit.errors import BAD_INPUT, OK, PROBLEMS, BadInput
 from patchkit.rewrite.capability import literal, pair
@@ -185,14 +184,10 @@ def test_cli_json_exit_code(repo: Path) -> None:
 # --- real releases ------------------------------------------------------------------------
 
 
-def _mirror() -> Path | None:
-    given = os.environ.get("PATCHKIT_REAL_MIRROR")
-    path = Path(given) if given else ROOT / "build" / "sglang-mirror"
-    return path if (path / ".git").exists() or (path / "HEAD").exists() else None
-
-
-MIRROR = _mirror()
-real = pytest.mark.skipif(MIRROR is None, reason="no real SGLang mirror (build/sglang-mirror, $PATCHKIT_REAL_MIRROR)")
+@pytest.fixture(scope="module")
+def mirror(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The full SGLang mirror ($PATCHKIT_REAL_MIRROR), or one of 0.5.9 and 0.5.23 built from PyPI."""
+    return real_mirror(tmp_path_factory, "PATCHKIT_REAL_MIRROR", "sglang", ("0.5.9", "0.5.23"))
 
 
 def _names_12(f) -> bool:
@@ -204,13 +199,10 @@ def _names_12(f) -> bool:
     )
 
 
-@real
-def test_real_unaware_gates_do_not_name_12() -> None:
+def test_real_unaware_gates_do_not_name_12(mirror: Path) -> None:
     from patchkit.git.objects import GitSource
 
-    source = GitSource(MIRROR)
-    if "v0.5.23" not in source.release_tags():
-        pytest.skip("the mirror has no v0.5.23")
+    source = GitSource(mirror)
     target = pair(10, 12)[1]
     (rel,) = releases(source, ["v0.5.23"], 10, 12, (), lambda f: classify(f, target, covered_by(f)), [])
     unaware = [f for f, c in zip(rel.findings, rel.classes) if c == UNAWARE]
@@ -220,9 +212,8 @@ def test_real_unaware_gates_do_not_name_12() -> None:
     assert all(c != UNAWARE for f, c in zip(rel.findings, rel.classes) if _names_12(f))
 
 
-@real
-def test_real_compare() -> None:
-    report = scan(None, 12, repo=MIRROR, tags=("v0.5.9", "v0.5.23"), fmt="json")
+def test_real_compare(mirror: Path) -> None:
+    report = scan(None, 12, repo=mirror, tags=("v0.5.9", "v0.5.23"), fmt="json")
     data = report.data
     assert data["before"]["gates"] > 0 and data["after"]["gates"] > data["before"]["gates"]
     assert report.exit_code == (PROBLEMS if data["counts"]["appeared_unaware"] else OK)

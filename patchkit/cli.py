@@ -141,7 +141,7 @@ def targets(path: Path | None, python: str | None, project: str | None) -> list[
         return [(Path(".") if path is None else path, project)]
     if path is not None:
         raise BadInput(None, f"give PATH or --python, not both (PATH {path}, --python {python})")
-    from patchkit.target.locate import installed_projects
+    from patchkit.targets.locate import installed_projects
 
     return installed_projects(python, project)
 

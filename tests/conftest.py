@@ -249,7 +249,7 @@ def copy_venv(template: Path, dest: Path) -> Path:
     return dest
 
 
-# -- running processes (tests of patchkit.target.processes, and of what apply reports) ----
+# -- running processes (tests of patchkit.targets.processes, and of what apply reports) ----
 
 TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 TICK_NS = 10**9 // TICKS_PER_S
@@ -284,7 +284,7 @@ def after_start(pid: int) -> int:
     the module's estimate of the boot time, which may run late by the (sub-microsecond)
     gap between two clock readings.  Waiting for a condition, not for a duration.
     """
-    from patchkit.target.processes import parse_start_ticks
+    from patchkit.targets.processes import parse_start_ticks
 
     start = parse_start_ticks(Path(f"/proc/{pid}/stat").read_text())
     while time.clock_gettime_ns(time.CLOCK_BOOTTIME) * TICKS_PER_S // 10**9 < start + 2:

@@ -1,4 +1,4 @@
-"""The one helper module of the crash and race tests: tests/target/test_crash_and_race.py
+"""The one helper module of the crash and race tests: tests/targets/test_crash_and_race.py
 and the reliability suite (tests/reliability/).
 
 Not a ``conftest.py``: tests/ has no ``__init__.py`` files, so a second

@@ -22,7 +22,7 @@ STAGES = [
     ("rewrite", ["patchkit.rewrite"]),
     ("patch", ["patchkit.patch", "patchkit.scan"]),
     ("plan", ["patchkit.plan"]),
-    ("target", ["patchkit.target"]),
+    ("targets", ["patchkit.targets"]),
     ("report", ["patchkit.report"]),
     ("commands", ["patchkit.commands"]),
     ("cli", ["patchkit.cli", "patchkit.dev"]),
@@ -56,7 +56,7 @@ def imports(path: Path) -> list[tuple[int, str]]:
             found += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "patchkit"]
         elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "patchkit":
             found.append((node.lineno, node.module))
-            # ``from patchkit.target import bytecode`` imports patchkit.target.bytecode
+            # ``from patchkit.targets import bytecode`` imports patchkit.targets.bytecode
             found += [(node.lineno, f"{node.module}.{a.name}") for a in node.names
                       if (PACKAGE.parent / f"{node.module}.{a.name}".replace(".", "/")).with_suffix(".py").is_file()]
     return found

@@ -5,17 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
-from patchkit.target import bytecode
+from patchkit.targets import bytecode
 from patchkit.patch.write import hunks, split_lines
 from patchkit.plan import APPLY, Plan, plan_apply
 from patchkit.fixes.registry import default_fixes, no_rule, rules_for
 from patchkit.types import ALREADY_APPLIED, NOTHING_TO_PATCH
-from patchkit.target.processes import restart_lines
+from patchkit.targets.processes import restart_lines
 from patchkit.report import Report, found_line, plan_fields
 from patchkit.text import plural
-from patchkit.target.session import Session
+from patchkit.targets.session import Session
 from patchkit.types import Applied
-from patchkit.target.transaction import commit, exclusive
+from patchkit.targets.transaction import commit, exclusive
 from patchkit.errors import Refused
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from patchkit import __version__
-from patchkit.target.atomic import write_atomic
+from patchkit.targets.atomic import write_atomic
 from patchkit.digest import blob_id, sha256
 from patchkit.errors import OK, PROBLEMS, REFUSED, PatchkitError
 from patchkit.patch import message

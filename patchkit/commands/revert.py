@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from patchkit.plan import REVERT, plan_revert
-from patchkit.target.processes import restart_lines
+from patchkit.targets.processes import restart_lines
 from patchkit.report import Report, plan_fields
 from patchkit.text import plural
-from patchkit.target.session import Session
-from patchkit.target.atomic import write_atomic
+from patchkit.targets.session import Session
+from patchkit.targets.atomic import write_atomic
 from patchkit.digest import sha256
-from patchkit.target.transaction import commit, exclusive
+from patchkit.targets.transaction import commit, exclusive
 from patchkit.errors import Refused
 
 

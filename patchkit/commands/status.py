@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from patchkit.target import bytecode
-from patchkit.target.processes import restart_lines
+from patchkit.targets import bytecode
+from patchkit.targets.processes import restart_lines
 from patchkit.report import Report
 from patchkit.types import PATCHED
 from patchkit.text import plural
-from patchkit.target.session import Session
+from patchkit.targets.session import Session
 from patchkit.digest import sha256
 
 

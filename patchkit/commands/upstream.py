@@ -12,7 +12,7 @@ from functools import partial
 from pathlib import Path
 
 from patchkit.patch import message
-from patchkit.target.atomic import write_atomic
+from patchkit.targets.atomic import write_atomic
 from patchkit.errors import BadInput
 from patchkit.patch.write import patch_filename
 from patchkit.plan import APPLY, plan_apply
@@ -20,9 +20,9 @@ from patchkit.fixes.registry import FIXES, default_fixes, fixes_for, no_rule, ru
 from patchkit.report import Report
 from patchkit.text import plural
 from patchkit.types import PATCHED
-from patchkit.target.session import Session
+from patchkit.targets.session import Session
 from patchkit.git.objects import GitSource
-from patchkit.target.transaction import Lock
+from patchkit.targets.transaction import Lock
 from patchkit.errors import Refused
 
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from patchkit.target import bytecode
+from patchkit.targets import bytecode
 from patchkit.errors import OK, PROBLEMS, RewriteError
 from patchkit.report import Report
 from patchkit.text import plural
-from patchkit.target.session import Session
+from patchkit.targets.session import Session
 from patchkit.fixes.registry import FIXES, rules_for
 from patchkit.types import PATCHED, Applied
 from patchkit.digest import sha256

@@ -5,7 +5,7 @@ original bytes and the shipped patch go in, a Plan (or the refusal a user reads)
 out.  Each case here is one row: its inputs and the exact Plan.  The post-images are
 written out by hand below (key 12 = key 10, key 11 = key 9, each right after the key it
 copies), not taken from the rewriter.  The same decisions, through files and the command
-line, are in tests/commands/ and tests/target/test_crash_and_race.py.
+line, are in tests/commands/ and tests/targets/test_crash_and_race.py.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ import pytest
 from conftest import DC, git, invoke, make_repo, run_cli
 from patchkit.digest import sha256
 from patchkit.plan import release_changed
-from patchkit.target.state import Store
+from patchkit.targets.state import Store
 from patchkit.types import Applied, AppliedFile
 
 UTILS = f"{DC}/all_reduce_utils.py"

@@ -1,6 +1,6 @@
 """SIGKILL of apply, revert and upstream: at every write boundary and at random instants.
 
-tests/target/test_crash_and_race.py kills apply and revert of the shipped patch on a git
+tests/targets/test_crash_and_race.py kills apply and revert of the shipped patch on a git
 checkout at each fault point and inside each atomic write, and checks their exact lines.
 This module adds what it does not cover, and scales with $PATCHKIT_KILLS:
 

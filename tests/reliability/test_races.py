@@ -1,6 +1,6 @@
 """Races with upstream: two or more patchkit processes on one checkout at once.
 
-tests/target/test_crash_and_race.py races apply+apply, apply+revert, apply+apply+revert and
+tests/targets/test_crash_and_race.py races apply+apply, apply+revert, apply+apply+revert and
 apply+revert+verify, and checks the lock's refusal line.  This module adds upstream to
 the mix (upstream takes no lock: it works from HEAD in a private index), and checks
 that a run that had to wait for the lock says so.
@@ -139,7 +139,7 @@ def _atime_moves(path: Path) -> bool:
 
 def test_a_run_that_waited_for_the_lock_says_so(world: World, tmp_path: Path) -> None:
     """Issue 6: "the loser told clearly why it waited or gave up".  Giving up is covered by
-    tests/target/test_crash_and_race.py.  Here the holder lets go once the other run has found
+    tests/targets/test_crash_and_race.py.  Here the holder lets go once the other run has found
     the lock held: it then reads the holder's pid from the lock file, which moves the file's
     access time (set back to 0 before).  Where access times do not move, it holds 2 s."""
     w = world

@@ -5,7 +5,7 @@ here from the suite itself, for ``make test`` and for ``make test-reliability``.
   Makefile's test-reliability target sets (read from the Makefile);
 - cases: the number of test items each test function yields (its parametrize marks),
   times the commands it runs each on, for every test of test_hostile_and_broken.py (a
-  test without a row fails here) and of tests/target/test_crash_and_race.py;
+  test without a row fails here) and of tests/targets/test_crash_and_race.py;
 - races, rounds, fault points, upstream's steps and fuzz examples: the modules' constants.
 
 When the suite changes, this test fails and prints the rows the document must hold.
@@ -31,10 +31,10 @@ MAKEFILE = ROOT / "Makefile"
 
 
 def _crash_and_race():
-    """tests/target/test_crash_and_race.py (imported under its pytest name if pytest has not yet)."""
+    """tests/targets/test_crash_and_race.py (imported under its pytest name if pytest has not yet)."""
     if "test_crash_and_race" in sys.modules:
         return sys.modules["test_crash_and_race"]
-    spec = importlib.util.spec_from_file_location("test_crash_and_race", ROOT / "tests/target/test_crash_and_race.py")
+    spec = importlib.util.spec_from_file_location("test_crash_and_race", ROOT / "tests/targets/test_crash_and_race.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

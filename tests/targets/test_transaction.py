@@ -1,7 +1,7 @@
-"""patchkit.target.transaction, in process on a temporary folder: commit, recover, the lock.
+"""patchkit.targets.transaction, in process on a temporary folder: commit, recover, the lock.
 
 A transaction stopped at each of its points (the PATCHKIT_FAULT hook made to raise here
-instead of killing the process) leaves what tests/target/test_crash_and_race.py finds
+instead of killing the process) leaves what tests/targets/test_crash_and_race.py finds
 after a real SIGKILL; ``recover`` finishes it, refuses a file changed meanwhile, and sets
 aside a transaction of another release.
 """
@@ -19,10 +19,10 @@ import pytest
 
 from conftest import DC
 from patchkit.errors import BadInput, Refused
-from patchkit.target import transaction
-from patchkit.target.locate import DIRECTORY, Target, open_target
-from patchkit.target.state import Store
-from patchkit.target.transaction import Lock, commit, exclusive, recover
+from patchkit.targets import transaction
+from patchkit.targets.locate import DIRECTORY, Target, open_target
+from patchkit.targets.state import Store
+from patchkit.targets.transaction import Lock, commit, exclusive, recover
 from patchkit.types import Applied, AppliedFile, Change
 
 A, B = f"{DC}/all_reduce_utils.py", f"{DC}/torch_symm_mem.py"

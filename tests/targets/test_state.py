@@ -1,4 +1,4 @@
-"""patchkit.target.state.Store: the state dir of one target, on a temporary folder.
+"""patchkit.targets.state.Store: the state dir of one target, on a temporary folder.
 
 Objects are content-addressed and checked on the way out; state.json and journal.json
 round-trip and refuse what they cannot read; leftovers of killed runs are cleared;
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from patchkit.errors import BadInput
-from patchkit.target.state import Store
+from patchkit.targets.state import Store
 from patchkit.types import FORMAT, Applied, AppliedFile
 
 OLD, NEW = b"X = 1\n", b"X = 2\n"

@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 from patchkit.errors import BadInput
 from patchkit.fixes.registry import PROJECTS, Project
-from patchkit.target.safety import resolve_inside
+from patchkit.targets.safety import resolve_inside
 from patchkit.git.refs import git_dir, release_tags_at_head
 from patchkit.versions import tag_to_version
 

@@ -1,4 +1,4 @@
-"""patchkit.target.safety: every path a patch, manifest, journal or state names stays inside
+"""patchkit.targets.safety: every path a patch, manifest, journal or state names stays inside
 the target tree, through no symlink, to a regular file; checked before anything is written."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from patchkit.errors import UnsafePath
-from patchkit.target.safety import check_relative, resolve_inside
+from patchkit.targets.safety import check_relative, resolve_inside
 
 NOT_PLAIN = "refused: not a plain relative path"
 NOT_NORMAL = "refused: path is not normalised (contains '..', '.' or '//')"

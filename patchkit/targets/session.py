@@ -13,10 +13,10 @@ from patchkit.errors import BadInput, PatchkitError, UnsafePath
 from patchkit.plan import release_changed
 from patchkit.patch.manifest import Shipped
 from patchkit.fixes.registry import Project, fixes_for
-from patchkit.target.safety import check_relative
-from patchkit.target.locate import INSTALLED, Target, open_target
+from patchkit.targets.safety import check_relative
+from patchkit.targets.locate import INSTALLED, Target, open_target
 from patchkit.digest import sha256
-from patchkit.target.state import Store
+from patchkit.targets.state import Store
 from patchkit.types import CANNOT_APPLY, Applied
 from patchkit.patch.manifest import read_manifest
 
@@ -121,7 +121,7 @@ class Session:
     def old_processes(self, rels) -> list:
         """The running processes of the project that started before the files ``rels`` were
         last written: they may still run the old code (``processes.Process``)."""
-        from patchkit.target import processes
+        from patchkit.targets import processes
 
         times = []
         for rel in rels:
@@ -150,7 +150,7 @@ class Session:
 
     def stale_bytecode(self, current: dict[str, bytes]) -> list[Path]:
         """The stale cached bytecode of every target file that holds a table."""
-        from patchkit.target import bytecode
+        from patchkit.targets import bytecode
 
         return [
             pyc.path

@@ -1,4 +1,4 @@
-"""patchkit.target.processes: name running processes that started before a change.
+"""patchkit.targets.processes: name running processes that started before a change.
 
 Real processes are started from stand-in packages written here (``sglang`` and
 ``vllm`` folders whose modules print "ready" and block on stdin) with the Python of
@@ -20,13 +20,13 @@ import pytest
 
 import patchkit
 from conftest import TICK_NS, after_start, running
-from patchkit.target import processes
-from patchkit.target.processes import Process, parse_start_ticks, restart_lines, runs_project, stale_processes
+from patchkit.targets import processes
+from patchkit.targets.processes import Process, parse_start_ticks, restart_lines, runs_project, stale_processes
 
 SERVER = 'import sys\nprint("ready", flush=True)\nsys.stdin.read()  # until the test closes stdin or kills us\n'
 SELF_CHECK = (
     "import json, os, time\n"
-    "from patchkit.target.processes import stale_processes\n"
+    "from patchkit.targets.processes import stale_processes\n"
     "later = time.time_ns() + 60 * 10**9  # any process already running started before then\n"
     'named = [p.pid for p in stale_processes("sglang", later, None)]\n'
     'print(json.dumps({"self": os.getpid(), "named": named}))\n'

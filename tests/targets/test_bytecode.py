@@ -1,4 +1,4 @@
-"""patchkit.target.bytecode: find, check and drop cached bytecode of rewritten sources.
+"""patchkit.targets.bytecode: find, check and drop cached bytecode of rewritten sources.
 
 Fixture modules are small invented code written into tmp_path and compiled with
 py_compile / compileall of the running interpreter.
@@ -22,8 +22,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import ROOT
-from patchkit.target import bytecode
-from patchkit.target.bytecode import Pyc, cached_files, check, drop
+from patchkit.targets import bytecode
+from patchkit.targets.bytecode import Pyc, cached_files, check, drop
 
 MODE = py_compile.PycInvalidationMode
 TAG = sys.implementation.cache_tag  # e.g. "cpython-311"
@@ -443,7 +443,7 @@ def test_symlinked_source_directory_is_not_outside(tmp_path):
 
 
 def test_import_pulls_in_no_heavy_modules():
-    code = "import sys; before = set(sys.modules); import patchkit.target.bytecode; print(*sorted(set(sys.modules) - before))"
+    code = "import sys; before = set(sys.modules); import patchkit.targets.bytecode; print(*sorted(set(sys.modules) - before))"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
     heavy = {"importlib.util", "py_compile", "compileall", "subprocess", "shutil", "tempfile", "hashlib", "logging"}

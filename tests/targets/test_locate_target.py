@@ -20,7 +20,7 @@ import pytest
 from conftest import DC, copy_venv, invoke, make_repo, make_venv
 from patchkit.errors import BadInput
 from patchkit.dev.mirror import default_cache, fetch_wheel
-from patchkit.target.locate import CHECKOUT, DIRECTORY, INSTALLED, installed_package, interpreter, open_target, site_packages_of
+from patchkit.targets.locate import CHECKOUT, DIRECTORY, INSTALLED, installed_package, interpreter, open_target, site_packages_of
 
 NOT_FOUND = "not an SGLang, vLLM or FlashInfer checkout or installed package (no python/sglang/, vllm/ or flashinfer/ folder, no package with a dist-info)"
 PY = f"python{sys.version_info[0]}.{sys.version_info[1]}"

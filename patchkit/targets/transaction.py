@@ -23,12 +23,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from patchkit.target import bytecode
+from patchkit.targets import bytecode
 from patchkit.errors import BadInput, Refused
-from patchkit.target.locate import Target
-from patchkit.target.atomic import temp_name, write_atomic
+from patchkit.targets.locate import Target
+from patchkit.targets.atomic import temp_name, write_atomic
 from patchkit.digest import sha256
-from patchkit.target.state import Store
+from patchkit.targets.state import Store
 from patchkit.types import Applied
 from patchkit.types import Change
 

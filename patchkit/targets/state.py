@@ -19,7 +19,7 @@ from pathlib import Path
 
 from patchkit.digest import sha256
 from patchkit.errors import BadInput
-from patchkit.target.atomic import fsync_dir, write_atomic
+from patchkit.targets.atomic import fsync_dir, write_atomic
 from patchkit.types import FORMAT, Applied
 
 

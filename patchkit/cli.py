@@ -134,23 +134,29 @@ def check_out(out: Path) -> None:
             raise BadInput(str(out), "not a directory" if folder == out else f"{folder} is not a directory")
 
 
-def targets(path: Path | None, python: str | None, project: str | None) -> list[tuple[Path, str | None]]:
-    """(folder, project) of each target: PATH (default: here), or every project patchkit
-    knows (or ``project``) installed for ``--python``, each in its site-packages."""
+def targets(path: Path | None, python: str | None, project: str | None):
+    """(the (folder, project, install) of each target, the environment or None): PATH
+    (default: here), or every project patchkit knows (or ``project``) installed for
+    ``--python``, wheels and editable installs alike (``targets.environment``)."""
     if python is None:
-        return [(Path(".") if path is None else path, project)]
+        return [(Path(".") if path is None else path, project, None)], None
     if path is not None:
         raise BadInput(None, f"give PATH or --python, not both (PATH {path}, --python {python})")
-    from patchkit.targets.locate import installed_projects
+    from patchkit.targets.environment import read_environment
 
-    return installed_projects(python, project)
+    env = read_environment(python, project)
+    return [(i.path, i.project, i) for i in env.installs], env
 
 
-def run_each(command: str, found: list[tuple[Path, str | None]], run):
-    """``run(path, project)`` on each target; one report."""
-    from patchkit.report import combine
+def run_each(command: str, found, run, judged: bool = False):
+    """``run(path, project, install)`` on each target of ``found`` (what ``targets`` gives);
+    one report.  ``judged``: the report starts with what ``--python`` found and which known
+    projects it did not find, so that what was judged is never mistaken for the whole environment."""
+    from patchkit.report import combine, environment_line
 
-    return combine(command, [run(path, name) for path, name in found])
+    found, env = found
+    report = combine(command, [run(*each) for each in found])
+    return environment_line(report, env.exe, env.installs, env.missing) if judged and env is not None else report
 
 
 # --- options shared by several commands ---------------------------------------------------
@@ -251,7 +257,7 @@ def apply(path, patches, no_generate, from_cc, to_cc, dry_run, version, python, 
     check_version(version)
     check_cc(from_cc, to_cc, project)
     fixes = choose_fixes(fix_names, all_fixes)
-    return apply_all(targets(path, python, project), patches, no_generate, from_cc, to_cc, dry_run, version, fixes)
+    return apply_all(targets(path, python, project)[0], patches, no_generate, from_cc, to_cc, dry_run, version, fixes)
 
 
 @cli.command(short_help="Exit 0 only if the patch is in effect.")
@@ -272,7 +278,7 @@ def verify(path, from_cc, to_cc, python, project, fix_names, all_fixes, as_json)
         raise BadInput(None, "give both --from-cc and --to-cc, or neither")
     check_cc(from_cc, to_cc, project)
     fixes = choose_fixes(fix_names, all_fixes) if fix_names or all_fixes else None
-    return run_each("verify", targets(path, python, project), lambda p, name: command(p, from_cc, to_cc, name, fixes))
+    return run_each("verify", targets(path, python, project), lambda p, name, i: command(p, from_cc, to_cc, name, fixes, i), judged=True)
 
 
 @cli.command(short_help="Restore the exact original bytes.")
@@ -287,7 +293,7 @@ def revert(path, force, dry_run, patches, python, project, as_json):
     """Restore the exact original bytes at PATH."""
     from patchkit.commands.revert import revert as command
 
-    return run_each("revert", targets(path, python, project), lambda p, name: command(p, force, dry_run, patches, name))
+    return run_each("revert", targets(path, python, project), lambda p, name, i: command(p, force, dry_run, patches, name, i))
 
 
 @cli.command(short_help="Show version, patch, files and bytecode.")
@@ -300,7 +306,7 @@ def status(path, patches, python, project, as_json):
     """Version, applied patch, files, bytecode and pending work at PATH."""
     from patchkit.commands.status import status as command
 
-    return run_each("status", targets(path, python, project), lambda p, name: command(p, patches, name))
+    return run_each("status", targets(path, python, project), lambda p, name, i: command(p, patches, name, i))
 
 
 @cli.command(short_help="Make a branch, mboxes and PR.md, one commit per fix.")

@@ -37,6 +37,18 @@ class Report:
         self.lines.append(line)
 
 
+def environment_line(report: Report, exe, installs, missing: list[str]) -> Report:
+    """``report`` under a first line naming what ``--python EXE`` holds: each project judged
+    (wheel or editable) and the known projects not installed (``not_installed`` in its document)."""
+    from patchkit.fixes.registry import PROJECTS
+
+    found = ", ".join(f"{PROJECTS[i.project].label} ({i.how})" for i in installs)
+    absent = f"; not installed: {', '.join(PROJECTS[name].label for name in missing)}" if missing else ""
+    report.lines.insert(0, f"{exe}: {found}{absent}")
+    report.data["not_installed"] = list(missing)
+    return report
+
+
 def combine(command: str, reports: list[Report]) -> Report:
     """One report of a command run on several targets (the projects of one environment):
     their lines one after the other, their documents in ``targets``, the worst exit code."""

@@ -41,9 +41,10 @@ def apply(
     version: str | None = None,
     project: str | None = None,
     fixes: tuple[str, ...] | None = None,
+    install=None,
 ) -> Report:
     """Apply ``fixes`` (default: the fixes on by default) to the target at ``path``."""
-    s = Session.open(path, version, project)
+    s = Session.open(path, version, project, install)
     from_cc, to_cc = s.project.cc_pair(from_cc, to_cc)
     fixes = default_fixes() if fixes is None else fixes
     report = Report()
@@ -140,13 +141,14 @@ def _look(s: Session, patches, no_generate, from_cc, to_cc, fixes) -> Look:
 
 
 def apply_all(found, patches, no_generate, from_cc, to_cc, dry_run, version, fixes) -> Report:
-    """``apply`` on each (path, project) of ``found``: every project's plan is made (and
+    """``apply`` on each (path, project, install) of ``found``: every project's plan is made (and
     any refusal raised) before the first one is written."""
     from patchkit.report import combine
 
     if len(found) > 1:
-        for path, name in found:
-            s = Session.open(path, version, name)
+        for path, name, install in found:
+            s = Session.open(path, version, name, install)
             pair = s.project.cc_pair(from_cc, to_cc)
             _look(s, patches, no_generate, *pair, fixes)
-    return combine("apply", [apply(path, patches, no_generate, from_cc, to_cc, dry_run, version, name, fixes) for path, name in found])
+    return combine("apply", [apply(path, patches, no_generate, from_cc, to_cc, dry_run, version, name, fixes, install)
+                             for path, name, install in found])

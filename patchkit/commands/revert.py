@@ -15,8 +15,10 @@ from patchkit.targets.transaction import commit, exclusive
 from patchkit.errors import Refused
 
 
-def revert(path: Path, force: bool = False, dry_run: bool = False, patches: Path | None = None, project: str | None = None) -> Report:
-    s = Session.open(path, project=project)
+def revert(
+    path: Path, force: bool = False, dry_run: bool = False, patches: Path | None = None, project: str | None = None, install=None
+) -> Report:
+    s = Session.open(path, project=project, install=install)
     report = Report()
     report.add(s.describe())
     pending = s.store.journal() is not None

@@ -13,8 +13,8 @@ from patchkit.targets.session import Session
 from patchkit.digest import sha256
 
 
-def status(path: Path, patches: Path | None = None, project: str | None = None) -> Report:
-    s = Session.open(path, project=project)
+def status(path: Path, patches: Path | None = None, project: str | None = None, install=None) -> Report:
+    s = Session.open(path, project=project, install=install)
     report = Report()
     report.add(f"target:   {s.target.root} ({s.target.kind}; state in {s.store.root})")
     report.add(f"version:  {s.version or 'unknown'} ({s.how})")

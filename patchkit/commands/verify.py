@@ -19,10 +19,12 @@ from patchkit.types import PATCHED, Applied
 from patchkit.digest import sha256
 
 
-def verify(path: Path, from_cc=None, to_cc=None, project: str | None = None, fixes: tuple[str, ...] | None = None) -> Report:
+def verify(
+    path: Path, from_cc=None, to_cc=None, project: str | None = None, fixes: tuple[str, ...] | None = None, install=None
+) -> Report:
     """``fixes``: the fixes whose lists and gates must be in effect too (default: the
     fixes on by default and those recorded at apply)."""
-    s = Session.open(path, project=project)
+    s = Session.open(path, project=project, install=install)
     report = Report()
     report.add(s.describe())
     problems: list[str] = []

@@ -14,7 +14,7 @@ from patchkit.plan import release_changed
 from patchkit.patch.manifest import Shipped
 from patchkit.fixes.registry import Project, fixes_for
 from patchkit.targets.safety import check_relative
-from patchkit.targets.locate import INSTALLED, Target, open_target
+from patchkit.targets.locate import INSTALLED, Target, open_install, open_target
 from patchkit.digest import sha256
 from patchkit.targets.state import Store
 from patchkit.types import CANNOT_APPLY, Applied
@@ -33,8 +33,9 @@ class Session:
         self.how = how
 
     @classmethod
-    def open(cls, path: Path, version: str | None = None, project: str | None = None) -> "Session":
-        target = open_target(path, project)
+    def open(cls, path: Path, version: str | None = None, project: str | None = None, install=None) -> "Session":
+        """The target at ``path``, or the one that ``--python`` found (``install``, an ``environment.Install``)."""
+        target = open_install(install) if install is not None else open_target(path, project)
         found, how = target.version(version)
         return cls(target, Store(target.state_dir), target.project, found, how)
 
@@ -44,10 +45,12 @@ class Session:
 
     def describe(self) -> str:
         """The first line of every report: where, what, which version and how it was found."""
-        label = self.project.label
-        where = self.target.root / self.project.name if self.target.kind == "installed package" else self.target.root
-        kind = " (installed)" if self.target.kind == "installed package" else ""
-        return f"{where}: {label} {self.version or '(version unknown)'}{kind}, {self.how}"
+        what = f"{self.project.label} {self.version or '(version unknown)'}"
+        if self.target.install is not None:
+            return f"{self.target.install.package}: {what} (editable install of {self.target.root}, {self.how})"
+        if self.target.kind == INSTALLED:
+            return f"{self.target.root / self.project.name}: {what} (installed), {self.how}"
+        return f"{self.target.root}: {what}, {self.how}"
 
     def current(self, extra: tuple[str, ...] = ()) -> dict[str, bytes]:
         """The bytes of every candidate file (and of ``extra`` paths) that exists."""

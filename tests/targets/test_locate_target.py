@@ -20,7 +20,8 @@ import pytest
 from conftest import DC, copy_venv, invoke, make_repo, make_venv
 from patchkit.errors import BadInput
 from patchkit.dev.mirror import default_cache, fetch_wheel
-from patchkit.targets.locate import CHECKOUT, DIRECTORY, INSTALLED, installed_package, interpreter, open_target, site_packages_of
+from patchkit.targets.environment import interpreter, read_environment, site_packages_of
+from patchkit.targets.locate import CHECKOUT, DIRECTORY, INSTALLED, open_target
 
 NOT_FOUND = "not an SGLang, vLLM or FlashInfer checkout or installed package (no python/sglang/, vllm/ or flashinfer/ folder, no package with a dist-info)"
 PY = f"python{sys.version_info[0]}.{sys.version_info[1]}"
@@ -349,8 +350,8 @@ def test_apply_and_status_from_inside_an_installed_package(venv: Path, tmp_path:
 
 
 def test_installed_package_in_process(venv: Path) -> None:
-    assert installed_package(str(venv)) == venv_site(venv)
-    assert installed_package(str(venv / "bin/python3")) == venv_site(venv)
+    assert [i.site for i in read_environment(str(venv)).installs] == [venv_site(venv)]
+    assert [i.site for i in read_environment(str(venv / "bin/python3")).installs] == [venv_site(venv)]
 
 
 def test_python_finds_vllm_without_project(tmp_path: Path) -> None:

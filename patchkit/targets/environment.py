@@ -1,0 +1,300 @@
+"""What an interpreter's environment has installed, read as text: where it imports from,
+and each project patchkit knows installed there, as a wheel or as an editable install.
+
+Nothing of the environment runs: the interpreter is asked for its paths under ``-I -S``
+(no ``site``, no ``.pth`` file), and dist-info folders, ``direct_url.json`` (PEP 610),
+setuptools' ``__editable__.*.pth`` files and their finders' ``MAPPING``, and legacy
+``.egg-link`` files are read as text or JSON, never imported or executed.  A project
+that is there in a form patchkit cannot read or patch (an editable install whose folder
+is gone, a dist-info without its package, an unreadable ``direct_url.json``, a zipped egg)
+is a BadInput naming the file: never "not installed", so no command answers "ok" for it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import NamedTuple
+
+from patchkit.errors import BadInput
+from patchkit.fixes.registry import PROJECTS, Project
+
+WHEEL = "wheel"
+EDITABLE = "editable"
+
+
+class Install(NamedTuple):
+    """One project installed for an interpreter."""
+
+    project: str  # the project's name in patchkit ("sglang")
+    how: str  # WHEEL or EDITABLE
+    site: Path  # the site-packages folder where it was found
+    package: Path  # the package folder Python imports: site/sglang, or a checkout's python/sglang
+    dist_info: Path | None  # its dist-info folder (a legacy .egg-link has none)
+    via: Path  # the file that says where the package is (its dist-info, direct_url.json, .pth, .egg-link)
+
+    @property
+    def path(self) -> Path:
+        """What a command opens: the site-packages folder of a wheel, the package folder of an editable install."""
+        return self.site if self.how == WHEEL else self.package
+
+
+class Environment(NamedTuple):
+    """What ``--python EXE`` holds: the interpreter, where it imports from, what is installed."""
+
+    exe: Path
+    sites: list[Path]
+    installs: list[Install]
+    missing: list[str]  # the projects asked for that are not installed (their names)
+
+
+# Asked of the target interpreter under -I -S: its version, its own idea of its path (a
+# pyenv shim execs the real one), its platlibdir, its user site unless disabled
+# (PYTHONUSERBASE and PYTHONNOUSERSITE are read from os.environ, which -I leaves visible)
+# and its system site-packages (importing ``site`` under -S defines functions only: no
+# .pth file runs).
+_PROBE = """
+import json, os, site, sys, sysconfig
+user = None
+if not os.environ.get('PYTHONNOUSERSITE'):
+    get = getattr(sysconfig, 'get_preferred_scheme', None)
+    user = sysconfig.get_path('purelib', get('user') if get else os.name + '_user')
+system = list(getattr(site, 'getsitepackages', list)())
+system += [sysconfig.get_path('purelib'), sysconfig.get_path('platlib')]
+libdir = getattr(sys, 'platlibdir', 'lib')
+print(json.dumps(['%d.%d' % sys.version_info[:2], sys.executable, libdir, user, system]))
+"""
+
+
+def interpreter(python: str) -> Path:
+    """The interpreter ``--python`` names, as a shell would find it, symlinks kept (a
+    virtualenv's ``bin/python`` links to the base interpreter): a bare name is looked up
+    on PATH, a virtualenv folder means its ``bin/python``."""
+    import shutil
+
+    if not python:
+        raise BadInput("--python", "empty: give an interpreter, a name on PATH or a virtualenv folder")
+    if os.sep not in python:
+        found = shutil.which(python)
+        if found is None:
+            here = f" (for the one in this folder, write ./{python})" if os.path.lexists(python) else ""
+            raise BadInput(python, f"not found on PATH{here}")
+        return Path(found).absolute()
+    exe = Path(python).absolute()
+    if exe.is_dir():
+        if not (exe / "pyvenv.cfg").is_file():
+            raise BadInput(python, "a folder that is not a virtualenv (no pyvenv.cfg); give the interpreter itself")
+        found = next((exe / "bin" / name for name in ("python", "python3") if (exe / "bin" / name).is_file()), None)
+        if found is None:
+            raise BadInput(python, "a virtualenv without bin/python or bin/python3")
+        exe = found
+    if not exe.exists():
+        raise BadInput(python, "no such file or directory")
+    if not exe.is_file() or not os.access(exe, os.X_OK):
+        raise BadInput(python, "not an executable file")
+    return exe
+
+
+def _virtualenv(executable: Path) -> tuple[Path, bool] | None:
+    """(the virtualenv, whether it includes the system site-packages) that ``executable``
+    belongs to, found like Python does: a pyvenv.cfg beside it or one folder up."""
+    for folder in (executable.parent, executable.parent.parent):
+        cfg = folder / "pyvenv.cfg"
+        if cfg.is_file():
+            try:
+                text = cfg.read_text(errors="replace")
+            except OSError as exc:
+                raise BadInput(str(cfg), f"cannot read it ({exc.strerror or exc})") from None
+            system = re.search(r"^\s*include-system-site-packages\s*=\s*true\s*$", text, re.M | re.I)
+            return folder, system is not None
+    return None
+
+
+def _probe(exe: Path) -> tuple[str, str, str, str | None, list[str]]:
+    """(version, executable, platlibdir, user site or None, system site-packages) from ``exe -I -S``."""
+    import json
+    import subprocess
+
+    try:
+        done = subprocess.run([str(exe), "-I", "-S", "-c", _PROBE], capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise BadInput(str(exe), f"cannot ask this interpreter for its site-packages ({exc})") from None
+    try:
+        version, executable, libdir, user, system = json.loads(done.stdout)
+        return str(version), str(executable or exe), str(libdir), str(user) if user else None, [str(s) for s in system if s]
+    except (ValueError, TypeError):
+        said = done.stderr.decode(errors="replace").strip().splitlines()
+        last = said[-1] if said else ""
+        why = f"exit {done.returncode}" + (f": {last[:160]}{'...' if len(last) > 160 else ''}" if last else "")
+        raise BadInput(str(exe), f"did not answer as a Python interpreter ({why})") from None
+
+
+def site_packages_of(exe: Path) -> list[Path]:
+    """Where the interpreter ``exe`` imports installed packages from, in its sys.path
+    order, found without running any code of its environment (``-I -S``: no site, no .pth
+    files).  A virtualenv is recognised by its pyvenv.cfg, because without ``site`` Python
+    does not know it; its own site-packages come first, and it sees the user site and the
+    system site-packages only when it includes the system site-packages.  Every folder is
+    listed, present or not."""
+    version, executable, libdir, user, system = _probe(exe)
+    venv = _virtualenv(Path(executable))
+    paths = ([user] if user else []) + system
+    if venv is not None:
+        folder, sees_system = venv
+        # site.getsitepackages() with sys.prefix = the virtualenv, which comes first
+        own = [str(folder / lib / f"python{version}" / "site-packages") for lib in dict.fromkeys((libdir, "lib"))]
+        paths = own + paths if sees_system else own
+    return [Path(p) for p in dict.fromkeys(paths)]
+
+
+def read_environment(python: str, project: str | None = None) -> Environment:
+    """Every project patchkit knows (or only ``project``) installed for the interpreter
+    ``python`` (a path, a name on PATH or a virtualenv folder), each where it would import
+    it from; BadInput when none is, or when one is there in a form patchkit cannot judge."""
+    wanted = [PROJECTS[project]] if project else list(PROJECTS.values())
+    exe = interpreter(python)
+    sites = site_packages_of(exe)
+    installs, missing = [], []
+    for p in wanted:
+        found = next((i for i in (_install(site, p) for site in sites if site.is_dir()) if i is not None), None)
+        if found is None:
+            missing.append(p.name)
+        else:
+            installs.append(found)
+    if not installs:
+        looked = ", ".join(map(str, sites)) or "no site-packages"
+        names = " or ".join(p.name for p in wanted)
+        raise BadInput(str(exe), f"{names} is not installed for this interpreter (looked in {looked})")
+    return Environment(exe, sites, installs, missing)
+
+
+def _install(site: Path, p: Project) -> Install | None:
+    """Project ``p`` as installed in ``site``: None when it is not there at all, BadInput
+    when something of it is there that patchkit cannot read or patch."""
+    dist = p.distribution.replace("-", "_")
+    for egg in sorted(site.glob(f"{_glob(dist)}-*.egg")):
+        if egg.is_file():
+            raise BadInput(str(egg), f"a zipped egg of {p.label}: patchkit cannot patch files inside a zip archive; reinstall it with pip")
+    infos = sorted(site.glob(p.dist_info()))
+    info = infos[0] if infos else None
+    if info is not None:
+        direct = info / "direct_url.json"
+        url = _direct_url(direct) if direct.exists() else None
+        editable = _editable_pth(site, dist)
+        if url is not None or editable is not None:
+            package = _editable_package(p, url, editable, direct)
+            return Install(p.name, EDITABLE, site, package, info, editable or direct)
+        package = site / p.name
+        if not (package / "__init__.py").is_file():
+            raise BadInput(str(info), f"a dist-info of {p.label} without its package {p.name}/ beside it (a half-done install or uninstall?); reinstall it")
+        return Install(p.name, WHEEL, site, package, info, info)
+    for link in sorted(site.glob(f"{_glob(dist)}.egg-link")):
+        folder = _first_line(link)
+        package = _package_in(p, Path(folder), link) if folder else None
+        if package is None:
+            raise BadInput(str(link), f"an .egg-link of {p.label} that names no folder")
+        return Install(p.name, EDITABLE, site, package, None, link)
+    if (site / p.name / "__init__.py").is_file():
+        raise BadInput(str(site / p.name), f"{p.label} without a dist-info: patchkit cannot tell which release it is; reinstall it with pip")
+    return None
+
+
+def _glob(name: str) -> str:
+    """A glob that matches ``name`` in any case, with ``-``, ``_`` or ``.`` between its words (PEP 503)."""
+    return "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else "[-_.]" if c in "-_." else c for c in name)
+
+
+def _direct_url(path: Path) -> str | None:
+    """The folder of an editable install that ``direct_url.json`` names; None for any other install."""
+    import json
+
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise BadInput(str(path), f"unreadable direct_url.json ({getattr(exc, 'strerror', None) or exc})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("url"), str):
+        raise BadInput(str(path), "unreadable direct_url.json (not an object with a \"url\" string, PEP 610)")
+    info = doc.get("dir_info")
+    if not isinstance(info, dict) or info.get("editable") is not True:
+        return None
+    from urllib.parse import unquote, urlsplit
+
+    parts = urlsplit(doc["url"])
+    if parts.scheme != "file" or parts.netloc not in ("", "localhost"):
+        raise BadInput(str(path), f"an editable install from {doc['url']!r}, which is not a local folder")
+    return unquote(parts.path)
+
+
+def _editable_pth(site: Path, dist: str) -> Path | None:
+    """setuptools' ``__editable__.<dist>-<version>.pth`` of the distribution, if there is one."""
+    found = sorted(site.glob(f"__editable__.{_glob(dist)}-*.pth"))
+    return found[0] if found else None
+
+
+def _editable_package(p: Project, url: str | None, pth: Path | None, direct: Path) -> Path:
+    """The package folder an editable install imports: the finder's MAPPING, a compat-mode
+    ``.pth`` folder, or the project folder that ``direct_url.json`` names."""
+    if pth is not None:
+        text = _text(pth)
+        finder = re.match(r"\s*import\s+([A-Za-z_][\w]*)\s*;", text)
+        if finder:
+            package = _mapping(pth.parent / f"{finder.group(1)}.py", p)
+            if package is not None:
+                return _existing(package, pth.parent / f"{finder.group(1)}.py", p)
+        else:
+            for line in text.splitlines():
+                if line.strip() and not line.startswith(("#", "import ", "import\t")):
+                    package = _package_in(p, Path(line.strip()), pth)
+                    if package is not None:
+                        return package
+    if url is None:
+        raise BadInput(str(pth), f"an editable install of {p.label} whose .pth names no folder patchkit can read")
+    package = _package_in(p, Path(url), direct)
+    if package is None:
+        raise BadInput(str(direct), f"an editable install of {p.label} from {url}, which is not there (moved or deleted?); reinstall it")
+    return package
+
+
+def _mapping(finder: Path, p: Project) -> Path | None:
+    """The folder that a setuptools editable finder's ``MAPPING`` gives the package (read as text)."""
+    import ast
+
+    text = _text(finder)
+    match = re.search(r"^MAPPING\s*(?::[^=\n]*)?=\s*(\{.*\})\s*$", text, re.MULTILINE)
+    try:
+        mapping = ast.literal_eval(match.group(1)) if match else None
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        mapping = None
+    if not isinstance(mapping, dict):
+        raise BadInput(str(finder), f"an editable finder of {p.label} without a readable MAPPING")
+    folder = mapping.get(p.name)
+    return Path(folder) if isinstance(folder, str) else None
+
+
+def _package_in(p: Project, folder: Path, via: Path) -> Path | None:
+    """The package below a project folder named by ``via`` (``folder/sglang``, or ``folder/src/sglang``)."""
+    if not folder.is_dir():
+        raise BadInput(str(via), f"an editable install of {p.label} from {folder}, which is not there (moved or deleted?); reinstall it")
+    for package in (folder / p.name, folder / "src" / p.name):
+        if (package / "__init__.py").is_file():
+            return package
+    return None
+
+
+def _existing(package: Path, via: Path, p: Project) -> Path:
+    if not (package / "__init__.py").is_file():
+        raise BadInput(str(via), f"an editable install of {p.label} from {package}, which is not there (moved or deleted?); reinstall it")
+    return package
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise BadInput(str(path), f"cannot read it ({exc.strerror or exc})") from None
+
+
+def _first_line(path: Path) -> str:
+    lines = _text(path).splitlines()
+    return lines[0].strip() if lines else ""

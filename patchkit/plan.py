@@ -105,6 +105,8 @@ def plan_apply(
     missing: str = "",
     read=None,
     root: str = "",
+    local=None,
+    files: str = "the checkout's files",
 ) -> Plan:
     """What ``apply`` writes.
 
@@ -112,8 +114,11 @@ def plan_apply(
     patchkit applied before and the bytes it replaced; ``shipped``: the patches for
     this version and the fixes chosen, if patchkit has them; ``rules``: the rules of the
     fixes chosen (for generating); ``missing``: why there is no shipped patch, as a
-    user reads it; ``read`` and ``root``: for a predicate rule's helper (rewrite.rules).
+    user reads it; ``read`` and ``root``: for a predicate rule's helper (rewrite.rules);
+    ``local``: how the target names a repository path in notes (``sglang/...`` when
+    installed; default: as it is); ``files``: what a generated change is made from.
     """
+    local = local or (lambda path: path)
     notes: list[str] = []
     base = dict(current)
     if applied:
@@ -148,7 +153,7 @@ def plan_apply(
                     differing[0],
                     f"differs from the pre-image of {shipped.name}{more} (a local edit?); --no-generate refuses to generate a patch",
                 )
-            reason = f"files differ from the pre-image of {shipped.name} (local edits?): {', '.join(differing)}"
+            reason = f"files differ from the pre-image of {shipped.name} (local edits?): {', '.join(map(local, differing))}"
             notes.append(reason)
     else:
         missing = missing or f"no shipped patch for version {version or 'unknown'}"
@@ -158,7 +163,7 @@ def plan_apply(
 
     if posts is None:
         posts, found = generated(base, rules, read, root)
-        source = "generated from the checkout's files"
+        source = f"generated from {files}"
         if not found:
             return Plan(NOTHING_TO_PATCH, source, notes=notes + ["nothing the fixes look for in these files"])
 

@@ -13,6 +13,7 @@ from patchkit.types import ALREADY_APPLIED, NOTHING_TO_PATCH
 from patchkit.targets.processes import restart_lines
 from patchkit.report import Report, found_line, plan_fields
 from patchkit.text import plural
+from patchkit.targets.locate import INSTALLED
 from patchkit.targets.session import Session
 from patchkit.types import Applied
 from patchkit.targets.transaction import commit, exclusive
@@ -24,7 +25,7 @@ class Look(NamedTuple):
 
     plan: Plan
     old: tuple[Applied, str] | None  # a state of another release, and why
-    stale: list[Path]  # stale bytecode of the target files, when there is nothing to patch
+    stale: list[Path]  # stale bytecode of the target files that the plan does not write
 
     def writes(self) -> bool:
         """Whether apply must take the lock: to write, or to set a state aside."""
@@ -68,8 +69,7 @@ def apply(
             plan = look.plan
             if plan.action == APPLY:
                 dropped = commit(s.target, s.store, plan.changes, plan.applied, "apply", s.version)
-            else:
-                dropped = bytecode.unlink(look.stale)
+            dropped += bytecode.unlink(look.stale)
     plan = look.plan
     for note in plan.notes:
         report.add(f"note: {note}")
@@ -134,9 +134,11 @@ def _look(s: Session, patches, no_generate, from_cc, to_cc, fixes) -> Look:
         plan = plan_apply(
             current, applied, originals, shipped, rules=rules, from_cc=from_cc, to_cc=to_cc,
             version=s.version, no_generate=no_generate, missing="" if shipped else s.why_no_shipped(patches, from_cc, to_cc),
-            read=s.reader(), root=s.project.source_root,
+            read=s.reader(), root=s.project.source_root, local=s.target.local,
+            files="the installed files" if s.target.kind == INSTALLED else "the checkout's files",
         )
-    stale = [] if plan.action == APPLY else s.stale_bytecode(current)
+    written = {c.path for c in plan.changes}
+    stale = s.stale_bytecode({rel: data for rel, data in current.items() if rel not in written})
     return Look(plan, old, stale)
 
 

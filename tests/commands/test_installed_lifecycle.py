@@ -168,7 +168,7 @@ def test_a_key_12_put_there_by_hand_is_left_alone(sglang_venv: Path, tmp_path: P
     assert out[-1] == "verify: ok (key 12 = key 10 in every table patchkit added)"
     done = env.pk("apply")
     assert done.returncode == 0
-    assert lines(done)[-1] == "already upstream (generated from the checkout's files): nothing written"
+    assert lines(done)[-1] == "already upstream (generated from the installed files): nothing written"
     assert env.files() == edited
     assert invoke("verify", str(env.site)).returncode == 0
 
@@ -215,3 +215,30 @@ def test_servers_started_before_the_change_are_named(sglang_venv: Path, tmp_path
             out = lines(env.pk("revert"))
             assert f"  pid {old.pid}: {env.python} -m sglang.launch_server --port 30000" in out
             assert f"  pid {new.pid}: {env.python} -m sglang.launch_server --port 30000" in out  # started before the revert
+
+
+def test_one_round_of_verify_or_apply_after_a_hand_edit_of_one_table(sglang_venv: Path, tmp_path: Path) -> None:
+    """A key 12 added by hand to one table file (its bytecode, compiled before, now stale):
+    the one apply of `verify || apply` patches the other file and drops the edited file's
+    stale bytecode too, so verify passes at once.  Notes name the files the installed way."""
+    import py_compile
+
+    env = Env(sglang_venv, tmp_path / "V")
+    utils, comm = (env.site / rel for rel in FILES)
+    for path in (utils, comm):
+        py_compile.compile(str(path), doraise=True)  # the bytecode pip compiles at install
+    utils.write_bytes(utils.read_bytes().replace(b"    10: {\n", b"    12: {\n        8: 256 * MiB,\n    },\n    10: {\n", 1))
+    stale = next((utils.parent / "__pycache__").glob("all_reduce_utils.*.pyc"))
+    assert env.pk("verify").returncode == 1
+    done = env.pk("apply")
+    assert done.returncode == 0, done.stderr.decode()
+    out = lines(done)
+    assert f"note: files differ from the pre-image of patches/0.5.9/0001-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch (local edits?): {FILES[0]}" in out
+    assert "applied generated from the installed files" in out
+    assert f"  patched {FILES[1]} (+1 line)" in out
+    assert "dropped 2 cached bytecode files" in out  # the patched file's and the edited file's
+    assert not stale.exists()
+    done = env.pk("verify")
+    assert done.returncode == 0, done.stdout.decode()
+    assert lines(done)[-1] == "verify: ok (key 12 = key 10 in every table patchkit added)"
+    assert b"the checkout" not in done.stdout + done.stderr

@@ -1,0 +1,132 @@
+"""An editable SGLang, as SGLang's official image installs it (tests/image_layout.py: a
+shallow clone of the real 0.5.9 files at ``v0.5.9``, ``pip install -e python --no-deps`` with
+the real ``pyproject.toml``, in setuptools' default mode and in ``editable_mode=compat``),
+FlashInfer 0.6.4's wheel beside it, ``python3`` first on PATH; and the same in a uv venv.
+
+``--python python3`` patches the checkout and the wheel together, verify accepts both, a
+second apply has nothing to do, a server started before is named, revert gives back the
+clean checkout and the wheel's bytes; a checkout removed under the install is exit 2.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from conftest import invoke, make_venv, pip_install, running
+from image_layout import pip_editable, release_repo, shallow_clone, uv_editable
+from patchkit.dev.mirror import default_cache, fetch_wheel
+from patchkit.fixes.registry import SGLANG
+from patchkit.rewrite.evaluate import tables
+
+DC = "python/sglang/srt/distributed/device_communicators"
+TABLES = (f"{DC}/all_reduce_utils.py", f"{DC}/torch_symm_mem.py")
+GATE = "python/sglang/srt/layers/communicator.py"
+COMM = "flashinfer/jit/comm.py"
+SERIES = "patches/0.5.9/0001-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch + patches/0.5.9/0002-Allow-the-FlashInfer-all-reduce-fusion-on-SM120.patch"
+
+
+@pytest.fixture(scope="module")
+def origin(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return release_repo(tmp_path_factory.mktemp("origin") / "sglang", "0.5.9")
+
+
+def wheel_bytes(rel: str) -> bytes:
+    with zipfile.ZipFile(fetch_wheel("0.6.4", default_cache(), "flashinfer-python")) as wheel:
+        return wheel.read(rel)
+
+
+def git_status(checkout: Path) -> str:
+    return subprocess.run(["git", "status", "--porcelain"], cwd=checkout, capture_output=True, text=True, check=True).stdout
+
+
+def out(done: subprocess.CompletedProcess) -> list[str]:
+    return done.stdout.decode().splitlines()
+
+
+def image(tmp: Path, origin: Path, installer: str) -> tuple[Path, Path, Path]:
+    """(the checkout, the environment's bin folder, its site-packages) of an image layout."""
+    checkout = shallow_clone(origin, "v0.5.9", tmp / "sgl-workspace/sglang")
+    venv = tmp / "env"
+    if installer == "uv":
+        uv_editable(venv, checkout)
+    else:
+        make_venv(venv)
+        pip_editable(venv / "bin/python", checkout, compat=installer == "pip-compat")
+    pip_install(venv / "bin/python", str(fetch_wheel("0.6.4", default_cache(), "flashinfer-python")))
+    return checkout, venv / "bin", next((venv / "lib").glob("python3*/site-packages"))
+
+
+@pytest.mark.parametrize("installer", ["pip", "pip-compat", "uv"])
+def test_the_image_layout_through_apply_verify_revert(origin: Path, tmp_path: Path, installer: str) -> None:
+    checkout, bin_dir, site = image(tmp_path, origin, installer)
+    if installer == "pip-compat":
+        assert (site / "__editable__.sglang-0.5.9.pth").read_text().strip() == str(checkout / "python")
+    else:
+        assert next(site.glob("__editable___sglang_0_5_9_finder.py"))
+    before = git_status(checkout)
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    first = f"{checkout}/python/sglang: SGLang 0.5.9 (editable install of {checkout}, tag v0.5.9 at HEAD)"
+
+    done = invoke("verify", "--python", "python3", "--all-fixes", env=env)
+    assert done.returncode == 1, done.stdout.decode()
+    lines = out(done)
+    assert lines[0] == f"{bin_dir}/python3: SGLang (editable), FlashInfer (wheel); not installed: vLLM"
+    assert lines[1] == first
+    assert f"{TABLES[0]}: TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES has no key 12 (the patch is not applied)" in lines
+
+    standin = tmp_path / "standin"  # a server that only waits: PYTHONPATH comes before the editable install
+    (standin / "sglang").mkdir(parents=True)
+    (standin / "sglang/__init__.py").write_text("")
+    (standin / "sglang/launch_server.py").write_text('import sys\nprint("ready", flush=True)\nsys.stdin.read()\n')
+    with running([bin_dir / "python3", "-m", "sglang.launch_server", "--port", "30000"], standin) as server:
+        done = invoke("apply", "--python", "python3", "--all-fixes", env=env)
+        assert done.returncode == 0, done.stderr.decode()
+        lines = out(done)
+        assert lines[0] == first
+        assert lines[1] == f"applied shipped patch {SERIES}"
+        assert [line for line in lines if line.startswith("  patched")] == [
+            f"  patched {TABLES[0]} (+6 lines)", f"  patched {TABLES[1]} (+1 line)", f"  patched {GATE} (+2 lines)",
+            f"  patched {COMM} (+0 lines)",
+        ]
+        assert f"  pid {server.pid}: {bin_dir}/python3 -m sglang.launch_server --port 30000" in lines
+        assert f"{site}/flashinfer: FlashInfer 0.6.4 (installed), from flashinfer_python-0.6.4.dist-info/METADATA" in lines
+    for rel in TABLES:
+        for table in tables((checkout / rel).read_bytes(), SGLANG.tables, rel).values():
+            assert table[12] == table[10]
+    assert b"_is_sm120_supported" in (checkout / GATE).read_bytes()
+    assert b"supported_major_versions=[9, 10, 12]" in (site / COMM).read_bytes()
+    assert (checkout / ".git/patchkit/state.json").is_file()  # the checkout's state, as for `apply PATH`
+
+    done = invoke("verify", "--python", "python3", "--all-fixes", env=env)
+    assert done.returncode == 0, done.stdout.decode()
+    assert out(done)[-1] == "verify: ok (12 in every list and gate of torch-symm-mem, allreduce-fusion)"
+    assert "verify: ok (key 12 = key 10 in every table)" in out(done)
+
+    done = invoke("apply", "--python", "python3", "--all-fixes", env=env)
+    assert done.returncode == 0
+    assert [line for line in out(done) if line.startswith("already applied")] == [
+        f"already applied (shipped patch {SERIES}): nothing written",
+        "already applied (shipped patch patches/flashinfer/0.6.4/0001-Allow-the-FlashInfer-all-reduce-fusion-on-SM120.patch): nothing written",
+    ]
+
+    done = invoke("revert", "--python", "python3", env=env)
+    assert done.returncode == 0, done.stderr.decode()
+    assert git_status(checkout) == before  # what pip's install wrote (egg-info, _version.py), nothing of patchkit's
+    assert subprocess.run(["git", "diff", "--quiet"], cwd=checkout).returncode == 0
+    assert (site / COMM).read_bytes() == wheel_bytes(COMM)
+
+    # The checkout moved away under the editable install: exit 2, one line naming the file.
+    shutil.move(checkout, tmp_path / "moved")
+    for command in ("verify", "apply", "status", "revert"):
+        done = invoke(command, "--python", "python3", env=env)
+        assert done.returncode == 2, (command, done.stdout.decode())
+        err = done.stderr.decode().splitlines()
+        assert len(err) == 1 and err[0].startswith("patchkit: ") and "an editable install of SGLang from " in err[0], err
+        assert "which is not there (moved or deleted?); reinstall it" in err[0]
+        assert done.stdout == b""

@@ -1,18 +1,18 @@
 """The README's image recipe, run as written: the Dockerfile's COPY and RUN steps and its
 entrypoint ``launch.sh``, taken from README.md itself.
 
-There is no Docker engine here, so a virtualenv stands in for the image's Python: the
-real sglang 0.5.9 wheel installed in it by pip (a copy of conftest's ``sglang_venv``), and
-pip itself, from the wheel ``ensurepip`` bundles (``FROM``); COPY destinations are mapped into
-a scratch folder, and RUN lines run with ``sh -c`` with the virtualenv first on PATH, as
-the image's ``python3`` and ``patchkit`` would be.  ``python3 -m sglang.launch_server``
-meets a stand-in that only prints its arguments.  Then the "image" is upgraded to 0.5.23
-and the entrypoint runs again: it must patch the new release before serving.
+There is no Docker engine here, so a stand-in reproduces the image's layout
+(tests/image_layout.py): a shallow clone at ``v0.5.9`` of a repository of SGLang 0.5.9's real
+files and real ``pyproject.toml`` in ``/sgl-workspace/sglang``, installed with ``pip install -e
+python --no-deps`` into the environment whose ``python3`` is first on PATH, FlashInfer 0.6.4's
+wheel beside it (``FROM``).  COPY destinations and ``/opt`` are mapped into a scratch folder;
+RUN lines run with ``sh -c``.  ``python3 -m sglang.launch_server`` meets a stand-in that only
+prints its arguments.  Then the "image" is upgraded to the sglang 0.5.23 wheel and the
+entrypoint runs again: it must patch the new release before serving.
 """
 
 from __future__ import annotations
 
-import ensurepip
 import json
 import os
 import re
@@ -20,7 +20,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from conftest import ROOT, copy_venv, pip_install
+from conftest import ROOT, make_venv, pip_install
+from image_layout import pip_editable, release_repo, shallow_clone
 from patchkit.rewrite.evaluate import tables
 from patchkit.dev.mirror import default_cache, fetch_wheel
 from patchkit.fixes.registry import SGLANG
@@ -70,44 +71,44 @@ def test_the_recipe_has_the_shape_this_test_runs() -> None:
     assert launch_script().startswith("#!/bin/sh\n")
 
 
-def test_dockerfile_and_launch_script_as_written(sglang_venv: Path, tmp_path: Path) -> None:
+def test_dockerfile_and_launch_script_as_written(tmp_path: Path) -> None:
     steps = dockerfile()
     image = tmp_path / "image"  # where the image's absolute paths go
     context = tmp_path / "context"  # the docker build context: this repository and launch.sh
     shutil.copytree(ROOT, context / "patchkit", ignore=shutil.ignore_patterns(".git", ".venv", "build", "__pycache__", "*.egg-info"))
-    (context / "launch.sh").write_text(launch_script())
-
-    # FROM: an environment whose python3 has the sglang 0.5.9 wheel, and pip.
-    venv = copy_venv(sglang_venv, image / "venv")
-    site = next((venv / "lib").glob("python3*/site-packages"))
-    bundled = Path(ensurepip.__file__).parent / "_bundled"
-    pip_install(venv / "bin/python", str(next(bundled.glob("pip-*.whl"))))  # what `python -m venv` installs
-    mapped: dict[str, Path] = {}
 
     def in_image(text: str) -> str:
-        for dest, real in sorted(mapped.items(), key=lambda kv: -len(kv[0])):
-            text = text.replace(dest, str(real))
-        return text
+        return re.sub(r"(?<![\w./-])/(opt|usr/local)/", lambda m: f"{image}/{m.group(1)}/", text)
 
-    env = dict(os.environ, PATH=f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}", HOME=str(tmp_path / "home"))
+    (context / "launch.sh").write_text(in_image(launch_script()))
+
+    # FROM: the image's layout: SGLang cloned shallow at the tag and installed editable, FlashInfer's wheel beside it.
+    checkout = shallow_clone(release_repo(tmp_path / "origin", "0.5.9"), "v0.5.9", image / "sgl-workspace/sglang")
+    python = make_venv(image / "usr") / "bin/python3"
+    pip_editable(python, checkout)
+    pip_install(python, str(fetch_wheel("0.6.4", default_cache(), "flashinfer-python")))
+    site = next((image / "usr/lib").glob("python3*/site-packages"))
+
+    env = dict(os.environ, PATH=f"{python.parent}{os.pathsep}{os.environ['PATH']}", HOME=str(tmp_path / "home"))
     env.pop("PYTHONPATH", None)
     env.pop("VIRTUAL_ENV", None)
     entrypoint: list[str] = []
     for word, arg in steps:
         if word == "COPY":
             src, dest = arg.split()
-            real = image / dest.lstrip("/")
+            real = Path(in_image(dest))
             real.parent.mkdir(parents=True, exist_ok=True)
             (shutil.copytree if (context / src).is_dir() else shutil.copy)(context / src, real)
-            mapped[dest] = real
         elif word == "RUN":
             done = subprocess.run(["sh", "-c", in_image(arg)], env=env, capture_output=True)
             assert done.returncode == 0, done.stderr.decode()[-2000:]
             assert b"Traceback" not in done.stderr
         elif word == "ENTRYPOINT":
             entrypoint = [in_image(a) for a in json.loads(arg)]
-    assert patched(site)
-    assert (venv / "bin/patchkit").is_file()
+    assert patched(checkout / "python")
+    assert b"supported_major_versions=[9, 10, 12]" in (site / "flashinfer/jit/comm.py").read_bytes()
+    assert (image / "opt/patchkit/bin/patchkit").is_file() and not (python.parent / "patchkit").exists()
+    assert (checkout / ".git/patchkit/state.json").is_file()  # the checkout's state, beside its git data
 
     # The entrypoint: verify passes, the server starts (a stand-in that prints its arguments).
     standin = tmp_path / "standin"
@@ -120,13 +121,14 @@ def test_dockerfile_and_launch_script_as_written(sglang_venv: Path, tmp_path: Pa
     lines = done.stdout.decode().splitlines()
     assert lines[-2].startswith("verify: ok") and lines[-1] == "serving --model-path m --enable-torch-symm-mem"
 
-    # A derived image upgrades SGLang: the entrypoint patches 0.5.23 before serving.
-    pip_install(venv / "bin/python", str(fetch_wheel("0.5.23", default_cache())))
+    # A derived image upgrades SGLang to a wheel: the entrypoint patches 0.5.23 before serving.
+    pip_install(python, str(fetch_wheel("0.5.23", default_cache())))
     assert not patched(site)
     done = subprocess.run([*entrypoint, "--model-path", "m"], env=served, capture_output=True)
     assert done.returncode == 0, done.stderr.decode()
     out = done.stdout.decode()
-    assert "sglang 0.5.9 was patched; 0.5.23 is installed now: the old state is set aside in " in out
-    assert "applied shipped patch patches/0.5.23/0001-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch" in out
+    assert f"{site}/sglang: SGLang 0.5.23 (installed), from sglang-0.5.23.dist-info/METADATA" in out
+    assert "applied shipped patch patches/0.5.23/0001-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch + " in out
     assert out.splitlines()[-1] == "serving --model-path m"
     assert patched(site)
+

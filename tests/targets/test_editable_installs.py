@@ -130,3 +130,33 @@ def test_the_image_layout_through_apply_verify_revert(origin: Path, tmp_path: Pa
         assert len(err) == 1 and err[0].startswith("patchkit: ") and "an editable install of SGLang from " in err[0], err
         assert "which is not there (moved or deleted?); reinstall it" in err[0]
         assert done.stdout == b""
+
+
+def test_a_checkout_between_tags_takes_the_installed_version_and_generates(origin: Path, tmp_path: Path) -> None:
+    """A clone of main one commit past v0.5.9 that changed a table file: no tag at HEAD, so
+    the version is the one the install recorded (its dist-info: SGLang's own
+    git_describe_command describes the newest tag itself, so setuptools-scm says 0.5.9), the
+    files are not 0.5.9's, and the change is generated from them; apply says both."""
+    from image_layout import git
+
+    work = tmp_path / "origin"
+    git("clone", "-q", str(origin), str(work))
+    comm = work / TABLES[1]
+    comm.write_bytes(comm.read_bytes() + b"\n# main, after v0.5.9\n")
+    git("commit", "-q", "-am", "after the release", cwd=work)
+    checkout = tmp_path / "sglang"
+    git("clone", "-q", f"file://{work}", str(checkout))
+    venv = make_venv(tmp_path / "env")
+    pip_editable(venv / "bin/python", checkout)
+    (info,) = (venv / "lib").glob("python3*/site-packages/sglang-*.dist-info")
+    assert info.name == "sglang-0.5.9.dist-info"
+    done = invoke("apply", "--python", str(venv))
+    assert done.returncode == 0, done.stderr.decode()
+    lines = out(done)
+    assert lines[0] == f"{checkout}/python/sglang: SGLang 0.5.9 (editable install of {checkout}, from sglang-0.5.9.dist-info/METADATA)"
+    assert lines[1] == ("note: files differ from the pre-image of patches/0.5.9/0001-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch"
+                        f" (local edits?): {TABLES[1]}")
+    assert lines[2] == "applied generated from the checkout's files"
+    assert invoke("verify", "--python", str(venv)).returncode == 0
+    assert invoke("revert", "--python", str(venv)).returncode == 0
+    assert subprocess.run(["git", "diff", "--quiet"], cwd=checkout).returncode == 0

@@ -21,7 +21,7 @@ import subprocess
 from pathlib import Path
 
 from conftest import ROOT, make_venv, pip_install
-from image_layout import pip_editable, release_repo, shallow_clone
+from patchkit.dev.image import pip_editable, release_repo, shallow_clone
 from patchkit.rewrite.evaluate import tables
 from patchkit.dev.mirror import default_cache, fetch_wheel
 from patchkit.fixes.registry import SGLANG

@@ -96,9 +96,15 @@ def interpreter(python: str) -> Path:
     return exe
 
 
-def _virtualenv(executable: Path) -> tuple[Path, bool] | None:
-    """(the virtualenv, whether it includes the system site-packages) that ``executable``
-    belongs to, found like Python does: a pyvenv.cfg beside it or one folder up."""
+class _Venv(NamedTuple):
+    folder: Path
+    sees_system: bool  # include-system-site-packages = true
+    version: str | None  # "3.11" from its version (venv) or version_info (uv, virtualenv) line
+
+
+def _virtualenv(executable: Path) -> _Venv | None:
+    """The virtualenv that ``executable`` belongs to, found like Python does: a pyvenv.cfg
+    beside it or one folder up."""
     for folder in (executable.parent, executable.parent.parent):
         cfg = folder / "pyvenv.cfg"
         if cfg.is_file():
@@ -107,7 +113,8 @@ def _virtualenv(executable: Path) -> tuple[Path, bool] | None:
             except OSError as exc:
                 raise BadInput(str(cfg), f"cannot read it ({exc.strerror or exc})") from None
             system = re.search(r"^\s*include-system-site-packages\s*=\s*true\s*$", text, re.M | re.I)
-            return folder, system is not None
+            version = re.search(r"^\s*version(?:_info)?\s*=\s*(\d+\.\d+)[.\d]*\S*\s*$", text, re.M)
+            return _Venv(folder, system is not None, version.group(1) if version else None)
     return None
 
 
@@ -136,15 +143,22 @@ def site_packages_of(exe: Path) -> list[Path]:
     files).  A virtualenv is recognised by its pyvenv.cfg, because without ``site`` Python
     does not know it; its own site-packages come first, and it sees the user site and the
     system site-packages only when it includes the system site-packages.  Every folder is
-    listed, present or not."""
+    listed, present or not.
+
+    A virtualenv that sees only its own site-packages and says its Python version in its
+    pyvenv.cfg needs no question at all: its ``lib`` (and a ``lib64`` of its own) folder.
+    """
+    venv = _virtualenv(exe)
+    if venv is not None and not venv.sees_system and venv.version:
+        libs = ["lib"] + [lib for lib in ("lib64",) if (venv.folder / lib).is_dir() and not (venv.folder / lib).is_symlink()]
+        return [venv.folder / lib / f"python{venv.version}" / "site-packages" for lib in libs]
     version, executable, libdir, user, system = _probe(exe)
     venv = _virtualenv(Path(executable))
     paths = ([user] if user else []) + system
     if venv is not None:
-        folder, sees_system = venv
         # site.getsitepackages() with sys.prefix = the virtualenv, which comes first
-        own = [str(folder / lib / f"python{version}" / "site-packages") for lib in dict.fromkeys((libdir, "lib"))]
-        paths = own + paths if sees_system else own
+        own = [str(venv.folder / lib / f"python{version}" / "site-packages") for lib in dict.fromkeys((libdir, "lib"))]
+        paths = own + paths if venv.sees_system else own
     return [Path(p) for p in dict.fromkeys(paths)]
 
 

@@ -96,29 +96,35 @@ class Session:
         if applied is None or self.store.journal() is not None:  # finishing the transaction comes first
             return applied, None
         current = self.current(tuple(f.path for f in applied.files))
-        installed = self.installed_hashes() if self.target.kind == INSTALLED else None
+        installed = self.installed_hashes(f.path for f in applied.files) if self.target.kind == INSTALLED else None
         return applied, release_changed(applied, current, self.version, installed, self.target.name)
 
-    def installed_hashes(self) -> dict[str, str]:
-        """repository path -> sha256 (hex) of each candidate file as the dist-info RECORD lists it."""
+    def installed_hashes(self, rels) -> dict[str, str]:
+        """repository path -> sha256 (hex) of each of the files ``rels`` as the dist-info
+        RECORD lists it (a RECORD holds every file of the package: only their rows are read)."""
         import base64
         import csv
 
+        wanted = {self.target.local(rel): rel for rel in rels}
         out: dict[str, str] = {}
-        prefix = f"{self.project.name}/"
         for record in sorted(self.target.root.glob(f"{self.project.dist_info()}/RECORD")):
             try:
-                rows = list(csv.reader(record.read_text(errors="replace").splitlines()))
-            except (OSError, csv.Error):
+                text = record.read_text(errors="replace")
+            except OSError:
+                continue
+            rows = [line for line in text.splitlines() if line.split(",", 1)[0].strip('"') in wanted]
+            try:
+                rows = list(csv.reader(rows))
+            except csv.Error:
                 continue
             for row in rows:
-                if len(row) >= 2 and row[0].startswith(prefix) and row[1].startswith("sha256="):
+                if len(row) >= 2 and row[0] in wanted and row[1].startswith("sha256="):
                     digest = row[1][len("sha256="):]
                     try:
                         raw = base64.urlsafe_b64decode(digest + "=" * (-len(digest) % 4))
                     except ValueError:
                         continue
-                    out[self.project.repo_path(row[0])] = raw.hex()
+                    out[wanted[row[0]]] = raw.hex()
         return out
 
     def old_processes(self, rels) -> list:

@@ -1,4 +1,4 @@
-"""SGLang as its official image (and a build from source) installs it: a shallow clone at a
+"""Maintainers' tool: SGLang as its official image (and a build from source) installs it: a shallow clone at a
 release tag, installed with ``pip install -e python``, FlashInfer's wheel beside it.
 
 The clone's origin is a git repository built from the release's real files: ``python/sglang/``
@@ -7,7 +7,8 @@ from its wheel (exactly the tag's files), and ``python/pyproject.toml``, ``READM
 ``root = ".."`` and ``version_file = "sglang/_version.py"``), so pip's editable install, its
 ``direct_url.json``, ``__editable__`` files and the version from the tag are pip's and
 setuptools' own.  ``sglang/_version.py`` is left out of the repository: setuptools-scm
-writes it at install, as in a real clone.
+writes it at install, as in a real clone.  The tests and ``make bench`` build their image
+layouts with it; git, pip and uv get a time limit.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import zipfile
 from pathlib import Path
 
 from patchkit.dev.mirror import default_cache, fetch_sdist, fetch_wheel
+from patchkit.errors import MirrorError
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "SGLang release", "GIT_AUTHOR_EMAIL": "release@patchkit.invalid",
@@ -30,9 +32,7 @@ BUILD_FILES = ("pyproject.toml", "README.md", "LICENSE")
 
 
 def git(*args: str, cwd: Path | None = None) -> str:
-    done = subprocess.run(["git", *args], cwd=cwd, env={**os.environ, **GIT_ENV}, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, (args, done.stderr)
-    return done.stdout
+    return _run(["git", *args], cwd=cwd, env={**os.environ, **GIT_ENV})
 
 
 def release_repo(dest: Path, version: str) -> Path:
@@ -49,7 +49,8 @@ def release_repo(dest: Path, version: str) -> Path:
             top, _, rel = member.name.partition("/")
             if rel in BUILD_FILES and member.isfile():
                 (python / rel).write_bytes(sdist.extractfile(member).read())
-    assert all((python / f).is_file() for f in BUILD_FILES)
+    if not all((python / f).is_file() for f in BUILD_FILES):
+        raise MirrorError(f"the source archive of sglang {version} lacks one of {', '.join(BUILD_FILES)}")
     git("init", "-q", "-b", "main", str(dest))
     git("add", "-A", cwd=dest)
     git("commit", "-q", "-m", f"SGLang {version}", cwd=dest)
@@ -69,8 +70,7 @@ def pip_editable(python: Path, checkout: Path, compat: bool = False) -> None:
     holding the folder instead of a finder)."""
     mode = ["--config-settings", "editable_mode=compat"] if compat else []
     cmd = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", *mode, "-e", str(checkout / "python")]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+    _run(cmd)
 
 
 def uv_editable(venv: Path, checkout: Path) -> None:
@@ -78,5 +78,14 @@ def uv_editable(venv: Path, checkout: Path) -> None:
     uv = Path(sys.executable).with_name("uv")
     for cmd in ([str(uv), "venv", "-q", "--python", sys.executable, str(venv)],
                 [str(uv), "pip", "install", "-q", "--python", str(venv / "bin/python"), "--no-deps", "-e", str(checkout / "python")]):
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, (cmd, done.stderr[-3000:])
+        _run(cmd)
+
+
+def _run(cmd: list[str], cwd: Path | None = None, env: dict | None = None) -> str:
+    try:
+        done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise MirrorError(f"{cmd[0]}: {exc}") from None
+    if done.returncode != 0:
+        raise MirrorError(f"{' '.join(cmd[:4])}... failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
+    return done.stdout

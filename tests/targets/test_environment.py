@@ -120,3 +120,16 @@ def test_bad_input_is_raised_not_printed(venv: Path) -> None:
     shutil.rmtree(site_of(venv) / "sglang")
     with pytest.raises(BadInput):
         read_environment(str(venv))
+
+
+@pytest.mark.parametrize("url, folder", [
+    ("file:///sgl-workspace/sglang/python", "/sgl-workspace/sglang/python"),
+    ("file://localhost/opt/my%20src/sglang/python", "/opt/my src/sglang/python"),
+    ("file:///opt/caf%C3%A9/python", "/opt/café/python"),
+])
+def test_direct_url_json_names_a_local_folder(tmp_path: Path, url: str, folder: str) -> None:
+    from patchkit.targets.environment import _direct_url
+
+    direct = tmp_path / "direct_url.json"
+    direct.write_text(json.dumps({"url": url, "dir_info": {"editable": True}}))
+    assert _direct_url(direct) == folder

@@ -123,7 +123,8 @@ def _look(s: Session, patches, no_generate, from_cc, to_cc, fixes) -> Look:
     if missing:
         raise Refused(
             s.target.local(missing[0]),
-            f"its original bytes are missing from {s.store.objects}; restore the file (e.g. `git checkout -- FILE`) and remove {s.store.state_file}",
+            f"its original bytes are missing from {s.store.objects}; restore the file "
+            f"({'reinstall the package' if s.target.kind == INSTALLED else 'e.g. `git checkout -- FILE`'}) and remove {s.store.state_file}",
         )
     current = s.current(extra)
     rules = rules_for(s.project.name, fixes, from_cc, to_cc)

@@ -25,7 +25,7 @@ from typing import Iterator
 
 from patchkit.targets import bytecode
 from patchkit.errors import BadInput, Refused
-from patchkit.targets.locate import Target
+from patchkit.targets.locate import INSTALLED, Target
 from patchkit.targets.atomic import temp_name, write_atomic
 from patchkit.digest import sha256
 from patchkit.targets.state import Store
@@ -102,7 +102,8 @@ class Lock:
         return self
 
     def _held_message(self) -> str:
-        return f"another patchkit run{self._holder()} is working on this checkout; gave up waiting after {self.timeout:g}s"
+        what = "installed package" if self.target.kind == INSTALLED else "checkout"
+        return f"another patchkit run{self._holder()} is working on this {what}; gave up waiting after {self.timeout:g}s"
 
     def __exit__(self, *exc: object) -> None:
         if self.fd is not None:

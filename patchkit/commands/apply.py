@@ -46,14 +46,20 @@ def apply(
 ) -> Report:
     """Apply ``fixes`` (default: the fixes on by default) to the target at ``path``."""
     s = Session.open(path, version, project, install)
-    from_cc, to_cc = s.project.cc_pair(from_cc, to_cc)
     fixes = default_fixes() if fixes is None else fixes
+    return _apply(s, patches, no_generate, *s.project.cc_pair(from_cc, to_cc), dry_run, fixes)
+
+
+def _apply(s: Session, patches, no_generate, from_cc, to_cc, dry_run: bool, fixes, first: Look | None = None) -> Report:
+    """apply on the session ``s``; ``first``: a look taken without the lock already (apply_all's)."""
     report = Report()
     report.add(s.describe())
     pending = s.store.journal() is not None
     # Without the lock, look first: a target with nothing to do is never written, so a
     # read-only one answers too.  A killed run's leftovers need the lock (recovery) first.
-    look = _look(s, patches, no_generate, from_cc, to_cc, fixes) if dry_run or s.store.tidy(s.applied()) else None
+    look = None
+    if dry_run or s.store.tidy(s.applied()):
+        look = first or _look(s, patches, no_generate, from_cc, to_cc, fixes)
     dropped: list[Path] = []
     if look is not None and (dry_run or not look.writes()):
         if pending:
@@ -148,10 +154,8 @@ def apply_all(found, patches, no_generate, from_cc, to_cc, dry_run, version, fix
     any refusal raised) before the first one is written."""
     from patchkit.report import combine
 
-    if len(found) > 1:
-        for path, name, install in found:
-            s = Session.open(path, version, name, install)
-            pair = s.project.cc_pair(from_cc, to_cc)
-            _look(s, patches, no_generate, *pair, fixes)
-    return combine("apply", [apply(path, patches, no_generate, from_cc, to_cc, dry_run, version, name, fixes, install)
-                             for path, name, install in found])
+    fixes = default_fixes() if fixes is None else fixes
+    sessions = [Session.open(path, version, name, install) for path, name, install in found]
+    pairs = [s.project.cc_pair(from_cc, to_cc) for s in sessions]
+    looks = [_look(s, patches, no_generate, *pair, fixes) if len(found) > 1 else None for s, pair in zip(sessions, pairs)]
+    return combine("apply", [_apply(s, patches, no_generate, *pair, dry_run, fixes, look) for s, pair, look in zip(sessions, pairs, looks)])

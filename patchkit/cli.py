@@ -375,5 +375,19 @@ def diagnose(logs, as_json):
     return command(list(logs), click.get_binary_stream("stdin"))
 
 
+@cli.command(short_help="Follow a server's log until it is ready, crashes or times out.")
+@click.argument("log", type=click.Path(path_type=Path))
+@click.option("--timeout", type=float, default=None, metavar="SECONDS", help="Give up after this long (exit 124) [default: wait].")
+@JSON_OPT
+def watch(log, timeout, as_json):
+    """Follow LOG as the server writes it (it may not exist yet, or start over): exit 0 at the
+    ready line, 1 with the diagnosis at a crash, 124 at the time-out.  Starts, signals and
+    kills nothing."""
+    from patchkit.commands.watch import watch as command
+
+    stderr = click.get_text_stream("stderr")
+    return command(log, timeout, (lambda line: click.echo(line, err=True)) if stderr.isatty() and not as_json else None)
+
+
 def main() -> None:
     cli(prog_name="patchkit")

@@ -80,7 +80,7 @@ class Command(click.Command):
         else:
             from patchkit.report import render  # places in files: grouped on a terminal, path:line: when piped
 
-            for line in render(report.lines, click.get_text_stream("stdout").isatty()):
+            for line in render(report.lines, sys.stdout.isatty()):
                 click.echo(line)
         sys.exit(report.exit_code)
 
@@ -372,7 +372,7 @@ def diagnose(logs, as_json):
     (exit 1 if one was found, 0 if none)."""
     from patchkit.commands.diagnose import diagnose as command
 
-    return command(list(logs), click.get_binary_stream("stdin"))
+    return command(list(logs))
 
 
 @cli.command(short_help="Follow a server's log until it is ready, crashes or times out.")
@@ -385,8 +385,8 @@ def watch(log, timeout, as_json):
     kills nothing."""
     from patchkit.commands.watch import watch as command
 
-    stderr = click.get_text_stream("stderr")
-    return command(log, timeout, (lambda line: click.echo(line, err=True)) if stderr.isatty() and not as_json else None)
+    progress = (lambda line: click.echo(line, err=True)) if sys.stderr.isatty() and not as_json else None
+    return command(log, timeout, progress)
 
 
 def main() -> None:

@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 from patchkit.fixes.signatures import Known, Signature, read_known
 from patchkit.logs.origin import targets
-from patchkit.logs.tracebacks import HEADER, LOGGING_ERROR, Frame, Traceback, TracebackReader
+from patchkit.logs.tracebacks import HEADER, Frame, Traceback, TracebackReader
 
 FIX, FAILURE, EFFECT = "fix", "failure", "effect"
 _RECORD_PREFIX = re.compile(r"\[[^\]]*\] ")  # SGLang's "[2026-02-11 10:03:02 TP3] "
@@ -33,9 +33,11 @@ def known() -> Known:
 
 
 def needles(data: Known | None = None) -> tuple[bytes, ...]:
-    """What a line must hold for a Matcher to care about it (a traceback's later lines aside)."""
+    """What a line must hold for a Matcher to care about it (a traceback's later lines aside; the
+    logging module's "--- Logging error ---" before a traceback matters to watch only, which
+    reads every line)."""
     data = data or known()
-    texts = [HEADER, LOGGING_ERROR] + [s.log or s.exception for s in data.signatures if s.log or not s.raised_in]
+    texts = [HEADER] + [s.log or s.exception for s in data.signatures if s.log or not s.raised_in]
     texts += [e.log for e in data.effects]
     return tuple(dict.fromkeys(t.encode() for t in texts))
 

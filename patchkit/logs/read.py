@@ -9,12 +9,13 @@ bytes that are not UTF-8 become U+FFFD, and NUL bytes and binary noise are read 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator
 
 from patchkit.errors import BadInput
 
-CHUNK = 1 << 20
+CHUNK = 4 << 20
 MAX_LINE = 4096
 
 
@@ -23,7 +24,7 @@ def open_log(path: Path) -> BinaryIO:
     try:
         if path.is_dir():
             raise BadInput(str(path), "is a directory, not a log file")
-        return open(path, "rb")
+        return open(path, "rb", buffering=0)
     except FileNotFoundError:
         raise BadInput(str(path), "no such file") from None
     except PermissionError:
@@ -39,31 +40,55 @@ def text(raw: bytes) -> str:
     return line.rsplit("\r", 1)[-1] if "\r" in line else line
 
 
-def chunks(stream: BinaryIO) -> Iterator[bytes]:
-    """The stream in blocks of whole lines (the last one given an end), a long line cut to MAX_LINE."""
-    carry, skipping = b"", False
+def chunks(stream: BinaryIO) -> Iterator[tuple[bytearray, int]]:
+    """The stream in blocks (data, end): ``data[:end]`` is whole lines (the last line given an
+    end), a long line cut to MAX_LINE.  One buffer is read into again and again (a line cut by
+    the buffer's end moves to its front): use a block before asking for the next."""
+    buf = bytearray(CHUNK + MAX_LINE + 1)
+    view = memoryview(buf)
+    have, skipping = 0, False  # bytes of a partial line at the front; inside a line longer than the cap
     while True:
-        chunk = stream.read(CHUNK)
-        if not chunk:
-            if carry:
-                yield carry + b"\n"
+        n = stream.readinto(view[have:have + CHUNK])
+        if not n:
+            if have:
+                buf[have] = 10  # b"\n"
+                yield buf, have + 1
             return
-        if skipping:  # the rest of a line longer than the cap
-            nl = chunk.find(b"\n")
+        if skipping:  # the rest of a line longer than the cap: drop it up to its end
+            nl = buf.find(b"\n", have, have + n)
             if nl < 0:
                 continue
-            chunk, skipping = chunk[nl:], False
-        data = carry + chunk
-        end = data.rfind(b"\n") + 1
-        if end == 0:
-            carry = data
-            if len(carry) > MAX_LINE:
-                carry, skipping = carry[:MAX_LINE], True
-            continue
-        carry = data[end:]
-        if len(carry) > MAX_LINE:
-            carry, skipping = carry[:MAX_LINE], True
-        yield data[:end]
+            buf[have:have + n - (nl - have)] = buf[nl:have + n]
+            n -= nl - have
+            skipping = False
+        total = have + n
+        end = buf.rfind(b"\n", 0, total) + 1
+        if end:
+            yield buf, end
+        have = total - end
+        if have > MAX_LINE:
+            have, skipping = MAX_LINE, True
+        buf[:have] = buf[end:end + have]
+
+
+def words(texts: tuple[bytes, ...], shortest: int = 6) -> tuple[bytes, ...]:
+    """Fewer needles that still find every line holding one of ``texts``: greedily, the word
+    (``shortest`` letters or more) that most texts share, the longest first; a text sharing none
+    is kept whole, a longer needle being found faster.  Each needle is one pass of ``bytes.find`` over the log."""
+    left = list(dict.fromkeys(texts))
+    chosen: list[bytes] = []
+    while left:
+        counts: dict[bytes, int] = {}
+        for t in left:
+            for w in set(re.findall(rb"[A-Za-z_]{%d,}" % shortest, t)):
+                counts[w] = counts.get(w, 0) + 1
+        if not counts or max(counts.values()) == 1:  # a text alone: the whole of it (a longer needle is found faster)
+            chosen += left
+            break
+        best = max(counts, key=lambda w: (counts[w], len(w)))
+        chosen.append(best)
+        left = [t for t in left if best not in t]
+    return tuple(chosen)
 
 
 class Scan:
@@ -71,14 +96,13 @@ class Scan:
     as long as ``more()`` says; ``lines`` is the count of all lines once it has run."""
 
     def __init__(self, stream: BinaryIO, needles: tuple[bytes, ...], more: Callable[[], bool]) -> None:
-        self.stream, self.needles, self.more = stream, needles, more
+        self.stream, self.needles, self.more = stream, words(needles), more
         self.lines = 0
 
     def __iter__(self) -> Iterator[tuple[int, str]]:
         more = self.more
-        for block in chunks(self.stream):
-            end = len(block)
-            nexts = {n: block.find(n) for n in self.needles}
+        for block, end in chunks(self.stream):
+            nexts = {n: block.find(n, 0, end) for n in self.needles}
             pos = counted = 0
             number = self.lines  # lines before ``counted``
             while pos < end:
@@ -86,7 +110,7 @@ class Scan:
                     hit = -1
                     for needle, at in nexts.items():
                         if 0 <= at < pos:
-                            nexts[needle] = at = block.find(needle, pos)
+                            nexts[needle] = at = block.find(needle, pos, end)
                         if at >= 0 and (hit < 0 or at < hit):
                             hit = at
                     if hit < 0:

@@ -56,19 +56,21 @@ CAPABILITY_OFF = ["[2026-02-11 10:03:02 TP0] TorchSymmMemCommunicator: Device ca
 # SGLang 0.5.9 engine.py line 869 (launch_phase_sigquit_handler).
 CHILD_FAILED = "[2026-02-11 10:03:02] Received sigquit from a child process. It usually means the child failed."
 
+def to_model_runner(site: str) -> str:
+    """The frames of SGLang 0.5.9's scheduler process from run_scheduler_process to the ModelRunner it
+    builds (scheduler.py lines 3130, 368, 564, 522; tp_worker.py line 330), SGLang's package in ``site``."""
+    return "".join(f'  File "{site}/sglang/srt/{path}", line {line}, in {func}\n    {code}\n' for path, line, func, code in (
+        ("managers/scheduler.py", 3130, "run_scheduler_process", "scheduler = Scheduler("),
+        ("managers/scheduler.py", 368, "__init__", "self.init_model_worker()"),
+        ("managers/scheduler.py", 564, "init_model_worker", "self.init_tp_model_worker()"),
+        ("managers/scheduler.py", 522, "init_tp_model_worker", "self.tp_worker = TpModelWorker("),
+        ("managers/tp_worker.py", 330, "__init__", "self._model_runner = ModelRunner("),
+    ))
+
+
 # scheduler.py line 3190: logger.error(f"Scheduler hit an exception: {traceback}"), the traceback
 # ending in a newline (a blank line follows).  A checkout at /root/sglang; frames from 0.5.9.
-KEYERROR = [f"[{TS} TP3] Scheduler hit an exception: Traceback (most recent call last):"] + """  File "/root/sglang/python/sglang/srt/managers/scheduler.py", line 3130, in run_scheduler_process
-    scheduler = Scheduler(
-  File "/root/sglang/python/sglang/srt/managers/scheduler.py", line 368, in __init__
-    self.init_model_worker()
-  File "/root/sglang/python/sglang/srt/managers/scheduler.py", line 564, in init_model_worker
-    self.init_tp_model_worker()
-  File "/root/sglang/python/sglang/srt/managers/scheduler.py", line 522, in init_tp_model_worker
-    self.tp_worker = TpModelWorker(
-  File "/root/sglang/python/sglang/srt/managers/tp_worker.py", line 330, in __init__
-    self._model_runner = ModelRunner(
-  File "/root/sglang/python/sglang/srt/model_executor/model_runner.py", line 392, in __init__
+KEYERROR = [f"[{TS} TP3] Scheduler hit an exception: Traceback (most recent call last):"] + (to_model_runner('/root/sglang/python') + """  File "/root/sglang/python/sglang/srt/model_executor/model_runner.py", line 392, in __init__
     min_per_gpu_memory = self.init_torch_distributed()
   File "/root/sglang/python/sglang/srt/model_executor/model_runner.py", line 812, in init_torch_distributed
     initialize_model_parallel(
@@ -82,7 +84,18 @@ KEYERROR = [f"[{TS} TP3] Scheduler hit an exception: Traceback (most recent call
     not in TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES[self.device_capability]
            ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~^^^^^^^^^^^^^^^^^^^^^^^^
 KeyError: 12
-""".split("\n")
+""").split("\n")
+
+# A logger.error call down to its handler's emit, in CPython 3.11.7's logging/__init__.py (error 1518,
+# _log 1634, handle 1644, callHandlers 1706, Handler.handle 978).
+PY311 = "/root/.pyenv/versions/3.11.7/lib/python3.11"
+LOGGER_ERROR = "".join(f'  File "{PY311}/logging/__init__.py", line {line}, in {func}\n    {code}\n' for line, func, code in (
+    (1518, "error", "self._log(ERROR, msg, args, **kwargs)"),
+    (1634, "_log", "self.handle(record)"),
+    (1644, "handle", "self.callHandlers(record)"),
+    (1706, "callHandlers", "hdlr.handle(record)"),
+    (978, "handle", "self.emit(record)"),
+))
 
 # The main process, after a scheduler died: engine.py 0.5.9 _wait_for_scheduler_ready (line 894
 # recv() raises EOFError, line 896 logger.error) while the SIGQUIT of launch_phase_sigquit_handler
@@ -91,7 +104,7 @@ KeyError: 12
 # callHandlers 1706, Handler.handle 978) and multiprocessing/connection.py (250, 430, 399),
 # uncaught.  The text of the error is CPython's (Modules/_io/bufferedio.c "reentrant call inside
 # %R"), as the logging tracebacks of other servers show it (gunicorn issue 2816).  Over fifty lines.
-LOGGING_TAIL = """Traceback (most recent call last):
+LOGGING_TAIL = ("""Traceback (most recent call last):
   File "/root/sglang/python/sglang/srt/entrypoints/engine.py", line 894, in _wait_for_scheduler_ready
     data = scheduler_pipe_readers[i].recv()
   File "/root/.pyenv/versions/3.11.7/lib/python3.11/multiprocessing/connection.py", line 250, in recv
@@ -124,35 +137,15 @@ Traceback (most recent call last):
     scheduler_infos = _wait_for_scheduler_ready(scheduler_pipe_readers, scheduler_procs)
   File "/root/sglang/python/sglang/srt/entrypoints/engine.py", line 896, in _wait_for_scheduler_ready
     logger.error(
-  File "/root/.pyenv/versions/3.11.7/lib/python3.11/logging/__init__.py", line 1518, in error
-    self._log(ERROR, msg, args, **kwargs)
-  File "/root/.pyenv/versions/3.11.7/lib/python3.11/logging/__init__.py", line 1634, in _log
-    self.handle(record)
-  File "/root/.pyenv/versions/3.11.7/lib/python3.11/logging/__init__.py", line 1644, in handle
-    self.callHandlers(record)
-  File "/root/.pyenv/versions/3.11.7/lib/python3.11/logging/__init__.py", line 1706, in callHandlers
-    hdlr.handle(record)
-  File "/root/.pyenv/versions/3.11.7/lib/python3.11/logging/__init__.py", line 978, in handle
-    self.emit(record)
-  File "/root/.pyenv/versions/3.11.7/lib/python3.11/logging/__init__.py", line 1113, in emit
+""" + LOGGER_ERROR + """  File "/root/.pyenv/versions/3.11.7/lib/python3.11/logging/__init__.py", line 1113, in emit
     stream.write(msg + self.terminator)
   File "/root/sglang/python/sglang/srt/entrypoints/engine.py", line 869, in launch_phase_sigquit_handler
     logger.error(
-  File "/root/.pyenv/versions/3.11.7/lib/python3.11/logging/__init__.py", line 1518, in error
-    self._log(ERROR, msg, args, **kwargs)
-  File "/root/.pyenv/versions/3.11.7/lib/python3.11/logging/__init__.py", line 1634, in _log
-    self.handle(record)
-  File "/root/.pyenv/versions/3.11.7/lib/python3.11/logging/__init__.py", line 1644, in handle
-    self.callHandlers(record)
-  File "/root/.pyenv/versions/3.11.7/lib/python3.11/logging/__init__.py", line 1706, in callHandlers
-    hdlr.handle(record)
-  File "/root/.pyenv/versions/3.11.7/lib/python3.11/logging/__init__.py", line 978, in handle
-    self.emit(record)
-  File "/root/.pyenv/versions/3.11.7/lib/python3.11/logging/__init__.py", line 1118, in emit
+""" + LOGGER_ERROR + """  File "/root/.pyenv/versions/3.11.7/lib/python3.11/logging/__init__.py", line 1118, in emit
     self.handleError(record)
   File "/root/.pyenv/versions/3.11.7/lib/python3.11/logging/__init__.py", line 1031, in handleError
     sys.stderr.write('--- Logging error ---\\n')
-RuntimeError: reentrant call inside <_io.BufferedWriter name='<stderr>'>""".split("\n")
+RuntimeError: reentrant call inside <_io.BufferedWriter name='<stderr>'>""").split("\n")
 
 # SGLang issue 15650: an installed SGLang 0.5.9 (/usr/local/lib/python3.12/dist-packages, the
 # image's layout) turned the FlashInfer all-reduce fusion on; FlashInfer 0.6.4 raised its "[9, 10]"
@@ -160,7 +153,7 @@ RuntimeError: reentrant call inside <_io.BufferedWriter name='<stderr>'>""".spli
 # raise Exception(f"Capture cuda graph failed: {e}\\n{CUDA_GRAPH_CAPTURE_FAILED_MSG}").  Frames
 # abridged (the capture's model forward, between cuda_graph_runner.py and layernorm.py, left
 # out); the message's last line (an address to open an issue) left out.
-FUSION = [f"[{TS} TP0] Scheduler hit an exception: Traceback (most recent call last):"] + """  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/model_executor/cuda_graph_runner.py", line 370, in __init__
+FUSION = [f"[{TS} TP0] Scheduler hit an exception: Traceback (most recent call last):"] + ("""  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/model_executor/cuda_graph_runner.py", line 370, in __init__
     self.capture()
   File "/usr/local/lib/python3.12/dist-packages/sglang/srt/layers/layernorm.py", line 318, in forward_with_allreduce_fusion
     fused_result = flashinfer_allreduce_residual_rmsnorm(
@@ -185,17 +178,7 @@ RuntimeError: No supported CUDA architectures found for major versions [9, 10].
 During handling of the above exception, another exception occurred:
 
 Traceback (most recent call last):
-  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/managers/scheduler.py", line 3130, in run_scheduler_process
-    scheduler = Scheduler(
-  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/managers/scheduler.py", line 368, in __init__
-    self.init_model_worker()
-  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/managers/scheduler.py", line 564, in init_model_worker
-    self.init_tp_model_worker()
-  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/managers/scheduler.py", line 522, in init_tp_model_worker
-    self.tp_worker = TpModelWorker(
-  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/managers/tp_worker.py", line 330, in __init__
-    self._model_runner = ModelRunner(
-  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/model_executor/model_runner.py", line 413, in __init__
+""" + to_model_runner('/usr/local/lib/python3.12/dist-packages') + """  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/model_executor/model_runner.py", line 413, in __init__
     self.initialize(min_per_gpu_memory)
   File "/usr/local/lib/python3.12/dist-packages/sglang/srt/model_executor/model_runner.py", line 609, in initialize
     self.init_device_graphs()
@@ -210,7 +193,7 @@ Possible solutions:
 3. disable torch compile by not using --enable-torch-compile
 4. disable CUDA graph by --disable-cuda-graph. (Not recommended. Huge performance loss)
 
-""".split("\n")
+""").split("\n")
 
 # SGLang issues 7249 (RTX 5090) and 9600 (RTX 5060): sgl-kernel's rmsnorm (sgl_kernel/elementwise.py
 # line 45: torch.ops.sgl_kernel.rmsnorm.default(...)) during CUDA graph capture.  SGLang 0.5.9 in
@@ -227,17 +210,7 @@ RuntimeError: RMSNorm failed with error code no kernel image is available for ex
 
 # SGLang issue 5095: a checkpoint whose weights the model does not know (llama.py load_weights,
 # 0.5.9 line 656), in /opt/venv.  Not an SM120 failure.
-UNRELATED = [f"[{TS} TP0] Scheduler hit an exception: Traceback (most recent call last):"] + """  File "/opt/venv/lib/python3.11/site-packages/sglang/srt/managers/scheduler.py", line 3130, in run_scheduler_process
-    scheduler = Scheduler(
-  File "/opt/venv/lib/python3.11/site-packages/sglang/srt/managers/scheduler.py", line 368, in __init__
-    self.init_model_worker()
-  File "/opt/venv/lib/python3.11/site-packages/sglang/srt/managers/scheduler.py", line 564, in init_model_worker
-    self.init_tp_model_worker()
-  File "/opt/venv/lib/python3.11/site-packages/sglang/srt/managers/scheduler.py", line 522, in init_tp_model_worker
-    self.tp_worker = TpModelWorker(
-  File "/opt/venv/lib/python3.11/site-packages/sglang/srt/managers/tp_worker.py", line 330, in __init__
-    self._model_runner = ModelRunner(
-  File "/opt/venv/lib/python3.11/site-packages/sglang/srt/model_executor/model_runner.py", line 413, in __init__
+UNRELATED = [f"[{TS} TP0] Scheduler hit an exception: Traceback (most recent call last):"] + (to_model_runner('/opt/venv/lib/python3.11/site-packages') + """  File "/opt/venv/lib/python3.11/site-packages/sglang/srt/model_executor/model_runner.py", line 413, in __init__
     self.initialize(min_per_gpu_memory)
   File "/opt/venv/lib/python3.11/site-packages/sglang/srt/model_executor/model_runner.py", line 493, in initialize
     self.load_model()
@@ -250,7 +223,7 @@ UNRELATED = [f"[{TS} TP0] Scheduler hit an exception: Traceback (most recent cal
   File "/opt/venv/lib/python3.11/site-packages/sglang/srt/models/llama.py", line 656, in load_weights
     param = params_dict[name]
 KeyError: 'model.layers.55.mlp.gate_up_proj.input_scale'
-""".split("\n")
+""").split("\n")
 
 
 def log(*parts: list[str] | str) -> bytes:

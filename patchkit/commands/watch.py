@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Callable
 
 from patchkit.commands.diagnose import finding_lines, finding_json
-from patchkit.errors import OK, PROBLEMS, TIMED_OUT, BadInput
+from patchkit.errors import PROBLEMS, TIMED_OUT, BadInput
 from patchkit.logs import phases
 from patchkit.logs.follow import Follower
 from patchkit.logs.match import EFFECT, Matcher

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from patchkit.errors import BadInput
 from patchkit.logs.read import MAX_LINE, text
 
 MAX_POLL = 4 << 20
@@ -53,6 +54,8 @@ class Follower:
                 self._file = open(self.path, "rb")
             except FileNotFoundError:
                 return [], restarted
+            except PermissionError:
+                raise BadInput(str(self.path), "permission denied") from None
             self.exists = True
             self._inode = os.fstat(self._file.fileno()).st_ino
             self._pos, self._head, self._partial, self._skipping, self._number = 0, b"", b"", False, 0

@@ -125,14 +125,18 @@ class Matcher:
     # -- helpers ----------------------------------------------------------------------------
 
     def _line(self, number: int, text: str) -> None:
+        """A log line a signature or an effect names: the same line of every rank, whatever its
+        time and prefix, is one finding."""
         for sig in self.data.signatures:
             if sig.log and sig.log in text or sig.exception and not sig.raised_in and _ends_with(text, sig.exception):
+                said = text[text.find(sig.log or sig.exception):]
                 self._add(FIX, sig.fix, number, _message(text), (), sig.project, sig.releases, sig.cause, "",
-                          apply_commands(sig.fix, ()))
+                          apply_commands(sig.fix, ()), said)
                 return
         for effect in self.data.effects:
             if effect.log in text:
-                self._add(EFFECT, effect.name, number, _message(text), (), None, "", "", effect.means, ())
+                self._add(EFFECT, effect.name, number, _message(text), (), None, "", "", effect.means, (),
+                          text[text.find(effect.log):])
                 return
 
     @staticmethod
@@ -145,9 +149,9 @@ class Matcher:
                 return package.name
         return "a compiled package (no frame names it)"
 
-    def _add(self, kind, name, line, what, frames, project, releases, cause, advice, commands) -> Finding:
+    def _add(self, kind, name, line, what, frames, project, releases, cause, advice, commands, said=None) -> Finding:
         frame = frames[-1] if frames else None
-        key = (kind, name, what.split("\n", 1)[0], frame)
+        key = (kind, name, said or what.split("\n", 1)[0], frame)
         seen = self._found.get(key)
         if seen is None:
             seen = Finding(kind, name, line, what, frame, project, releases, cause, advice, commands, (line,), 1)

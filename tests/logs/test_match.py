@@ -58,3 +58,14 @@ def test_apply_commands_point_at_what_ran() -> None:
     assert apply_commands("torch-symm-mem", (checkout,)) == ("patchkit apply /root/sglang",)
     assert apply_commands("allreduce-fusion", (checkout, installed)) == (
         "patchkit apply /root/sglang --fix allreduce-fusion", "patchkit apply --python /opt/venv/bin/python --fix allreduce-fusion")
+
+
+def test_the_same_warning_of_every_rank_is_one_finding() -> None:
+    """vLLM's workers prefix each line with their process (vLLM issue 45604's format; the warning is
+    vLLM 0.33.0's symm_mem.py line 67)."""
+    warning = "SymmMemCommunicator: Device capability 12.0 not supported, communicator is not available."
+    matcher = Matcher()
+    matcher.feed(1, f"(Worker_TP0_EP0 pid=1158) WARNING [symm_mem.py:67] {warning}")
+    matcher.feed(2, f"(Worker_TP1_EP1 pid=1159) WARNING [symm_mem.py:67] {warning}")
+    [found] = matcher.findings
+    assert (found.kind, found.project, found.count, found.lines) == (FIX, "vllm", 2, (1, 2))

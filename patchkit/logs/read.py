@@ -15,7 +15,7 @@ from typing import BinaryIO, Callable, Iterator
 
 from patchkit.errors import BadInput
 
-CHUNK = 4 << 20
+CHUNK = 1 << 20  # a block the needles' passes find in the cache
 MAX_LINE = 4096
 
 

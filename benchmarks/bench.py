@@ -14,7 +14,10 @@
    ``python -c "import click"`` (the floor of any click program);
 3. scan of one SGLang release, against its grep floor: ``git grep -c`` of the prefilter's
    words plus ``python -c pass``;
-4. the peak memory (max RSS) of each.
+4. diagnose of a 200 MB log (real SGLang noise repeated, a KeyError: 12 in its middle, the
+   logging traceback at its end), against ``grep -c`` of the texts it looks for over the same
+   file plus ``python -c pass``;
+5. the peak memory (max RSS) of each.
 
 Every figure is a median over repeated runs, all in one run of this script; the ratios
 are the headline, absolute times are this machine's.  Prints a markdown table with each
@@ -218,6 +221,31 @@ def bench_scan(mirror: Path, pk: str, tag: str, runs: int, work: Path, start: Ro
     ]
 
 
+# -- 4. diagnose ----------------------------------------------------------------------------
+
+
+def bench_diagnose(pk: str, runs: int, work: Path, start: Row) -> list[str]:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from logs import real_text as r  # the tests' logs, built from real text
+
+    from patchkit.logs.match import needles
+
+    log = work / "server.log"
+    noise = r.log(*([r.DECODE, r.ACCESS] * 2000))
+    with open(log, "wb") as f:
+        for i in range((200 << 20) // len(noise) + 1):
+            f.write(noise + (r.log(r.KEYERROR) if i == (100 << 20) // len(noise) else b""))
+        f.write(r.log(r.CHILD_FAILED, r.LOGGING_TAIL))
+    diagnose = sample([pk, "diagnose", str(log)], runs, check=False)
+    patterns = [a for n in needles() for a in ("-e", n.decode())]
+    grep = sample(["grep", "-c", "-F", *patterns, str(log)], runs)
+    floor = grep.median + start.median
+    return [
+        f"| diagnose of a {log.stat().st_size >> 20} MB log | {ms(diagnose.median)} | {diagnose.mib} | {verdict(diagnose.median / floor, 2)} its grep floor |",
+        f"| grep floor (`grep -c -F` of the texts diagnose looks for + `python -c pass`) | {ms(floor)} | {grep.mib} | |",
+    ]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mirror", type=Path, required=True, help="the SGLang mirror")
@@ -244,6 +272,7 @@ def main() -> int:
                 rows += bench_generate(project, mirror.resolve(), pk, args.generate_runs, args.loop_runs, work, start_libs)
         rows += bench_commands(args.mirror.resolve(), pk, args.version, args.flashinfer_version, args.runs, work, click)
         rows += bench_scan(args.mirror.resolve(), pk, args.scan_tag, args.runs, work, start)
+        rows += bench_diagnose(pk, args.runs, work, start)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(

@@ -78,7 +78,9 @@ class Command(click.Command):
         if as_json:
             click.echo(json.dumps(report.data, indent=2, default=str))
         else:
-            for line in report.lines:
+            from patchkit.report import render  # places in files: grouped on a terminal, path:line: when piped
+
+            for line in render(report.lines, sys.stdout.isatty()):
                 click.echo(line)
         sys.exit(report.exit_code)
 
@@ -365,6 +367,32 @@ def scan(path, cc, from_cc, unaware_only, repo, tags, as_json, markdown):
     tables = tuple(dict.fromkeys(t for p in PROJECTS.values() for t in p.tables))
     fmt = "json" if as_json else "markdown" if markdown else "text"
     return command(path, cc, from_cc, fmt, tables, unaware_only, repo, tags)
+
+
+@cli.command(short_help="Find the failures patchkit knows in a server's log.")
+@click.argument("logs", nargs=-1, metavar="[LOG]...")
+@JSON_OPT
+def diagnose(logs, as_json):
+    """Read each LOG (- or none: standard input) in one pass and name every failure patchkit
+    knows in it: where, what failed, the fix and the `patchkit apply` that applies it
+    (exit 1 if one was found, 0 if none)."""
+    from patchkit.commands.diagnose import diagnose as command
+
+    return command(list(logs))
+
+
+@cli.command(short_help="Follow a server's log until it is ready, crashes or times out.")
+@click.argument("log", type=click.Path(path_type=Path))
+@click.option("--timeout", type=float, default=None, metavar="SECONDS", help="Give up after this long (exit 124) [default: wait].")
+@JSON_OPT
+def watch(log, timeout, as_json):
+    """Follow LOG as the server writes it (it may not exist yet, or start over): exit 0 at the
+    ready line, 1 with the diagnosis at a crash, 124 at the time-out.  Starts, signals and
+    kills nothing."""
+    from patchkit.commands.watch import watch as command
+
+    progress = (lambda line: click.echo(line, err=True)) if sys.stderr.isatty() and not as_json else None
+    return command(log, timeout, progress)
 
 
 def main() -> None:

@@ -13,6 +13,7 @@ OK = 0
 PROBLEMS = 1
 BAD_INPUT = 2
 REFUSED = 3
+TIMED_OUT = 124  # watch: no ready line or crash before --timeout, as timeout(1) exits
 
 
 class PatchkitError(Exception):

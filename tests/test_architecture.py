@@ -24,6 +24,7 @@ STAGES = [
     ("plan", ["patchkit.plan"]),
     ("targets", ["patchkit.targets"]),
     ("report", ["patchkit.report"]),
+    ("logs", ["patchkit.logs"]),
     ("commands", ["patchkit.commands"]),
     ("cli", ["patchkit.cli", "patchkit.dev"]),
     ("entry", ["patchkit.__main__"]),

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from patchkit.errors import OK, PROBLEMS, BadInput
 from patchkit.fixes.registry import SGLANG
-from patchkit.report import Report
+from patchkit.report import Heading, Place, Report
 from patchkit.rewrite.capability import pair, same
 from patchkit.scan.classify import CLASSES, UNAWARE, classify
 from patchkit.scan.finding import KINDS
@@ -99,7 +99,7 @@ def scan(
         report.add("")
         report.add(summary)
     else:
-        report.lines += grouped(rows)
+        report.lines += grouped(rows, where=lambda f: str(path / f.path))
         report.add(summary)
     for rel, why in skipped:
         report.add(f"skipped {rel}: {why}")
@@ -130,8 +130,10 @@ def label(f, fix: str | None) -> str:
     return f" [covered by {fix}]" if fix else " [patchable by patchkit]" if f.patchable else ""
 
 
-def grouped(rows, line=lambda f: str(f.line), tag=lambda row: "") -> list[str]:
-    """``rows`` of (finding, class, fix, ...) by class, then by file:
+def grouped(rows, line=lambda f: str(f.line), tag=lambda row: "", where=lambda f: f.path, at=lambda f: f.line,
+            indent: str = "", prefix: str = "") -> list[str]:
+    """``rows`` of (finding, class, fix, ...) by class, then by file (``Heading`` lines), each gate a
+    ``Place`` (piped: ``where(f):at(f): [prefix]class: kind: code``):
 
         unaware: 2 gates in 1 file
           pkg/a.py
@@ -143,13 +145,14 @@ def grouped(rows, line=lambda f: str(f.line), tag=lambda row: "") -> list[str]:
         if not mine:
             continue
         paths = list(dict.fromkeys(r[0].path for r in mine))
-        out.append(f"{cls}: {plural(len(mine), 'gate')} in {plural(len(paths), 'file')}")
+        out.append(Heading(f"{indent}{cls}: {plural(len(mine), 'gate')} in {plural(len(paths), 'file')}"))
         for p in paths:
-            out.append(f"  {p}")
+            out.append(Heading(f"{indent}  {p}"))
             for r in mine:
                 f = r[0]
                 if f.path == p:
-                    out.append(f"    {line(f)}: {f.kind}: {f.snippet}{label(f, r[2])}{tag(r)}")
+                    text = f"{f.kind}: {f.snippet}{label(f, r[2])}{tag(r)}"
+                    out.append(Place(f"{indent}    {line(f)}: {text}", where(f), at(f), f"{prefix}{cls}: {text}"))
     return out
 
 
@@ -246,19 +249,21 @@ def _compare(repo: Path, tags: tuple[str, str], cc, from_cc, fmt: str, tables, u
                 report.lines += table([(b, f"{ca} -> {cb}", fix) for b, _, fix, _, ca in mine], classes=True)
         report.add("")
     else:
-        for title, rows, _ in sections:
+        for (title, rows, _), (word, rel) in zip(sections, (("appeared", after), ("disappeared", before))):
             if rows:
-                report.add(f"{title}: {plural(len(rows), 'gate')}")
-                report.lines += ["  " + line for line in grouped(rows)]
+                report.add(Heading(f"{title}: {plural(len(rows), 'gate')}"))
+                report.lines += grouped(rows, where=lambda f, t=rel.tag: f"{t}:{f.path}", indent="  ", prefix=f"{word}: ")
         for cb in CLASSES:
             mine = [r for r in changed if r[1] == cb]
             if mine:
                 paths = len({r[0].path for r in mine})
-                report.add(f"became {cb}: {plural(len(mine), 'gate')} in {plural(paths, 'file')}")
+                report.add(Heading(f"became {cb}: {plural(len(mine), 'gate')} in {plural(paths, 'file')}"))
                 report.lines += grouped(
                     [(b, cb, fix, a, ca) for b, _, fix, a, ca in mine],
                     line=lambda f, old={id(b): a for b, _, _, a, _ in mine}: f"{old[id(f)].line} -> {f.line}",
                     tag=lambda r: f" (was {r[4]})",
+                    where=lambda f: f"{after.tag}:{f.path}",
+                    prefix="became ",
                 )[1:]
     report.add(summary)
     for tag, rel, why in skipped:

@@ -151,8 +151,9 @@ def read_fix(path: Path) -> Fix:
 
 
 def read_fixes(folder: Path = HERE) -> dict[str, Fix]:
-    """Every ``*.toml`` in ``folder`` but projects.toml: the default fixes first, then by name."""
-    fixes = [read_fix(p) for p in sorted(folder.glob("*.toml")) if p.name != "projects.toml"]
+    """Every ``*.toml`` in ``folder`` but projects.toml and known-failures.toml (signatures.py reads
+    it): the default fixes first, then by name."""
+    fixes = [read_fix(p) for p in sorted(folder.glob("*.toml")) if p.name not in ("projects.toml", "known-failures.toml")]
     return {f.name: f for f in sorted(fixes, key=lambda f: (not f.default, f.name))}
 
 

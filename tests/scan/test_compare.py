@@ -71,6 +71,20 @@ def test_text(repo: Path) -> None:
     ]
 
 
+def test_text_piped(repo: Path) -> None:
+    """Piped, each gate is one line that names the release, as git grep does: tag:path:line: what."""
+    lines = invoke("scan", "--repo", str(repo), "--tag", "v1.0", "--tag", "v2.0").stdout.decode().splitlines()
+    assert lines == [
+        "v2.0:python/pkg/new.py:1: appeared: unaware: equality: major == 10",
+        "v2.0:python/pkg/attn.py:9: appeared: aware: equality: major == 12",
+        "v2.0:python/pkg/gemm.py:5: appeared: aware: comparison: cap[0] >= 12",
+        "v1.0:python/pkg/moe.py:1: disappeared: unaware: membership: major in (9, 10)",
+        "v2.0:python/pkg/attn.py:7: became aware: equality: major == 10 (was unaware)",
+        "v1.0 -> v2.0: 3 appeared (1 unaware), 1 disappeared, 1 became aware (were unaware), 2 unchanged;"
+        " v1.0: 4 gates (4 unaware, 0 aware, 0 covered); v2.0: 6 gates (3 unaware, 3 aware, 0 covered)",
+    ]
+
+
 def test_unaware_only(repo: Path) -> None:
     report = scan(None, 12, repo=repo, tags=("v1.0", "v2.0"), unaware_only=True)
     assert report.exit_code == PROBLEMS

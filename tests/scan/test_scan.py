@@ -16,8 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import patchkit.scan.source as scan_module
+from conftest import invoke
 from patchkit.commands.scan import scan
 from patchkit.errors import BAD_INPUT, OK, PROBLEMS, BadInput
+from patchkit.report import render
 from patchkit.scan.finding import Finding
 from patchkit.scan.source import scan_source
 from patchkit.scan.tree import scan_tree
@@ -430,6 +432,21 @@ def test_command_text(tmp_path: Path) -> None:
         "class": "unaware",
     }
     json.dumps(data)
+
+
+def test_command_text_piped(tmp_path: Path) -> None:
+    """When stdout is not a terminal each gate is one line, path:line: class: what, the path as it can be
+    opened (PATH joined with the file), as compilers and ripgrep print; the grouped form is for a terminal."""
+    root = _tree(tmp_path / "src")
+    done = invoke("scan", str(root))
+    assert done.returncode == PROBLEMS
+    assert done.stdout.decode().splitlines()[:3] == [
+        f"{root}/pkg/comm.py:1: unaware: table: SIZES = {{9: 1, 10: 2}}",
+        f"{root}/pkg/sub/gate.py:2: unaware: membership: major in (9, 10)",
+        "2 capability gates in 2 files (2 unaware, 0 aware, 0 covered; 0 patchable by patchkit); scanned 4 files, parsed 2",
+    ]
+    assert render(scan(root, 12, tables=TABLES).lines, terminal=True)[:3] == [
+        "unaware: 2 gates in 2 files", "  pkg/comm.py", "    1: table: SIZES = {9: 1, 10: 2} [patchable by patchkit]"]
 
 
 def test_command_markdown(tmp_path: Path) -> None:

@@ -1,0 +1,113 @@
+"""How the failures patchkit knows show in a server's log: data, read from the TOML files beside
+this module.
+
+- A fix's ``[[signatures]]`` (in ``<fix>.toml``): the failure its patch cures.  ``exception``
+  is text of a traceback's last line (``KeyError: 12``), optionally only when the innermost
+  frame's file matches one of ``raised_in`` (globs); or ``log`` is text of a log line.
+  ``releases`` says where the release mirror has the code that says it, ``cause`` what happened.
+- ``known-failures.toml``: ``[[failures]]`` that no source patch fixes (each with the packages
+  a frame can name, a cause and advice) and ``[[effects]]``, warnings that are no failure (each
+  with what it means).
+
+A wrong file is one BadInput line naming the file and the key.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple
+
+from patchkit.errors import BadInput
+from patchkit.fixes.load import HERE, _get, _read, _strings
+
+KNOWN = "known-failures.toml"
+
+
+class Signature(NamedTuple):
+    fix: str
+    project: str
+    exception: str | None  # text of a traceback's last line
+    raised_in: tuple[str, ...]  # globs over the innermost frame's file (exception only)
+    log: str | None  # text of a log line
+    releases: str
+    cause: str
+
+
+class Package(NamedTuple):
+    name: str
+    frames: str  # a folder of a frame's path: "sgl_kernel"
+    message: str | None  # text of the exception that names the package without a frame
+
+
+class Failure(NamedTuple):
+    name: str
+    exception: str
+    cause: str  # with {package}
+    advice: str  # with {package}
+    packages: tuple[Package, ...]
+
+
+class Effect(NamedTuple):
+    name: str
+    log: str
+    means: str
+
+
+class Known(NamedTuple):
+    signatures: tuple[Signature, ...]
+    failures: tuple[Failure, ...]
+    effects: tuple[Effect, ...]
+
+
+def _text(doc: dict, key: str, where: Path, what: str) -> str | None:
+    return _get(doc, key, str, where, what) if key in doc else None
+
+
+def _signature(fix: str, doc: object, path: Path, what: str) -> Signature:
+    if not isinstance(doc, dict):
+        raise BadInput(str(path), f"{what}: not a table")
+    exception, log = _text(doc, "exception", path, what), _text(doc, "log", path, what)
+    if (exception is None) == (log is None):
+        raise BadInput(str(path), f"{what}: a signature names 'exception' or 'log', one of them")
+    raised_in = _strings(doc, "raised_in", path, what, required=False)
+    if raised_in and exception is None:
+        raise BadInput(str(path), f"{what}: 'raised_in' needs 'exception'")
+    return Signature(fix, _get(doc, "project", str, path, what), exception, raised_in, log,
+                     _get(doc, "releases", str, path, what), _get(doc, "cause", str, path, what))
+
+
+def _package(doc: object, path: Path, what: str) -> Package:
+    if not isinstance(doc, dict):
+        raise BadInput(str(path), f"{what}: not a table")
+    return Package(_get(doc, "name", str, path, what), _get(doc, "frames", str, path, what), _text(doc, "message", path, what))
+
+
+def _failure(doc: object, path: Path, what: str) -> Failure:
+    if not isinstance(doc, dict):
+        raise BadInput(str(path), f"{what}: not a table")
+    packages = tuple(_package(p, path, f"{what}, package {i}") for i, p in enumerate(_get(doc, "packages", list, path, what), 1))
+    return Failure(_get(doc, "name", str, path, what), _get(doc, "exception", str, path, what),
+                   _get(doc, "cause", str, path, what), _get(doc, "advice", str, path, what), packages)
+
+
+def _effect(doc: object, path: Path, what: str) -> Effect:
+    if not isinstance(doc, dict):
+        raise BadInput(str(path), f"{what}: not a table")
+    return Effect(_get(doc, "name", str, path, what), _get(doc, "log", str, path, what), _get(doc, "means", str, path, what))
+
+
+def read_known(folder: Path = HERE) -> Known:
+    """Every fix's signatures (in the fixes' order of file name), the known failures and effects."""
+    signatures: list[Signature] = []
+    for path in sorted(folder.glob("*.toml")):
+        if path.name in ("projects.toml", KNOWN):
+            continue
+        doc = _read(path)
+        found = doc.get("signatures", [])
+        if not isinstance(found, list):
+            raise BadInput(str(path), f"{path.stem}: 'signatures' must be an array of tables ([[signatures]])")
+        signatures += [_signature(path.stem, s, path, f"{path.stem}, signature {i}") for i, s in enumerate(found, 1)]
+    doc = _read(folder / KNOWN)
+    failures = tuple(_failure(f, folder / KNOWN, f"failure {i}") for i, f in enumerate(doc.get("failures", []), 1))
+    effects = tuple(_effect(e, folder / KNOWN, f"effect {i}") for i, e in enumerate(doc.get("effects", []), 1))
+    return Known(tuple(signatures), failures, effects)

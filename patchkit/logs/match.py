@@ -1,0 +1,169 @@
+"""A log's lines against the failures patchkit knows (``patchkit.fixes.signatures``).
+
+Feed a ``Matcher`` the lines of a log in order (all of them, or only the lines ``needles``
+finds and the lines of each traceback after it); it keeps one ``Finding`` per distinct
+failure or effect, counting repeats (eight TP ranks raise the same ``KeyError: 12``).
+
+- a fix's signature: the fix, and the ``patchkit apply`` that applies it to the SGLang (and
+  FlashInfer, vLLM) the traceback's frames ran;
+- a known failure no patch fixes (a missing kernel image): the package the frames name and
+  what to do instead;
+- an effect (no multicast): what it means.
+"""
+
+from __future__ import annotations
+
+import re
+from fnmatch import fnmatchcase
+from functools import lru_cache
+from typing import NamedTuple
+
+from patchkit.fixes.signatures import Known, Signature, read_known
+from patchkit.logs.origin import targets
+from patchkit.logs.tracebacks import HEADER, Frame, Traceback, TracebackReader
+
+FIX, FAILURE, EFFECT = "fix", "failure", "effect"
+_RECORD_PREFIX = re.compile(r"\[[^\]]*\] ")  # SGLang's "[2026-02-11 10:03:02 TP3] "
+MAX_LINES = 8  # the log lines kept of a repeated finding
+
+
+@lru_cache(maxsize=1)
+def known() -> Known:
+    return read_known()
+
+
+def needles(data: Known | None = None) -> tuple[bytes, ...]:
+    """What a line must hold for a Matcher to care about it (a traceback's later lines aside; the
+    logging module's "--- Logging error ---" before a traceback matters to watch only, which
+    reads every line)."""
+    data = data or known()
+    texts = [HEADER] + [s.log or s.exception for s in data.signatures if s.log or not s.raised_in]
+    texts += [e.log for e in data.effects]
+    return tuple(dict.fromkeys(t.encode() for t in texts))
+
+
+class Finding(NamedTuple):
+    kind: str  # FIX, FAILURE or EFFECT
+    name: str  # the fix, failure or effect
+    line: int  # the first log line it was seen at
+    what: str  # the exception, or the log line's message
+    frame: Frame | None  # where it was raised (the innermost frame of the exception's part)
+    project: str | None  # the project a fix's signature belongs to
+    releases: str  # the releases a fix's signature comes from
+    cause: str
+    advice: str  # a failure's advice, an effect's meaning; "" for a fix
+    commands: tuple[str, ...]  # the patchkit apply commands (a fix)
+    lines: tuple[int, ...]  # the log lines it was seen at (the first MAX_LINES)
+    count: int
+
+
+def _ends_with(text: str, pattern: str) -> bool:
+    """``pattern`` in ``text``, not followed by a word character ("KeyError: 12" is not "KeyError: 120")."""
+    return re.search(re.escape(pattern) + r"(?!\w)", text) is not None
+
+
+def _raised_in(sig: Signature, frames: tuple[Frame, ...]) -> bool:
+    return not sig.raised_in or bool(frames) and any(fnmatchcase(frames[-1].path, g) for g in sig.raised_in)
+
+
+def apply_commands(fix: str, frames: tuple[Frame, ...]) -> tuple[str, ...]:
+    """``patchkit apply`` for each checkout or environment of the fix's projects that the frames show."""
+    from patchkit.fixes.registry import FIXES, PROJECTS
+
+    spec = FIXES[fix]
+    projects = dict.fromkeys(["sglang"] + [r.project for r in spec.rules])  # the SGLang the traceback ran first
+    found = targets([f.path for f in frames], [(p, PROJECTS[p].source_root) for p in projects if p in PROJECTS])
+    option = "" if spec.default else f" --fix {fix}"
+    return tuple(f"patchkit apply {where}{option}" for where in found)
+
+
+class Matcher:
+    def __init__(self, data: Known | None = None) -> None:
+        self.data = data or known()
+        self.reader = TracebackReader()
+        self.tracebacks = 0
+        self.verdict: Finding | None = None  # what the last traceback that ended was
+        self._found: dict[tuple, Finding] = {}
+
+    @property
+    def findings(self) -> list[Finding]:
+        return sorted(self._found.values(), key=lambda f: f.line)
+
+    def feed(self, number: int, text: str) -> Traceback | None:
+        """Read one line; the traceback it ended, if any (judged already)."""
+        ended = self.reader.feed(number, text)
+        if ended is not None:
+            self.verdict = self.judge(ended)
+        if not self.reader.open:
+            self._line(number, text)
+        return ended
+
+    def finish(self) -> Traceback | None:
+        """The log ended (or paused): judge the traceback still open."""
+        ended = self.reader.finish()
+        if ended is not None:
+            self.verdict = self.judge(ended)
+        return ended
+
+    def judge(self, tb: Traceback) -> Finding | None:
+        """The finding a traceback is (recorded), or None when patchkit knows nothing of it."""
+        self.tracebacks += 1
+        frames = tuple(f for part in tb.parts for f in part.frames)
+        for part in tb.parts:
+            for sig in self.data.signatures:
+                if sig.exception and _ends_with(part.exception, sig.exception) and _raised_in(sig, part.frames):
+                    return self._add(FIX, sig.fix, tb.line, part.exception, part.frames, sig.project, sig.releases,
+                                     sig.cause, "", apply_commands(sig.fix, frames))
+        for part in tb.parts:
+            for failure in self.data.failures:
+                if failure.exception in part.exception:
+                    package = self._package(failure, part.frames or frames, part.exception)
+                    return self._add(FAILURE, failure.name, tb.line, part.exception, part.frames, None, "",
+                                     failure.cause.format(package=package), failure.advice.format(package=package), ())
+        return None
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _line(self, number: int, text: str) -> None:
+        """A log line a signature or an effect names: the same line of every rank, whatever its
+        time and prefix, is one finding."""
+        for sig in self.data.signatures:
+            if sig.log and sig.log in text or sig.exception and not sig.raised_in and _ends_with(text, sig.exception):
+                said = text[text.find(sig.log or sig.exception):]
+                self._add(FIX, sig.fix, number, _message(text), (), sig.project, sig.releases, sig.cause, "",
+                          apply_commands(sig.fix, ()), said)
+                return
+        for effect in self.data.effects:
+            if effect.log in text:
+                self._add(EFFECT, effect.name, number, _message(text), (), None, "", "", effect.means, (),
+                          text[text.find(effect.log):])
+                return
+
+    @staticmethod
+    def _package(failure, frames: tuple[Frame, ...], exception: str) -> str:
+        for package in failure.packages:
+            if any(f"/{package.frames}/" in f.path for f in frames):
+                return package.name
+        for package in failure.packages:
+            if package.message and package.message in exception:
+                return package.name
+        return "a compiled package (no frame names it)"
+
+    def _add(self, kind, name, line, what, frames, project, releases, cause, advice, commands, said=None) -> Finding:
+        frame = frames[-1] if frames else None
+        key = (kind, name, said or what.split("\n", 1)[0], frame)
+        seen = self._found.get(key)
+        if seen is None:
+            seen = Finding(kind, name, line, what, frame, project, releases, cause, advice, commands, (line,), 1)
+        else:
+            lines = seen.lines + (line,) if len(seen.lines) < MAX_LINES else seen.lines
+            seen = seen._replace(lines=lines, count=seen.count + 1)
+        self._found[key] = seen
+        return seen
+
+
+def _message(text: str) -> str:
+    """A log line without its record prefix, at most 300 characters."""
+    text = text.strip()
+    match = _RECORD_PREFIX.match(text)
+    return (text[match.end():] if match else text)[:300]

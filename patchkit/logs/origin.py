@@ -1,0 +1,48 @@
+"""Which checkout or environment a traceback's frames ran from, as a ``patchkit apply`` target.
+
+A frame ``/root/sglang/python/sglang/srt/...`` ran the checkout ``/root/sglang`` (the project's
+source root, "python" for SGLang, sits between); ``/opt/venv/lib/python3.11/site-packages/sglang/...``
+ran the package installed for ``/opt/venv/bin/python``.  Debian's ``dist-packages`` belong to
+``/usr/bin/pythonX.Y``.  Paths are read as text: nothing is looked up on disk.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable
+
+_INSTALLED = re.compile(r"(?P<prefix>.*)/lib/(?P<python>python\d+(?:\.\d+)?)/(?P<kind>site|dist)-packages/(?P<rest>.*)")
+
+
+def interpreter(prefix: str, python: str, kind: str) -> str:
+    """The interpreter whose packages live in ``<prefix>/lib/<python>/<kind>-packages``."""
+    if kind == "dist" and prefix in ("/usr", "/usr/local"):
+        return f"/usr/bin/{python}"
+    return f"{prefix}/bin/python"
+
+
+def target(path: str, package: str, source_root: str) -> str | None:
+    """The apply target of a frame's ``path`` inside ``package`` (``sglang``): a checkout's
+    root, ``--python EXE`` for an installed package, or None when the path is not in it."""
+    installed = _INSTALLED.match(path)
+    if installed:
+        if installed["rest"].startswith(f"{package}/"):
+            return f"--python {interpreter(installed['prefix'], installed['python'], installed['kind'])}"
+        return None
+    inside = f"/{source_root}/{package}/" if source_root else f"/{package}/"
+    at = path.rfind(inside)
+    return (path[:at] or "/") if at >= 0 else None
+
+
+def targets(paths: Iterable[str], packages: Iterable[tuple[str, str]]) -> list[str]:
+    """The distinct targets of ``packages`` ((name, source root), in order) that ``paths`` show."""
+    paths = list(paths)
+    found: list[str] = []
+    for package, root in packages:
+        for path in paths:
+            where = target(path, package, root)
+            if where is not None:
+                if where not in found:
+                    found.append(where)
+                break
+    return found

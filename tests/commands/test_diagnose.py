@@ -1,0 +1,188 @@
+"""patchkit diagnose: the failures patchkit knows, found in real logs, and nothing else claimed."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import PROCESS_ENV, ROOT, invoke, run_cli
+from logs import real_text as r
+from patchkit.errors import BAD_INPUT, OK, PROBLEMS
+
+FIXTURE = ROOT / "tests" / "logs" / "data" / "h200-sglang-0.5.9-flashinfer-0.6.4.log"
+KEYERROR_LOG = (r.START, r.LOAD, r.KEYERROR, r.CHILD_FAILED, r.LOGGING_TAIL)
+KEYERROR_AT = len(r.START) + len(r.LOAD) + 1
+SYMM_MEM = "sglang/srt/distributed/device_communicators/torch_symm_mem.py"
+
+
+def keyerror_lines(label: str, at: int = KEYERROR_AT) -> list[str]:
+    return [
+        f"{label}:{at}: KeyError: 12 raised at /root/sglang/python/{SYMM_MEM}:83 (SGLang)",
+        f"{label}:{at}: cause: TorchSymmMemCommunicator looks compute capability 12 up in its tables, which know 9 and 10"
+        " (SGLang 0.5.4.post3 - 0.5.13.post1)",
+        f"{label}:{at}: fix: torch-symm-mem: Add SM120 to the torch symm-mem all-reduce tables",
+        f"{label}:{at}: run: patchkit apply /root/sglang",
+    ]
+
+
+def write(tmp_path: Path, *parts, name: str = "server.log") -> Path:
+    path = tmp_path / name
+    path.write_bytes(r.log(*parts))
+    return path
+
+
+def test_the_cause_above_a_logging_traceback(tmp_path: Path) -> None:
+    log = write(tmp_path, *KEYERROR_LOG)
+    tail = log.read_text().splitlines()[-50:]
+    assert "KeyError: 12" not in "\n".join(tail) and "logging/__init__.py" in "\n".join(tail)  # the tail misleads
+    done = invoke("diagnose", str(log))
+    assert done.returncode == PROBLEMS, done.stderr
+    assert done.stdout.decode().splitlines() == keyerror_lines(str(log)) + [f"1 known SM120 failure in {log}"]
+    assert done.stderr == b""
+
+
+@pytest.mark.parametrize("args", [["-"], []], ids=["dash", "no file"])
+def test_standard_input(tmp_path: Path, args: list[str]) -> None:
+    done = subprocess.run([sys.executable, "-m", "patchkit", "diagnose", *args], input=r.log(*KEYERROR_LOG),
+                          capture_output=True, env=dict(os.environ, **{k: v for k, v in PROCESS_ENV.items() if v}))
+    assert done.returncode == PROBLEMS, done.stderr
+    assert done.stdout.decode().splitlines() == keyerror_lines("<stdin>") + ["1 known SM120 failure in <stdin>"]
+
+
+def test_issue_15650_names_allreduce_fusion_and_flashinfer(tmp_path: Path) -> None:
+    log = write(tmp_path, r.START, r.LOAD, r.CAPTURE, r.FUSION, r.CHILD_FAILED)
+    at = len(r.START) + len(r.LOAD) + len(r.CAPTURE) + 1
+    done = invoke("diagnose", str(log))
+    assert done.returncode == PROBLEMS
+    assert done.stdout.decode().splitlines() == [
+        f"{log}:{at}: RuntimeError: No supported CUDA architectures found for major versions [9, 10]. raised at"
+        " /usr/local/lib/python3.12/dist-packages/flashinfer/compilation_context.py:62 (FlashInfer)",
+        f"{log}:{at}: cause: FlashInfer's JIT builds the TRT-LLM all-reduce fusion module for majors 9 and 10 only,"
+        " and it was asked for on SM120 (FlashInfer 0.5.0 - 0.6.16.post4)",
+        f"{log}:{at}: fix: allreduce-fusion (opt-in): Allow the FlashInfer all-reduce fusion on SM120",
+        f"{log}:{at}: run: patchkit apply --python /usr/bin/python3.12 --fix allreduce-fusion",
+        f"1 known SM120 failure in {log}",
+    ]
+
+
+def test_a_healthy_start_that_warned_about_multicast(tmp_path: Path) -> None:
+    log = write(tmp_path, r.START, r.LOAD, r.MULTICAST, r.CAPTURE, r.CAPTURED, r.READY, r.ACCESS)
+    at = len(r.START) + len(r.LOAD) + 1
+    done = invoke("diagnose", str(log))
+    assert done.returncode == OK
+    assert done.stdout.decode().splitlines() == [
+        f"{log}:{at}: TorchSymmMemCommunicator: torch symmetric memory multicast operations are not supported.",
+        f"{log}:{at}: means: these GPUs have no NVLink multicast (PCIe cards such as the RTX PRO 6000 have none): the torch"
+        " symmetric-memory communicator turns itself off and all-reduce goes through the others; the server runs, and no"
+        " patch changes this",
+        f"{log}:{at}: seen 2 times: lines {at}, {at + 1}",
+        f"no known SM120 failure in {log}; 1 warning explained",
+    ]
+
+
+def test_a_missing_kernel_image_names_the_package_and_offers_no_patch(tmp_path: Path) -> None:
+    log = write(tmp_path, r.START, r.LOAD, r.CAPTURE, r.NO_KERNEL)
+    at = len(r.START) + len(r.LOAD) + len(r.CAPTURE) + 1
+    done = invoke("diagnose", str(log))
+    assert done.returncode == PROBLEMS
+    out = done.stdout.decode()
+    assert out.splitlines() == [
+        f"{log}:{at}: RuntimeError: RMSNorm failed with error code no kernel image is available for execution on the device"
+        " raised at /opt/venv/lib/python3.11/site-packages/sgl_kernel/elementwise.py:45",
+        f"{log}:{at}: cause: sgl_kernel was built without code for sm_120 (compute capability 12.0)",
+        f"{log}:{at}: do: no source patch fixes this: install a sgl_kernel built for sm_120 (CUDA 12.8 or later), or build it"
+        " from source with sm_120 in its architecture list",
+        f"1 known SM120 failure in {log}",
+    ]
+    assert "patchkit apply" not in out
+
+
+def test_an_unrelated_crash_is_not_claimed(tmp_path: Path) -> None:
+    log = write(tmp_path, r.START, r.LOAD, r.UNRELATED, r.CHILD_FAILED)
+    done = invoke("diagnose", str(log))
+    assert done.returncode == OK
+    lines = len(r.START) + len(r.LOAD) + len(r.UNRELATED) + 1
+    assert done.stdout.decode().splitlines() == [f"nothing patchkit knows was found in {log} (1 traceback, {lines} lines read)"]
+
+
+def test_binary_noise_and_broken_utf8(tmp_path: Path) -> None:
+    noise = bytes(range(256)) * 3 + b"\xff\xfe\xc3\x28 \xe2\x82\n\x00\x00\r\n\x80abc\n"
+    log = tmp_path / "noisy.log"
+    log.write_bytes(noise + r.log(*KEYERROR_LOG) + noise)
+    before = noise.count(b"\n")
+    done = invoke("diagnose", str(log))
+    assert done.returncode == PROBLEMS, done.stderr
+    assert done.stdout.decode().splitlines() == keyerror_lines(str(log), KEYERROR_AT + before) + [f"1 known SM120 failure in {log}"]
+    assert done.stderr == b""
+
+
+def test_the_real_gpu_run(tmp_path: Path) -> None:
+    done = invoke("diagnose", str(FIXTURE))
+    assert done.returncode == PROBLEMS
+    lines = done.stdout.decode().splitlines()
+    assert lines[0] == f"{FIXTURE}:2: KeyError: 12 raised at /tmp/u/torch_symm_mem.py:83 (SGLang)"
+    assert lines[3] == f"{FIXTURE}:2: run: patchkit apply PATH (the checkout that wrote this log), or patchkit apply --python EXE (its environment)"
+    assert lines[4].startswith(f"{FIXTURE}:13: WARNING sglang.srt.distributed.device_communicators.torch_symm_mem: "
+                               "TorchSymmMemCommunicator: World size 1 not supported")
+    assert lines[6] == f"{FIXTURE}:16: gen_trtllm_comm_module: RuntimeError: No supported CUDA architectures found for major versions [9, 10]."
+    assert lines[-1] == f"2 known SM120 failures in {FIXTURE}; 1 warning explained"
+
+
+def test_json_is_one_document(tmp_path: Path) -> None:
+    log = write(tmp_path, *KEYERROR_LOG)
+    done = invoke("diagnose", str(log), "--json")
+    doc = json.loads(done.stdout)
+    assert done.returncode == PROBLEMS
+    assert (doc["command"], doc["failures"], doc["effects"]) == ("diagnose", 1, 0)
+    [entry] = doc["logs"]
+    assert (entry["log"], entry["tracebacks"]) == (str(log), 2)
+    [finding] = entry["findings"]
+    assert finding == {
+        "kind": "fix", "name": "torch-symm-mem", "line": KEYERROR_AT, "lines": [KEYERROR_AT], "count": 1, "what": "KeyError: 12",
+        "file": f"/root/sglang/python/{SYMM_MEM}", "file_line": 83, "function": "__init__", "project": "sglang",
+        "releases": "0.5.4.post3 - 0.5.13.post1",
+        "cause": "TorchSymmMemCommunicator looks compute capability 12 up in its tables, which know 9 and 10",
+        "advice": None, "commands": ["patchkit apply /root/sglang"],
+    }
+
+
+@pytest.mark.parametrize("make", ["missing", "directory"])
+def test_a_log_that_cannot_be_read(tmp_path: Path, make: str) -> None:
+    log = tmp_path / "server.log"
+    if make == "directory":
+        log.mkdir()
+    done = run_cli("diagnose", str(log))
+    reason = "no such file" if make == "missing" else "is a directory, not a log file"
+    assert (done.returncode, done.stdout, done.stderr.decode()) == (BAD_INPUT, b"", f"patchkit: {log}: {reason}\n")
+
+
+def test_grouped_on_a_terminal(tmp_path: Path) -> None:
+    """On a terminal the places are grouped under the log's name (ripgrep's headings)."""
+    log = write(tmp_path, *KEYERROR_LOG)
+    main, child = pty.openpty()
+    env = dict(os.environ, **{k: v for k, v in PROCESS_ENV.items() if v})
+    proc = subprocess.Popen([sys.executable, "-m", "patchkit", "diagnose", str(log)], stdout=child, stderr=subprocess.PIPE, env=env)
+    os.close(child)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:  # the terminal closed: the process is done writing
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(main)
+    assert proc.wait(timeout=60) == PROBLEMS
+    assert out.decode().replace("\r\n", "\n").splitlines() == [
+        str(log),
+        f"  {KEYERROR_AT}: KeyError: 12 raised at /root/sglang/python/{SYMM_MEM}:83 (SGLang)",
+        *("      " + line.split(": ", 1)[1] for line in keyerror_lines(str(log))[1:]),
+        f"1 known SM120 failure in {log}",
+    ]

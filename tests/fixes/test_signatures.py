@@ -1,0 +1,47 @@
+"""Signatures, known failures and effects are data: read from the fixes' TOML and
+known-failures.toml, and a wrong file is one BadInput line."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from patchkit.errors import BadInput
+from patchkit.fixes.load import HERE, read_fixes
+from patchkit.fixes.signatures import KNOWN, read_known
+
+
+def test_the_shipped_data() -> None:
+    known = read_known()
+    assert [(s.fix, s.project, s.exception or s.log, s.releases) for s in known.signatures] == [
+        ("allreduce-fusion", "flashinfer", "No supported CUDA architectures found for major versions [9, 10]", "0.5.0 - 0.6.16.post4"),
+        ("torch-symm-mem", "sglang", "KeyError: 12", "0.5.4.post3 - 0.5.13.post1"),
+        ("torch-symm-mem", "sglang", "KeyError: 12", "0.5.3 - 0.5.4.post2"),
+        ("torch-symm-mem", "sglang", "TorchSymmMemCommunicator: Device capability 12 not supported", "0.5.14 - 0.5.23"),
+        ("torch-symm-mem", "vllm", "SymmMemCommunicator: Device capability 12.0 not supported", "0.10.2 - 0.33.0"),
+    ]
+    assert [s.raised_in for s in known.signatures[1:3]] == [("*/torch_symm_mem.py",), ("*/device_communicators/symm_mem.py",)]
+    [failure] = known.failures
+    assert [p.name for p in failure.packages] == ["sgl_kernel", "flashinfer", "torch"]
+    assert [e.name for e in known.effects] == ["no-multicast", "one-gpu"]
+    assert "known-failures" not in read_fixes()  # not a fix
+
+
+@pytest.mark.parametrize(
+    ("signature", "reason"),
+    [
+        ('project = "sglang"\nreleases = "1"\ncause = "c"', "torch-symm-mem, signature 1: a signature names 'exception' or 'log', one of them"),
+        ('project = "sglang"\nexception = "E"\nlog = "L"\nreleases = "1"\ncause = "c"', "torch-symm-mem, signature 1: a signature names 'exception' or 'log', one of them"),
+        ('project = "sglang"\nlog = "L"\nraised_in = ["*/x.py"]\nreleases = "1"\ncause = "c"', "torch-symm-mem, signature 1: 'raised_in' needs 'exception'"),
+        ('project = "sglang"\nexception = "E"\nreleases = "1"', "torch-symm-mem, signature 1: 'cause' is missing or not str"),
+    ],
+)
+def test_a_wrong_signature_is_one_line(tmp_path: Path, signature: str, reason: str) -> None:
+    for name in ("projects.toml", KNOWN):
+        shutil.copy(HERE / name, tmp_path / name)
+    (tmp_path / "torch-symm-mem.toml").write_text(f"[[signatures]]\n{signature}\n")
+    with pytest.raises(BadInput) as exc:
+        read_known(tmp_path)
+    assert str(exc.value) == f"{tmp_path / 'torch-symm-mem.toml'}: {reason}"

@@ -16,7 +16,8 @@ from patchkit.digest import sha256
 def status(path: Path, patches: Path | None = None, project: str | None = None, install=None) -> Report:
     s = Session.open(path, project=project, install=install)
     report = Report()
-    report.add(f"target:   {s.target.root} ({s.target.kind}; state in {s.store.root})")
+    editable = f", editable install of {s.target.install.package}" if s.target.install is not None else ""
+    report.add(f"target:   {s.target.root} ({s.target.kind}{editable}; state in {s.store.root})")
     report.add(f"version:  {s.version or 'unknown'} ({s.how})")
     applied, changed = s.state()
     shipped = s.shipped(patches)

@@ -103,6 +103,10 @@ def test_the_image_layout_through_apply_verify_revert(origin: Path, tmp_path: Pa
     assert b"supported_major_versions=[9, 10, 12]" in (site / COMM).read_bytes()
     assert (checkout / ".git/patchkit/state.json").is_file()  # the checkout's state, as for `apply PATH`
 
+    done = invoke("status", "--python", "python3", env=env)
+    assert done.returncode == 0
+    assert out(done)[0] == f"target:   {checkout} (git checkout, editable install of {checkout}/python/sglang; state in {checkout}/.git/patchkit)"
+
     done = invoke("verify", "--python", "python3", "--all-fixes", env=env)
     assert done.returncode == 0, done.stdout.decode()
     assert out(done)[-1] == "verify: ok (12 in every list and gate of torch-symm-mem, allreduce-fusion)"

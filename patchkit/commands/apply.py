@@ -139,14 +139,18 @@ def _look(s: Session, patches, no_generate, from_cc, to_cc, fixes) -> Look:
     return Look(plan, old, stale)
 
 
-def apply_all(found, patches, no_generate, from_cc, to_cc, dry_run, version, fixes) -> Report:
+def apply_all(found, patches, no_generate, from_cc, to_cc, dry_run, version, fixes, to_ccs=None) -> Report:
     """``apply`` on each (path, project) of ``found``: every project's plan is made (and
-    any refusal raised) before the first one is written."""
+    any refusal raised) before the first one is written.  ``to_ccs``: str(path) -> the
+    cc to add there (``--to-cc auto``), instead of ``to_cc``."""
     from patchkit.report import combine
+
+    def cc(path):
+        return to_cc if to_ccs is None else to_ccs.get(str(path), to_cc)
 
     if len(found) > 1:
         for path, name in found:
             s = Session.open(path, version, name)
-            pair = s.project.cc_pair(from_cc, to_cc)
+            pair = s.project.cc_pair(from_cc, cc(path))
             _look(s, patches, no_generate, *pair, fixes)
-    return combine("apply", [apply(path, patches, no_generate, from_cc, to_cc, dry_run, version, name, fixes) for path, name in found])
+    return combine("apply", [apply(path, patches, no_generate, from_cc, cc(path), dry_run, version, name, fixes) for path, name in found])

@@ -1,13 +1,15 @@
 """What each fix does, and under which conditions: the ``[effect]`` table of its TOML.
 
-``[effect]`` holds ``changes`` (what the fix changes) and ``upstream`` (where upstream
-stands), and three lists of tables:
+``[effect]`` holds ``changes`` (what the fix changes), ``upstream`` (where upstream
+stands) and ``asked_with`` (the server option that turns the feature on), and three lists
+of tables:
 
 - ``[[effect.fails]]``: what goes wrong without the fix, per project and release range
   (``since``/``until``, inclusive): the ``outcome`` (``crash``, ``warning`` or ``off``),
   the exception or warning it ``says`` and ``where``;
 - ``[[effect.needs]]``: what the machine needs for the fix to take effect (``machine``:
-  ``multicast`` or ``nvcc``), in words (``says``), and what happens ``otherwise``;
+  ``multicast`` or ``nvcc``), in words (``says``), what the code does ``otherwise`` and
+  what follows (``then``);
 - ``[[effect.default_on]]``: the releases of a project (``since``/``until``) that turn the
   fixed feature on by themselves for ``models`` (architectures), when ``with_project`` is
   installed beside them below ``fixed_in``.
@@ -46,7 +48,8 @@ class Fails(NamedTuple):
 class Needs(NamedTuple):
     machine: str
     says: str
-    otherwise: str
+    otherwise: str  # what the code does when the machine lacks it
+    then: str  # and what follows
 
 
 class DefaultOn(NamedTuple):
@@ -68,6 +71,7 @@ class Effect(NamedTuple):
     fix: str
     changes: str
     upstream: str
+    asked_with: str  # the server option that turns the feature on
     fails: tuple[Fails, ...]
     needs: tuple[Needs, ...]
     default_on: tuple[DefaultOn, ...]
@@ -80,7 +84,7 @@ class Effect(NamedTuple):
 
     def to_json(self) -> dict:
         return {
-            "changes": self.changes, "upstream": self.upstream,
+            "changes": self.changes, "upstream": self.upstream, "asked_with": self.asked_with,
             "fails": [f._asdict() for f in self.fails], "needs": [n._asdict() for n in self.needs],
             "default_on": [dict(d._asdict(), models=list(d.models)) for d in self.default_on],
         }
@@ -121,7 +125,8 @@ def read_effect(path: Path) -> Effect | None:
         machine = _get(e, "machine", str, path, where)
         if machine not in MACHINE_NEEDS:
             raise BadInput(str(path), f"{where}: machine {machine!r} is not one of {', '.join(MACHINE_NEEDS)}")
-        needs.append(Needs(machine, _get(e, "says", str, path, where), _get(e, "otherwise", str, path, where)))
+        needs.append(Needs(machine, _get(e, "says", str, path, where), _get(e, "otherwise", str, path, where),
+                           _get(e, "then", str, path, where)))
     default_on = []
     for where, e in _tables(effect, "default_on", path, what):
         _versions(e, path, where, "since", "until")
@@ -130,7 +135,7 @@ def read_effect(path: Path) -> Effect | None:
                                     _strings(e, "models", path, where), _get(e, "with_project", str, path, where),
                                     e["fixed_in"]))
     return Effect(name, _get(effect, "changes", str, path, what), _get(effect, "upstream", str, path, what),
-                  tuple(fails), tuple(needs), tuple(default_on))
+                  _get(effect, "asked_with", str, path, what), tuple(fails), tuple(needs), tuple(default_on))
 
 
 def read_effects(folder: Path = HERE) -> dict[str, Effect]:

@@ -1,0 +1,114 @@
+"""``--to-cc auto`` on apply, verify and generate: the keys this machine's GPUs need.
+
+The GPUs come from ``nvidia-smi`` (``patchkit.gpus``); their ccs are spelled the way each
+project keys them (12 for SGLang, "12.0" or "12.1" for vLLM: ``here.spelled``).  A cc a
+release already holds (an H200's 9), or the one it copies from, needs nothing: that is
+said, and the command exits 0.  No nvidia-smi or no GPU is one BadInput line (exit 2).
+"""
+
+from __future__ import annotations
+
+from patchkit.errors import BadInput
+from patchkit.fixes.registry import Project, default_fixes, fixes_for
+from patchkit.gpus.smi import Machine, machine as read_machine
+from patchkit.commands.here import fix_here, spelled
+from patchkit.report import Report, combine
+from patchkit.rewrite.capability import same
+from patchkit.targets.session import Session
+
+
+def gpus_line(m: Machine) -> str:
+    kinds: dict[tuple, int] = {}
+    for g in m.gpus:
+        kinds[(g.name, g.cc_text())] = kinds.get((g.name, g.cc_text()), 0) + 1
+    return "this machine: " + ", ".join(f"{n} x {name} (cc {cc})" for (name, cc), n in kinds.items())
+
+
+def wanted(project: Project, m: Machine, from_cc=None) -> list:
+    """The machine's ccs for ``project``, less the one its rules copy from."""
+    source = project.from_cc if from_cc is None else from_cc
+    return [cc for cc in spelled(project, m) if not same(cc, source)]
+
+
+def _missing(s: Session, ccs: list, fixes) -> list:
+    """Those of ``ccs`` that some fix of ``fixes`` lacks at the target of ``s``."""
+    current = s.current()
+    found = []
+    for name in fixes_for(s.project.name, fixes):
+        found += fix_here(s, name, ccs, current).missing
+    return [cc for cc in ccs if cc in found]
+
+
+def _one(label: str, ccs: list, what: str) -> object:
+    if len(ccs) > 1:
+        given = " or ".join(f"--to-cc {cc}" for cc in ccs)
+        raise BadInput(None, f"this machine's GPUs need {label} keys {', '.join(map(repr, ccs))}; "
+                             f"{what} adds one at a time: give {given}")
+    return ccs[0]
+
+
+def _nothing(s: Session, m: Machine) -> list[str]:
+    keys = ", ".join(map(repr, spelled(s.project, m)))
+    return [s.describe(), f"nothing to do: {s.project.label} already holds key {keys} for this machine's GPUs"]
+
+
+_MACHINE: list[Machine] = []
+
+
+def read_machine_cached() -> Machine:
+    """The machine, asked once per process (apply and verify ask per target)."""
+    if not _MACHINE:
+        _MACHINE.append(read_machine())
+    return _MACHINE[0]
+
+
+def _documents(report: Report) -> list[dict]:
+    return report.data["targets"] if "targets" in report.data and "path" not in report.data else [report.data]
+
+
+def apply_auto(found, patches, no_generate, from_cc, dry_run, version, fixes) -> Report:
+    from patchkit.commands.apply import apply_all
+
+    m = read_machine_cached()
+    fixes = default_fixes() if fixes is None else fixes
+    out = Report()
+    out.add(gpus_line(m))
+    todo, ccs, idle = [], {}, []
+    for path, name in found:
+        s = Session.open(path, version, name)
+        missing = _missing(s, wanted(s.project, m, from_cc), fixes)
+        if missing:
+            todo.append((path, name))
+            ccs[str(path)] = _one(s.project.label, missing, "apply")
+        else:
+            out.lines += _nothing(s, m)
+            idle.append(str(s.target.root))
+    applied = apply_all(todo, patches, no_generate, from_cc, None, dry_run, version, fixes, to_ccs=ccs) if todo else None
+    if applied is not None:
+        out.lines += applied.lines
+        out.exit_code = applied.exit_code
+    out.data = {"command": "apply", "to_cc": "auto", "machine": m.to_json(), "nothing_to_do": idle,
+                "targets": _documents(applied) if applied else []}
+    return out
+
+
+def verify_auto(found, fixes, verify) -> Report:
+    m = read_machine_cached()
+    reports = []
+    for path, name in found:
+        s = Session.open(path, project=name)
+        ccs = wanted(s.project, m) or [s.project.from_cc]
+        reports += [verify(path, s.project.from_cc, cc, name, fixes) for cc in ccs]
+    out = combine("verify", reports)
+    docs = _documents(out)
+    out.lines = [gpus_line(m)] + out.lines
+    out.data = {"command": "verify", "to_cc": "auto", "machine": m.to_json(), "ok": all(d.get("ok") for d in docs),
+                "targets": docs}
+    return out
+
+
+def generate_cc(project: Project, from_cc) -> object | None:
+    """The one cc generate writes for this machine, or None when the GPUs need none."""
+    ccs = wanted(project, read_machine_cached(), from_cc)
+    return _one(project.label, ccs, "generate") if ccs else None
+

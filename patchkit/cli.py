@@ -230,11 +230,11 @@ def generate(from_cc, to_cc, fix_names, project, repo, tags, out, check, as_json
     from patchkit.git.objects import default_repo
 
     if to_cc == AUTO:
-        from patchkit.commands.auto import generate_cc, gpus_line, read_machine_cached
+        from patchkit.commands.auto import generate_cc, gpus_line
 
-        to_cc = generate_cc(PROJECTS[project], from_cc)
+        to_cc, machine = generate_cc(PROJECTS[project], from_cc)
         if to_cc is None:
-            return _nothing_to_generate(gpus_line(read_machine_cached()), PROJECTS[project].label)
+            return _nothing_to_generate(gpus_line(machine), PROJECTS[project].label)
     check_cc(from_cc, to_cc, project)
     check_out(out)
     target = PROJECTS[project]

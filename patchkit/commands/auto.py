@@ -52,16 +52,6 @@ def _nothing(s: Session, m: Machine) -> list[str]:
     return [s.describe(), f"nothing to do: {s.project.label} already holds key {keys} for this machine's GPUs"]
 
 
-_MACHINE: list[Machine] = []
-
-
-def read_machine_cached() -> Machine:
-    """The machine, asked once per process (apply and verify ask per target)."""
-    if not _MACHINE:
-        _MACHINE.append(read_machine())
-    return _MACHINE[0]
-
-
 def _documents(report: Report) -> list[dict]:
     return report.data["targets"] if "targets" in report.data and "path" not in report.data else [report.data]
 
@@ -69,7 +59,7 @@ def _documents(report: Report) -> list[dict]:
 def apply_auto(found, patches, no_generate, from_cc, dry_run, version, fixes) -> Report:
     from patchkit.commands.apply import apply_all
 
-    m = read_machine_cached()
+    m = read_machine()
     fixes = default_fixes() if fixes is None else fixes
     out = Report()
     out.add(gpus_line(m))
@@ -93,7 +83,7 @@ def apply_auto(found, patches, no_generate, from_cc, dry_run, version, fixes) ->
 
 
 def verify_auto(found, fixes, verify) -> Report:
-    m = read_machine_cached()
+    m = read_machine()
     reports = []
     for path, name in found:
         s = Session.open(path, project=name)
@@ -107,8 +97,9 @@ def verify_auto(found, fixes, verify) -> Report:
     return out
 
 
-def generate_cc(project: Project, from_cc) -> object | None:
-    """The one cc generate writes for this machine, or None when the GPUs need none."""
-    ccs = wanted(project, read_machine_cached(), from_cc)
-    return _one(project.label, ccs, "generate") if ccs else None
+def generate_cc(project: Project, from_cc) -> tuple[object | None, Machine]:
+    """The one cc generate writes for this machine (None when the GPUs need none), and the machine."""
+    m = read_machine()
+    ccs = wanted(project, m, from_cc)
+    return (_one(project.label, ccs, "generate") if ccs else None), m
 

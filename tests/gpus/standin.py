@@ -29,11 +29,20 @@ BROKEN = {
 }
 
 
-def standin(folder: Path, machine: str) -> dict:
+def _path_without(*names: str) -> list[str]:
+    """The folders of PATH that hold none of ``names`` (this machine's own nvidia-smi or nvcc)."""
+    return [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and not any((Path(p) / n).exists() for n in names)]
+
+
+def standin(folder: Path, machine: str, nvcc: bool = False) -> dict:
     """Write ``folder/bin/nvidia-smi`` for ``machine`` (a folder of ``data/`` or a key of
-    BROKEN); the environment that puts it first on PATH."""
+    BROKEN), and with ``nvcc`` a file named nvcc beside it (doctor only looks for it); the
+    environment that puts them first on PATH, with no other nvidia-smi or nvcc on it."""
     bin_dir = folder / "bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
+    if nvcc:
+        (bin_dir / "nvcc").write_text("#!/bin/sh\nexit 1\n")
+        (bin_dir / "nvcc").chmod(0o755)
     if machine in BROKEN:
         query_action = topo_action = BROKEN[machine]
     else:
@@ -42,7 +51,7 @@ def standin(folder: Path, machine: str) -> dict:
     exe = bin_dir / "nvidia-smi"
     exe.write_text(_SCRIPT.format(query=QUERY_ARGS, query_action=query_action, topo_action=topo_action))
     exe.chmod(0o755)
-    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    return {"PATH": os.pathsep.join([str(bin_dir), *_path_without("nvidia-smi", "nvcc")])}
 
 
 def no_nvidia_smi(folder: Path) -> dict:
@@ -50,7 +59,6 @@ def no_nvidia_smi(folder: Path) -> dict:
     import shutil
     import sys
 
-    keep = [p for p in os.environ.get("PATH", "").split(os.pathsep)
-            if p and not (Path(p) / "nvidia-smi").exists()]
+    keep = _path_without("nvidia-smi", "nvcc")
     assert shutil.which("nvidia-smi", path=os.pathsep.join(keep)) is None
     return {"PATH": os.pathsep.join(keep or [str(Path(sys.executable).parent)])}

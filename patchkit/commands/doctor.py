@@ -35,7 +35,9 @@ def _state(h: FixHere) -> str:
         return f"cannot apply here: {h.detail}"
     if h.status == NOTHING:
         return f"nothing to patch ({h.detail})"
-    return "not for these GPUs (their keys are what the release copies from)" if h.held else "not for these GPUs"
+    if h.held:
+        return f"not needed: the release holds key {', '.join(map(repr, h.held))} for these GPUs"
+    return "not for these GPUs"
 
 
 def _why_no_multicast(m: Machine) -> str | None:

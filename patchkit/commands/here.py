@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from patchkit.errors import RewriteError
+from patchkit.digest import sha256
+from patchkit.errors import PatchkitError, RewriteError
 from patchkit.fixes.registry import FIXES, Project, fixes_for, rules_for
 from patchkit.gpus.smi import Machine
-from patchkit.rewrite.capability import same
+from patchkit.rewrite.capability import cap, same
 from patchkit.targets.session import Session
 from patchkit.types import PATCHED
 
@@ -52,44 +53,93 @@ class FixHere(NamedTuple):
                 "detail": self.detail, "applied_by_patchkit": self.by_patchkit}
 
 
+def _target_major(fix: str, project: Project) -> int | None:
+    """The major the fix adds for ``project`` (12): a held key of another major (an H200's
+    9) is the release's own, not the fix in effect."""
+    for r in rules_for(project.name, (fix,)):
+        if r.kind == "predicate":
+            return int(r.to_cc[2:-1]) if r.to_cc[2:-1].isdigit() else None
+        return cap(r.to_cc).major
+    return None
+
+
+def _shipped(s: Session, fix: str, cc, current: dict[str, bytes]) -> tuple[bool, list[str]] | None:
+    """(missing, what lacks it) from the shipped patch of this release when every file it
+    patches is its pre-image (missing) or its post-image (in effect): no parsing.  None
+    when there is no such patch or a file is neither."""
+    if not same(cc, s.project.to_cc):
+        return None
+    try:
+        shipped = s.shipped(None, s.project.from_cc, s.project.to_cc, (fix,))
+    except PatchkitError:
+        return None
+    if shipped is None or shipped.manifest["fixes"] != [fix]:
+        return None
+    states = set()
+    lacking = []
+    for f in shipped.manifest["files"]:
+        data = current.get(f["path"])
+        digest = sha256(data) if data is not None else None
+        states.add("pre" if digest == f["pre_sha256"] else "post" if digest == f["post_sha256"] else "other")
+        lacking += [f"{t['name']} lacks {t['added_key']!r}" for t in f["tables"] if t.get("status") == PATCHED]
+    if states == {"pre"}:
+        return True, lacking
+    if states == {"post"}:
+        return False, []
+    return None
+
+
+def _parsed(s: Session, fix: str, cc, current: dict[str, bytes]) -> tuple[list[dict], list[dict]]:
+    """(what the rules found, what they would add) in the files as they are, by LibCST."""
+    from patchkit.rewrite.rules import rewrite_file  # LibCST, only when the shipped hashes do not tell
+
+    rules = _rules(s.project, fix, cc)
+    names = {n for r in rules for n in r.names()}
+    found = []
+    for rel, data in current.items():
+        if any(n.encode() in data for n in names):
+            with s.local_errors():
+                found += rewrite_file(data, rel, rules, s.reader(), s.project.source_root).found
+    return found, [t for t in found if t["status"] == PATCHED]
+
+
 def fix_here(s: Session, fix: str, ccs: list, current: dict[str, bytes] | None = None) -> FixHere:
     """Whether ``fix`` is in effect at the target of ``s`` for each of ``ccs``."""
-    from patchkit.rewrite.rules import rewrite_file  # LibCST, only when a file is read
-
     current = s.current() if current is None else current
     applied = s.applied()
     ours = {t.get("fix") for f in (applied.files if applied else ()) for t in f.tables if isinstance(t, dict)}
-    missing, held, lacking, found_any, asked = [], [], [], False, False
+    target = _target_major(fix, s.project)
+    missing, held, lacking, found_any, asked, ours_here = [], [], [], False, False, False
     for cc in ccs:
-        if same(cc, s.project.from_cc):
-            held.append(cc)  # the key every rule copies from
-            continue
-        rules = _rules(s.project, fix, cc)
-        if not rules:
+        if same(cc, s.project.from_cc) or not _rules(s.project, fix, cc):
+            held += [cc] if same(cc, s.project.from_cc) else []
             continue
         asked = True
-        names = {n for r in rules for n in r.names()}
-        found = []
-        for rel, data in current.items():
-            if any(n.encode() in data for n in names):
-                try:
-                    with s.local_errors():
-                        found += rewrite_file(data, rel, rules, s.reader(), s.project.source_root).found
-                except RewriteError as exc:
-                    return FixHere(fix, CANNOT, (), (), str(exc), False)
-        found_any = found_any or bool(found)
-        gaps = [t for t in found if t["status"] == PATCHED]
-        if gaps:
+        fast = _shipped(s, fix, cc, current)
+        if fast is not None:
+            gap, lacks = fast
+            found_any = True
+        else:
+            try:
+                found, gaps = _parsed(s, fix, cc, current)
+            except RewriteError as exc:
+                return FixHere(fix, CANNOT, (), (), str(exc), False)
+            found_any = found_any or bool(found)
+            gap, lacks = bool(gaps), [f"{t['name']} lacks {t['added_key']!r}" for t in gaps]
+            if not found:
+                continue
+        if gap:
             missing.append(cc)
-            lacking += [f"{t['name']} lacks {t['added_key']!r}" for t in gaps]
-        elif found:
+            lacking += lacks
+        else:
             held.append(cc)
+            ours_here = ours_here or cap(cc).major == target
     if missing:
         return FixHere(fix, MISSING, tuple(missing), tuple(held), "; ".join(dict.fromkeys(lacking)), False)
-    if not asked:
-        return FixHere(fix, NOT_FOR_THESE, (), tuple(held), "", False)
-    if not found_any:
+    if asked and not found_any:
         return FixHere(fix, NOTHING, (), tuple(held), f"no table, list or gate of it in {s.project.label} {s.version}", False)
+    if not ours_here:
+        return FixHere(fix, NOT_FOR_THESE, (), tuple(held), "", False)
     return FixHere(fix, IN_EFFECT, (), tuple(held), "", fix in ours)
 
 

@@ -145,11 +145,22 @@ def test_an_h200_needs_nothing(tmp_path: Path, venvs) -> None:
     lines = out(done)
     assert lines[:3] == [f"GPUs ({tmp_path}/bin/nvidia-smi):", "  GPU0  NVIDIA H200  cc 9.0 (SM90)  00000000:00:06.0",
                          "links: one GPU: no peer to link to, no multicast"]
-    assert "  torch-symm-mem (on by default): not for these GPUs (their keys are what the release copies from)" not in lines
-    assert lines[-1] == "nothing this machine needs is missing"
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    assert lines[3:] == [
+        "",
+        f"{site}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info/METADATA",
+        "  torch-symm-mem (on by default): not needed: the release holds key 9 for these GPUs",
+        "  allreduce-fusion (opt-in): not for these GPUs",
+        "",
+        f"{site}/flashinfer: FlashInfer 0.6.4 (installed), from flashinfer_python-0.6.4.dist-info/METADATA",
+        "  allreduce-fusion (opt-in): not needed: the release holds key 9 for these GPUs",
+        "",
+        "nothing this machine needs is missing",
+    ]
+    verified = invoke("verify", "--python", python, "--to-cc", "auto", env=env)
+    assert verified.returncode == 0 and out(verified)[2] == "nothing to do: SGLang already holds key 9 for this machine's GPUs"
     done = invoke("apply", "--python", python, "--to-cc", "auto", env=env)
     assert done.returncode == 0
-    site = next((venv / "lib").glob("python3*/site-packages"))
     assert out(done) == ["this machine: 1 x NVIDIA H200 (cc 9.0)",
                          f"{site}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info/METADATA",
                          "nothing to do: SGLang already holds key 9 for this machine's GPUs",

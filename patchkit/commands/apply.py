@@ -9,7 +9,7 @@ from patchkit.targets import bytecode
 from patchkit.patch.write import hunks, split_lines
 from patchkit.plan import APPLY, Plan, plan_apply
 from patchkit.fixes.registry import default_fixes, no_rule, rules_for
-from patchkit.types import ALREADY_APPLIED, NOTHING_TO_PATCH
+from patchkit.types import ALREADY_APPLIED, NOTHING_TO_PATCH, PATCHED
 from patchkit.targets.processes import restart_lines
 from patchkit.report import Report, found_line, plan_fields
 from patchkit.text import plural
@@ -84,6 +84,7 @@ def apply(
             added = len(split_lines(change.after)) - len(split_lines(change.before))
             report.add(f"  {verb} {s.target.local(change.path)} ({'+' if added >= 0 else '-'}{plural(abs(added), 'line')})")
         report.lines += [f"  {found_line(t)}" for t in plan.tables]
+        report.lines += _effect_lines(s, [t.get("fix") for t in plan.tables if t["status"] == PATCHED])
         if dry_run:
             for change in plan.changes:
                 rel = s.target.local(change.path)
@@ -102,6 +103,21 @@ def apply(
         restart=[p._asdict() for p in restart],
     )
     return report
+
+
+def _effect_lines(s: Session, fixes: list) -> list[str]:
+    """What each fix patched here prevents on this release, and what it needs of the machine."""
+    from patchkit.fixes.effects import read_effects
+
+    effects = read_effects()
+    lines = []
+    for name in dict.fromkeys(f for f in fixes if f in effects):
+        effect = effects[name]
+        prevents = "; ".join(f"\"{f.says}\"" for f in effect.failing(s.project.name, s.version) if f.outcome != "off")
+        needs = "; ".join(f"it takes effect with {n.says}, else {n.otherwise}: {n.then}" for n in effect.needs)
+        what = f"prevents {prevents} on {s.project.label} {s.version}" if prevents else effect.changes
+        lines.append(f"effect: {name} {what}" + (f"; {needs}" if needs else "") + " (`patchkit doctor` says what this machine has)")
+    return lines
 
 
 def _written(plan: Plan) -> list[str]:

@@ -71,10 +71,15 @@ def _effect_line(effect: Effect, project: str, version: str | None, h: FixHere) 
     failing = effect.failing(project, version)
     if not failing or h.status in (NOTHING, NOT_FOR_THESE):
         return None
-    verb = "prevents" if h.status == MISSING else "prevented"
-    said = "; ".join(f"{'the warning ' if f.outcome == 'warning' else ''}{f.says} ({f.where})" if f.outcome != "off"
-                     else f"{f.says} ({f.where})" for f in failing)
-    return f"{verb}: {said}"
+    label = PROJECTS[project].label
+    words = []
+    for f in failing:
+        if f.outcome == "off":
+            words.append(f"without it {label} {f.says} ({f.where})")
+        else:
+            verb = "prevents" if h.status == MISSING else "prevented"
+            words.append(f"{verb}: {'the warning ' if f.outcome == 'warning' else ''}{f.says} ({f.where})")
+    return "; ".join(words)
 
 
 def _turned_on(effect: Effect, s: Session, versions: dict[str, str | None], m: Machine) -> list[str]:

@@ -97,8 +97,8 @@ def needs_words(need: Needs) -> str:
 
 def failure_words(f: Fails, label: str) -> str:
     """What goes wrong without the fix in a range of releases, in one clause."""
-    what = {"crash": "crashes with", "warning": "warns", "off": "stays off:"}[f.outcome]
-    return f"{label} {f.releases()} {what} {f.says} ({f.where})"
+    what = {"crash": "crashes with ", "warning": "warns ", "off": ""}[f.outcome]
+    return f"{label} {f.releases()} {what}{f.says} ({f.where})"
 
 
 def on_by_itself_words(d: DefaultOn, label: str, other: str) -> str:

@@ -243,10 +243,10 @@ def test_each_fix_says_what_it_does_and_when() -> None:
     """The real fixes' [effect]: what fails without them, per release range, and what they need."""
     lines = command.fixes().lines
     start = lines.index("  effect:   adds key 12 (vLLM: \"12.0\") to each table, copying SM100's entry, so the communicator gets past its table look-up on SM120")
-    assert lines[start + 2:start + 7] == [
+    assert lines[start + 2:start + 8] == [
         "  without it (with --enable-torch-symm-mem):",
-        "    SGLang 0.5.3 - 0.5.13.post1 crashes with KeyError: 12 (SymmMemCommunicator.__init__ (symm_mem.py, up to 0.5.4.post2) / "
-        "TorchSymmMemCommunicator.__init__ (torch_symm_mem.py, 0.5.4.post3 on))",
+        "    SGLang 0.5.3 - 0.5.4.post2 crashes with KeyError: 12 (SymmMemCommunicator.__init__ (symm_mem.py))",
+        "    SGLang 0.5.4.post3 - 0.5.13.post1 crashes with KeyError: 12 (TorchSymmMemCommunicator.__init__ (torch_symm_mem.py))",
         "    SGLang 0.5.14 - 0.5.23 warns TorchSymmMemCommunicator: Device capability 12 not supported, communicator is not available. "
         "(TorchSymmMemCommunicator.__init__ (torch_symm_mem.py); the communicator stays off)",
         "    vLLM 0.10.2 - 0.33.0 warns SymmMemCommunicator: Device capability 12.0 not supported, communicator is not available. "

@@ -68,7 +68,7 @@ def test_eight_pcie_rtx_pro_6000_with_sglang_059_and_flashinfer_064(tmp_path: Pa
     assert lines[11:16] == [
         f"{site}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info/METADATA",
         "  torch-symm-mem (on by default): needed here, not applied: TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES lacks 12; _WORLD_SIZES_MULTIMEM lacks 12",
-        "    prevents: KeyError: 12 (SymmMemCommunicator.__init__ (symm_mem.py, up to 0.5.4.post2) / TorchSymmMemCommunicator.__init__ (torch_symm_mem.py, 0.5.4.post3 on))",
+        "    prevents: KeyError: 12 (TorchSymmMemCommunicator.__init__ (torch_symm_mem.py))",
         f"    {PCIE}",
         "  allreduce-fusion (opt-in): not applied: _is_sm100_supported in apply_flashinfer_allreduce_fusion() lacks '_is_sm120_supported'",
     ]

@@ -66,6 +66,9 @@ def apply_auto(found, patches, no_generate, from_cc, dry_run, version, fixes) ->
     todo, ccs, idle = [], {}, []
     for path, name in found:
         s = Session.open(path, version, name)
+        if not fixes_for(s.project.name, fixes):
+            todo.append((path, name))  # apply says which fix would patch it
+            continue
         missing = _missing(s, wanted(s.project, m, from_cc), fixes)
         if missing:
             todo.append((path, name))
@@ -93,6 +96,9 @@ def verify_auto(found, fixes, verify) -> Report:
         s = Session.open(path, project=name)
         applied = s.applied()
         ccs = wanted(s.project, m)
+        if not fixes_for(s.project.name, fixes or default_fixes()):
+            reports.append(verify(path, None, None, name, fixes))
+            continue
         check = [cc for cc in ccs if cc in _missing(s, ccs, fixes or default_fixes())
                  or applied is not None and same(cc, applied.to_cc)]
         if check:

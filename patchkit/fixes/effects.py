@@ -30,6 +30,15 @@ OUTCOMES = ("crash", "warning", "off")
 MACHINE_NEEDS = ("multicast", "nvcc")
 
 
+def _covers(since: str, until: str, version: str | None) -> bool:
+    """Whether ``version`` lies in the release range since..until (both inclusive)."""
+    return version is not None and version_key(since) <= version_key(version) <= version_key(until)
+
+
+def _releases(since: str, until: str) -> str:
+    return since if since == until else f"{since} - {until}"
+
+
 class Fails(NamedTuple):
     project: str
     since: str
@@ -39,10 +48,10 @@ class Fails(NamedTuple):
     where: str
 
     def covers(self, version: str | None) -> bool:
-        return version is not None and version_key(self.since) <= version_key(version) <= version_key(self.until)
+        return _covers(self.since, self.until, version)
 
     def releases(self) -> str:
-        return self.since if self.since == self.until else f"{self.since} - {self.until}"
+        return _releases(self.since, self.until)
 
 
 class Needs(NamedTuple):
@@ -61,10 +70,10 @@ class DefaultOn(NamedTuple):
     fixed_in: str
 
     def covers(self, version: str | None) -> bool:
-        return version is not None and version_key(self.since) <= version_key(version) <= version_key(self.until)
+        return _covers(self.since, self.until, version)
 
     def releases(self) -> str:
-        return self.since if self.since == self.until else f"{self.since} - {self.until}"
+        return _releases(self.since, self.until)
 
 
 class Effect(NamedTuple):

@@ -165,7 +165,11 @@ def test_an_h200_needs_nothing(tmp_path: Path, venvs) -> None:
                          f"{site}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info/METADATA",
                          "nothing to do: SGLang already holds key 9 for this machine's GPUs",
                          f"{site}/flashinfer: FlashInfer 0.6.4 (installed), from flashinfer_python-0.6.4.dist-info/METADATA",
-                         "nothing to do: FlashInfer already holds key 9 for this machine's GPUs"]
+                         "note: no rule of torch-symm-mem patches FlashInfer; allreduce-fusion does (--fix NAME)",
+                         "nothing to patch: nothing written"]
+    done = invoke("apply", "--python", python, "--to-cc", "auto", "--all-fixes", env=env)
+    assert done.returncode == 0
+    assert out(done)[-1] == "nothing to do: FlashInfer already holds key 9 for this machine's GPUs"
     assert snapshot(venv) == before
 
 

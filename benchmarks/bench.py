@@ -17,7 +17,10 @@
 4. diagnose of a 200 MB log (real SGLang noise repeated, a KeyError: 12 in its middle, the
    logging traceback at its end), against ``grep -c`` of the texts it looks for over the same
    file plus ``python -c pass``;
-5. the peak memory (max RSS) of each.
+5. doctor with ``--python`` on that virtualenv and the stand-in ``nvidia-smi`` of 8 PCIe
+   RTX PRO 6000 (tests/gpus/standin.py), against the click floor plus the stand-in's own
+   two answers (``--query-gpu`` and ``topo -m``);
+6. the peak memory (max RSS) of each.
 
 Every figure is a median over repeated runs, all in one run of this script; the ratios
 are the headline, absolute times are this machine's.  Prints a markdown table with each
@@ -41,12 +44,12 @@ TIME = Path("/usr/bin/time").exists()
 GREP_WORDS = r"capab|major|sm_?ver|\bsm\b|\bcc\b|\bcap\b|arch"  # the prefilter's capability words
 
 
-def measure(cmd: list[str], cwd: Path | None = None, check: bool = True) -> tuple[float, int]:
+def measure(cmd: list[str], cwd: Path | None = None, check: bool = True, env: dict | None = None) -> tuple[float, int]:
     """Wall seconds and peak RSS (KiB) of one whole process, under ``/usr/bin/time -f %M``
     (a child forked from this Python would count the parent's shared pages until exec)."""
     wrapped = ["/usr/bin/time", "-f", "%M", *cmd] if TIME else cmd
     start = time.perf_counter()
-    done = subprocess.run(wrapped, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    done = subprocess.run(wrapped, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     elapsed = time.perf_counter() - start
     err = done.stderr.decode(errors="replace").strip().splitlines()
     if check and done.returncode != 0:
@@ -246,6 +249,29 @@ def bench_diagnose(pk: str, runs: int, work: Path, start: Row) -> list[str]:
     ]
 
 
+# -- 5. doctor ------------------------------------------------------------------------------
+
+
+def bench_doctor(pk: str, version: str, flashinfer: str, runs: int, work: Path, click: Row) -> list[str]:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "gpus"))
+    from standin import QUERY_ARGS, standin  # the stand-in nvidia-smi the tests use
+
+    python = environment(work / "doctor", version, flashinfer)
+    env = {**os.environ, **standin(work / "doctor", "rtxpro6000-8pcie")}
+    smi = str(work / "doctor" / "bin" / "nvidia-smi")
+    query = sample([smi, *QUERY_ARGS.split()], runs, env=env)
+    topo = sample([smi, "topo", "-m"], runs, env=env)
+    probe = sample([python, "-I", "-S", "-c", "pass"], runs)  # --python asks the interpreter for its paths
+    doctor = sample([pk, "doctor", "--python", python], runs, check=False, env=env)  # exit 1: a fix is missing
+    floor = click.median + query.median + topo.median
+    return [
+        f"| doctor --python, 8 PCIe GPUs (stand-in nvidia-smi), two projects | {ms(doctor.median)} | {doctor.mib} | "
+        f"{verdict(doctor.median / floor, 2)} its floor; {(doctor.median / (floor + probe.median)):.2f}x with the probe |",
+        f"| doctor's floor: the click floor + the stand-in's `--query-gpu` ({ms(query.median)}) and `topo -m` ({ms(topo.median)}) | {ms(floor)} | | |",
+        f"| the probe --python runs: the target's `python -I -S -c pass` | {ms(probe.median)} | | |",
+    ]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mirror", type=Path, required=True, help="the SGLang mirror")
@@ -273,6 +299,8 @@ def main() -> int:
         rows += bench_commands(args.mirror.resolve(), pk, args.version, args.flashinfer_version, args.runs, work, click)
         rows += bench_scan(args.mirror.resolve(), pk, args.scan_tag, args.runs, work, start)
         rows += bench_diagnose(pk, args.runs, work, start)
+        (work / "doctor").mkdir()
+        rows += bench_doctor(pk, args.version, args.flashinfer_version, args.runs, work, click)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(

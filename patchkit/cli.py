@@ -37,6 +37,18 @@ class CC(click.ParamType):
         return value
 
 
+AUTO = "auto"  # --to-cc auto: this machine's GPUs (patchkit.commands.auto)
+
+
+class CCOrAuto(CC):
+    """A compute capability, or ``auto``: the cc of this machine's GPUs, from nvidia-smi."""
+
+    name = "CC|auto"
+
+    def convert(self, value, param, ctx):
+        return AUTO if value == AUTO else super().convert(value, param, ctx)
+
+
 # --- the error boundary ---------------------------------------------------------------
 
 
@@ -181,6 +193,10 @@ PATCHES_OPT = click.option(
 )
 FROM_CC_OPT = click.option("--from-cc", type=CC(), default=None, help="Key to copy from [default: the project's, 10 for SGLang].")
 TO_CC_OPT = click.option("--to-cc", type=CC(), default=None, help="Key to add [default: the project's, 12 for SGLang].")
+TO_CC_AUTO_OPT = click.option(
+    "--to-cc", type=CCOrAuto(), default=None,
+    help="Key to add; auto: the cc of this machine's GPUs (nvidia-smi), as the project spells it [default: the project's, 12 for SGLang].",
+)
 DRY_RUN_OPT = click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
 FIX_OPT = click.option(
     "--fix", "fix_names", multiple=True, metavar="NAME",
@@ -201,7 +217,7 @@ def cli() -> None:
 
 @cli.command(short_help="Write a patch series and manifest per release tag.")
 @FROM_CC_OPT
-@TO_CC_OPT
+@TO_CC_AUTO_OPT
 @click.option("--fix", "fix_names", multiple=True, metavar="NAME", help="A fix to generate (repeatable) [default: every fix].")
 @click.option("--project", type=click.Choice(sorted(PROJECTS)), default="sglang", show_default=True, help="The project the repository holds.")
 @click.option(
@@ -221,6 +237,12 @@ def generate(from_cc, to_cc, fix_names, project, repo, tags, out, check, as_json
     from patchkit.commands import generate as command
     from patchkit.git.objects import default_repo
 
+    if to_cc == AUTO:
+        from patchkit.commands.auto import generate_cc, gpus_line
+
+        to_cc, machine = generate_cc(PROJECTS[project], from_cc)
+        if to_cc is None:
+            return _nothing_to_generate(gpus_line(machine), PROJECTS[project].label)
     check_cc(from_cc, to_cc, project)
     check_out(out)
     target = PROJECTS[project]
@@ -243,7 +265,7 @@ def generate(from_cc, to_cc, fix_names, project, repo, tags, out, check, as_json
 @PATCHES_OPT
 @click.option("--no-generate", is_flag=True, help="Only a shipped patch whose pre-image matches; never generate.")
 @FROM_CC_OPT
-@TO_CC_OPT
+@TO_CC_AUTO_OPT
 @DRY_RUN_OPT
 @click.option("--version", "version", default=None, help="Treat the target as this release version (such as 0.5.9).")
 @PYTHON_OPT
@@ -257,15 +279,21 @@ def apply(path, patches, no_generate, from_cc, to_cc, dry_run, version, python, 
     from patchkit.commands.apply import apply_all
 
     check_version(version)
-    check_cc(from_cc, to_cc, project)
     fixes = choose_fixes(fix_names, all_fixes)
+    if to_cc == AUTO:
+        from patchkit.commands.auto import apply_auto
+
+        check_cc(from_cc, None, project)
+        return apply_auto(targets(path, python, project)[0], patches, no_generate, from_cc, dry_run, version, fixes)
+    check_cc(from_cc, to_cc, project)
     return apply_all(targets(path, python, project)[0], patches, no_generate, from_cc, to_cc, dry_run, version, fixes)
 
 
 @cli.command(short_help="Exit 0 only if the patch is in effect.")
 @PATH_ARG
 @click.option("--from-cc", type=CC(), default=None, help="Key the new key must equal [default: what was applied, else 10].")
-@click.option("--to-cc", type=CC(), default=None, help="Key that must be there [default: what was applied, else 12].")
+@click.option("--to-cc", type=CCOrAuto(), default=None,
+              help="Key that must be there; auto: the cc of this machine's GPUs [default: what was applied, else 12].")
 @PYTHON_OPT
 @PROJECT_OPT
 @click.option("--fix", "fix_names", multiple=True, metavar="NAME",
@@ -276,10 +304,16 @@ def verify(path, from_cc, to_cc, python, project, fix_names, all_fixes, as_json)
     """Exit 0 only if the patch is in effect at PATH; else 1, a line per problem."""
     from patchkit.commands.verify import verify as command
 
+    fixes = choose_fixes(fix_names, all_fixes) if fix_names or all_fixes else None
+    if to_cc == AUTO:
+        from patchkit.commands.auto import verify_auto
+
+        if from_cc is not None:
+            raise BadInput(None, "--to-cc auto checks each GPU's key against the project's own --from-cc: give no --from-cc")
+        return verify_auto(targets(path, python, project)[0], fixes, command)
     if (from_cc is None) != (to_cc is None):
         raise BadInput(None, "give both --from-cc and --to-cc, or neither")
     check_cc(from_cc, to_cc, project)
-    fixes = choose_fixes(fix_names, all_fixes) if fix_names or all_fixes else None
     return run_each("verify", targets(path, python, project), lambda p, name, i: command(p, from_cc, to_cc, name, fixes, i), judged=True)
 
 
@@ -393,6 +427,31 @@ def watch(log, timeout, as_json):
 
     progress = (lambda line: click.echo(line, err=True)) if sys.stderr.isatty() and not as_json else None
     return command(log, timeout, progress)
+
+
+@cli.command(short_help="What the fixes do on this machine's GPUs; what is missing.")
+@PATH_ARG
+@PYTHON_OPT
+@PROJECT_OPT
+@click.option("--to-cc", type=click.Choice([AUTO]), default=AUTO, show_default=True,
+              help="The keys to judge: those of this machine's GPUs (nvidia-smi).")
+@JSON_OPT
+def doctor(path, python, project, to_cc, as_json):
+    """The GPUs (nvidia-smi), how they are linked, the projects at PATH (default: here) or
+    installed for --python, each fix: needed here or not, applied or not, and what it does
+    on this machine.  Read only.  Exit 1 when something this machine needs is missing."""
+    from patchkit.commands.doctor import apply_target, doctor as command
+
+    return command(targets(path, python, project)[0], apply_target(path, python))
+
+
+def _nothing_to_generate(machine_line: str, label: str):
+    from patchkit.report import Report
+
+    report = Report()
+    report.lines += [machine_line, f"nothing to generate: {label} copies its keys from this machine's cc"]
+    report.data = {"command": "generate", "to_cc": "auto", "nothing_to_do": True}
+    return report
 
 
 def main() -> None:

@@ -77,6 +77,13 @@ RELEASES = {
     },
 }
 
+def symm_effect(label: str, version: str, says: str = "KeyError: 12") -> str:
+    """The line apply prints after patching the torch-symm-mem tables of a release."""
+    return (f'effect: torch-symm-mem prevents "{says}" on {label} {version}; it takes effect with multicast over NVLink '
+            '(NVSwitch) between the GPUs, else the communicator will then turn itself off ("torch symmetric memory '
+            'multicast operations are not supported"): the all-reduce stays on NCCL (`patchkit doctor` says what this machine has)')
+
+
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Test Author",
     "GIT_AUTHOR_EMAIL": "author@example.invalid",

@@ -23,6 +23,7 @@ STAGES = [
     ("patch", ["patchkit.patch", "patchkit.scan"]),
     ("plan", ["patchkit.plan"]),
     ("targets", ["patchkit.targets"]),
+    ("gpus", ["patchkit.gpus"]),
     ("report", ["patchkit.report"]),
     ("logs", ["patchkit.logs"]),
     ("commands", ["patchkit.commands"]),

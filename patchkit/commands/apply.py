@@ -9,7 +9,7 @@ from patchkit.targets import bytecode
 from patchkit.patch.write import hunks, split_lines
 from patchkit.plan import APPLY, Plan, plan_apply
 from patchkit.fixes.registry import default_fixes, no_rule, rules_for
-from patchkit.types import ALREADY_APPLIED, NOTHING_TO_PATCH
+from patchkit.types import ALREADY_APPLIED, NOTHING_TO_PATCH, PATCHED
 from patchkit.targets.processes import restart_lines
 from patchkit.report import Report, found_line, plan_fields
 from patchkit.text import plural
@@ -91,6 +91,7 @@ def _apply(s: Session, patches, no_generate, from_cc, to_cc, dry_run: bool, fixe
             added = len(split_lines(change.after)) - len(split_lines(change.before))
             report.add(f"  {verb} {s.target.local(change.path)} ({'+' if added >= 0 else '-'}{plural(abs(added), 'line')})")
         report.lines += [f"  {found_line(t)}" for t in plan.tables]
+        report.lines += _effect_lines(s, [t.get("fix") for t in plan.tables if t["status"] == PATCHED])
         if dry_run:
             for change in plan.changes:
                 rel = s.target.local(change.path)
@@ -109,6 +110,21 @@ def _apply(s: Session, patches, no_generate, from_cc, to_cc, dry_run: bool, fixe
         restart=[p._asdict() for p in restart],
     )
     return report
+
+
+def _effect_lines(s: Session, fixes: list) -> list[str]:
+    """What each fix patched here prevents on this release, and what it needs of the machine."""
+    from patchkit.fixes.effects import read_effects
+
+    effects = read_effects()
+    lines = []
+    for name in dict.fromkeys(f for f in fixes if f in effects):
+        effect = effects[name]
+        prevents = "; ".join(f"\"{f.says}\"" for f in effect.failing(s.project.name, s.version) if f.outcome != "off")
+        needs = "; ".join(f"it takes effect with {n.says}, else {n.otherwise}: {n.then}" for n in effect.needs)
+        what = f"prevents {prevents} on {s.project.label} {s.version}" if prevents else effect.changes
+        lines.append(f"effect: {name} {what}" + (f"; {needs}" if needs else "") + " (`patchkit doctor` says what this machine has)")
+    return lines
 
 
 def _written(plan: Plan) -> list[str]:
@@ -149,13 +165,15 @@ def _look(s: Session, patches, no_generate, from_cc, to_cc, fixes) -> Look:
     return Look(plan, old, stale)
 
 
-def apply_all(found, patches, no_generate, from_cc, to_cc, dry_run, version, fixes) -> Report:
+def apply_all(found, patches, no_generate, from_cc, to_cc, dry_run, version, fixes, to_ccs=None) -> Report:
     """``apply`` on each (path, project, install) of ``found``: every project's plan is made (and
-    any refusal raised) before the first one is written."""
+    any refusal raised) before the first one is written.  ``to_ccs``: str(path) -> the cc to
+    add there (``--to-cc auto``), instead of ``to_cc``."""
     from patchkit.report import combine
 
     fixes = default_fixes() if fixes is None else fixes
     sessions = [Session.open(path, version, name, install) for path, name, install in found]
-    pairs = [s.project.cc_pair(from_cc, to_cc) for s in sessions]
+    pairs = [s.project.cc_pair(from_cc, to_cc if to_ccs is None else to_ccs.get(str(path), to_cc))
+             for s, (path, _, _) in zip(sessions, found)]
     looks = [_look(s, patches, no_generate, *pair, fixes) if len(found) > 1 else None for s, pair in zip(sessions, pairs)]
     return combine("apply", [_apply(s, patches, no_generate, *pair, dry_run, fixes, look) for s, pair, look in zip(sessions, pairs, looks)])

@@ -89,8 +89,23 @@ def _release_lines(r: dict) -> list[str]:
     return lines
 
 
+def _effect_lines(effect) -> list[str]:
+    """What the fix does and under which conditions (its ``[effect]``)."""
+    from patchkit.fixes.effects import failure_words, needs_words, on_by_itself_words
+
+    lines = [f"  effect:   {effect.changes}", f"  upstream: {effect.upstream}", f"  without it (with {effect.asked_with}):"]
+    lines += [f"    {failure_words(f, PROJECTS[f.project].label)}" for f in effect.fails]
+    lines += [f"  needs:    {needs_words(n)}" for n in effect.needs]
+    lines += [f"  on by itself: {on_by_itself_words(d, PROJECTS[d.project].label, PROJECTS[d.with_project].label)}"
+              for d in effect.default_on]
+    return lines
+
+
 def fixes(patches: Path | None = None) -> Report:
+    from patchkit.fixes.effects import read_effects
+
     root = patches or shipped("patches")
+    effects = read_effects()
     report = Report()
     series = {name: manifests(root, project) for name, project in PROJECTS.items()}
     documents = []
@@ -112,6 +127,9 @@ def fixes(patches: Path | None = None) -> Report:
                 "project": rule.project, "label": label, "kind": rule.kind, "files": list(rule.files),
                 "where": rule.where(), "evidence": rule.evidence, "needs": rule.needs,
             })
+        effect = effects.get(fix.name)
+        if effect is not None:
+            report.lines += _effect_lines(effect)
         report.add("  releases:")
         found = []
         for name in dict.fromkeys(r.project for r in fix.rules):
@@ -121,6 +139,7 @@ def fixes(patches: Path | None = None) -> Report:
         documents.append({
             "name": fix.name, "title": fix.title, "rationale": fix.rationale, "default": fix.default,
             "enable": None if fix.default else f"--fix {fix.name}", "rules": rules, "releases": found,
+            "effect": effect.to_json() if effect is not None else None,
         })
     report.data = {"command": "fixes", "patches": str(root), "fixes": documents}
     return report

@@ -165,7 +165,7 @@ def release_patch(
 def _patch(release, tag, version, project, fix, fix_rules, number, entries, changes, upstream, templates):
     """(file name, bytes, SeriesEntry) of one fix's patch."""
     keyed = next((r for r in fix_rules if r.kind != "predicate"), fix_rules[0])
-    words = message.fix_fields(fix, fix_rules)
+    words = message.fix_fields(fix, fix_rules, project.name, version)
     rules = words["rules"]
     ctx = message.context(
         project=project.name, version=version, tag=tag, commit=release.commit, from_cc=keyed.from_cc, to_cc=keyed.to_cc,

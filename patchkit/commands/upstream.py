@@ -61,7 +61,7 @@ def _context(s: Session, fix: str, plan, head: str, name: str, from_cc, to_cc) -
         already_upstream=[t for t in plan.tables if t["status"] != PATCHED],
         last_update=date.today().isoformat(),
         branch=name,
-        **message.fix_fields(FIXES[fix], rules_for(s.project.name, (fix,))),
+        **message.fix_fields(FIXES[fix], rules_for(s.project.name, (fix,)), s.project.name, s.version),
     )
 
 

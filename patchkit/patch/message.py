@@ -45,11 +45,33 @@ def context(
     }
 
 
-def fix_fields(fix, rules) -> dict:
-    """A fix (``fixes.load.Fix``) and the rules of it at hand, as the templates see them."""
+def fix_fields(fix, rules, project: str | None = None, version: str | None = None) -> dict:
+    """A fix (``fixes.load.Fix``) and the rules of it at hand, as the templates see them;
+    with ``project``, also its effect on that project's ``version`` (``effect_fields``)."""
     return {
         "fix": {"name": fix.name, "title": fix.title, "rationale": fix.rationale, "default": fix.default},
         "rules": [{"kind": r.kind, "where": r.where(), "evidence": r.evidence, "needs": r.needs} for r in rules],
+        "effect": effect_fields(fix.name, project, version) if project else None,
+    }
+
+
+def effect_fields(fix: str, project: str, version: str | None) -> dict | None:
+    """What the fix does on ``project`` ``version`` (its ``[effect]``), as the templates see it:
+    what fails there without it, what it needs of the machine, whether the release turns
+    the feature on by itself."""
+    from patchkit.fixes.effects import read_effects
+    from patchkit.fixes.registry import PROJECTS
+
+    effect = read_effects().get(fix)
+    if effect is None:
+        return None
+    label = PROJECTS[project].label
+    return {
+        "changes": effect.changes, "upstream": effect.upstream, "asked_with": effect.asked_with, "label": label,
+        "failing": [dict(f._asdict(), releases=f.releases()) for f in effect.failing(project, version)],
+        "needs": [n._asdict() for n in effect.needs],
+        "default_on": [dict(d._asdict(), releases=d.releases(), models=list(d.models), with_label=PROJECTS[d.with_project].label)
+                       for d in effect.turned_on(project, version)],
     }
 
 

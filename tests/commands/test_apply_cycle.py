@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DC, git, invoke, make_repo, run_cli
+from conftest import DC, git, invoke, make_repo, run_cli, symm_effect
 from patchkit.rewrite.evaluate import tables
 from patchkit.fixes.registry import SGLANG
 
@@ -75,6 +75,7 @@ def test_full_cycle_with_a_shipped_patch(origin: Path, patches: Path, tmp_path: 
         f"  patched {COMM} (+1 line)",
         "  SYMM_MEM_ALL_REDUCE_MAX_SIZES (module): key 12 = key 10".replace("SYMM", "TORCH_SYMM"),
         "  _WORLD_SIZES_MULTIMEM (class TorchSymmMemCommunicator): key 12 = key 10",
+        symm_effect("SGLang", "0.5.5"),
         "dropped 2 cached bytecode files",
     ]
     # Exactly what `git apply` of the same patch gives; only the patched modules' bytecode is gone.

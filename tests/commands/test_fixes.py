@@ -156,6 +156,7 @@ def test_json(patches: Path) -> None:
                      "other": {}, "not_listed": [], "not_listed_ranges": []},
                     {"project": "vllm", "label": "vLLM", "shipped": False},
                 ],
+                "effect": None,
             },
             {
                 "name": "fusion", "title": "Allow the fusion on SM120", "rationale": "Why not.", "default": False,
@@ -182,6 +183,7 @@ def test_json(patches: Path) -> None:
                      "other": {"nothing to patch": {"versions": ["0.5.5"], "ranges": ["0.5.5"]}},
                      "not_listed": ["0.5.4"], "not_listed_ranges": ["0.5.4"]},
                 ],
+                "effect": None,
             },
         ],
     }
@@ -235,3 +237,26 @@ def test_the_shipped_patches() -> None:
     assert "  default: on by default" in report.lines
     assert "  default: opt-in, with --fix allreduce-fusion" in report.lines
     assert set(PROJECTS) == {"sglang", "vllm", "flashinfer"}
+
+
+def test_each_fix_says_what_it_does_and_when() -> None:
+    """The real fixes' [effect]: what fails without them, per release range, and what they need."""
+    lines = command.fixes().lines
+    start = lines.index("  effect:   adds key 12 (vLLM: \"12.0\") to each table, copying SM100's entry, so the communicator gets past its table look-up on SM120")
+    assert lines[start + 2:start + 8] == [
+        "  without it (with --enable-torch-symm-mem):",
+        "    SGLang 0.5.3 - 0.5.4.post2 crashes with KeyError: 12 (SymmMemCommunicator.__init__ (symm_mem.py))",
+        "    SGLang 0.5.4.post3 - 0.5.13.post1 crashes with KeyError: 12 (TorchSymmMemCommunicator.__init__ (torch_symm_mem.py))",
+        "    SGLang 0.5.14 - 0.5.23 warns TorchSymmMemCommunicator: Device capability 12 not supported, communicator is not available. "
+        "(TorchSymmMemCommunicator.__init__ (torch_symm_mem.py); the communicator stays off)",
+        "    vLLM 0.10.2 - 0.33.0 warns SymmMemCommunicator: Device capability 12.0 not supported, communicator is not available. "
+        "(SymmMemCommunicator.__init__ (symm_mem.py); the communicator stays off)",
+        "  needs:    multicast over NVLink (NVSwitch) between the GPUs; without it the communicator will then turn itself off "
+        "(\"torch symmetric memory multicast operations are not supported\"): the all-reduce stays on NCCL",
+    ]
+    assert ("  on by itself: SGLang 0.5.7 turns it on by itself on SM120 for DeepseekV3ForCausalLM, GptOssForCausalLM, "
+            "Glm4MoeForCausalLM, Qwen3MoeForCausalLM, with FlashInfer below 0.6.17") in lines
+    doc = {f["name"]: f for f in command.fixes().data["fixes"]}
+    assert doc["allreduce-fusion"]["effect"]["default_on"][0] == {
+        "project": "sglang", "since": "0.5.4.post2", "until": "0.5.6.post2", "models": ["GptOssForCausalLM"],
+        "with_project": "flashinfer", "fixed_in": "0.6.17"}

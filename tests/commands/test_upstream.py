@@ -101,9 +101,13 @@ def test_upstream_leaves_the_user_state_and_makes_one_commit(origin: Path, tmp_p
     text = git(repo, "log", "-1", "--format=%B", BRANCH)
     subject, blank, *body = text.splitlines()
     assert subject == "Add SM120 to the torch symm-mem all-reduce tables" and len(subject) <= 72 and blank == ""
-    body_text = "\n".join(body)
-    for needle in ("KeyError: 12", "copying the SM100 entry (key 10)", "not yet tuned", "NVLink multicast",
-                   "two-shot", "TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES (module)", "Origin: patchkit", "Forwarded: no", "Last-Update: "):
+    body_text = " ".join("\n".join(body).split())  # the effect's paragraphs are wrapped at 72
+    for needle in ("KeyError: 12", "copying the SM100 entry (key 10)", "not yet tuned",
+                   "Without this change, SGLang 0.5.5 fails with `KeyError: 12` in TorchSymmMemCommunicator.__init__ (torch_symm_mem.py).",
+                   "It then needs multicast over NVLink (NVSwitch) between the GPUs: without it the communicator will then turn "
+                   "itself off (\"torch symmetric memory multicast operations are not supported\"), and the all-reduce stays on NCCL.",
+                   "it does not turn on symmetric-memory all-reduce there",
+                   "TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES (module)", "Origin: patchkit", "Forwarded: no", "Last-Update: "):
         assert needle in body_text, needle
 
     # git am of the mbox on a fresh clone at the same tag gives the same files.
@@ -120,6 +124,9 @@ def test_upstream_leaves_the_user_state_and_makes_one_commit(origin: Path, tmp_p
     assert "| `TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES` (module) | `12` | `{2: 64 * MiB, 8: 128 * MiB}` | key `10` |" in pr
     assert "| `_WORLD_SIZES_MULTIMEM` (class TorchSymmMemCommunicator) | `12` | `[6, 8]` | key `10` |" in pr
     assert f"git diff --stat {BRANCH}" in pr
+    assert "(releases 0.5.3 to\n0.5.13.post1 index the tables directly)" in pr
+    assert "This base (SGLang 0.5.5) fails with `KeyError: 12` in TorchSymmMemCommunicator.__init__ (torch_symm_mem.py)." in pr
+    assert "on PCIe machines the change prevents the crash (or the warning) and\nthe server starts with the all-reduce on NCCL" in pr
 
 
 def test_existing_branch_name_is_made_unique(origin: Path, tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import symm_effect
 from crash_helpers import (
     COMM,
     FILES,
@@ -74,6 +75,7 @@ def next_lines(w: World, repo: Path, command: str, finished: str | None, found: 
             f"  patched {COMM} (+1 line)",
             "  TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES (module): key 12 = key 10",
             "  _WORLD_SIZES_MULTIMEM (class TorchSymmMemCommunicator): key 12 = key 10",
+            symm_effect("SGLang", "0.5.5"),
         ]
     else:
         out += [f"reverted shipped patch {w.label}"] + [

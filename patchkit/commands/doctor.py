@@ -1,0 +1,162 @@
+"""``patchkit doctor``: what the fixes do on this machine, on one screen.
+
+Read only.  The GPUs and how they are linked come from ``nvidia-smi`` (``patchkit.gpus``),
+the projects from the targets the command line found (a PATH, or every project installed
+for ``--python``), each fix's state from the target's files (``here.py``), and what the
+fix does from its ``[effect]`` data (``fixes/effects.py``).  Neither torch nor the
+target's code is imported or run.
+
+Exit 0 when nothing this machine needs is missing, 1 when something is (the one command
+that applies it is printed), 2 for bad input (no nvidia-smi, no GPU, a target that is none).
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+from pathlib import Path
+
+from patchkit.errors import OK, PROBLEMS
+from patchkit.fixes.effects import Effect, read_effects
+from patchkit.fixes.registry import FIXES, PROJECTS
+from patchkit.gpus.smi import Machine, machine as read_machine
+from patchkit.commands.here import CANNOT, IN_EFFECT, MISSING, NOT_FOR_THESE, NOTHING, FixHere, fixes_here
+from patchkit.report import Report
+from patchkit.targets.session import Session
+from patchkit.versions import version_key
+
+
+def _state(h: FixHere) -> str:
+    if h.status == MISSING:
+        return f"not applied: {h.detail}"
+    if h.status == IN_EFFECT:
+        return "applied (by patchkit)" if h.by_patchkit else "in effect (the release has it)"
+    if h.status == CANNOT:
+        return f"cannot apply here: {h.detail}"
+    if h.status == NOTHING:
+        return f"nothing to patch ({h.detail})"
+    if h.held:
+        return f"not needed: the release holds key {', '.join(map(repr, h.held))} for these GPUs"
+    return "not for these GPUs"
+
+
+def _why_no_multicast(m: Machine) -> str | None:
+    """Why the GPUs have no multicast, or None when NVLink might give it."""
+    if not m.links:
+        return "one GPU, no peer to share multicast memory with"
+    if m.pcie_only():
+        return "no multicast between PCIe GPUs"
+    return None
+
+
+def _machine_lines(effect: Effect, m: Machine) -> list[str]:
+    """What the fix needs of the machine, and what this machine gives."""
+    lines = []
+    for need in effect.needs:
+        if need.machine == "multicast":
+            why = _why_no_multicast(m)
+            if why:
+                lines.append(f"{need.otherwise}: {why}; {need.then}")
+            else:
+                lines.append(f"it needs {need.says}: NVLink links these GPUs, but topo -m does not show NVSwitch; "
+                             f"without multicast {need.otherwise}, and {need.then}")
+        elif need.machine == "nvcc":
+            nvcc = shutil.which("nvcc")
+            lines.append(f"it needs {need.says}: " + (f"nvcc is {nvcc}" if nvcc else f"no nvcc on PATH; {need.otherwise}"))
+    return lines
+
+
+def _effect_line(effect: Effect, project: str, version: str | None, h: FixHere) -> str | None:
+    """What the fix prevents on this release."""
+    failing = effect.failing(project, version)
+    if not failing or h.status in (NOTHING, NOT_FOR_THESE):
+        return None
+    label = PROJECTS[project].label
+    words = []
+    for f in failing:
+        if f.outcome == "off":
+            words.append(f"without it {label} {f.says} ({f.where})")
+        else:
+            verb = "prevents" if h.status == MISSING else "prevented"
+            words.append(f"{verb}: {'the warning ' if f.outcome == 'warning' else ''}{f.says} ({f.where})")
+    return "; ".join(words)
+
+
+def _turned_on(effect: Effect, s: Session, versions: dict[str, str | None], m: Machine) -> list[str]:
+    """Why an opt-in fix is needed here although nobody asked for it: the release turns the
+    feature on by itself on these GPUs, with a version of the other project that fails."""
+    if not any(major == 12 for major, _ in m.ccs()):
+        return []
+    why = []
+    for d in effect.turned_on(s.project.name, s.version):
+        other = versions.get(d.with_project)
+        if other and version_key(other) < version_key(d.fixed_in):
+            why.append(f"{s.project.label} {s.version} turns it on by itself on SM120 for {', '.join(d.models)}, "
+                       f"with {PROJECTS[d.with_project].label} {other} (the fix is upstream from {d.fixed_in})")
+    return why
+
+
+def doctor(found: list[tuple], apply_target: str) -> Report:
+    """``found``: (path, project, install) of each target (``cli.targets``); ``apply_target``: how the command line
+    named them (``--python EXE`` or PATH), for the command to run."""
+    m = read_machine()
+    effects = read_effects()
+    report = Report()
+    report.add(f"GPUs ({m.nvidia_smi}):")
+    for g in m.gpus:
+        report.add(f"  GPU{g.index}  {g.name}  cc {g.cc_text()} ({g.sm()})  {g.bus_id}")
+    report.add(f"links: {m.link_summary()}")
+    sessions = [Session.open(path, project=name, install=install) for path, name, install in found]
+    versions = {s.project.name: s.version for s in sessions}
+    states = [(s, fixes_here(s, m)) for s in sessions]
+    # An opt-in fix is needed here when one of the projects turns its feature on by itself.
+    pulled = {h.fix: why for s, hs in states for h in hs if h.fix in effects and not FIXES[h.fix].default
+              for why in [_turned_on(effects[h.fix], s, versions, m)] if why}
+    needed: list[str] = []
+    documents = []
+    for s, hs in states:
+        report.add("")
+        report.add(s.describe())
+        fixes = []
+        for h in hs:
+            fix = FIXES[h.fix]
+            need = h.status == MISSING and (fix.default or h.fix in pulled)
+            kind = "on by default" if fix.default else "opt-in"
+            verdict = ("needed here, " if need else "") if h.status == MISSING else ""
+            report.add(f"  {h.fix} ({kind}): {verdict}{_state(h)}")
+            why = pulled.get(h.fix, []) if h.status == MISSING else []
+            effect = effects.get(h.fix)
+            if h.status == MISSING and not fix.default and not why and effect is not None:
+                report.add(f"    not needed by default: only with {effect.asked_with}")
+            report.lines += [f"    needed because {w}" for w in why]
+            lines = []
+            if effect is not None and h.status in (MISSING, IN_EFFECT):
+                line = _effect_line(effect, s.project.name, s.version, h)
+                lines = ([line] if line else []) + _machine_lines(effect, m)
+            report.lines += [f"    {line}" for line in lines]
+            if need and h.fix not in needed:
+                needed.append(h.fix)
+            fixes.append(dict(h.to_json(), default=fix.default, needed=need, needed_because=why, effect_here=lines))
+        documents.append(s.data("doctor", project=s.project.name, label=s.project.label,
+                                kind=s.target.kind, fixes=fixes))
+    command = None
+    report.add("")
+    if needed:
+        # Keep what is in effect by patchkit too: apply replaces what it applied before.
+        keep = [n for n in FIXES if n in needed or any(h.fix == n and h.by_patchkit for _, hs in states for h in hs)]
+        defaults = [n for n in FIXES if FIXES[n].default]
+        options = "" if keep == defaults else " --all-fixes" if keep == list(FIXES) else "".join(f" --fix {n}" for n in keep)
+        command = f"patchkit apply {apply_target} --to-cc auto{options}"
+        report.add(f"needed: {', '.join(needed)}; to apply: {command}")
+        report.exit_code = PROBLEMS
+    else:
+        report.add("nothing this machine needs is missing")
+        report.exit_code = OK
+    report.data = {"command": "doctor", "ok": not needed, "exit_code": report.exit_code, "machine": m.to_json(),
+                   "targets": documents, "needed": needed, "apply": command}
+    return report
+
+
+def apply_target(path: Path | None, python: str | None) -> str:
+    """How the command to run names the target, as the command line did."""
+    return f"--python {shlex.quote(python)}" if python is not None else shlex.quote(str(path if path is not None else "."))

@@ -1,0 +1,150 @@
+"""What this machine's GPUs need of a target: its compute capabilities spelled the way
+the project keys them, and for each fix whether it is in effect for them.
+
+Read only, from the target's files (the rewriter finds what each rule would add; nothing
+is imported or run).  ``doctor`` reports it; ``--to-cc auto`` picks the keys from it.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from patchkit.digest import sha256
+from patchkit.errors import PatchkitError, RewriteError
+from patchkit.fixes.registry import FIXES, Project, fixes_for, rules_for
+from patchkit.gpus.smi import Machine
+from patchkit.rewrite.capability import cap, same
+from patchkit.targets.session import Session
+from patchkit.types import PATCHED
+
+MISSING = "missing"
+IN_EFFECT = "in effect"
+NOTHING = "nothing to patch"
+CANNOT = "cannot apply"
+NOT_FOR_THESE = "not for these GPUs"
+
+
+def spelled(project: Project, machine: Machine) -> list:
+    """The distinct ccs of the machine's GPUs as ``project`` keys them: 12 (SGLang,
+    FlashInfer: by major) or "12.0", "12.1" (vLLM)."""
+    if project.key_style == "major":
+        return sorted({major for major, _ in machine.ccs()})
+    return [f"{major}.{minor}" for major, minor in machine.ccs()]
+
+
+def _rules(project: Project, fix: str, cc) -> tuple:
+    """The rules of ``fix`` for ``project`` that add ``cc``; a predicate rule (a flag such
+    as _is_sm120_supported) only for the major it names."""
+    major = cc if isinstance(cc, int) else int(str(cc).split(".")[0])
+    return tuple(r for r in rules_for(project.name, (fix,), project.from_cc, cc)
+                 if r.kind != "predicate" or r.to_cc == f"sm{major}0")
+
+
+class FixHere(NamedTuple):
+    fix: str
+    status: str  # MISSING, IN_EFFECT, NOTHING, CANNOT or NOT_FOR_THESE
+    missing: tuple  # the ccs whose keys, members or flags are missing
+    held: tuple  # the ccs the release already holds (or copies from)
+    detail: str  # what is missing, or why it cannot apply
+    by_patchkit: bool  # in effect because patchkit applied it here
+
+    def to_json(self) -> dict:
+        return {"fix": self.fix, "status": self.status, "missing": list(self.missing), "held": list(self.held),
+                "detail": self.detail, "applied_by_patchkit": self.by_patchkit}
+
+
+def _target_major(fix: str, project: Project) -> int | None:
+    """The major the fix adds for ``project`` (12): a held key of another major (an H200's
+    9) is the release's own, not the fix in effect."""
+    for r in rules_for(project.name, (fix,)):
+        if r.kind == "predicate":
+            return int(r.to_cc[2:-1]) if r.to_cc[2:-1].isdigit() else None
+        return cap(r.to_cc).major
+    return None
+
+
+def _shipped(s: Session, fix: str, cc, current: dict[str, bytes]) -> tuple[bool, list[str]] | None:
+    """(missing, what lacks it) from the shipped patch of this release when every file it
+    patches is its pre-image (missing) or its post-image (in effect): no parsing.  None
+    when there is no such patch or a file is neither."""
+    if not same(cc, s.project.to_cc):
+        return None
+    try:
+        shipped = s.shipped(None, s.project.from_cc, s.project.to_cc, (fix,))
+    except PatchkitError:
+        return None
+    if shipped is None or shipped.manifest["fixes"] != [fix]:
+        return None
+    states = set()
+    lacking = []
+    for f in shipped.manifest["files"]:
+        data = current.get(f["path"])
+        digest = sha256(data) if data is not None else None
+        states.add("pre" if digest == f["pre_sha256"] else "post" if digest == f["post_sha256"] else "other")
+        lacking += [f"{t['name']} lacks {t['added_key']!r}" for t in f["tables"] if t.get("status") == PATCHED]
+    if states == {"pre"}:
+        return True, lacking
+    if states == {"post"}:
+        return False, []
+    return None
+
+
+def _parsed(s: Session, fix: str, cc, current: dict[str, bytes]) -> tuple[list[dict], list[dict]]:
+    """(what the rules found, what they would add) in the files as they are, by LibCST."""
+    from patchkit.rewrite.rules import rewrite_file  # LibCST, only when the shipped hashes do not tell
+
+    rules = _rules(s.project, fix, cc)
+    names = {n for r in rules for n in r.names()}
+    found = []
+    for rel, data in current.items():
+        if any(n.encode() in data for n in names):
+            with s.local_errors():
+                found += rewrite_file(data, rel, rules, s.reader(), s.project.source_root).found
+    return found, [t for t in found if t["status"] == PATCHED]
+
+
+def fix_here(s: Session, fix: str, ccs: list, current: dict[str, bytes] | None = None) -> FixHere:
+    """Whether ``fix`` is in effect at the target of ``s`` for each of ``ccs``."""
+    current = s.current() if current is None else current
+    applied = s.applied()
+    ours = {t.get("fix") for f in (applied.files if applied else ()) for t in f.tables if isinstance(t, dict)}
+    target = _target_major(fix, s.project)
+    missing, held, lacking, found_any, asked, ours_here = [], [], [], False, False, False
+    for cc in ccs:
+        if same(cc, s.project.from_cc) or not _rules(s.project, fix, cc):
+            held += [cc] if same(cc, s.project.from_cc) else []
+            continue
+        asked = True
+        fast = _shipped(s, fix, cc, current)
+        if fast is not None:
+            gap, lacks = fast
+            found_any = True
+        else:
+            try:
+                found, gaps = _parsed(s, fix, cc, current)
+            except RewriteError as exc:
+                return FixHere(fix, CANNOT, (), (), str(exc), False)
+            found_any = found_any or bool(found)
+            gap, lacks = bool(gaps), [f"{t['name']} lacks {t['added_key']!r}" for t in gaps]
+            if not found:
+                continue
+        if gap:
+            missing.append(cc)
+            lacking += lacks
+        else:
+            held.append(cc)
+            ours_here = ours_here or cap(cc).major == target
+    if missing:
+        return FixHere(fix, MISSING, tuple(missing), tuple(held), "; ".join(dict.fromkeys(lacking)), False)
+    if asked and not found_any:
+        return FixHere(fix, NOTHING, (), tuple(held), f"no table, list or gate of it in {s.project.label} {s.version}", False)
+    if not ours_here:
+        return FixHere(fix, NOT_FOR_THESE, (), tuple(held), "", False)
+    return FixHere(fix, IN_EFFECT, (), tuple(held), "", fix in ours)
+
+
+def fixes_here(s: Session, machine: Machine) -> list[FixHere]:
+    """Every fix that patches the project of ``s``, judged for this machine's GPUs."""
+    ccs = spelled(s.project, machine)
+    current = s.current()
+    return [fix_here(s, name, ccs, current) for name in fixes_for(s.project.name) if name in FIXES]

@@ -1,0 +1,173 @@
+"""What each fix does, and under which conditions: the ``[effect]`` table of its TOML.
+
+``[effect]`` holds ``changes`` (what the fix changes), ``upstream`` (where upstream
+stands) and ``asked_with`` (the server option that turns the feature on), and three lists
+of tables:
+
+- ``[[effect.fails]]``: what goes wrong without the fix, per project and release range
+  (``since``/``until``, inclusive): the ``outcome`` (``crash``, ``warning`` or ``off``),
+  the exception or warning it ``says`` and ``where``;
+- ``[[effect.needs]]``: what the machine needs for the fix to take effect (``machine``:
+  ``multicast`` or ``nvcc``), in words (``says``), what the code does ``otherwise`` and
+  what follows (``then``);
+- ``[[effect.default_on]]``: the releases of a project (``since``/``until``) that turn the
+  fixed feature on by themselves for ``models`` (architectures), when ``with_project`` is
+  installed beside them below ``fixed_in``.
+
+A fix without ``[effect]`` has no effects to tell.  A wrong table is one BadInput line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple
+
+from patchkit.errors import BadInput
+from patchkit.fixes.load import HERE, _get, _read, _strings
+from patchkit.versions import is_version, version_key
+
+OUTCOMES = ("crash", "warning", "off")
+MACHINE_NEEDS = ("multicast", "nvcc")
+
+
+def _covers(since: str, until: str, version: str | None) -> bool:
+    """Whether ``version`` lies in the release range since..until (both inclusive)."""
+    return version is not None and version_key(since) <= version_key(version) <= version_key(until)
+
+
+def _releases(since: str, until: str) -> str:
+    return since if since == until else f"{since} - {until}"
+
+
+class Fails(NamedTuple):
+    project: str
+    since: str
+    until: str
+    outcome: str
+    says: str
+    where: str
+
+    def covers(self, version: str | None) -> bool:
+        return _covers(self.since, self.until, version)
+
+    def releases(self) -> str:
+        return _releases(self.since, self.until)
+
+
+class Needs(NamedTuple):
+    machine: str
+    says: str
+    otherwise: str  # what the code does when the machine lacks it
+    then: str  # and what follows
+
+
+class DefaultOn(NamedTuple):
+    project: str
+    since: str
+    until: str
+    models: tuple[str, ...]
+    with_project: str
+    fixed_in: str
+
+    def covers(self, version: str | None) -> bool:
+        return _covers(self.since, self.until, version)
+
+    def releases(self) -> str:
+        return _releases(self.since, self.until)
+
+
+class Effect(NamedTuple):
+    fix: str
+    changes: str
+    upstream: str
+    asked_with: str  # the server option that turns the feature on
+    fails: tuple[Fails, ...]
+    needs: tuple[Needs, ...]
+    default_on: tuple[DefaultOn, ...]
+
+    def failing(self, project: str, version: str | None) -> list[Fails]:
+        return [f for f in self.fails if f.project == project and f.covers(version)]
+
+    def turned_on(self, project: str, version: str | None) -> list[DefaultOn]:
+        return [d for d in self.default_on if d.project == project and d.covers(version)]
+
+    def to_json(self) -> dict:
+        return {
+            "changes": self.changes, "upstream": self.upstream, "asked_with": self.asked_with,
+            "fails": [f._asdict() for f in self.fails], "needs": [n._asdict() for n in self.needs],
+            "default_on": [dict(d._asdict(), models=list(d.models)) for d in self.default_on],
+        }
+
+
+def needs_words(need: Needs) -> str:
+    """What a fix needs of the machine and what happens without it, in one clause."""
+    return f"{need.says}; without it {need.otherwise}: {need.then}"
+
+
+def failure_words(f: Fails, label: str) -> str:
+    """What goes wrong without the fix in a range of releases, in one clause."""
+    what = {"crash": "crashes with ", "warning": "warns ", "off": ""}[f.outcome]
+    return f"{label} {f.releases()} {what}{f.says} ({f.where})"
+
+
+def on_by_itself_words(d: DefaultOn, label: str, other: str) -> str:
+    return f"{label} {d.releases()} turns it on by itself on SM120 for {', '.join(d.models)}, with {other} below {d.fixed_in}"
+
+
+def _versions(entry: dict, path: Path, what: str, *keys: str) -> None:
+    for key in keys:
+        if not is_version(_get(entry, key, str, path, what)):
+            raise BadInput(str(path), f"{what}: {key} {entry[key]!r} is not a release version")
+    if len(keys) == 2 and version_key(entry[keys[0]]) > version_key(entry[keys[1]]):
+        raise BadInput(str(path), f"{what}: since {entry['since']} is after until {entry['until']}")
+
+
+def _tables(effect: dict, key: str, path: Path, what: str) -> list[tuple[str, dict]]:
+    entries = effect.get(key, [])
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise BadInput(str(path), f"{what}: {key!r} must be a list of tables ([[effect.{key}]])")
+    return [(f"{what}, {key} {i}", e) for i, e in enumerate(entries, 1)]
+
+
+def read_effect(path: Path) -> Effect | None:
+    doc = _read(path)
+    if "effect" not in doc:
+        return None
+    name = path.stem
+    effect = _get(doc, "effect", dict, path, name)
+    what = f"{name}, effect"
+    fails = []
+    for where, e in _tables(effect, "fails", path, what):
+        _versions(e, path, where, "since", "until")
+        outcome = _get(e, "outcome", str, path, where)
+        if outcome not in OUTCOMES:
+            raise BadInput(str(path), f"{where}: outcome {outcome!r} is not one of {', '.join(OUTCOMES)}")
+        fails.append(Fails(_get(e, "project", str, path, where), e["since"], e["until"], outcome,
+                           _get(e, "says", str, path, where), _get(e, "where", str, path, where)))
+    needs = []
+    for where, e in _tables(effect, "needs", path, what):
+        machine = _get(e, "machine", str, path, where)
+        if machine not in MACHINE_NEEDS:
+            raise BadInput(str(path), f"{where}: machine {machine!r} is not one of {', '.join(MACHINE_NEEDS)}")
+        needs.append(Needs(machine, _get(e, "says", str, path, where), _get(e, "otherwise", str, path, where),
+                           _get(e, "then", str, path, where)))
+    default_on = []
+    for where, e in _tables(effect, "default_on", path, what):
+        _versions(e, path, where, "since", "until")
+        _versions(e, path, where, "fixed_in")
+        default_on.append(DefaultOn(_get(e, "project", str, path, where), e["since"], e["until"],
+                                    _strings(e, "models", path, where), _get(e, "with_project", str, path, where),
+                                    e["fixed_in"]))
+    return Effect(name, _get(effect, "changes", str, path, what), _get(effect, "upstream", str, path, what),
+                  _get(effect, "asked_with", str, path, what), tuple(fails), tuple(needs), tuple(default_on))
+
+
+def read_effects(folder: Path = HERE) -> dict[str, Effect]:
+    """fix name -> its Effect, for every fix file of ``folder`` with an ``[effect]`` table."""
+    found = {}
+    for path in sorted(folder.glob("*.toml")):
+        if path.name != "projects.toml":
+            effect = read_effect(path)
+            if effect is not None:
+                found[effect.fix] = effect
+    return found

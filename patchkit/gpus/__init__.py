@@ -1,0 +1,1 @@
+"""This machine's NVIDIA GPUs, as ``nvidia-smi`` reports them (``smi.py`` runs it, ``parse.py`` reads it)."""

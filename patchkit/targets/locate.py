@@ -3,7 +3,6 @@ its version and its state dir."""
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import NamedTuple

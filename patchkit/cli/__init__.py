@@ -1,212 +1,28 @@
 """The command line: parse, dispatch, print.  The work is in ``patchkit.commands``.
 
-Every command's callback checks its inputs and returns a ``Report``; ``Command.invoke``
+Every command's callback checks its inputs and returns a ``Report``; ``boundary.Command``
 is the one error boundary around all of them.  A PatchkitError or OSError becomes one
 line on stderr and the documented exit code, and with ``--json`` also an error
 document on stdout; a click usage error given with ``--json`` gets the same document.
+``options.py`` holds the options several commands share and the checks that need more
+than one option.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
-from typing import NoReturn
 
 import click
 
 from patchkit import __version__
-from patchkit.errors import REFUSED, BadInput, PatchkitError
+from patchkit.cli.boundary import Group
+from patchkit.cli.options import (
+    ALL_FIXES_OPT, AUTO, CC, CCOrAuto, DRY_RUN_OPT, FIX_OPT, FROM_CC_OPT, JSON_OPT, PATCHES_OPT, PATH_ARG, PROJECT_OPT,
+    PYTHON_OPT, TEMPLATES_OPT, TO_CC_AUTO_OPT, TO_CC_OPT, check_cc, check_out, check_version, run_each, targets,
+)
+from patchkit.errors import BadInput
 from patchkit.fixes.registry import FIXES, PROJECTS, choose_fixes, no_rule, rules_for
-from patchkit.versions import is_version
-
-
-class CC(click.ParamType):
-    """A compute capability: ``10`` -> 10 (SGLang's int keys); ``10.0`` -> "10.0" (string keys)."""
-
-    name = "CC"
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, (int, str)) and not isinstance(value, bool):
-            try:
-                from patchkit.rewrite.capability import parse_cc  # only when a cc is given
-
-                return parse_cc(str(value))
-            except ValueError as exc:
-                self.fail(str(exc), param, ctx)
-        return value
-
-
-AUTO = "auto"  # --to-cc auto: this machine's GPUs (patchkit.commands.auto)
-
-
-class CCOrAuto(CC):
-    """A compute capability, or ``auto``: the cc of this machine's GPUs, from nvidia-smi."""
-
-    name = "CC|auto"
-
-    def convert(self, value, param, ctx):
-        return AUTO if value == AUTO else super().convert(value, param, ctx)
-
-
-# --- the error boundary ---------------------------------------------------------------
-
-
-def error_document(command: str, exit_code: int, error: str, path: str | None) -> str:
-    """What ``--json`` prints on stdout when a command fails."""
-    doc = {"command": command, "ok": False, "exit_code": exit_code, "error": error, "path": path}
-    return json.dumps(doc, indent=2)
-
-
-def fail(command: str, as_json: bool, exc: PatchkitError, exit_code: int) -> NoReturn:
-    """One line on stderr (and the error document with --json), then exit."""
-    click.echo(f"patchkit: {exc}", err=True)
-    if as_json:
-        click.echo(error_document(command, exit_code, str(exc), exc.path))
-    sys.exit(exit_code)
-
-
-class Command(click.Command):
-    """A patchkit command: its callback returns a Report, printed here; failures end here."""
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        given = args[: args.index("--")] if "--" in args else list(args)  # click consumes args
-        try:
-            return super().parse_args(ctx, args)
-        except click.UsageError as exc:  # click prints it on stderr and exits 2
-            if "--json" in given:
-                click.echo(error_document(self.name, exc.exit_code, exc.format_message(), None))
-            raise
-
-    def invoke(self, ctx: click.Context) -> NoReturn:
-        as_json = bool(ctx.params.get("as_json"))
-        try:
-            report = super().invoke(ctx)
-        except PatchkitError as exc:
-            fail(self.name, as_json, exc, exc.exit_code)
-        except OSError as exc:
-            where = str(exc.filename) if exc.filename is not None else None
-            fail(self.name, as_json, PatchkitError(where, exc.strerror or str(exc)), REFUSED)
-        if as_json:
-            click.echo(json.dumps(report.data, indent=2, default=str))
-        else:
-            from patchkit.report import render  # places in files: grouped on a terminal, path:line: when piped
-
-            for line in render(report.lines, sys.stdout.isatty()):
-                click.echo(line)
-        sys.exit(report.exit_code)
-
-
-class Group(click.Group):
-    command_class = Command
-
-
-# --- input checks that need more than one option ---------------------------------------
-
-
-def _pair_error(from_cc: int | str, to_cc: int | str, to_opt: str, alike: bool) -> str | None:
-    given = f"(--from-cc {from_cc}, {to_opt} {to_cc})"
-    from patchkit.rewrite.capability import same
-
-    if same(from_cc, to_cc):
-        return f"{to_opt} must differ from --from-cc {given}"
-    if alike and type(from_cc) is not type(to_cc):
-        return f"--from-cc and {to_opt} must be written alike, both like 12 or both like 12.0 {given}"
-    return None
-
-
-def check_cc(from_cc, to_cc, project: str | None, to_opt: str = "--to-cc", alike: bool = True) -> None:
-    """Refuse a cc pair that is wrong whatever the target: one capability twice, or
-    (with ``alike``, as table keys) 10 with 12.0.
-
-    A side not given is the default of ``project``; when the target decides the project,
-    the pair is refused only if it is wrong with every registered project's defaults
-    (the command finds the rest once it knows the project).
-    """
-    if from_cc is None and to_cc is None:  # the projects' own pairs (checked when the registry is built)
-        return
-    candidates = [PROJECTS[project]] if project else list(PROJECTS.values())
-    errors = [
-        _pair_error(p.from_cc if from_cc is None else from_cc, p.to_cc if to_cc is None else to_cc, to_opt, alike)
-        for p in candidates
-    ]
-    if all(errors):
-        raise BadInput(None, errors[0])
-
-
-def check_version(version: str | None) -> None:
-    if version is not None and not is_version(version):
-        raise BadInput(None, f"--version {version!r} is not a release version such as 0.5.9, 0.5.4.post2 or 0.5.0rc1")
-
-
-def check_out(out: Path) -> None:
-    """An --out folder, or one that can be made: checked before anything is written."""
-    for folder in (out, *out.parents):
-        if folder.is_dir():
-            return
-        if folder.exists() or folder.is_symlink():
-            raise BadInput(str(out), "not a directory" if folder == out else f"{folder} is not a directory")
-
-
-def targets(path: Path | None, python: str | None, project: str | None):
-    """(the (folder, project, install) of each target, the environment or None): PATH
-    (default: here), or every project patchkit knows (or ``project``) installed for
-    ``--python``, wheels and editable installs alike (``targets.environment``)."""
-    if python is None:
-        return [(Path(".") if path is None else path, project, None)], None
-    if path is not None:
-        raise BadInput(None, f"give PATH or --python, not both (PATH {path}, --python {python})")
-    from patchkit.targets.environment import read_environment
-
-    env = read_environment(python, project)
-    return [(i.path, i.project, i) for i in env.installs], env
-
-
-def run_each(command: str, found, run, judged: bool = False):
-    """``run(path, project, install)`` on each target of ``found`` (what ``targets`` gives);
-    one report.  ``judged``: the report starts with what ``--python`` found and which known
-    projects it did not find, so that what was judged is never mistaken for the whole environment."""
-    from patchkit.report import combine, environment_line
-
-    found, env = found
-    report = combine(command, [run(*each) for each in found])
-    return environment_line(report, env.exe, env.installs, env.missing) if judged and env is not None else report
-
-
-# --- options shared by several commands ---------------------------------------------------
-
-PATH_ARG = click.argument("path", type=click.Path(path_type=Path), default=None, required=False)
-PYTHON_OPT = click.option(
-    "--python", "python", default=None, metavar="EXE",
-    help="Patch the package installed for this interpreter (instead of PATH).",
-)
-PROJECT_OPT = click.option(
-    "--project", type=click.Choice(sorted(PROJECTS)), default=None,
-    help="The project the target holds [default: recognised from PATH; sglang with --python].",
-)
-JSON_OPT = click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of lines.")
-PATCHES_OPT = click.option(
-    "--patches",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=None,
-    help="Folder of <version>/ (SGLang) and <project>/<version>/ series [default: the patches shipped with patchkit].",
-)
-FROM_CC_OPT = click.option("--from-cc", type=CC(), default=None, help="Key to copy from [default: the project's, 10 for SGLang].")
-TO_CC_OPT = click.option("--to-cc", type=CC(), default=None, help="Key to add [default: the project's, 12 for SGLang].")
-TO_CC_AUTO_OPT = click.option(
-    "--to-cc", type=CCOrAuto(), default=None,
-    help="Key to add; auto: the cc of this machine's GPUs (nvidia-smi), as the project spells it [default: the project's, 12 for SGLang].",
-)
-DRY_RUN_OPT = click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
-FIX_OPT = click.option(
-    "--fix", "fix_names", multiple=True, metavar="NAME",
-    help="A fix to work with (repeatable; `patchkit fixes` lists them) [default: the fixes on by default].",
-)
-ALL_FIXES_OPT = click.option("--all-fixes", is_flag=True, help="Every fix, the opt-in ones too.")
-TEMPLATES_OPT = click.option(
-    "--templates", type=click.Path(path_type=Path, file_okay=False), default=None,
-    help="Folder of templates overriding the shipped ones.",
-)
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -1,0 +1,65 @@
+"""The one error boundary of the command line, and where a report is printed.
+
+A PatchkitError or OSError becomes one line on stderr and the documented exit code, and
+with ``--json`` also an error document on stdout; a click usage error given with
+``--json`` gets the same document.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import NoReturn
+
+import click
+
+from patchkit.errors import REFUSED, PatchkitError
+
+
+def error_document(command: str, exit_code: int, error: str, path: str | None) -> str:
+    """What ``--json`` prints on stdout when a command fails."""
+    doc = {"command": command, "ok": False, "exit_code": exit_code, "error": error, "path": path}
+    return json.dumps(doc, indent=2)
+
+
+def fail(command: str, as_json: bool, exc: PatchkitError, exit_code: int) -> NoReturn:
+    """One line on stderr (and the error document with --json), then exit."""
+    click.echo(f"patchkit: {exc}", err=True)
+    if as_json:
+        click.echo(error_document(command, exit_code, str(exc), exc.path))
+    sys.exit(exit_code)
+
+
+class Command(click.Command):
+    """A patchkit command: its callback returns a Report, printed here; failures end here."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        given = args[: args.index("--")] if "--" in args else list(args)  # click consumes args
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:  # click prints it on stderr and exits 2
+            if "--json" in given:
+                click.echo(error_document(self.name, exc.exit_code, exc.format_message(), None))
+            raise
+
+    def invoke(self, ctx: click.Context) -> NoReturn:
+        as_json = bool(ctx.params.get("as_json"))
+        try:
+            report = super().invoke(ctx)
+        except PatchkitError as exc:
+            fail(self.name, as_json, exc, exc.exit_code)
+        except OSError as exc:
+            where = str(exc.filename) if exc.filename is not None else None
+            fail(self.name, as_json, PatchkitError(where, exc.strerror or str(exc)), REFUSED)
+        if as_json:
+            click.echo(json.dumps(report.data, indent=2, default=str))
+        else:
+            from patchkit.report import render  # places in files: grouped on a terminal, path:line: when piped
+
+            for line in render(report.lines, sys.stdout.isatty()):
+                click.echo(line)
+        sys.exit(report.exit_code)
+
+
+class Group(click.Group):
+    command_class = Command

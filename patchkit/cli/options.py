@@ -1,0 +1,148 @@
+"""The options several commands share, their parameter types, and the input checks that
+need more than one option; ``targets`` and ``run_each``: the targets of PATH or ``--python``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from patchkit.errors import BadInput
+from patchkit.fixes.registry import PROJECTS
+from patchkit.versions import is_version
+
+
+class CC(click.ParamType):
+    """A compute capability: ``10`` -> 10 (SGLang's int keys); ``10.0`` -> "10.0" (string keys)."""
+
+    name = "CC"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, (int, str)) and not isinstance(value, bool):
+            try:
+                from patchkit.rewrite.capability import parse_cc  # only when a cc is given
+
+                return parse_cc(str(value))
+            except ValueError as exc:
+                self.fail(str(exc), param, ctx)
+        return value
+
+
+AUTO = "auto"  # --to-cc auto: this machine's GPUs (patchkit.commands.auto)
+
+
+class CCOrAuto(CC):
+    """A compute capability, or ``auto``: the cc of this machine's GPUs, from nvidia-smi."""
+
+    name = "CC|auto"
+
+    def convert(self, value, param, ctx):
+        return AUTO if value == AUTO else super().convert(value, param, ctx)
+
+
+# --- input checks that need more than one option ---------------------------------------
+
+
+def _pair_error(from_cc: int | str, to_cc: int | str, to_opt: str, alike: bool) -> str | None:
+    given = f"(--from-cc {from_cc}, {to_opt} {to_cc})"
+    from patchkit.rewrite.capability import same
+
+    if same(from_cc, to_cc):
+        return f"{to_opt} must differ from --from-cc {given}"
+    if alike and type(from_cc) is not type(to_cc):
+        return f"--from-cc and {to_opt} must be written alike, both like 12 or both like 12.0 {given}"
+    return None
+
+
+def check_cc(from_cc, to_cc, project: str | None, to_opt: str = "--to-cc", alike: bool = True) -> None:
+    """Refuse a cc pair that is wrong whatever the target: one capability twice, or
+    (with ``alike``, as table keys) 10 with 12.0.
+
+    A side not given is the default of ``project``; when the target decides the project,
+    the pair is refused only if it is wrong with every registered project's defaults
+    (the command finds the rest once it knows the project).
+    """
+    if from_cc is None and to_cc is None:  # the projects' own pairs (checked when the registry is built)
+        return
+    candidates = [PROJECTS[project]] if project else list(PROJECTS.values())
+    errors = [
+        _pair_error(p.from_cc if from_cc is None else from_cc, p.to_cc if to_cc is None else to_cc, to_opt, alike)
+        for p in candidates
+    ]
+    if all(errors):
+        raise BadInput(None, errors[0])
+
+
+def check_version(version: str | None) -> None:
+    if version is not None and not is_version(version):
+        raise BadInput(None, f"--version {version!r} is not a release version such as 0.5.9, 0.5.4.post2 or 0.5.0rc1")
+
+
+def check_out(out: Path) -> None:
+    """An --out folder, or one that can be made: checked before anything is written."""
+    for folder in (out, *out.parents):
+        if folder.is_dir():
+            return
+        if folder.exists() or folder.is_symlink():
+            raise BadInput(str(out), "not a directory" if folder == out else f"{folder} is not a directory")
+
+
+def targets(path: Path | None, python: str | None, project: str | None):
+    """(the (folder, project, install) of each target, the environment or None): PATH
+    (default: here), or every project patchkit knows (or ``project``) installed for
+    ``--python``, wheels and editable installs alike (``targets.environment``)."""
+    if python is None:
+        return [(Path(".") if path is None else path, project, None)], None
+    if path is not None:
+        raise BadInput(None, f"give PATH or --python, not both (PATH {path}, --python {python})")
+    from patchkit.targets.environment import read_environment
+
+    env = read_environment(python, project)
+    return [(i.path, i.project, i) for i in env.installs], env
+
+
+def run_each(command: str, found, run, judged: bool = False):
+    """``run(path, project, install)`` on each target of ``found`` (what ``targets`` gives);
+    one report.  ``judged``: the report starts with what ``--python`` found and which known
+    projects it did not find, so that what was judged is never mistaken for the whole environment."""
+    from patchkit.report import combine, environment_line
+
+    found, env = found
+    report = combine(command, [run(*each) for each in found])
+    return environment_line(report, env.exe, env.installs, env.missing) if judged and env is not None else report
+
+
+# --- options shared by several commands ---------------------------------------------------
+
+PATH_ARG = click.argument("path", type=click.Path(path_type=Path), default=None, required=False)
+PYTHON_OPT = click.option(
+    "--python", "python", default=None, metavar="EXE",
+    help="Patch the package installed for this interpreter (instead of PATH).",
+)
+PROJECT_OPT = click.option(
+    "--project", type=click.Choice(sorted(PROJECTS)), default=None,
+    help="The project the target holds [default: recognised from PATH; sglang with --python].",
+)
+JSON_OPT = click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of lines.")
+PATCHES_OPT = click.option(
+    "--patches",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Folder of <version>/ (SGLang) and <project>/<version>/ series [default: the patches shipped with patchkit].",
+)
+FROM_CC_OPT = click.option("--from-cc", type=CC(), default=None, help="Key to copy from [default: the project's, 10 for SGLang].")
+TO_CC_OPT = click.option("--to-cc", type=CC(), default=None, help="Key to add [default: the project's, 12 for SGLang].")
+TO_CC_AUTO_OPT = click.option(
+    "--to-cc", type=CCOrAuto(), default=None,
+    help="Key to add; auto: the cc of this machine's GPUs (nvidia-smi), as the project spells it [default: the project's, 12 for SGLang].",
+)
+DRY_RUN_OPT = click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
+FIX_OPT = click.option(
+    "--fix", "fix_names", multiple=True, metavar="NAME",
+    help="A fix to work with (repeatable; `patchkit fixes` lists them) [default: the fixes on by default].",
+)
+ALL_FIXES_OPT = click.option("--all-fixes", is_flag=True, help="Every fix, the opt-in ones too.")
+TEMPLATES_OPT = click.option(
+    "--templates", type=click.Path(path_type=Path, file_okay=False), default=None,
+    help="Folder of templates overriding the shipped ones.",
+)

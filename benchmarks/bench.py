@@ -261,14 +261,12 @@ def bench_doctor(pk: str, version: str, flashinfer: str, runs: int, work: Path, 
     smi = str(work / "doctor" / "bin" / "nvidia-smi")
     query = sample([smi, *QUERY_ARGS.split()], runs, env=env)
     topo = sample([smi, "topo", "-m"], runs, env=env)
-    probe = sample([python, "-I", "-S", "-c", "pass"], runs)  # --python asks the interpreter for its paths
     doctor = sample([pk, "doctor", "--python", python], runs, check=False, env=env)  # exit 1: a fix is missing
     floor = click.median + query.median + topo.median
     return [
         f"| doctor --python, 8 PCIe GPUs (stand-in nvidia-smi), two projects | {ms(doctor.median)} | {doctor.mib} | "
-        f"{verdict(doctor.median / floor, 2)} its floor; {(doctor.median / (floor + probe.median)):.2f}x with the probe |",
+        f"{verdict(doctor.median / floor, 2)} its floor |",
         f"| doctor's floor: the click floor + the stand-in's `--query-gpu` ({ms(query.median)}) and `topo -m` ({ms(topo.median)}) | {ms(floor)} | | |",
-        f"| the probe --python runs: the target's `python -I -S -c pass` | {ms(probe.median)} | | |",
     ]
 
 

@@ -100,9 +100,9 @@ def apply(path, patches, no_generate, from_cc, to_cc, dry_run, version, python, 
         from patchkit.commands.auto import apply_auto
 
         check_cc(from_cc, None, project)
-        return apply_auto(targets(path, python, project)[0], patches, no_generate, from_cc, dry_run, version, fixes)
+        return apply_auto(targets(path, python, project).found, patches, no_generate, from_cc, dry_run, version, fixes)
     check_cc(from_cc, to_cc, project)
-    return apply_all(targets(path, python, project)[0], patches, no_generate, from_cc, to_cc, dry_run, version, fixes)
+    return apply_all(targets(path, python, project).found, patches, no_generate, from_cc, to_cc, dry_run, version, fixes)
 
 
 @cli.command(short_help="Exit 0 only if the patch is in effect.")
@@ -126,7 +126,7 @@ def verify(path, from_cc, to_cc, python, project, fix_names, all_fixes, as_json)
 
         if from_cc is not None:
             raise BadInput(None, "--to-cc auto checks each GPU's key against the project's own --from-cc: give no --from-cc")
-        return verify_auto(targets(path, python, project)[0], fixes, command)
+        return verify_auto(targets(path, python, project).found, fixes, command)
     if (from_cc is None) != (to_cc is None):
         raise BadInput(None, "give both --from-cc and --to-cc, or neither")
     check_cc(from_cc, to_cc, project)
@@ -258,7 +258,7 @@ def doctor(path, python, project, to_cc, as_json):
     on this machine.  Read only.  Exit 1 when something this machine needs is missing."""
     from patchkit.commands.doctor import apply_target, doctor as command
 
-    return command(targets(path, python, project)[0], apply_target(path, python))
+    return command(targets(path, python, project).found, apply_target(path, python))
 
 
 def _nothing_to_generate(machine_line: str, label: str):

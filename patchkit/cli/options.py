@@ -4,12 +4,16 @@ need more than one option; ``targets`` and ``run_each``: the targets of PATH or 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
 
 import click
 
 from patchkit.errors import BadInput
 from patchkit.fixes.registry import PROJECTS
 from patchkit.versions import is_version
+
+if TYPE_CHECKING:
+    from patchkit.targets.environment import Environment
 
 
 class CC(click.ParamType):
@@ -87,28 +91,36 @@ def check_out(out: Path) -> None:
             raise BadInput(str(out), "not a directory" if folder == out else f"{folder} is not a directory")
 
 
-def targets(path: Path | None, python: str | None, project: str | None):
-    """(the (folder, project, install) of each target, the environment or None): PATH
-    (default: here), or every project patchkit knows (or ``project``) installed for
-    ``--python``, wheels and editable installs alike (``targets.environment``)."""
+class Targets(NamedTuple):
+    """What the command line names: each target's (folder, project, install), and the
+    environment ``--python`` read (None for a PATH)."""
+
+    found: list[tuple]
+    env: Environment | None
+
+
+def targets(path: Path | None, python: str | None, project: str | None) -> Targets:
+    """The targets of PATH (default: here), or of every project patchkit knows (or
+    ``project``) installed for ``--python``, wheels and editable installs alike
+    (``targets.environment``)."""
     if python is None:
-        return [(Path(".") if path is None else path, project, None)], None
+        return Targets([(Path(".") if path is None else path, project, None)], None)
     if path is not None:
         raise BadInput(None, f"give PATH or --python, not both (PATH {path}, --python {python})")
     from patchkit.targets.environment import read_environment
 
     env = read_environment(python, project)
-    return [(i.path, i.project, i) for i in env.installs], env
+    return Targets([(i.path, i.project, i) for i in env.installs], env)
 
 
-def run_each(command: str, found, run, judged: bool = False):
-    """``run(path, project, install)`` on each target of ``found`` (what ``targets`` gives);
-    one report.  ``judged``: the report starts with what ``--python`` found and which known
-    projects it did not find, so that what was judged is never mistaken for the whole environment."""
+def run_each(command: str, given: Targets, run, judged: bool = False):
+    """``run(path, project, install)`` on each target of ``given``; one report.  ``judged``:
+    the report starts with what ``--python`` found and which known projects it did not
+    find, so that what was judged is never mistaken for the whole environment."""
     from patchkit.report import combine, environment_line
 
-    found, env = found
-    report = combine(command, [run(*each) for each in found])
+    report = combine(command, [run(*each) for each in given.found])
+    env = given.env
     return environment_line(report, env.exe, env.installs, env.missing) if judged and env is not None else report
 
 

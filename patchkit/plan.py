@@ -77,14 +77,15 @@ def from_shipped(base: dict[str, bytes], shipped: Shipped) -> dict[str, bytes] |
     return out
 
 
-def generated(base: dict[str, bytes], rules: tuple, read=None, root: str = "") -> tuple[dict[str, bytes], list[dict]]:
+def generated(base: dict[str, bytes], rules: tuple, read=None, root: str = "", version: str | None = None
+              ) -> tuple[dict[str, bytes], list[dict]]:
     """Post-images made by the rules' rewrites from ``base`` (changed files only), and all
     they found; ``read`` gives another file of the release (a predicate's helper)."""
     from patchkit.rewrite.rules import rewrite_file  # LibCST: only when no shipped patch fits
 
     posts, found = {}, []
     for path, data in sorted(base.items()):
-        result = rewrite_file(data, path, rules, read, root)
+        result = rewrite_file(data, path, rules, read, root, version=version)
         found += [dict(t, path=path) for t in result.found]
         if result.changed:
             posts[path] = result.source
@@ -162,7 +163,7 @@ def plan_apply(
         notes.append(missing)
 
     if posts is None:
-        posts, found = generated(base, rules, read, root)
+        posts, found = generated(base, rules, read, root, version)
         source = f"generated from {files}"
         if not found:
             return Plan(NOTHING_TO_PATCH, source, notes=notes + ["nothing the fixes look for in these files"])

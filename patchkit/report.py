@@ -15,6 +15,8 @@ def found_line(t: dict) -> str:
     """One thing a rule found (``rewrite.rules``' dict), as apply and status say it."""
     kind = t.get("kind", "dict-key")
     patched = t["status"] == PATCHED
+    if kind == "backport":
+        return f"{t['name']}: " + (f"{t['added_key']} applied {t['value']}" if patched else "already there, left alone")
     if kind == "predicate":
         return f"{t['name']}: " + (f"{t['added_key']} added" if patched else f"already has {t['added_key']}, left alone")
     if kind == "list-member":

@@ -14,6 +14,7 @@ PATCHED = "patched"
 ALREADY_UPSTREAM = "already upstream"
 NOTHING_TO_PATCH = "nothing to patch"
 CANNOT_APPLY = "cannot apply"  # a rule of the fix does not fit this release (it says why)
+INCOMPLETE = "incomplete"  # the rules apply, but a gate on the feature's path still refuses the GPU (named)
 ALREADY_APPLIED = "already applied"
 NOTHING_TO_REVERT = "nothing to revert"
 ERROR = "error"

@@ -15,18 +15,19 @@ from typing import Callable, Iterable
 from patchkit import __version__
 from patchkit.targets.atomic import write_atomic
 from patchkit.digest import blob_id, sha256
-from patchkit.errors import OK, PROBLEMS, REFUSED, PatchkitError
+from patchkit.errors import OK, PROBLEMS, REFUSED, PatchkitError, RewriteError
 from patchkit.patch import message
 from patchkit.patch.manifest import SERIES, FileEntry, Manifest, SeriesEntry
 from patchkit.patch.write import FileChange, format_patch, patch_filename
-from patchkit.fixes.load import Rule
+from patchkit.fixes.load import BACKPORT, Rule
+from patchkit.scan.feature_path import gates_left
 from patchkit.fixes.registry import FIXES, Project
 from patchkit.rewrite.rules import rewrite_file
 from patchkit.report import Report
 from patchkit.text import plural
-from patchkit.types import ALREADY_UPSTREAM, CANNOT_APPLY, ERROR, NOTHING_TO_PATCH, PATCHED
+from patchkit.types import ALREADY_UPSTREAM, CANNOT_APPLY, ERROR, INCOMPLETE, NOTHING_TO_PATCH, PATCHED
 from patchkit.git.objects import GitSource, SourceFile
-from patchkit.versions import tag_to_version
+from patchkit.versions import tag_to_version, version_key
 
 PATCH_AUTHOR = "patchkit <patchkit@users.noreply.invalid>"
 MANIFEST = "manifest.json"
@@ -75,14 +76,26 @@ class GenerateResult:
 Cache = dict  # (fix, blob id) -> rules.FileRewrite or PatchkitError, shared across tags
 
 
-def _fix_changes(current, fix_rules, read, root, cache, fix):
+def _variant(fix_rules, version: str) -> tuple:
+    """What of the version a fix's rewrite depends on: a backport's landing and refreshes."""
+    return tuple((version_key(version) >= version_key(r.origin.landed_in), *(x.covers(version) for x in r.refresh))
+                 for r in fix_rules if r.kind == BACKPORT)
+
+
+def _fix_changes(current, fix_rules, read, root, cache, fix, base=None, version=None):
     """(changes, entries, already upstream, new bytes) of one fix over the files as they are."""
     changes, entries, upstream, new = [], [], [], {}
+    for rule in fix_rules:
+        if rule.kind == BACKPORT and not (version and version_key(version) >= version_key(rule.origin.landed_in)):
+            missing = [f for f in rule.files if f not in current]
+            if missing:
+                raise RewriteError(missing[0], f"not in this release ({rule.origin.cite()} changes it)")
+    variant = _variant(fix_rules, version) if version else ()
     for path, (file, data, blob) in sorted(current.items()):
-        key = (fix, blob)
+        key = (fix, blob, variant)
         if key not in cache:  # each distinct blob is rewritten once per fix and run
             try:
-                cache[key] = rewrite_file(data, path, fix_rules, read, root)
+                cache[key] = rewrite_file(data, path, fix_rules, read, root, base=base, version=version)
             except PatchkitError as exc:
                 cache[key] = exc
         result = cache[key]
@@ -125,6 +138,10 @@ def release_patch(
         f.path: (f, blobs[f.blob] if blobs and f.blob in blobs else source.read(f.blob), f.blob) for f in found
     }
     read = partial(source.read_path, tag)
+
+    def base(rule, path):  # a backport's merge base: the file in the release it was made on
+        return source.read_path(f"v{rule.made_on}", path) if rule.made_on else None
+
     series: list[SeriesEntry] = []
     outputs: dict[str, bytes] = {}
     statuses: list[dict] = []
@@ -134,7 +151,8 @@ def release_patch(
         if not fix_rules:
             continue
         try:
-            changes, entries, upstream, new = _fix_changes(current, fix_rules, read, project.source_root, cache, fix)
+            changes, entries, upstream, new = _fix_changes(current, fix_rules, read, project.source_root, cache, fix,
+                                                           base, version)
         except PatchkitError as exc:
             statuses.append({"fix": fix, "status": CANNOT_APPLY, "reason": str(exc)})
             continue
@@ -142,24 +160,49 @@ def release_patch(
         if not changes:
             statuses.append({"fix": fix, "status": ALREADY_UPSTREAM if upstream else NOTHING_TO_PATCH, "reason": None})
             continue
+        gates = _gates_left(FIXES[fix], project, version, {**current, **new}, fix_rules)
+        if gates:
+            statuses.append({"fix": fix, "status": INCOMPLETE, "reason": incomplete_reason(gates),
+                             "gates": [g.to_json() for g in gates]})
+            continue
         statuses.append({"fix": fix, "status": PATCHED, "reason": None})
         current.update(new)
         name, patch, entry = _patch(release, tag, version, project, FIXES[fix], fix_rules, len(series) + 1, entries,
                                     changes, upstream, templates)
         outputs[name] = patch
         series.append(entry)
-    errors = [f"{s['fix']} cannot apply: {s['reason']}" for s in statuses if s["status"] == CANNOT_APPLY and s["fix"] in asked]
+    errors = [f"{s['fix']} {s['status']}: {s['reason']}" for s in statuses
+              if s["status"] in (CANNOT_APPLY, INCOMPLETE) and s["fix"] in asked]
     tables = [dict(t, path=e.path) for entry in series for e in entry.files for t in e.tables]
     if errors:
         return TagOutcome(tag, version, ERROR, error="; ".join(errors), fixes=statuses)
-    if not series:
-        status = ALREADY_UPSTREAM if upstream_all else NOTHING_TO_PATCH
-        return TagOutcome(tag, version, status, tables=upstream_all, fixes=statuses)
     manifest = Manifest(project=project.name, version=version, tag=tag, commit=release.commit, fixes=statuses,
                         series=series, patchkit=__version__)
+    blocked = any(s["status"] in (CANNOT_APPLY, INCOMPLETE) for s in statuses)
+    if not series:
+        status = ALREADY_UPSTREAM if upstream_all else NOTHING_TO_PATCH
+        # A release where a fix cannot apply keeps a manifest that says why (apply reads it).
+        return TagOutcome(tag, version, status, {MANIFEST: manifest.to_bytes()} if blocked else {}, upstream_all,
+                          fixes=statuses)
     outputs[SERIES] = "".join(f"{e.patch}\n" for e in series).encode()
     outputs[MANIFEST] = manifest.to_bytes()
     return TagOutcome(tag, version, PATCHED, outputs, tables, fixes=statuses)
+
+
+def _gates_left(fix, project: Project, version: str, files: dict, fix_rules) -> list:
+    """The gates on the fix's feature path in this release that still refuse its GPU."""
+    path = fix.path(project.name, version)
+    if path is None:
+        return []
+    keyed = next((r for r in fix_rules if r.kind != "predicate"), None)
+    from_cc, to_cc = (keyed.from_cc, keyed.to_cc) if keyed else (project.from_cc, project.to_cc)
+    return gates_left({p: data for p, (_, data, _) in files.items()}, path, from_cc, to_cc)
+
+
+def incomplete_reason(gates) -> str:
+    """Why a fix is incomplete, in one line: the gates left, with file and line."""
+    more = f" (and {len(gates) - 3} more)" if len(gates) > 3 else ""
+    return "the feature's path still refuses the GPU at " + "; ".join(g.words() for g in gates[:3]) + more
 
 
 def _patch(release, tag, version, project, fix, fix_rules, number, entries, changes, upstream, templates):
@@ -246,7 +289,8 @@ def generate(
     source = GitSource(repo)
     tags = tags or source.release_tags()
     source.releases(tags)  # every named tag must exist before anything is written
-    files = source.release_files(tags, tuple(dict.fromkeys(g for r in rules for g in r.files)))
+    path_globs = [g for name in fixes for p in FIXES[name].paths if p.project == project.name for g in p.globs()]
+    files = source.release_files(tags, tuple(dict.fromkeys([*(g for r in rules for g in r.files), *path_globs])))
     blobs = source.read_many(sorted({f.blob for found in files.values() for f in found}))
     cache: Cache = {}
     outcomes = []
@@ -278,9 +322,9 @@ def _line(outcome: TagOutcome, width: int, out: Path) -> str:
             files = {t["path"] for t in found}
             noun = _NOUNS.get(found[0]["kind"], "change") if found else "change"
             parts.append(f"{f['fix']} {plural(len(found), noun)} in {plural(len(files), 'file')}")
-        elif f["status"] == CANNOT_APPLY and outcome.status != ERROR:
-            parts.append(f"{f['fix']} cannot apply ({f['reason']})")
-        elif f["status"] != CANNOT_APPLY and outcome.status == PATCHED:
+        elif f["status"] in (CANNOT_APPLY, INCOMPLETE) and outcome.status != ERROR:
+            parts.append(f"{f['fix']} {f['status']} ({f['reason']})")
+        elif f["status"] not in (CANNOT_APPLY, INCOMPLETE) and outcome.status == PATCHED:
             parts.append(f"{f['fix']} {f['status']}")
     if outcome.error:
         parts.append(outcome.error)

@@ -97,9 +97,9 @@ def _parsed(s: Session, fix: str, cc, current: dict[str, bytes]) -> tuple[list[d
     names = {n for r in rules for n in r.names()}
     found = []
     for rel, data in current.items():
-        if any(n.encode() in data for n in names):
+        if any(n.encode() in data for n in names) or any(r.kind == "backport" and rel in r.files for r in rules):
             with s.local_errors():
-                found += rewrite_file(data, rel, rules, s.reader(), s.project.source_root).found
+                found += rewrite_file(data, rel, rules, s.reader(), s.project.source_root, version=s.version).found
     return found, [t for t in found if t["status"] == PATCHED]
 
 

@@ -77,22 +77,28 @@ def verify(
     rules = [r for r in rules_for(s.project.name, fixes) if r.kind != "dict-key"]
     for rel, data in current.items() if rules else ():
         local = s.target.local(rel)
-        if local in done or not any(n.encode() in data for r in rules for n in r.names()):
+        carried = any(r.kind == "backport" and rel in r.files for r in rules)
+        if local in done or not carried and not any(n.encode() in data for r in rules for n in r.names()):
             continue
         try:
             with s.local_errors():
                 from patchkit.rewrite.rules import rewrite_file  # only for files without a recorded post-image
 
-                result = rewrite_file(data, rel, rules, s.reader(), s.project.source_root)
+                result = rewrite_file(data, rel, rules, s.reader(), s.project.source_root, version=s.version)
         except RewriteError as exc:
             problems.append(str(exc))
             continue
         if not result.found:
             continue
         for t in result.found:
-            if t["status"] == PATCHED:
+            if t["status"] == PATCHED and t["kind"] == "backport":
+                problems.append(f"{local}: lacks {t['name']} ({t['added_key']}; the {t['fix']} patch is not applied)")
+            elif t["status"] == PATCHED:
                 problems.append(f"{local}: {t['name']} lacks {t['added_key']!r} (the {t['fix']} patch is not applied)")
         checked.append({"path": local, "how": "rules evaluated from source", "tables": [t["name"] for t in result.found]})
+    for r in rules:
+        if r.kind == "backport" and not _landed(r, s.version):
+            problems += [f"{s.target.local(f)}: missing ({r.origin.cite()} changes it)" for f in r.files if f not in current]
     for entry in checked:
         report.add(f"checked {entry['path']}: {', '.join(entry['tables'])} ({entry['how']})")
     report.lines += [f"note: {n}" for n in notes]
@@ -103,7 +109,10 @@ def verify(
     elif not checked:
         report.add(f"verify: ok, nothing to patch (no capability tables in {s.project.label} {s.version or '(version unknown)'})")
     elif not s.project.tables:
-        report.add(f"verify: ok ({to_cc!r} in every list and gate of {', '.join(fixes)})")
+        carried = [r.origin.cite() for r in rules if r.kind == "backport"]
+        what = f"{', '.join(carried)} in every file it changes" if carried and len(carried) == len(rules) else \
+            f"{to_cc!r} in every list and gate of {', '.join(fixes)}"
+        report.add(f"verify: ok ({what})")
     else:
         report.add(f"verify: ok (key {to_cc!r} = key {from_cc!r} in every table patchkit added)" if notes
                    else f"verify: ok (key {to_cc!r} = key {from_cc!r} in every table)")
@@ -118,6 +127,12 @@ def verify(
         problems=problems,
     )
     return report
+
+
+def _landed(rule, version: str | None) -> bool:
+    from patchkit.versions import version_key
+
+    return bool(version) and version_key(version) >= version_key(rule.origin.landed_in)
 
 
 def _judge(path: str, name: str, table, from_cc, to_cc, ours: bool) -> str | None:

@@ -119,19 +119,26 @@ def fetch_wheel(version: str, cache: Path, distribution: str = "sglang") -> Path
 
 
 def _read_wheel(
-    wheel: Path, package: str = "sglang", source_root: str = "python"
+    wheel: Path, package: str = "sglang", source_root: str = "python", installed: tuple = ()
 ) -> tuple[list[tuple[str, bytes]], int]:
     """The wheel's ``<package>/**/*.py`` files as (repo path, bytes), sorted, and their latest
     time.  The repo path is ``<source_root>/<package>/...``, or ``<package>/...`` when
-    ``source_root`` is empty (the package at the repository's root)."""
+    ``source_root`` is empty (the package at the repository's root).  ``installed``: the
+    project's (repository folder, installed folder) pairs (projects.toml): every file of such an
+    installed folder is taken too, at its repository path (FlashInfer's CUDA sources, which
+    its wheels keep below ``flashinfer/data/include/`` and ``flashinfer/data/csrc/``)."""
     prefix = f"{source_root}/" if source_root else ""
+
+    def repo(name: str) -> str | None:
+        for folder, inside in installed:
+            if name.startswith(inside):
+                return folder + name[len(inside):]
+        return prefix + name if name.startswith(f"{package}/") and name.endswith(".py") else None
+
     try:
         with zipfile.ZipFile(wheel) as zf:
-            infos = sorted(
-                (i for i in zf.infolist() if i.filename.startswith(f"{package}/") and i.filename.endswith(".py")),
-                key=lambda i: i.filename,
-            )
-            files = [(prefix + i.filename, zf.read(i)) for i in infos]
+            infos = sorted((i for i in zf.infolist() if not i.is_dir() and repo(i.filename)), key=lambda i: repo(i.filename))
+            files = [(repo(i.filename), zf.read(i)) for i in infos]
     except (OSError, zipfile.BadZipFile) as exc:
         raise MirrorError(f"{wheel}: not a readable wheel ({exc})") from None
     if not files:
@@ -172,7 +179,7 @@ def _release_files(project: str, version: str, cache: Path) -> tuple[list[tuple[
     if project in WHEEL_RELEASES:
         info = PROJECTS[project]
         wheel = fetch_wheel(version, cache, info.distribution)
-        return (*_read_wheel(wheel, info.name, info.source_root), f"the PyPI wheel {wheel.name}")
+        return (*_read_wheel(wheel, info.name, info.source_root, info.installed), f"the PyPI wheel {wheel.name}")
     archive = fetch_sdist(project, version, cache)
     return (*_read_sdist(archive, project), f"the PyPI source archive {archive.name}")
 

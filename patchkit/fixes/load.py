@@ -12,7 +12,14 @@ time.  The locator depends on the kind:
   ``functions``;
 - ``predicate``: ``functions`` and the ``flag`` whose or-expressions gain the new flag;
   ``from_cc``/``to_cc`` are the spellings in names ("sm100" -> "sm120"); ``helpers``:
-  the files (globs) where a helper reached as an attribute must be defined.
+  the files (globs) where a helper reached as an attribute must be defined;
+- ``backport``: an upstream change carried as its diff (``diff``: a file beside the fix, in
+  ``git diff`` form, any file type), its ``origin`` (project, pr, commit, title, the release
+  it ``landed_in``) and ``made_on``, the release its pre-image is taken from for a three-way
+  merge; ``files`` are the diff's files.  ``from_cc``/``to_cc`` say which GPUs it is for.
+
+Every rule's ``evidence`` says what it is, in one of four forms: "same as upstream X",
+"part of upstream X (the rest: ...)", "proposed upstream X (not merged ...)", "not upstream...".
 
 ``projects.toml`` says how each project is laid out.  A wrong file is one BadInput line
 naming the file and the key.
@@ -20,6 +27,7 @@ naming the file and the key.
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import NamedTuple
@@ -32,8 +40,42 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 HERE = Path(__file__).resolve().parent
-DICT_KEY, LIST_MEMBER, PREDICATE = KINDS = ("dict-key", "list-member", "predicate")
+DICT_KEY, LIST_MEMBER, PREDICATE, BACKPORT = KINDS = ("dict-key", "list-member", "predicate", "backport")
+EVIDENCE = ("same as upstream ", "part of upstream ", "proposed upstream ", "not upstream")
+_DIFF_MAX = 1 << 20  # a backport's diff is read whole: one upstream change, not a tree
+_DIFF_FILE = re.compile(rb"^diff --git a/(\S+) b/(\S+)$", re.M)
 _LOCATORS = ("call", "keyword", "target", "test")
+
+
+class Origin(NamedTuple):
+    """Where a backport comes from."""
+
+    project: str  # the upstream project's label: "FlashInfer"
+    pr: int
+    commit: str
+    title: str
+    landed_in: str  # the first release that has it
+
+    def cite(self) -> str:
+        return f"{self.project} PR {self.pr}"
+
+
+class Refresh(NamedTuple):
+    """How a backport's diff is refreshed for a range of releases: added lines left out."""
+
+    file: str
+    since: str | None
+    until: str | None
+    drop: tuple[str, ...]  # added lines (without their line ending) these releases leave out
+    why: str
+
+    def covers(self, version: str | None) -> bool:
+        from patchkit.versions import version_key
+
+        if version is None:
+            return False
+        key = version_key(version)
+        return (self.since is None or key >= version_key(self.since)) and (self.until is None or key <= version_key(self.until))
 
 
 class Rule(NamedTuple):
@@ -53,6 +95,10 @@ class Rule(NamedTuple):
     functions: tuple[str, ...] = ()  # list-member: only inside these defs; predicate: the defs
     flag: str | None = None  # predicate: the source flag
     helpers: tuple[str, ...] = ()  # predicate: where an attribute helper is defined
+    diff: bytes = b""  # backport: the upstream diff
+    origin: Origin | None = None  # backport: where it comes from
+    made_on: str | None = None  # backport: the release a three-way merge takes its base from
+    refresh: tuple[Refresh, ...] = ()  # backport: how some releases take it
 
     def names(self) -> tuple[str, ...]:
         """The names a file must mention for the rule to find anything in it."""
@@ -60,17 +106,45 @@ class Rule(NamedTuple):
             return self.tables
         if self.kind == PREDICATE:
             return (self.flag,)
+        if self.kind == BACKPORT:
+            return ()  # its files are named exactly
         return tuple(n for n in (self.call, self.keyword, self.target) if n) or self.functions
 
     def where(self) -> str:
         """What the rule rewrites, as a person reads it."""
         if self.kind == DICT_KEY:
             return ", ".join(self.tables)
+        if self.kind == BACKPORT:
+            return f"{self.origin.cite()} ({self.origin.title}), in {', '.join(self.files)}"
         inside = f" in {' / '.join(self.functions)}()" if self.functions else ""
         if self.kind == PREDICATE:
             return f"{self.flag} or-expressions{inside}"
         what = f"{self.call}({self.keyword}=[...])" if self.call else self.target or f"{self.test} in (...)"
         return what + inside
+
+
+class FeaturePath(NamedTuple):
+    """The files a fix's feature goes through in a range of releases of one project, from
+    the flag to the kernel sources: after the rules, no gate there may still refuse the GPU."""
+
+    project: str
+    since: str
+    until: str | None
+    files: tuple[str, ...]  # globs over repository paths: every gate in them counts
+    # (glob, defs): files where only the gates inside these defs count (the rest of a large
+    # module is another feature's)
+    functions: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def globs(self) -> tuple[str, ...]:
+        return self.files + tuple(g for g, _ in self.functions)
+
+    def covers(self, project: str, version: str | None) -> bool:
+        from patchkit.versions import version_key
+
+        if project != self.project or version is None:
+            return False
+        key = version_key(version)
+        return key >= version_key(self.since) and (self.until is None or key <= version_key(self.until))
 
 
 class Fix(NamedTuple):
@@ -79,6 +153,11 @@ class Fix(NamedTuple):
     rationale: str
     default: bool
     rules: tuple[Rule, ...]
+    paths: tuple[FeaturePath, ...] = ()
+
+    def path(self, project: str, version: str | None) -> FeaturePath | None:
+        """The feature's path in this release, if the fix declares one."""
+        return next((p for p in self.paths if p.covers(project, version)), None)
 
 
 def _read(path: Path) -> dict:
@@ -115,11 +194,12 @@ def _rule(name: str, rule: object, path: Path, what: str) -> Rule:
     if kind not in KINDS:
         raise BadInput(str(path), f"{what}: kind {kind!r} is not one of {', '.join(KINDS)}")
     cc = str if kind == PREDICATE else (int, str)
+    backport = _backport(rule, path, what) if kind == BACKPORT else {}
     fields = dict(
         fix=name,
         project=_get(rule, "project", str, path, what),
         kind=kind,
-        files=_strings(rule, "files", path, what),
+        files=backport.pop("files") if backport else _strings(rule, "files", path, what),
         tables=_strings(rule, "tables", path, what, required=kind == DICT_KEY),
         from_cc=_get(rule, "from_cc", cc, path, what),
         to_cc=_get(rule, "to_cc", cc, path, what),
@@ -129,7 +209,14 @@ def _rule(name: str, rule: object, path: Path, what: str) -> Rule:
         helpers=_strings(rule, "helpers", path, what, required=False),
         flag=_get(rule, "flag", str, path, what) if kind == PREDICATE else None,
         **{k: _optional(rule, k, path, what) for k in _LOCATORS},
+        **backport,
     )
+    if not fields["evidence"].startswith(EVIDENCE):
+        raise BadInput(str(path), f"{what}: evidence must start with one of {', '.join(repr(e.strip()) for e in EVIDENCE)}")
+    if fields["evidence"].startswith("part of") and "(the rest: " not in fields["evidence"]:
+        raise BadInput(str(path), f"{what}: evidence 'part of upstream ...' must say '(the rest: ...)'")
+    if fields["evidence"].startswith("proposed") and "not merged" not in fields["evidence"]:
+        raise BadInput(str(path), f"{what}: evidence 'proposed upstream ...' must say 'not merged'")
     if kind == LIST_MEMBER:
         given = (fields["call"] is not None or fields["keyword"] is not None, fields["target"] is not None,
                  fields["test"] is not None)
@@ -142,12 +229,71 @@ def _rule(name: str, rule: object, path: Path, what: str) -> Rule:
     return Rule(**fields)
 
 
+def _backport(rule: dict, path: Path, what: str) -> dict:
+    """A backport's diff (read beside the fix), its files, origin and base release."""
+    name = _get(rule, "diff", str, path, what)
+    file = path.parent / name
+    if "\\" in name or name.startswith("/") or ".." in Path(name).parts:
+        raise BadInput(str(path), f"{what}: diff {name!r} must be a path below {path.parent}")
+    try:
+        with open(file, "rb") as f:
+            diff = f.read(_DIFF_MAX + 1)
+    except OSError as exc:
+        raise BadInput(str(file), f"{what}: cannot read the backport's diff ({exc.strerror})") from None
+    if len(diff) > _DIFF_MAX:
+        raise BadInput(str(file), f"{what}: the diff is over {_DIFF_MAX} bytes")
+    files = []
+    for a, b in _DIFF_FILE.findall(diff):
+        if a != b:
+            raise BadInput(str(file), f"{what}: renames are not carried ({a.decode()} -> {b.decode()})")
+        files.append(a.decode("utf-8", "replace"))
+    if not files:
+        raise BadInput(str(file), f"{what}: not a diff (no 'diff --git a/X b/X' line)")
+    origin = _get(rule, "origin", dict, path, what)
+    where = f"{what}, origin"
+    pr = _get(origin, "pr", int, path, where)
+    cited = Origin(_get(origin, "project", str, path, where), pr, _get(origin, "commit", str, path, where),
+                   _get(origin, "title", str, path, where), _get(origin, "landed_in", str, path, where))
+    refresh = []
+    for i, entry in enumerate(rule.get("refresh", []), 1):
+        where = f"{what}, refresh {i}"
+        if not isinstance(entry, dict):
+            raise BadInput(str(path), f"{where}: not a table")
+        file = _get(entry, "file", str, path, where)
+        if file not in files:
+            raise BadInput(str(path), f"{where}: {file!r} is not a file of the diff")
+        refresh.append(Refresh(file, _optional(entry, "since", path, where), _optional(entry, "until", path, where),
+                               _strings(entry, "drop", path, where), _get(entry, "why", str, path, where)))
+    return dict(files=tuple(files), diff=diff, origin=cited, made_on=_get(rule, "made_on", str, path, what),
+                refresh=tuple(refresh))
+
+
+def _globs(entry: dict, path: Path, what: str) -> tuple[str, ...]:
+    files = _get(entry, "files", list, path, what)
+    if not all(isinstance(f, str) and f for f in files) or not files and not entry.get("functions"):
+        raise BadInput(str(path), f"{what}: 'files' must be a list of globs (or empty, with 'functions')")
+    return tuple(files)
+
+
 def read_fix(path: Path) -> Fix:
     doc = _read(path)
     name = path.stem
     rules = tuple(_rule(name, rule, path, f"{name}, rule {i}") for i, rule in enumerate(_get(doc, "rules", list, path, name), 1))
+    paths = []
+    for i, entry in enumerate(doc.get("path", []), 1):
+        what = f"{name}, path {i}"
+        if not isinstance(entry, dict):
+            raise BadInput(str(path), f"{what}: not a table")
+        functions = entry.get("functions", {})
+        if not isinstance(functions, dict) or not all(
+            isinstance(v, list) and v and all(isinstance(x, str) for x in v) for v in functions.values()
+        ):
+            raise BadInput(str(path), f"{what}: 'functions' maps a file to the list of defs whose gates count")
+        paths.append(FeaturePath(_get(entry, "project", str, path, what), _get(entry, "since", str, path, what),
+                                 _optional(entry, "until", path, what), _globs(entry, path, what),
+                                 tuple((k, tuple(v)) for k, v in functions.items())))
     return Fix(name, _get(doc, "title", str, path, name), _get(doc, "rationale", str, path, name).strip(),
-               _get(doc, "default", bool, path, name), rules)
+               _get(doc, "default", bool, path, name), rules, tuple(paths))
 
 
 def read_fixes(folder: Path = HERE) -> dict[str, Fix]:
@@ -165,4 +311,10 @@ def read_projects(folder: Path = HERE) -> dict[str, dict]:
             _get(project, key, str, path, name)
         if project["key_style"] not in ("major", "major.minor"):
             raise BadInput(str(path), f"{name}: key_style must be \"major\" or \"major.minor\"")
+        installed = project.get("installed", {})
+        if not isinstance(installed, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) and k.endswith("/") and v.endswith("/") and k and v
+            for k, v in installed.items()
+        ):
+            raise BadInput(str(path), f"{name}.installed: maps a repository folder to its installed folder, both ending in '/'")
     return doc

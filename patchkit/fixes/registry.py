@@ -33,6 +33,9 @@ class Project(NamedTuple):
     patches: str
     distribution: str = ""  # what pip installs: flashinfer-python
     names: tuple[str, ...] = ()  # every name a rule looks for (a cheap "mentions" test)
+    # Repository folders that an installed wheel keeps elsewhere: (repository prefix, installed
+    # prefix), e.g. ("include/", "flashinfer/data/include/") for FlashInfer's JIT sources.
+    installed: tuple[tuple[str, str], ...] = ()
 
     def dist_info(self) -> str:
         """The glob of its dist-info folders: ``flashinfer_python-*.dist-info``."""
@@ -50,11 +53,18 @@ class Project(NamedTuple):
         return from_cc, to_cc
 
     def repo_path(self, package_path: str) -> str:
-        """``sglang/x.py`` (as installed) -> ``python/sglang/x.py`` (as in the repository)."""
+        """``sglang/x.py`` (as installed) -> ``python/sglang/x.py`` (as in the repository);
+        ``flashinfer/data/include/x.cuh`` -> ``include/x.cuh``."""
+        for repo, installed in self.installed:
+            if package_path.startswith(installed):
+                return repo + package_path[len(installed):]
         return f"{self.source_root}/{package_path}" if self.source_root else package_path
 
     def package_path(self, repo_path: str) -> str:
         """The inverse of repo_path."""
+        for repo, installed in self.installed:
+            if repo_path.startswith(repo):
+                return installed + repo_path[len(repo):]
         prefix = f"{self.source_root}/" if self.source_root else ""
         return repo_path[len(prefix) :] if prefix and repo_path.startswith(prefix) else repo_path
 
@@ -83,6 +93,7 @@ def _projects() -> dict[str, Project]:
             tables=tuple(dict.fromkeys(t for r in rules for t in r.tables)),
             key_style=layout["key_style"], from_cc=keyed.from_cc, to_cc=keyed.to_cc, patches=layout["patches"],
             distribution=layout["distribution"], names=tuple(dict.fromkeys(n for r in rules for n in r.names())),
+            installed=tuple(layout.get("installed", {}).items()),
         )
     for fix in FIXES.values():
         for r in fix.rules:
@@ -112,7 +123,7 @@ def rules_for(project: str, fixes, from_cc=None, to_cc=None) -> tuple[Rule, ...]
     if from_cc is None and to_cc is None:
         return rules
     return tuple(
-        r if r.kind == "predicate" else r._replace(from_cc=r.from_cc if from_cc is None else from_cc,
+        r if r.kind in ("predicate", "backport") else r._replace(from_cc=r.from_cc if from_cc is None else from_cc,
                                                    to_cc=r.to_cc if to_cc is None else to_cc)
         for r in rules
     )

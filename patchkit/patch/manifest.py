@@ -82,7 +82,7 @@ def read_manifest(path: Path) -> dict:
         raise BadInput(str(path), f"corrupt manifest: needs the keys {', '.join(MANIFEST_KEYS)}")
     series, fixes = doc["series"], doc["fixes"]
     if (
-        not isinstance(series, list) or not series or not isinstance(fixes, list)
+        not isinstance(series, list) or not isinstance(fixes, list)
         or any(not isinstance(e, dict) or any(k not in e for k in PATCH_KEYS) for e in series)
         or any(not isinstance(f, dict) or not isinstance(f.get("fix"), str) or not isinstance(f.get("status"), str) for f in fixes)
     ):

@@ -19,10 +19,13 @@ import fnmatch
 import re
 from typing import Callable, Iterable, NamedTuple
 
-from patchkit.fixes.load import DICT_KEY, LIST_MEMBER, PREDICATE, Rule
+from patchkit.fixes.load import BACKPORT, DICT_KEY, LIST_MEMBER, PREDICATE, Rule
 from patchkit.types import PATCHED
 
 Read = Callable[[str], "bytes | None"]
+# A backport's three-way merge base: (rule, repository path) -> the file in the release the
+# change was made on (rule.made_on), or None where there is none to read (a target's files).
+Base = Callable[[Rule, str], "bytes | None"]
 
 
 class FileRewrite(NamedTuple):
@@ -44,14 +47,19 @@ def rules_of(path: str, rules: Iterable[Rule]) -> list[Rule]:
     return [r for r in rules if any(matches(path, g) for g in r.files)]
 
 
-def rewrite_file(data: bytes, path: str, rules: Iterable[Rule], read: Read | None = None, root: str = "") -> FileRewrite:
+def rewrite_file(
+    data: bytes, path: str, rules: Iterable[Rule], read: Read | None = None, root: str = "", base: Base | None = None,
+    version: str | None = None,
+) -> FileRewrite:
     """``data`` (the file at repository path ``path``) with every rule of ``rules`` that
     names the file applied in order, and what each found.  ``root``: where the import
     packages sit in the repository (``python`` for SGLang), to find a helper's module.
-    Raises RewriteError (naming ``path``) when a rule cannot be applied."""
+    ``base`` gives a backport's merge base; ``version``: the release (a backport is upstream
+    from the release it landed in on, and some releases take it refreshed).  Raises RewriteError (naming ``path``) when a rule
+    cannot be applied."""
     found: list[dict] = []
     for rule in rules_of(path, rules):
-        data, more = _apply(data, path, rule, read, root)
+        data, more = _backport(data, path, rule, base, version) if rule.kind == BACKPORT else _apply(data, path, rule, read, root)
         found += [dict(f, fix=rule.fix, kind=rule.kind) for f in more]
     return FileRewrite(data, tuple(found))
 
@@ -67,6 +75,24 @@ def _apply(data: bytes, path: str, rule: Rule, read: Read | None, root: str) -> 
     if rule.kind == PREDICATE:
         return _predicate(data, path, rule, read, root)
     raise ValueError(rule.kind)
+
+
+def _backport(data: bytes, path: str, rule: Rule, base: Base | None, version: str | None) -> tuple[bytes, list[dict]]:
+    from patchkit.rewrite import backport
+    from patchkit.text import plural
+    from patchkit.types import ALREADY_UPSTREAM
+    from patchkit.versions import version_key
+
+    hunks = backport.parse(rule.diff, f"{rule.fix}'s diff")[path]
+    found = {"name": rule.origin.cite(), "scope": "the upstream change", "added_key": plural(len(hunks), "hunk"),
+             "copied_from": rule.origin.commit[:12]}
+    if version and version_key(version) >= version_key(rule.origin.landed_in):
+        return data, [dict(found, status=ALREADY_UPSTREAM, value=f"upstream since {rule.origin.landed_in}")]
+    refreshed = [r for r in rule.refresh if r.file == path and r.covers(version)]
+    hunks = backport.refresh(hunks, tuple(line for r in refreshed for line in r.drop))
+    result = backport.rewrite(data, path, hunks, base(rule, path) if base else None, rule.made_on or "")
+    how = result.how + "".join(f", refreshed: {r.why}" for r in refreshed)
+    return result.source, [dict(found, status=result.status, value=how)]
 
 
 def _list_member(data: bytes, path: str, rule: Rule) -> tuple[bytes, list[dict]]:

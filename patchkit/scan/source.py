@@ -73,3 +73,8 @@ def scan_source(
         caps = pair(from_cc, cc)
         return [] if caps[0] == caps[1] else _whole_file(source, path, caps, from_cc, tables)
     return scan(source, path, from_cc, cc, tables)[0]
+
+
+def scan_file(source: bytes, path: str, from_cc: CC, cc: CC, tables: tuple[str, ...] = ()) -> list[Finding]:
+    """The findings in one file, by its kind: Python source only (other files hold none)."""
+    return scan_source(source, path, from_cc, cc, tables) if path.endswith(".py") else []

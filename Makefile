@@ -21,7 +21,10 @@ $(VENV)/.deps: pyproject.toml
 venv: $(VENV)/.deps
 
 # A real (non-editable) install, as a user gets it: shipped patches and templates included.
+# setuptools builds in build/lib and keeps what it copied there: a file deleted from patches/
+# would still ship.  Start that folder afresh each time.
 install: venv
+	rm -rf build/lib build/bdist.*
 	$(PY) -m pip install --quiet --no-deps --force-reinstall .
 
 # The tests write, fsync and delete many small files (checkouts, virtualenvs, state dirs): in a

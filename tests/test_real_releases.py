@@ -7,6 +7,7 @@ By default a few small releases are fetched (and cached, see ``patchkit.dev.mirr
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -57,7 +58,7 @@ def test_releases_before_053_have_nothing_to_patch(mirror: Path, generated: Path
     from patchkit.versions import version_key
 
     for tag in _tags(mirror):
-        has_patch = (generated / tag[1:]).exists()
+        has_patch = (generated / tag[1:] / "series").exists()
         assert has_patch == (version_key(tag) >= version_key("0.5.3")), tag
 
 
@@ -100,7 +101,7 @@ def test_each_patch_applies_at_its_tag(mirror: Path, generated: Path, tmp_path: 
     checked = fusion = 0
     for tag in _tags(mirror):
         folder = generated / tag[1:]
-        if not folder.exists():
+        if not (folder / "series").exists():
             continue
         git(clone, "checkout", "-q", "-f", tag)
         torch, *rest = _series(folder)
@@ -133,7 +134,10 @@ def test_a_series_applies_with_git_am(mirror: Path, generated: Path, tmp_path: P
     env = dict(os.environ, GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t.invalid")
     subprocess.run(["git", "am", "-q", *map(str, series)], cwd=clone, check=True, env=env)
     subjects = git(clone, "log", "--format=%s", f"{tag}..HEAD").splitlines()
-    assert subjects == ["Allow the FlashInfer all-reduce fusion on SM120", "Add SM120 to the torch symm-mem all-reduce tables"]
+    titles = {"torch-symm-mem": "Add SM120 to the torch symm-mem all-reduce tables",
+              "allreduce-fusion": "Allow the FlashInfer all-reduce fusion on SM120"}
+    manifest = json.loads((generated / tag[1:] / "manifest.json").read_bytes())
+    assert subjects == [titles[e["fix"]] for e in reversed(manifest["series"])] and len(subjects) >= 1
 
 
 def test_other_cc_pair_on_a_real_release(mirror: Path, tmp_path: Path) -> None:
@@ -358,7 +362,13 @@ def test_kills_and_races_on_a_real_checkout(mirror: Path, tmp_path: Path, op: st
 
 # --- FlashInfer (flashinfer-python wheels) and a whole environment --------------------------
 
-FLASHINFER_VERSIONS = ("0.6.4", "0.6.17")  # its list lacks 12; the first release with 12 upstream
+# Before the backport fits (utils.cuh lacks its context), an older release it fits by a three-way
+# merge and a refresh, the last release before it landed (the merge base), the release it landed in.
+FLASHINFER_VERSIONS = ("0.5.0", "0.6.4", "0.6.16.post4", "0.6.17")
+PR_3903 = ("csrc/trtllm_allreduce.cu", "flashinfer/aot.py", "flashinfer/comm/trtllm_ar.py", "flashinfer/jit/comm.py",
+           "include/flashinfer/comm/trtllm_allreduce.cuh", "include/flashinfer/comm/trtllm_allreduce_fusion.cuh",
+           "include/flashinfer/comm/trtllm_moe_allreduce_fusion.cuh", "include/flashinfer/utils.cuh")
+GUARD = b"__CUDA_ARCH__ < 1200"
 
 
 @pytest.fixture(scope="module")
@@ -366,44 +376,73 @@ def flashinfer_mirror(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return real_mirror(tmp_path_factory, "PATCHKIT_REAL_FLASHINFER_MIRROR", "flashinfer", FLASHINFER_VERSIONS)
 
 
-def test_flashinfer_series_shipped_applied_and_upstream(flashinfer_mirror: Path, tmp_path: Path) -> None:
-    """generate --fix allreduce-fusion on FlashInfer: a patch exactly where the list lacks 12,
-    "already upstream" from 0.6.17; the shipped series are what it writes; after `git apply`
-    and after `patch -p1` the list is upstream 0.6.17's."""
+def test_flashinfer_series_carry_the_whole_upstream_change(flashinfer_mirror: Path, tmp_path: Path) -> None:
+    """generate on FlashInfer (every fix, as `make patches`): each release before 0.6.17 gets all of
+    FlashInfer PR 3903 (its 8 shipped files) or a manifest that says why it cannot apply; the
+    shipped series are what it writes; after `git apply` and `patch -p1` no `< 1200` guard is
+    left, the JIT list is upstream's, and on 0.6.16.post4 7 of the 8 files are 0.6.17's bytes."""
     out = tmp_path / "out"
-    done = invoke("generate", "--project", "flashinfer", "--fix", "allreduce-fusion", "--repo", str(flashinfer_mirror), "--out", str(out))
+    done = invoke("generate", "--project", "flashinfer", "--repo", str(flashinfer_mirror), "--out", str(out))
     assert done.returncode == 0, done.stderr
+    lines = done.stdout.decode().splitlines()
+    asked = invoke("generate", "--project", "flashinfer", "--fix", "allreduce-fusion", "--tag", "v0.5.0",
+                   "--repo", str(flashinfer_mirror), "--out", str(tmp_path / "asked"))
+    assert asked.returncode == 3 and not (tmp_path / "asked" / "0.5.0").exists()  # named and cannot apply: an error
+    assert "v0.5.0  error: allreduce-fusion cannot apply: include/flashinfer/utils.cuh: hunk 1" in asked.stderr.decode()
     shipped_root = SHIPPED / "flashinfer"
-    upstream = comm_list(git(flashinfer_mirror, "show", "v0.6.17:flashinfer/jit/comm.py").encode())
-    assert upstream == [9, 10, 12]
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", "--no-checkout", str(flashinfer_mirror), str(clone)], check=True)
     patched = 0
     for tag in _tags(flashinfer_mirror):
         version, folder = tag[1:], out / tag[1:]
-        source = git(flashinfer_mirror, "show", f"{tag}:flashinfer/jit/comm.py").encode()
-        assert folder.exists() == (12 not in comm_list(source)), tag
         ours = sorted(p.name for p in folder.iterdir()) if folder.exists() else []
         theirs = sorted(p.name for p in (shipped_root / version).iterdir()) if (shipped_root / version).exists() else []
         assert ours == theirs, version
         for name in ours:
             assert (folder / name).read_bytes() == (shipped_root / version / name).read_bytes(), (version, name)
-        if not folder.exists():
-            assert f"{tag:<14}  already upstream" in done.stdout.decode().splitlines(), tag
+        if version == "0.6.17":
+            assert not folder.exists() and f"{tag:<14}  already upstream" in lines
+            assert GUARD not in git(flashinfer_mirror, "show", f"{tag}:include/flashinfer/comm/trtllm_allreduce.cuh").encode()
+            continue
+        manifest = json.loads((folder / "manifest.json").read_bytes())
+        if version == "0.5.0":
+            assert manifest["series"] == [] and ours == ["manifest.json"]
+            assert manifest["fixes"] == [{"fix": "allreduce-fusion", "status": "cannot apply",
+                                          "reason": "include/flashinfer/utils.cuh: hunk 1 (@@ -359,6 +359,22 @@) conflicts"}]
+            assert f"{tag:<14}  nothing to patch: allreduce-fusion cannot apply (include/flashinfer/utils.cuh: hunk 1 " \
+                   "(@@ -359,6 +359,22 @@) conflicts)" in lines
             continue
         (patch,) = _series(folder)
+        (entry,) = manifest["series"]
+        assert [f["path"] for f in entry["files"]] == list(PR_3903), version
+        assert all(t["kind"] == "backport" and t["name"] == "FlashInfer PR 3903" for f in entry["files"] for t in f["tables"])
+        guards = git(flashinfer_mirror, "show", f"{tag}:include/flashinfer/comm/trtllm_allreduce.cuh").encode().count(GUARD)
+        assert guards == 13, version
         for how in (["git", "apply", str(patch)], ["patch", "-p1", "-s", "-i", str(patch)]):
             git(clone, "checkout", "-q", "-f", tag)
             subprocess.run(how, cwd=clone, check=True)
-            after = _checked_file(clone, "flashinfer/jit/comm.py", tag)
-            assert comm_list(after) == upstream, (tag, how[0])
+            assert GUARD not in (clone / "include/flashinfer/comm/trtllm_allreduce.cuh").read_bytes(), (tag, how[0])
+            assert comm_list(_checked_file(clone, "flashinfer/jit/comm.py", tag)) == [9, 10, 12]
+            for path in ("flashinfer/aot.py", "flashinfer/comm/trtllm_ar.py"):
+                _checked_file(clone, path, tag)
+            cluster = (clone / "include/flashinfer/utils.cuh").read_bytes()
+            assert b"inline int GetMaxClusterSize(const void* kernel, int block_dim) {" in cluster
+        aot = (clone / "flashinfer/aot.py").read_bytes()
+        if version == "0.6.4":  # refreshed: no has_sm120f before 0.6.9
+            assert b"or has_sm120f" not in aot and b"            or has_sm121\n        ):\n            jit_specs.append(gen_trtllm_comm_module())" in aot
+            assert "by a three-way merge, refreshed: no has_sm120f in flashinfer/aot.py before 0.6.9" in \
+                entry["files"][1]["tables"][0]["value"]
+        if version == "0.6.16.post4":  # the release it was made on: upstream's bytes, but for unrelated changes
+            same = [p for p in PR_3903 if (clone / p).read_bytes() == git(flashinfer_mirror, "show", f"v0.6.17:{p}").encode()]
+            assert same == [p for p in PR_3903 if p != "flashinfer/jit/comm.py"]
         patched += 1
-    assert patched >= 1
+    assert patched == 2
 
 
 def test_one_environment_sglang_and_flashinfer(tmp_path: Path) -> None:
     """One venv with the sglang 0.5.9 and flashinfer-python 0.6.4 wheels: apply --all-fixes
-    patches both, verify exits 0, revert gives back the wheels' exact bytes."""
+    patches both, FlashInfer's JIT sources below flashinfer/data/ included; verify exits 0;
+    revert gives back the wheels' exact bytes, every file as its RECORD lists it."""
     from patchkit.dev.mirror import fetch_wheel
 
     wheels = [fetch_wheel("0.5.9", default_cache()), fetch_wheel("0.6.4", default_cache(), "flashinfer-python")]
@@ -413,31 +452,71 @@ def test_one_environment_sglang_and_flashinfer(tmp_path: Path) -> None:
     site = next((venv / "lib").glob("python3*/site-packages"))
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile", "--target", str(site), *map(str, wheels)],
                    check=True, capture_output=True)
+    installed = {p: p.replace("include/", "flashinfer/data/include/", 1).replace("csrc/", "flashinfer/data/csrc/", 1)
+                 for p in PR_3903}
     files = ["sglang/srt/distributed/device_communicators/all_reduce_utils.py",
              "sglang/srt/distributed/device_communicators/torch_symm_mem.py",
-             "sglang/srt/layers/communicator.py", "flashinfer/jit/comm.py"]
+             "sglang/srt/layers/communicator.py", *installed.values()]
     original = {f: (site / f).read_bytes() for f in files}
+    assert installed["csrc/trtllm_allreduce.cu"] == "flashinfer/data/csrc/trtllm_allreduce.cu"
 
     before = invoke("verify", "--python", python, "--all-fixes")
     assert before.returncode == 1
-    assert "flashinfer/jit/comm.py: get_nvcc_flags_list(supported_major_versions=...) lacks 12 (the allreduce-fusion patch is not applied)" in before.stdout.decode().splitlines()
+    assert ("flashinfer/data/include/flashinfer/comm/trtllm_allreduce.cuh: lacks FlashInfer PR 3903 (14 hunks; the "
+            "allreduce-fusion patch is not applied)") in before.stdout.decode().splitlines()
     default = invoke("apply", "--python", python)
     assert default.returncode == 0, default.stderr
     assert (site / files[2]).read_bytes() == original[files[2]]  # the default: torch-symm-mem only
-    assert (site / files[3]).read_bytes() == original[files[3]]
+    assert all((site / f).read_bytes() == original[f] for f in installed.values())
     assert "note: no rule of torch-symm-mem patches FlashInfer; allreduce-fusion does (--fix NAME)" in default.stdout.decode()
 
     done = invoke("apply", "--python", python, "--all-fixes")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.decode().splitlines()
     assert "applied shipped patch patches/flashinfer/0.6.4/0001-Allow-the-FlashInfer-all-reduce-fusion-on-SM120.patch" in lines
+    assert "  patched flashinfer/data/include/flashinfer/utils.cuh (+16 lines)" in lines
     assert all((site / f).read_bytes() != original[f] for f in files)
-    assert comm_list((site / files[3]).read_bytes()) == [9, 10, 12]
-    verified = invoke("verify", "--python", python)
+    assert GUARD not in (site / installed["include/flashinfer/comm/trtllm_allreduce.cuh"]).read_bytes()
+    assert comm_list((site / "flashinfer/jit/comm.py").read_bytes()) == [9, 10, 12]
+    verified = invoke("verify", "--python", python, "--all-fixes")
     assert verified.returncode == 0, verified.stdout
-    assert verified.stdout.decode().splitlines()[-1] == "verify: ok (12 in every list and gate of torch-symm-mem, allreduce-fusion)"
+    assert "checked flashinfer/data/csrc/trtllm_allreduce.cu: FlashInfer PR 3903 (post-image hash recorded at apply)" in \
+        verified.stdout.decode().splitlines()
     assert invoke("apply", "--python", python, "--all-fixes").stdout.decode().count("already applied") == 2
 
     reverted = invoke("revert", "--python", python)
     assert reverted.returncode == 0, reverted.stderr
     assert {f: (site / f).read_bytes() for f in files} == original
+    assert _record_mismatches(site, "flashinfer_python-0.6.4.dist-info") == []
+
+
+def _record_mismatches(site: Path, dist_info: str) -> list[str]:
+    """The files of a dist-info's RECORD whose sha256 is not the one it lists."""
+    import base64
+    import csv
+    import hashlib
+
+    bad = []
+    for row in csv.reader((site / dist_info / "RECORD").read_text().splitlines()):
+        if len(row) > 1 and row[1].startswith("sha256=") and not row[0].startswith("../"):  # scripts: elsewhere
+            digest = base64.urlsafe_b64encode(hashlib.sha256((site / row[0]).read_bytes()).digest()).rstrip(b"=").decode()
+            if digest != row[1][len("sha256="):]:
+                bad.append(row[0])
+    return bad
+
+
+def test_a_release_the_backport_cannot_apply_to_is_refused_whole(tmp_path: Path) -> None:
+    """flashinfer-python 0.5.0: its manifest says PR 3903 cannot apply; apply --fix refuses
+    (exit 3) and writes nothing, not even the parts that would fit."""
+    from patchkit.dev.mirror import fetch_wheel
+
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile", "--target", str(site),
+                    str(fetch_wheel("0.5.0", default_cache(), "flashinfer-python"))], check=True, capture_output=True)
+    before = {p: p.read_bytes() for p in site.rglob("*") if p.is_file()}
+    done = invoke("apply", str(site), "--fix", "allreduce-fusion")
+    assert done.returncode == 3
+    assert done.stderr.decode() == ("patchkit: allreduce-fusion cannot apply on FlashInfer 0.5.0: include/flashinfer/utils.cuh: "
+                                    "hunk 1 (@@ -359,6 +359,22 @@) conflicts; nothing written\n")
+    assert {p: p.read_bytes() for p in site.rglob("*") if p.is_file()} == before
+    assert not (site / ".patchkit-flashinfer").exists()

@@ -8,7 +8,7 @@ from typing import NamedTuple
 from patchkit.targets import bytecode
 from patchkit.patch.write import hunks, split_lines
 from patchkit.plan import APPLY, Plan, plan_apply
-from patchkit.fixes.registry import default_fixes, no_rule, rules_for
+from patchkit.fixes.registry import default_fixes, fixes_for, no_rule, rules_for
 from patchkit.types import ALREADY_APPLIED, NOTHING_TO_PATCH, PATCHED
 from patchkit.targets.processes import restart_lines
 from patchkit.report import Report, found_line, plan_fields
@@ -152,6 +152,7 @@ def _look(s: Session, patches, no_generate, from_cc, to_cc, fixes) -> Look:
     rules = rules_for(s.project.name, fixes, from_cc, to_cc)
     if not rules:
         return Look(Plan(NOTHING_TO_PATCH, notes=(no_rule(s.project.label, s.project.name, fixes),)), old, [])
+    _refuse_blocked(s, patches, fixes)
     shipped = s.shipped(patches, from_cc, to_cc, fixes)
     with s.local_errors():
         plan = plan_apply(
@@ -160,9 +161,41 @@ def _look(s: Session, patches, no_generate, from_cc, to_cc, fixes) -> Look:
             read=s.reader(), root=s.project.source_root, local=s.target.local,
             files="the installed files" if s.target.kind == INSTALLED else "the checkout's files",
         )
+    if plan.action == APPLY and shipped is None:
+        _refuse_gates_left(s, plan, fixes, from_cc, to_cc)
     written = {c.path for c in plan.changes}
     stale = s.stale_bytecode({rel: data for rel, data in current.items() if rel not in written})
     return Look(plan, old, stale)
+
+
+def _refuse_blocked(s: Session, patches, fixes) -> None:
+    """Refuse (exit 3, nothing written) a fix the release's manifest says cannot apply here or is
+    incomplete: a fix is applied whole or not at all."""
+    blocked = s.blocked(patches, fixes)
+    if blocked:
+        b = blocked[0]
+        others = [f for f in fixes_for(s.project.name, fixes) if f not in {x["fix"] for x in blocked}]
+        rest = f"; `--fix {' --fix '.join(others)}` applies the others" if others else ""
+        raise Refused(None, f"{b['fix']} {b['status']} on {s.project.label} {s.version}: {b['reason']}; nothing written{rest}")
+
+
+def _refuse_gates_left(s: Session, plan: Plan, fixes, from_cc, to_cc) -> None:
+    """A patch generated from the files (no manifest to tell): refuse it where a gate on a
+    fix's feature path still refuses the GPU after the rules."""
+    from patchkit.fixes.registry import FIXES
+    from patchkit.scan.feature_path import gates_left
+
+    after = {c.path: c.after for c in plan.changes}
+    read = s.reader()
+    for name in fixes:
+        path = FIXES[name].path(s.project.name, s.version)
+        if path is None:
+            continue
+        files = {g: after[g] if g in after else read(g) for g in path.globs() if "*" not in g}
+        gates = gates_left({k: v for k, v in files.items() if v is not None}, path, from_cc, to_cc)
+        if gates:
+            raise Refused(None, f"{name} incomplete on {s.project.label} {s.version}: the feature's path still refuses the "
+                                f"GPU at {s.target.local(gates[0].path)}:{gates[0].line}: {gates[0].snippet}; nothing written")
 
 
 def apply_all(found, patches, no_generate, from_cc, to_cc, dry_run, version, fixes, to_ccs=None) -> Report:

@@ -17,7 +17,7 @@ from patchkit.targets.safety import check_relative
 from patchkit.targets.locate import INSTALLED, Target, open_install, open_target
 from patchkit.digest import sha256
 from patchkit.targets.state import Store
-from patchkit.types import CANNOT_APPLY, Applied
+from patchkit.types import CANNOT_APPLY, INCOMPLETE, Applied
 from patchkit.patch.manifest import read_manifest
 
 
@@ -194,6 +194,18 @@ class Session:
     def originals(self, applied: Applied | None) -> dict[str, bytes | None]:
         return {f.path: self.store.get(f.pre_sha256) for f in applied.files} if applied else {}
 
+    def blocked(self, patches: Path | None, fixes) -> list[dict]:
+        """The fixes of ``fixes`` that the shipped manifest of this version says cannot apply
+        here or are incomplete (``{"fix", "status", "reason"}``); [] without a manifest."""
+        if not self.version:
+            return []
+        path = (patches or shipped_dir("patches")) / self.project.patches / self.version / "manifest.json"
+        if not path.is_file():
+            return []
+        wanted = set(fixes_for(self.project.name, fixes))
+        return [f for f in read_manifest(path)["fixes"]
+                if f["fix"] in wanted and f["status"] in (CANNOT_APPLY, INCOMPLETE)]
+
     def shipped(self, patches: Path | None, from_cc=None, to_cc=None, fixes=None) -> Shipped | None:
         """The shipped patches of this version for ``fixes`` (default: the whole series) and
         cc pair, checked and taken together; None if the series does not hold them all, or
@@ -209,7 +221,7 @@ class Session:
         considered = {f["fix"]: f["status"] for f in manifest["fixes"]}
         if fixes is not None:
             fixes = fixes_for(self.project.name, fixes)
-            if any(considered.get(name) in (None, CANNOT_APPLY) for name in fixes):
+            if any(considered.get(name) in (None, CANNOT_APPLY, INCOMPLETE) for name in fixes):
                 return None
         entries = [e for e in manifest["series"] if fixes is None or e["fix"] in fixes]
         keyed = [e for e in entries if e["from_cc"] is not None]

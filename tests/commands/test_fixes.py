@@ -230,7 +230,7 @@ def test_the_shipped_patches() -> None:
     assert (symm["default"], symm["enable"]) == (True, None)
     assert (fusion["default"], fusion["enable"]) == (False, "--fix allreduce-fusion")
     assert [(r["project"], r["kind"]) for r in symm["rules"]] == [("sglang", "dict-key"), ("vllm", "dict-key")]
-    assert [(r["project"], r["kind"]) for r in fusion["rules"]] == [("flashinfer", "list-member"), ("sglang", "predicate")]
+    assert [(r["project"], r["kind"]) for r in fusion["rules"]] == [("flashinfer", "backport"), ("sglang", "predicate")]
     sglang = next(r for r in symm["releases"] if r["project"] == "sglang")
     assert sglang["shipped"] and "0.5.9" in sglang["patched"]
     assert sglang["patched"] == sorted(sglang["patched"], key=lambda v: command.version_key(v))

@@ -33,10 +33,23 @@ def test_the_shipped_fixes_and_projects() -> None:
     fusion = fixes["allreduce-fusion"]
     assert not fusion.default
     assert [(r.project, r.kind, r.from_cc, r.to_cc, r.evidence) for r in fusion.rules] == [
-        ("flashinfer", "list-member", 10, 12, "upstream in flashinfer-python 0.6.17"),
+        ("flashinfer", "backport", 10, 12, "part of upstream FlashInfer PR 3903, in flashinfer-python 0.6.17 (the rest: its "
+         "tests/comm/test_trtllm_allreduce.py and test_trtllm_allreduce_fusion.py changes, which no release ships)"),
         ("sglang", "predicate", "sm100", "sm120", "not upstream; copied from SM100, untuned"),
     ]
-    assert fusion.rules[0].where() == "get_nvcc_flags_list(supported_major_versions=[...]) in gen_trtllm_comm_module()"
+    backport = fusion.rules[0]
+    assert backport.origin == ("FlashInfer", 3903, "2deed6c15e8c8410763d6e8adedc8ca69597e957",
+                               "feat(comm): extend trtllm_allreduce to SM12x and fix lamport buffer pointer packing", "0.6.17")
+    assert (backport.made_on, [(r.file, r.until, r.drop) for r in backport.refresh]) == (
+        "0.6.16.post4", [("flashinfer/aot.py", "0.6.8.post1", ("            or has_sm120f",))])
+    assert backport.where().startswith("FlashInfer PR 3903 (feat(comm): extend trtllm_allreduce to SM12x")
+    assert [(p.project, p.since, p.until) for p in fusion.paths] == [
+        ("sglang", "0.5.3", "0.5.7"), ("sglang", "0.5.8", "0.5.13.post1"), ("sglang", "0.5.14", "0.5.20"),
+        ("sglang", "0.5.21", None), ("flashinfer", "0.5.0", None)]
+    assert fusion.path("sglang", "0.5.23").functions == (
+        ("python/sglang/srt/layers/layer_boundary/residual/add_norm.py", ("flashinfer_ar_fusion_applies",)),
+        ("python/sglang/srt/layers/flashinfer_comm_fusion.py", ("_resolve_backend",)))
+    assert fusion.path("sglang", "0.5.2") is None and fusion.path("vllm", "0.11.0") is None
 
 
 def test_the_registry_is_built_from_them() -> None:
@@ -52,7 +65,15 @@ def test_the_registry_is_built_from_them() -> None:
     assert (vllm.source_root, vllm.key_style, vllm.from_cc, vllm.to_cc, vllm.patches) == ("", "major.minor", "10.0", "12.0", "vllm")
     flashinfer = PROJECTS["flashinfer"]
     assert (flashinfer.distribution, flashinfer.dist_info(), flashinfer.files) == (
-        "flashinfer-python", "flashinfer_python-*.dist-info", ("flashinfer/jit/comm.py",))
+        "flashinfer-python", "flashinfer_python-*.dist-info", (
+            "csrc/trtllm_allreduce.cu", "flashinfer/aot.py", "flashinfer/comm/trtllm_ar.py", "flashinfer/jit/comm.py",
+            "include/flashinfer/comm/trtllm_allreduce.cuh", "include/flashinfer/comm/trtllm_allreduce_fusion.cuh",
+            "include/flashinfer/comm/trtllm_moe_allreduce_fusion.cuh", "include/flashinfer/utils.cuh"))
+    # An installed wheel keeps the JIT's CUDA sources below flashinfer/data/ (projects.toml).
+    assert flashinfer.package_path("include/flashinfer/utils.cuh") == "flashinfer/data/include/flashinfer/utils.cuh"
+    assert flashinfer.package_path("csrc/trtllm_allreduce.cu") == "flashinfer/data/csrc/trtllm_allreduce.cu"
+    assert flashinfer.repo_path("flashinfer/data/csrc/trtllm_allreduce.cu") == "csrc/trtllm_allreduce.cu"
+    assert flashinfer.package_path("flashinfer/jit/comm.py") == flashinfer.repo_path("flashinfer/jit/comm.py") == "flashinfer/jit/comm.py"
 
 
 def test_a_fix_file_is_read(tmp_path: Path) -> None:
@@ -69,7 +90,7 @@ def test_a_fix_file_is_read(tmp_path: Path) -> None:
     [
         ("title = ", "not a readable TOML file"),
         (HEAD, "my-fix: 'rules' is missing or not list"),
-        (HEAD + RULE.replace('kind = "dict-key"', 'kind = "regex"'), "my-fix, rule 1: kind 'regex' is not one of dict-key, list-member, predicate"),
+        (HEAD + RULE.replace('kind = "dict-key"', 'kind = "regex"'), "my-fix, rule 1: kind 'regex' is not one of dict-key, list-member, predicate, backport"),
         (HEAD + RULE.replace('kind = "dict-key"', 'kind = "list-member"'), "my-fix, rule 1: a list-member rule names 'call' and 'keyword', or 'target', or 'test'"),
         (HEAD + RULE.replace('kind = "dict-key"', 'kind = "predicate"'), "my-fix, rule 1: 'from_cc' is missing or not str"),
         (HEAD + RULE.replace("to_cc = 12", "to_cc = 10"), "my-fix, rule 1: from_cc and to_cc are both 10"),

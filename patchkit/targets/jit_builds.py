@@ -271,8 +271,9 @@ def newest_mtime(paths: Iterable[Path]) -> float | None:
 
 def older_than(builds: Iterable[Build], sources_mtime: float) -> list[Build]:
     """The builds made before the sources were last written (``newest_mtime`` of the patched files): built from
-    what the files held before.  A build whose time cannot be read is left out."""
-    return [b for b in builds if b.mtime is not None and b.mtime < sources_mtime]
+    what the files held before.  A flashinfer-jit-cache .so always is: pip dates it by the install, but it was
+    compiled from the release's own sources.  A build whose time cannot be read is left out."""
+    return [b for b in builds if b.kind == PREBUILT or (b.mtime is not None and b.mtime < sources_mtime)]
 
 
 def drop(build: Build) -> Path | None:

@@ -246,6 +246,16 @@ def test_a_prebuilt_module_is_named_never_dropped(home: Path, tmp_path: Path, th
     assert so.read_bytes() == b"\x7fELF prebuilt"
 
 
+def test_a_prebuilt_module_is_never_built_from_the_patched_sources(home: Path, tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    jit_cache(site, "0.6.4+cu129")  # installed after the patch: pip dates the .so by the install
+    so = site / "flashinfer_jit_cache" / "jit_cache" / "trtllm_comm" / "trtllm_comm.so"
+    os.utime(so, (PATCHED + 60, PATCHED + 60))
+    make_build(cache(home), mtime=PATCHED + 60)  # a JIT build made after the patch: from the patched sources
+    builds = find(V, [site], {}, home, ["trtllm_comm"])
+    assert [b.path for b in older_than(builds, PATCHED)] == [so]
+
+
 def test_the_jit_cache_without_the_module_prebuilds_nothing_of_it(home: Path, tmp_path: Path) -> None:
     site = tmp_path / "site"
     jit_cache(site, "0.6.4+cu129", modules=("norm",))

@@ -520,3 +520,58 @@ def test_a_release_the_backport_cannot_apply_to_is_refused_whole(tmp_path: Path)
                                     "hunk 1 (@@ -359,6 +359,22 @@) conflicts; nothing written\n")
     assert {p: p.read_bytes() for p in site.rglob("*") if p.is_file()} == before
     assert not (site / ".patchkit-flashinfer").exists()
+
+
+def test_flashinfer_jit_builds_follow_the_patched_sources(tmp_path: Path) -> None:
+    """A trtllm_comm build made before apply (in the cache FlashInfer 0.6.4 computes for
+    FLASHINFER_CUDA_ARCH_LIST=12.0a below $HOME) would be loaded instead of compiling the patched
+    sources: apply drops it and leaves other modules' builds; a stale one found later makes
+    status say so and verify exit 1; revert drops a build made from the patched sources."""
+    import os
+
+    from patchkit.dev.mirror import fetch_wheel
+
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile", "--target", str(site),
+                    str(fetch_wheel("0.6.4", default_cache(), "flashinfer-python"))], check=True, capture_output=True)
+    home = tmp_path / "home"
+    ops = home / ".cache/flashinfer/0.6.4/120a/cached_ops"
+    env = {"HOME": str(home)}
+
+    def build(module: str, when: float) -> Path:
+        folder = ops / module
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in (f"{module}.so", "build.ninja"):
+            (folder / name).write_bytes(b"built by the test\n")
+            os.utime(folder / name, (when, when))
+        return folder
+
+    old = build("trtllm_comm", 1_000_000_000.0)
+    other = build("norm", 1_000_000_000.0)
+    done = invoke("apply", str(site), "--fix", "allreduce-fusion", env=env)
+    assert done.returncode == 0, done.stderr
+    assert f"dropped stale FlashInfer JIT build {old} (built before the patch)" in done.stdout.decode().splitlines()
+    assert not old.exists() and (other / "norm.so").is_file()
+
+    stale = build("trtllm_comm", 1_000_000_000.0)  # e.g. restored from a backup: older than the patched files
+    status = invoke("status", str(site), env=env)
+    assert (f"  {stale}: stale FlashInfer JIT build (cached JIT build), older than the patched sources; "
+            "`patchkit apply` drops it") in status.stdout.decode().splitlines()
+    verify = invoke("verify", str(site), "--fix", "allreduce-fusion", env=env)
+    assert verify.returncode == 1
+    assert (f"{stale}: stale FlashInfer JIT build (built before the patched sources); `patchkit apply` drops it"
+            in verify.stdout.decode().splitlines())
+    assert invoke("apply", str(site), "--fix", "allreduce-fusion", env=env).returncode == 0 and not stale.exists()
+    assert invoke("verify", str(site), "--fix", "allreduce-fusion", env=env).returncode == 0
+
+    # The server builds from the patched sources (the build is newer than they are); verify is
+    # content with it; revert writes the originals after it, and drops it.
+    for f in PR_3903:
+        installed = site / f.replace("include/", "flashinfer/data/include/", 1).replace("csrc/", "flashinfer/data/csrc/", 1)
+        os.utime(installed, (1_500_000_000.0, 1_500_000_000.0))
+    later = build("trtllm_comm", 1_500_000_010.0)
+    assert invoke("verify", str(site), "--fix", "allreduce-fusion", env=env).returncode == 0
+    reverted = invoke("revert", str(site), env=env)
+    assert reverted.returncode == 0, reverted.stderr
+    assert f"dropped stale FlashInfer JIT build {later} (built from the patched sources)" in reverted.stdout.decode().splitlines()
+    assert not later.exists() and (other / "norm.so").is_file()

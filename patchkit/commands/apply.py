@@ -98,6 +98,9 @@ def _apply(s: Session, patches, no_generate, from_cc, to_cc, dry_run: bool, fixe
                 report.add(f"--- a/{rel}\n+++ b/{rel}\n" + hunks(change.before, change.after).decode("utf-8", "replace").rstrip("\n"))
         else:
             report.add(f"dropped {plural(len(dropped), 'cached bytecode file')}")
+    jit_lines, jit_dropped = ([], []) if plan.action not in (APPLY, ALREADY_APPLIED) else \
+        s.drop_jit_builds(_written(plan), "before the patch", dry_run)
+    report.lines += jit_lines
     restart = [] if dry_run or plan.action not in (APPLY, ALREADY_APPLIED) else s.old_processes(_written(plan))
     report.lines += restart_lines(restart)
     report.data = s.data(
@@ -107,6 +110,7 @@ def _apply(s: Session, patches, no_generate, from_cc, to_cc, dry_run: bool, fixe
         files=[s.target.local(c.path) for c in plan.changes],
         tables=[dict(t, path=s.target.local(t["path"])) if "path" in t else t for t in plan.tables],
         bytecode_dropped=[str(p) for p in dropped],
+        jit_builds_dropped=jit_dropped,
         restart=[p._asdict() for p in restart],
     )
     return report

@@ -53,6 +53,9 @@ def revert(
             report.add(f"  {verb} {s.target.local(change.path)} (sha256 {sha256(change.after)[:12]})")
         if not dry_run:
             report.add(f"dropped {plural(len(dropped), 'cached bytecode file')}")
+    jit_lines, jit_dropped = s.drop_jit_builds([c.path for c in plan.changes], "from the patched sources", dry_run) \
+        if plan.action == REVERT else ([], [])
+    report.lines += jit_lines
     restart = s.old_processes([c.path for c in plan.changes]) if plan.action == REVERT and not dry_run else []
     report.lines += restart_lines(restart)
     report.data = s.data(
@@ -61,6 +64,7 @@ def revert(
         files=[s.target.local(c.path) for c in plan.changes],
         kept_edits=[str(p) for p in kept],
         bytecode_dropped=[str(p) for p in dropped],
+        jit_builds_dropped=jit_dropped,
         restart=[p._asdict() for p in restart],
     )
     return report

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from patchkit.errors import PatchkitError
 from patchkit.targets import bytecode
 from patchkit.targets.processes import restart_lines
 from patchkit.report import Report
@@ -56,6 +57,13 @@ def status(path: Path, patches: Path | None = None, project: str | None = None, 
         files.append({"path": s.target.local(rel), "state": state, "bytecode": len(pycs), "stale_bytecode": stale})
         report.add(f"  {s.target.local(rel)}: {state}; {plural(len(pycs), 'cached bytecode file')}" + (f", {stale} stale" if stale else ""))
         shown.append(rel)
+    try:
+        builds = s.jit_builds(list(recorded)) if recorded else []
+    except PatchkitError as exc:
+        builds, _ = [], report.add(f"note: FlashInfer's JIT builds not checked: {exc}")
+    for b in builds:
+        report.add(f"  {b.path}: stale FlashInfer JIT build ({b.kind}), older than the patched sources; "
+                   + ("`patchkit apply` drops it" if b.droppable else b.advice))
     pending = s.store.journal()
     report.add(f"pending:  {'an interrupted ' + pending.get('op', 'transaction') + ' (the next apply or revert finishes it)' if pending else 'none'}")
     running = s.old_processes(shown)
@@ -71,5 +79,6 @@ def status(path: Path, patches: Path | None = None, project: str | None = None, 
         set_aside_reason=changed,
         set_aside=[str(p.parent) for p in aside],
         restart=[p._asdict() for p in running],
+        stale_jit_builds=[str(b.path) for b in builds],
     )
     return report

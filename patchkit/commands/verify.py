@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from patchkit.targets import bytecode
-from patchkit.errors import OK, PROBLEMS, RewriteError
+from patchkit.errors import OK, PROBLEMS, PatchkitError, RewriteError
 from patchkit.report import Report
 from patchkit.text import plural
 from patchkit.targets.session import Session
@@ -99,6 +99,15 @@ def verify(
     for r in rules:
         if r.kind == "backport" and not _landed(r, s.version):
             problems += [f"{s.target.local(f)}: missing ({r.origin.cite()} changes it)" for f in r.files if f not in current]
+    try:
+        stale_builds = s.jit_builds(list(recorded)) if ours else []
+    except PatchkitError as exc:
+        stale_builds, _ = [], notes.append(f"FlashInfer's JIT builds not checked: {exc}")
+    for b in stale_builds:
+        if b.droppable:
+            problems.append(f"{b.path}: stale FlashInfer JIT build (built before the patched sources); `patchkit apply` drops it")
+        else:
+            problems.append(f"{b.library}: {b.kind}, loaded instead of the patched sources; {b.advice}")
     for entry in checked:
         report.add(f"checked {entry['path']}: {', '.join(entry['tables'])} ({entry['how']})")
     report.lines += [f"note: {n}" for n in notes]

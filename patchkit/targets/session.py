@@ -127,6 +127,53 @@ class Session:
                     out[wanted[row[0]]] = raw.hex()
         return out
 
+    def jit_builds(self, rels) -> list:
+        """FlashInfer's JIT builds of the modules compiled from the files ``rels`` that are older
+        than those files (``jit_builds.Build``): FlashInfer would load them instead of compiling
+        what the files hold now.  [] for another project."""
+        if self.project.name != "flashinfer" or not self.version:
+            return []
+        from patchkit.targets import jit_builds
+
+        rels = list(rels)
+        modules = jit_builds.modules_for(self.target.local(r) for r in rels)
+        if not modules:
+            return []
+        sites = [self.target.root] if self.target.kind == INSTALLED else []
+        package = self.target.root / self.target.local(self.project.name)
+        builds = jit_builds.find(self.version, sites, os.environ, Path.home(), modules, package=package)
+        newest = jit_builds.newest_mtime(self.target.root / self.target.local(r) for r in rels)
+        return jit_builds.older_than(builds, newest) if newest is not None else []
+
+    def drop_jit_builds(self, rels, when: str, dry_run: bool = False) -> tuple[list[str], list[str]]:
+        """(lines, paths dropped) for the stale JIT builds of ``rels``: each build folder below
+        FlashInfer's cache is removed (``jit_builds.drop``); a prebuilt one is named with what
+        removes it.  ``when``: how the build came to be stale ("before the patch")."""
+        from patchkit.targets import jit_builds
+
+        lines, dropped = [], []
+        try:
+            builds = self.jit_builds(rels)
+        except PatchkitError as exc:
+            return [f"note: FlashInfer's JIT builds not checked: {exc}"], []
+        for b in builds:
+            if not b.droppable:
+                lines.append(f"note: {b.library} is {b.kind}: FlashInfer {self.version} loads it instead of building "
+                             f"{b.module} from the patched sources; {b.advice}")
+                continue
+            if dry_run:
+                lines.append(f"would drop stale FlashInfer JIT build {b.path} (built {when})")
+                continue
+            try:
+                gone = jit_builds.drop(b)
+            except PatchkitError as exc:
+                lines.append(f"note: {exc}")
+                continue
+            if gone is not None:
+                dropped.append(str(gone))
+                lines.append(f"dropped stale FlashInfer JIT build {gone} (built {when})")
+        return lines, dropped
+
     def old_processes(self, rels) -> list:
         """The running processes of the project that started before the files ``rels`` were
         last written: they may still run the old code (``processes.Process``)."""

@@ -133,7 +133,7 @@ def _patch(lines: list[bytes], hunks: tuple[Hunk, ...], reverse: bool = False):
         offsets.append(p - guess)
         out += lines[pos:p] + list(new)
         pos = p + len(old)
-        delta += len(new) - len(old) + (p - guess)
+        delta += p - guess  # positions are the pre-image's: only the offset carries to the next hunk
     return out + lines[pos:], offsets
 
 

@@ -53,12 +53,14 @@ def generate(from_cc, to_cc, fix_names, project, repo, tags, out, check, as_json
     from patchkit.commands import generate as command
     from patchkit.git.objects import default_repo
 
+    skip = None
     if to_cc == AUTO:
-        from patchkit.commands.auto import generate_cc, gpus_line
+        from patchkit.commands.auto import generate_cc, generate_skip, gpus_line
 
         to_cc, machine = generate_cc(PROJECTS[project], from_cc)
         if to_cc is None:
             return _nothing_to_generate(gpus_line(machine), PROJECTS[project].label)
+        skip = generate_skip(PROJECTS[project], machine, tuple(fix_names))
     check_cc(from_cc, to_cc, project)
     check_out(out)
     target = PROJECTS[project]
@@ -73,7 +75,8 @@ def generate(from_cc, to_cc, fix_names, project, repo, tags, out, check, as_json
         if not as_json:
             click.echo(line, err=error)
 
-    return command.generate(repo or default_repo(), list(tags), out, target, fixes, rules, asked, check, templates, progress)
+    return command.generate(repo or default_repo(), list(tags), out, target, fixes, rules, asked, check, templates, progress,
+                            skip=skip)
 
 
 @cli.command(short_help="Patch a checkout or package, all or nothing.")
@@ -100,7 +103,8 @@ def apply(path, patches, no_generate, from_cc, to_cc, dry_run, version, python, 
         from patchkit.commands.auto import apply_auto
 
         check_cc(from_cc, None, project)
-        return apply_auto(targets(path, python, project).found, patches, no_generate, from_cc, dry_run, version, fixes)
+        return apply_auto(targets(path, python, project).found, patches, no_generate, from_cc, dry_run, version, fixes,
+                          named=tuple(fix_names))
     check_cc(from_cc, to_cc, project)
     return apply_all(targets(path, python, project).found, patches, no_generate, from_cc, to_cc, dry_run, version, fixes)
 
@@ -126,7 +130,7 @@ def verify(path, from_cc, to_cc, python, project, fix_names, all_fixes, as_json)
 
         if from_cc is not None:
             raise BadInput(None, "--to-cc auto checks each GPU's key against the project's own --from-cc: give no --from-cc")
-        return verify_auto(targets(path, python, project).found, fixes, command)
+        return verify_auto(targets(path, python, project).found, fixes, command, named=tuple(fix_names))
     if (from_cc is None) != (to_cc is None):
         raise BadInput(None, "give both --from-cc and --to-cc, or neither")
     check_cc(from_cc, to_cc, project)

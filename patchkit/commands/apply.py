@@ -202,15 +202,18 @@ def _refuse_gates_left(s: Session, plan: Plan, fixes, from_cc, to_cc) -> None:
                                 f"GPU at {s.target.local(gates[0].path)}:{gates[0].line}: {gates[0].snippet}; nothing written")
 
 
-def apply_all(found, patches, no_generate, from_cc, to_cc, dry_run, version, fixes, to_ccs=None) -> Report:
+def apply_all(found, patches, no_generate, from_cc, to_cc, dry_run, version, fixes, to_ccs=None, fixes_at=None) -> Report:
     """``apply`` on each (path, project, install) of ``found``: every project's plan is made (and
     any refusal raised) before the first one is written.  ``to_ccs``: str(path) -> the cc to
-    add there (``--to-cc auto``), instead of ``to_cc``."""
+    add there (``--to-cc auto``), instead of ``to_cc``; ``fixes_at``: (str(path), project) ->
+    the fixes there (``--to-cc auto`` leaves out those not needed here), instead of ``fixes``."""
     from patchkit.report import combine
 
     fixes = default_fixes() if fixes is None else fixes
     sessions = [Session.open(path, version, name, install) for path, name, install in found]
     pairs = [s.project.cc_pair(from_cc, to_cc if to_ccs is None else to_ccs.get(str(path), to_cc))
              for s, (path, _, _) in zip(sessions, found)]
-    looks = [_look(s, patches, no_generate, *pair, fixes) if len(found) > 1 else None for s, pair in zip(sessions, pairs)]
-    return combine("apply", [_apply(s, patches, no_generate, *pair, dry_run, fixes, look) for s, pair, look in zip(sessions, pairs, looks)])
+    each = [(fixes_at or {}).get((str(path), s.project.name), fixes) for s, (path, _, _) in zip(sessions, found)]
+    looks = [_look(s, patches, no_generate, *pair, f) if len(found) > 1 else None for s, pair, f in zip(sessions, pairs, each)]
+    return combine("apply", [_apply(s, patches, no_generate, *pair, dry_run, f, look)
+                             for s, pair, f, look in zip(sessions, pairs, each, looks)])

@@ -3,15 +3,19 @@
 The GPUs come from ``nvidia-smi`` (``patchkit.gpus``); their ccs are spelled the way each
 project keys them (12 for SGLang, "12.0" or "12.1" for vLLM: ``here.spelled``).  A cc a
 release already holds (an H200's 9), or the one it copies from, needs nothing: that is
-said, and the command exits 0.  No nvidia-smi or no GPU is one BadInput line (exit 2).
+said, and the command exits 0.  So does a fix that is not needed on this machine
+(``here.unneeded``: the GPUs lack what it needs, and the release turns the feature off
+cleanly without it): one line says why, and it is left out unless ``--fix`` names it.
+No nvidia-smi or no GPU is one BadInput line (exit 2).
 """
 
 from __future__ import annotations
 
 from patchkit.errors import BadInput
-from patchkit.fixes.registry import Project, default_fixes, fixes_for
+from patchkit.fixes.effects import read_effects
+from patchkit.fixes.registry import FIXES, Project, default_fixes, fixes_for
 from patchkit.gpus.smi import Machine, machine as read_machine
-from patchkit.commands.here import fix_here, spelled
+from patchkit.commands.here import MISSING, fix_here, spelled, unneeded
 from patchkit.report import Report, combine
 from patchkit.rewrite.capability import same
 from patchkit.targets.session import Session
@@ -30,13 +34,27 @@ def wanted(project: Project, m: Machine, from_cc=None) -> list:
     return [cc for cc in spelled(project, m) if not same(cc, source)]
 
 
-def _missing(s: Session, ccs: list, fixes) -> list:
-    """Those of ``ccs`` that some fix of ``fixes`` lacks at the target of ``s``."""
+def _missing(s: Session, ccs: list, fixes, m: Machine, named=()) -> tuple[list, dict[str, str]]:
+    """(those of ``ccs`` that some fix of ``fixes`` lacks at the target of ``s``, the fixes
+    left out: name -> why they are not needed on this machine).  A fix ``named`` by --fix is
+    never left out."""
     current = s.current()
-    found = []
+    effects = read_effects()
+    found, spare = [], {}
     for name in fixes_for(s.project.name, fixes):
-        found += fix_here(s, name, ccs, current).missing
-    return [cc for cc in ccs if cc in found]
+        h = fix_here(s, name, ccs, current)
+        why = unneeded(effects.get(name), s.project, s.version, m) if h.status == MISSING and name not in named else None
+        if why:
+            spare[name] = why
+        else:
+            found += h.missing
+    return [cc for cc in ccs if cc in found], spare
+
+
+def _spare_lines(s: Session, spare: dict[str, str]) -> list[str]:
+    """One line per fix left out: why it is not needed here, and how to apply it anyway."""
+    return [f"not needed here: {name}: {why} (--fix {name} applies it anyway)"
+            for name, why in spare.items()]
 
 
 def _one(label: str, ccs: list, what: str) -> object:
@@ -52,46 +70,70 @@ def _nothing(s: Session, m: Machine) -> list[str]:
     return [s.describe(), f"nothing to do: {s.project.label} already holds key {keys} for this machine's GPUs"]
 
 
+def _left_out(s: Session, spare: dict[str, str]) -> list[dict]:
+    """--json's ``not_needed``: each fix left out at the target of ``s``, and why."""
+    return [{"path": str(s.target.root), "project": s.project.name, "fix": name, "why": why} for name, why in spare.items()]
+
+
+def _under(lines: list[str], under: dict[str, list[str]]) -> list[str]:
+    """``lines`` with the lines of each fix left out under its target's first line."""
+    return [more for line in lines for more in (line, *under.pop(line, ()))]
+
+
 def _documents(report: Report) -> list[dict]:
     return report.data["targets"] if "targets" in report.data and "path" not in report.data else [report.data]
 
 
-def apply_auto(found, patches, no_generate, from_cc, dry_run, version, fixes) -> Report:
+def apply_auto(found, patches, no_generate, from_cc, dry_run, version, fixes, named=()) -> Report:
+    """``named``: the fixes --fix named, applied even where they are not needed."""
     from patchkit.commands.apply import apply_all
 
     m = read_machine()
     fixes = default_fixes() if fixes is None else fixes
     out = Report()
     out.add(gpus_line(m))
-    todo, ccs, idle = [], {}, []
+    todo, ccs, idle, left_out, fixes_at, under = [], {}, [], [], {}, {}
     for path, name, install in found:
         s = Session.open(path, version, name, install)
         if not fixes_for(s.project.name, fixes):
             todo.append((path, name, install))  # apply says which fix would patch it
             continue
-        missing = _missing(s, wanted(s.project, m, from_cc), fixes)
+        missing, spare = _missing(s, wanted(s.project, m, from_cc), fixes, m, named)
+        if spare:
+            left_out += _left_out(s, spare)
+            fixes_at[(str(path), s.project.name)] = tuple(n for n in fixes if n not in spare)
         if missing:
+            under[s.describe()] = _spare_lines(s, spare)
             todo.append((path, name, install))
             ccs[str(path)] = _one(s.project.label, missing, "apply")
         else:
-            out.lines += _nothing(s, m)
+            out.lines += [s.describe(), *_spare_lines(s, spare)] if spare else _nothing(s, m)
             idle.append(str(s.target.root))
-    applied = apply_all(todo, patches, no_generate, from_cc, None, dry_run, version, fixes, to_ccs=ccs) if todo else None
+    applied = apply_all(todo, patches, no_generate, from_cc, None, dry_run, version, fixes, to_ccs=ccs,
+                        fixes_at=fixes_at) if todo else None
     if applied is not None:
-        out.lines += applied.lines
+        out.lines += _under(applied.lines, under)
         out.exit_code = applied.exit_code
     out.data = {"command": "apply", "to_cc": "auto", "machine": m.to_json(), "nothing_to_do": idle,
-                "targets": _documents(applied) if applied else []}
+                "not_needed": left_out, "targets": _documents(applied) if applied else []}
     return out
 
 
-def verify_auto(found, fixes, verify) -> Report:
+def _less(fixes, applied, spare: dict) -> tuple[str, ...]:
+    """The fixes verify proves (``fixes``, else the default ones and those applied), less
+    those not needed here."""
+    recorded = {t.get("fix") for f in (applied.files if applied else ()) for t in f.tables if isinstance(t, dict)}
+    base = fixes if fixes is not None else tuple(n for n in FIXES if FIXES[n].default or n in recorded)
+    return tuple(n for n in base if n not in spare)
+
+
+def verify_auto(found, fixes, verify, named=()) -> Report:
     """verify each key this machine's GPUs need: those a fix lacks, or that patchkit added;
-    a key the release holds by itself needs no proof."""
+    a key the release holds by itself, or one only a fix not needed here lacks, needs no proof."""
     m = read_machine()
     out = Report()
     out.add(gpus_line(m))
-    reports = []
+    reports, under, left_out = [], {}, []
     for path, name, install in found:
         s = Session.open(path, project=name, install=install)
         applied = s.applied()
@@ -99,18 +141,22 @@ def verify_auto(found, fixes, verify) -> Report:
         if not fixes_for(s.project.name, fixes or default_fixes()):
             reports.append(verify(path, None, None, name, fixes, install))
             continue
-        check = [cc for cc in ccs if cc in _missing(s, ccs, fixes or default_fixes())
-                 or applied is not None and same(cc, applied.to_cc)]
+        missing, spare = _missing(s, ccs, fixes or default_fixes(), m, named)
+        left_out += _left_out(s, spare)
+        check = [cc for cc in ccs if cc in missing or applied is not None and same(cc, applied.to_cc)]
         if check:
-            reports += [verify(path, s.project.from_cc, cc, name, fixes, install) for cc in check]
+            under[s.describe()] = _spare_lines(s, spare)
+            asked = fixes if not spare else _less(fixes, applied, spare)
+            reports += [verify(path, s.project.from_cc, cc, name, asked, install) for cc in check]
         else:
-            out.lines += _nothing(s, m)
+            out.lines += [s.describe(), *_spare_lines(s, spare)] if spare else _nothing(s, m)
     if reports:
         done = combine("verify", reports)
-        out.lines += done.lines
+        out.lines += _under(done.lines, under)
         out.exit_code = done.exit_code
     docs = [d for r in reports for d in _documents(r)]
-    out.data = {"command": "verify", "to_cc": "auto", "machine": m.to_json(), "ok": out.exit_code == 0, "targets": docs}
+    out.data = {"command": "verify", "to_cc": "auto", "machine": m.to_json(), "ok": out.exit_code == 0,
+                "not_needed": left_out, "targets": docs}
     return out
 
 
@@ -119,4 +165,15 @@ def generate_cc(project: Project, from_cc) -> tuple[object | None, Machine]:
     m = read_machine()
     ccs = wanted(project, m, from_cc)
     return (_one(project.label, ccs, "generate") if ccs else None), m
+
+
+def generate_skip(project: Project, m: Machine, named=()):
+    """generate's ``skip(fix, version)`` for this machine: why a fix not ``named`` by --fix is
+    not needed here for that release, or None."""
+    effects = read_effects()
+
+    def skip(fix: str, version: str) -> str | None:
+        return None if fix in named else unneeded(effects.get(fix), project, version, m)
+
+    return skip
 

@@ -6,6 +6,11 @@ for ``--python``), each fix's state from the target's files (``here.py``), and w
 fix does from its ``[effect]`` data (``fixes/effects.py``).  Neither torch nor the
 target's code is imported or run.
 
+A fix whose keys are missing is "not needed here" when these GPUs lack what it needs to
+take effect and the release turns the feature off cleanly without it (``here.unneeded``).
+On SM12x GPUs linked by PCIe only, doctor also names the all-reduce that does help there
+(``speedups.py``), or which project to upgrade for it.
+
 Exit 0 when nothing this machine needs is missing, 1 when something is (the one command
 that applies it is printed), 2 for bad input (no nvidia-smi, no GPU, a target that is none).
 """
@@ -20,7 +25,9 @@ from patchkit.errors import OK, PROBLEMS
 from patchkit.fixes.effects import Effect, read_effects
 from patchkit.fixes.registry import FIXES, PROJECTS
 from patchkit.gpus.smi import Machine, machine as read_machine
-from patchkit.commands.here import CANNOT, IN_EFFECT, MISSING, NOT_FOR_THESE, NOTHING, FixHere, fixes_here
+from patchkit.commands.here import (CANNOT, IN_EFFECT, MISSING, NOT_FOR_THESE, NOTHING, FixHere, clean_start_only,
+                                    fixes_here, no_multicast, unneeded)
+from patchkit.commands.speedups import speedups_here
 from patchkit.report import Report
 from patchkit.targets.session import Session
 from patchkit.versions import version_key
@@ -40,13 +47,15 @@ def _state(h: FixHere) -> str:
     return "not for these GPUs"
 
 
-def _why_no_multicast(m: Machine) -> str | None:
-    """Why the GPUs have no multicast, or None when NVLink might give it."""
-    if not m.links:
-        return "one GPU, no peer to share multicast memory with"
-    if m.pcie_only():
-        return "no multicast between PCIe GPUs"
-    return None
+def _why(h: FixHere, need: bool, spare: str | None, because: list[str], effect: Effect | None) -> str:
+    """--json's ``why``: why the fix is needed here or not, in one clause."""
+    if spare or because:
+        return spare or "; ".join(because)
+    if need:
+        return f"on by default, {_state(h)}"
+    if h.status == MISSING and not FIXES[h.fix].default and effect is not None:
+        return f"opt-in: only with {effect.asked_with}"
+    return _state(h)
 
 
 def _machine_lines(effect: Effect, m: Machine) -> list[str]:
@@ -54,7 +63,7 @@ def _machine_lines(effect: Effect, m: Machine) -> list[str]:
     lines = []
     for need in effect.needs:
         if need.machine == "multicast":
-            why = _why_no_multicast(m)
+            why = no_multicast(m)
             if why:
                 lines.append(f"{need.otherwise}: {why}; {need.then}")
             else:
@@ -120,25 +129,34 @@ def doctor(found: list[tuple], apply_target: str) -> Report:
         fixes = []
         for h in hs:
             fix = FIXES[h.fix]
-            need = h.status == MISSING and (fix.default or h.fix in pulled)
-            kind = "on by default" if fix.default else "opt-in"
-            verdict = ("needed here, " if need else "") if h.status == MISSING else ""
-            report.add(f"  {h.fix} ({kind}): {verdict}{_state(h)}")
-            why = pulled.get(h.fix, []) if h.status == MISSING else []
             effect = effects.get(h.fix)
-            if h.status == MISSING and not fix.default and not why and effect is not None:
-                report.add(f"    not needed by default: only with {effect.asked_with}")
-            report.lines += [f"    needed because {w}" for w in why]
+            # Not needed on this machine at all: it lacks what the fix needs, and the release turns off cleanly.
+            spare = unneeded(effect, s.project, s.version, m) if h.status == MISSING else None
+            need = h.status == MISSING and (fix.default or h.fix in pulled) and spare is None
+            kind = "on by default" if fix.default else "opt-in"
+            verdict = ("needed here, " if need else "not needed here, " if spare else "") if h.status == MISSING else ""
+            report.add(f"  {h.fix} ({kind}): {verdict}{_state(h)}")
+            because = pulled.get(h.fix, []) if h.status == MISSING and spare is None else []
             lines = []
-            if effect is not None and h.status in (MISSING, IN_EFFECT):
+            if spare is not None:
+                lines = [f"not needed because {spare}"]
+            elif h.status == MISSING and not fix.default and not because and effect is not None:
+                lines = [f"not needed by default: only with {effect.asked_with}"]
+            lines += [f"needed because {w}" for w in because]
+            said = []
+            if effect is not None and h.status in (MISSING, IN_EFFECT) and spare is None:
                 line = _effect_line(effect, s.project.name, s.version, h)
-                lines = ([line] if line else []) + _machine_lines(effect, m)
-            report.lines += [f"    {line}" for line in lines]
+                only = clean_start_only(effect, s.project, s.version, m)
+                said = ([line] if line else []) + _machine_lines(effect, m) + ([only] if only else [])
+            report.lines += [f"    {line}" for line in lines + said]
             if need and h.fix not in needed:
                 needed.append(h.fix)
-            fixes.append(dict(h.to_json(), default=fix.default, needed=need, needed_because=why, effect_here=lines))
+            fixes.append(dict(h.to_json(), default=fix.default, needed=need, why=_why(h, need, spare, because, effect),
+                              needed_because=because, effect_here=said))
         documents.append(s.data("doctor", project=s.project.name, label=s.project.label,
                                 kind=s.target.kind, fixes=fixes))
+    speedup_lines, speedups = speedups_here(m, versions)
+    report.lines += speedup_lines
     command = None
     report.add("")
     if needed:
@@ -153,7 +171,8 @@ def doctor(found: list[tuple], apply_target: str) -> Report:
         report.add("nothing this machine needs is missing")
         report.exit_code = OK
     report.data = {"command": "doctor", "ok": not needed, "exit_code": report.exit_code, "machine": m.to_json(),
-                   "targets": documents, "needed": needed, "apply": command}
+                   "targets": documents, "needed": needed, "apply": command,
+                   "recommendation": speedups[0] if speedups else None}
     return report
 
 

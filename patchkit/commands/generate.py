@@ -31,6 +31,7 @@ from patchkit.versions import tag_to_version, version_key
 
 PATCH_AUTHOR = "patchkit <patchkit@users.noreply.invalid>"
 MANIFEST = "manifest.json"
+NOT_NEEDED_HERE = "not needed here"  # --to-cc auto: the machine lacks what the fix needs, the release turns off cleanly
 
 # What a release needs, in the words the per-tag line and --json use.
 
@@ -124,12 +125,15 @@ def release_patch(
     templates: Path | None = None,
     files: list[SourceFile] | None = None,
     blobs: dict[str, bytes] | None = None,
+    skip: Callable[[str, str], str | None] | None = None,
 ) -> TagOutcome:
     """The series (one patch per fix that changes something), its ``series`` file and
     manifest for one tag.  A fix that cannot apply is an error of the tag when it is
     ``asked`` for (named, or on by default), else a note.
 
     ``files`` and ``blobs`` are the tag's candidate files and their bytes when read in bulk.
+    ``skip(fix, version)``: why a fix is not needed on this machine for the release (``--to-cc
+    auto``), which leaves it out of the series; None to keep it.
     """
     release = source.release(tag)
     version = tag_to_version(tag)
@@ -149,6 +153,10 @@ def release_patch(
     for fix in fixes:
         fix_rules = tuple(r for r in rules if r.fix == fix)
         if not fix_rules:
+            continue
+        why = skip(fix, version) if skip else None
+        if why:
+            statuses.append({"fix": fix, "status": NOT_NEEDED_HERE, "reason": why})
             continue
         try:
             changes, entries, upstream, new = _fix_changes(current, fix_rules, read, project.source_root, cache, fix,
@@ -279,6 +287,7 @@ def generate(
     check: bool = False,
     templates: Path | None = None,
     progress: Callable[[str, bool], None] | None = None,
+    skip: Callable[[str, str], str | None] | None = None,
 ) -> Report:
     """Generate (or with ``check``, compare) the series of ``tags`` (default: every release tag).
 
@@ -296,7 +305,7 @@ def generate(
     outcomes = []
     for tag in tags:
         outcome = release_patch(source, tag, project, fixes=fixes, rules=rules, cache=cache, asked=asked,
-                                templates=templates, files=files[tag], blobs=blobs)
+                                templates=templates, files=files[tag], blobs=blobs, skip=skip)
         if not check:
             write(out, outcome)
         outcomes.append(outcome)
@@ -324,6 +333,8 @@ def _line(outcome: TagOutcome, width: int, out: Path) -> str:
             parts.append(f"{f['fix']} {plural(len(found), noun)} in {plural(len(files), 'file')}")
         elif f["status"] in (CANNOT_APPLY, INCOMPLETE) and outcome.status != ERROR:
             parts.append(f"{f['fix']} {f['status']} ({f['reason']})")
+        elif f["status"] == NOT_NEEDED_HERE:
+            parts.append(f"{f['fix']} not needed here ({f['reason']})")
         elif f["status"] not in (CANNOT_APPLY, INCOMPLETE) and outcome.status == PATCHED:
             parts.append(f"{f['fix']} {f['status']}")
     if outcome.error:

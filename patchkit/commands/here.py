@@ -3,14 +3,21 @@ the project keys them, and for each fix whether it is in effect for them.
 
 Read only, from the target's files (the rewriter finds what each rule would add; nothing
 is imported or run).  ``doctor`` reports it; ``--to-cc auto`` picks the keys from it.
+
+A fix whose keys are missing can still be needed nowhere on this machine: when the GPUs lack
+what it needs to take effect (multicast) and the release turns the feature off cleanly
+without it (its ``[effect]``: ``helps_without`` of the need, ``outcome`` of the failure),
+``unneeded`` says why.
 """
 
 from __future__ import annotations
 
+import shutil
 from typing import NamedTuple
 
 from patchkit.digest import sha256
 from patchkit.errors import PatchkitError, RewriteError
+from patchkit.fixes.effects import Effect, Fails
 from patchkit.fixes.registry import FIXES, Project, fixes_for, rules_for
 from patchkit.gpus.smi import Machine
 from patchkit.rewrite.capability import cap, same
@@ -148,3 +155,50 @@ def fixes_here(s: Session, machine: Machine) -> list[FixHere]:
     ccs = spelled(s.project, machine)
     current = s.current()
     return [fix_here(s, name, ccs, current) for name in fixes_for(s.project.name) if name in FIXES]
+
+
+def no_multicast(m: Machine) -> str | None:
+    """Why the GPUs have no multicast, or None when NVLink might give it."""
+    if not m.links:
+        return "one GPU, no peer to share multicast memory with"
+    if m.pcie_only():
+        return "no multicast between PCIe GPUs"
+    return None
+
+
+def lacks(machine_need: str, m: Machine) -> str | None:
+    """Why this machine lacks what a fix needs (``[[effect.needs]]``' ``machine``), or None."""
+    if machine_need == "multicast":
+        return no_multicast(m)
+    return None if shutil.which("nvcc") else "no nvcc on PATH"
+
+
+def _clean(f: Fails, label: str, version: str) -> str:
+    return f'{label} {version} warns "{f.says}"' if f.outcome == "warning" else f"{label} {version} {f.says}"
+
+
+def unneeded(effect: Effect | None, project: Project, version: str | None, m: Machine) -> str | None:
+    """Why the fix is not needed on this machine for ``project`` ``version``: the machine lacks
+    what the fix needs to take effect, and the release's outcome without the fix is not one the
+    fix still helps there (it turns the feature off cleanly by itself).  None when it is
+    needed, or when the data does not know how the release fails."""
+    failing = effect.failing(project.name, version) if effect is not None else []
+    for need in effect.needs if failing else ():
+        why = lacks(need.machine, m) if need.decides_need() else None
+        if why and not any(f.outcome in need.helps_without for f in failing):
+            clean = "; ".join(_clean(f, project.label, version) for f in failing)
+            return f"{why}, and without it {clean}; {need.adds_without}"
+    return None
+
+
+def clean_start_only(effect: Effect | None, project: Project, version: str | None, m: Machine) -> str | None:
+    """On a machine that lacks what the fix needs, for a release it still helps: that the
+    feature cannot speed anything up here, and what the fix does instead.  None otherwise."""
+    failing = effect.failing(project.name, version) if effect is not None else []
+    for need in effect.needs if failing else ():
+        why = lacks(need.machine, m) if need.decides_need() else None
+        crashes = [f.says for f in failing if f.outcome == "crash" and f.outcome in need.helps_without]
+        if why and crashes:
+            return (f"{effect.asked_with} cannot speed anything up here ({why}): "
+                    f"the fix only turns {' and '.join(dict.fromkeys(crashes))} into a clean start")
+    return None

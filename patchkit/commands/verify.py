@@ -45,15 +45,18 @@ def verify(
     ours = applied if applied and applied.from_cc == from_cc and applied.to_cc == to_cc else None
     recorded = {f.path: f for f in ours.files} if ours else {}
     current = s.current(tuple(recorded))
+    # The tables to check: every dict-key table of the project, or those of the fixes asked for.
+    names = s.project.tables if fixes is None else tuple(
+        dict.fromkeys(n for r in rules_for(s.project.name, fixes) if r.kind == "dict-key" for n in r.tables))
     checked: list[dict] = []
     for rel, data in current.items():
         local = s.target.local(rel)
         if rel in recorded and sha256(data) == recorded[rel].post_sha256:
             checked.append({"path": local, "how": "post-image hash recorded at apply", "tables": [t["name"] for t in recorded[rel].tables]})
-        elif any(name.encode() in data for name in s.project.tables):
+        elif any(name.encode() in data for name in names):
             try:
                 with s.local_errors():
-                    tables = _evaluate(data, rel, s.project.tables)
+                    tables = _evaluate(data, rel, names)
             except RewriteError as exc:
                 problems.append(str(exc))
                 continue
@@ -117,7 +120,7 @@ def verify(
         report.add(f"verify: {plural(len(problems), 'problem')}")
     elif not checked:
         report.add(f"verify: ok, nothing to patch (no capability tables in {s.project.label} {s.version or '(version unknown)'})")
-    elif not s.project.tables:
+    elif not names:
         carried = [r.origin.cite() for r in rules if r.kind == "backport"]
         what = f"{', '.join(carried)} in every file it changes" if carried and len(carried) == len(rules) else \
             f"{to_cc!r} in every list and gate of {', '.join(fixes)}"

@@ -9,7 +9,11 @@ of tables:
   the exception or warning it ``says`` and ``where``;
 - ``[[effect.needs]]``: what the machine needs for the fix to take effect (``machine``:
   ``multicast`` or ``nvcc``), in words (``says``), what the code does ``otherwise`` and
-  what follows (``then``);
+  what follows (``then``).  Optionally, whether the fix is needed on a machine without it:
+  ``helps_without`` lists the outcomes of ``[[effect.fails]]`` the fix still helps there
+  (``["crash"]``: it turns a crash into a clean start); on such a machine a release whose
+  outcome is another (``warning``, ``off``: it turns the feature off cleanly by itself) does
+  not need the fix, and ``adds_without`` says what the fix would add there instead;
 - ``[[effect.default_on]]``: the releases of a project (``since``/``until``) that turn the
   fixed feature on by themselves for ``models`` (architectures), when ``with_project`` is
   installed beside them below ``fixed_in``.
@@ -59,6 +63,12 @@ class Needs(NamedTuple):
     says: str
     otherwise: str  # what the code does when the machine lacks it
     then: str  # and what follows
+    helps_without: tuple[str, ...] = ()  # the outcomes the fix still helps on a machine without it
+    adds_without: str = ""  # what the fix adds, on a machine without it, to a release of another outcome
+
+    def decides_need(self) -> bool:
+        """Whether lacking it makes the fix unneeded for some releases."""
+        return bool(self.helps_without)
 
 
 class DefaultOn(NamedTuple):
@@ -149,8 +159,13 @@ def read_effect(path: Path) -> Effect | None:
         machine = _get(e, "machine", str, path, where)
         if machine not in MACHINE_NEEDS:
             raise BadInput(str(path), f"{where}: machine {machine!r} is not one of {', '.join(MACHINE_NEEDS)}")
+        helps = _strings(e, "helps_without", path, where, required=False)
+        for outcome in helps:
+            if outcome not in OUTCOMES:
+                raise BadInput(str(path), f"{where}: helps_without {outcome!r} is not one of {', '.join(OUTCOMES)}")
+        adds = _get(e, "adds_without", str, path, where) if helps or "adds_without" in e else ""
         needs.append(Needs(machine, _get(e, "says", str, path, where), _get(e, "otherwise", str, path, where),
-                           _get(e, "then", str, path, where)))
+                           _get(e, "then", str, path, where), helps, adds))
     default_on = []
     for where, e in _tables(effect, "default_on", path, what):
         _versions(e, path, where, "since", "until")

@@ -297,9 +297,10 @@ def read_fix(path: Path) -> Fix:
 
 
 def read_fixes(folder: Path = HERE) -> dict[str, Fix]:
-    """Every ``*.toml`` in ``folder`` but projects.toml and known-failures.toml (signatures.py reads
-    it): the default fixes first, then by name."""
-    fixes = [read_fix(p) for p in sorted(folder.glob("*.toml")) if p.name not in ("projects.toml", "known-failures.toml")]
+    """Every ``*.toml`` in ``folder`` but projects.toml, known-failures.toml (signatures.py reads
+    it) and known-speedups.toml (speedups.py): the default fixes first, then by name."""
+    others = ("projects.toml", "known-failures.toml", "known-speedups.toml")
+    fixes = [read_fix(p) for p in sorted(folder.glob("*.toml")) if p.name not in others]
     return {f.name: f for f in sorted(fixes, key=lambda f: (not f.default, f.name))}
 
 

@@ -1,5 +1,5 @@
 """patchkit doctor and --to-cc auto, on real wheels in real virtualenvs (sglang 0.5.7, 0.5.9,
-0.5.23; flashinfer-python 0.6.4, 0.6.17, installed by pip) and a vLLM 0.33.0 checkout from
+0.5.23; flashinfer-python 0.6.4, 0.6.17, 0.7.0, installed by pip) and a vLLM 0.33.0 checkout from
 the release mirror, with a stand-in nvidia-smi first on PATH (standin.py) for each machine."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import copy_venv, invoke, make_venv, pip_install, real_mirror
+from conftest import copy_venv, invoke, make_venv, pip_install, real_mirror, symm_effect
 from standin import standin, no_nvidia_smi
 from patchkit.digest import sha256
 from patchkit.rewrite.evaluate import tables
@@ -18,6 +18,27 @@ from patchkit.rewrite.evaluate import tables
 _BUILT: dict[tuple, Path] = {}
 PCIE = ("the communicator will then turn itself off (\"torch symmetric memory multicast operations are not supported\"): "
         "no multicast between PCIe GPUs; the all-reduce stays on NCCL")
+CLEAN_START = ("--enable-torch-symm-mem cannot speed anything up here (no multicast between PCIe GPUs): "
+               "the fix only turns KeyError: 12 into a clean start")
+# What the SGLang authors measured, as pcie_ipc_ar.py's docstring says it (known-speedups.toml).
+MEASURED = [
+    "  measured by the SGLang authors (the module docstring of sglang/srt/distributed/device_communicators/pcie_ipc_ar.py):",
+    "    Measured on one 8x SM120 host (GPUs 0-3 and 4-7 on separate NUMA nodes), against NCCL, hidden 6144 bf16:",
+    "    Message    FlashInfer   NCCL        Speed-up",
+    "    12 KiB     5.3 us       205.1 us    38.8x",
+    "    96 KiB     15.3 us      584.9 us    38.2x",
+    "    384 KiB    34.6 us      1169.3 us   33.8x",
+    "    100 MiB    8.5 ms       50.4 ms     5.9x",
+]
+PCIE_IPC = [
+    "all-reduce on these GPUs (8 x SM120, linked through PCIe only: no NVLink, no multicast): FlashInfer's PCIe-IPC "
+    "all-reduce (pcie_ipc_comm), which SGLang uses for the tensor-parallel all-reduce",
+]
+SERVES = "  it serves tensor-parallel groups of 2, 4 or 8 GPUs, bf16 reductions up to the decode size; the rest stays on NCCL"
+NOT_NEEDED_0523 = (
+    "no multicast between PCIe GPUs, and without it SGLang 0.5.23 warns \"TorchSymmMemCommunicator: Device capability 12 not "
+    "supported, communicator is not available.\"; with the key the communicator would go on to torch_symm_mem.rendezvous, "
+    "which maps every peer's memory (P2P between the GPUs), and then turn itself off anyway: a way to fail, and no speed")
 
 
 @pytest.fixture(scope="module")
@@ -65,11 +86,12 @@ def test_eight_pcie_rtx_pro_6000_with_sglang_059_and_flashinfer_064(tmp_path: Pa
     assert lines[1] == "  GPU0  NVIDIA RTX PRO 6000 Blackwell Workstation Edition  cc 12.0 (SM120)  00000000:01:00.0"
     assert len([l for l in lines if "(SM120)" in l]) == 8
     assert lines[9] == "links: every pair through PCIe (NODE 8, PIX 4, SYS 16): no NVLink, so no multicast between these GPUs"
-    assert lines[11:16] == [
+    assert lines[11:17] == [
         f"{site}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info/METADATA",
         "  torch-symm-mem (on by default): needed here, not applied: TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES lacks 12; _WORLD_SIZES_MULTIMEM lacks 12",
         "    prevents: KeyError: 12 (TorchSymmMemCommunicator.__init__ (torch_symm_mem.py))",
         f"    {PCIE}",
+        f"    {CLEAN_START}",
         "  allreduce-fusion (opt-in): not applied: _is_sm100_supported in apply_flashinfer_allreduce_fusion() lacks '_is_sm120_supported'",
     ]
     assert "    not needed by default: only with --enable-flashinfer-allreduce-fusion" in lines
@@ -77,7 +99,12 @@ def test_eight_pcie_rtx_pro_6000_with_sglang_059_and_flashinfer_064(tmp_path: Pa
     assert ("    prevents: No supported CUDA architectures found for major versions [9, 10]. (gen_trtllm_comm_module (flashinfer/jit/comm.py): "
             "SGLang dies at CUDA graph capture (\"Capture cuda graph failed\", SGLang issue 15650))") in lines
     assert f"    it needs CUDA 12.8 or later and nvcc, for FlashInfer's JIT build of sm_120a (trtllm_comm.so): nvcc is {tmp_path}/bin/nvcc" in lines
-    assert lines[-1] == f"needed: torch-symm-mem; to apply: patchkit apply --python {python} --to-cc auto"
+    # Older SGLang and FlashInfer: which of the two to upgrade for the all-reduce that helps on PCIe.
+    start = lines.index(PCIE_IPC[0])
+    assert lines[start - 1:-2] == ["", *PCIE_IPC,
+                                   "  it needs SGLang 0.5.21 or later and FlashInfer 0.7.0 or later (SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1): "
+                                   "upgrade sglang (0.5.9 here), upgrade flashinfer-python (0.6.4 here)", SERVES, *MEASURED]
+    assert lines[-2:] == ["", f"needed: torch-symm-mem; to apply: patchkit apply --python {python} --to-cc auto"]
     assert snapshot(venv) == before  # read only
 
     doc = json.loads(invoke("doctor", "--python", python, "--json", env=env).stdout)
@@ -89,7 +116,17 @@ def test_eight_pcie_rtx_pro_6000_with_sglang_059_and_flashinfer_064(tmp_path: Pa
     assert (sglang["label"], sglang["version"], flashinfer["label"], flashinfer["version"]) == ("SGLang", "0.5.9", "FlashInfer", "0.6.4")
     symm = sglang["fixes"][0]
     assert (symm["fix"], symm["status"], symm["missing"], symm["needed"]) == ("torch-symm-mem", "missing", [12], True)
+    assert symm["why"] == "on by default, not applied: TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES lacks 12; _WORLD_SIZES_MULTIMEM lacks 12"
+    assert symm["effect_here"][-1] == CLEAN_START
     assert [(f["fix"], f["status"], f["needed"]) for f in flashinfer["fixes"]] == [("allreduce-fusion", "missing", False)]
+    assert flashinfer["fixes"][0]["why"] == "opt-in: only with --enable-flashinfer-allreduce-fusion"
+    advice = doc["recommendation"]
+    assert (advice["name"], advice["available"], advice["upgrade"]) == ("pcie-ipc-allreduce", False, ["sglang", "flashinfer-python"])
+    assert advice["installed"] == {"sglang": "0.5.9", "flashinfer": "0.6.4"}
+    assert advice["requires"] == [{"project": "sglang", "since": "0.5.21", "otherwise": ""}, {
+        "project": "flashinfer", "since": "0.7.0",
+        "otherwise": "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE is set but this FlashInfer build has no pcie_ipc_comm; falling back to NCCL all-reduce."}]
+    assert advice["turn_on"] == "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1" and advice["measured"] == [l.strip() for l in MEASURED[1:]]
     assert snapshot(venv) == before
 
     done = invoke("apply", "--python", python, "--to-cc", "auto", "--all-fixes", env=env)
@@ -102,8 +139,9 @@ def test_eight_pcie_rtx_pro_6000_with_sglang_059_and_flashinfer_064(tmp_path: Pa
     done = invoke("doctor", "--python", python, env=env)
     assert done.returncode == 0, done.stderr.decode()
     lines = out(done)
-    assert "  torch-symm-mem (on by default): applied (by patchkit)" in lines
-    assert f"    {PCIE}" in lines  # still says what PCIe means for symm-mem
+    at = lines.index("  torch-symm-mem (on by default): applied (by patchkit)")
+    # Still says what PCIe means for symm-mem, and what the fix did instead.
+    assert lines[at + 1:at + 4] == ["    prevented: KeyError: 12 (TorchSymmMemCommunicator.__init__ (torch_symm_mem.py))", f"    {PCIE}", f"    {CLEAN_START}"]
     assert lines[-1] == "nothing this machine needs is missing"
 
 
@@ -128,12 +166,101 @@ def test_flashinfer_0617_has_the_fusion_upstream(tmp_path: Path, venvs) -> None:
     assert not any(l.startswith("    needed because") for l in lines)  # 0.6.17 does not fail
 
 
-def test_sglang_0523_warns_instead(tmp_path: Path, venvs) -> None:
+def test_sglang_0523_needs_no_symm_mem_on_pcie_and_gets_the_pcie_ipc_all_reduce(tmp_path: Path, venvs) -> None:
+    """0.5.23 turns the communicator off cleanly without key 12 and the GPUs have no multicast:
+    the fix is not needed; the all-reduce that helps is upstream, named with its measurement."""
+    venv = venvs("0.5.23", "0.7.0")  # doctor only reads: the template itself, checked unchanged
+    python = str(venv / "bin" / "python")
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    env = standin(tmp_path, "rtxpro6000-8pcie")
+    before = snapshot(site / "sglang")
+    done = invoke("doctor", "--python", python, env=env)
+    assert done.returncode == 0, done.stderr.decode()
+    lines = out(done)
+    assert lines[11:14] == [
+        f"{site}/sglang: SGLang 0.5.23 (installed), from sglang-0.5.23.dist-info/METADATA",
+        "  torch-symm-mem (on by default): not needed here, not applied: TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES lacks 12; _WORLD_SIZES_MULTIMEM lacks 12",
+        f"    not needed because {NOT_NEEDED_0523}",
+    ]
+    assert not any("prevents: the warning" in l for l in lines)
+    start = lines.index(PCIE_IPC[0])
+    assert lines[start:] == [*PCIE_IPC, "  SGLang 0.5.23 and FlashInfer 0.7.0 have it: start the server with SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1",
+                             SERVES, *MEASURED, "", "nothing this machine needs is missing"]
+    doc = json.loads(invoke("doctor", "--python", python, "--json", env=env).stdout)
+    assert (doc["ok"], doc["needed"], doc["apply"]) == (True, [], None)
+    symm = doc["targets"][0]["fixes"][0]
+    assert (symm["fix"], symm["status"], symm["needed"], symm["why"], symm["effect_here"]) == (
+        "torch-symm-mem", "missing", False, NOT_NEEDED_0523, [])
+    advice = doc["recommendation"]
+    assert (advice["available"], advice["upgrade"], advice["installed"]) == (True, [], {"sglang": "0.5.23", "flashinfer": "0.7.0"})
+    assert snapshot(site / "sglang") == before
+
+
+def test_sglang_0523_with_flashinfer_0617_is_told_to_upgrade_flashinfer(tmp_path: Path, venvs) -> None:
+    _, python = env_of(tmp_path, venvs, "0.5.23", "0.6.17")
+    lines = out(invoke("doctor", "--python", python, env=standin(tmp_path, "rtxpro6000-8pcie")))
+    start = lines.index(PCIE_IPC[0])
+    assert lines[start + 1:start + 3] == [
+        "  it needs SGLang 0.5.21 or later and FlashInfer 0.7.0 or later (SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1): upgrade flashinfer-python (0.6.17 here)",
+        "  with FlashInfer 0.6.17, SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1 only logs \"SGLANG_ENABLE_PCIE_IPC_ALLREDUCE is set but this "
+        "FlashInfer build has no pcie_ipc_comm; falling back to NCCL all-reduce.\"",
+    ]
+
+
+def test_one_gpu_sm12x_gets_no_all_reduce_advice(tmp_path: Path, venvs) -> None:
+    """A GB10 (cc 12.1, one GPU): nothing to all-reduce with, no multicast: torch-symm-mem is not
+    needed on 0.5.23, and the PCIe all-reduce is not for it."""
     _, python = env_of(tmp_path, venvs, "0.5.23", None)
-    done = invoke("doctor", "--python", python, env=standin(tmp_path, "rtxpro6000-8pcie"))
-    assert done.returncode == 1
-    assert ("    prevents: the warning TorchSymmMemCommunicator: Device capability 12 not supported, communicator is not available. "
-            "(TorchSymmMemCommunicator.__init__ (torch_symm_mem.py); the communicator stays off)") in out(done)
+    done = invoke("doctor", "--python", python, env=standin(tmp_path, "gb10"))
+    assert done.returncode == 0, done.stdout.decode()
+    lines = out(done)
+    assert lines[6] == "    not needed because " + NOT_NEEDED_0523.replace("no multicast between PCIe GPUs", "one GPU, no peer to share multicast memory with")
+    assert not any(l.startswith("all-reduce on these GPUs") for l in lines)
+    assert json.loads(invoke("doctor", "--python", python, "--json", env=standin(tmp_path, "gb10")).stdout)["recommendation"] is None
+
+
+def test_apply_to_cc_auto_leaves_sglang_0523_alone_on_pcie(tmp_path: Path, venvs) -> None:
+    venv, python = env_of(tmp_path, venvs, "0.5.23", None)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    env = standin(tmp_path, "rtxpro6000-8pcie")
+    before = snapshot(site / "sglang")
+    skipped = f"not needed here: torch-symm-mem: {NOT_NEEDED_0523} (--fix torch-symm-mem applies it anyway)"
+    head = ["this machine: 8 x NVIDIA RTX PRO 6000 Blackwell Workstation Edition (cc 12.0)",
+            f"{site}/sglang: SGLang 0.5.23 (installed), from sglang-0.5.23.dist-info/METADATA"]
+    for command in ("apply", "verify"):
+        done = invoke(command, "--python", python, "--to-cc", "auto", env=env)
+        assert (done.returncode, done.stderr) == (0, b""), done.stdout.decode()
+        assert out(done) == [*head, skipped]
+        assert snapshot(site / "sglang") == before  # its tables left alone, byte for byte
+    doc = json.loads(invoke("apply", "--python", python, "--to-cc", "auto", "--json", env=env).stdout)
+    assert (doc["command"], doc["targets"], doc["nothing_to_do"]) == ("apply", [], [str(site)])
+    assert doc["not_needed"] == [{"path": str(site), "project": "sglang", "fix": "torch-symm-mem", "why": NOT_NEEDED_0523}]
+    # With the fusion asked for too, only the fusion is applied; verify then proves only it.
+    done = invoke("apply", "--python", python, "--to-cc", "auto", "--all-fixes", env=env)
+    assert done.returncode == 0, done.stdout.decode()
+    assert out(done)[:5] == [*head, skipped, "applied shipped patch patches/0.5.23/0002-Allow-the-FlashInfer-all-reduce-fusion-on-SM120.patch",
+                             "  patched sglang/srt/layers/layer_boundary/residual/add_norm.py (+1 line)"]
+    utils = "srt/distributed/device_communicators/all_reduce_utils.py"
+    assert snapshot(site / "sglang")[utils] == before[utils]
+    done = invoke("verify", "--python", python, "--to-cc", "auto", env=env)
+    assert done.returncode == 0, done.stdout.decode()
+    assert out(done)[2:] == [skipped, "checked sglang/srt/layers/layer_boundary/residual/add_norm.py: _is_sm100_supported in "
+                             "flashinfer_ar_fusion_applies() (post-image hash recorded at apply)",
+                             "verify: ok (12 in every list and gate of allreduce-fusion)"]
+
+
+@pytest.mark.parametrize("asked", [("--to-cc", "auto", "--fix", "torch-symm-mem"), ()], ids=["auto-fix-named", "explicit-12"])
+def test_asking_for_torch_symm_mem_still_applies_it(tmp_path: Path, venvs, asked) -> None:
+    venv, python = env_of(tmp_path, venvs, "0.5.23", None)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    done = invoke("apply", "--python", python, *asked, env=standin(tmp_path, "rtxpro6000-8pcie"))
+    assert done.returncode == 0, done.stdout.decode()
+    lines = out(done)
+    assert not any(l.startswith("not needed here") for l in lines)
+    assert symm_effect("SGLang", "0.5.23", "TorchSymmMemCommunicator: Device capability 12 not supported, communicator is not available.") in lines
+    utils = site / "sglang/srt/distributed/device_communicators/all_reduce_utils.py"
+    (table,) = tables(utils.read_bytes(), ("TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES",), str(utils)).values()
+    assert table[12] == table[10]
 
 
 def test_an_h200_needs_nothing(tmp_path: Path, venvs) -> None:
@@ -191,7 +318,9 @@ def test_no_gpu_a_hung_or_a_garbled_driver(tmp_path: Path, venvs, machine: str, 
     assert doc["command"] == command[0] and doc["exit_code"] == 2 and why.removeprefix("patchkit: ") in doc["error"]
 
 
-def test_a_gb10_on_vllm_0330_gets_key_12_1(tmp_path: Path, tmp_path_factory) -> None:
+def test_a_gb10_on_vllm_0330_gets_key_12_1_when_asked(tmp_path: Path, tmp_path_factory) -> None:
+    """One GPU has no multicast, and vLLM turns its communicator off cleanly without the key:
+    doctor and --to-cc auto leave it; asked for with --fix, the key is "12.1" (a GB10's cc)."""
     mirror = real_mirror(tmp_path_factory, "PATCHKIT_REAL_VLLM_MIRROR", "vllm", ["0.33.0"])
     checkout = tmp_path / "vllm"
     import subprocess
@@ -199,12 +328,20 @@ def test_a_gb10_on_vllm_0330_gets_key_12_1(tmp_path: Path, tmp_path_factory) -> 
     subprocess.run(["git", "clone", "-q", "--branch", "v0.33.0", str(mirror), str(checkout)], check=True, capture_output=True)
     env = standin(tmp_path, "gb10")
     done = invoke("doctor", str(checkout), env=env)
-    assert done.returncode == 1
+    assert done.returncode == 0, done.stdout.decode()
     lines = out(done)
     assert lines[1] == "  GPU0  NVIDIA GB10  cc 12.1 (SM121)  0000000F:01:00.0"
-    assert any(l.startswith("  torch-symm-mem (on by default): needed here, not applied: CUSTOM_ALL_REDUCE_MAX_SIZES lacks '12.1'") for l in lines)
-    assert lines[-1] == f"needed: torch-symm-mem; to apply: patchkit apply {checkout} --to-cc auto"
+    assert any(l.startswith("  torch-symm-mem (on by default): not needed here, not applied: CUSTOM_ALL_REDUCE_MAX_SIZES lacks '12.1'") for l in lines)
+    why = ("one GPU, no peer to share multicast memory with, and without it vLLM 0.33.0 warns \"SymmMemCommunicator: Device "
+           "capability 12.0 not supported, communicator is not available.\"; with the key the communicator would go on to "
+           "torch_symm_mem.rendezvous, which maps every peer's memory (P2P between the GPUs), and then turn itself off anyway: "
+           "a way to fail, and no speed")
+    assert f"    not needed because {why}" in lines and lines[-1] == "nothing this machine needs is missing"
     done = invoke("apply", str(checkout), "--to-cc", "auto", env=env)
+    assert done.returncode == 0, done.stderr.decode()
+    assert out(done)[2:] == [f"not needed here: torch-symm-mem: {why} (--fix torch-symm-mem applies it anyway)"]
+    assert subprocess.run(["git", "-C", str(checkout), "status", "--porcelain"], capture_output=True).stdout == b""
+    done = invoke("apply", str(checkout), "--to-cc", "auto", "--fix", "torch-symm-mem", env=env)
     assert done.returncode == 0, done.stderr.decode()
     assert out(done)[0] == "this machine: 1 x NVIDIA GB10 (cc 12.1)"
     utils = checkout / "vllm/distributed/device_communicators/all_reduce_utils.py"
@@ -212,3 +349,27 @@ def test_a_gb10_on_vllm_0330_gets_key_12_1(tmp_path: Path, tmp_path_factory) -> 
     assert found and all(t["12.1"] == t["10.0"] and "12.0" not in t for t in found.values())
     assert invoke("verify", str(checkout), "--to-cc", "auto", env=env).returncode == 0
     assert invoke("doctor", str(checkout), env=env).returncode == 0
+
+
+def test_generate_to_cc_auto_leaves_out_what_is_not_needed_here(tmp_path: Path, tmp_path_factory) -> None:
+    """The series for this machine: 0.5.9 keeps torch-symm-mem (it crashes without it), 0.5.23's
+    leaves it out and says why in its line and manifest; --fix torch-symm-mem writes it anyway."""
+    mirror = real_mirror(tmp_path_factory, "PATCHKIT_REAL_MIRROR", "sglang", ("0.5.9", "0.5.23"))
+    env = standin(tmp_path, "rtxpro6000-8pcie")
+    tags = ("--tag", "v0.5.9", "--tag", "v0.5.23")
+    done = invoke("generate", "--repo", str(mirror), *tags, "--out", str(tmp_path / "out"), "--to-cc", "auto", env=env)
+    assert done.returncode == 0, done.stderr.decode()
+    assert out(done) == [
+        f"v0.5.9   patched -> {tmp_path}/out/0.5.9/series: torch-symm-mem 2 tables in 2 files; allreduce-fusion 1 gate in 1 file",
+        f"v0.5.23  patched -> {tmp_path}/out/0.5.23/series: torch-symm-mem not needed here ({NOT_NEEDED_0523}); "
+        "allreduce-fusion 1 gate in 1 file",
+        "2 tags: 2 patched, 0 nothing to patch, 0 already upstream, 0 errors",
+    ]
+    assert (tmp_path / "out/0.5.23/series").read_text() == "0001-Allow-the-FlashInfer-all-reduce-fusion-on-SM120.patch\n"
+    assert (tmp_path / "out/0.5.9/series").read_text().splitlines()[0] == "0001-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch"
+    manifest = json.loads((tmp_path / "out/0.5.23/manifest.json").read_text())
+    assert manifest["fixes"][0] == {"fix": "torch-symm-mem", "status": "not needed here", "reason": NOT_NEEDED_0523}
+    done = invoke("generate", "--repo", str(mirror), *tags, "--out", str(tmp_path / "named"), "--to-cc", "auto",
+                  "--fix", "torch-symm-mem", env=env)
+    assert done.returncode == 0, done.stderr.decode()
+    assert out(done)[1] == f"v0.5.23  patched -> {tmp_path}/named/0.5.23/series: torch-symm-mem 2 tables in 2 files"

@@ -1,0 +1,137 @@
+"""What decides whether a fix is needed here, and the all-reduce that helps on PCIe SM12x, are
+data: the need's ``helps_without`` / ``adds_without`` (effects.py) and known-speedups.toml
+(speedups.py).  The shipped values are checked against the real wheels they quote (read as
+zip files, never installed or imported); a wrong table is one BadInput line."""
+
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from patchkit.errors import BadInput
+from patchkit.fixes.effects import read_effect, read_effects
+from patchkit.fixes.load import HERE, read_fixes
+from patchkit.fixes.speedups import SPEEDUPS, read_speedups
+
+PCIE_IPC_AR = "sglang/srt/distributed/device_communicators/pcie_ipc_ar.py"
+
+
+def wheel(distribution: str, version: str) -> zipfile.ZipFile:
+    from patchkit.dev.mirror import default_cache, fetch_wheel
+
+    return zipfile.ZipFile(fetch_wheel(version, default_cache(), distribution))
+
+
+def test_torch_symm_mem_helps_without_multicast_only_where_it_crashes() -> None:
+    (need,) = read_effects()["torch-symm-mem"].needs
+    assert (need.machine, need.helps_without, need.decides_need()) == ("multicast", ("crash",), True)
+    assert need.adds_without.startswith("with the key the communicator would go on to torch_symm_mem.rendezvous")
+    (fusion,) = read_effects()["allreduce-fusion"].needs
+    assert (fusion.helps_without, fusion.adds_without, fusion.decides_need()) == ((), "", False)
+
+
+def test_the_shipped_speedup() -> None:
+    (sp,) = read_speedups()
+    assert (sp.name, sp.major, sp.links, sp.turn_on, sp.source) == (
+        "pcie-ipc-allreduce", 12, "pcie", "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1", PCIE_IPC_AR)
+    assert [(r.project, r.since) for r in sp.requires] == [("sglang", "0.5.21"), ("flashinfer", "0.7.0")]
+    assert [r.met(v) for r, v in zip(sp.requires, ("0.5.20", "0.7.0"))] == [False, True]
+    assert "known-speedups" not in read_fixes()  # not a fix
+
+
+@pytest.mark.parametrize("version", ["0.5.21", "0.5.23"])
+def test_the_measurement_is_quoted_from_the_real_sglang_wheel(version: str) -> None:
+    (sp,) = read_speedups()
+    with wheel("sglang", version) as whl:
+        module = ast.parse(whl.read(sp.source))
+        environ = whl.read("sglang/srt/environ.py").decode()
+    docstring = ast.get_docstring(module, clean=False)
+    sentence, *table = sp.measured
+    assert " ".join(sentence.split()) in " ".join(docstring.split())  # wrapped over two lines there
+    assert all(row in docstring.splitlines() for row in table)
+    assert "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE = EnvBool(False)" in environ
+    strings = {n.value for n in ast.walk(module) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    assert sp.requires[1].otherwise in strings  # PcieIpcCommunicator's warning with an older FlashInfer
+
+
+@pytest.mark.parametrize(("distribution", "version", "path", "has"), [
+    ("sglang", "0.5.20", PCIE_IPC_AR, False),
+    ("sglang", "0.5.21", PCIE_IPC_AR, True),
+    ("flashinfer-python", "0.6.18.post1", "flashinfer/comm/pcie_ipc_ar.py", False),
+    ("flashinfer-python", "0.7.0", "flashinfer/comm/pcie_ipc_ar.py", True),
+])
+def test_the_first_releases_that_have_it(distribution: str, version: str, path: str, has: bool) -> None:
+    (sp,) = read_speedups()
+    with wheel(distribution, version) as whl:
+        assert (path in whl.namelist()) is has
+        if has and distribution == "flashinfer-python":
+            assert re.search(rb"^class PcieIpcAllReduceWorkspace\b", whl.read(path), re.M)
+    project = "sglang" if distribution == "sglang" else "flashinfer"
+    assert next(r for r in sp.requires if r.project == project).met(version) is has
+
+
+GOOD = (HERE / SPEEDUPS).read_text()
+
+
+@pytest.mark.parametrize(("old", "new", "reason"), [
+    ('links = "pcie"', 'links = "nvlink"', "speedup pcie-ipc-allreduce: links 'nvlink' is not one of pcie"),
+    ("major = 12", 'major = "12"', "speedup pcie-ipc-allreduce: 'major' is missing or not int"),
+    ('turn_on = "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1"\n', "", "speedup pcie-ipc-allreduce: 'turn_on' is missing or not str"),
+    ('project = "flashinfer"', 'project = "flashinfer-python"',
+     "speedup pcie-ipc-allreduce, requires 2: project 'flashinfer-python' is not a project of projects.toml"),
+    ('since = "0.7.0"', 'since = "seven"', "speedup pcie-ipc-allreduce, requires 2: since 'seven' is not a release version"),
+    ("[[speedups.requires]]", "[[speedups.required]]", "speedup pcie-ipc-allreduce: 'requires' must be a list of tables ([[speedups.requires]])"),
+    ('name = "pcie-ipc-allreduce"\n', "", "speedup 1: 'name' is missing or not str"),
+])
+def test_a_wrong_speedup_is_one_line(tmp_path: Path, old: str, new: str, reason: str) -> None:
+    shutil.copy(HERE / "projects.toml", tmp_path / "projects.toml")
+    assert old in GOOD
+    (tmp_path / SPEEDUPS).write_text(GOOD.replace(old, new))
+    with pytest.raises(BadInput) as exc:
+        read_speedups(tmp_path)
+    assert str(exc.value) == f"{tmp_path / SPEEDUPS}: {reason}"
+
+
+def test_an_unreadable_speedups_file_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / SPEEDUPS).write_text("[[speedups]\n")
+    with pytest.raises(BadInput) as exc:
+        read_speedups(tmp_path)
+    assert str(exc.value).startswith(f"{tmp_path / SPEEDUPS}: not a readable TOML file (")
+
+
+NEED = '''[effect]
+asked_with = "--x"
+changes = "c"
+upstream = "u"
+[[effect.needs]]
+machine = "multicast"
+says = "s"
+otherwise = "o"
+then = "t"
+'''
+
+
+@pytest.mark.parametrize(("more", "reason"), [
+    ('helps_without = ["crash"]\n', "torch-symm-mem, effect, needs 1: 'adds_without' is missing or not str"),
+    ('helps_without = ["boom"]\nadds_without = "a"\n', "torch-symm-mem, effect, needs 1: helps_without 'boom' is not one of crash, warning, off"),
+    ('helps_without = "crash"\nadds_without = "a"\n', "torch-symm-mem, effect, needs 1: 'helps_without' is missing or not list"),
+    ("adds_without = 3\n", "torch-symm-mem, effect, needs 1: 'adds_without' is missing or not str"),
+])
+def test_a_wrong_need_is_one_line(tmp_path: Path, more: str, reason: str) -> None:
+    path = tmp_path / "torch-symm-mem.toml"
+    path.write_text(NEED + more)
+    with pytest.raises(BadInput) as exc:
+        read_effect(path)
+    assert str(exc.value) == f"{path}: {reason}"
+
+
+def test_a_need_without_the_keys_decides_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "torch-symm-mem.toml"
+    path.write_text(NEED)
+    (need,) = read_effect(path).needs
+    assert (need.helps_without, need.adds_without, need.decides_need()) == ((), "", False)

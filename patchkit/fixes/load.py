@@ -134,9 +134,12 @@ class FeaturePath(NamedTuple):
     # (glob, defs): files where only the gates inside these defs count (the rest of a large
     # module is another feature's)
     functions: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # (file, text, says): a refusal no capability test shows, found by its text (a probe that
+    # fails on every GPU of the family), and what it does
+    blocks: tuple[tuple[str, str, str], ...] = ()
 
     def globs(self) -> tuple[str, ...]:
-        return self.files + tuple(g for g, _ in self.functions)
+        return self.files + tuple(g for g, _ in self.functions) + tuple(f for f, _, _ in self.blocks)
 
     def covers(self, project: str, version: str | None) -> bool:
         from patchkit.versions import version_key
@@ -289,9 +292,15 @@ def read_fix(path: Path) -> Fix:
             isinstance(v, list) and v and all(isinstance(x, str) for x in v) for v in functions.values()
         ):
             raise BadInput(str(path), f"{what}: 'functions' maps a file to the list of defs whose gates count")
+        blocks = []
+        for j, block in enumerate(entry.get("blocks", []), 1):
+            where = f"{what}, block {j}"
+            if not isinstance(block, dict):
+                raise BadInput(str(path), f"{where}: not a table")
+            blocks.append(tuple(_get(block, k, str, path, where) for k in ("file", "text", "says")))
         paths.append(FeaturePath(_get(entry, "project", str, path, what), _get(entry, "since", str, path, what),
                                  _optional(entry, "until", path, what), _globs(entry, path, what),
-                                 tuple((k, tuple(v)) for k, v in functions.items())))
+                                 tuple((k, tuple(v)) for k, v in functions.items()), tuple(blocks)))
     return Fix(name, _get(doc, "title", str, path, name), _get(doc, "rationale", str, path, name).strip(),
                _get(doc, "default", bool, path, name), rules, tuple(paths))
 

@@ -5,7 +5,9 @@ in ``fixes/load.py``).  Each of those files, as the rules leave it, is scanned t
 ``patchkit scan`` scans (``scan.source.scan_file``: Python gates and tables, platform flags,
 ``__CUDA_ARCH__`` conditions in C/C++/CUDA); a finding that ``classify`` calls *unaware*
 takes another path for the new capability than for the one it copies and nothing in it names
-the new one: a gate that still refuses it.  A fix with such a gate left is *incomplete*.
+the new one: a gate that still refuses it.  So does a ``block`` the path declares by its text
+(a probe that fails on every GPU of the family, such as SGLang's multicast preflight).  A fix
+with such a gate left is *incomplete*.
 """
 
 from __future__ import annotations
@@ -58,6 +60,12 @@ def gates_left(files: dict[str, bytes], feature, from_cc, to_cc) -> list[Gate]:
     ``fixes.load.FeaturePath``) that still refuse ``to_cc`` where ``from_cc`` passes."""
     new = cap(to_cc)
     left = []
+    for file, text, says in feature.blocks:
+        data = files.get(file)
+        at = data.find(text.encode()) if data is not None else -1
+        if at >= 0:
+            line = data.count(b"\n", 0, at) + 1
+            left.append(Gate(file, line, says, _function(data, line) if file.endswith(".py") else None))
     for path, data in sorted(files.items()):
         whole = any(matches(path, g) for g in feature.files)
         functions = tuple(f for g, defs in feature.functions if matches(path, g) for f in defs)
@@ -75,4 +83,4 @@ def gates_left(files: dict[str, bytes], feature, from_cc, to_cc) -> list[Gate]:
             if not whole and function not in functions:
                 continue
             left.append(Gate(path, f.line, f.snippet, function))
-    return left
+    return sorted(set(left), key=lambda g: (g.path, g.line))

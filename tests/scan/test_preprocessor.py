@@ -222,11 +222,11 @@ def _cpu(source: bytes) -> float:
 
 @pytest.mark.parametrize("unit", HOSTILE)
 def test_linear_time(unit: bytes) -> None:
-    """4x the bytes costs at most about 4x the time (a quadratic scan would take 16x)."""
+    """4x the bytes costs about 4x the time, under 10x allowing for a loaded machine (a quadratic scan: 16x)."""
     small = b"// __CUDA_ARCH__\n" + unit * (250_000 // len(unit))
     large = b"// __CUDA_ARCH__\n" + unit * (1_000_000 // len(unit))
     ratio = _cpu(large) / max(_cpu(small), 1e-3)
-    assert ratio < 8, ratio
+    assert ratio < 10, ratio
 
 
 def test_deep_nesting_is_not_read() -> None:

@@ -10,10 +10,13 @@ from __future__ import annotations
 from unittest import mock
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import patchkit.scan.source as scan_module
 from patchkit.rewrite.capability import pair
 from patchkit.scan.classify import classify
+from patchkit.scan.finding import short
 from patchkit.scan.flags import flag
 from patchkit.scan.source import scan_file, scan_source
 
@@ -201,3 +204,38 @@ def test_flag_names(name: str, majors: set, exact: set) -> None:
 )
 def test_not_flags(name: str) -> None:
     assert flag(name) is None
+
+
+# --- without unknowns, a flag expression is a gate exactly when its two values differ --------
+
+FLAGS = {  # name -> (holds for 10, holds for 12)
+    "is_sm90": (False, False),
+    "get_platform().is_sm100": (True, False),
+    "_is_sm10x()": (True, False),
+    "is_sm120_supported()": (False, True),
+    "is_blackwell": (True, True),
+    "True": (True, True),
+}
+EXPRESSIONS = st.recursive(
+    st.sampled_from(sorted(FLAGS)),
+    lambda inner: st.one_of(
+        inner.map(lambda e: f"not ({e})"),
+        st.tuples(inner, st.sampled_from(["and", "or"]), inner).map(lambda t: f"({t[0]} {t[1]} {t[2]})"),
+    ),
+    max_leaves=6,
+)
+
+
+def _plain(expr: str) -> str:
+    return expr.replace("get_platform().", "").replace("()", "")
+
+
+@settings(max_examples=300, deadline=None)
+@given(expr=EXPRESSIONS, layout=st.sampled_from(["if {e}:\n    pass\n", "ok = {e}\n", "def f():\n    return {e}\n"]))
+def test_known_expressions(expr: str, layout: str) -> None:
+    on_10, on_12 = (eval(_plain(expr), {_plain(n): v[i] for n, v in FLAGS.items()}) for i in (0, 1))
+    found = _found(layout.format(e=expr).encode())
+    if on_10 != on_12:  # the whole expression is the gate
+        assert [(snippet, cls) for _, snippet, _, cls in found] == [(short(expr), "aware" if "sm120" in expr else "unaware")]
+    else:  # known the same for both: nothing inside it is looked at either
+        assert found == []

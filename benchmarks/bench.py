@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 
 TIME = Path("/usr/bin/time").exists()
-GREP_WORDS = r"capab|major|sm_?ver|\bsm\b|\bcc\b|\bcap\b|arch"  # the prefilter's capability words
+GREP_WORDS = r"capab|major|sm_?ver|\bsm\b|\bcc\b|\bcap\b|arch|is_(sm|hopper|blackwell)"  # the prefilter's words (capabilities, flags)
 
 
 def measure(cmd: list[str], cwd: Path | None = None, check: bool = True, env: dict | None = None) -> tuple[float, int]:

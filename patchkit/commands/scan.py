@@ -1,8 +1,9 @@
 """``patchkit scan``: every capability gate in a source tree that does not know ``--cc``.
 
-Walks PATH's *.py files and lists the dict tables, ``in``/``==``/``<`` gates on the
-compute capability that treat ``cc`` (e.g. 12, SM120) unlike ``from_cc`` (10,
-SM100); see ``patchkit.scan.finding``.  Each gate has a class (``patchkit.scan.classify``):
+Walks PATH's *.py and C/C++/CUDA files and lists the dict tables, ``in``/``==``/``<``
+gates on the compute capability, platform-flag tests (``get_platform().is_sm100``) and
+``#if`` conditions on ``__CUDA_ARCH__`` that treat ``cc`` (e.g. 12, SM120) unlike
+``from_cc`` (10, SM100); see ``patchkit.scan.finding``.  Each gate has a class (``patchkit.scan.classify``):
 unaware, aware (it names ``cc`` itself) or covered (a fix's rule patches it); the output
 is grouped by class, then by file.  ``unaware_only`` shows the unaware gates alone.
 Nothing scanned is imported or run.

@@ -16,14 +16,14 @@ from typing import Callable, NamedTuple
 from patchkit.scan.finding import TABLE, Finding
 from patchkit.scan.tree import in_scan, scan_sources
 
-GLOBS = ("*.py", "**/*.py")
+GLOBS = ("*", "**/*")  # every file, once; ``in_scan`` keeps the ones ``scan_tree`` scans
 
 
 class Release(NamedTuple):
     tag: str
     findings: list[Finding]
     classes: list[str]  # the class of each finding
-    seen: int  # *.py files
+    seen: int  # source files (*.py, and C/C++/CUDA)
     parsed: int
 
 
@@ -35,7 +35,7 @@ class Changes(NamedTuple):
 
 
 def releases(source, tags: list[str], from_cc, cc, tables, classify: Callable[[Finding], str], skipped: list) -> list[Release]:
-    """Scan the *.py files of each tag's tree (the files ``scan_tree`` would scan in a
+    """Scan the source files of each tag's tree (the files ``scan_tree`` would scan in a
     checkout).  A file that is the same blob at the same path in both is scanned once.
     ``skipped``: gets (tag, path, reason) of each file that cannot be read or parsed."""
     source.releases(tags)  # BadInput for a tag the repository does not have

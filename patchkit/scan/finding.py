@@ -8,9 +8,19 @@
 ``equality``    ``X == 10``, ``X != (10, 0)``;
 ``comparison``  ``X < 11``, ``(major, minor) >= (10, 0)``, ``9 <= major < 11``;
 
-where X looks like a capability (see ``patchkit.scan.gate_visitor``).  A gate is
-reported only when evaluating it with the capability equal to ``from_cc`` and equal to
-``cc`` gives different results (``patchkit.rewrite.capability`` says how they compare).
+where X looks like a capability (see ``patchkit.scan.gate_visitor``);
+
+``platform-flag``  a test of platform flags (``get_platform().is_sm100``,
+                ``_is_sm90_supported or _is_sm100_supported``, ``not is_sm10x()``; see
+                ``patchkit.scan.flags`` and ``patchkit.scan.flag_gates``); its values are the
+                flags' names;
+``preprocessor``  a C/C++/CUDA ``#if``/``#elif`` on ``__CUDA_ARCH__`` (``#if __CUDA_ARCH__ <
+                1200``; see ``patchkit.scan.preprocessor``); its values are the numbers
+                ``__CUDA_ARCH__`` is compared with.
+
+A gate is reported only when evaluating it with the capability equal to ``from_cc`` and
+equal to ``cc`` gives different results (``patchkit.rewrite.capability`` says how they
+compare).
 """
 
 from __future__ import annotations
@@ -21,7 +31,9 @@ TABLE = "table"
 MEMBERSHIP = "membership"
 EQUALITY = "equality"
 COMPARISON = "comparison"
-KINDS = (TABLE, MEMBERSHIP, EQUALITY, COMPARISON)
+PLATFORM_FLAG = "platform-flag"
+PREPROCESSOR = "preprocessor"
+KINDS = (TABLE, MEMBERSHIP, EQUALITY, COMPARISON, PLATFORM_FLAG, PREPROCESSOR)
 
 SNIPPET_MAX = 160
 

@@ -4,6 +4,12 @@
 visits each one's own code with ``_Gates``, which knows the statement's scope.  Plain
 isinstance checks, not ``libcst.matchers`` (its import alone costs ~190 ms); positions
 (``PositionProvider``) are resolved only for modules with findings.
+
+Platform-flag gates (``patchkit.scan.flag_gates``) are looked for in every ``and``/``or``/
+``not`` expression, and in a flag standing alone as a test (``if``, ``elif``, ``while``,
+``assert``, a conditional expression's or a comprehension's ``if``), a ``return`` value, a
+call's argument or an assigned value; not in the value assigned to a flag, which is its
+definition (``_is_sm100_supported = _is_cuda and is_sm100_supported()``).
 """
 
 from __future__ import annotations
@@ -18,8 +24,10 @@ from patchkit.rewrite.capability import MAJOR, TUPLE, Cap, CC, Literal, has_key,
 from patchkit.rewrite.dict_key import key_value
 from patchkit.rewrite.dict_key import one_line as _rewriter_one_line
 from patchkit.rewrite.scope import MODULE, Scope, assignments, header, statements
+from patchkit.scan import flag_gates
 from patchkit.scan.classify import literal_major, words
-from patchkit.scan.finding import COMPARISON, EQUALITY, MEMBERSHIP, TABLE, Finding, short
+from patchkit.scan.finding import COMPARISON, EQUALITY, MEMBERSHIP, PLATFORM_FLAG, TABLE, Finding, short
+from patchkit.scan.flags import flag
 
 # What the code of a gate's subject looks like: capability, major, sm_version, sm,
 # cc, cap, arch (at a word start: not "search").  Case-insensitive.
@@ -93,6 +101,7 @@ class _Gates(cst.CSTVisitor):
         self.key = 0  # the statement being visited
         self.chains: dict[int, int] = {}  # an if/elif chain's clauses -> its first ``if``
         self.naming: set[int] = set()
+        self.flag_seen: set[int] = set()  # the nodes of flag expressions already judged
 
     def statement(self, scope: Scope, statement: cst.CSTNode) -> None:
         """Visit a statement's own code (a compound statement's header) in ``scope``."""
@@ -106,6 +115,12 @@ class _Gates(cst.CSTVisitor):
         for assignment, targets, value in assignments(statement):
             if isinstance(value, cst.Dict):
                 self._note_table(assignment, targets, value)
+            if any(flag(flag_gates.atom_name(t) or "") for t in targets):  # a flag's definition
+                self.flag_seen.update(id(n) for n in flag_gates.parts(value))
+            else:
+                self._flags(value)
+        if isinstance(statement, (cst.If, cst.While)):
+            self._flags(statement.test)
         for part in header(statement):
             part.visit(self)
 
@@ -153,6 +168,39 @@ class _Gates(cst.CSTVisitor):
 
     def visit_FormattedStringText(self, node: cst.FormattedStringText) -> None:
         self._names(node.value)
+
+    # -- platform flags
+    def _flags(self, node: cst.BaseExpression) -> None:
+        """Judge the flag expression at ``node`` (once)."""
+        if id(node) in self.flag_seen:
+            return
+        self.flag_seen.update(id(n) for n in flag_gates.parts(node))
+        for gate in flag_gates.gates(node, self.caps):
+            names = flag_gates.flag_names(gate)
+            self.hits.append(_Hit(gate, PLATFORM_FLAG, short(one_line(gate)), names, None, False, self.key))
+
+    def visit_BooleanOperation(self, node: cst.BooleanOperation) -> None:
+        self._flags(node)
+
+    def visit_UnaryOperation(self, node: cst.UnaryOperation) -> None:
+        if isinstance(node.operator, cst.Not):
+            self._flags(node)
+
+    def visit_Assert(self, node: cst.Assert) -> None:
+        self._flags(node.test)
+
+    def visit_Return(self, node: cst.Return) -> None:
+        if node.value is not None:
+            self._flags(node.value)
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        self._flags(node.test)
+
+    def visit_CompIf(self, node: cst.CompIf) -> None:
+        self._flags(node.test)
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        self._flags(node.value)
 
     # -- gates
     def _subject(self, node: cst.BaseExpression) -> bool:

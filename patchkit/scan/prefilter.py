@@ -3,7 +3,9 @@
 A superset, found without parsing: a ``from_cc`` dict key, or a capability literal next
 to a comparison operator within a few hundred bytes of a capability-ish word.  Plain-int
 gates are evaluated right here and marked only when they tell the two capabilities apart
-(``major >= 9`` is never marked).  A file without marks is not parsed at all.
+(``major >= 9`` is never marked).  A platform flag is marked where it holds for one of the
+two capabilities and not the other (``is_sm100`` from 10 to 12; never ``is_sm90`` or
+``is_blackwell``).  A file without marks is not parsed at all.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import re
 from functools import lru_cache
 
 from patchkit.rewrite.capability import Cap
+from patchkit.scan import flags
 
 # A superset of where gate_visitor.CAPABILITY matches: what follows a word is in the regex, what
 # precedes it (no letter or digit before sm, cc, arch) is checked by hand.
@@ -39,6 +42,10 @@ _BYTE_OPS = {
 _BEFORE = 150  # a gate's literal is looked for this far before a capability word
 _AFTER = 250  # ... and this far after it
 
+
+# A platform flag's start in lower-cased source (``flags.flag`` reads the whole name).
+_FLAG_START = re.compile(rb"is_(?:sm|hopper|blackwell)")
+_IDENT_END = re.compile(rb"[a-z0-9_]*")
 
 _ALNUM = frozenset(b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _IDENT = _ALNUM | frozenset(b"_.")
@@ -79,7 +86,17 @@ def marks(src: bytes, a: Cap, b: Cap) -> list[int]:
                 i -= 1
             if i < 0 or src[i] in b"{,\n\r":
                 out.add(m.start())
-    spans = _word_spans(src.lower())
+    low = src.lower()
+    for m in _FLAG_START.finditer(low):
+        s = m.start()
+        while s and low[s - 1] == 95:  # "_"
+            s -= 1
+        if s and low[s - 1] in _ALNUM:
+            continue
+        name = low[s : _IDENT_END.match(low, m.end()).end()].decode("ascii")
+        if flags.differs(name, a, b):
+            out.add(s)
+    spans = _word_spans(low)
     if not spans:
         return sorted(out)
     lo, hi = min(a.major, b.major), max(a.major, b.major)

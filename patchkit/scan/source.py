@@ -1,4 +1,9 @@
-"""The findings in one file's source: ``scan_source``.  Pure; nothing scanned is imported or run.
+"""The findings in one file's source: ``scan_file`` (any file ``patchkit scan`` reads, by its
+extension) and ``scan_source`` (Python).  Pure; nothing scanned is imported or run.
+
+A Python file is scanned for capability tables and comparisons and for platform flags
+(``gate_visitor``); a C, C++ or CUDA file (``preprocessor.EXTENSIONS``) for its
+``#if``/``#elif`` conditions on ``__CUDA_ARCH__`` (``preprocessor``).
 
 How it stays fast (LibCST parses ~0.5 MB/s, so parsing every candidate file of an
 SGLang checkout would take a minute):
@@ -17,7 +22,7 @@ from __future__ import annotations
 import libcst as cst
 
 from patchkit.rewrite.capability import CC, pair
-from patchkit.scan import prefilter, statement_cutter
+from patchkit.scan import preprocessor, prefilter, statement_cutter
 from patchkit.scan.finding import Finding
 from patchkit.scan.gate_visitor import visit
 
@@ -75,6 +80,29 @@ def scan_source(
     return scan(source, path, from_cc, cc, tables)[0]
 
 
+def scan_any(source: bytes, path: str, from_cc: CC, cc: CC, tables=()) -> tuple[list[Finding], bool]:
+    """(findings, read?) of one file, by its extension: *.py by the fast path (``scan``), a
+    C/C++/CUDA file by ``preprocessor.scan``; any other file has none (and is not read)."""
+    suffix = path[path.rfind(".") :].lower() if "." in path.rsplit("/", 1)[-1] else ""
+    if suffix == ".py":
+        return scan(source, path, from_cc, cc, tables)
+    if suffix in preprocessor.EXTENSIONS:
+        return preprocessor.scan(source, path, from_cc, cc)
+    pair(from_cc, cc)
+    return [], False
+
+
 def scan_file(source: bytes, path: str, from_cc: CC, cc: CC, tables: tuple[str, ...] = ()) -> list[Finding]:
-    """The findings in one file, by its kind: Python source only (other files hold none)."""
-    return scan_source(source, path, from_cc, cc, tables) if path.endswith(".py") else []
+    """The findings in one file, in line order, chosen by the extension of ``path`` (its
+    path relative to the tree, "/"-separated: it is the findings' ``path``, and a folder or
+    file name such as ``*_sm120.py`` counts for their class).  Pure.
+
+    ``*.py``: capability tables, comparisons and platform-flag gates; ``.cu``, ``.cuh``,
+    ``.h``, ``.hpp``, ``.cpp``: preprocessor conditions on ``__CUDA_ARCH__``; other files:
+    none.  ``tables``: the table names patchkit's rules patch (a table finding's
+    ``patchable``).  A finding excludes ``cc`` where ``patchkit.scan.classify.classify``
+    calls it unaware.  Raises ValueError for a capability that is neither an int nor
+    "X.Y", and for Python source neither ``ast`` nor LibCST can parse, LibCST's
+    ``ParserSyntaxError`` (or a decoding error); C/C++/CUDA source never raises.
+    """
+    return scan_any(source, path, from_cc, cc, tuple(tables))[0]

@@ -1,5 +1,6 @@
-"""The tree walk: ``scan_tree`` lists the *.py files under a folder and scans each one,
-in a pool of worker processes for a big tree.
+"""The tree walk: ``scan_tree`` lists the source files under a folder (*.py, and the C/C++/CUDA
+files of ``patchkit.scan.preprocessor.EXTENSIONS``) and scans each one, in a pool of worker
+processes for a big tree.
 """
 
 from __future__ import annotations
@@ -12,13 +13,17 @@ import libcst as cst
 
 from patchkit.rewrite.capability import CC, pair
 from patchkit.scan.finding import Finding
-from patchkit.scan.source import scan
+from patchkit.scan.preprocessor import EXTENSIONS
+from patchkit.scan.source import scan_any
 
 SKIP_DIRS = frozenset({"__pycache__", "node_modules", ".git"})
+# The files scanned: Python, and C/C++/CUDA for their preprocessor conditions.
+SUFFIXES = (".py", *EXTENSIONS)
 
 
-def python_files(root: Path) -> list[tuple[str, str]]:
-    """(path, path relative to root with "/") of every *.py file under root, sorted.
+def source_files(root: Path) -> list[tuple[str, str]]:
+    """(path, path relative to root with "/") of every file with one of ``SUFFIXES``
+    under root, sorted.
 
     Skips hidden folders, ``__pycache__``, ``node_modules``, and symlinks (to
     folders and to files: no file twice, nothing outside the tree).
@@ -33,7 +38,7 @@ def python_files(root: Path) -> list[tuple[str, str]]:
         )
         rel_dir = os.path.relpath(dirpath, root_s).replace(os.sep, "/")
         for f in sorted(filenames):
-            if f.endswith(".py"):
+            if f.endswith(SUFFIXES):
                 full = os.path.join(dirpath, f)
                 if not os.path.islink(full):
                     out.append((full, f if rel_dir == "." else f"{rel_dir}/{f}"))
@@ -41,10 +46,10 @@ def python_files(root: Path) -> list[tuple[str, str]]:
 
 
 def in_scan(rel: str) -> bool:
-    """Does ``python_files`` take this "/"-separated relative path (a *.py file in no
-    hidden, ``__pycache__`` or ``node_modules`` folder)?"""
+    """Does ``source_files`` take this "/"-separated relative path (a file with one of
+    ``SUFFIXES`` in no hidden, ``__pycache__`` or ``node_modules`` folder)?"""
     *folders, name = rel.split("/")
-    return name.endswith(".py") and not any(d.startswith(".") or d in SKIP_DIRS for d in folders)
+    return name.endswith(SUFFIXES) and not any(d.startswith(".") or d in SKIP_DIRS for d in folders)
 
 
 def _scan_file(full: str, rel: str, from_cc: CC, cc: CC, tables) -> tuple[list[Finding], bool, str | None]:
@@ -59,7 +64,7 @@ def _scan_file(full: str, rel: str, from_cc: CC, cc: CC, tables) -> tuple[list[F
 
 def _scan_bytes(data: bytes, rel: str, from_cc: CC, cc: CC, tables) -> tuple[list[Finding], bool, str | None]:
     try:
-        found, parsed = scan(data, rel, from_cc, cc, tables)
+        found, parsed = scan_any(data, rel, from_cc, cc, tables)
     except cst.ParserSyntaxError as exc:
         return [], False, f"cannot parse: line {exc.raw_line}: {exc.message}"
     except Exception as exc:  # decoding errors, recursion limits: skip the file, never crash
@@ -122,14 +127,14 @@ def scan_tree(
     skipped: list[tuple[str, str]] | None = None,
     jobs: int | None = None,
 ) -> tuple[list[Finding], int, int]:
-    """(findings sorted by path and line, *.py files seen, files parsed).
+    """(findings sorted by path and line, source files seen, files parsed).
 
     Files that cannot be read or parsed are skipped (not counted as parsed); when
     ``skipped`` is a list, (relative path, reason) pairs are appended to it.
     ``jobs``: worker processes (default: up to 2, and 1 for small trees).
     """
     pair(from_cc, cc)  # ValueError for a capability that is neither an int nor "X.Y"
-    files = python_files(Path(root))
+    files = source_files(Path(root))
     tables = tuple(tables)
     if jobs is None:
         jobs = min(2, os.cpu_count() or 1) if len(files) >= 500 else 1

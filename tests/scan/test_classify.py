@@ -57,8 +57,9 @@ CASES = [
         id="chain, CRLF",
     ),
     # aware: a name, a string
-    pytest.param(b"ok = major == 10 and not is_sm120()\n", [(1, "aware")], id="is_sm120()"),
-    pytest.param(b"ok = cap[0] == 10 or platform.is_sm12x\n", [(1, "aware")], id="attribute sm12x"),
+    # (the flags are gates of their own: ``not is_sm120()`` holds on SM100 and not on SM120)
+    pytest.param(b"ok = major == 10 and not is_sm120()\n", [(1, "aware"), (1, "aware")], id="is_sm120()"),
+    pytest.param(b"ok = cap[0] == 10 or platform.is_sm12x\n", [(1, "aware"), (1, "aware")], id="attribute sm12x"),
     pytest.param(b"ok = major == 10 if x else _SM121_TILE\n", [(1, "aware")], id="SM121 constant"),
     pytest.param(b'assert major == 10, "SM120 needs the other kernel"\n', [(1, "aware")], id="message"),
     pytest.param(b'assert major == 10, f"sm_120 {x}"\n', [(1, "aware")], id="f-string"),
@@ -68,7 +69,9 @@ CASES = [
     pytest.param(b"ok = major == 10\n", [(1, "unaware")], id="== 10 alone"),
     pytest.param(b"ok = major >= 9 and major < 11\n", [(1, "unaware")], id="major >= 9, < 11"),
     pytest.param(b"ok = arch // 10 in [10, 11]\n", [(1, "unaware")], id="sm // 10 in"),
-    pytest.param(b"if major == 10:\n    x = is_sm120()\n", [(1, "unaware")], id="sm120 in the body only"),
+    pytest.param(
+        b"if major == 10:\n    x = is_sm120()\n", [(1, "unaware"), (2, "aware")], id="sm120 in the body only"
+    ),
     pytest.param(b"ok = major == 10  # sm120 has no kernel\n", [(1, "unaware")], id="a comment"),
     pytest.param(b"# SM120: see below\nok = major == 10\n", [(2, "unaware")], id="a comment above"),
     pytest.param(b"ok = major == 10 and num_heads == 12\n", [(1, "unaware")], id="12 heads"),
@@ -78,7 +81,7 @@ CASES = [
     pytest.param(b"ok = major == 10\nif major == 12:\n    pass\n", [(1, "unaware"), (2, "aware")], id="two statements"),
     pytest.param(
         b"if major == 9:\n    pass\nelif major == 10:\n    pass\nelse:\n    if is_sm120():\n        pass\n",
-        [(3, "unaware")],
+        [(3, "unaware"), (6, "aware")],
         id="an if inside else is no elif",
     ),
     pytest.param(
@@ -111,7 +114,7 @@ def test_file_names(path: str, expected: str) -> None:
     [
         (b'ok = arch == "10.0" or arch == "12.0"\n', "10.0", "12.0", [(1, "aware"), (1, "aware")]),
         (b"ok = major == 10 or major == 12\n", 10, 11, [(1, "unaware")]),  # 12 is not 11
-        (b"ok = major == 10 or is_sm110\n", 10, 11, [(1, "aware")]),
+        (b"ok = major == 10 or is_sm110\n", 10, 11, [(1, "aware"), (1, "aware")]),
         (b"ok = major == 10 or use_rtx_pro\n", 10, 11, [(1, "unaware")]),  # the aliases are SM12x's
         (b"ok = major == 9 or major == 12\n", 9, 12, [(1, "aware"), (1, "aware")]),
     ],
@@ -194,7 +197,9 @@ def test_json(tmp_path: Path) -> None:
     json.dumps(data)
     assert data["unaware_only"] is True
     assert data["classes"] == {"unaware": 2, "aware": 2, "covered": 1}
-    assert data["counts"] == {"table": 0, "membership": 1, "equality": 1, "comparison": 0}
+    assert data["counts"] == {
+        "table": 0, "membership": 1, "equality": 1, "comparison": 0, "platform-flag": 0, "preprocessor": 0
+    }
     assert data["findings"][0] == {
         "path": "pkg/a.py",
         "line": 1,

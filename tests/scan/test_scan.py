@@ -417,7 +417,9 @@ def test_command_text(tmp_path: Path) -> None:
         "skipped pkg/broken.py: " + report.data["skipped"][0]["reason"],
     ]
     data = report.data
-    assert data["counts"] == {"table": 1, "membership": 1, "equality": 0, "comparison": 0}
+    assert data["counts"] == {
+        "table": 1, "membership": 1, "equality": 0, "comparison": 0, "platform-flag": 0, "preprocessor": 0
+    }
     assert data["classes"] == {"unaware": 2, "aware": 0, "covered": 0}
     assert data["findings"][0] == {
         "path": "pkg/comm.py",

@@ -1,0 +1,234 @@
+"""``patchkit scan`` on real releases: the platform-flag and preprocessor gates of SGLang and
+FlashInfer, in trees extracted from their PyPI wheels (cached: ``patchkit.dev.mirror``).
+
+What the wheels hold (checked here, not assumed): SGLang 0.5.23's ``_resolve_backend``
+refuses the FlashInfer all-reduce fusion on anything but SM90 and SM100 (line 48 of
+``sglang/srt/layers/flashinfer_comm_fusion.py``); FlashInfer 0.6.4's
+``include/flashinfer/comm/trtllm_allreduce.cuh`` wraps its PDL calls in 13
+``__CUDA_ARCH__ < 1200`` guards, which 0.6.17 no longer has.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from conftest import invoke, make_repo
+from patchkit.dev.mirror import default_cache, fetch_wheel
+from patchkit.fixes.registry import FIXES
+from patchkit.rewrite.capability import pair
+from patchkit.rewrite.rules import rewrite_file
+from patchkit.scan.classify import classify
+from patchkit.scan.source import scan_file
+from patchkit.scan.tree import in_scan
+
+FUSION = "sglang/srt/layers/flashinfer_comm_fusion.py"
+GATE_48 = "not (get_platform().is_sm90 or get_platform().is_sm100)"
+TRTLLM = "flashinfer/data/include/flashinfer/comm/trtllm_allreduce.cuh"
+GUARD = "#if (defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && (__CUDA_ARCH__ < 1200))"
+GUARD_LINES = [417, 455, 485, 533, 711, 895, 950, 991, 1053, 1207, 1265, 1335, 1444]
+SM120 = pair(10, 12)[1]
+
+
+def _wheel(version: str, distribution: str = "sglang") -> Path:
+    return fetch_wheel(version, default_cache(), distribution)
+
+
+def _read(wheel: Path, name: str) -> bytes:
+    with zipfile.ZipFile(wheel) as zf:
+        return zf.read(name)
+
+
+def _extract(wheel: Path, dest: Path) -> Path:
+    """The wheel's source files that ``patchkit scan`` reads (*.py, C/C++/CUDA), as a tree."""
+    with zipfile.ZipFile(wheel) as zf:
+        for info in zf.infolist():
+            if not info.is_dir() and in_scan(info.filename):
+                target = dest / info.filename
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(zf.read(info))
+    return dest
+
+
+@pytest.fixture(scope="module")
+def sglang_0523(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _extract(_wheel("0.5.23"), tmp_path_factory.mktemp("sglang-0.5.23"))
+
+
+@pytest.fixture(scope="module")
+def flashinfer(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return {
+        v: _extract(_wheel(v, "flashinfer-python"), tmp_path_factory.mktemp(f"flashinfer-{v}")) for v in ("0.6.4", "0.6.17")
+    }
+
+
+def _json_scan(tree: Path) -> dict:
+    done = invoke("scan", str(tree), "--cc", "12", "--json")
+    assert done.returncode == 1, done.stderr  # gates found
+    doc = json.loads(done.stdout)
+    assert doc["skipped"] == []
+    return doc
+
+
+# --- SGLang: platform flags ------------------------------------------------------------------
+
+
+def test_sglang_0523_resolve_backend_gate(sglang_0523: Path) -> None:
+    source = (sglang_0523 / FUSION).read_bytes()
+    assert source.splitlines()[47].strip() == f"if {GATE_48}:".encode()  # line 48 of the wheel
+    doc = _json_scan(sglang_0523)
+    at_48 = [f for f in doc["findings"] if f["path"] == FUSION and f["line"] == 48]
+    assert at_48 == [
+        {
+            "path": FUSION,
+            "line": 48,
+            "kind": "platform-flag",
+            "snippet": GATE_48,
+            "values": ["is_sm90", "is_sm100"],
+            "name": None,
+            "patchable": False,
+            "names_cc": False,
+            "covered_by": None,
+            "class": "unaware",
+        }
+    ]
+    # The fusion's own gate in add_norm.py is the one allreduce-fusion's predicate rule patches.
+    (add_norm,) = [f for f in doc["findings"] if f["path"].endswith("residual/add_norm.py")]
+    assert (add_norm["line"], add_norm["snippet"], add_norm["class"], add_norm["covered_by"]) == (
+        146, "(_is_sm90_supported or _is_sm100_supported)", "covered", "allreduce-fusion"
+    )
+    assert doc["counts"]["platform-flag"] == sum(f["kind"] == "platform-flag" for f in doc["findings"]) > 100
+    assert doc["files_seen"] > doc["files_parsed"] > 0
+
+
+def test_sglang_0523_piped(sglang_0523: Path) -> None:
+    layers = sglang_0523 / "sglang/srt/layers"
+    done = invoke("scan", str(layers))
+    assert done.returncode == 1
+    lines = done.stdout.decode().splitlines()
+    assert f"{layers}/flashinfer_comm_fusion.py:48: unaware: platform-flag: {GATE_48}" in lines
+    mine = [line for line in lines if line.startswith(f"{layers}/flashinfer_comm_fusion.py:")]
+    assert mine == [
+        f"{layers}/flashinfer_comm_fusion.py:{n}: unaware: platform-flag: {code}"
+        for n, code in [
+            (41, "get_platform().is_sm100"),  # _mnnvl_supported
+            (48, GATE_48),
+            (54, "not get_platform().is_sm100"),  # the cutedsl backend
+            (63, "get_platform().is_sm100"),
+            (69, "get_platform().is_sm100"),
+        ]
+    ]
+    assert re.fullmatch(r"\d+ capability gates in \d+ files \(.*\); scanned \d+ files, parsed \d+", lines[-1])
+
+
+@pytest.mark.parametrize("version", ["0.5.9", "0.5.23"])
+def test_blackwell_is_majors_10_11_12(version: str) -> None:
+    """Why ``is_blackwell_supported`` never excludes SM120: its definition in the release."""
+    common = _read(_wheel(version), "sglang/srt/utils/common.py").decode()
+    assert (
+        "is_blackwell_supported = is_blackwell = lru_cache(maxsize=1)(\n    partial(\n        _check_cuda_device_version,\n"
+        "        device_capability_majors=[10, 11, 12],\n"
+    ) in common
+    assert "_check_cuda_device_version, device_capability_majors=[10], cuda_version=(12, 8)" in common  # is_sm100_supported
+
+
+def test_sglang_059_blackwell_gates_are_not_findings() -> None:
+    path = "sglang/srt/layers/quantization/fp8_utils.py"
+    source = _read(_wheel("0.5.9"), path)
+    lines = [n for n, text in enumerate(source.splitlines(), 1) if b"is_blackwell_supported()" in text]
+    assert b"return is_sm90_supported() or is_blackwell_supported()" in source.splitlines()[lines[0] - 1]
+    assert len(lines) >= 4
+    assert [f for f in scan_file(source, path, 10, 12) if f.line in lines] == []
+    # From 9 the same flags do tell the two apart: Hopper is no Blackwell.
+    assert [f.line for f in scan_file(source, path, 9, 12) if f.kind == "platform-flag" and f.line in lines]
+
+
+def test_sglang_059_fusion_gate_before_and_after_the_fix() -> None:
+    """The check another stage makes after applying fixes: the gate is found on 0.5.9's
+    communicator.py, and gone once allreduce-fusion's predicate rule has rewritten it."""
+    wheel = _wheel("0.5.9")
+    path = "sglang/srt/layers/communicator.py"
+    before = _read(wheel, path)
+    unaware = [f for f in scan_file(before, path, 10, 12) if f.kind == "platform-flag" and classify(f, SM120, None) == "unaware"]
+    assert [(f.line, f.snippet) for f in unaware] == [(95, "(_is_sm90_supported or _is_sm100_supported)")]
+
+    def read(repo_path: str) -> bytes | None:
+        try:
+            return _read(wheel, repo_path.removeprefix("python/"))
+        except KeyError:
+            return None
+
+    rules = [r for r in FIXES["allreduce-fusion"].rules if r.project == "sglang"]
+    after = rewrite_file(before, f"python/{path}", rules, read, root="python")
+    assert after.changed
+    assert b"(_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)" in after.source
+    left = [f for f in scan_file(after.source, path, 10, 12) if f.kind == "platform-flag"]
+    assert [f for f in left if classify(f, SM120, None) == "unaware"] == []
+
+
+# --- FlashInfer: preprocessor guards -----------------------------------------------------------
+
+
+def test_flashinfer_064_lists_the_13_guards(flashinfer: dict) -> None:
+    doc = _json_scan(flashinfer["0.6.4"])
+    guards = [f for f in doc["findings"] if f["path"] == TRTLLM]
+    assert [(f["line"], f["kind"], f["snippet"], f["values"], f["name"], f["class"]) for f in guards] == [
+        (n, "preprocessor", GUARD, [900, 1200], "__CUDA_ARCH__", "unaware") for n in GUARD_LINES
+    ]
+    source = (flashinfer["0.6.4"] / TRTLLM).read_bytes().decode().splitlines()
+    assert [n for n, text in enumerate(source, 1) if text == GUARD] == GUARD_LINES
+    assert doc["counts"]["preprocessor"] == sum(f["kind"] == "preprocessor" for f in doc["findings"])
+
+
+def test_flashinfer_0617_has_them_no_more(flashinfer: dict) -> None:
+    source = (flashinfer["0.6.17"] / TRTLLM).read_bytes().decode().splitlines()
+    opened = [n for n, text in enumerate(source, 1) if text == "#if (defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900))"]
+    assert len(opened) == 13 and GUARD not in source  # the same guards, without "< 1200"
+    doc = _json_scan(flashinfer["0.6.17"])
+    assert [f for f in doc["findings"] if f["path"] == TRTLLM] == []
+    assert [f for f in doc["findings"] if f["kind"] == "preprocessor" and f["class"] == "unaware"] == [
+        {
+            "path": "flashinfer/data/include/flashinfer/sampling.cuh",
+            "line": 106,
+            "kind": "preprocessor",
+            "snippet": "#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 1070)",
+            "values": [1070],
+            "name": "__CUDA_ARCH__",
+            "patchable": False,
+            "names_cc": False,
+            "covered_by": None,
+            "class": "unaware",
+        }
+    ]
+
+
+def test_flashinfer_064_piped(flashinfer: dict) -> None:
+    comm = flashinfer["0.6.4"] / "flashinfer/data/include/flashinfer/comm"
+    done = invoke("scan", str(comm))
+    assert done.returncode == 1
+    lines = done.stdout.decode().splitlines()
+    assert [line for line in lines if "trtllm_allreduce.cuh:" in line] == [
+        f"{comm}/trtllm_allreduce.cuh:{n}: unaware: preprocessor: {GUARD}" for n in GUARD_LINES
+    ]
+
+
+def test_flashinfer_releases_compared_from_git_objects(flashinfer: dict, tmp_path: Path) -> None:
+    """``scan --repo``: the header in FlashInfer's repository layout (``include/`` at the root),
+    one release per tag; the 13 guards disappear from 0.6.4 to 0.6.17."""
+    releases = {
+        f"v{v}": {"include/flashinfer/comm/trtllm_allreduce.cuh": (flashinfer[v] / TRTLLM).read_bytes()}
+        for v in ("0.6.4", "0.6.17")
+    }
+    repo = make_repo(tmp_path / "flashinfer", releases)
+    done = invoke("scan", "--repo", str(repo), "--tag", "v0.6.4", "--tag", "v0.6.17", "--json")
+    assert done.returncode == 0, done.stderr  # nothing appeared
+    doc = json.loads(done.stdout)
+    assert doc["counts"] == {"appeared": 0, "appeared_unaware": 0, "disappeared": 13, "changed": 0, "unchanged": 0}
+    assert [(f["line"], f["kind"], f["class"]) for f in doc["disappeared"]] == [
+        (n, "preprocessor", "unaware") for n in GUARD_LINES
+    ]
+    assert doc["before"]["files_seen"] == doc["before"]["files_parsed"] == 1

@@ -25,7 +25,7 @@ from patchkit.errors import OK, PROBLEMS
 from patchkit.fixes.effects import Effect, read_effects
 from patchkit.fixes.registry import FIXES, PROJECTS
 from patchkit.gpus.smi import Machine, machine as read_machine
-from patchkit.commands.here import (CANNOT, IN_EFFECT, MISSING, NOT_FOR_THESE, NOTHING, FixHere, clean_start_only,
+from patchkit.commands.here import (CANNOT, IN_EFFECT, INCOMPLETE, MISSING, NOT_FOR_THESE, NOTHING, FixHere, clean_start_only,
                                     fixes_here, no_multicast, unneeded)
 from patchkit.commands.speedups import speedups_here
 from patchkit.report import Report
@@ -40,6 +40,8 @@ def _state(h: FixHere) -> str:
         return "applied (by patchkit)" if h.by_patchkit else "in effect (the release has it)"
     if h.status == CANNOT:
         return f"cannot apply here: {h.detail}"
+    if h.status == INCOMPLETE:
+        return f"incomplete here, not applied: {h.detail}"
     if h.status == NOTHING:
         return f"nothing to patch ({h.detail})"
     if h.held:

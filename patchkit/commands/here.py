@@ -29,6 +29,7 @@ IN_EFFECT = "in effect"
 NOTHING = "nothing to patch"
 CANNOT = "cannot apply"
 NOT_FOR_THESE = "not for these GPUs"
+INCOMPLETE = "incomplete"  # the rules would apply, but a gate on the feature's path still refuses these GPUs
 
 
 def spelled(project: Project, machine: Machine) -> list:
@@ -41,15 +42,17 @@ def spelled(project: Project, machine: Machine) -> list:
 
 def _rules(project: Project, fix: str, cc) -> tuple:
     """The rules of ``fix`` for ``project`` that add ``cc``; a predicate rule (a flag such
-    as _is_sm120_supported) only for the major it names."""
+    as _is_sm120_supported) only for the major it names, a backport only for the GPUs it is
+    for (its ``to_cc``)."""
     major = cc if isinstance(cc, int) else int(str(cc).split(".")[0])
     return tuple(r for r in rules_for(project.name, (fix,), project.from_cc, cc)
-                 if r.kind != "predicate" or r.to_cc == f"sm{major}0")
+                 if (r.kind != "predicate" or r.to_cc == f"sm{major}0")
+                 and (r.kind != "backport" or cap(r.to_cc).major == major))
 
 
 class FixHere(NamedTuple):
     fix: str
-    status: str  # MISSING, IN_EFFECT, NOTHING, CANNOT or NOT_FOR_THESE
+    status: str  # MISSING, IN_EFFECT, NOTHING, CANNOT, INCOMPLETE or NOT_FOR_THESE
     missing: tuple  # the ccs whose keys, members or flags are missing
     held: tuple  # the ccs the release already holds (or copies from)
     detail: str  # what is missing, or why it cannot apply
@@ -142,6 +145,10 @@ def fix_here(s: Session, fix: str, ccs: list, current: dict[str, bytes] | None =
             held.append(cc)
             ours_here = ours_here or cap(cc).major == target
     if missing:
+        blocked = [b for b in s.blocked(None, (fix,)) if target is not None and any(cap(c).major == target for c in missing)]
+        if blocked:  # the release's manifest: the fix cannot be applied whole here
+            status = INCOMPLETE if blocked[0]["status"] == "incomplete" else CANNOT
+            return FixHere(fix, status, tuple(missing), tuple(held), blocked[0]["reason"], False)
         return FixHere(fix, MISSING, tuple(missing), tuple(held), "; ".join(dict.fromkeys(lacking)), False)
     if asked and not found_any:
         return FixHere(fix, NOTHING, (), tuple(held), f"no table, list or gate of it in {s.project.label} {s.version}", False)

@@ -24,7 +24,7 @@ def _gpus(m: Machine) -> str:
 
 def _action(project: str, versions: dict[str, str | None]) -> str:
     dist, version = PROJECTS[project].distribution, versions.get(project)
-    return f"upgrade {dist} ({version} here)" if version else f"install {dist} (not found)"
+    return f"upgrade {dist} ({version} here)" if version else f"install {dist} (not among the targets; `--python` finds every one installed)"
 
 
 def speedup_lines(sp: Speedup, m: Machine, versions: dict[str, str | None]) -> tuple[list[str], dict]:
@@ -32,7 +32,7 @@ def speedup_lines(sp: Speedup, m: Machine, versions: dict[str, str | None]) -> t
     and its --json object."""
     lines = [f"all-reduce on these GPUs ({_gpus(m)}, linked through PCIe only: no NVLink, no multicast): {sp.what}"]
     short = [r for r in sp.requires if not r.met(versions.get(r.project))]
-    have = " and ".join(f"{PROJECTS[r.project].label} {versions[r.project]}" for r in sp.requires)
+    have = " and ".join(f"{PROJECTS[r.project].label} {versions.get(r.project)}" for r in sp.requires)
     needs = " and ".join(f"{PROJECTS[r.project].label} {r.since} or later" for r in sp.requires)
     if not short:
         lines.append(f"  {have} have it: start the server with {sp.turn_on}")

@@ -87,6 +87,10 @@ def read_manifest(path: Path) -> dict:
         or any(not isinstance(f, dict) or not isinstance(f.get("fix"), str) or not isinstance(f.get("status"), str) for f in fixes)
     ):
         raise BadInput(str(path), f"corrupt manifest: each patch of the series needs {', '.join(PATCH_KEYS)}")
+    # An empty series says why: a release where no fix patched anything keeps a manifest only
+    # for the fixes that cannot apply there (or are incomplete, or not needed on this machine).
+    if not series and not any(f["status"] in ("cannot apply", "incomplete", "not needed here") for f in fixes):
+        raise BadInput(str(path), f"corrupt manifest: each patch of the series needs {', '.join(PATCH_KEYS)}")
     for entry in series:
         files = entry["files"]
         if not isinstance(files, list) or not files or any(

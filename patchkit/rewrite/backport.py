@@ -197,7 +197,8 @@ def rewrite(data: bytes, path: str, hunks: tuple[Hunk, ...], base: bytes | None 
         if back is not None:
             return Applied(data, ALREADY_UPSTREAM, "already there", len(hunks))
         if base is None:
-            raise RewriteError(path, f"{failed.name()} does not apply (and no release to merge from)")
+            merged = f" (its shipped patch merges it against {base_name})" if base_name else ""
+            raise RewriteError(path, f"{failed.name()} does not apply as text{merged}")
         merged = _merge(base.splitlines(keepends=True), lines, hunks, base_name, path)
         result = Applied(b"".join(merged), PATCHED, MERGED, len(hunks))
     if path.endswith(".py"):

@@ -329,8 +329,9 @@ def flashinfer_entries(version: str) -> dict[str, tuple[bytes, tuple]]:
             f"def gen_trtllm_comm_module():\n    supported_major_versions = {majors}\n".encode(),
             day + (11, 30, 4),
         ),
-        # Later than every .py file, and must not end up in the repository.
-        "flashinfer/data/include/kernel.cuh": (b"// header\n", day + (23, 0, 0)),
+        # FlashInfer's JIT sources: in the repository at include/ (projects.toml's installed folders).
+        "flashinfer/data/include/kernel.cuh": (b"// header\n", day + (22, 0, 0)),
+        # Later than every source, and must not end up in the repository.
         "flashinfer/data/libkernel.so": (b"\x7fELF\x00binary", day + (23, 0, 0)),
         "flashinfer_cubin/__init__.py": (b"# another package\n", day + (23, 0, 0)),
         f"flashinfer_python-{version}.dist-info/METADATA": (
@@ -363,26 +364,27 @@ def test_flashinfer_releases_at_the_repository_root(fi_cache: Path, tmp_path: Pa
     lines: list[str] = []
     tags = build_mirror(FI_VERSIONS, dest, fi_cache, progress=lines.append, project="flashinfer")
     assert tags == ["v0.6.4", "v0.6.4.post1", "v0.6.17"]
-    assert [line.split() for line in lines] == [[t, "3", "files"] for t in tags]
+    assert [line.split() for line in lines] == [[t, "4", "files"] for t in tags]
     assert sorted(git(dest, "tag", "--list").split()) == sorted(tags)
     for version in FI_ORDERED:
         tag = f"v{version}"
         assert git(dest, "rev-list", tag).split() == [git(dest, "rev-parse", tag).strip()]
         listing = git(dest, "ls-tree", "-r", "--name-only", tag).split()
-        assert listing == ["flashinfer/__init__.py", "flashinfer/jit/__init__.py", "flashinfer/jit/comm.py"]
+        assert listing == ["flashinfer/__init__.py", "flashinfer/jit/__init__.py", "flashinfer/jit/comm.py", "include/kernel.cuh"]
         for path in listing:
-            assert git_bytes(dest, "cat-file", "blob", f"{tag}:{path}") == flashinfer_entries(version)[path][0]
+            wheel_path = path.replace("include/", "flashinfer/data/include/", 1)
+            assert git_bytes(dest, "cat-file", "blob", f"{tag}:{path}") == flashinfer_entries(version)[wheel_path][0]
         assert git(dest, "log", "-1", "--format=%B", tag) == (
             f"FlashInfer {version}\n\nFrom the PyPI wheel flashinfer_python-{version}-py3-none-any.whl.\n\n"
         )
         who = git(dest, "log", "-1", "--format=%an <%ae>|%cn <%ce>|%at", tag).strip()
-        latest = calendar.timegm(flashinfer_entries(version)["flashinfer/jit/comm.py"][1] + (0, 0, 0))
+        latest = calendar.timegm(flashinfer_entries(version)["flashinfer/data/include/kernel.cuh"][1] + (0, 0, 0))
         assert who == "FlashInfer release mirror <mirror@patchkit.invalid>|" * 2 + str(latest)
     assert git(dest, "show", "v0.6.4:flashinfer/jit/comm.py").splitlines()[1].endswith("= [9, 10]")
     assert git(dest, "show", "v0.6.17:flashinfer/jit/comm.py").splitlines()[1].endswith("= [9, 10, 12]")
     # The work tree is a clean checkout of the newest release, with no python/ folder.
     assert git(dest, "status", "--porcelain") == ""
-    assert sorted(p.name for p in dest.iterdir()) == [".git", "flashinfer"]
+    assert sorted(p.name for p in dest.iterdir()) == [".git", "flashinfer", "include"]
 
 
 def test_read_wheel_layouts(cache: Path, fi_cache: Path) -> None:

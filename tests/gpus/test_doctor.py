@@ -183,6 +183,8 @@ def test_sglang_0523_needs_no_symm_mem_on_pcie_and_gets_the_pcie_ipc_all_reduce(
         f"    not needed because {NOT_NEEDED_0523}",
     ]
     assert not any("prevents: the warning" in l for l in lines)
+    # The fusion: its rules would open SGLang's gate, but the resolver after it still refuses SM120.
+    assert lines[14] == f"  allreduce-fusion (opt-in): incomplete here, not applied: {INCOMPLETE_0523}"
     start = lines.index(PCIE_IPC[0])
     assert lines[start:] == [*PCIE_IPC, "  SGLang 0.5.23 and FlashInfer 0.7.0 have it: start the server with SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1",
                              SERVES, *MEASURED, "", "nothing this machine needs is missing"]
@@ -191,6 +193,8 @@ def test_sglang_0523_needs_no_symm_mem_on_pcie_and_gets_the_pcie_ipc_all_reduce(
     symm = doc["targets"][0]["fixes"][0]
     assert (symm["fix"], symm["status"], symm["needed"], symm["why"], symm["effect_here"]) == (
         "torch-symm-mem", "missing", False, NOT_NEEDED_0523, [])
+    fusion = doc["targets"][0]["fixes"][1]
+    assert (fusion["fix"], fusion["status"], fusion["detail"]) == ("allreduce-fusion", "incomplete", INCOMPLETE_0523)
     advice = doc["recommendation"]
     assert (advice["available"], advice["upgrade"], advice["installed"]) == (True, [], {"sglang": "0.5.23", "flashinfer": "0.7.0"})
     assert snapshot(site / "sglang") == before
@@ -219,6 +223,14 @@ def test_one_gpu_sm12x_gets_no_all_reduce_advice(tmp_path: Path, venvs) -> None:
     assert json.loads(invoke("doctor", "--python", python, "--json", env=standin(tmp_path, "gb10")).stdout)["recommendation"] is None
 
 
+# Why allreduce-fusion is incomplete on SGLang 0.5.23 (its manifest's reason).
+INCOMPLETE_0523 = (
+    "the feature's path still refuses the GPU at python/sglang/srt/layers/flashinfer_comm_fusion.py:48 in _resolve_backend(): "
+    "not (get_platform().is_sm90 or get_platform().is_sm100); python/sglang/srt/layers/flashinfer_comm_fusion.py:54 in "
+    "_resolve_backend(): not get_platform().is_sm100; python/sglang/srt/layers/flashinfer_comm_fusion.py:63 in "
+    "_resolve_backend(): get_platform().is_sm100 (and 2 more)")
+
+
 def test_apply_to_cc_auto_leaves_sglang_0523_alone_on_pcie(tmp_path: Path, venvs) -> None:
     venv, python = env_of(tmp_path, venvs, "0.5.23", None)
     site = next((venv / "lib").glob("python3*/site-packages"))
@@ -235,18 +247,12 @@ def test_apply_to_cc_auto_leaves_sglang_0523_alone_on_pcie(tmp_path: Path, venvs
     doc = json.loads(invoke("apply", "--python", python, "--to-cc", "auto", "--json", env=env).stdout)
     assert (doc["command"], doc["targets"], doc["nothing_to_do"]) == ("apply", [], [str(site)])
     assert doc["not_needed"] == [{"path": str(site), "project": "sglang", "fix": "torch-symm-mem", "why": NOT_NEEDED_0523}]
-    # With the fusion asked for too, only the fusion is applied; verify then proves only it.
+    # With the fusion asked for too: the fusion is incomplete on 0.5.23 (its resolver and its
+    # multicast preflight refuse SM120 after the gate), so apply refuses it whole, writing nothing.
     done = invoke("apply", "--python", python, "--to-cc", "auto", "--all-fixes", env=env)
-    assert done.returncode == 0, done.stdout.decode()
-    assert out(done)[:5] == [*head, skipped, "applied shipped patch patches/0.5.23/0002-Allow-the-FlashInfer-all-reduce-fusion-on-SM120.patch",
-                             "  patched sglang/srt/layers/layer_boundary/residual/add_norm.py (+1 line)"]
-    utils = "srt/distributed/device_communicators/all_reduce_utils.py"
-    assert snapshot(site / "sglang")[utils] == before[utils]
-    done = invoke("verify", "--python", python, "--to-cc", "auto", env=env)
-    assert done.returncode == 0, done.stdout.decode()
-    assert out(done)[2:] == [skipped, "checked sglang/srt/layers/layer_boundary/residual/add_norm.py: _is_sm100_supported in "
-                             "flashinfer_ar_fusion_applies() (post-image hash recorded at apply)",
-                             "verify: ok (12 in every list and gate of allreduce-fusion)"]
+    assert done.returncode == 3, done.stdout.decode()
+    assert done.stderr.decode() == f"patchkit: allreduce-fusion incomplete on SGLang 0.5.23: {INCOMPLETE_0523}; nothing written\n"
+    assert snapshot(site / "sglang") == before
 
 
 @pytest.mark.parametrize("asked", [("--to-cc", "auto", "--fix", "torch-symm-mem"), ()], ids=["auto-fix-named", "explicit-12"])
@@ -280,7 +286,7 @@ def test_an_h200_needs_nothing(tmp_path: Path, venvs) -> None:
         "  allreduce-fusion (opt-in): not for these GPUs",
         "",
         f"{site}/flashinfer: FlashInfer 0.6.4 (installed), from flashinfer_python-0.6.4.dist-info/METADATA",
-        "  allreduce-fusion (opt-in): not needed: the release holds key 9 for these GPUs",
+        "  allreduce-fusion (opt-in): not for these GPUs",  # its backport (FlashInfer PR 3903) is for SM12x
         "",
         "nothing this machine needs is missing",
     ]
@@ -361,14 +367,18 @@ def test_generate_to_cc_auto_leaves_out_what_is_not_needed_here(tmp_path: Path, 
     assert done.returncode == 0, done.stderr.decode()
     assert out(done) == [
         f"v0.5.9   patched -> {tmp_path}/out/0.5.9/series: torch-symm-mem 2 tables in 2 files; allreduce-fusion 1 gate in 1 file",
-        f"v0.5.23  patched -> {tmp_path}/out/0.5.23/series: torch-symm-mem not needed here ({NOT_NEEDED_0523}); "
-        "allreduce-fusion 1 gate in 1 file",
-        "2 tags: 2 patched, 0 nothing to patch, 0 already upstream, 0 errors",
+        f"v0.5.23  nothing to patch: torch-symm-mem not needed here ({NOT_NEEDED_0523}); "
+        f"allreduce-fusion incomplete ({INCOMPLETE_0523})",
+        "2 tags: 1 patched, 1 nothing to patch, 0 already upstream, 0 errors",
     ]
-    assert (tmp_path / "out/0.5.23/series").read_text() == "0001-Allow-the-FlashInfer-all-reduce-fusion-on-SM120.patch\n"
+    assert sorted(p.name for p in (tmp_path / "out/0.5.23").iterdir()) == ["manifest.json"]  # it says why, no patch
     assert (tmp_path / "out/0.5.9/series").read_text().splitlines()[0] == "0001-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch"
     manifest = json.loads((tmp_path / "out/0.5.23/manifest.json").read_text())
     assert manifest["fixes"][0] == {"fix": "torch-symm-mem", "status": "not needed here", "reason": NOT_NEEDED_0523}
+    assert (manifest["fixes"][1]["status"], manifest["fixes"][1]["reason"], manifest["series"]) == ("incomplete", INCOMPLETE_0523, [])
+    assert manifest["fixes"][1]["gates"][0] == {
+        "path": "python/sglang/srt/layers/flashinfer_comm_fusion.py", "line": 48, "function": "_resolve_backend",
+        "snippet": "not (get_platform().is_sm90 or get_platform().is_sm100)"}
     done = invoke("generate", "--repo", str(mirror), *tags, "--out", str(tmp_path / "named"), "--to-cc", "auto",
                   "--fix", "torch-symm-mem", env=env)
     assert done.returncode == 0, done.stderr.decode()

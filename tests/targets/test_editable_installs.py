@@ -28,6 +28,13 @@ DC = "python/sglang/srt/distributed/device_communicators"
 TABLES = (f"{DC}/all_reduce_utils.py", f"{DC}/torch_symm_mem.py")
 GATE = "python/sglang/srt/layers/communicator.py"
 COMM = "flashinfer/jit/comm.py"
+# The files of FlashInfer PR 3903 (the allreduce-fusion backport) where a wheel has them.
+PR_3903_INSTALLED = (
+    "flashinfer/data/csrc/trtllm_allreduce.cu", "flashinfer/aot.py", "flashinfer/comm/trtllm_ar.py", COMM,
+    "flashinfer/data/include/flashinfer/comm/trtllm_allreduce.cuh",
+    "flashinfer/data/include/flashinfer/comm/trtllm_allreduce_fusion.cuh",
+    "flashinfer/data/include/flashinfer/comm/trtllm_moe_allreduce_fusion.cuh", "flashinfer/data/include/flashinfer/utils.cuh",
+)
 SERIES = "patches/0.5.9/0001-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch + patches/0.5.9/0002-Allow-the-FlashInfer-all-reduce-fusion-on-SM120.patch"
 
 
@@ -90,10 +97,9 @@ def test_the_image_layout_through_apply_verify_revert(origin: Path, tmp_path: Pa
         lines = out(done)
         assert lines[0] == first
         assert lines[1] == f"applied shipped patch {SERIES}"
-        assert [line for line in lines if line.startswith("  patched")] == [
+        assert [line.rsplit(" (", 1)[0] if "flashinfer/" in line else line for line in lines if line.startswith("  patched")] == [
             f"  patched {TABLES[0]} (+6 lines)", f"  patched {TABLES[1]} (+1 line)", f"  patched {GATE} (+2 lines)",
-            f"  patched {COMM} (+0 lines)",
-        ]
+        ] + [f"  patched {path}" for path in PR_3903_INSTALLED]
         assert f"  pid {server.pid}: {bin_dir}/python3 -m sglang.launch_server --port 30000" in lines
         assert f"{site}/flashinfer: FlashInfer 0.6.4 (installed), from flashinfer_python-0.6.4.dist-info/METADATA" in lines
     for rel in TABLES:
@@ -109,7 +115,7 @@ def test_the_image_layout_through_apply_verify_revert(origin: Path, tmp_path: Pa
 
     done = invoke("verify", "--python", "python3", "--all-fixes", env=env)
     assert done.returncode == 0, done.stdout.decode()
-    assert out(done)[-1] == "verify: ok (12 in every list and gate of torch-symm-mem, allreduce-fusion)"
+    assert out(done)[-1] == "verify: ok (FlashInfer PR 3903 in every file it changes)"
     assert "verify: ok (key 12 = key 10 in every table)" in out(done)
 
     done = invoke("apply", "--python", "python3", "--all-fixes", env=env)
@@ -123,7 +129,7 @@ def test_the_image_layout_through_apply_verify_revert(origin: Path, tmp_path: Pa
     assert done.returncode == 0, done.stderr.decode()
     assert git_status(checkout) == before  # what pip's install wrote (egg-info, _version.py), nothing of patchkit's
     assert subprocess.run(["git", "diff", "--quiet"], cwd=checkout).returncode == 0
-    assert (site / COMM).read_bytes() == wheel_bytes(COMM)
+    assert all((site / path).read_bytes() == wheel_bytes(path) for path in PR_3903_INSTALLED)
 
     # The checkout moved away under the editable install: exit 2, one line naming the file.
     shutil.move(checkout, tmp_path / "moved")

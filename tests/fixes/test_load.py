@@ -110,3 +110,72 @@ def test_a_wrong_fix_file_is_one_line_naming_it(tmp_path: Path, text: str, reaso
 
 def test_the_data_files_ship_with_the_package() -> None:
     assert (HERE / "projects.toml").is_file() and (HERE / "torch-symm-mem.toml").is_file()
+
+
+BACKPORT = '''
+[[rules]]
+project = "flashinfer"
+kind = "backport"
+diff = "up.diff"
+made_on = "0.6.16.post4"
+from_cc = 10
+to_cc = 12
+evidence = "same as upstream FlashInfer PR 1"
+[rules.origin]
+project = "FlashInfer"
+pr = 1
+commit = "abc"
+title = "a change"
+landed_in = "0.6.17"
+'''
+DIFF = b"diff --git a/csrc/x.cu b/csrc/x.cu\n--- a/csrc/x.cu\n+++ b/csrc/x.cu\n@@ -1 +1 @@\n-a\n+b\n"
+PATH = '''
+[[path]]
+project = "flashinfer"
+since = "0.5.0"
+files = ["csrc/x.cu"]
+'''
+
+
+def test_a_backport_rule_and_a_feature_path_are_read(tmp_path: Path) -> None:
+    (tmp_path / "up.diff").write_bytes(DIFF)
+    path = tmp_path / "my-fix.toml"
+    path.write_text(HEAD + BACKPORT + PATH)
+    fix = read_fix(path)
+    (rule,) = fix.rules
+    assert (rule.kind, rule.files, rule.diff, rule.made_on, rule.refresh) == ("backport", ("csrc/x.cu",), DIFF, "0.6.16.post4", ())
+    assert rule.origin.cite() == "FlashInfer PR 1" and rule.names() == ()
+    assert fix.path("flashinfer", "0.6.4").files == ("csrc/x.cu",) and fix.path("flashinfer", "0.4.0") is None
+
+
+@pytest.mark.parametrize(
+    "text, diff, reason",
+    [
+        (BACKPORT, None, "my-fix, rule 1: cannot read the backport's diff"),
+        (BACKPORT, b"not a diff\n", "my-fix, rule 1: not a diff (no 'diff --git a/X b/X' line)"),
+        (BACKPORT.replace('diff = "up.diff"', 'diff = "../up.diff"'), DIFF, "my-fix, rule 1: diff '../up.diff' must be a path below"),
+        (BACKPORT.replace("pr = 1\n", ""), DIFF, "my-fix, rule 1, origin: 'pr' is missing or not int"),
+        (BACKPORT.replace('made_on = "0.6.16.post4"\n', ""), DIFF, "my-fix, rule 1: 'made_on' is missing or not str"),
+        (BACKPORT.replace("same as upstream", "just like"), DIFF,
+         "my-fix, rule 1: evidence must start with one of 'same as upstream', 'part of upstream', 'proposed upstream', 'not upstream'"),
+        (BACKPORT.replace("same as upstream FlashInfer PR 1", "part of upstream FlashInfer PR 1"), DIFF,
+         "my-fix, rule 1: evidence 'part of upstream ...' must say '(the rest: ...)'"),
+        (BACKPORT.replace("same as upstream FlashInfer PR 1", "proposed upstream FlashInfer PR 1"), DIFF,
+         "my-fix, rule 1: evidence 'proposed upstream ...' must say 'not merged'"),
+        (BACKPORT + '[[rules.refresh]]\nfile = "csrc/y.cu"\ndrop = ["x"]\nwhy = "w"\n', DIFF,
+         "my-fix, rule 1, refresh 1: 'csrc/y.cu' is not a file of the diff"),
+        (BACKPORT + PATH.replace('files = ["csrc/x.cu"]', "files = []"), DIFF,
+         "my-fix, path 1: 'files' must be a list of globs (or empty, with 'functions')"),
+        (BACKPORT + PATH + '[[path.blocks]]\nfile = "csrc/x.cu"\ntext = "t"\n', DIFF, "my-fix, path 1, block 1: 'says' is missing or not str"),
+    ],
+)
+def test_a_wrong_backport_or_path_is_one_line_naming_the_file(tmp_path: Path, text: str, diff: bytes | None, reason: str) -> None:
+    if diff is not None:
+        (tmp_path / "up.diff").write_bytes(diff)
+    path = tmp_path / "my-fix.toml"
+    path.write_text(HEAD + text)
+    with pytest.raises(BadInput) as caught:
+        read_fix(path)
+    message = str(caught.value)
+    assert reason in message and "\n" not in message, message
+    assert message.startswith(f"{path}") or message.startswith(f"{tmp_path / 'up.diff'}"), message

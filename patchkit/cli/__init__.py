@@ -106,7 +106,10 @@ def apply(path, patches, no_generate, from_cc, to_cc, dry_run, version, python, 
         return apply_auto(targets(path, python, project).found, patches, no_generate, from_cc, dry_run, version, fixes,
                           named=tuple(fix_names))
     check_cc(from_cc, to_cc, project)
-    return apply_all(targets(path, python, project).found, patches, no_generate, from_cc, to_cc, dry_run, version, fixes)
+    # --all-fixes names no fix: one a release cannot take whole is left out there, and said.
+    named = tuple(fix_names) if fix_names else (() if all_fixes else None)
+    return apply_all(targets(path, python, project).found, patches, no_generate, from_cc, to_cc, dry_run, version, fixes,
+                     named=named)
 
 
 @cli.command(short_help="Exit 0 only if the patch is in effect.")
@@ -134,7 +137,9 @@ def verify(path, from_cc, to_cc, python, project, fix_names, all_fixes, as_json)
     if (from_cc is None) != (to_cc is None):
         raise BadInput(None, "give both --from-cc and --to-cc, or neither")
     check_cc(from_cc, to_cc, project)
-    return run_each("verify", targets(path, python, project), lambda p, name, i: command(p, from_cc, to_cc, name, fixes, i), judged=True)
+    named = tuple(fix_names) if fix_names else (() if all_fixes else None)
+    return run_each("verify", targets(path, python, project),
+                    lambda p, name, i: command(p, from_cc, to_cc, name, fixes, i, named), judged=True)
 
 
 @cli.command(short_help="Restore the exact original bytes.")

@@ -50,7 +50,8 @@ def apply(
     return _apply(s, patches, no_generate, *s.project.cc_pair(from_cc, to_cc), dry_run, fixes)
 
 
-def _apply(s: Session, patches, no_generate, from_cc, to_cc, dry_run: bool, fixes, first: Look | None = None) -> Report:
+def _apply(s: Session, patches, no_generate, from_cc, to_cc, dry_run: bool, fixes, first: Look | None = None,
+           named=None) -> Report:
     """apply on the session ``s``; ``first``: a look taken without the lock already (apply_all's)."""
     report = Report()
     report.add(s.describe())
@@ -59,7 +60,7 @@ def _apply(s: Session, patches, no_generate, from_cc, to_cc, dry_run: bool, fixe
     # read-only one answers too.  A killed run's leftovers need the lock (recovery) first.
     look = None
     if dry_run or s.store.tidy(s.applied()):
-        look = first or _look(s, patches, no_generate, from_cc, to_cc, fixes)
+        look = first or _look(s, patches, no_generate, from_cc, to_cc, fixes, named)
     dropped: list[Path] = []
     if look is not None and (dry_run or not look.writes()):
         if pending:
@@ -69,7 +70,7 @@ def _apply(s: Session, patches, no_generate, from_cc, to_cc, dry_run: bool, fixe
     else:
         with exclusive(s.target, s.store, s.version) as notes:
             report.lines += notes
-            look = _look(s, patches, no_generate, from_cc, to_cc, fixes)
+            look = _look(s, patches, no_generate, from_cc, to_cc, fixes, named)
             if look.old:
                 report.add(s.set_aside(*look.old))
             plan = look.plan
@@ -138,7 +139,20 @@ def _written(plan: Plan) -> list[str]:
     return [f.path for f in plan.applied.files] if plan.applied else [t["path"] for t in plan.tables if "path" in t]
 
 
-def _look(s: Session, patches, no_generate, from_cc, to_cc, fixes) -> Look:
+def _look(s: Session, patches, no_generate, from_cc, to_cc, fixes, named=None) -> Look:
+    """``named``: the fixes asked for by name (None: all of ``fixes``); a fix the release's
+    manifest says cannot be applied whole is refused when named, else left out with a note."""
+    fixes, left_out = _refuse_blocked(s, patches, fixes, named)
+    look = _look_at(s, patches, no_generate, from_cc, to_cc, fixes)
+    if not left_out:
+        return look
+    plan = look.plan
+    if plan.action == NOTHING_TO_PATCH and not rules_for(s.project.name, fixes):
+        plan = plan._replace(notes=())
+    return look._replace(plan=plan._replace(notes=tuple(left_out) + tuple(plan.notes)))
+
+
+def _look_at(s: Session, patches, no_generate, from_cc, to_cc, fixes) -> Look:
     applied, changed = s.state()
     old = (applied, changed) if changed else None
     if old:
@@ -156,7 +170,6 @@ def _look(s: Session, patches, no_generate, from_cc, to_cc, fixes) -> Look:
     rules = rules_for(s.project.name, fixes, from_cc, to_cc)
     if not rules:
         return Look(Plan(NOTHING_TO_PATCH, notes=(no_rule(s.project.label, s.project.name, fixes),)), old, [])
-    _refuse_blocked(s, patches, fixes)
     shipped = s.shipped(patches, from_cc, to_cc, fixes)
     with s.local_errors():
         plan = plan_apply(
@@ -172,15 +185,19 @@ def _look(s: Session, patches, no_generate, from_cc, to_cc, fixes) -> Look:
     return Look(plan, old, stale)
 
 
-def _refuse_blocked(s: Session, patches, fixes) -> None:
-    """Refuse (exit 3, nothing written) a fix the release's manifest says cannot apply here or is
-    incomplete: a fix is applied whole or not at all."""
+def _refuse_blocked(s: Session, patches, fixes, named=None) -> tuple[tuple, list[str]]:
+    """(the fixes to apply, notes on those left out).  A fix the release's manifest says cannot
+    apply here or is incomplete is applied whole or not at all: refused (exit 3, nothing
+    written) when ``named`` (None: every fix of ``fixes`` is), else left out and said."""
     blocked = s.blocked(patches, fixes)
-    if blocked:
-        b = blocked[0]
+    asked = [b for b in blocked if named is None or b["fix"] in named]
+    if asked:
+        b = asked[0]
         others = [f for f in fixes_for(s.project.name, fixes) if f not in {x["fix"] for x in blocked}]
         rest = f"; `--fix {' --fix '.join(others)}` applies the others" if others else ""
         raise Refused(None, f"{b['fix']} {b['status']} on {s.project.label} {s.version}: {b['reason']}; nothing written{rest}")
+    notes = [f"{b['fix']} left out: {b['status']} on {s.project.label} {s.version}: {b['reason']}" for b in blocked]
+    return tuple(f for f in fixes if f not in {b["fix"] for b in blocked}), notes
 
 
 def _refuse_gates_left(s: Session, plan: Plan, fixes, from_cc, to_cc) -> None:
@@ -202,11 +219,14 @@ def _refuse_gates_left(s: Session, plan: Plan, fixes, from_cc, to_cc) -> None:
                                 f"GPU at {s.target.local(gates[0].path)}:{gates[0].line}: {gates[0].snippet}; nothing written")
 
 
-def apply_all(found, patches, no_generate, from_cc, to_cc, dry_run, version, fixes, to_ccs=None, fixes_at=None) -> Report:
+def apply_all(found, patches, no_generate, from_cc, to_cc, dry_run, version, fixes, to_ccs=None, fixes_at=None,
+              named=None) -> Report:
     """``apply`` on each (path, project, install) of ``found``: every project's plan is made (and
     any refusal raised) before the first one is written.  ``to_ccs``: str(path) -> the cc to
     add there (``--to-cc auto``), instead of ``to_cc``; ``fixes_at``: (str(path), project) ->
-    the fixes there (``--to-cc auto`` leaves out those not needed here), instead of ``fixes``."""
+    the fixes there (``--to-cc auto`` leaves out those not needed here), instead of ``fixes``;
+    ``named``: the fixes asked for by name (None: every one; ``--all-fixes`` names none, and a
+    fix that cannot be applied whole on a release is then left out there and said)."""
     from patchkit.report import combine
 
     fixes = default_fixes() if fixes is None else fixes
@@ -214,6 +234,7 @@ def apply_all(found, patches, no_generate, from_cc, to_cc, dry_run, version, fix
     pairs = [s.project.cc_pair(from_cc, to_cc if to_ccs is None else to_ccs.get(str(path), to_cc))
              for s, (path, _, _) in zip(sessions, found)]
     each = [(fixes_at or {}).get((str(path), s.project.name), fixes) for s, (path, _, _) in zip(sessions, found)]
-    looks = [_look(s, patches, no_generate, *pair, f) if len(found) > 1 else None for s, pair, f in zip(sessions, pairs, each)]
-    return combine("apply", [_apply(s, patches, no_generate, *pair, dry_run, f, look)
+    looks = [_look(s, patches, no_generate, *pair, f, named) if len(found) > 1 else None
+             for s, pair, f in zip(sessions, pairs, each)]
+    return combine("apply", [_apply(s, patches, no_generate, *pair, dry_run, f, look, named)
                              for s, pair, f, look in zip(sessions, pairs, each, looks)])

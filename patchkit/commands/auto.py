@@ -110,7 +110,7 @@ def apply_auto(found, patches, no_generate, from_cc, dry_run, version, fixes, na
             out.lines += [s.describe(), *_spare_lines(s, spare)] if spare else _nothing(s, m)
             idle.append(str(s.target.root))
     applied = apply_all(todo, patches, no_generate, from_cc, None, dry_run, version, fixes, to_ccs=ccs,
-                        fixes_at=fixes_at) if todo else None
+                        fixes_at=fixes_at, named=named) if todo else None
     if applied is not None:
         out.lines += _under(applied.lines, under)
         out.exit_code = applied.exit_code

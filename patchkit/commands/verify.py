@@ -20,10 +20,12 @@ from patchkit.digest import sha256
 
 
 def verify(
-    path: Path, from_cc=None, to_cc=None, project: str | None = None, fixes: tuple[str, ...] | None = None, install=None
+    path: Path, from_cc=None, to_cc=None, project: str | None = None, fixes: tuple[str, ...] | None = None, install=None,
+    named: tuple[str, ...] | None = None,
 ) -> Report:
     """``fixes``: the fixes whose lists and gates must be in effect too (default: the
-    fixes on by default and those recorded at apply)."""
+    fixes on by default and those recorded at apply).  ``named``: those asked for by name
+    (None: all); one the release cannot take whole is a problem when named, else a note."""
     s = Session.open(path, project=project, install=install)
     report = Report()
     report.add(s.describe())
@@ -76,6 +78,11 @@ def verify(
     if fixes is None:
         recorded_fixes = {t.get("fix") for f in (ours.files if ours else ()) for t in f.tables if isinstance(t, dict)}
         fixes = tuple(n for n in FIXES if FIXES[n].default or n in recorded_fixes)
+    for b in s.blocked(None, fixes):  # the release's manifest: this fix cannot be applied whole here
+        line = f"{b['fix']} {b['status']} on {s.project.label} {s.version}: {b['reason']}"
+        (problems if named is None or b["fix"] in named else notes).append(line if named is None or b["fix"] in named
+                                                                           else f"{b['fix']} left out: {line}")
+        fixes = tuple(f for f in fixes if f != b["fix"])
     done = {e["path"] for e in checked if e["how"].startswith("post-image")}
     rules = [r for r in rules_for(s.project.name, fixes) if r.kind != "dict-key"]
     for rel, data in current.items() if rules else ():

@@ -247,9 +247,12 @@ def test_apply_to_cc_auto_leaves_sglang_0523_alone_on_pcie(tmp_path: Path, venvs
     doc = json.loads(invoke("apply", "--python", python, "--to-cc", "auto", "--json", env=env).stdout)
     assert (doc["command"], doc["targets"], doc["nothing_to_do"]) == ("apply", [], [str(site)])
     assert doc["not_needed"] == [{"path": str(site), "project": "sglang", "fix": "torch-symm-mem", "why": NOT_NEEDED_0523}]
-    # With the fusion asked for too: the fusion is incomplete on 0.5.23 (its resolver and its
-    # multicast preflight refuse SM120 after the gate), so apply refuses it whole, writing nothing.
+    # --all-fixes names no fix: the fusion, incomplete on 0.5.23 (its resolver and its multicast
+    # preflight refuse SM120 after the gate), is left out and said; asked for by name, it is refused whole.
     done = invoke("apply", "--python", python, "--to-cc", "auto", "--all-fixes", env=env)
+    assert done.returncode == 0, done.stdout.decode()
+    assert f"note: allreduce-fusion left out: incomplete on SGLang 0.5.23: {INCOMPLETE_0523}" in out(done)
+    done = invoke("apply", "--python", python, "--to-cc", "auto", "--fix", "allreduce-fusion", env=env)
     assert done.returncode == 3, done.stdout.decode()
     assert done.stderr.decode() == f"patchkit: allreduce-fusion incomplete on SGLang 0.5.23: {INCOMPLETE_0523}; nothing written\n"
     assert snapshot(site / "sglang") == before

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from patchkit.git.refs import repo_format
 from patchkit.errors import BadInput, BranchError
 from patchkit.versions import is_release_tag, version_key
 
@@ -86,6 +87,10 @@ class GitSource:
         except (git.InvalidGitRepositoryError, git.NoSuchPathError):
             raise BadInput(str(path), "not a git repository") from None
         self.path = path
+        fmt, storage = repo_format(Path(self.repo.common_dir))
+        if (fmt, storage) != ("sha1", "files"):
+            raise BadInput(str(path), f"a repository with object format {fmt} and ref storage {storage}: patchkit reads "
+                                      "release histories in git's default format (sha1, files), as its mirrors are built")
         self._git = git
         self._trees: dict[bytes, list[tuple[str, str, bytes]]] = {}
         self._tags: dict | None = None

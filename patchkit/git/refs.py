@@ -93,12 +93,39 @@ def _peel_loose(common: Path, sha: str) -> str | None:
     return None
 
 
+def repo_format(common: Path) -> tuple[str, str]:
+    """(object format, ref storage) of a repository from its config: ("sha1", "files") unless
+    ``extensions.objectFormat`` / ``extensions.refStorage`` say otherwise (a SHA-256 or a
+    reftable repository, where object ids are 32 bytes or refs are no files to read)."""
+    fmt, storage, section = "sha1", "files", ""
+    try:
+        with open(common / "config", "rb") as f:
+            text = f.read(1 << 20).decode("utf-8", "replace")
+    except OSError:
+        return fmt, storage
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].split(";", 1)[0].strip()
+        if line.startswith("["):
+            section = line.strip("[]").strip().lower()
+        elif section == "extensions" and "=" in line:
+            key, _, value = (s.strip() for s in line.partition("="))
+            if key.lower() == "objectformat":
+                fmt = value.lower()
+            elif key.lower() == "refstorage":
+                storage = value.lower()
+    return fmt, storage
+
+
 def release_tags_at_head(root: Path) -> list[str]:
-    """The ``v*`` release tags pointing at HEAD of the checkout at ``root``, newest first."""
+    """The ``v*`` release tags pointing at HEAD of the checkout at ``root``, newest first.
+    A SHA-256 or reftable repository is asked with ``git`` (its refs or ids are not what the
+    file reading below knows)."""
     gdir = git_dir(root)
     if gdir is None:
         return []
     common = _common_dir(gdir)
+    if repo_format(common) != ("sha1", "files"):
+        return _tags_at_head_with_git(root)
     packed, peeled, all_peeled = _packed(common)
     head = _resolve(gdir, common, "HEAD", packed)
     if not head:

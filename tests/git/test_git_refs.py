@@ -71,3 +71,39 @@ def test_no_git_and_no_tags(tmp_path: Path) -> None:
     assert release_tags_at_head(tmp_path) == [] and git_dir(tmp_path) is None
     git(tmp_path, "init", "-q")
     assert release_tags_at_head(tmp_path) == []  # unborn HEAD
+
+
+def test_a_sha256_repository_is_asked_with_git(tmp_path: Path) -> None:
+    """Object ids of 32 bytes: the tags at HEAD still come right (from git itself), and a
+    release history in that format is refused in one line, not read as if its ids were SHA-1."""
+    from patchkit.errors import BadInput
+    from patchkit.git.objects import GitSource
+    from patchkit.git.refs import repo_format
+
+    repo = tmp_path / "s"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main", "--object-format=sha256")
+    (repo / "f").write_text("x")
+    git(repo, "add", "f")
+    git(repo, "commit", "-qm", "c")
+    git(repo, "tag", "-a", "v0.5.9", "-m", "release")
+    git(repo, "pack-refs", "--all")  # no loose tag file to read either
+    assert repo_format(repo / ".git") == ("sha256", "files")
+    assert release_tags_at_head(repo) == ["v0.5.9"] == _git_says(repo)
+    with pytest.raises(BadInput) as caught:
+        GitSource(repo)
+    assert str(caught.value) == (f"{repo}: a repository with object format sha256 and ref storage files: patchkit reads "
+                                 "release histories in git's default format (sha1, files), as its mirrors are built")
+
+
+def test_reftable_storage_is_detected(tmp_path: Path) -> None:
+    """git 2.39 cannot make a reftable repository; its config line is what tells one, and then
+    the ref files are not read (git is asked, and answers none it cannot read)."""
+    from patchkit.git.refs import repo_format
+
+    repo = tmp_path / "r"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    config = repo / ".git" / "config"
+    config.write_text(config.read_text() + "[extensions]\n\trefStorage = reftable ; a comment\n")
+    assert repo_format(repo / ".git") == ("sha1", "reftable")

@@ -61,7 +61,7 @@ class Fit(NamedTuple):
         if self.runs == SASS:
             return f"runs on {self.cc_text()} ({', '.join(self.by)})"
         if self.runs == JIT:
-            return f"runs on {self.cc_text()} after a JIT of {', '.join(self.by)} (compiled by the driver at the first start)"
+            return f"runs on {self.cc_text()} after a JIT ({', '.join(self.by)}: the driver compiles it at the first start)"
         return f"no code for {self.cc_text()}"
 
     def to_json(self) -> dict:
@@ -90,3 +90,15 @@ def parse_cc(text: str) -> tuple[int, int]:
     if not major.isdigit() or dot and not minor.isdigit() or not 1 <= int(major) <= 99 or dot and int(minor) > 9:
         raise ValueError(f"{text!r} is not a compute capability such as 12.0, 12.1 or 9.0")
     return int(major), int(minor or 0)
+
+
+def near_misses(entries: Iterable[Entry], cc: tuple[int, int]) -> list[str]:
+    """Why the code of ``cc``'s own major does not run on it: ``sm_120a runs on 12.0 only``,
+    ``sm_121 needs 12.1 or later``."""
+    said: dict[str, str] = {}
+    for e in entries:
+        major, minor = cc_of(e.arch)
+        if e.kind not in (PTX, ELF) or major != cc[0] or runs_on(e, cc):
+            continue
+        said[e.name] = f"{e.name} runs on {major}.{minor} only" if e.suffix == "a" else f"{e.name} needs {major}.{minor} or later"
+    return [said[name] for name in sorted(said)]

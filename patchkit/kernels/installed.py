@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 MAX_RECORD = 64 << 20  # torch's RECORD is a few MB
-_SHARED = re.compile(r"\.so(\.[0-9]+)*$")
+SHARED = re.compile(r"\.so(\.[0-9]+)*$")
 _DIST_INFO = re.compile(r"(?P<name>[^-]+)-(?P<version>[^-]+)\.dist-info$")
 
 
@@ -71,7 +71,7 @@ def _read_record(site: Path, info: Path, name: str, version: str) -> Distributio
             path = os.path.normpath(row[0])
             if path.startswith(("..", "/")):
                 continue  # installed outside site-packages (scripts, headers)
-            if _SHARED.search(path):
+            if SHARED.search(path):
                 shared.append(path)
             elif path.endswith(".cubin"):
                 cubins += 1

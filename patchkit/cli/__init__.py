@@ -225,14 +225,17 @@ def scan(path, cc, from_cc, unaware_only, repo, tags, as_json, markdown):
 
 @cli.command(short_help="Find the failures patchkit knows in a server's log.")
 @click.argument("logs", nargs=-1, metavar="[LOG]...")
+@click.option("--python", "python", default=None, metavar="EXE",
+              help="The interpreter the server ran: a missing kernel image names its shared objects without code for the GPUs "
+                   "[default: the site-packages folder of the traceback's frames].")
 @JSON_OPT
-def diagnose(logs, as_json):
+def diagnose(logs, python, as_json):
     """Read each LOG (- or none: standard input) in one pass and name every failure patchkit
     knows in it: where, what failed, the fix and the `patchkit apply` that applies it
     (exit 1 if one was found, 0 if none)."""
     from patchkit.commands.diagnose import diagnose as command
 
-    return command(list(logs))
+    return command(list(logs), python=python)
 
 
 @cli.command(short_help="Follow a server's log until it is ready, crashes or times out.")
@@ -300,7 +303,8 @@ def doctor(path, python, project, to_cc, as_json):
     on this machine.  Read only.  Exit 1 when something this machine needs is missing."""
     from patchkit.commands.doctor import apply_target, doctor as command
 
-    return command(targets(path, python, project).found, apply_target(path, python))
+    given = targets(path, python, project)
+    return command(given.found, apply_target(path, python), given.env)
 
 
 def _nothing_to_generate(machine_line: str, label: str):

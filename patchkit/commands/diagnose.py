@@ -220,5 +220,4 @@ def finding_json(f: Finding, kernels: list[dict] | None = None) -> dict:
         "cause": f.cause or None,
         "advice": f.advice or None,
         "commands": list(f.commands),
-        "kernels": kernels,
-    }
+    } | ({"kernels": kernels} if f.kind == FAILURE else {})

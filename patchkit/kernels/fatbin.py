@@ -167,6 +167,8 @@ def elf_sections(fd: int, size: int) -> list[tuple[str, int, int]]:
         first = entry.unpack(_read(fd, shoff, entry.size, "section header 0"))
         shnum = shnum or first[5]
         shstrndx = first[6] if shstrndx == 0xFFFF else shstrndx
+    if shnum == 0:
+        raise Unreadable("an ELF file that counts no sections (e_shnum 0, and section 0 holds no count either)")
     if shnum > MAX_SECTIONS:
         raise Unreadable(f"{shnum} sections claimed (more than {MAX_SECTIONS}): not read")
     if shoff + shnum * shentsize > size:

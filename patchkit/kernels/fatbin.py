@@ -126,8 +126,8 @@ def read_binary(path: str) -> Binary:
         return Binary(path, size, True, tuple(found), tuple(entries), None)
     except NotElf as exc:
         return Binary(path, size, False, (), (), str(exc))
-    except Unreadable as exc:
-        return Binary(path, size, elf, tuple(found), tuple(entries), str(exc))
+    except Unreadable as exc:  # an ELF file (it starts with \x7fELF) that cannot be read to its end
+        return Binary(path, size, True, tuple(found), tuple(entries), str(exc))
     except OSError as exc:
         return Binary(path, size, elf, tuple(found), tuple(entries), f"cannot read it ({exc.strerror or exc})")
     finally:
@@ -151,6 +151,8 @@ def elf_sections(fd: int, size: int) -> list[tuple[str, int, int]]:
     ident = os.pread(fd, 64, 0)
     if ident[:4] != b"\x7fELF":
         raise NotElf("not an ELF file (no \\x7fELF at its start)")
+    if len(ident) < 6:
+        raise Unreadable(f"truncated: the ELF header needs 52 bytes or more, the file has {len(ident)}")
     if ident[4] not in (1, 2) or ident[5] not in (1, 2):
         raise Unreadable(f"an ELF file of unknown class {ident[4]} or byte order {ident[5]}")
     is64, order = ident[4] == 2, "<" if ident[5] == 1 else ">"

@@ -118,6 +118,8 @@ LYING = {
     "class": (patched(SM120A, 4, "<B", 9), "an ELF file of unknown class 9 or byte order 1"),
     "not-elf": (b"MZ" + SM120A[2:], "not an ELF file (no \\x7fELF at its start)"),
     "empty": (b"", "not an ELF file (no \\x7fELF at its start)"),
+    "ident-only": (SM120A[:5], "truncated: the ELF header needs 52 bytes or more, the file has 5"),
+    "header-cut": (SM120A[:40], "truncated: the ELF header needs 64 bytes, the file has 40"),
 }
 
 

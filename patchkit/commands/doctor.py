@@ -194,7 +194,7 @@ def _compiled_code(env, m: Machine) -> tuple[list[str], dict | None, list[str]]:
     ccs = m.ccs()
     found = installed_code(list(env.sites), ccs)
     cuda = [d for d in found if d.files or d.dist.cubins]
-    lines = ["", f"compiled CUDA code for {', '.join(f'{a}.{b}' for a, b in ccs)} ({plural(len(cuda), 'distribution')} of {env.exe} carry it):"]
+    lines = ["", f"compiled CUDA code for {', '.join(f'{a}.{b}' for a, b in ccs)} ({plural(len(cuda), 'distribution')} of {env.exe} {'carries' if len(cuda) == 1 else 'carry'} it):"]
     if not found:
         lines[-1] = f"compiled CUDA code: no distribution installed for {env.exe} carries any"
     no_code = []

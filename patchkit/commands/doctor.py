@@ -11,8 +11,12 @@ take effect and the release turns the feature off cleanly without it (``here.unn
 On SM12x GPUs linked by PCIe only, doctor also names the all-reduce that does help there
 (``speedups.py``), or which project to upgrade for it.
 
+With ``--python``, the compiled CUDA code of that environment is judged for these GPUs too
+(``kernels.py``): each distribution's files with no code for them, and what to do.
+
 Exit 0 when nothing this machine needs is missing, 1 when something is (the one command
-that applies it is printed), 2 for bad input (no nvidia-smi, no GPU, a target that is none).
+that applies it is printed) or when a distribution the server loads at every start has a file
+with no code for these GPUs, 2 for bad input (no nvidia-smi, no GPU, a target that is none).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ VLLM_MIRROR := build/vllm-mirror
 DEMO := build/demo
 DEMO_VERSION := 0.5.9
 
-.PHONY: test test-reliability fuzz demo venv install sglang-mirror flashinfer-mirror vllm-mirror patches check-patches bench clean
+.PHONY: test test-reliability fuzz demo venv install sglang-mirror flashinfer-mirror vllm-mirror patches check-patches check-kernels bench clean
 
 # The virtualenv with the test dependencies; rebuilt when pyproject.toml changes.
 $(VENV)/.deps: pyproject.toml
@@ -76,6 +76,12 @@ check-patches: sglang-mirror flashinfer-mirror vllm-mirror
 	cd tests && PATCHKIT_REAL_MIRROR=$(abspath $(MIRROR)) PATCHKIT_REAL_FLASHINFER_MIRROR=$(abspath $(FI_MIRROR)) \
 		PATCHKIT_REAL_VLLM_MIRROR=$(abspath $(VLLM_MIRROR)) \
 		../$(VENV)/bin/pytest -q -p no:cacheprovider test_real_releases.py test_vllm_releases.py
+
+# The fat binary reader and doctor/diagnose on the whole real sglang-kernel 0.4.10 wheel (1.2 GB of
+# .so files, installed by pip; fetched once and cached): every .so against cuobjdump, doctor on 8 RTX
+# PRO 6000 and on a GB10, diagnose of a missing kernel image.  make test keeps the fixtures and one .so.
+check-kernels: install
+	cd tests && $(PYTEST) kernels/check_wheel.py kernels/check_installed.py
 
 # Speed and memory, side by side with their floors (see benchmarks/bench.py); prints a table.
 bench: sglang-mirror flashinfer-mirror vllm-mirror

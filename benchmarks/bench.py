@@ -20,7 +20,9 @@
 5. doctor with ``--python`` on that virtualenv and the stand-in ``nvidia-smi`` of 8 PCIe
    RTX PRO 6000 (tests/gpus/standin.py), against the click floor plus the stand-in's own
    two answers (``--query-gpu`` and ``topo -m``);
-6. the peak memory (max RSS) of each.
+6. kernels over the six shared objects of the real sglang-kernel 0.4.10 wheel, against cuobjdump's
+   ``--list-elf`` and ``--list-ptx`` over the same files;
+7. the peak memory (max RSS) of each.
 
 Every figure is a median over repeated runs, all in one run of this script; the ratios
 are the headline, absolute times are this machine's.  Prints a markdown table with each
@@ -270,6 +272,36 @@ def bench_doctor(pk: str, version: str, flashinfer: str, runs: int, work: Path, 
     ]
 
 
+# -- 7. kernels -----------------------------------------------------------------------------
+
+
+def bench_kernels(pk: str, runs: int, work: Path) -> list[str]:
+    """``patchkit kernels`` over the six shared objects of the real sglang-kernel 0.4.10 wheel (1.2 GB
+    unpacked), against ``cuobjdump --list-elf`` and ``--list-ptx`` over the same files (NVIDIA's
+    nvidia-cuda-cuobjdump wheel), page cache warm: what both read is read once before the runs."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "kernels"))
+    from oracle import WHEEL_SO, cuobjdump, extract  # the tests' oracle: wheels fetched once, cached
+
+    files = [str(extract(member, work / "kernels")) for member in WHEEL_SO]
+    size = sum(Path(f).stat().st_size for f in files)
+    tool = str(cuobjdump())  # one file per run: it takes no more
+    listing = [pk, "kernels", *files, "--to-cc", "12.0"]
+    oracle = [[tool, option, f] for f in files for option in ("--list-elf", "--list-ptx")]
+    for cmd in (listing, *oracle):
+        measure(cmd, check=False)  # warm the page cache
+    kernels = sample(listing, runs, check=False)  # exit 1: flash_ops.abi3.so has no code for 12.0
+    floor = Row()
+    for _ in range(runs):
+        each = [measure(cmd) for cmd in oracle]
+        floor.add((sum(t for t, _ in each), max(m for _, m in each)))
+    return [
+        f"| kernels over sglang-kernel 0.4.10's 6 .so files ({size >> 20} MiB) | {ms(kernels.median)} | {kernels.mib} | "
+        f"{verdict(kernels.median / floor.median, 0.2)} cuobjdump |",
+        f"| cuobjdump 13.4 `--list-elf` and `--list-ptx` of each of the same files | {ms(floor.median)} | {floor.mib} | |",
+    ]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mirror", type=Path, required=True, help="the SGLang mirror")
@@ -282,6 +314,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=11, help="runs per command")
     parser.add_argument("--generate-runs", type=int, default=5)
     parser.add_argument("--loop-runs", type=int, default=2)
+    parser.add_argument("--kernels-runs", type=int, default=5, help="runs of kernels and of cuobjdump (seconds each)")
     args = parser.parse_args()
 
     py, pk = sys.executable, args.patchkit
@@ -299,6 +332,7 @@ def main() -> int:
         rows += bench_diagnose(pk, args.runs, work, start)
         (work / "doctor").mkdir()
         rows += bench_doctor(pk, args.version, args.flashinfer_version, args.runs, work, click)
+        rows += bench_kernels(pk, args.kernels_runs, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(

@@ -24,6 +24,7 @@ STAGES = [
     ("plan", ["patchkit.plan"]),
     ("targets", ["patchkit.targets"]),
     ("gpus", ["patchkit.gpus"]),
+    ("kernels", ["patchkit.kernels"]),
     ("report", ["patchkit.report"]),
     ("logs", ["patchkit.logs"]),
     ("commands", ["patchkit.commands"]),

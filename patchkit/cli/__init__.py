@@ -230,14 +230,17 @@ def scan(path, cc, from_cc, unaware_only, repo, tags, as_json, markdown):
 
 @cli.command(short_help="Find the failures patchkit knows in a server's log.")
 @click.argument("logs", nargs=-1, metavar="[LOG]...")
+@click.option("--python", "python", default=None, metavar="EXE",
+              help="The interpreter the server ran: a missing kernel image names its shared objects without code for the GPUs "
+                   "[default: the site-packages folder of the traceback's frames].")
 @JSON_OPT
-def diagnose(logs, as_json):
+def diagnose(logs, python, as_json):
     """Read each LOG (- or none: standard input) in one pass and name every failure patchkit
     knows in it: where, what failed, the fix and the `patchkit apply` that applies it
     (exit 1 if one was found, 0 if none)."""
     from patchkit.commands.diagnose import diagnose as command
 
-    return command(list(logs))
+    return command(list(logs), python=python)
 
 
 @cli.command(short_help="Follow a server's log until it is ready, crashes or times out.")
@@ -254,6 +257,44 @@ def watch(log, timeout, as_json):
     return command(log, timeout, progress)
 
 
+class GPUCC(click.ParamType):
+    """A GPU's compute capability for ``kernels``: ``12.0``, ``12.1``, ``9.0`` (``12`` is 12.0), or ``auto``."""
+
+    name = "CC|auto"
+
+    def convert(self, value, param, ctx):
+        if value == AUTO or isinstance(value, tuple):
+            return value
+        from patchkit.kernels.compat import parse_cc
+
+        try:
+            return parse_cc(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+@cli.command(short_help="Which GPUs the compiled CUDA code of shared objects can run on.")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path), metavar="[PATH]...")
+@click.option("--python", "python", default=None, metavar="EXE",
+              help="Every distribution installed for this interpreter whose shared objects carry CUDA code (instead of PATH).")
+@click.option("--to-cc", "to_cc", type=GPUCC(), multiple=True,
+              help="Judge for a GPU of this compute capability (repeatable); auto: this machine's GPUs (nvidia-smi) "
+                   "[default: the GPUs of nvidia-smi when it is on PATH and answers, else no verdict].")
+@JSON_OPT
+def kernels(paths, python, to_cc, as_json):
+    """List the SASS architectures and PTX versions of each shared object at PATH (files, or
+    the *.so files below a folder) or installed for --python, read from the fat binary headers
+    (never loaded); with GPUs, whether each runs there, runs after a JIT, or has no code for
+    them (exit 1 then, or for a file that cannot be read)."""
+    from patchkit.commands.kernels import kernels as command
+
+    if python is not None and paths:
+        raise BadInput(None, f"give PATH or --python, not both (PATH {paths[0]}, --python {python})")
+    if AUTO in to_cc and len(to_cc) > 1:
+        raise BadInput(None, "give --to-cc auto alone, or compute capabilities")
+    return command(list(paths) or ([] if python else [Path(".")]), python, list(to_cc))
+
+
 @cli.command(short_help="What the fixes do on this machine's GPUs; what is missing.")
 @PATH_ARG
 @PYTHON_OPT
@@ -267,7 +308,8 @@ def doctor(path, python, project, to_cc, as_json):
     on this machine.  Read only.  Exit 1 when something this machine needs is missing."""
     from patchkit.commands.doctor import apply_target, doctor as command
 
-    return command(targets(path, python, project).found, apply_target(path, python))
+    given = targets(path, python, project)
+    return command(given.found, apply_target(path, python), given.env)
 
 
 def _nothing_to_generate(machine_line: str, label: str):

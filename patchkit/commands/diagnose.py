@@ -27,8 +27,9 @@ from patchkit.text import plural
 STDIN = "<stdin>"
 
 
-def diagnose(logs: list[str], stdin: BinaryIO | None = None) -> Report:
-    """Diagnose each of ``logs`` (paths; ``-`` is standard input, as is an empty list)."""
+def diagnose(logs: list[str], stdin: BinaryIO | None = None, python: str | None = None) -> Report:
+    """Diagnose each of ``logs`` (paths; ``-`` is standard input, as is an empty list).  ``python``: the
+    interpreter whose environment the server ran (else the site-packages folder of the frames)."""
     logs = logs or ["-"]
     streams = [(STDIN, stdin or sys.stdin.buffer) if log == "-" else (log, open_log(Path(log))) for log in logs]
     results = []
@@ -45,8 +46,9 @@ def diagnose(logs: list[str], stdin: BinaryIO | None = None) -> Report:
             if label != STDIN:
                 stream.close()
     report = Report()
+    code = KernelsBehind(python)
     for label, _, matcher in results:
-        report.lines += finding_lines(label, matcher.findings)
+        report.lines += finding_lines(label, matcher.findings, code.lines)
     findings = [f for _, _, m in results for f in m.findings]
     failures = sum(f.kind != EFFECT for f in findings)
     effects = len(findings) - failures
@@ -62,7 +64,7 @@ def diagnose(logs: list[str], stdin: BinaryIO | None = None) -> Report:
     report.exit_code = PROBLEMS if failures else OK
     report.data = {
         "command": "diagnose",
-        "logs": [{"log": label, "lines": n, "tracebacks": m.tracebacks, "findings": [finding_json(f) for f in m.findings]}
+        "logs": [{"log": label, "lines": n, "tracebacks": m.tracebacks, "findings": [finding_json(f, code.files(f)) for f in m.findings]}
                  for label, n, m in results],
         "failures": failures,
         "effects": effects,
@@ -113,19 +115,96 @@ def details(f: Finding) -> list[str]:
     return out
 
 
-def finding_lines(label: str, findings: list[Finding]) -> list[str]:
-    """The findings of one log, grouped under its name (piped: ``log:line: ...``)."""
+def finding_lines(label: str, findings: list[Finding], more=None) -> list[str]:
+    """The findings of one log, grouped under its name (piped: ``log:line: ...``); ``more(f)``: lines to add under a finding."""
     if not findings:
         return []
     lines: list[str] = [Heading(label)]
     for f in findings:
         head = headline(f)
         lines.append(Place(f"  {f.line}: {head}", label, f.line, head))
-        lines += [Place(f"      {d}", label, f.line, d) for d in details(f)]
+        lines += [Place(f"      {d}", label, f.line, d) for d in details(f) + (more(f) if more else [])]
     return lines
 
 
-def finding_json(f: Finding) -> dict:
+class KernelsBehind:
+    """The shared objects behind a missing kernel image: those of the distribution that installed the
+    package its frame names (in the frame's site-packages, or ``--python``'s), that have no code for the
+    GPUs nvidia-smi reports, or, when it does not answer, for 12.0 or 12.1.  Read when its environment
+    is here to read; said nothing of otherwise."""
+
+    def __init__(self, python: str | None) -> None:
+        self.sites = None
+        if python is not None:
+            from patchkit.targets.environment import interpreter, site_packages_of
+
+            self.sites = site_packages_of(interpreter(python))
+        self._ccs: tuple[list, str] | None = None
+        self._found: dict = {}
+
+    def ccs(self) -> tuple[list, str]:
+        if self._ccs is None:
+            import shutil
+
+            from patchkit.errors import BadInput
+
+            self._ccs = ([(12, 0), (12, 1)], "any 12.x GPU (nvidia-smi is not on PATH)")
+            if shutil.which("nvidia-smi") is not None:
+                from patchkit.gpus.smi import machine
+
+                try:
+                    m = machine()
+                    self._ccs = (m.ccs(), f"this machine's GPUs ({', '.join(f'{a}.{b}' for a, b in m.ccs())}, nvidia-smi)")
+                except BadInput as exc:
+                    self._ccs = ([(12, 0), (12, 1)], f"any 12.x GPU (nvidia-smi: {exc.reason})")
+        return self._ccs
+
+    def _judge(self, f: Finding):
+        from patchkit.logs.match import FAILURE
+        from patchkit.logs.origin import site_of
+
+        where = site_of(f.origin) if f.kind == FAILURE and f.origin else None
+        if where is None:
+            return None
+        if where not in self._found:
+            site, top = where
+            sites = self.sites if self.sites is not None else [Path(site)]
+            if not any(s.is_dir() for s in sites):
+                self._found[where] = None
+            else:
+                from patchkit.commands.kernels import installed_code
+
+                ccs, words = self.ccs()
+                self._found[where] = (installed_code(sites, ccs, only=top), words)
+        return self._found[where]
+
+    def lines(self, f: Finding) -> list[str]:
+        judged = self._judge(f)
+        if judged is None:
+            return []
+        found, words = judged
+        missing = [(d, x) for d in found for x in d.files if x.missing]
+        if not found:
+            return [f"files: no distribution in that environment lists {site_of_top(f)}/ in its RECORD"]
+        if not missing:
+            return [f"files: every shared object of {', '.join(d.label for d in found)} has code for {words}"]
+        out = [f"files with no code for {words}:"]
+        out += [f"  {x.shown} ({d.label}): {x.verdict()}" + (f" ({x.known.what})" if x.known else "") for d, x in missing]
+        return out
+
+    def files(self, f: Finding) -> list[dict] | None:
+        judged = self._judge(f)
+        return None if judged is None else [x.to_json(d.dist) for d in judged[0] for x in d.files if x.missing]
+
+
+def site_of_top(f: Finding) -> str:
+    from patchkit.logs.origin import site_of
+
+    where = site_of(f.origin or "")
+    return where[1] if where else "?"
+
+
+def finding_json(f: Finding, kernels: list[dict] | None = None) -> dict:
     return {
         "kind": {FIX: "fix", FAILURE: "known-failure", EFFECT: "effect"}[f.kind],
         "name": f.name,
@@ -141,4 +220,4 @@ def finding_json(f: Finding) -> dict:
         "cause": f.cause or None,
         "advice": f.advice or None,
         "commands": list(f.commands),
-    }
+    } | ({"kernels": kernels} if f.kind == FAILURE else {})

@@ -11,8 +11,12 @@ take effect and the release turns the feature off cleanly without it (``here.unn
 On SM12x GPUs linked by PCIe only, doctor also names the all-reduce that does help there
 (``speedups.py``), or which project to upgrade for it.
 
+With ``--python``, the compiled CUDA code of that environment is judged for these GPUs too
+(``kernels.py``): each distribution's files with no code for them, and what to do.
+
 Exit 0 when nothing this machine needs is missing, 1 when something is (the one command
-that applies it is printed), 2 for bad input (no nvidia-smi, no GPU, a target that is none).
+that applies it is printed) or when a distribution the server loads at every start has a file
+with no code for these GPUs, 2 for bad input (no nvidia-smi, no GPU, a target that is none).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from patchkit.commands.here import (CANNOT, IN_EFFECT, INCOMPLETE, MISSING, NOT_
                                     fixes_here, no_multicast, unneeded)
 from patchkit.commands.speedups import speedups_here
 from patchkit.report import Report
+from patchkit.text import plural
 from patchkit.targets.session import Session
 from patchkit.versions import version_key
 
@@ -107,9 +112,10 @@ def _turned_on(effect: Effect, s: Session, versions: dict[str, str | None], m: M
     return why
 
 
-def doctor(found: list[tuple], apply_target: str) -> Report:
+def doctor(found: list[tuple], apply_target: str, env=None) -> Report:
     """``found``: (path, project, install) of each target (``cli.targets``); ``apply_target``: how the command line
-    named them (``--python EXE`` or PATH), for the command to run."""
+    named them (``--python EXE`` or PATH), for the command to run; ``env``: the environment ``--python`` read
+    (``targets.environment``), whose compiled CUDA code is judged for the GPUs (``kernels.installed_code``)."""
     m = read_machine()
     effects = read_effects()
     report = Report()
@@ -157,10 +163,14 @@ def doctor(found: list[tuple], apply_target: str) -> Report:
                               needed_because=because, effect_here=said))
         documents.append(s.data("doctor", project=s.project.name, label=s.project.label,
                                 kind=s.target.kind, fixes=fixes))
+    code_lines, code, no_code = _compiled_code(env, m)
+    report.lines += code_lines
     speedup_lines, speedups = speedups_here(m, versions)
     report.lines += speedup_lines
     command = None
     report.add("")
+    if no_code:
+        report.add(f"no code for these GPUs in what the server loads: {'; '.join(no_code)}; no patch adds it (what to do is above)")
     if needed:
         # Keep what is in effect by patchkit too: apply replaces what it applied before.
         keep = [n for n in FIXES if n in needed or any(h.fix == n and h.by_patchkit for _, hs in states for h in hs)]
@@ -168,14 +178,40 @@ def doctor(found: list[tuple], apply_target: str) -> Report:
         options = "" if keep == defaults else " --all-fixes" if keep == list(FIXES) else "".join(f" --fix {n}" for n in keep)
         command = f"patchkit apply {apply_target} --to-cc auto{options}"
         report.add(f"needed: {', '.join(needed)}; to apply: {command}")
-        report.exit_code = PROBLEMS
-    else:
+    elif not no_code:
         report.add("nothing this machine needs is missing")
-        report.exit_code = OK
-    report.data = {"command": "doctor", "ok": not needed, "exit_code": report.exit_code, "machine": m.to_json(),
+    report.exit_code = PROBLEMS if needed or no_code else OK
+    report.data = {"command": "doctor", "ok": not needed and not no_code, "exit_code": report.exit_code, "machine": m.to_json(),
                    "targets": documents, "needed": needed, "apply": command,
-                   "recommendation": speedups[0] if speedups else None}
+                   "recommendation": speedups[0] if speedups else None, "compiled_code": code}
     return report
+
+
+def _compiled_code(env, m: Machine) -> tuple[list[str], dict | None, list[str]]:
+    """What doctor says of the compiled CUDA code installed for ``--python`` on these GPUs: its
+    lines, its --json object, and the distributions loaded at every start with a file that has no
+    code for them (each with those files)."""
+    if env is None:
+        return [], None, []
+    from patchkit.commands.kernels import distribution_lines, installed_code
+
+    ccs = m.ccs()
+    found = installed_code(list(env.sites), ccs)
+    cuda = [d for d in found if d.files or d.dist.cubins]
+    lines = ["", f"compiled CUDA code for {', '.join(f'{a}.{b}' for a, b in ccs)} ({plural(len(cuda), 'distribution')} of {env.exe} {'carries' if len(cuda) == 1 else 'carry'} it):"]
+    if not found:
+        lines[-1] = f"compiled CUDA code: no distribution installed for {env.exe} carries any"
+    no_code = []
+    for d in found:
+        lines += distribution_lines(d, ccs, listing=False)
+        missing = [f for f in d.files if f.missing]
+        if d.known.always and missing:
+            no_code.append(f"{d.label} ({', '.join(Path(f.shown).name for f in missing)})")
+    doc = {"gpus": [f"{a}.{b}" for a, b in ccs], "no_code": no_code,
+           "distributions": [{"name": d.dist.name, "version": d.dist.version, "always": d.known.always,
+                              "cubins": d.dist.cubins, "problem": d.dist.problem,
+                              "files": [f.to_json(d.dist) for f in d.files]} for d in found]}
+    return lines, doc, no_code
 
 
 def apply_target(path: Path | None, python: str | None) -> str:

@@ -78,9 +78,10 @@ def default_cache() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "patchkit"
 
 
-def fetch_wheel(version: str, cache: Path, distribution: str = "sglang") -> Path:
+def fetch_wheel(version: str, cache: Path, distribution: str = "sglang", platform: str = "manylinux_2_34_x86_64") -> Path:
     """The cached wheel of ``distribution`` ``version`` (in ``<cache>/wheels/<distribution>/<version>/``),
-    downloaded with pip if it is not cached yet."""
+    downloaded with pip if it is not cached yet.  ``platform``: the wheel's platform tag (pip matches it
+    exactly: NVIDIA's and sglang-kernel's wheels are ``manylinux2014_x86_64``)."""
     folder = Path(cache) / "wheels" / distribution / version
     cached = sorted(folder.glob("*.whl"))
     if cached:
@@ -102,7 +103,7 @@ def fetch_wheel(version: str, cache: Path, distribution: str = "sglang") -> Path
             # wheel (py3-none-any, as flashinfer-python's) matches these flags too.
             "--python-version=3.11",
             "--implementation=cp",
-            "--platform=manylinux_2_34_x86_64",
+            f"--platform={platform}",
         ]
         cmd = [*pip, "--quiet", f"{distribution}=={version}", "-d", str(tmp)]
         proc = subprocess.run(cmd, capture_output=True, text=True)

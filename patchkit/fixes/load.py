@@ -307,8 +307,8 @@ def read_fix(path: Path) -> Fix:
 
 def read_fixes(folder: Path = HERE) -> dict[str, Fix]:
     """Every ``*.toml`` in ``folder`` but projects.toml, known-failures.toml (signatures.py reads
-    it) and known-speedups.toml (speedups.py): the default fixes first, then by name."""
-    others = ("projects.toml", "known-failures.toml", "known-speedups.toml")
+    it), known-speedups.toml (speedups.py) and known-kernels.toml (kernels.py): the default fixes first, then by name."""
+    others = ("projects.toml", "known-failures.toml", "known-speedups.toml", "known-kernels.toml")
     fixes = [read_fix(p) for p in sorted(folder.glob("*.toml")) if p.name not in others]
     return {f.name: f for f in sorted(fixes, key=lambda f: (not f.default, f.name))}
 

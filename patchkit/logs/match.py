@@ -55,6 +55,7 @@ class Finding(NamedTuple):
     commands: tuple[str, ...]  # the patchkit apply commands (a fix)
     lines: tuple[int, ...]  # the log lines it was seen at (the first MAX_LINES)
     count: int
+    origin: str | None = None  # a known failure: the path of the frame that named its package
 
 
 def _ends_with(text: str, pattern: str) -> bool:
@@ -117,9 +118,10 @@ class Matcher:
         for part in tb.parts:
             for failure in self.data.failures:
                 if failure.exception in part.exception:
-                    package = self._package(failure, part.frames or frames, part.exception)
+                    package, origin = self._package(failure, part.frames or frames, part.exception)
                     return self._add(FAILURE, failure.name, tb.line, part.exception, part.frames, None, "",
-                                     failure.cause.format(package=package), failure.advice.format(package=package), ())
+                                     failure.cause.format(package=package), failure.advice.format(package=package), (),
+                                     origin=origin)
         return None
 
     # -- helpers ----------------------------------------------------------------------------
@@ -140,21 +142,24 @@ class Matcher:
                 return
 
     @staticmethod
-    def _package(failure, frames: tuple[Frame, ...], exception: str) -> str:
+    def _package(failure, frames: tuple[Frame, ...], exception: str) -> tuple[str, str | None]:
+        """The package a failure names, and the path of the frame that names it (None: named by the message)."""
         for package in failure.packages:
-            if any(f"/{package.frames}/" in f.path for f in frames):
-                return package.name
+            named = next((f.path for f in frames if f"/{package.frames}/" in f.path), None)
+            if named is not None:
+                return package.name, named
         for package in failure.packages:
             if package.message and package.message in exception:
-                return package.name
-        return "a compiled package (no frame names it)"
+                return package.name, None
+        return "a compiled package (no frame names it)", None
 
-    def _add(self, kind, name, line, what, frames, project, releases, cause, advice, commands, said=None) -> Finding:
+    def _add(self, kind, name, line, what, frames, project, releases, cause, advice, commands, said=None,
+             origin=None) -> Finding:
         frame = frames[-1] if frames else None
         key = (kind, name, said or what.split("\n", 1)[0], frame)
         seen = self._found.get(key)
         if seen is None:
-            seen = Finding(kind, name, line, what, frame, project, releases, cause, advice, commands, (line,), 1)
+            seen = Finding(kind, name, line, what, frame, project, releases, cause, advice, commands, (line,), 1, origin)
         else:
             lines = seen.lines + (line,) if len(seen.lines) < MAX_LINES else seen.lines
             seen = seen._replace(lines=lines, count=seen.count + 1)

@@ -34,6 +34,15 @@ def target(path: str, package: str, source_root: str) -> str | None:
     return (path[:at] or "/") if at >= 0 else None
 
 
+def site_of(path: str) -> tuple[str, str] | None:
+    """The site-packages folder of an installed frame's ``path`` and the top folder below it
+    (``/opt/venv/lib/python3.11/site-packages``, ``sgl_kernel``); None for any other path."""
+    installed = _INSTALLED.match(path)
+    if installed is None or "/" not in installed["rest"]:
+        return None
+    return f"{installed['prefix']}/lib/{installed['python']}/{installed['kind']}-packages", installed["rest"].split("/", 1)[0]
+
+
 def targets(paths: Iterable[str], packages: Iterable[tuple[str, str]]) -> list[str]:
     """The distinct targets of ``packages`` ((name, source root), in order) that ``paths`` show."""
     paths = list(paths)

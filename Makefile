@@ -49,15 +49,15 @@ fuzz: install
 
 # A local git history of real SGLang releases, one commit and tag per PyPI wheel.
 sglang-mirror: install
-	$(PY) -m patchkit.dev.mirror --dest $(MIRROR)
+	PYTHONPATH=tests $(PY) -m support.mirror --dest $(MIRROR)
 
 # The same for FlashInfer (0.5.0 .. 0.7.4), from the PyPI flashinfer-python wheels.
 flashinfer-mirror: install
-	$(PY) -m patchkit.dev.mirror --project flashinfer --dest $(FI_MIRROR)
+	PYTHONPATH=tests $(PY) -m support.mirror --project flashinfer --dest $(FI_MIRROR)
 
 # The same for vLLM (0.10.2 .. 0.33.0, the releases with the tables), from PyPI's source archives.
 vllm-mirror: install
-	$(PY) -m patchkit.dev.mirror --project vllm --dest $(VLLM_MIRROR)
+	PYTHONPATH=tests $(PY) -m support.mirror --project vllm --dest $(VLLM_MIRROR)
 
 # Regenerate the shipped patch series from the mirrors (never edit them by hand).
 patches: sglang-mirror flashinfer-mirror vllm-mirror
@@ -92,7 +92,7 @@ bench: sglang-mirror flashinfer-mirror vllm-mirror
 # and prepare the upstream branch, mbox and PR description.
 demo: install
 	rm -rf $(DEMO)
-	$(PY) -m patchkit.dev.mirror --dest $(DEMO)/sglang --versions $(DEMO_VERSION)
+	PYTHONPATH=tests $(PY) -m support.mirror --dest $(DEMO)/sglang --versions $(DEMO_VERSION)
 	$(PY) -m compileall -q $(DEMO)/sglang/python/sglang/srt/distributed
 	@echo
 	@echo "== the shipped patch is exactly what patchkit generates from v$(DEMO_VERSION)"

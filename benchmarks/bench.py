@@ -42,6 +42,9 @@ import tempfile
 import time
 from pathlib import Path
 
+# The release mirrors and the image layout are test tooling (tests/support/), not patchkit.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
 TIME = Path("/usr/bin/time").exists()
 GREP_WORDS = r"capab|major|sm_?ver|\bsm\b|\bcc\b|\bcap\b|arch|is_(sm|hopper|blackwell)"  # the prefilter's words (capabilities, flags)
 
@@ -157,7 +160,7 @@ def bench_generate(project: str, mirror: Path, pk: str, runs: int, loop_runs: in
 
 def environment(work: Path, sglang: str, flashinfer: str) -> str:
     """A virtualenv holding the sglang and flashinfer-python wheels; its python."""
-    from patchkit.dev.mirror import default_cache, fetch_wheel
+    from support.mirror import default_cache, fetch_wheel
 
     wheels = [fetch_wheel(sglang, default_cache()), fetch_wheel(flashinfer, default_cache(), "flashinfer-python")]
     venv = work / "venv"
@@ -170,8 +173,8 @@ def environment(work: Path, sglang: str, flashinfer: str) -> str:
 def image_layout(work: Path, sglang: str, flashinfer: str) -> str:
     """SGLang's official image's layout: a shallow clone at the tag of the release's real
     files, ``pip install -e python``, FlashInfer's wheel beside it; its python."""
-    from patchkit.dev.image import pip_editable, release_repo, shallow_clone
-    from patchkit.dev.mirror import default_cache, fetch_wheel
+    from support.image import pip_editable, release_repo, shallow_clone
+    from support.mirror import default_cache, fetch_wheel
 
     checkout = shallow_clone(release_repo(work / "origin", sglang), f"v{sglang}", work / "image/sglang")
     venv = work / "image/env"

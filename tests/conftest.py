@@ -238,10 +238,10 @@ def pip_install(python: Path | str, *args: str) -> None:
 
 @pytest.fixture(scope="session")
 def sglang_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A virtualenv with the real SGLang 0.5.9 wheel (from PyPI, cached: see patchkit.dev.mirror)
+    """A virtualenv with the real SGLang 0.5.9 wheel (from PyPI, cached: see support.mirror)
     installed by pip, as ``pip install`` leaves it.  A template no test changes: take a copy
     (``copy_venv``).  pip installs it once per session instead of once per test."""
-    from patchkit.dev.mirror import default_cache, fetch_wheel
+    from support.mirror import default_cache, fetch_wheel
 
     venv = make_venv(tmp_path_factory.mktemp("sglang-venv") / "V")
     pip_install(venv / "bin" / "python", str(fetch_wheel("0.5.9", default_cache())))
@@ -313,8 +313,8 @@ def comm_list(source: bytes) -> list:
 
 def real_mirror(factory: pytest.TempPathFactory, env: str, project: str, versions) -> Path:
     """The full mirror of a project's releases named by ``env`` (``make check-patches``), or
-    a small one of ``versions`` built from PyPI (archives cached, see patchkit.dev.mirror)."""
-    from patchkit.dev.mirror import build_mirror, default_cache
+    a small one of ``versions`` built from PyPI (archives cached, see support.mirror)."""
+    from support.mirror import build_mirror, default_cache
 
     given = os.environ.get(env)
     if given:

@@ -28,7 +28,7 @@ STAGES = [
     ("report", ["patchkit.report"]),
     ("logs", ["patchkit.logs"]),
     ("commands", ["patchkit.commands"]),
-    ("cli", ["patchkit.cli", "patchkit.dev"]),
+    ("cli", ["patchkit.cli"]),
     ("entry", ["patchkit.__main__"]),
 ]
 

@@ -21,9 +21,9 @@ import subprocess
 from pathlib import Path
 
 from conftest import ROOT, make_venv, pip_install
-from patchkit.dev.image import pip_editable, release_repo, shallow_clone
+from support.image import pip_editable, release_repo, shallow_clone
 from patchkit.rewrite.evaluate import tables
-from patchkit.dev.mirror import default_cache, fetch_wheel
+from support.mirror import default_cache, fetch_wheel
 from patchkit.fixes.registry import SGLANG
 
 README = (ROOT / "README.md").read_text()

@@ -1,6 +1,6 @@
 """Real SGLang releases from PyPI: the shipped patches are what generate writes, and they work.
 
-By default a few small releases are fetched (and cached, see ``patchkit.dev.mirror``).
+By default a few small releases are fetched (and cached, see ``support.mirror``).
 ``make check-patches`` runs this module over every release of the full mirror
 (PATCHKIT_REAL_MIRROR=<repo>).
 """
@@ -19,7 +19,7 @@ import pytest
 from conftest import comm_list, git, invoke, real_mirror, run_cli
 from patchkit.data import shipped
 from patchkit.rewrite.evaluate import tables
-from patchkit.dev.mirror import build_mirror, default_cache
+from support.mirror import build_mirror, default_cache
 from patchkit.fixes.registry import SGLANG
 
 # Before the tables existed, the first release with them, a later layout.
@@ -241,7 +241,7 @@ def test_installed_package_with_pip_bytecode(tmp_path: Path) -> None:
     """The installed-package "Done when": a real wheel pip-installed in a virtualenv."""
     import sys
 
-    from patchkit.dev.mirror import fetch_wheel
+    from support.mirror import fetch_wheel
 
     wheel = fetch_wheel("0.5.9", default_cache())
     venv = tmp_path / "venv"
@@ -443,7 +443,7 @@ def test_one_environment_sglang_and_flashinfer(tmp_path: Path) -> None:
     """One venv with the sglang 0.5.9 and flashinfer-python 0.6.4 wheels: apply --all-fixes
     patches both, FlashInfer's JIT sources below flashinfer/data/ included; verify exits 0;
     revert gives back the wheels' exact bytes, every file as its RECORD lists it."""
-    from patchkit.dev.mirror import fetch_wheel
+    from support.mirror import fetch_wheel
 
     wheels = [fetch_wheel("0.5.9", default_cache()), fetch_wheel("0.6.4", default_cache(), "flashinfer-python")]
     venv = tmp_path / "venv"
@@ -508,7 +508,7 @@ def _record_mismatches(site: Path, dist_info: str) -> list[str]:
 def test_a_release_the_backport_cannot_apply_to_is_refused_whole(tmp_path: Path) -> None:
     """flashinfer-python 0.5.0: its manifest says PR 3903 cannot apply; apply --fix refuses
     (exit 3) and writes nothing, not even the parts that would fit."""
-    from patchkit.dev.mirror import fetch_wheel
+    from support.mirror import fetch_wheel
 
     site = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile", "--target", str(site),
@@ -529,7 +529,7 @@ def test_flashinfer_jit_builds_follow_the_patched_sources(tmp_path: Path) -> Non
     status say so and verify exit 1; revert drops a build made from the patched sources."""
     import os
 
-    from patchkit.dev.mirror import fetch_wheel
+    from support.mirror import fetch_wheel
 
     site = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile", "--target", str(site),

@@ -2,7 +2,7 @@
 and they work.
 
 By default three releases are fetched from their source archives (and cached, see
-``patchkit.dev.mirror``): the first with the tables, the first keying "10.3", and the
+``support.mirror``): the first with the tables, the first keying "10.3", and the
 newest.  ``make check-patches`` runs this module over every release of the full mirror
 (PATCHKIT_REAL_VLLM_MIRROR=<repo>).
 """
@@ -17,7 +17,7 @@ import pytest
 
 from conftest import git, invoke, real_mirror
 from patchkit.data import shipped
-from patchkit.dev.mirror import VLLM_RELEASES
+from support.mirror import VLLM_RELEASES
 from patchkit.fixes.registry import VLLM
 from patchkit.rewrite.evaluate import tables
 from test_real_releases import _black_clean, _checked_file, _patched, _series

@@ -1,7 +1,7 @@
 """An installed SGLang through the life of a real virtualenv: upgrade, downgrade with
 --force-reinstall, uninstall and install again, with patchkit applied before each step.
 
-Real wheels from PyPI (cached, see ``patchkit.dev.mirror``), installed by pip into a real
+Real wheels from PyPI (cached, see ``support.mirror``), installed by pip into a real
 virtualenv (each test starts from a copy of conftest's ``sglang_venv``, 0.5.9 installed by
 pip; every later install, upgrade and uninstall is pip's own).  After each step ``apply``
 patches the release that is installed now, ``verify`` accepts it, ``revert`` restores that
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from conftest import after_start, copy_venv, invoke, running
 from patchkit.rewrite.evaluate import tables
-from patchkit.dev.mirror import default_cache, fetch_wheel
+from support.mirror import default_cache, fetch_wheel
 from patchkit.fixes.registry import SGLANG
 
 DC = "sglang/srt/distributed/device_communicators"

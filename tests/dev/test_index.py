@@ -1,4 +1,4 @@
-"""patchkit.dev.index: source archives come from the index pip is configured with.
+"""support.index: source archives come from the index pip is configured with.
 
 A package index is served on localhost by the test (PEP 503 HTML and PEP 691 JSON);
 pip's configuration points at it through PIP_INDEX_URL or a pip config file.
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.dev.index import fetch_sdist, pip_settings
+from support.index import fetch_sdist, pip_settings
 from patchkit.errors import MirrorError
 
 ARCHIVE = b"a source archive, as far as this test is concerned\n"

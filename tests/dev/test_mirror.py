@@ -1,4 +1,4 @@
-"""patchkit.dev.mirror on small fake wheels written by the tests (no network)."""
+"""support.mirror on small fake wheels written by the tests (no network)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.dev import mirror
-from patchkit.dev.mirror import build_mirror, fetch_wheel
+from support import mirror
+from support.mirror import build_mirror, fetch_wheel
 from patchkit.errors import MirrorError
 from patchkit.versions import is_release_tag, version_key
 
@@ -257,8 +257,9 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
         "EMAIL",
     ):
         env.pop(name, None)
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)  # tests/: support.mirror is test tooling
     return subprocess.run(
-        [sys.executable, "-m", "patchkit.dev.mirror", *args],
+        [sys.executable, "-m", "support.mirror", *args],
         cwd=cwd,
         env=env,
         capture_output=True,

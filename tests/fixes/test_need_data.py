@@ -22,7 +22,7 @@ PCIE_IPC_AR = "sglang/srt/distributed/device_communicators/pcie_ipc_ar.py"
 
 
 def wheel(distribution: str, version: str) -> zipfile.ZipFile:
-    from patchkit.dev.mirror import default_cache, fetch_wheel
+    from support.mirror import default_cache, fetch_wheel
 
     return zipfile.ZipFile(fetch_wheel(version, default_cache(), distribution))
 

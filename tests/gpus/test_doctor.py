@@ -44,7 +44,7 @@ NOT_NEEDED_0523 = (
 @pytest.fixture(scope="module")
 def venvs(tmp_path_factory):
     """(sglang, flashinfer) -> a template virtualenv with those real wheels, built once."""
-    from patchkit.dev.mirror import default_cache, fetch_wheel
+    from support.mirror import default_cache, fetch_wheel
 
     def build(sglang: str, flashinfer: str | None) -> Path:
         key = (sglang, flashinfer)

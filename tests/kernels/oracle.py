@@ -1,6 +1,6 @@
 """NVIDIA's cuobjdump as the oracle of the fat binary reader, and the real sglang-kernel wheel.
 
-Both come from PyPI through pip (``patchkit.dev.mirror.fetch_wheel``) and are cached under the
+Both come from PyPI through pip (``support.mirror.fetch_wheel``) and are cached under the
 tests' cache folder (``$PATCHKIT_CACHE`` or ``~/.cache/patchkit``): the ``nvidia-cuda-cuobjdump``
 wheel's ``cuobjdump`` is unpacked once beside its wheel.  ``cuobjdump FILE`` (no option) prints
 every entry's header (``Fatbin elf code:`` / ``Fatbin ptx code:``, ``arch = sm_120f``, ``code
@@ -26,14 +26,14 @@ WHEEL_SO = ("sgl_kernel/flash_ops.abi3.so", "sgl_kernel/flashmla_ops.abi3.so", "
 
 
 def _cache() -> Path:
-    from patchkit.dev.mirror import default_cache
+    from support.mirror import default_cache
 
     return default_cache()
 
 
 def wheel(distribution: str, version: str, platform: str = "manylinux2014_x86_64") -> Path:
     """NVIDIA's and sglang-kernel's wheels are manylinux2014_x86_64."""
-    from patchkit.dev.mirror import fetch_wheel
+    from support.mirror import fetch_wheel
 
     return fetch_wheel(version, _cache(), distribution, platform=platform)
 

@@ -13,7 +13,7 @@ import black
 import pytest
 
 from conftest import comm_list
-from patchkit.dev.mirror import default_cache, fetch_wheel
+from support.mirror import default_cache, fetch_wheel
 from patchkit.errors import RewriteError
 from patchkit.rewrite.list_member import Locator, rewrite
 from patchkit.types import ALREADY_UPSTREAM, PATCHED

@@ -13,7 +13,7 @@ import zipfile
 
 import pytest
 
-from patchkit.dev.mirror import default_cache, fetch_wheel
+from support.mirror import default_cache, fetch_wheel
 from patchkit.errors import RewriteError
 from patchkit.rewrite.predicate import Helper, needed_helper, rewrite
 from patchkit.types import ALREADY_UPSTREAM, PATCHED

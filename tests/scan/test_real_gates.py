@@ -1,5 +1,5 @@
 """``patchkit scan`` on real releases: the platform-flag and preprocessor gates of SGLang and
-FlashInfer, in trees extracted from their PyPI wheels (cached: ``patchkit.dev.mirror``).
+FlashInfer, in trees extracted from their PyPI wheels (cached: ``support.mirror``).
 
 What the wheels hold (checked here, not assumed): SGLang 0.5.23's ``_resolve_backend``
 refuses the FlashInfer all-reduce fusion on anything but SM90 and SM100 (line 48 of
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import invoke, make_repo
-from patchkit.dev.mirror import default_cache, fetch_wheel
+from support.mirror import default_cache, fetch_wheel
 from patchkit.fixes.registry import FIXES
 from patchkit.rewrite.capability import pair
 from patchkit.rewrite.rules import rewrite_file

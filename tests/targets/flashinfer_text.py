@@ -20,8 +20,8 @@ from types import SimpleNamespace
 
 @lru_cache(maxsize=None)
 def wheel_text(version: str, member: str) -> str:
-    """A file of the real flashinfer-python ``version`` wheel (from PyPI, cached: see patchkit.dev.mirror)."""
-    from patchkit.dev.mirror import default_cache, fetch_wheel
+    """A file of the real flashinfer-python ``version`` wheel (from PyPI, cached: see support.mirror)."""
+    from support.mirror import default_cache, fetch_wheel
 
     with zipfile.ZipFile(fetch_wheel(version, default_cache(), "flashinfer-python")) as wheel:
         return wheel.read(member).decode("utf-8")

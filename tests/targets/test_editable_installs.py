@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from conftest import invoke, make_venv, pip_install, running
-from patchkit.dev.image import pip_editable, release_repo, shallow_clone, uv_editable
-from patchkit.dev.mirror import default_cache, fetch_wheel
+from support.image import pip_editable, release_repo, shallow_clone, uv_editable
+from support.mirror import default_cache, fetch_wheel
 from patchkit.fixes.registry import SGLANG
 from patchkit.rewrite.evaluate import tables
 
@@ -147,7 +147,7 @@ def test_a_checkout_between_tags_takes_the_installed_version_and_generates(origi
     the version is the one the install recorded (its dist-info: SGLang's own
     git_describe_command describes the newest tag itself, so setuptools-scm says 0.5.9), the
     files are not 0.5.9's, and the change is generated from them; apply says both."""
-    from patchkit.dev.image import git
+    from support.image import git
 
     work = tmp_path / "origin"
     git("clone", "-q", str(origin), str(work))

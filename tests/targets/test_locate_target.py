@@ -1,7 +1,7 @@
 """Finding the target: ``--python`` as people type it, and the root from inside a subfolder.
 
 The real-install tests use a real SGLang 0.5.9 wheel (fetched once and cached, see
-``patchkit.dev.mirror``) installed by pip in a real virtualenv (a copy of conftest's
+``support.mirror``) installed by pip in a real virtualenv (a copy of conftest's
 ``sglang_venv``), and in a user site under a temporary PYTHONUSERBASE (never the real
 ~/.local).  The commands run in this process (conftest.invoke), from the folder each test names.
 """
@@ -19,7 +19,7 @@ import pytest
 
 from conftest import DC, copy_venv, invoke, make_repo, make_venv
 from patchkit.errors import BadInput
-from patchkit.dev.mirror import default_cache, fetch_wheel
+from support.mirror import default_cache, fetch_wheel
 from patchkit.targets.environment import interpreter, read_environment, site_packages_of
 from patchkit.targets.locate import CHECKOUT, DIRECTORY, INSTALLED, open_target
 

@@ -20,7 +20,7 @@ import tarfile
 import zipfile
 from pathlib import Path
 
-from patchkit.dev.mirror import default_cache, fetch_sdist, fetch_wheel
+from support.mirror import default_cache, fetch_sdist, fetch_wheel
 from patchkit.errors import MirrorError
 
 GIT_ENV = {

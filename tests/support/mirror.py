@@ -10,7 +10,7 @@ commit ids.  Each release is a root commit of its own, so a tag's commit id depe
 wheel alone: a mirror of a few releases and the full mirror agree on every commit (and so
 do the patches generated from them).
 
-    python -m patchkit.dev.mirror [--project sglang|flashinfer|vllm] [--dest DIR] [--cache DIR] [--versions V ...]
+    PYTHONPATH=tests python -m support.mirror [--project sglang|flashinfer|vllm] [--dest DIR] [--cache DIR] [--versions V ...]
 
 Without ``--versions`` it mirrors every release of SGLANG_RELEASES, FLASHINFER_RELEASES or
 VLLM_RELEASES.
@@ -31,7 +31,7 @@ from pathlib import Path
 
 from patchkit.fixes.registry import PROJECTS
 from patchkit.versions import is_release_tag, version_key
-from patchkit.dev import index
+from support import index
 from patchkit.errors import MirrorError
 from patchkit.git.history import Release, tag_names, write_history
 
@@ -207,7 +207,7 @@ def build_mirror(versions, dest: Path, cache: Path, progress=None, project: str 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m patchkit.dev.mirror",
+        prog="PYTHONPATH=tests python -m support.mirror",
         description="Build a git history of SGLang (or FlashInfer, or vLLM) releases from PyPI:"
         " one root commit and one v<version> tag per release.",
     )
@@ -246,10 +246,10 @@ def main(argv: list[str] | None = None) -> int:
             args.versions, args.dest, args.cache or default_cache(), progress=print, project=args.project
         )
     except (MirrorError, OSError) as exc:
-        print(f"patchkit.dev.mirror: {exc}", file=sys.stderr)
+        print(f"support.mirror: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("patchkit.dev.mirror: interrupted", file=sys.stderr)
+        print("support.mirror: interrupted", file=sys.stderr)
         return 130
     print(
         f"{args.dest}: {len(tags)} releases, main at {tags[-1]} ({time.monotonic() - start:.1f}s)"

@@ -22,6 +22,13 @@ def error_document(command: str, exit_code: int, error: str, path: str | None) -
     return json.dumps(doc, indent=2)
 
 
+def envelope(command: str, report) -> dict:
+    """Every --json document: its command, then the command's own fields, then ``ok`` and the
+    ``exit_code`` the process exits with (one envelope for all commands)."""
+    data = report.data if isinstance(report.data, dict) else {"result": report.data}
+    return {"command": data.get("command", command), **data, "ok": report.exit_code == 0, "exit_code": report.exit_code}
+
+
 def fail(command: str, as_json: bool, exc: PatchkitError, exit_code: int) -> NoReturn:
     """One line on stderr (and the error document with --json), then exit."""
     click.echo(f"patchkit: {exc}", err=True)
@@ -52,7 +59,7 @@ class Command(click.Command):
             where = str(exc.filename) if exc.filename is not None else None
             fail(self.name, as_json, PatchkitError(where, exc.strerror or str(exc)), REFUSED)
         if as_json:
-            click.echo(json.dumps(report.data, indent=2, default=str))
+            click.echo(json.dumps(envelope(self.name, report), indent=2, default=str))
         else:
             from patchkit.report import render  # places in files: grouped on a terminal, path:line: when piped
 

@@ -1,0 +1,59 @@
+"""One envelope for every --json document: ``command``, ``ok`` and the ``exit_code`` the process
+exits with, whatever the command (and on a failure, the error document)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import copy_venv, invoke, make_repo
+from gpus.standin import standin
+
+LOG = Path(__file__).resolve().parent.parent / "logs" / "data" / "h200-sglang-0.5.9-flashinfer-0.6.4.log"
+FATBIN = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "fatbin" / "sm120a-only.so"
+
+
+@pytest.fixture(scope="module")
+def venv(sglang_venv: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return copy_venv(sglang_venv, tmp_path_factory.mktemp("envelope") / "V")
+
+
+def _commands(venv: Path, repo: Path, tmp: Path) -> list[tuple[str, ...]]:
+    python = str(venv / "bin" / "python")
+    commands = [
+        ("fixes",),
+        ("scan", str(repo)),
+        ("status", "--python", python),
+        ("verify", "--python", python),
+        ("apply", "--python", python, "--dry-run"),
+        ("revert", "--python", python, "--dry-run"),
+        ("generate", "--repo", str(repo), "--out", str(tmp / "out")),
+        ("diagnose", str(LOG)),
+        ("doctor", "--python", python),
+    ]
+    if FATBIN.is_file():
+        commands.append(("kernels", str(FATBIN), "--to-cc", "12.1"))
+    return commands
+
+
+def test_every_json_document_has_command_ok_and_the_exit_code(venv: Path, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    env = standin(tmp_path, "rtxpro6000-8pcie")
+    seen = set()
+    for args in _commands(venv, repo, tmp_path):
+        done = invoke(*args, "--json", env=env)
+        doc = json.loads(done.stdout)
+        assert list(doc)[0] == "command" and doc["command"] == args[0], args
+        assert (doc["ok"], doc["exit_code"]) == (done.returncode == 0, done.returncode), args
+        seen.add(done.returncode)
+    assert {0, 1} <= seen  # documents of success and of problems alike (verify before apply exits 1)
+
+
+def test_a_failure_is_the_same_envelope(tmp_path: Path) -> None:
+    done = invoke("verify", str(tmp_path / "nowhere"), "--json")
+    assert done.returncode == 2
+    doc = json.loads(done.stdout)
+    assert doc == {"command": "verify", "ok": False, "exit_code": 2, "error": f"{tmp_path / 'nowhere'}: no such file or directory",
+                   "path": str(tmp_path / "nowhere")}

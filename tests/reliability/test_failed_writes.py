@@ -29,6 +29,7 @@ from conftest import copy_venv, run_cli
 DC = "sglang/srt/distributed/device_communicators"
 FILES = (f"{DC}/all_reduce_utils.py", f"{DC}/torch_symm_mem.py")
 POINTS = ("objects", "journal", "file:1", "file:2", "state")
+PAGES = 16  # the disk is filled up to its last 0, 1, ..., PAGES - 1 free pages
 
 
 def _pending_line(path: str, op: str, state: Path) -> str:
@@ -172,7 +173,7 @@ def test_a_disk_that_fills_up_at_every_page(tmp_path: Path, sglang_venv: Path, i
     log = tmp_path / "rows.jsonl"
     env = {**os.environ, "FILES": json.dumps(FILES)}
     done = subprocess.run(["unshare", "--map-root-user", "--mount", sys.executable, "-c", FULL_DISK, str(mount), str(template),
-                           op, "0", "16", str(log)], env=env, capture_output=True, timeout=900)
+                           op, "0", str(PAGES), str(log)], env=env, capture_output=True, timeout=900)
     assert done.returncode == 0, done.stderr.decode()
     rows = [json.loads(line) for line in log.read_text().splitlines()]
     start, end = ("original", "patched") if op == "apply" else ("patched", "original")
@@ -201,4 +202,5 @@ def test_a_disk_that_fills_up_at_every_page(tmp_path: Path, sglang_venv: Path, i
         assert (row["next"]["rc"], row["next"]["err"]) == (0, ""), (k, row["next"])
         assert row["after"] == want[end], k
         assert row["verify_after"]["rc"] == (0 if end == "patched" else 1), k
+    assert len(rows) == PAGES
     assert seen == {3, 4, 0}, [(r["k"], r["run"]["rc"]) for r in rows]

@@ -62,9 +62,12 @@ def release_checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return real_mirror(tmp_path_factory, "PATCHKIT_REAL_MIRROR_059", "sglang", ["0.5.9"])
 
 
-@pytest.fixture(params=["wheel", "checkout", "folder"])
-def target(request, tmp_path: Path, sglang_venv: Path, release_checkout: Path) -> Kind:
-    return _make(request.param, tmp_path, sglang_venv, release_checkout)
+KINDS = ("wheel", "checkout", "folder")
+STATE_ENTRIES = ("state.json", "objects", "aside", ".state.json.patchkit-tmp")
+LOCK_COMMANDS = ("apply", "revert")
+STATE_DIR_COMMANDS = ("apply", "verify", "status", "revert")
+INSIDE_COMMANDS = ("revert", "apply --all-fixes", "apply")
+RECORDED_COMMANDS = ("apply --all-fixes", "status", "verify", "apply --fix torch-symm-mem", "revert")
 
 
 def _make(kind: str, tmp_path: Path, sglang_venv: Path, release_checkout: Path) -> Kind:
@@ -93,7 +96,7 @@ def _one_line(done, line: str) -> None:
     assert (done.returncode, done.stdout, done.stderr.decode()) == (3, b"", f"patchkit: {line}")
 
 
-@pytest.mark.parametrize("kind", ["wheel", "checkout"])
+@pytest.mark.parametrize("kind", KINDS[:2])
 def test_a_committed_symlink_at_the_old_temp_name_is_never_followed(kind, tmp_path, sglang_venv, release_checkout, outside):
     """A fork commits ``.torch_symm_mem.py.patchkit-tmp -> /some/file`` (and one for
     all_reduce_utils.py): apply writes each file through a temp name of its own, so the
@@ -124,33 +127,37 @@ def test_a_committed_symlink_at_the_old_temp_name_is_never_followed(kind, tmp_pa
     assert snapshot(outside) == before_outside
 
 
-def test_a_symlinked_lock_is_refused(target: Kind, outside: Path) -> None:
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_symlinked_lock_is_refused(kind, tmp_path, sglang_venv, release_checkout, outside: Path) -> None:
     """``<state dir>/lock -> /some/file``: apply and revert refuse (exit 3, one line naming
     the lock) before anything is written: the file is neither truncated nor given a PID."""
+    target = _make(kind, tmp_path, sglang_venv, release_checkout)
     target.state.mkdir()
     lock = target.state / "lock"
     lock.symlink_to(outside / "precious")
     before, before_outside = snapshot(target.package), snapshot(outside)
-    for command in ("apply", "revert"):
+    for command in LOCK_COMMANDS:
         _one_line(invoke(command, *target.args), f"{lock}: {LINK}")
         assert snapshot(outside) == before_outside
         assert snapshot(target.package) == before
     assert sorted(os.listdir(target.state)) == ["lock"]
 
 
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("where", ["dir", "precious", "missing"])
-def test_a_symlinked_state_dir_is_refused(target: Kind, outside: Path, where: str) -> None:
+def test_a_symlinked_state_dir_is_refused(kind, tmp_path, sglang_venv, release_checkout, outside: Path, where: str) -> None:
     """The state dir itself a link (to a folder, a file, or nothing yet): every command that
     reads or writes state refuses it in one line, and nothing is written where it points."""
+    target = _make(kind, tmp_path, sglang_venv, release_checkout)
     target.state.symlink_to(outside / where)
     before, before_outside = snapshot(target.package), snapshot(outside)
-    for command in ("apply", "verify", "status", "revert"):
+    for command in STATE_DIR_COMMANDS:
         _one_line(invoke(command, *target.args), f"{target.state}: {LINK}")
         assert snapshot(outside) == before_outside, command
         assert snapshot(target.package) == before, command
 
 
-@pytest.mark.parametrize("name", ["state.json", "objects", "aside", ".state.json.patchkit-tmp"])
+@pytest.mark.parametrize("name", STATE_ENTRIES)
 def test_a_symlink_inside_the_state_dir_is_refused(tmp_path, sglang_venv, release_checkout, outside, name: str) -> None:
     """After a real apply, one entry of the state dir becomes a link to a copy outside (the
     objects folder: prune would delete what is there): revert and apply refuse it, the
@@ -171,7 +178,7 @@ def test_a_symlink_inside_the_state_dir_is_refused(tmp_path, sglang_venv, releas
         copy.mkdir()
     entry.symlink_to(copy)
     before, before_outside = snapshot(t.package), snapshot(outside)
-    for command in ("revert", "apply --all-fixes", "apply"):
+    for command in INSIDE_COMMANDS:
         done = invoke(*command.split(), *t.args)
         if command == "apply" and name == "aside":  # nothing to write: no lock taken, nothing read there
             assert (done.returncode, done.stderr) == (0, b"")
@@ -228,7 +235,7 @@ def _recorded(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, 
     return done, log.read_text().splitlines() if log.exists() else []
 
 
-@pytest.mark.parametrize("kind", ["wheel", "checkout"])
+@pytest.mark.parametrize("kind", KINDS[:2])
 def test_nothing_outside_the_target_and_its_state_dir_is_opened_for_writing(kind, tmp_path, sglang_venv, release_checkout, outside):
     """apply (every fix), status, verify, apply of the default fix, revert, with links at the old
     temp names: every path opened for writing, created, renamed or removed lies in a folder of a
@@ -239,7 +246,7 @@ def test_nothing_outside_the_target_and_its_state_dir_is_opened_for_writing(kind
     folders = {str(t.file(rel).parent) for rel in (*FILES, "sglang/srt/layers/communicator.py")}
     allowed = (*folders, str(t.state))
     seen: list[str] = []
-    for command in ("apply --all-fixes", "status", "verify", "apply --fix torch-symm-mem", "revert"):
+    for command in RECORDED_COMMANDS:
         done, writes = _recorded(tmp_path, *command.split(), *t.args)
         assert (done.returncode, done.stderr) == (0, b""), (command, done.stderr.decode())
         seen += writes

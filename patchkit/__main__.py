@@ -1,4 +1,33 @@
-from patchkit.cli import main
+"""``python -m patchkit`` and the ``patchkit`` command (``main``).
+
+Ctrl-C is handled from here on, before the command line's imports: SIGINT raises
+``errors.Interrupted`` wherever patchkit is (the child processes it runs are ended on the
+way out), and ``cli.boundary.last_resort`` prints ``patchkit: interrupted`` and exits 130.
+"""
+
+import signal
+
+from patchkit.errors import INTERRUPTED, SOFTWARE, Interrupted, on_sigint, unexpected
+
+signal.signal(signal.SIGINT, on_sigint)
+
+
+def main() -> None:
+    try:
+        from patchkit.cli import main as run
+    except Interrupted:  # while the command line is imported
+        _leave("interrupted", INTERRUPTED)
+    except Exception as exc:  # a broken install
+        _leave(unexpected(exc), SOFTWARE)
+    run()
+
+
+def _leave(line: str, code: int) -> None:
+    import sys
+
+    sys.stderr.write(f"patchkit: {line}\n")
+    sys.exit(code)
+
 
 if __name__ == "__main__":
     main()

@@ -1,8 +1,11 @@
 """Exit codes and the errors that map onto them.
 
 Every command uses the same codes (README, "Exit codes"):
-0 done or nothing to do; 1 check found problems; 2 bad input or usage;
-3 refused to change anything.
+0 done or nothing to do; 1 check found problems; 2 bad input or usage (a file that cannot
+be read or used, named); 3 refused to change anything; 4 a write failed part-way (a full
+disk, an I/O error): a transaction is pending, its journal names it, and the next apply
+or revert finishes it; 70 a failure patchkit did not expect (a bug: please report it);
+130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -13,6 +16,9 @@ OK = 0
 PROBLEMS = 1
 BAD_INPUT = 2
 REFUSED = 3
+PENDING = 4  # a write failed part-way: the journal is pending; the next apply or revert finishes it
+SOFTWARE = 70  # EX_SOFTWARE (sysexits.h): an exception patchkit did not expect
+INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a job ended by Ctrl-C
 TIMED_OUT = 124  # watch: no ready line or crash before --timeout, as timeout(1) exits
 
 
@@ -50,6 +56,47 @@ class UnsafePath(PatchkitError):
     """A path that would leave the target tree or go through a symlink (exit 3)."""
 
     exit_code = REFUSED
+
+
+class Pending(PatchkitError):
+    """A write that failed after the journal was written: the target is part-way, and the
+    next apply or revert finishes the transaction (exit 4)."""
+
+    exit_code = PENDING
+
+
+class Interrupted(BaseException):
+    """SIGINT (Ctrl-C), raised by the handler ``patchkit.__main__`` installs first thing.
+
+    A BaseException, as KeyboardInterrupt is (``except Exception`` lets it through, ``finally``
+    runs), but not one: click turns a KeyboardInterrupt into "Aborted!" and exit 1.  ``detail``:
+    what was left part-way, if anything."""
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+def on_sigint(signum, frame) -> None:
+    """The SIGINT handler of the command line: Ctrl-C raises Interrupted wherever patchkit is."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the cleanup short
+    raise Interrupted()
+
+
+def unexpected(exc: BaseException) -> str:
+    """The one line for an exception patchkit did not expect (exit 70): what, and where in patchkit."""
+    where = ""
+    tb = exc.__traceback__
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename.replace("\\", "/")
+        if "/patchkit/" in name:
+            where = f" at patchkit/{name.rsplit('/patchkit/', 1)[1]}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    said = str(exc)
+    what = type(exc).__name__ + (f": {said[:200]}{'...' if len(said) > 200 else ''}" if said else "")
+    return printable(f"internal error ({what}{where}); this is a bug in patchkit: please report it with the command that gave it")
 
 
 class PatchError(BadInput):

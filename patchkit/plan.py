@@ -190,8 +190,31 @@ def plan_apply(
     if not changes:
         return Plan(ALREADY_APPLIED, applied.source if applied else source, applied=new, tables=found)
     if applied:
-        notes.append(f"replacing the applied patch ({applied.from_cc} -> {applied.to_cc}, {applied.source})")
+        notes.append(f"replacing the applied patch ({_what_changed(applied, new, local)})")
     return Plan(APPLY, source, changes, new, notes, found)
+
+
+def _fixes(applied: Applied) -> list[str]:
+    return list(dict.fromkeys(t["fix"] for f in applied.files for t in f.tables if isinstance(t, dict) and t.get("fix")))
+
+
+def _what_changed(old: Applied, new: Applied, local) -> str:
+    """What differs between the applied patch and the one replacing it, as a user reads it."""
+    parts = []
+    if (old.from_cc, old.to_cc) != (new.from_cc, new.to_cc):
+        parts.append(f"{old.from_cc} -> {old.to_cc} becomes {new.from_cc} -> {new.to_cc}")
+    before, after = _fixes(old), _fixes(new)
+    if [f for f in after if f not in before]:
+        parts.append(f"adds {', '.join(f for f in after if f not in before)}")
+    if [f for f in before if f not in after]:
+        parts.append(f"takes away {', '.join(f for f in before if f not in after)}")
+    if old.source != new.source:
+        parts.append(f"was {old.source}")
+    if not parts:
+        changed = sorted({f.path for f in old.files} ^ {f.path for f in new.files}
+                         | {f.path for f in old.files for g in new.files if f.path == g.path and f.post_sha256 != g.post_sha256})
+        parts.append(f"{old.from_cc} -> {old.to_cc}, the same fixes, from {old.source}; other bytes for {', '.join(map(local, changed))}")
+    return "; ".join(parts)
 
 
 def plan_revert(

@@ -136,3 +136,48 @@ def test_dockerfile_and_launch_script_as_written(tmp_path: Path) -> None:
     assert out.splitlines()[-1] == "serving --model-path m"
     assert patched(site)
 
+
+
+# -- the commands' synopses ----------------------------------------------------------------------
+
+
+def _help_options(command: str) -> list[str]:
+    """The long options ``patchkit COMMAND --help`` lists (but --help itself), in its order."""
+    from conftest import invoke
+
+    done = invoke(command, "--help")
+    assert done.returncode == 0, done.stderr
+    text = done.stdout.decode()
+    options = text[text.index("\nOptions:\n"):]
+    found = re.findall(r"^  (?:-\w, )?(--[a-z][a-z-]*)", options, re.M)
+    return [o for o in dict.fromkeys(found) if o != "--help"]
+
+
+def _synopsis(command: str) -> str:
+    """The ``sh`` block under the README's ``### `patchkit COMMAND``` heading: its lines for the command."""
+    text = block(f"### `patchkit {command}`\n", "sh")
+    lines = [line for line in text.splitlines() if line.startswith(f"patchkit {command} ") or line == f"patchkit {command}"]
+    assert lines, (command, text)
+    return "\n".join(lines)
+
+
+def _commands() -> list[str]:
+    from patchkit.cli import cli
+
+    return sorted(cli.commands)
+
+
+def test_every_command_has_a_synopsis_with_every_option_its_help_lists() -> None:
+    """Each ``patchkit COMMAND --help`` option appears in the README's synopsis of COMMAND, and
+    the synopsis names no option the command does not take."""
+    missing, unknown = {}, {}
+    for command in _commands():
+        options = _help_options(command)
+        synopsis = _synopsis(command)
+        named = set(re.findall(r"(--[a-z][a-z-]*)", synopsis))
+        if [o for o in options if o not in named]:
+            missing[command] = [o for o in options if o not in named]
+        if sorted(named - set(options)):
+            unknown[command] = sorted(named - set(options))
+    assert (missing, unknown) == ({}, {})
+    assert len(_commands()) == 11

@@ -1,9 +1,10 @@
 """The command line: parse, dispatch, print.  The work is in ``patchkit.commands``.
 
 Every command's callback checks its inputs and returns a ``Report``; ``boundary.Command``
-is the one error boundary around all of them.  A PatchkitError or OSError becomes one
-line on stderr and the documented exit code, and with ``--json`` also an error
-document on stdout; a click usage error given with ``--json`` gets the same document.
+is the one error boundary around all of them (and ``boundary.last_resort`` around the
+whole command line): one line on stderr and the documented exit code, and with ``--json``
+also an error document on stdout; a click usage error given with ``--json`` gets the same
+document.
 ``options.py`` holds the options several commands share and the checks that need more
 than one option.
 """
@@ -19,7 +20,7 @@ from patchkit import __version__
 from patchkit.cli.boundary import Group
 from patchkit.cli.options import (
     ALL_FIXES_OPT, AUTO, CC, CCOrAuto, DRY_RUN_OPT, FIX_OPT, FROM_CC_OPT, JSON_OPT, PATCHES_OPT, PATH_ARG, PROJECT_OPT,
-    PYTHON_OPT, TEMPLATES_OPT, TO_CC_AUTO_OPT, TO_CC_OPT, check_cc, check_out, check_version, run_each, targets,
+    PYTHON_OPT, TEMPLATES_OPT, TO_CC_AUTO_OPT, TO_CC_OPT, check_cc, check_out, check_version, python_opt, run_each, targets,
 )
 from patchkit.errors import BadInput
 from patchkit.fixes.registry import FIXES, PROJECTS, choose_fixes, no_rule, rules_for
@@ -40,7 +41,7 @@ def cli() -> None:
     "--repo",
     type=click.Path(path_type=Path),
     default=None,
-    help="SGLang git repository [default: $PATCHKIT_SGLANG_REPO, else ~/sglang].",
+    help="The git repository of the --project, with a tag per release [default: $PATCHKIT_SGLANG_REPO, else ~/sglang, for any --project].",
 )
 @click.option("--tag", "tags", multiple=True, help="Release tag to generate for (repeatable) [default: every v* tag].")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("patches"), show_default=True, help="Folder to write <version>/ folders into.")
@@ -117,7 +118,7 @@ def apply(path, patches, no_generate, from_cc, to_cc, dry_run, version, python, 
 @click.option("--from-cc", type=CC(), default=None, help="Key the new key must equal [default: what was applied, else 10].")
 @click.option("--to-cc", type=CCOrAuto(), default=None,
               help="Key that must be there; auto: the cc of this machine's GPUs [default: what was applied, else 12].")
-@PYTHON_OPT
+@python_opt("Verify")
 @PROJECT_OPT
 @click.option("--fix", "fix_names", multiple=True, metavar="NAME",
               help="A fix that must be in effect (repeatable) [default: the default fixes and those applied].")
@@ -147,7 +148,7 @@ def verify(path, from_cc, to_cc, python, project, fix_names, all_fixes, as_json)
 @click.option("--force", is_flag=True, help="Restore the originals even over files edited after apply (keeping a copy).")
 @DRY_RUN_OPT
 @PATCHES_OPT
-@PYTHON_OPT
+@python_opt("Revert")
 @PROJECT_OPT
 @JSON_OPT
 def revert(path, force, dry_run, patches, python, project, as_json):
@@ -160,7 +161,7 @@ def revert(path, force, dry_run, patches, python, project, as_json):
 @cli.command(short_help="Show version, patch, files and bytecode.")
 @PATH_ARG
 @PATCHES_OPT
-@PYTHON_OPT
+@python_opt("Show")
 @PROJECT_OPT
 @JSON_OPT
 def status(path, patches, python, project, as_json):
@@ -297,7 +298,7 @@ def kernels(paths, python, to_cc, as_json):
 
 @cli.command(short_help="What the fixes do on this machine's GPUs; what is missing.")
 @PATH_ARG
-@PYTHON_OPT
+@python_opt("Judge the fixes for")
 @PROJECT_OPT
 @click.option("--to-cc", type=click.Choice([AUTO]), default=AUTO, show_default=True,
               help="The keys to judge: those of this machine's GPUs (nvidia-smi).")
@@ -322,4 +323,6 @@ def _nothing_to_generate(machine_line: str, label: str):
 
 
 def main() -> None:
-    cli(prog_name="patchkit")
+    from patchkit.cli.boundary import last_resort
+
+    last_resort(lambda: cli(prog_name="patchkit"))

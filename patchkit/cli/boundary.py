@@ -1,19 +1,23 @@
 """The one error boundary of the command line, and where a report is printed.
 
-A PatchkitError or OSError becomes one line on stderr and the documented exit code, and
-with ``--json`` also an error document on stdout; a click usage error given with
-``--json`` gets the same document.
+A PatchkitError becomes one line on stderr and its documented exit code, an OSError one
+line naming its file and exit 2, any other exception (MemoryError and RecursionError
+included) one line asking for a report and exit 70, and Ctrl-C ``patchkit: interrupted``
+and exit 130; with ``--json`` each also prints an error document on stdout, and a click
+usage error given with ``--json`` gets the same document.  ``last_resort`` holds the
+whole command line, click's parsing included, never click's "Aborted!" nor a traceback.
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import sys
-from typing import NoReturn
+from typing import Callable, NoReturn
 
 import click
 
-from patchkit.errors import REFUSED, PatchkitError
+from patchkit.errors import BAD_INPUT, INTERRUPTED, SOFTWARE, Interrupted, PatchkitError, on_sigint, unexpected
 
 
 def error_document(command: str, exit_code: int, error: str, path: str | None) -> str:
@@ -57,7 +61,13 @@ class Command(click.Command):
             fail(self.name, as_json, exc, exc.exit_code)
         except OSError as exc:
             where = str(exc.filename) if exc.filename is not None else None
-            fail(self.name, as_json, PatchkitError(where, exc.strerror or str(exc)), REFUSED)
+            fail(self.name, as_json, PatchkitError(where, exc.strerror or str(exc)), BAD_INPUT)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as exc:
+            fail(self.name, as_json, PatchkitError(None, unexpected(exc)), SOFTWARE)
+        except (Interrupted, KeyboardInterrupt) as exc:
+            fail(self.name, as_json, PatchkitError(None, _interrupted(exc)), INTERRUPTED)
         if as_json:
             click.echo(json.dumps(envelope(self.name, report), indent=2, default=str))
         else:
@@ -70,3 +80,23 @@ class Command(click.Command):
 
 class Group(click.Group):
     command_class = Command
+
+
+def last_resort(run: Callable[[], object]) -> NoReturn:
+    """Run the command line; whatever escapes it (an interrupt, or an exception outside a
+    command: parsing, dispatch) is one line and its exit code."""
+    signal.signal(signal.SIGINT, on_sigint)  # (again: a caller that did not come through __main__)
+    try:
+        run()
+    except (Interrupted, KeyboardInterrupt) as exc:
+        click.echo(f"patchkit: {_interrupted(exc)}", err=True)
+        sys.exit(INTERRUPTED)
+    except Exception as exc:
+        click.echo(f"patchkit: {unexpected(exc)}", err=True)
+        sys.exit(SOFTWARE)
+    sys.exit(0)
+
+
+def _interrupted(exc: BaseException) -> str:
+    detail = getattr(exc, "detail", "")
+    return f"interrupted: {detail}" if detail else "interrupted"

@@ -127,13 +127,18 @@ def run_each(command: str, given: Targets, run, judged: bool = False):
 # --- options shared by several commands ---------------------------------------------------
 
 PATH_ARG = click.argument("path", type=click.Path(path_type=Path), default=None, required=False)
-PYTHON_OPT = click.option(
-    "--python", "python", default=None, metavar="EXE",
-    help="Patch the package installed for this interpreter (instead of PATH).",
-)
+def python_opt(verb: str):
+    """``--python EXE``, its help saying what the command does to what it finds there."""
+    return click.option(
+        "--python", "python", default=None, metavar="EXE",
+        help=f"{verb} every project patchkit knows that is installed for this interpreter (instead of PATH).",
+    )
+
+
+PYTHON_OPT = python_opt("Patch")
 PROJECT_OPT = click.option(
     "--project", type=click.Choice(sorted(PROJECTS)), default=None,
-    help="The project the target holds [default: recognised from PATH; sglang with --python].",
+    help="The project the target holds [default: recognised from PATH; with --python, every project installed there].",
 )
 JSON_OPT = click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of lines.")
 PATCHES_OPT = click.option(

@@ -17,7 +17,7 @@ from patchkit.targets.locate import INSTALLED
 from patchkit.targets.session import Session
 from patchkit.types import Applied
 from patchkit.targets.transaction import commit, exclusive
-from patchkit.errors import Refused
+from patchkit.errors import PatchkitError, Refused
 
 
 class Look(NamedTuple):
@@ -46,21 +46,37 @@ def apply(
 ) -> Report:
     """Apply ``fixes`` (default: the fixes on by default) to the target at ``path``."""
     s = Session.open(path, version, project, install)
-    fixes = default_fixes() if fixes is None else fixes
-    return _apply(s, patches, no_generate, *s.project.cc_pair(from_cc, to_cc), dry_run, fixes)
+    fixes, kept = with_applied(s, default_fixes() if fixes is None else fixes)
+    return _apply(s, patches, no_generate, *s.project.cc_pair(from_cc, to_cc), dry_run, fixes, kept=kept)
+
+
+def with_applied(s: Session, fixes: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(``fixes`` and every fix already applied to this release of the target, the ones added):
+    a fix once applied stays applied until ``patchkit revert``, whatever a later apply names."""
+    from patchkit.fixes.registry import FIXES
+
+    applied, changed = s.state()
+    if applied is None or changed:  # a state of another release is set aside: a fresh start
+        return fixes, ()
+    had = {t.get("fix") for f in applied.files for t in f.tables if isinstance(t, dict)}
+    kept = tuple(n for n in FIXES if n in had and n not in fixes)
+    return tuple(n for n in FIXES if n in fixes or n in kept), kept
 
 
 def _apply(s: Session, patches, no_generate, from_cc, to_cc, dry_run: bool, fixes, first: Look | None = None,
-           named=None) -> Report:
-    """apply on the session ``s``; ``first``: a look taken without the lock already (apply_all's)."""
+           kept: tuple[str, ...] = (), named=None) -> Report:
+    """apply on the session ``s``; ``first``: a look taken without the lock already (apply_all's);
+    ``kept``: the fixes of ``fixes`` that are there because an earlier apply applied them."""
     report = Report()
     report.add(s.describe())
+    if kept:
+        report.add(f"note: keeps {', '.join(kept)}, applied before (`patchkit revert` takes the fixes away)")
     pending = s.store.journal() is not None
     # Without the lock, look first: a target with nothing to do is never written, so a
     # read-only one answers too.  A killed run's leftovers need the lock (recovery) first.
     look = None
     if dry_run or s.store.tidy(s.applied()):
-        look = first or _look(s, patches, no_generate, from_cc, to_cc, fixes, named)
+        look = first or _kept_look(s, patches, no_generate, from_cc, to_cc, fixes, kept, named)
     dropped: list[Path] = []
     if look is not None and (dry_run or not look.writes()):
         if pending:
@@ -70,7 +86,7 @@ def _apply(s: Session, patches, no_generate, from_cc, to_cc, dry_run: bool, fixe
     else:
         with exclusive(s.target, s.store, s.version) as notes:
             report.lines += notes
-            look = _look(s, patches, no_generate, from_cc, to_cc, fixes, named)
+            look = _kept_look(s, patches, no_generate, from_cc, to_cc, fixes, kept, named)
             if look.old:
                 report.add(s.set_aside(*look.old))
             plan = look.plan
@@ -89,8 +105,7 @@ def _apply(s: Session, patches, no_generate, from_cc, to_cc, dry_run: bool, fixe
         verb = "would patch" if dry_run else "patched"
         report.add(f"{'would apply' if dry_run else 'applied'} {plan.source}")
         for change in plan.changes:
-            added = len(split_lines(change.after)) - len(split_lines(change.before))
-            report.add(f"  {verb} {s.target.local(change.path)} ({'+' if added >= 0 else '-'}{plural(abs(added), 'line')})")
+            report.add(f"  {verb} {s.target.local(change.path)} ({lines_changed(change.before, change.after)})")
         report.lines += [f"  {found_line(t)}" for t in plan.tables]
         report.lines += _effect_lines(s, [t.get("fix") for t in plan.tables if t["status"] == PATCHED])
         if dry_run:
@@ -117,6 +132,19 @@ def _apply(s: Session, patches, no_generate, from_cc, to_cc, dry_run: bool, fixe
     return report
 
 
+def lines_changed(before: bytes, after: bytes) -> str:
+    """How many lines the diff adds and removes: "+6 lines", "-2 lines", "+1 -1 lines"."""
+    added = removed = 0
+    for line in split_lines(hunks(before, after)):
+        if line.startswith(b"+"):
+            added += 1
+        elif line.startswith(b"-"):
+            removed += 1
+    if added and removed:
+        return f"+{added} -{removed} lines"
+    return f"-{plural(removed, 'line')}" if removed else f"+{plural(added, 'line')}"
+
+
 def _effect_lines(s: Session, fixes: list) -> list[str]:
     """What each fix patched here prevents on this release, and what it needs of the machine."""
     from patchkit.fixes.effects import read_effects
@@ -137,6 +165,18 @@ def _written(plan: Plan) -> list[str]:
     if plan.changes:
         return [c.path for c in plan.changes]
     return [f.path for f in plan.applied.files] if plan.applied else [t["path"] for t in plan.tables if "path" in t]
+
+
+def _kept_look(s: Session, patches, no_generate, from_cc, to_cc, fixes, kept: tuple[str, ...], named=None) -> Look:
+    """``_look``; a refusal that names a fix kept from an earlier apply says how to go without it."""
+    try:
+        return _look(s, patches, no_generate, from_cc, to_cc, fixes, named)
+    except PatchkitError as exc:
+        held = [f for f in kept if f in exc.reason]
+        if not held:
+            raise
+        raise type(exc)(exc.path, f"{exc.reason} ({', '.join(held)}: applied before, it stays until "
+                                  "`patchkit revert`; revert, then apply the fixes you want)") from None
 
 
 def _look(s: Session, patches, no_generate, from_cc, to_cc, fixes, named=None) -> Look:
@@ -233,8 +273,8 @@ def apply_all(found, patches, no_generate, from_cc, to_cc, dry_run, version, fix
     sessions = [Session.open(path, version, name, install) for path, name, install in found]
     pairs = [s.project.cc_pair(from_cc, to_cc if to_ccs is None else to_ccs.get(str(path), to_cc))
              for s, (path, _, _) in zip(sessions, found)]
-    each = [(fixes_at or {}).get((str(path), s.project.name), fixes) for s, (path, _, _) in zip(sessions, found)]
-    looks = [_look(s, patches, no_generate, *pair, f, named) if len(found) > 1 else None
-             for s, pair, f in zip(sessions, pairs, each)]
-    return combine("apply", [_apply(s, patches, no_generate, *pair, dry_run, f, look, named)
-                             for s, pair, f, look in zip(sessions, pairs, each, looks)])
+    each = [with_applied(s, (fixes_at or {}).get((str(path), s.project.name), fixes)) for s, (path, _, _) in zip(sessions, found)]
+    looks = [_kept_look(s, patches, no_generate, *pair, f, kept, named) if len(found) > 1 else None
+             for s, pair, (f, kept) in zip(sessions, pairs, each)]
+    return combine("apply", [_apply(s, patches, no_generate, *pair, dry_run, f, look, kept, named)
+                             for s, pair, (f, kept), look in zip(sessions, pairs, each, looks)])

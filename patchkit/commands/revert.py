@@ -9,7 +9,7 @@ from patchkit.targets.processes import restart_lines
 from patchkit.report import Report, plan_fields
 from patchkit.text import plural
 from patchkit.targets.session import Session
-from patchkit.targets.atomic import write_atomic
+from patchkit.targets.atomic import make_dir, write_atomic
 from patchkit.digest import sha256
 from patchkit.targets.transaction import commit, exclusive
 from patchkit.errors import Refused
@@ -98,7 +98,7 @@ def _keep_edits(s: Session, plan) -> list[Path]:
     for change in plan.changes:
         if change.path in posts and sha256(change.before) != posts[change.path]:
             folder = s.store.root / "edited"
-            folder.mkdir(parents=True, exist_ok=True)
+            make_dir(folder)  # never through a symlink (the state dir was checked under the lock)
             copy = folder / f"{Path(change.path).name}.{sha256(change.before)[:12]}"
             write_atomic(copy, change.before)
             kept.append(copy)

@@ -96,6 +96,9 @@ def run(exe: str, args: list[str], limit: float) -> str:
             proc.kill()
         proc.communicate()
         raise BadInput(exe, f"`{what}` did not answer within {limit:g} s (a hung driver?); killed it") from None
+    except BaseException:  # Ctrl-C: its own session got no SIGINT, so it is ended here, before patchkit exits
+        _end(proc)
+        raise
     said = (out + b"\n" + err).decode("utf-8", "replace")
     if NO_DEVICES in said:
         raise BadInput(exe, f"`{what}`: {NO_DEVICES} (the driver sees no NVIDIA GPU)")
@@ -104,6 +107,15 @@ def run(exe: str, args: list[str], limit: float) -> str:
         last = lines[-1][:160] if lines else "no output"
         raise BadInput(exe, f"`{what}` failed (exit {proc.returncode}): {last}")
     return out.decode("utf-8", "replace")
+
+
+def _end(proc: subprocess.Popen) -> None:
+    """Kill ``proc``'s whole session (it was started in its own) and reap it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        proc.kill()
+    proc.wait()
 
 
 def machine(limit: float | None = None) -> Machine:

@@ -39,7 +39,16 @@ class Follower:
             self._file = None
 
     def poll(self) -> tuple[list[tuple[int, str]], bool]:
-        """The new whole lines (number, text), and whether the log started over first."""
+        """The new whole lines (number, text), and whether the log started over first; an
+        OSError (a log that is /proc/self/mem, that became a folder) names the log."""
+        try:
+            return self._poll()
+        except OSError as exc:
+            if exc.filename is None:
+                raise OSError(exc.errno, exc.strerror, str(self.path)) from None
+            raise
+
+    def _poll(self) -> tuple[list[tuple[int, str]], bool]:
         try:
             st = os.stat(self.path)
         except FileNotFoundError:

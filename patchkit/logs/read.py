@@ -48,7 +48,11 @@ def chunks(stream: BinaryIO) -> Iterator[tuple[bytearray, int]]:
     view = memoryview(buf)
     have, skipping = 0, False  # bytes of a partial line at the front; inside a line longer than the cap
     while True:
-        n = stream.readinto(view[have:have + CHUNK])
+        try:
+            n = stream.readinto(view[have:have + CHUNK])
+        except OSError as exc:  # /proc/self/mem, a device: said with the log's name (exit 2)
+            name = getattr(stream, "name", None)
+            raise OSError(exc.errno, exc.strerror, name if isinstance(name, str) else None) from None
         if not n:
             if have:
                 buf[have] = 10  # b"\n"

@@ -8,19 +8,27 @@
                     the state and original bytes of a release that is no longer there (the
                     package was upgraded, reinstalled or another tag checked out): kept, never
                     applied to another release's files
+    edited/         with ``revert --force``, the copies of files edited after apply
+
+Nothing in it is ever a symlink: the state dir, the folders and files in it are refused
+(exit 3, ``check``) when one is, before anything is written, and read with O_NOFOLLOW.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 from pathlib import Path
 
 from patchkit.digest import sha256
-from patchkit.errors import BadInput
-from patchkit.targets.atomic import fsync_dir, write_atomic
+from patchkit.errors import BadInput, UnsafePath
+from patchkit.targets.atomic import STATE_LINK, fsync_dir, make_dir, read_private, write_atomic
 from patchkit.types import FORMAT, Applied
+
+
+LINK = STATE_LINK
 
 
 class Store:
@@ -34,24 +42,49 @@ class Store:
         self.lock_file = root / "lock"
         self.aside = root / "aside"
 
+    def check(self) -> None:
+        """Refuse (UnsafePath) a state dir that is a symlink or not a folder, one that holds a
+        symlink, or its folders as something else: nothing is ever written through a link."""
+        try:
+            info = os.lstat(self.root)
+        except FileNotFoundError:
+            return
+        if stat.S_ISLNK(info.st_mode):
+            raise UnsafePath(str(self.root), LINK)
+        if not stat.S_ISDIR(info.st_mode):
+            raise UnsafePath(str(self.root), "refused: the patchkit state dir is not a folder")
+        with os.scandir(self.root) as entries:
+            for entry in entries:
+                if entry.is_symlink():
+                    raise UnsafePath(entry.path, LINK)
+                if entry.name in ("objects", "aside", "edited") and not entry.is_dir(follow_symlinks=False):
+                    raise UnsafePath(entry.path, "refused: not a folder")
+
+    def _checked_root(self) -> None:
+        """Reads refuse a symlinked state dir too (its files are opened with O_NOFOLLOW)."""
+        if self.root.is_symlink():
+            raise UnsafePath(str(self.root), LINK)
+
     def ensure(self) -> None:
-        self.objects.mkdir(parents=True, exist_ok=True)
+        if not os.path.lexists(self.root):
+            self.root.mkdir(parents=True, exist_ok=True)
+        self.check()
+        make_dir(self.objects)
 
     # -- objects -------------------------------------------------------------
     def put(self, data: bytes) -> str:
         digest = sha256(data)
-        path = self.objects / digest
-        if not (path.is_file() and sha256(path.read_bytes()) == digest):
-            write_atomic(path, data)
+        if self.get(digest) is None:
+            write_atomic(self.objects / digest, data)
         return digest
 
     def get(self, digest: str) -> bytes | None:
-        path = self.objects / digest
+        self._checked_root()
         try:
-            data = path.read_bytes()
-        except FileNotFoundError:
+            data = read_private(self.objects / digest)
+        except NotADirectoryError:
             return None
-        return data if sha256(data) == digest else None
+        return data if data is not None and sha256(data) == digest else None
 
     def clean_leftovers(self) -> None:
         """Remove what killed runs left: temp files of atomic writes, upstream scratch folders.
@@ -59,14 +92,17 @@ class Store:
         Only called with the lock held, so no other run is using them.
         """
         if self.root.is_dir():
-            for path in self.root.glob(".*.patchkit-tmp"):
-                path.unlink(missing_ok=True)
+            self.check()
             import shutil
 
+            for path in self.root.glob(".*.patchkit-tmp"):
+                if not path.is_symlink():
+                    path.unlink(missing_ok=True)
             for scratch in self.root.glob("upstream-*"):
                 shutil.rmtree(scratch, ignore_errors=True)
             for folder in self.aside.glob("*"):
-                if folder.is_dir() and not any((folder / n).is_file() for n in ("state.json", "journal.json")):  # killed
+                if folder.is_dir() and not folder.is_symlink() and not any(
+                        (folder / n).is_file() for n in ("state.json", "journal.json")):  # killed
                     shutil.rmtree(folder, ignore_errors=True)
 
     def tidy(self, applied: Applied | None) -> bool:
@@ -90,9 +126,12 @@ class Store:
 
     # -- state and journal --------------------------------------------------------
     def _read_json(self, path: Path) -> dict | None:
+        self._checked_root()
         try:
-            data = path.read_bytes()
-        except FileNotFoundError:
+            data = read_private(path)
+        except NotADirectoryError:
+            return None
+        if data is None:
             return None
         try:
             doc = json.loads(data)
@@ -139,7 +178,9 @@ class Store:
             n += 1
             folder = self.aside / f"{stamp}-{label}-{n}"
         objects = folder / "objects"
-        objects.mkdir(parents=True)
+        make_dir(self.aside)
+        os.mkdir(folder)
+        make_dir(objects)
         for digest in dict.fromkeys(digests):
             data = self.get(digest)
             if data is not None:

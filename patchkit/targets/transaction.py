@@ -16,31 +16,37 @@ its after image is refused, never overwritten.
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
+import stat
 import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
 from patchkit.targets import bytecode
-from patchkit.errors import BadInput, Refused
+from patchkit.errors import BadInput, Interrupted, PatchkitError, Pending, Refused, UnsafePath
 from patchkit.targets.locate import INSTALLED, Target
-from patchkit.targets.atomic import temp_name, write_atomic
+from patchkit.targets.atomic import read_private, remove_temps, write_atomic
 from patchkit.digest import sha256
-from patchkit.targets.state import Store
+from patchkit.targets.state import LINK, Store
 from patchkit.types import Applied
 from patchkit.types import Change
 
 # Test hook: PATCHKIT_FAULT=<point> makes this process SIGKILL itself at that point
-# (objects, journal, file:1, file:2, ..., state, bytecode).
+# (objects, journal, file:1, file:2, ..., state, bytecode); PATCHKIT_FAULT=enospc@<point>
+# makes the write just done there fail as a full disk would (OSError ENOSPC naming ``path``).
 FAULT_ENV = "PATCHKIT_FAULT"
 LOCK_TIMEOUT_ENV = "PATCHKIT_LOCK_TIMEOUT"
 
 
-def fault(point: str) -> None:
-    if os.environ.get(FAULT_ENV) == point:
+def fault(point: str, path: Path | None = None) -> None:
+    wanted = os.environ.get(FAULT_ENV)
+    if wanted == point:
         os.kill(os.getpid(), signal.SIGKILL)
+    if wanted == f"enospc@{point}":
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), None if path is None else str(path))
 
 
 class Lock:
@@ -62,10 +68,34 @@ class Lock:
 
     def _holder(self) -> str:
         try:
-            pid = self.store.lock_file.read_text().strip()
-        except OSError:
+            pid = (read_private(self.store.lock_file) or b"")[:32].decode("ascii", "replace").strip()
+        except (OSError, PatchkitError):
             pid = ""
         return f" (pid {pid})" if pid.isdigit() else ""
+
+    def _open(self) -> int | None:
+        """The lock file, created if need be, never through a symlink; None if the state dir
+        went away meanwhile (its last holder removed it)."""
+        path = self.store.lock_file
+        self.store.check()
+        try:
+            os.mkdir(self.store.root, 0o755)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise Refused(str(self.store.root), f"refused: cannot make patchkit's state dir ({exc.strerror}); nothing changed") from None
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise UnsafePath(str(path), LINK) from None
+            raise
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise UnsafePath(str(path), "refused: not a regular file")
+        return fd
 
     def __enter__(self) -> "Lock":
         import fcntl
@@ -73,10 +103,8 @@ class Lock:
         path = self.store.lock_file
         deadline = time.monotonic() + self.timeout
         while True:
-            try:
-                self.store.root.mkdir(parents=True, exist_ok=True)
-                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-            except FileNotFoundError:  # the last holder removed the empty state dir meanwhile
+            fd = self._open()
+            if fd is None:
                 continue
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -90,14 +118,22 @@ class Lock:
                 time.sleep(0.05)
                 continue
             try:
-                same = os.fstat(fd).st_ino == os.stat(path).st_ino
+                same = os.fstat(fd).st_ino == os.lstat(path).st_ino
             except FileNotFoundError:
                 same = False
             if same:  # not a lock file that its last holder removed meanwhile
                 break
             os.close(fd)
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        try:
+            self.store.check()  # again, now that no other run can change it
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        except OSError as exc:  # a full disk
+            os.close(fd)
+            raise Refused(str(path), f"{exc.strerror or exc}; patchkit could not take the lock: nothing changed") from None
+        except BaseException:
+            os.close(fd)
+            raise
         self.fd = fd
         return self
 
@@ -134,31 +170,56 @@ def commit(target: Target, store: Store, changes: list[Change], applied: Applied
         cache = path.parent / "__pycache__"
         if bytecode.cached_files(path) and cache.is_dir() and not os.access(cache, os.W_OK | os.X_OK):
             raise Refused(str(cache), "refused: folder is not writable, so the stale bytecode could not be dropped")
-    store.ensure()
-    for change in changes:
-        store.put(change.before)
-        store.put(change.after)
-    fault("objects")
-    store.set_journal(
-        {
-            "op": op,
-            "version": version,
-            "files": [
-                {"path": c.path, "before": sha256(c.before), "after": sha256(c.after)} for c in changes
-            ],
-            "applied": applied.to_json() if applied else None,
-        }
-    )
-    fault("journal")
-    for i, (change, path) in enumerate(zip(changes, paths), 1):
-        write_atomic(path, change.after, mode=os.stat(path).st_mode & 0o7777)
-        fault(f"file:{i}")
-    return _finish(target, store, [c.path for c in changes], applied)
+    with failed_writes(store, op):
+        store.ensure()
+        for change in changes:
+            store.put(change.before)
+            store.put(change.after)
+        fault("objects", store.objects)
+        store.set_journal(
+            {
+                "op": op,
+                "version": version,
+                "files": [
+                    {"path": c.path, "before": sha256(c.before), "after": sha256(c.after)} for c in changes
+                ],
+                "applied": applied.to_json() if applied else None,
+            }
+        )
+        fault("journal", store.journal_file)
+        for i, (change, path) in enumerate(zip(changes, paths), 1):
+            write_atomic(path, change.after, mode=os.stat(path).st_mode & 0o7777)
+            fault(f"file:{i}", path)
+        return _finish(target, store, [c.path for c in changes], applied)
+
+
+@contextmanager
+def failed_writes(store: Store, op: str) -> Iterator[None]:
+    """An OSError (a full disk, an I/O error) or Ctrl-C in a transaction, said as it is: before
+    the journal, nothing changed (exit 3); after it, the transaction is pending and the next
+    apply or revert finishes it (exit 4, or 130 for Ctrl-C), never "refused, nothing changed"."""
+    try:
+        yield
+    except OSError as exc:
+        where = str(exc.filename) if exc.filename is not None else None
+        why = exc.strerror or str(exc)
+        if not os.path.lexists(store.journal_file):
+            raise Refused(where, f"{why}; the {op} stopped before its first change: nothing changed") from None
+        raise Pending(where, f"{why}; {_part_way(store, op)}") from None
+    except Interrupted as exc:
+        if os.path.lexists(store.journal_file) and not exc.detail:
+            raise Interrupted(_part_way(store, op)) from None
+        raise
+
+
+def _part_way(store: Store, op: str) -> str:
+    return (f"the {op} stopped part-way and its journal {store.journal_file} is pending: the next `patchkit apply` "
+            "or `patchkit revert` of this target finishes it first (`patchkit verify` fails until then)")
 
 
 def _finish(target: Target, store: Store, paths: list[str], applied: Applied | None) -> list[Path]:
     store.set_applied(applied)
-    fault("state")
+    fault("state", store.state_file)
     dropped = bytecode.drop(target.path(p) for p in paths)
     fault("bytecode")
     store.set_journal(None)
@@ -201,10 +262,15 @@ def recover(target: Target, store: Store, version: str | None = None) -> str | N
         isinstance(e, dict) and all(isinstance(e.get(k), str) for k in ("path", "before", "after")) for e in files
     ) or not isinstance(journal.get("applied"), (dict, type(None))):
         raise BadInput(str(store.journal_file), "corrupt patchkit journal; restore the files by hand (e.g. `git checkout`) and remove it")
+    with failed_writes(store, op):
+        return _roll_forward(target, store, journal, files, op)
+
+
+def _roll_forward(target: Target, store: Store, journal: dict, files: list[dict], op: str) -> str:
     pending: list[tuple[Path, bytes]] = []
     for entry in files:
         path = target.path(entry["path"])
-        temp_name(path).unlink(missing_ok=True)
+        remove_temps(path)
         current = sha256(path.read_bytes())
         if current == entry["after"]:
             continue

@@ -85,15 +85,16 @@ def test_out_not_a_directory(checkout: Path, tmp_path: Path, below: str, command
 
 @pytest.mark.parametrize("as_json", [False, True], ids=["lines", "json"])
 def test_generate_oserror_is_one_line(checkout: Path, tmp_path: Path, as_json: bool) -> None:
-    """An OSError while writing (a version folder that is a file) is one line, exit 3."""
+    """An OSError while writing (a version folder that is a file) is one line naming it, exit 2
+    (README: an OSError is a file patchkit cannot use, as an --out that is a file)."""
     out = tmp_path / "out"
     out.mkdir()
     (out / "0.5.3").write_bytes(b"in the way\n")
     done = invoke("generate", "--repo", str(checkout), "--out", str(out), *(["--json"] if as_json else []))
-    err = one_line(done, REFUSED, f"patchkit: {out / '0.5.3'}: ")
+    err = one_line(done, BAD_INPUT, f"patchkit: {out / '0.5.3'}: ")
     if as_json:
         doc = json.loads(done.stdout)
-        assert doc == {"command": "generate", "ok": False, "exit_code": REFUSED, "error": err[len("patchkit: ") : -1],
+        assert doc == {"command": "generate", "ok": False, "exit_code": BAD_INPUT, "error": err[len("patchkit: ") : -1],
                        "path": str(out / "0.5.3")}
     assert (out / "0.5.3").read_bytes() == b"in the way\n"
 

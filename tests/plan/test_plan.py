@@ -181,7 +181,7 @@ APPLY_CASES = [
         id="key 12 = key 10 already, no record: upstream"),
     pytest.param(
         lambda: apply_(P11, S11, PRE),
-        plan(APPLY, SHIPPED_SOURCE, changes(P11, P12), S12, [f"replacing the applied patch (9 -> 11, {GENERATED})"], T12),
+        plan(APPLY, SHIPPED_SOURCE, changes(P11, P12), S12, [f"replacing the applied patch (9 -> 11 becomes 10 -> 12; was {GENERATED})"], T12),
         id="9 -> 11 applied: replaced by the shipped patch"),
     pytest.param(
         lambda: apply_(P12_EDITED, S12, PRE),

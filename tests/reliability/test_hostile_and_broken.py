@@ -681,23 +681,25 @@ def test_read_only_target_file_is_replaced_and_keeps_its_mode(world: World, shar
     assert stat.S_IMODE(os.stat(repo / COMM).st_mode) == 0o444
 
 
+# (what, how, the line's needle, the exit code): a place that cannot be written is a refusal
+# (3); a file that cannot be read is input patchkit cannot use (2, README), the file named.
 UNWRITABLE = [
-    ("read-only target folder", lambda repo: os.chmod(repo / DC, 0o555), f"{DC}: refused: folder is not writable"),
-    ("read-only checkout root (no room for .patchkit)", lambda repo: os.chmod(repo, 0o555), ".patchkit"),
-    ("unreadable target file", lambda repo: os.chmod(repo / COMM, 0o000), COMM),
+    ("read-only target folder", lambda repo: os.chmod(repo / DC, 0o555), f"{DC}: refused: folder is not writable", 3),
+    ("read-only checkout root (no room for .patchkit)", lambda repo: os.chmod(repo, 0o555), ".patchkit", 3),
+    ("unreadable target file", lambda repo: os.chmod(repo / COMM, 0o000), f"{COMM}: Permission denied", 2),
 ]
 
 
 @needs_nobody
-@pytest.mark.parametrize("what,make,needle", UNWRITABLE, ids=[u[0] for u in UNWRITABLE])
-def test_unwritable_places_are_refused_with_nothing_written(world: World, shared: Path, what, make, needle) -> None:
+@pytest.mark.parametrize("what,make,needle,code", UNWRITABLE, ids=[u[0] for u in UNWRITABLE])
+def test_unwritable_places_are_refused_with_nothing_written(world: World, shared: Path, what, make, needle, code) -> None:
     w = world
     user = "nobody" if CAN_DROP else "self"
     repo = _perm_checkout(w, shared, user)
     make(repo)
     before = snapshot(repo) if what != "unreadable target file" else None
     done = _as(user, "apply", str(repo), "--patches", str(shared / "patches"))
-    assert done.returncode == 3, done.stderr.decode()
+    assert done.returncode == code, done.stderr.decode()
     _one_line(done, needle)
     after = snapshot(repo) if before is not None else None  # as root: every mode is readable
     os.chmod(repo, 0o755)

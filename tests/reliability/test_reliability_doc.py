@@ -19,10 +19,12 @@ import math
 import re
 import sys
 
+import test_failed_writes as failed
 import test_fuzz_properties as fuzz
 import test_hostile_and_broken as hostile
 import test_kills as kills
 import test_races as races
+import test_writes_stay_inside as inside
 from conftest import ROOT
 from crash_helpers import KILLS_ENV, POINTS
 
@@ -30,17 +32,20 @@ DOC = ROOT / "docs" / "RELIABILITY.md"
 MAKEFILE = ROOT / "Makefile"
 
 
-def _crash_and_race():
-    """tests/targets/test_crash_and_race.py (imported under its pytest name if pytest has not yet)."""
-    if "test_crash_and_race" in sys.modules:
-        return sys.modules["test_crash_and_race"]
-    spec = importlib.util.spec_from_file_location("test_crash_and_race", ROOT / "tests/targets/test_crash_and_race.py")
+def _load(rel: str):
+    """A test module of another folder (imported under its pytest name if pytest has not yet)."""
+    name = rel.rsplit("/", 1)[-1].removesuffix(".py")
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tests" / rel)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-crash = _crash_and_race()
+crash = _load("targets/test_crash_and_race.py")
+interrupt = _load("cli/test_interrupt_and_crash.py")
+os_errors = _load("cli/test_os_errors.py")
 
 
 def make_target(name: str) -> str:
@@ -92,6 +97,37 @@ CRASH_ROWS = {
 }
 
 
+# Writes, failed writes and interrupts: row -> how many cases (commands, for the probes that run several).
+WRITE_ROWS = {
+    "a link committed at the old temp name (wheel, checkout): apply, verify, revert":
+        cases(inside.test_a_committed_symlink_at_the_old_temp_name_is_never_followed),
+    "a symlinked lock (wheel, checkout, plain folder): apply, revert":
+        cases(inside.test_a_symlinked_lock_is_refused) * len(inside.LOCK_COMMANDS),
+    "a symlinked state dir, to a folder, a file or nothing (wheel, checkout, plain folder): apply, verify, status, revert":
+        cases(inside.test_a_symlinked_state_dir_is_refused) * len(inside.STATE_DIR_COMMANDS),
+    "a link in the state dir (state.json, objects/, aside/, a temp name): revert, apply --all-fixes, apply":
+        cases(inside.test_a_symlink_inside_the_state_dir_is_refused) * len(inside.INSIDE_COMMANDS),
+    "every path opened for writing recorded (wheel, checkout): apply --all-fixes, status, verify, apply --fix, revert":
+        cases(inside.test_nothing_outside_the_target_and_its_state_dir_is_opened_for_writing) * len(inside.RECORDED_COMMANDS),
+    "the write at each step of apply and revert fails as on a full disk (`PATCHKIT_FAULT=enospc@<point>`)":
+        cases(failed.test_a_write_that_fails_at_each_step),
+    "a file-size limit (RLIMIT_FSIZE) below an original: before the journal":
+        cases(failed.test_a_file_size_limit_before_the_journal_changes_nothing),
+    "a real tmpfs filled up to its last k free pages, k from 0, apply and revert: every k":
+        cases(failed.test_a_disk_that_fills_up_at_every_page) * failed.PAGES,
+    "Ctrl-C while importing, while nvidia-smi hangs (doctor, apply --to-cc auto), while the `--python` probe hangs, "
+    "while waiting for the lock, while watch follows a log": sum(cases(t) for t in (
+        interrupt.test_ctrl_c_while_the_command_line_is_imported, interrupt.test_ctrl_c_while_nvidia_smi_hangs,
+        interrupt.test_ctrl_c_while_the_interpreter_probe_hangs, interrupt.test_ctrl_c_while_waiting_for_the_lock,
+        interrupt.test_ctrl_c_while_watch_follows_a_log)),
+    "an exception patchkit did not expect (MemoryError, RecursionError, a bug), as lines and --json; one in click's parsing":
+        cases(interrupt.test_an_unexpected_exception_is_one_line_and_exit_70) * 2
+        + cases(interrupt.test_an_unexpected_exception_outside_a_command_is_exit_70),
+    "an OSError: a log linked to /proc/self/mem (diagnose, watch), a log that becomes a folder (watch)": sum(
+        cases(t) for name, t in inspect.getmembers(os_errors, inspect.isfunction) if name.startswith("test_")),
+}
+
+
 def hostile_count(test, commands: int) -> int:
     if test is hostile.test_read_only_target_file_is_replaced_and_keeps_its_mode:
         return len(hostile.ALL_USERS)  # the machine without setpriv runs it as itself, once
@@ -108,6 +144,7 @@ def expected_rows() -> list[str]:
     rows += [_row(" + ".join(race), races.ROUNDS) for race in races.RACES]
     rows += [_row(label, hostile_count(test, commands)) for label, (test, commands) in HOSTILE_ROWS.items()]
     rows += [_row(name, count) for name, count in fuzz.EXAMPLES.items()]
+    rows += [_row(label, count) for label, count in WRITE_ROWS.items()]
     return rows
 
 
@@ -130,6 +167,15 @@ def test_make_test_runs_the_default_size() -> None:
 def test_every_hostile_test_has_its_row() -> None:
     tests = {f for name, f in inspect.getmembers(hostile, inspect.isfunction) if name.startswith("test_")}
     assert tests == {test for test, _ in HOSTILE_ROWS.values()}
+
+
+def test_every_write_and_interrupt_test_is_counted() -> None:
+    """A new test of writes, failed writes or interrupts gets a row (WRITE_ROWS names every one)."""
+    source = inspect.getsource(sys.modules[__name__])
+    for module in (inside, failed, interrupt, os_errors):
+        for name, _ in inspect.getmembers(module, inspect.isfunction):
+            if name.startswith("test_") and module is not os_errors:
+                assert f".{name}" in source, f"{module.__name__}.{name} has no row in WRITE_ROWS"
 
 
 def test_the_counts_are_of_the_tests_themselves() -> None:

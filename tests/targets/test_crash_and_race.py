@@ -170,6 +170,8 @@ target = sys.argv.pop(1)
 real = os.replace
 def replace(src, dst, *args, **kwargs):
     dst = os.fspath(dst)
+    if kwargs.get("dst_dir_fd") is not None:  # renamed relative to its folder's descriptor
+        dst = os.path.join(os.readlink(f"/proc/self/fd/{kwargs['dst_dir_fd']}"), dst)
     name = "objects/" if os.path.basename(os.path.dirname(dst)) == "objects" else os.path.basename(dst)
     if name == target:
         os.kill(os.getpid(), signal.SIGKILL)

@@ -98,7 +98,7 @@ def test_the_image_layout_through_apply_verify_revert(origin: Path, tmp_path: Pa
         assert lines[0] == first
         assert lines[1] == f"applied shipped patch {SERIES}"
         assert [line.rsplit(" (", 1)[0] if "flashinfer/" in line else line for line in lines if line.startswith("  patched")] == [
-            f"  patched {TABLES[0]} (+6 lines)", f"  patched {TABLES[1]} (+1 line)", f"  patched {GATE} (+2 lines)",
+            f"  patched {TABLES[0]} (+6 lines)", f"  patched {TABLES[1]} (+1 line)", f"  patched {GATE} (+3 -1 lines)",
         ] + [f"  patched {path}" for path in PR_3903_INSTALLED]
         assert f"  pid {server.pid}: {bin_dir}/python3 -m sglang.launch_server --port 30000" in lines
         assert f"{site}/flashinfer: FlashInfer 0.6.4 (installed), from flashinfer_python-0.6.4.dist-info/METADATA" in lines

@@ -85,7 +85,7 @@ def test_commit_writes_every_file_records_the_state_and_drops_the_bytecode(targe
 def test_stopped_at_each_point_then_recovered(target: Target, monkeypatch: pytest.MonkeyPatch, point: str) -> None:
     store = Store(target.state_dir)
 
-    def fault(at: str) -> None:
+    def fault(at: str, path=None) -> None:
         if at == point:
             raise Stop(at)
 
@@ -98,7 +98,7 @@ def test_stopped_at_each_point_then_recovered(target: Target, monkeypatch: pytes
     assert (store.applied() == APPLIED) == (point in ("state", "bytecode"))
     assert len(pycs(target)) == (0 if point == "bytecode" else 2)
 
-    monkeypatch.setattr(transaction, "fault", lambda at: None)
+    monkeypatch.setattr(transaction, "fault", lambda at, path=None: None)
     said = recover(target, store, "0.5.5")
     if point == "objects":  # no journal yet: never begun, the objects it wrote are pruned
         assert said is None and on_disk(target) == BEFORE and store.applied() is None
@@ -112,14 +112,14 @@ def test_stopped_at_each_point_then_recovered(target: Target, monkeypatch: pytes
 
 
 def _stopped_after_file_1(target: Target, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    def fault(at: str) -> None:
+    def fault(at: str, path=None) -> None:
         if at == "file:1":
             raise Stop(at)
 
     monkeypatch.setattr(transaction, "fault", fault)
     with pytest.raises(Stop):
         commit(target, store, CHANGES, APPLIED, "apply", "0.5.5")
-    monkeypatch.setattr(transaction, "fault", lambda at: None)
+    monkeypatch.setattr(transaction, "fault", lambda at, path=None: None)
 
 
 def test_recovery_never_overwrites_a_file_changed_meanwhile(target: Target, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,40 @@
+"""Each command's --help says what it does: ``--python`` of verify, status, revert and doctor
+said "Patch the package installed for this interpreter"; ``generate --repo`` said "SGLang git
+repository" whatever ``--project``; ``--project`` said "sglang with --python", where every
+installed project is the target."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from conftest import invoke
+
+
+def _option_help(command: str, option: str) -> str:
+    """The help text of ``option`` in ``patchkit COMMAND --help``, its lines joined."""
+    text = invoke(command, "--help").stdout.decode()
+    match = re.search(rf"^  {re.escape(option)}(?: [^\n]*)?\n(?:^ {{20,}}[^\n]*\n)*", text, re.M)
+    assert match, (command, option, text)
+    return " ".join(match.group(0).split())
+
+
+@pytest.mark.parametrize("command,verb", [
+    ("apply", "Patch"), ("verify", "Verify"), ("status", "Show"), ("revert", "Revert"), ("doctor", "Judge the fixes for"),
+])
+def test_python_says_what_the_command_does(command: str, verb: str) -> None:
+    assert _option_help(command, "--python EXE") == (
+        f"--python EXE {verb} every project patchkit knows that is installed for this interpreter (instead of PATH).")
+
+
+@pytest.mark.parametrize("command", ["apply", "verify", "status", "revert", "doctor"])
+def test_project_says_what_python_finds(command: str) -> None:
+    said = _option_help(command, "--project [flashinfer|sglang|vllm]")
+    assert said.endswith("[default: recognised from PATH; with --python, every project installed there].")
+
+
+def test_generate_repo_is_the_repository_of_the_project() -> None:
+    said = _option_help("generate", "--repo PATH")
+    assert said == ("--repo PATH The git repository of the --project, with a tag per release [default: "
+                    "$PATCHKIT_SGLANG_REPO, else ~/sglang, for any --project].")

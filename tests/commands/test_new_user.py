@@ -1,0 +1,112 @@
+"""What a new user met with the real sglang 0.5.9 and flashinfer-python 0.6.4 wheels in one
+environment: a plain apply after ``apply --all-fixes`` took SGLang's half of the opt-in fix
+away (``communicator.py (-2 lines)``) and kept FlashInfer's, then a plain verify said ok;
+``flashinfer/jit/comm.py (+0 lines)`` for a changed line; "replacing the applied patch (10 ->
+12, ...)" when the cc pair was not what changed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import invoke
+from patchkit.dev.mirror import default_cache, fetch_wheel
+
+COMMUNICATOR = "sglang/srt/layers/communicator.py"
+TABLES = ("sglang/srt/distributed/device_communicators/all_reduce_utils.py",
+          "sglang/srt/distributed/device_communicators/torch_symm_mem.py")
+FLASHINFER = ("flashinfer/jit/comm.py", "flashinfer/aot.py", "flashinfer/data/include/flashinfer/utils.cuh")
+SHIPPED = "patches/0.5.9/0001-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch"
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    venv = tmp_path_factory.mktemp("both") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    wheels = [fetch_wheel("0.5.9", default_cache()), fetch_wheel("0.6.4", default_cache(), "flashinfer-python")]
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile", "--target", str(site),
+                    *map(str, wheels)], check=True, capture_output=True)
+    return venv
+
+
+@pytest.fixture
+def venv(template: Path, tmp_path: Path) -> tuple[str, Path]:
+    import shutil
+
+    copy = tmp_path / "venv"
+    shutil.copytree(template, copy, symlinks=True)
+    return str(copy / "bin" / "python"), next((copy / "lib").glob("python3*/site-packages"))
+
+
+def _lines(done) -> list[str]:
+    assert (done.returncode, done.stderr) == (0, b""), done.stderr.decode()
+    return done.stdout.decode().splitlines()
+
+
+def test_a_plain_apply_keeps_the_fixes_applied_before(venv) -> None:
+    python, site = venv
+    original = {f: (site / f).read_bytes() for f in (COMMUNICATOR, *TABLES, *FLASHINFER)}
+    _lines(invoke("apply", "--python", python, "--all-fixes"))
+    patched = {f: (site / f).read_bytes() for f in original}
+    assert all(patched[f] != original[f] for f in original)
+
+    lines = _lines(invoke("apply", "--python", python))
+    assert lines.count("note: keeps allreduce-fusion, applied before (`patchkit revert` takes the fixes away)") == 2
+    assert sum(line.startswith("already applied (") for line in lines) == 2
+    assert not any(line.startswith("  patched ") for line in lines)
+    assert {f: (site / f).read_bytes() for f in original} == patched
+
+    lines = _lines(invoke("verify", "--python", python))  # a plain verify checks the fix applied before
+    assert (f"checked {COMMUNICATOR}: _is_sm100_supported in apply_flashinfer_allreduce_fusion() "
+            "(post-image hash recorded at apply)") in lines
+    _lines(invoke("revert", "--python", python))
+    assert {f: (site / f).read_bytes() for f in original} == original
+
+
+def test_a_named_fix_adds_to_those_applied(venv) -> None:
+    """``apply --fix torch-symm-mem`` after ``--all-fixes``: the opt-in fix stays too."""
+    python, site = venv
+    _lines(invoke("apply", "--python", python, "--all-fixes"))
+    patched = (site / COMMUNICATOR).read_bytes()
+    lines = _lines(invoke("apply", "--python", python, "--fix", "torch-symm-mem"))
+    assert "note: keeps allreduce-fusion, applied before (`patchkit revert` takes the fixes away)" in lines
+    assert (site / COMMUNICATOR).read_bytes() == patched
+
+
+def _numstat(a: bytes, b: bytes, tmp: Path) -> tuple[int, int]:
+    (tmp / "a").write_bytes(a)
+    (tmp / "b").write_bytes(b)
+    done = subprocess.run(["git", "diff", "--no-index", "--numstat", "a", "b"], cwd=tmp, capture_output=True)
+    added, removed, _ = done.stdout.decode().split("\t")
+    return int(added), int(removed)
+
+
+def test_each_patched_file_says_the_lines_its_diff_adds_and_removes(venv, tmp_path: Path) -> None:
+    """Every "patched FILE (...)" line says what ``git diff --numstat`` says of that file:
+    ``flashinfer/jit/comm.py`` changes one line, "+1 -1 lines", never "+0 lines"."""
+    python, site = venv
+    files = (COMMUNICATOR, *TABLES, *FLASHINFER)
+    original = {f: (site / f).read_bytes() for f in files}
+    lines = _lines(invoke("apply", "--python", python, "--all-fixes"))
+    assert "  patched flashinfer/jit/comm.py (+1 -1 lines)" in lines
+    assert f"  patched {TABLES[1]} (+1 line)" in lines
+    for f in files:
+        added, removed = _numstat(original[f], (site / f).read_bytes(), tmp_path)
+        said = f"+{added} -{removed} lines" if added and removed else f"+{added} line{'s' * (added != 1)}"
+        assert f"  patched {f} ({said})" in lines, (f, said)
+    assert not any(line.endswith("(+0 lines)") for line in lines)
+
+
+def test_replacing_the_applied_patch_says_what_changed(venv) -> None:
+    python, site = venv
+    _lines(invoke("apply", "--python", python, "--project", "sglang"))
+    lines = _lines(invoke("apply", "--python", python, "--project", "sglang", "--all-fixes"))
+    assert f"note: replacing the applied patch (adds allreduce-fusion; was shipped patch {SHIPPED})" in lines
+    _lines(invoke("revert", "--python", python))
+    _lines(invoke("apply", "--python", python, "--project", "sglang"))
+    lines = _lines(invoke("apply", "--python", python, "--project", "sglang", "--from-cc", "9", "--to-cc", "11"))
+    assert f"note: replacing the applied patch (10 -> 12 becomes 9 -> 11; was shipped patch {SHIPPED})" in lines

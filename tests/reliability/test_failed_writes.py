@@ -1,0 +1,206 @@
+"""A write that fails in the middle of apply or revert (a full disk, an I/O error) is said as it is.
+
+Before the journal is written nothing in the target changed: exit 3, the file named, "nothing
+changed".  After it, the target is part-way: exit 4, the file named, the journal pending and what
+finishes it; verify fails until the next apply or revert finishes the transaction, and that run
+ends exactly where the interrupted one would have.  Never "refused, nothing changed" (exit 3) over
+a half-patched target.
+
+On the real SGLang 0.5.9 wheel installed by pip.  The disk fills for real in a small tmpfs
+mounted in a private mount namespace (``unshare --map-root-user --mount``, which needs no root),
+at every page count between "no room for the first object" and "room for everything"; and the
+``PATCHKIT_FAULT=enospc@<point>`` hook fails the write at each step of the transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import copy_venv, run_cli
+
+DC = "sglang/srt/distributed/device_communicators"
+FILES = (f"{DC}/all_reduce_utils.py", f"{DC}/torch_symm_mem.py")
+POINTS = ("objects", "journal", "file:1", "file:2", "state")
+PAGES = 16  # the disk is filled up to its last 0, 1, ..., PAGES - 1 free pages
+
+
+def _pending_line(path: str, op: str, state: Path) -> str:
+    return (f"patchkit: {path}: No space left on device; the {op} stopped part-way and its journal {state}/journal.json "
+            "is pending: the next `patchkit apply` or `patchkit revert` of this target finishes it first (`patchkit verify` "
+            "fails until then)\n")
+
+
+def _site(tmp_path: Path, sglang_venv: Path) -> Path:
+    venv = copy_venv(sglang_venv, tmp_path / "V")
+    return next((venv / "lib").glob("python3*/site-packages"))
+
+
+def _files(site: Path) -> dict[str, bytes]:
+    return {rel: (site / rel).read_bytes() for rel in FILES}
+
+
+@pytest.fixture(scope="module")
+def images(sglang_venv: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, bytes]]:
+    """The release's files, and the same files once apply has patched them."""
+    site = _site(tmp_path_factory.mktemp("images"), sglang_venv)
+    original = _files(site)
+    assert run_cli("apply", str(site / "sglang")).returncode == 0
+    return {"original": original, "patched": _files(site)}
+
+
+@pytest.mark.parametrize("op", ["apply", "revert"])
+@pytest.mark.parametrize("point", POINTS)
+def test_a_write_that_fails_at_each_step(tmp_path: Path, sglang_venv: Path, images, op: str, point: str) -> None:
+    site = _site(tmp_path, sglang_venv)
+    state = site / ".patchkit-sglang"
+    if op == "revert":
+        assert run_cli("apply", str(site / "sglang")).returncode == 0
+    start, end = ("original", "patched") if op == "apply" else ("patched", "original")
+    done = run_cli(op, str(site / "sglang"), env={"PATCHKIT_FAULT": f"enospc@{point}"})
+    assert done.stdout == b""
+    if point == "objects":
+        assert (done.returncode, done.stderr.decode()) == (3, (
+            f"patchkit: {state}/objects: No space left on device; the {op} stopped before its first change: nothing changed\n"))
+        assert _files(site) == images[start] and not (state / "journal.json").exists()
+        return
+    named = {"journal": state / "journal.json", "file:1": site / FILES[0], "file:2": site / FILES[1], "state": state / "state.json"}
+    assert (done.returncode, done.stderr.decode()) == (4, _pending_line(str(named[point]), op, state))
+    assert (state / "journal.json").is_file()
+    verify = run_cli("verify", str(site / "sglang"))
+    assert verify.returncode == 1
+    assert f"{state}/journal.json: an interrupted transaction is pending" in verify.stdout.decode()
+    again = run_cli(op, str(site / "sglang"))
+    assert (again.returncode, again.stderr) == (0, b""), again.stderr.decode()
+    assert f"finished an interrupted {op} (2 files)" in again.stdout.decode().splitlines()
+    assert _files(site) == images[end] and not (state / "journal.json").exists()
+    assert run_cli("verify", str(site / "sglang")).returncode == (0 if end == "patched" else 1)
+
+
+def test_a_file_size_limit_before_the_journal_changes_nothing(tmp_path: Path, sglang_venv: Path, images) -> None:
+    """RLIMIT_FSIZE below the size of torch_symm_mem.py: its original cannot be stored, a real
+    EFBIG before anything in the target is written: exit 3, the object named, nothing changed."""
+    site = _site(tmp_path, sglang_venv)
+    state = site / ".patchkit-sglang"
+    limit = len(images["original"][FILES[1]]) - 1
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    done = subprocess.run([sys.executable, "-m", "patchkit", "apply", str(site / "sglang")], env=env, capture_output=True,
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)))
+    err = done.stderr.decode()
+    assert (done.returncode, done.stdout) == (3, b""), err
+    assert err.startswith(f"patchkit: {state}/objects/") and err.endswith(
+        ": File too large; the apply stopped before its first change: nothing changed\n") and err.count("\n") == 1, err
+    assert _files(site) == images["original"] and not (state / "journal.json").exists()
+    assert list((state / "objects").glob(".*.patchkit-tmp")) == []  # the temp file of the failed write is gone
+    assert run_cli("apply", str(site / "sglang")).returncode == 0
+    assert _files(site) == images["patched"]
+
+
+# -- a disk that is really full ----------------------------------------------------------------
+
+# Runs in a private mount namespace: for each k, a fresh tmpfs holding a copy of the installed
+# package, filled up to its last k free pages; then the command, verify, and (with the filler
+# gone) the next command.  One JSON line per k.
+FULL_DISK = r"""
+import json, os, shutil, subprocess, sys
+mount, template, op, first, last, out = sys.argv[1:]
+site = os.path.join(mount, "site")
+env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+def pk(*args):
+    done = subprocess.run([sys.executable, "-m", "patchkit", *args, os.path.join(site, "sglang")], env=env, capture_output=True)
+    return {"rc": done.returncode, "out": done.stdout.decode(), "err": done.stderr.decode()}
+def files():
+    return {rel: open(os.path.join(site, rel), "rb").read().hex() for rel in FILES}
+FILES = json.loads(os.environ["FILES"])
+with open(out, "w") as log:
+    for k in range(int(first), int(last)):
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", mount], check=True)
+        try:
+            os.mkdir(site)
+            for name in os.listdir(template):
+                if name == "sglang" or name.startswith("sglang-"):
+                    shutil.copytree(os.path.join(template, name), os.path.join(site, name), symlinks=True)
+            if op == "revert":
+                assert pk("apply")["rc"] == 0
+            filler = os.path.join(mount, "filler")
+            with open(filler, "wb", buffering=0) as f:
+                for size in (1 << 20, 4096, 1):
+                    while True:
+                        try:
+                            if f.write(b"\0" * size) < size:
+                                break
+                        except OSError:
+                            break
+            os.truncate(filler, max(0, os.path.getsize(filler) - 4096 * k))
+            row = {"k": k, "run": pk(op), "files": files(),
+                   "journal": os.path.exists(os.path.join(site, ".patchkit-sglang", "journal.json"))}
+            row["verify"] = pk("verify")
+            os.unlink(filler)
+            row["next"] = pk(op)
+            row["after"] = files()
+            row["verify_after"] = pk("verify")
+            log.write(json.dumps(row) + "\n")
+        finally:
+            subprocess.run(["umount", mount], check=True)
+"""
+
+
+def _namespace_ok(tmp_path: Path) -> bool:
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return False
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    done = subprocess.run([unshare, "--map-root-user", "--mount", "mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(probe)],
+                          capture_output=True)
+    return done.returncode == 0
+
+
+@pytest.mark.parametrize("op", ["apply", "revert"])
+def test_a_disk_that_fills_up_at_every_page(tmp_path: Path, sglang_venv: Path, images, op: str) -> None:
+    if not _namespace_ok(tmp_path):
+        pytest.skip("needs `unshare --map-root-user --mount` to mount a small tmpfs (the enospc@ hook test covers each step)")
+    template = next((sglang_venv / "lib").glob("python3*/site-packages"))
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    log = tmp_path / "rows.jsonl"
+    env = {**os.environ, "FILES": json.dumps(FILES)}
+    done = subprocess.run(["unshare", "--map-root-user", "--mount", sys.executable, "-c", FULL_DISK, str(mount), str(template),
+                           op, "0", str(PAGES), str(log)], env=env, capture_output=True, timeout=900)
+    assert done.returncode == 0, done.stderr.decode()
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    start, end = ("original", "patched") if op == "apply" else ("patched", "original")
+    want = {name: {rel: data.hex() for rel, data in image.items()} for name, image in images.items()}
+    state = f"{mount}/site/.patchkit-sglang"
+    seen = set()
+    for row in rows:
+        run, k = row["run"], row["k"]
+        assert run["out"] == "" or run["rc"] == 0, (k, run)
+        if run["rc"] == 3:  # no room for what the transaction stores before the journal
+            assert run["err"] in (f"patchkit: {state}/lock: No space left on device; patchkit could not take the lock: nothing changed\n",
+                                  f"patchkit: {state}/journal.json: No space left on device; the {op} stopped before its first change: nothing changed\n") \
+                or run["err"].startswith(f"patchkit: {state}/objects/") and run["err"].endswith(
+                f": No space left on device; the {op} stopped before its first change: nothing changed\n"), (k, run)
+            assert row["files"] == want[start] and not row["journal"], k
+        elif run["rc"] == 4:  # part-way: the file named, the journal pending
+            path = run["err"][len("patchkit: "):].split(": No space left on device; ", 1)[0]
+            assert run["err"] == _pending_line(path, op, Path(state)), (k, run)
+            assert path.startswith(f"{mount}/site/"), (k, path)
+            assert row["journal"] and row["verify"]["rc"] == 1 and "an interrupted transaction is pending" in row["verify"]["out"], k
+            assert f"finished an interrupted {op} (2 files)" in row["next"]["out"].splitlines(), (k, row["next"])
+        else:
+            assert (run["rc"], run["err"]) == (0, ""), (k, run)
+            assert row["files"] == want[end], k
+        seen.add(run["rc"])
+        assert (row["next"]["rc"], row["next"]["err"]) == (0, ""), (k, row["next"])
+        assert row["after"] == want[end], k
+        assert row["verify_after"]["rc"] == (0 if end == "patched" else 1), k
+    assert len(rows) == PAGES
+    assert seen == {3, 4, 0}, [(r["k"], r["run"]["rc"]) for r in rows]

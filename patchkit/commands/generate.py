@@ -7,13 +7,14 @@ Deterministic: the same repository and patchkit give byte-identical output.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Callable, Iterable
 
 from patchkit import __version__
-from patchkit.targets.atomic import write_atomic
+from patchkit.targets.atomic import open_dir, remove_temps, write_atomic
 from patchkit.digest import blob_id, sha256
 from patchkit.errors import OK, PROBLEMS, REFUSED, PatchkitError, RewriteError
 from patchkit.patch import message
@@ -261,6 +262,8 @@ def write(out: Path, outcome: TagOutcome) -> None:
     folder = out / outcome.version
     if outcome.status == ERROR:
         return
+    if os.path.lexists(folder):
+        os.close(open_dir(folder))  # a symlinked version folder is refused: nothing deleted or written through it
     if folder.is_dir():
         for stale in _ours(folder):
             if stale.name not in outcome.outputs:
@@ -272,6 +275,7 @@ def write(out: Path, outcome: TagOutcome) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for name, data in outcome.outputs.items():
         path = folder / name
+        remove_temps(path)  # what a killed generate left of its own writes
         if not path.is_file() or path.read_bytes() != data:
             write_atomic(path, data, mode=0o644, durable=False)
 

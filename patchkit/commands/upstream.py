@@ -12,7 +12,7 @@ from functools import partial
 from pathlib import Path
 
 from patchkit.patch import message
-from patchkit.targets.atomic import write_atomic
+from patchkit.targets.atomic import remove_temps, write_atomic
 from patchkit.errors import BadInput
 from patchkit.patch.write import patch_filename
 from patchkit.plan import APPLY, plan_apply
@@ -123,9 +123,11 @@ def upstream(
     mboxes = []
     for number, (commit, text) in enumerate(zip(commits, texts), 1):
         mboxes.append(out / patch_filename(message.subject(text), number))
+        remove_temps(mboxes[-1])  # what a killed upstream left of its own writes
         write_atomic(mboxes[-1], git.format_patch(commit), mode=0o644)
     if name != pr_context["branch"]:
         body = message.pr_body(dict(pr_context, branch=name), templates)
+    remove_temps(out / "PR.md")
     write_atomic(out / "PR.md", body.encode(), mode=0o644)
     for (_, plan), commit, text in zip(steps, commits, texts):
         report.add(f"created branch {name} at {commit[:12]}: {message.subject(text)}" if len(steps) == 1

@@ -11,6 +11,7 @@ that descriptor.  The state dir and what is in it are read the same way (``read_
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import secrets
 import stat
@@ -89,6 +90,7 @@ def write_atomic(path: Path, data: bytes, mode: int | None = None, durable: bool
     try:
         tmp, fd = _create(folder, path.name, 0o600 if mode is None else mode)
         try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # held until the rename: remove_temps leaves a live write alone
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
@@ -96,16 +98,12 @@ def write_atomic(path: Path, data: bytes, mode: int | None = None, durable: bool
                 os.fchmod(fd, mode)
             if durable:
                 os.fsync(fd)
-        except BaseException:
-            os.close(fd)
-            _unlink_quietly(tmp, folder)
-            raise
-        os.close(fd)
-        try:
             os.replace(tmp, path.name, src_dir_fd=folder, dst_dir_fd=folder)
         except BaseException:
             _unlink_quietly(tmp, folder)
             raise
+        finally:
+            os.close(fd)
         if durable:
             os.fsync(folder)
     except OSError as exc:
@@ -143,12 +141,23 @@ def is_temp(name: str, of: str | None = None) -> bool:
 
 
 def remove_temps(path: Path) -> None:
-    """Remove the temp files a killed write_atomic of ``path`` left: regular files only (a
-    link or a folder at such a name is someone else's and stays)."""
+    """Remove the temp files a killed write_atomic of ``path`` left: regular files of its name
+    pattern that no live write holds locked (a link or a folder at such a name, and a temp
+    file another run is writing, stay)."""
     try:
-        entries = list(os.scandir(path.parent))
+        entries = [e for e in os.scandir(path.parent) if is_temp(e.name, path.name) and e.is_file(follow_symlinks=False)]
     except OSError:
         return
     for entry in entries:
-        if is_temp(entry.name, path.name) and entry.is_file(follow_symlinks=False):
-            Path(entry.path).unlink(missing_ok=True)
+        try:
+            fd = os.open(entry.path, _READ)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if os.fstat(fd).st_ino == os.lstat(entry.path).st_ino:
+                os.unlink(entry.path)
+        except OSError:  # locked: being written now; or gone meanwhile
+            pass
+        finally:
+            os.close(fd)

@@ -10,12 +10,15 @@ probe of ``--python`` hangs, while apply waits for another run's lock, and while
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import os
+import select
 import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -59,6 +62,26 @@ def _gone(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
     except (FileNotFoundError, ProcessLookupError):
         return True
+
+
+@contextmanager
+def _opened(path: Path):
+    """Yields ``wait(limit)``, which returns once someone opens ``path`` (inotify IN_OPEN): the
+    lock a waiting run opens, tries and closes again every 50 ms."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.inotify_init1(os.O_CLOEXEC)
+    assert fd >= 0, os.strerror(ctypes.get_errno())
+    try:
+        assert libc.inotify_add_watch(fd, os.fsencode(path), 0x20) >= 0, os.strerror(ctypes.get_errno())  # IN_OPEN
+
+        def wait(limit: float) -> None:
+            ready, _, _ = select.select([fd], [], [], limit)
+            assert ready, f"nobody opened {path} within {limit} s"
+            os.read(fd, 4096)
+
+        yield wait
+    finally:
+        os.close(fd)
 
 
 def _open_files(pid: int) -> set[str]:
@@ -132,7 +155,8 @@ def test_ctrl_c_while_the_interpreter_probe_hangs(tmp_path: Path) -> None:
 
 
 def test_ctrl_c_while_waiting_for_the_lock(tmp_path: Path) -> None:
-    """Another run holds the lock: apply waits, Ctrl-C ends the wait, nothing is written."""
+    """Another run holds the lock: apply waits (it has opened the lock file), Ctrl-C ends the
+    wait, nothing is written."""
     repo = make_repo(tmp_path / "sglang")
     state = repo / ".git" / "patchkit"
     state.mkdir()
@@ -141,8 +165,9 @@ def test_ctrl_c_while_waiting_for_the_lock(tmp_path: Path) -> None:
     os.write(fd, b"4242\n")
     before = {p: p.read_bytes() for p in repo.rglob("*.py")}
     try:
-        proc = _start(["apply", str(repo)], {"PATCHKIT_LOCK_TIMEOUT": "60"})
-        _wait_for(lambda: str(state / "lock") in _open_files(proc.pid), "apply to open the lock")
+        with _opened(state / "lock") as opened:
+            proc = _start(["apply", str(repo)], {"PATCHKIT_LOCK_TIMEOUT": "60"})
+            opened(30.0)
         assert _interrupt(proc) == INTERRUPTED
     finally:
         os.close(fd)

@@ -109,6 +109,7 @@ WRITE_ROWS = {
         cases(inside.test_a_symlink_inside_the_state_dir_is_refused) * len(inside.INSIDE_COMMANDS),
     "every path opened for writing recorded (wheel, checkout): apply --all-fixes, status, verify, apply --fix, revert":
         cases(inside.test_nothing_outside_the_target_and_its_state_dir_is_opened_for_writing) * len(inside.RECORDED_COMMANDS),
+    "generate into an --out whose version folder is a link": cases(inside.test_generate_refuses_a_symlinked_version_folder),
     "the write at each step of apply and revert fails as on a full disk (`PATCHKIT_FAULT=enospc@<point>`)":
         cases(failed.test_a_write_that_fails_at_each_step),
     "a file-size limit (RLIMIT_FSIZE) below an original: before the journal":

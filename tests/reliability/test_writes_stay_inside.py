@@ -255,3 +255,19 @@ def test_nothing_outside_the_target_and_its_state_dir_is_opened_for_writing(kind
         assert stray == [], command
     assert any(w.startswith("rename ") and w.endswith("/torch_symm_mem.py") for w in seen)  # the recorder saw the writes
     assert (outside / "precious").read_bytes() == b"the user's file\n"
+
+
+def test_generate_refuses_a_symlinked_version_folder(tmp_path, release_checkout, outside) -> None:
+    """``--out`` holding ``0.5.9 -> /elsewhere`` with files named as generate's (series, a .patch):
+    generate would delete the stale ones there and write its own; it refuses, exit 3, and the
+    folder it points to keeps every byte."""
+    out = tmp_path / "patches"
+    out.mkdir()
+    (outside / "dir" / "series").write_bytes(b"someone's series\n")
+    (outside / "dir" / "0001-theirs.patch").write_bytes(b"someone's patch\n")
+    (out / "0.5.9").symlink_to(outside / "dir")
+    before = snapshot(outside)
+    done = invoke("generate", "--repo", str(release_checkout), "--tag", "v0.5.9", "--out", str(out))
+    assert done.returncode == 3, done.stderr.decode()
+    assert done.stderr.decode() == f"patchkit: {out / '0.5.9'}: refused: is a symlink; patchkit never writes through one\n"
+    assert snapshot(outside) == before

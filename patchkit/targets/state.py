@@ -17,6 +17,7 @@ import os
 import time
 from pathlib import Path
 
+from patchkit.bounded import load_json
 from patchkit.digest import sha256
 from patchkit.errors import BadInput
 from patchkit.targets.atomic import fsync_dir, write_atomic
@@ -95,7 +96,7 @@ class Store:
         except FileNotFoundError:
             return None
         try:
-            doc = json.loads(data)
+            doc = load_json(data)  # its nesting checked first: a deep one is corrupt, not a RecursionError
             if not isinstance(doc, dict) or doc.get("format") != FORMAT:
                 raise ValueError("unknown format")
             return doc

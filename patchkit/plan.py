@@ -92,6 +92,17 @@ def generated(base: dict[str, bytes], rules: tuple, read=None, root: str = "", v
     return posts, found
 
 
+def _outside(base: dict[str, bytes], shipped: Shipped, rules: tuple, read, root: str, version: str | None) -> list[str]:
+    """The candidate files the shipped patch leaves alone that the rules would change.  A file
+    there that names what a rule looks for and cannot be judged (it does not parse) is a
+    RewriteError naming it, as verify names it: a patch is never called applied while verify
+    would fail on a file beside it."""
+    names = {n.encode() for r in rules for n in r.names()}
+    patched = {f["path"] for f in shipped.manifest["files"]}
+    others = {p: d for p, d in base.items() if p not in patched and any(n in d for n in names)}
+    return sorted(generated(others, rules, read, root, version)[0]) if others else []
+
+
 def plan_apply(
     current: dict[str, bytes],
     applied: Applied | None,
@@ -139,12 +150,17 @@ def plan_apply(
     source = ""
     if shipped is not None:
         posts = from_shipped(base, shipped)
-        if posts is not None:
+        outside = None
+        if posts is not None or not applied and all(
+                f["path"] in base and sha256(base[f["path"]]) == f["post_sha256"] for f in shipped.manifest["files"]):
+            outside = _outside(base, shipped, rules, read, root, version)
+        if outside:
+            notes.append(f"{', '.join(map(local, outside))} (outside {shipped.name}) would change too: generated from the files")
+            posts = None
+        elif posts is not None:
             source = f"shipped patch {shipped.name}"
             found = [dict(t, path=f["path"]) for f in shipped.manifest["files"] for t in f["tables"]]
-        elif not applied and all(
-            f["path"] in base and sha256(base[f["path"]]) == f["post_sha256"] for f in shipped.manifest["files"]
-        ):
+        elif not applied and outside is not None:
             return Plan(ALREADY_APPLIED, f"shipped patch {shipped.name}", notes=["the files already hold the shipped patch's post-image"])
         else:
             differing = [f["path"] for f in shipped.manifest["files"] if sha256(base.get(f["path"], b"")) != f["pre_sha256"]]

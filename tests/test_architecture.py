@@ -16,7 +16,7 @@ PACKAGE = ROOT / "patchkit"
 
 # Lowest first.  A module may import from its own stage and the stages below it.
 STAGES = [
-    ("ground", ["patchkit", "patchkit.errors", "patchkit.text", "patchkit.types", "patchkit.digest", "patchkit.versions", "patchkit.data"]),
+    ("ground", ["patchkit", "patchkit.errors", "patchkit.text", "patchkit.types", "patchkit.digest", "patchkit.versions", "patchkit.data", "patchkit.bounded"]),
     ("source", ["patchkit.git"]),
     ("fixes", ["patchkit.fixes"]),
     ("rewrite", ["patchkit.rewrite"]),

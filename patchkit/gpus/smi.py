@@ -3,24 +3,28 @@
 It runs twice: ``--query-gpu=index,name,compute_cap,pci.bus_id --format=csv,noheader``
 and ``topo -m`` (the interfaces NVIDIA documents for scripts), each with a time limit:
 a hung driver must not hang patchkit.  The limit is ``PATCHKIT_NVIDIA_SMI_TIMEOUT``
-seconds (default 15); past it the process and everything it started are killed.  Every
+seconds (default 15) for each run, start, output and exit together; past it the process
+and everything it started are killed, and a process it started in a session of its own
+that keeps the pipe open does not keep patchkit waiting.  The output is capped
+(MAX_OUTPUT): a program that prints without end is stopped there.  Every
 way it can go wrong (missing, a non-zero exit, no GPU, a time-out, output patchkit
 cannot read) is one BadInput line.  Nothing of CUDA or NVML is loaded here.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
-import signal
-import subprocess
 from typing import NamedTuple
 
+from patchkit import bounded
 from patchkit.errors import BadInput
 from patchkit.gpus.parse import GPU, NO_DEVICES, QUERY, Link, gpus, links
 
 TIMEOUT_ENV = "PATCHKIT_NVIDIA_SMI_TIMEOUT"
 DEFAULT_TIMEOUT = 15.0
+MAX_OUTPUT = 16 << 20  # `topo -m` of MAX_GPUS GPUs is about 6 MiB
 
 
 class Machine(NamedTuple):
@@ -74,48 +78,37 @@ def timeout() -> float:
         value = float(text)
     except ValueError:
         value = -1.0
-    if not value > 0:
+    if not (math.isfinite(value) and value > 0):
         raise BadInput(None, f"{TIMEOUT_ENV}={text!r} is not a number of seconds above 0")
     return value
 
 
 def run(exe: str, args: list[str], limit: float) -> str:
-    """``exe args``' stdout, or BadInput; the process and its children are killed at ``limit`` s."""
+    """``exe args``' stdout, or BadInput.  The limit covers the whole exchange: the start, the
+    output (at most MAX_OUTPUT bytes) and the exit; past it, or past the cap, the process and
+    everything it started in its session are killed."""
     what = f"nvidia-smi {' '.join(args)}"
     try:
-        proc = subprocess.Popen([exe, *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True)
+        ran = bounded.run([exe, *args], limit, MAX_OUTPUT)
     except OSError as exc:
         raise BadInput(exe, f"cannot run it ({exc.strerror or exc})") from None
-    try:
-        out, err = proc.communicate(timeout=limit)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # the whole session: a script's children hold the pipes too
-        except OSError:
-            proc.kill()
-        proc.communicate()
-        raise BadInput(exe, f"`{what}` did not answer within {limit:g} s (a hung driver?); killed it") from None
-    except BaseException:  # Ctrl-C: its own session got no SIGINT, so it is ended here, before patchkit exits
-        _end(proc)
-        raise
-    said = (out + b"\n" + err).decode("utf-8", "replace")
+    killed = "killed it" if ran.ended else "sent it SIGKILL, and it has not ended yet (stuck in the driver?)"
+    if ran.stopped == bounded.BYTES:
+        raise BadInput(exe, f"`{what}` printed more than {bounded.size_words(MAX_OUTPUT)}, which no GPU list or matrix "
+                            f"needs; stopped reading and {killed}")
+    if ran.stopped == bounded.TIME and ran.exited:
+        raise BadInput(exe, f"`{what}` exited, but a process it started still held its output open after {limit:g} s; "
+                            "stopped reading (its output is not used)")
+    if ran.stopped == bounded.TIME:
+        raise BadInput(exe, f"`{what}` did not answer within {limit:g} s (a hung driver?); {killed}")
+    said = (ran.out + b"\n" + ran.err).decode("utf-8", "replace")
     if NO_DEVICES in said:
         raise BadInput(exe, f"`{what}`: {NO_DEVICES} (the driver sees no NVIDIA GPU)")
-    if proc.returncode != 0:
+    if ran.returncode != 0:
         lines = [line.strip() for line in said.splitlines() if line.strip()]
         last = lines[-1][:160] if lines else "no output"
-        raise BadInput(exe, f"`{what}` failed (exit {proc.returncode}): {last}")
-    return out.decode("utf-8", "replace")
-
-
-def _end(proc: subprocess.Popen) -> None:
-    """Kill ``proc``'s whole session (it was started in its own) and reap it."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except OSError:
-        proc.kill()
-    proc.wait()
+        raise BadInput(exe, f"`{what}` failed (exit {ran.returncode}): {last}")
+    return ran.out.decode("utf-8", "replace")
 
 
 def machine(limit: float | None = None) -> Machine:

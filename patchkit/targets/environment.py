@@ -17,8 +17,10 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
+from patchkit.bounded import TIME, load_json, read_file, run
 from patchkit.errors import BadInput
 from patchkit.fixes.registry import PROJECTS, Project
+from patchkit.targets.import_path import TEXT_CAP, ImportPath, candidates, import_path, mapping, read_text
 
 WHEEL = "wheel"
 EDITABLE = "editable"
@@ -108,33 +110,43 @@ def _virtualenv(executable: Path) -> _Venv | None:
     for folder in (executable.parent, executable.parent.parent):
         cfg = folder / "pyvenv.cfg"
         if cfg.is_file():
-            try:
-                text = cfg.read_text(errors="replace")
-            except OSError as exc:
-                raise BadInput(str(cfg), f"cannot read it ({exc.strerror or exc})") from None
+            text = read_text(cfg, "pyvenv.cfg")
             system = re.search(r"^\s*include-system-site-packages\s*=\s*true\s*$", text, re.M | re.I)
             version = re.search(r"^\s*version(?:_info)?\s*=\s*(\d+\.\d+)[.\d]*\S*\s*$", text, re.M)
             return _Venv(folder, system is not None, version.group(1) if version else None)
     return None
 
 
-def _probe(exe: Path) -> tuple[str, str, str, str | None, list[str]]:
-    """(version, executable, platlibdir, user site or None, system site-packages) from ``exe -I -S``."""
-    import json
-    import subprocess
+PROBE_LIMIT = 60.0  # seconds: a cold start of a big environment's interpreter on a slow disk
+PROBE_CAP = 1 << 20  # bytes of output: the answer is one line
 
+
+def _probe(exe: Path) -> tuple[str, str, str, str | None, list[str]]:
+    """(version, executable, platlibdir, user site or None, system site-packages) from
+    ``exe -I -S -``, the probe given on its standard input (never on its command line, where a
+    program that is no interpreter could print it back), within PROBE_LIMIT s and PROBE_CAP bytes."""
     try:
-        done = subprocess.run([str(exe), "-I", "-S", "-c", _PROBE], capture_output=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise BadInput(str(exe), f"cannot ask this interpreter for its site-packages ({exc})") from None
+        ran = run([str(exe), "-I", "-S", "-"], PROBE_LIMIT, PROBE_CAP, stdin=_PROBE.encode())
+    except OSError as exc:
+        raise BadInput(str(exe), f"cannot ask this interpreter for its site-packages ({exc.strerror or exc})") from None
+    if ran.stopped:
+        said = f"no answer within {PROBE_LIMIT:g} s" if ran.stopped == TIME else f"more than {PROBE_CAP} bytes of output"
+        raise BadInput(str(exe), f"did not answer as a Python interpreter ({said}; stopped it)")
     try:
-        version, executable, libdir, user, system = json.loads(done.stdout)
+        version, executable, libdir, user, system = load_json(ran.out)
         return str(version), str(executable or exe), str(libdir), str(user) if user else None, [str(s) for s in system if s]
     except (ValueError, TypeError):
-        said = done.stderr.decode(errors="replace").strip().splitlines()
-        last = said[-1] if said else ""
-        why = f"exit {done.returncode}" + (f": {last[:160]}{'...' if len(last) > 160 else ''}" if last else "")
+        why = f"exit {ran.returncode}" + (f": {_summary(ran.err)}" if _summary(ran.err) else "")
         raise BadInput(str(exe), f"did not answer as a Python interpreter ({why})") from None
+
+
+def _summary(err: bytes) -> str:
+    """The last line a failed probe printed on stderr, at most 160 characters, never a line of the probe itself."""
+    probe = {line.strip() for line in _PROBE.splitlines() if len(line.strip()) > 8}
+    lines = [line.strip() for line in err[-8192:].decode("utf-8", "replace").splitlines()]
+    lines = [line for line in lines if line and not any(code in line for code in probe)]
+    last = lines[-1] if lines else ""
+    return f"{last[:160]}..." if len(last) > 160 else last
 
 
 def site_packages_of(exe: Path) -> list[Path]:
@@ -169,9 +181,10 @@ def read_environment(python: str, project: str | None = None) -> Environment:
     wanted = [PROJECTS[project]] if project else list(PROJECTS.values())
     exe = interpreter(python)
     sites = site_packages_of(exe)
+    path = import_path(sites)
     installs, missing = [], []
     for p in wanted:
-        found = next((i for i in (_install(site, p) for site in sites if site.is_dir()) if i is not None), None)
+        found = _install(sites, path, p)
         if found is None:
             missing.append(p.name)
         else:
@@ -183,34 +196,112 @@ def read_environment(python: str, project: str | None = None) -> Environment:
     return Environment(exe, sites, installs, missing)
 
 
-def _install(site: Path, p: Project) -> Install | None:
-    """Project ``p`` as installed in ``site``: None when it is not there at all, BadInput
-    when something of it is there that patchkit cannot read or patch."""
+def _install(sites: list[Path], path: ImportPath, p: Project) -> Install | None:
+    """Project ``p`` as Python imports it for an interpreter whose site-packages are ``sites``
+    (``path``: its sys.path and editable finders): None when nothing of it is there, BadInput
+    when Python would import it from something patchkit cannot read or patch, or when what is
+    installed disagrees with what Python imports."""
     dist = p.distribution.replace("-", "_")
-    for egg in sorted(site.glob(f"{_glob(dist)}-*.egg")):
-        if egg.is_file():
-            raise BadInput(str(egg), f"a zipped egg of {p.label}: patchkit cannot patch files inside a zip archive; reinstall it with pip")
+    egg = f"{_glob(dist)}-*.egg"
+    for site in sites:
+        for zipped in sorted(site.glob(egg)) if site.is_dir() else ():
+            if zipped.is_file():
+                raise BadInput(str(zipped), f"a zipped egg of {p.label}: patchkit cannot patch files inside a zip archive; reinstall it with pip")
+    seen = candidates(p.name, path, p.label, egg)
+    win = seen.first()
+    if len(seen.found) > 1 and path.reordering:
+        a, b = seen.found[0].package, seen.found[1].package
+        raise BadInput(str(path.reordering[0]), f"runs code that rewrites sys.path, which patchkit never runs: it cannot tell "
+                                                f"whether Python imports {p.label} from {a} or from {b}")
+    if win is None:
+        shadowed = next((f for f in seen.found if f.finder is not None), None)
+        if seen.namespace is not None and shadowed is not None:
+            raise BadInput(str(seen.namespace), f"a folder {p.name}/ without __init__.py on sys.path: Python imports it as an empty "
+                                                f"namespace package and never asks the editable finder of {shadowed.via.name} "
+                                                f"({shadowed.package}); remove the folder")
+        for site in sites:
+            found = _not_imported(site, p)
+            if found is not None:
+                return found
+        return None
+    if win.entry is not None and win.entry.folder.name.endswith(".egg"):
+        raise BadInput(str(win.entry.folder), f"an unzipped egg of {p.label}, on sys.path through {win.via.name}: patchkit "
+                                              "judges a release by its dist-info (METADATA, RECORD), which an egg does not have; "
+                                              "reinstall it with pip")
+    for loser in seen.found[1:]:
+        if loser.site == win.site:
+            why = ("setuptools' editable finder is asked only when no folder on sys.path holds the package"
+                   if loser.finder is not None else "it comes later on sys.path")
+            raise BadInput(str(loser.via), f"{p.label} at {loser.package}, which Python does not import: it imports {win.package} "
+                                           f"({why}); the two installs disagree: {_remedy(loser, p)}")
+    for site in sites[: sites.index(win.site)]:  # importlib.metadata would read an earlier dist-info first
+        if site.is_dir() and any(site.glob(p.dist_info())):
+            _not_imported(site, p)
+    infos = _one_dist_info(win.site, p)
+    if win.entry is not None and win.entry.pth is None:  # site-packages/sglang: a wheel
+        if not infos:
+            raise BadInput(str(win.package), f"{p.label} without a dist-info: patchkit cannot tell which release it is; reinstall it with pip")
+        if _editable_of(infos[0]):
+            raise BadInput(str(infos[0]), f"an editable install of {p.label} by its dist-info, but Python imports {win.package}, "
+                                          "which no editable install puts there; the two disagree: reinstall it with pip")
+        return Install(p.name, WHEEL, win.site, win.package, infos[0], infos[0])
+    return Install(p.name, EDITABLE, win.site, win.package, infos[0] if infos else None, win.via)
+
+
+def _remedy(loser, p: Project) -> str:
+    """What ends a disagreement: an editable install no dist-info records any more is files to
+    remove; otherwise pip uninstalls both."""
+    named = re.fullmatch(r"__editable__\.(.+)\.pth", loser.via.name)
+    if named and not (loser.site / f"{named.group(1)}.dist-info").is_dir():
+        files = " and ".join(f.name for f in (loser.via, loser.finder.module if loser.finder else None) if f)
+        return f"no {named.group(1)}.dist-info records that editable install any more: remove {files} from {loser.site}"
+    return f"`pip uninstall {p.distribution}` until none is left, then reinstall the one you want"
+
+
+def _one_dist_info(site: Path, p: Project) -> list[Path]:
+    """The dist-info of ``p`` in ``site`` ([] or one); BadInput naming both when there are two."""
     infos = sorted(site.glob(p.dist_info()))
-    info = infos[0] if infos else None
-    if info is not None:
+    if len(infos) > 1:
+        raise BadInput(str(site), f"two dist-infos of {p.label}, {infos[0].name} and {infos[1].name}: importlib.metadata takes "
+                                  "whichever the folder lists first, so which release this is cannot be told (a half-done "
+                                  f"upgrade?); `pip uninstall {p.distribution}` until none is left, then reinstall it")
+    return infos
+
+
+def _editable_of(info: Path) -> bool:
+    """Whether the dist-info records an editable install (PEP 610)."""
+    direct = info / "direct_url.json"
+    return direct.exists() and _direct_url(direct) is not None
+
+
+def _not_imported(site: Path, p: Project) -> Install | None:
+    """What of ``p`` is in ``site`` although Python imports nothing of it from there: BadInput
+    naming it (an editable install whose folder is gone, a dist-info without its package, an
+    unzipped egg no .pth names), never "not installed"; a legacy ``.egg-link`` is read as pip
+    reads it; None when nothing of it is there."""
+    if not site.is_dir():
+        return None
+    dist = p.distribution.replace("-", "_")
+    infos = _one_dist_info(site, p)
+    if infos:
+        info = infos[0]
         direct = info / "direct_url.json"
         url = _direct_url(direct) if direct.exists() else None
         editable = _editable_pth(site, dist)
         if url is not None or editable is not None:
             package = _editable_package(p, url, editable, direct)
-            return Install(p.name, EDITABLE, site, package, info, editable or direct)
-        package = site / p.name
-        if not (package / "__init__.py").is_file():
-            raise BadInput(str(info), f"a dist-info of {p.label} without its package {p.name}/ beside it (a half-done install or uninstall?); reinstall it")
-        return Install(p.name, WHEEL, site, package, info, info)
+            raise BadInput(str(editable or direct), f"an editable install of {p.label} from {package} that Python does not "
+                                                    "import (no .pth puts it on sys.path, no finder maps it); reinstall it")
+        raise BadInput(str(info), f"a dist-info of {p.label} without its package {p.name}/ beside it (a half-done install or uninstall?); reinstall it")
     for link in sorted(site.glob(f"{_glob(dist)}.egg-link")):
         folder = _first_line(link)
         package = _package_in(p, Path(folder), link) if folder else None
         if package is None:
             raise BadInput(str(link), f"an .egg-link of {p.label} that names no folder")
         return Install(p.name, EDITABLE, site, package, None, link)
-    if (site / p.name / "__init__.py").is_file():
-        raise BadInput(str(site / p.name), f"{p.label} without a dist-info: patchkit cannot tell which release it is; reinstall it with pip")
+    for egg in sorted(site.glob(f"{_glob(dist)}-*.egg")):
+        raise BadInput(str(egg), f"an unzipped egg of {p.label} that no .pth puts on sys.path: patchkit judges a release by "
+                                 "its dist-info (METADATA, RECORD), which an egg does not have; reinstall it with pip")
     return None
 
 
@@ -221,12 +312,10 @@ def _glob(name: str) -> str:
 
 def _direct_url(path: Path) -> str | None:
     """The folder of an editable install that ``direct_url.json`` names; None for any other install."""
-    import json
-
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise BadInput(str(path), f"unreadable direct_url.json ({getattr(exc, 'strerror', None) or exc})") from None
+        doc = load_json(read_file(path, TEXT_CAP, "direct_url.json").decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise BadInput(str(path), f"unreadable direct_url.json ({exc})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("url"), str):
         raise BadInput(str(path), "unreadable direct_url.json (not an object with a \"url\" string, PEP 610)")
     info = doc.get("dir_info")
@@ -272,17 +361,7 @@ def _editable_package(p: Project, url: str | None, pth: Path | None, direct: Pat
 
 def _mapping(finder: Path, p: Project) -> Path | None:
     """The folder that a setuptools editable finder's ``MAPPING`` gives the package (read as text)."""
-    import ast
-
-    text = _text(finder)
-    match = re.search(r"^MAPPING\s*(?::[^=\n]*)?=\s*(\{.*\})\s*$", text, re.MULTILINE)
-    try:
-        mapping = ast.literal_eval(match.group(1)) if match else None
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        mapping = None
-    if not isinstance(mapping, dict):
-        raise BadInput(str(finder), f"an editable finder of {p.label} without a readable MAPPING")
-    folder = mapping.get(p.name)
+    folder = mapping(finder, p.label).get(p.name)
     return Path(folder) if isinstance(folder, str) else None
 
 
@@ -303,10 +382,7 @@ def _existing(package: Path, via: Path, p: Project) -> Path:
 
 
 def _text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise BadInput(str(path), f"cannot read it ({exc.strerror or exc})") from None
+    return read_text(path, "file")
 
 
 def _first_line(path: Path) -> str:

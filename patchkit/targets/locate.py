@@ -12,6 +12,7 @@ from patchkit.fixes.registry import PROJECTS, Project
 from patchkit.targets.safety import resolve_inside
 from patchkit.git.refs import git_dir, release_tags_at_head
 from patchkit.targets.environment import WHEEL, Install
+from patchkit.targets.import_path import read_text
 from patchkit.versions import tag_to_version
 
 CHECKOUT = "git checkout"
@@ -71,7 +72,7 @@ class Target(NamedTuple):
         for rel, pattern in declared:
             file = self.root / rel
             if file.is_file() and not file.is_symlink():
-                match = re.search(pattern, file.read_text(errors="replace"), re.MULTILINE)
+                match = re.search(pattern, read_text(file, "version file"), re.MULTILINE)
                 if match:
                     return match.group(1), f"declared in {rel}"
         return None, "unknown (no release tag at HEAD, no declared version)"
@@ -81,8 +82,8 @@ def _metadata_version(metas: list[Path]) -> tuple[str | None, str]:
     """(version, how it was found) from the first of ``metas`` that names one."""
     for meta in metas:
         try:
-            text = meta.read_text(errors="replace")
-        except OSError:
+            text = read_text(meta, "METADATA")
+        except FileNotFoundError:
             continue
         match = re.search(r"^Version:\s*(\S+)", text, re.MULTILINE)
         if match:

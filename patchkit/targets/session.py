@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from patchkit.bounded import read_file
 from patchkit.data import shipped as shipped_dir
 from patchkit.errors import BadInput, PatchkitError, UnsafePath
 from patchkit.plan import release_changed
@@ -20,6 +21,8 @@ from patchkit.targets.state import Store
 from patchkit.types import CANNOT_APPLY, INCOMPLETE, Applied
 from patchkit.patch.manifest import read_manifest
 
+SOURCE_CAP = 64 << 20  # a candidate file: SGLang's and FlashInfer's largest are under 5 MiB
+RECORD_CAP = 64 << 20  # FlashInfer 0.7.4's RECORD is 2 MiB
 
 
 class Session:
@@ -59,12 +62,12 @@ class Session:
             link = self.target.root / self.target.local(rel)
             if link.is_symlink():
                 # Never written through; refused only if it holds a table we would patch.
-                if any(name.encode() in link.read_bytes() for name in self.project.names):
+                if any(name.encode() in read_file(link, SOURCE_CAP, "source file") for name in self.project.names):
                     raise UnsafePath(str(link), "refused: target is a symlink")
                 continue
             path = self.target.path(rel, must_exist=False)
             if path.is_file():
-                out[rel] = path.read_bytes()
+                out[rel] = read_file(path, SOURCE_CAP, "source file")
         return out
 
     def reader(self):
@@ -74,7 +77,7 @@ class Session:
                 path = self.target.path(rel, must_exist=False)
             except PatchkitError:
                 return None
-            return path.read_bytes() if path.is_file() and not path.is_symlink() else None
+            return read_file(path, SOURCE_CAP, "source file") if path.is_file() and not path.is_symlink() else None
 
         return read
 
@@ -108,10 +111,7 @@ class Session:
         wanted = {self.target.local(rel): rel for rel in rels}
         out: dict[str, str] = {}
         for record in sorted(self.target.root.glob(f"{self.project.dist_info()}/RECORD")):
-            try:
-                text = record.read_text(errors="replace")
-            except OSError:
-                continue
+            text = read_file(record, RECORD_CAP, "RECORD").decode("utf-8", "replace")
             rows = [line for line in text.splitlines() if line.split(",", 1)[0].strip('"') in wanted]
             try:
                 rows = list(csv.reader(rows))

@@ -22,6 +22,7 @@ import stat
 import time
 from pathlib import Path
 
+from patchkit.bounded import load_json
 from patchkit.digest import sha256
 from patchkit.errors import BadInput, UnsafePath
 from patchkit.targets.atomic import STATE_LINK, fsync_dir, make_dir, read_private, write_atomic
@@ -134,7 +135,7 @@ class Store:
         if data is None:
             return None
         try:
-            doc = json.loads(data)
+            doc = load_json(data)  # its nesting checked first: a deep one is corrupt, not a RecursionError
             if not isinstance(doc, dict) or doc.get("format") != FORMAT:
                 raise ValueError("unknown format")
             return doc

@@ -48,6 +48,14 @@ def standin(folder: Path, machine: str, nvcc: bool = False) -> dict:
     else:
         query_action = f"exec cat '{DATA / machine / 'query.csv'}'"
         topo_action = f"exec cat '{DATA / machine / 'topo-m.txt'}'"
+    return scripted(folder, query_action, topo_action)
+
+
+def scripted(folder: Path, query_action: str, topo_action: str) -> dict:
+    """``folder/bin/nvidia-smi`` doing ``query_action`` for the query and ``topo_action`` for
+    ``topo -m`` (shell commands); the environment that puts it first on PATH."""
+    bin_dir = folder / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
     exe = bin_dir / "nvidia-smi"
     exe.write_text(_SCRIPT.format(query=QUERY_ARGS, query_action=query_action, topo_action=topo_action))
     exe.chmod(0o755)

@@ -7,16 +7,15 @@ Deterministic: the same repository and patchkit give byte-identical output.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Callable, Iterable
 
 from patchkit import __version__
-from patchkit.targets.atomic import open_dir, remove_temps, write_atomic
+from patchkit.targets.atomic import remove_temps, write_atomic
 from patchkit.digest import blob_id, sha256
-from patchkit.errors import OK, PROBLEMS, REFUSED, PatchkitError, RewriteError
+from patchkit.errors import OK, PROBLEMS, REFUSED, PatchkitError, RewriteError, UnsafePath
 from patchkit.patch import message
 from patchkit.patch.manifest import SERIES, FileEntry, Manifest, SeriesEntry
 from patchkit.patch.write import FileChange, format_patch, patch_filename
@@ -262,8 +261,8 @@ def write(out: Path, outcome: TagOutcome) -> None:
     folder = out / outcome.version
     if outcome.status == ERROR:
         return
-    if os.path.lexists(folder):
-        os.close(open_dir(folder))  # a symlinked version folder is refused: nothing deleted or written through it
+    if folder.is_symlink():  # nothing is deleted or written through a link
+        raise UnsafePath(str(folder), "refused: is a symlink; patchkit never writes through one")
     if folder.is_dir():
         for stale in _ours(folder):
             if stale.name not in outcome.outputs:

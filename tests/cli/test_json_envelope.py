@@ -12,7 +12,7 @@ from conftest import copy_venv, invoke, make_repo
 from gpus.standin import standin
 
 LOG = Path(__file__).resolve().parent.parent / "logs" / "data" / "h200-sglang-0.5.9-flashinfer-0.6.4.log"
-FATBIN = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "fatbin" / "sm120a-only.so"
+FATBIN = Path(__file__).resolve().parent.parent / "kernels" / "data" / "sm120a-only.so"
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import invoke
-from patchkit.dev.mirror import default_cache, fetch_wheel
+from support.mirror import default_cache, fetch_wheel
 
 COMMUNICATOR = "sglang/srt/layers/communicator.py"
 TABLES = ("sglang/srt/distributed/device_communicators/all_reduce_utils.py",

@@ -19,7 +19,9 @@ from conftest import ROOT, make_venv, pip_install
 CUOBJDUMP = "13.4.92"
 SGLANG_KERNEL = "0.4.10"
 SGLANG = "0.5.23"  # requires sglang-kernel==0.4.10
-FIXTURES = ROOT.parent / "shared" / "fixtures" / "fatbin"  # built by a real nvcc 13.0 (its README.md)
+# Built by a real nvcc 13.0, with cuobjdump's listings (its README.md): copied from the team's shared fixtures
+# (shared/fixtures/fatbin/) so that a clone tests on its own.
+FIXTURES = Path(__file__).resolve().parent / "data"
 FIXTURE_NAMES = ("hopper-blackwell-dc", "sm120a-only", "sm120-plus-ptx", "sm120f", "fat-compressed", "ptx-only-80")
 WHEEL_SO = ("sgl_kernel/flash_ops.abi3.so", "sgl_kernel/flashmla_ops.abi3.so", "sgl_kernel/infllm_ops.cpython-310-x86_64-linux-gnu.so",
             "sgl_kernel/sm100/common_ops.abi3.so", "sgl_kernel/sm90/common_ops.abi3.so", "sgl_kernel/spatial_ops.abi3.so")

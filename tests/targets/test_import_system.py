@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from conftest import copy_venv, invoke, make_venv, pip_install
-from patchkit.dev.mirror import default_cache, fetch_wheel
+from support.mirror import default_cache, fetch_wheel
 
 DC = "sglang/srt/distributed/device_communicators"
 
@@ -56,7 +56,7 @@ def refused(venv: Path) -> str:
 def stale_editable(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """SGLang 0.5.8 installed editable (setuptools' finder), then the 0.5.9 wheel installed over it
     with --ignore-installed: pip leaves the editable's .pth, finder and dist-info in place."""
-    from patchkit.dev.image import pip_editable, release_repo, shallow_clone
+    from support.image import pip_editable, release_repo, shallow_clone
 
     base = tmp_path_factory.mktemp("stale")
     checkout = shallow_clone(release_repo(base / "origin" / "sglang", "0.5.8"), "v0.5.8", base / "sglang")

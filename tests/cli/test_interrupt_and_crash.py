@@ -207,6 +207,9 @@ main()
 """
 
 REPORT = "; this is a bug in patchkit: please report it with the command that gave it\n"
+# Where verify calls Session.open (the call the test makes raise): the line the message names.
+_VERIFY = Path(__file__).resolve().parents[2] / "patchkit" / "commands" / "verify.py"
+OPEN_LINE = next(i for i, line in enumerate(_VERIFY.read_text().splitlines(), 1) if "s = Session.open(" in line)
 
 
 @pytest.mark.parametrize("what,said", [
@@ -219,14 +222,14 @@ def test_an_unexpected_exception_is_one_line_and_exit_70(tmp_path: Path, what: s
     done = subprocess.run([sys.executable, "-c", RAISING, "patchkit.targets.session:Session.open", what, "verify", str(repo)],
                           env=_env(), capture_output=True)
     assert (done.returncode, done.stdout) == (70, b""), done.stderr.decode()
-    assert done.stderr.decode() == f"patchkit: internal error ({said} at patchkit/commands/verify.py:27){REPORT}"
+    assert done.stderr.decode() == f"patchkit: internal error ({said} at patchkit/commands/verify.py:{OPEN_LINE}){REPORT}"
     json_done = subprocess.run([sys.executable, "-c", RAISING, "patchkit.targets.session:Session.open", what, "verify",
                                 str(repo), "--json"], env=_env(), capture_output=True)
     import json
 
     doc = json.loads(json_done.stdout)
     assert (json_done.returncode, doc["exit_code"], doc["ok"]) == (70, 70, False)
-    assert doc["error"] == f"internal error ({said} at patchkit/commands/verify.py:27){REPORT.rstrip()}"
+    assert doc["error"] == f"internal error ({said} at patchkit/commands/verify.py:{OPEN_LINE}){REPORT.rstrip()}"
 
 
 def test_an_unexpected_exception_outside_a_command_is_exit_70(tmp_path: Path) -> None:

@@ -686,7 +686,7 @@ def test_read_only_target_file_is_replaced_and_keeps_its_mode(world: World, shar
 UNWRITABLE = [
     ("read-only target folder", lambda repo: os.chmod(repo / DC, 0o555), f"{DC}: refused: folder is not writable", 3),
     ("read-only checkout root (no room for .patchkit)", lambda repo: os.chmod(repo, 0o555), ".patchkit", 3),
-    ("unreadable target file", lambda repo: os.chmod(repo / COMM, 0o000), f"{COMM}: Permission denied", 2),
+    ("unreadable target file", lambda repo: os.chmod(repo / COMM, 0o000), f"{COMM}: cannot read it (Permission denied)", 2),
 ]
 
 

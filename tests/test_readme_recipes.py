@@ -26,7 +26,7 @@ from patchkit.rewrite.evaluate import tables
 from support.mirror import default_cache, fetch_wheel
 from patchkit.fixes.registry import SGLANG
 
-README = (ROOT / "README.md").read_text()
+README = (ROOT / "docs" / "REFERENCE.md").read_text()  # the reference: recipes and synopses
 FILES = (
     "sglang/srt/distributed/device_communicators/all_reduce_utils.py",
     "sglang/srt/distributed/device_communicators/torch_symm_mem.py",

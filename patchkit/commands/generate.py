@@ -27,7 +27,7 @@ from patchkit.report import Report
 from patchkit.text import plural
 from patchkit.types import ALREADY_UPSTREAM, CANNOT_APPLY, ERROR, INCOMPLETE, NOTHING_TO_PATCH, PATCHED
 from patchkit.git.objects import GitSource, SourceFile
-from patchkit.versions import tag_to_version, version_key
+from patchkit.versions import tag_to_version
 
 PATCH_AUTHOR = "patchkit <patchkit@users.noreply.invalid>"
 MANIFEST = "manifest.json"
@@ -79,7 +79,7 @@ Cache = dict  # (fix, blob id) -> rules.FileRewrite or PatchkitError, shared acr
 
 def _variant(fix_rules, version: str) -> tuple:
     """What of the version a fix's rewrite depends on: a backport's landing and refreshes."""
-    return tuple((version_key(version) >= version_key(r.origin.landed_in), *(x.covers(version) for x in r.refresh))
+    return tuple((r.landed(version), *(x.covers(version) for x in r.refresh))
                  for r in fix_rules if r.kind == BACKPORT)
 
 
@@ -87,7 +87,7 @@ def _fix_changes(current, fix_rules, read, root, cache, fix, base=None, version=
     """(changes, entries, already upstream, new bytes) of one fix over the files as they are."""
     changes, entries, upstream, new = [], [], [], {}
     for rule in fix_rules:
-        if rule.kind == BACKPORT and not (version and version_key(version) >= version_key(rule.origin.landed_in)):
+        if rule.kind == BACKPORT and not rule.landed(version):
             missing = [f for f in rule.files if f not in current]
             if missing:
                 raise RewriteError(missing[0], f"not in this release ({rule.origin.cite()} changes it)")

@@ -107,7 +107,7 @@ def verify(
                 problems.append(f"{local}: {t['name']} lacks {t['added_key']!r} (the {t['fix']} patch is not applied)")
         checked.append({"path": local, "how": "rules evaluated from source", "tables": [t["name"] for t in result.found]})
     for r in rules:
-        if r.kind == "backport" and not _landed(r, s.version):
+        if r.kind == "backport" and not r.landed(s.version):
             problems += [f"{s.target.local(f)}: missing ({r.origin.cite()} changes it)" for f in r.files if f not in current]
     try:
         stale_builds = s.jit_builds(list(recorded)) if ours else []
@@ -146,12 +146,6 @@ def verify(
         problems=problems,
     )
     return report
-
-
-def _landed(rule, version: str | None) -> bool:
-    from patchkit.versions import version_key
-
-    return bool(version) and version_key(version) >= version_key(rule.origin.landed_in)
 
 
 def _judge(path: str, name: str, table, from_cc, to_cc, ours: bool) -> str | None:

@@ -100,6 +100,12 @@ class Rule(NamedTuple):
     made_on: str | None = None  # backport: the release a three-way merge takes its base from
     refresh: tuple[Refresh, ...] = ()  # backport: how some releases take it
 
+    def landed(self, version: str | None) -> bool:
+        """Whether a backport is upstream in ``version`` (the release it landed in, or later)."""
+        from patchkit.versions import version_key
+
+        return self.origin is not None and bool(version) and version_key(version) >= version_key(self.origin.landed_in)
+
     def names(self) -> tuple[str, ...]:
         """The names a file must mention for the rule to find anything in it."""
         if self.kind == DICT_KEY:

@@ -81,12 +81,11 @@ def _backport(data: bytes, path: str, rule: Rule, base: Base | None, version: st
     from patchkit.rewrite import backport
     from patchkit.text import plural
     from patchkit.types import ALREADY_UPSTREAM
-    from patchkit.versions import version_key
 
     hunks = backport.parse(rule.diff, f"{rule.fix}'s diff")[path]
     found = {"name": rule.origin.cite(), "scope": "the upstream change", "added_key": plural(len(hunks), "hunk"),
              "copied_from": rule.origin.commit[:12]}
-    if version and version_key(version) >= version_key(rule.origin.landed_in):
+    if rule.landed(version):
         return data, [dict(found, status=ALREADY_UPSTREAM, value=f"upstream since {rule.origin.landed_in}")]
     refreshed = [r for r in rule.refresh if r.file == path and r.covers(version)]
     hunks = backport.refresh(hunks, tuple(line for r in refreshed for line in r.drop))

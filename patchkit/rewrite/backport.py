@@ -147,10 +147,9 @@ def _merge(base: list[bytes], ours: list[bytes], hunks: tuple[Hunk, ...], name: 
         start = max(h.old_start - 1, 0) + delta + off if h.old else h.old_start + delta + off
         spans.append((start, start + len(h.old), h))
         delta += off
-    ours_changes = [(i1, i2) for tag, i1, i2, _, _ in
-                    difflib.SequenceMatcher(None, base, ours, autojunk=False).get_opcodes() if tag != "equal"]
-    equal = [(i1, i2, j1) for tag, i1, i2, j1, _ in
-             difflib.SequenceMatcher(None, base, ours, autojunk=False).get_opcodes() if tag == "equal"]
+    base_to_ours = difflib.SequenceMatcher(None, base, ours, autojunk=False).get_opcodes()
+    ours_changes = [(i1, i2) for tag, i1, i2, _, _ in base_to_ours if tag != "equal"]
+    equal = [(i1, i2, j1) for tag, i1, i2, j1, _ in base_to_ours if tag == "equal"]
     edits = []
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, base, theirs, autojunk=False).get_opcodes():
         if tag == "equal":

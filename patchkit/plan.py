@@ -11,7 +11,7 @@ from typing import NamedTuple
 from patchkit import __version__
 from patchkit.errors import BadInput
 from patchkit.digest import sha256
-from patchkit.types import ALREADY_APPLIED, ALREADY_UPSTREAM, NOTHING_TO_PATCH, NOTHING_TO_REVERT, PATCHED, Applied, AppliedFile
+from patchkit.types import ALREADY_APPLIED, ALREADY_UPSTREAM, NOTHING_TO_PATCH, NOTHING_TO_REVERT, Applied, AppliedFile
 from patchkit.types import Change
 from patchkit.errors import Refused
 from patchkit.patch.manifest import Shipped
@@ -26,7 +26,7 @@ class Plan(NamedTuple):
     changes: tuple = ()  # of Change
     applied: Applied | None = None
     notes: tuple = ()  # of str
-    tables: tuple = ()  # of dict
+    tables: tuple = ()  # of rewrite.rules.Found, each at its path
 
 
 def release_changed(
@@ -78,7 +78,7 @@ def from_shipped(base: dict[str, bytes], shipped: Shipped) -> dict[str, bytes] |
 
 
 def generated(base: dict[str, bytes], rules: tuple, read=None, root: str = "", version: str | None = None
-              ) -> tuple[dict[str, bytes], list[dict]]:
+              ) -> tuple[dict[str, bytes], list]:
     """Post-images made by the rules' rewrites from ``base`` (changed files only), and all
     they found; ``read`` gives another file of the release (a predicate's helper)."""
     from patchkit.rewrite.rules import rewrite_file  # LibCST: only when no shipped patch fits
@@ -86,7 +86,7 @@ def generated(base: dict[str, bytes], rules: tuple, read=None, root: str = "", v
     posts, found = {}, []
     for path, data in sorted(base.items()):
         result = rewrite_file(data, path, rules, read, root, version=version)
-        found += [dict(t, path=path) for t in result.found]
+        found += [t.at(path) for t in result.found]
         if result.changed:
             posts[path] = result.source
     return posts, found
@@ -146,7 +146,7 @@ def plan_apply(
             base[f.path] = originals[f.path]
 
     posts: dict[str, bytes] | None = None
-    found: list[dict] = []
+    found: list = []  # of rewrite.rules.Found
     source = ""
     if shipped is not None:
         posts = from_shipped(base, shipped)
@@ -159,7 +159,9 @@ def plan_apply(
             posts = None
         elif posts is not None:
             source = f"shipped patch {shipped.name}"
-            found = [dict(t, path=f["path"]) for f in shipped.manifest["files"] for t in f["tables"]]
+            from patchkit.rewrite.rules import Found
+
+            found = [Found.from_json(t).at(f["path"]) for f in shipped.manifest["files"] for t in f["tables"]]
         elif not applied and outside is not None:
             return Plan(ALREADY_APPLIED, f"shipped patch {shipped.name}", notes=["the files already hold the shipped patch's post-image"])
         else:
@@ -199,7 +201,7 @@ def plan_apply(
         to_cc=to_cc,
         patchkit=__version__,
         files=[
-            AppliedFile(p, sha256(base[p]), sha256(d), [t for t in found if t["path"] == p and t["status"] == PATCHED])
+            AppliedFile(p, sha256(base[p]), sha256(d), [t.to_json() for t in found if t.path == p and t.patched])
             for p, d in sorted(patched.items())
         ],
     )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from patchkit.errors import OK
-from patchkit.types import PATCHED
 
 
 def plan_fields(plan, dry_run: bool, set_aside: str | None) -> dict:
@@ -11,20 +10,19 @@ def plan_fields(plan, dry_run: bool, set_aside: str | None) -> dict:
     return {"action": plan.action, "dry_run": dry_run, "source": plan.source, "notes": list(plan.notes), "set_aside": set_aside}
 
 
-def found_line(t: dict) -> str:
-    """One thing a rule found (``rewrite.rules``' dict), as apply and status say it."""
-    kind = t.get("kind", "dict-key")
-    patched = t["status"] == PATCHED
+def found_line(t) -> str:
+    """One thing a rule found (``rewrite.rules.Found``), as apply says it."""
+    kind = t.kind or "dict-key"
     if kind == "backport":
-        return f"{t['name']}: " + (f"{t['added_key']} applied {t['value']}" if patched else "already there, left alone")
+        return f"{t.name}: " + (f"{t.added_key} applied {t.value}" if t.patched else "already there, left alone")
     if kind == "predicate":
-        return f"{t['name']}: " + (f"{t['added_key']} added" if patched else f"already has {t['added_key']}, left alone")
+        return f"{t.name}: " + (f"{t.added_key} added" if t.patched else f"already has {t.added_key}, left alone")
     if kind == "list-member":
-        return f"{t['name']} ({t['scope']}): " + (
-            f"member {t['added_key']!r} after {t['copied_from']!r}" if patched else f"already has {t['added_key']!r}, left alone")
-    if patched:
-        return f"{t['name']} ({t['scope']}): key {t['added_key']!r} = key {t['copied_from']!r}"
-    return f"{t['name']} ({t['scope']}): already has key {t['added_key']!r}, left alone"
+        return f"{t.name} ({t.scope}): " + (
+            f"member {t.added_key!r} after {t.copied_from!r}" if t.patched else f"already has {t.added_key!r}, left alone")
+    if t.patched:
+        return f"{t.name} ({t.scope}): key {t.added_key!r} = key {t.copied_from!r}"
+    return f"{t.name} ({t.scope}): already has key {t.added_key!r}, left alone"
 
 
 class Heading(str):

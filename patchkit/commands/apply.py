@@ -9,7 +9,7 @@ from patchkit.targets import bytecode
 from patchkit.patch.write import hunks, split_lines
 from patchkit.plan import APPLY, Plan, plan_apply
 from patchkit.fixes.registry import default_fixes, fixes_for, no_rule, rules_for
-from patchkit.types import ALREADY_APPLIED, NOTHING_TO_PATCH, PATCHED
+from patchkit.types import ALREADY_APPLIED, NOTHING_TO_PATCH
 from patchkit.targets.processes import restart_lines
 from patchkit.report import Report, found_line, plan_fields
 from patchkit.text import plural
@@ -107,7 +107,7 @@ def _apply(s: Session, patches, no_generate, from_cc, to_cc, dry_run: bool, fixe
         for change in plan.changes:
             report.add(f"  {verb} {s.target.local(change.path)} ({lines_changed(change.before, change.after)})")
         report.lines += [f"  {found_line(t)}" for t in plan.tables]
-        report.lines += _effect_lines(s, [t.get("fix") for t in plan.tables if t["status"] == PATCHED])
+        report.lines += _effect_lines(s, [t.fix for t in plan.tables if t.patched])
         if dry_run:
             for change in plan.changes:
                 rel = s.target.local(change.path)
@@ -124,7 +124,7 @@ def _apply(s: Session, patches, no_generate, from_cc, to_cc, dry_run: bool, fixe
         fixes=list(fixes),
         **plan_fields(plan, dry_run, look.old[1] if look.old else None),
         files=[s.target.local(c.path) for c in plan.changes],
-        tables=[dict(t, path=s.target.local(t["path"])) if "path" in t else t for t in plan.tables],
+        tables=[t._replace(path=s.target.local(t.path)).to_json() if t.path else t.to_json() for t in plan.tables],
         bytecode_dropped=[str(p) for p in dropped],
         jit_builds_dropped=jit_dropped,
         restart=[p._asdict() for p in restart],
@@ -164,7 +164,7 @@ def _written(plan: Plan) -> list[str]:
     """The files apply wrote, or that an earlier apply wrote."""
     if plan.changes:
         return [c.path for c in plan.changes]
-    return [f.path for f in plan.applied.files] if plan.applied else [t["path"] for t in plan.tables if "path" in t]
+    return [f.path for f in plan.applied.files] if plan.applied else [t.path for t in plan.tables if t.path]
 
 
 def _kept_look(s: Session, patches, no_generate, from_cc, to_cc, fixes, kept: tuple[str, ...], named=None) -> Look:

@@ -42,7 +42,7 @@ class TagOutcome:
     version: str
     status: str
     outputs: dict[str, bytes] = field(default_factory=dict)  # file name -> bytes
-    tables: list[dict] = field(default_factory=list)
+    tables: list = field(default_factory=list)  # of rewrite.rules.Found, each at its path
     error: str | None = None
     fixes: list[dict] = field(default_factory=list)  # {"fix", "status", "reason"} of each fix
 
@@ -52,7 +52,7 @@ class TagOutcome:
             "version": self.version,
             "status": self.status,
             "files": sorted(self.outputs),
-            "tables": self.tables,
+            "tables": [t.to_json() for t in self.tables],
             "fixes": self.fixes,
             "error": self.error,
         }
@@ -102,13 +102,13 @@ def _fix_changes(current, fix_rules, read, root, cache, fix, base=None, version=
         result = cache[key]
         if isinstance(result, PatchkitError):
             raise result
-        upstream += [dict(t, path=path) for t in result.found if t["status"] == ALREADY_UPSTREAM]
+        upstream += [t.at(path) for t in result.found if t.status == ALREADY_UPSTREAM]
         if not result.changed:
             continue
         new_blob = blob_id(result.source)
         changes.append(FileChange(path, file.mode, data, result.source, blob, new_blob))
         entries.append(FileEntry(path=path, mode=file.mode, pre_blob=blob, post_blob=new_blob, pre_sha256=sha256(data),
-                                 post_sha256=sha256(result.source), tables=[t for t in result.found if t["status"] == PATCHED]))
+                                 post_sha256=sha256(result.source), tables=[t for t in result.found if t.patched]))
         new[path] = (file, result.source, new_blob)
     return changes, entries, upstream, new
 
@@ -181,7 +181,7 @@ def release_patch(
         series.append(entry)
     errors = [f"{s['fix']} {s['status']}: {s['reason']}" for s in statuses
               if s["status"] in (CANNOT_APPLY, INCOMPLETE) and s["fix"] in asked]
-    tables = [dict(t, path=e.path) for entry in series for e in entry.files for t in e.tables]
+    tables = [t.at(e.path) for entry in series for e in entry.files for t in e.tables]
     if errors:
         return TagOutcome(tag, version, ERROR, error="; ".join(errors), fixes=statuses)
     manifest = Manifest(project=project.name, version=version, tag=tag, commit=release.commit, fixes=statuses,
@@ -330,9 +330,9 @@ def _line(outcome: TagOutcome, width: int, out: Path) -> str:
     parts = []
     for f in outcome.fixes:
         if f["status"] == PATCHED:
-            found = [t for t in outcome.tables if t["fix"] == f["fix"]]
-            files = {t["path"] for t in found}
-            noun = _NOUNS.get(found[0]["kind"], "change") if found else "change"
+            found = [t for t in outcome.tables if t.fix == f["fix"]]
+            files = {t.path for t in found}
+            noun = _NOUNS.get(found[0].kind, "change") if found else "change"
             parts.append(f"{f['fix']} {plural(len(found), noun)} in {plural(len(files), 'file')}")
         elif f["status"] in (CANNOT_APPLY, INCOMPLETE) and outcome.status != ERROR:
             parts.append(f"{f['fix']} {f['status']} ({f['reason']})")

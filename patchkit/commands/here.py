@@ -99,7 +99,7 @@ def _shipped(s: Session, fix: str, cc, current: dict[str, bytes]) -> tuple[bool,
     return None
 
 
-def _parsed(s: Session, fix: str, cc, current: dict[str, bytes]) -> tuple[list[dict], list[dict]]:
+def _parsed(s: Session, fix: str, cc, current: dict[str, bytes]) -> tuple[list, list]:
     """(what the rules found, what they would add) in the files as they are, by LibCST."""
     from patchkit.rewrite.rules import rewrite_file  # LibCST, only when the shipped hashes do not tell
 
@@ -110,7 +110,7 @@ def _parsed(s: Session, fix: str, cc, current: dict[str, bytes]) -> tuple[list[d
         if any(n.encode() in data for n in names) or any(r.kind == "backport" and rel in r.files for r in rules):
             with s.local_errors():
                 found += rewrite_file(data, rel, rules, s.reader(), s.project.source_root, version=s.version).found
-    return found, [t for t in found if t["status"] == PATCHED]
+    return found, [t for t in found if t.patched]
 
 
 def fix_here(s: Session, fix: str, ccs: list, current: dict[str, bytes] | None = None) -> FixHere:
@@ -135,7 +135,7 @@ def fix_here(s: Session, fix: str, ccs: list, current: dict[str, bytes] | None =
             except RewriteError as exc:
                 return FixHere(fix, CANNOT, (), (), str(exc), False)
             found_any = found_any or bool(found)
-            gap, lacks = bool(gaps), [f"{t['name']} lacks {t['added_key']!r}" for t in gaps]
+            gap, lacks = bool(gaps), [f"{t.name} lacks {t.added_key!r}" for t in gaps]
             if not found:
                 continue
         if gap:

@@ -19,7 +19,6 @@ from patchkit.plan import APPLY, plan_apply
 from patchkit.fixes.registry import FIXES, default_fixes, fixes_for, no_rule, rules_for
 from patchkit.report import Report
 from patchkit.text import plural
-from patchkit.types import PATCHED
 from patchkit.targets.session import Session
 from patchkit.git.objects import GitSource
 from patchkit.targets.transaction import Lock
@@ -49,7 +48,7 @@ def _steps(s: Session, git: GitSource, head: str, fixes, patches, from_cc, to_cc
 
 def _context(s: Session, fix: str, plan, head: str, name: str, from_cc, to_cc) -> dict:
     """What the templates see of one fix's commit."""
-    patched = {t["path"] for t in plan.tables if t["status"] == PATCHED}
+    patched = {t.path for t in plan.tables if t.patched}
     return message.context(
         project=s.project.name,
         version=s.version,
@@ -57,8 +56,8 @@ def _context(s: Session, fix: str, plan, head: str, name: str, from_cc, to_cc) -
         commit=head,
         from_cc=from_cc,
         to_cc=to_cc,
-        files=[{"path": p, "tables": [t for t in plan.tables if t["path"] == p and t["status"] == PATCHED]} for p in sorted(patched)],
-        already_upstream=[t for t in plan.tables if t["status"] != PATCHED],
+        files=[{"path": p, "tables": [t for t in plan.tables if t.path == p and t.patched]} for p in sorted(patched)],
+        already_upstream=[t for t in plan.tables if not t.patched],
         last_update=date.today().isoformat(),
         branch=name,
         **message.fix_fields(FIXES[fix], rules_for(s.project.name, (fix,)), s.project.name, s.version),

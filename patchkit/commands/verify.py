@@ -15,7 +15,7 @@ from patchkit.report import Report
 from patchkit.text import plural
 from patchkit.targets.session import Session
 from patchkit.fixes.registry import FIXES, rules_for
-from patchkit.types import PATCHED, Applied
+from patchkit.types import Applied
 from patchkit.digest import sha256
 
 
@@ -101,11 +101,11 @@ def verify(
         if not result.found:
             continue
         for t in result.found:
-            if t["status"] == PATCHED and t["kind"] == "backport":
-                problems.append(f"{local}: lacks {t['name']} ({t['added_key']}; the {t['fix']} patch is not applied)")
-            elif t["status"] == PATCHED:
-                problems.append(f"{local}: {t['name']} lacks {t['added_key']!r} (the {t['fix']} patch is not applied)")
-        checked.append({"path": local, "how": "rules evaluated from source", "tables": [t["name"] for t in result.found]})
+            if t.patched and t.kind == "backport":
+                problems.append(f"{local}: lacks {t.name} ({t.added_key}; the {t.fix} patch is not applied)")
+            elif t.patched:
+                problems.append(f"{local}: {t.name} lacks {t.added_key!r} (the {t.fix} patch is not applied)")
+        checked.append({"path": local, "how": "rules evaluated from source", "tables": [t.name for t in result.found]})
     for r in rules:
         if r.kind == "backport" and not r.landed(s.version):
             problems += [f"{s.target.local(f)}: missing ({r.origin.cite()} changes it)" for f in r.files if f not in current]

@@ -24,7 +24,7 @@ class FileEntry(NamedTuple):
     post_blob: str
     pre_sha256: str
     post_sha256: str
-    tables: list  # what the rules patched here (rewrite.rules' dicts)
+    tables: list  # what the rules patched here (rewrite.rules.Found)
 
 
 class SeriesEntry(NamedTuple):
@@ -55,7 +55,10 @@ class Manifest(NamedTuple):
 
 
 def _plain(value):
-    """Records (and lists of them) as JSON's dicts and lists."""
+    """Records (and lists of them) as JSON's dicts and lists; a value with its own JSON
+    shape (``rewrite.rules.Found``) in that shape."""
+    if hasattr(value, "to_json"):
+        return value.to_json()
     if hasattr(value, "_asdict"):
         return {k: _plain(v) for k, v in value._asdict().items()}
     return [_plain(v) for v in value] if isinstance(value, (list, tuple)) else value

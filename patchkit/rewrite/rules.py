@@ -1,14 +1,14 @@
 """Apply the rules of the fixes to one file: source bytes in, source bytes out.
 
 Pure: the one dispatch from a rule's kind to its rewrite (``dict_key``, ``list_member``,
-``predicate``).  Every kind reports what it found as the same kind of dict, the one that
-manifests, state and reports carry::
+``predicate``, ``backport``).  Every kind reports what it found as one ``Found``, which
+stays a value through plan, state and commands; ``Found.to_json`` is the one shape that
+manifests, state and ``--json`` carry::
 
-    {"fix", "kind", "name", "scope", "status", "added_key", "copied_from", "value"}
+    {"name", "scope", "status", "added_key", "copied_from", "value", "fix", "kind"}
 
 ``added_key``/``copied_from`` are what was added and what it copies: a key (dict-key), a
-member (list-member) or a flag (predicate, which also lists the module lines it ``added``);
-each kind's result gives the shape (``output.Found.to_json``, ``PredicateResult.to_json``).
+member (list-member) or a flag (predicate, which also lists the module lines it ``added``).
 A predicate rule needs to know whether its helper exists in the release: ``read`` gives
 the bytes of another file of the release (a repository path; None if there is none).
 """
@@ -20,7 +20,7 @@ import re
 from typing import Callable, Iterable, NamedTuple
 
 from patchkit.fixes.load import BACKPORT, DICT_KEY, LIST_MEMBER, PREDICATE, Rule
-from patchkit.types import PATCHED
+from patchkit.types import ALREADY_UPSTREAM, PATCHED
 
 Read = Callable[[str], "bytes | None"]
 # A backport's three-way merge base: (rule, repository path) -> the file in the release the
@@ -28,13 +28,51 @@ Read = Callable[[str], "bytes | None"]
 Base = Callable[[Rule, str], "bytes | None"]
 
 
+class Found(NamedTuple):
+    """What one rule found in one file: a table, a list, a gate or an upstream change."""
+
+    fix: str | None  # None in a manifest older than series (its tables name neither fix nor kind)
+    kind: str | None  # the rule's kind: dict-key, list-member, predicate, backport (None: dict-key, as above)
+    name: str  # "MAX_SIZES", "_is_sm100_supported in fusion_applies()", "upstream commit abc (#1)"
+    scope: str  # what encloses it: "module", "class A", "def f"; a backport's "the upstream change"
+    status: str  # PATCHED or ALREADY_UPSTREAM
+    added_key: object  # what was added: a key, a member, a flag, a backport's "3 hunks"
+    copied_from: object  # what it copies: a key, a member, a flag, a backport's commit
+    value: object  # as it reads now, on one line (a backport: how it applied)
+    added: tuple[str, ...] | None = None  # a predicate's module lines added (its definition, an import)
+    path: str | None = None  # the repository path of the file, once one is named
+
+    @property
+    def patched(self) -> bool:
+        return self.status == PATCHED
+
+    def at(self, path: str) -> "Found":
+        return self._replace(path=path)
+
+    def to_json(self) -> dict:
+        doc = {"name": self.name, "scope": self.scope, "status": self.status, "added_key": self.added_key,
+               "copied_from": self.copied_from, "value": self.value}
+        if self.added is not None:
+            doc["added"] = list(self.added)
+        doc.update({k: v for k, v in (("fix", self.fix), ("kind", self.kind)) if v is not None})
+        return doc if self.path is None else dict(doc, path=self.path)
+
+    @classmethod
+    def from_json(cls, doc: dict) -> "Found":
+        """A recorded one (a manifest's: checked by its reader)."""
+        added = doc.get("added")
+        return cls(doc.get("fix"), doc.get("kind"), doc["name"], doc["scope"], doc["status"],
+                   doc["added_key"], doc["copied_from"], doc.get("value"), None if added is None else tuple(added),
+                   doc.get("path"))
+
+
 class FileRewrite(NamedTuple):
     source: bytes
-    found: tuple  # of dict, as above
+    found: tuple[Found, ...]
 
     @property
     def changed(self) -> bool:
-        return any(f["status"] == PATCHED for f in self.found)
+        return any(f.patched for f in self.found)
 
 
 def matches(path: str, pattern: str) -> bool:
@@ -57,19 +95,25 @@ def rewrite_file(
     ``base`` gives a backport's merge base; ``version``: the release (a backport is upstream
     from the release it landed in on, and some releases take it refreshed).  Raises RewriteError (naming ``path``) when a rule
     cannot be applied."""
-    found: list[dict] = []
+    found: list[Found] = []
     for rule in rules_of(path, rules):
         data, more = _backport(data, path, rule, base, version) if rule.kind == BACKPORT else _apply(data, path, rule, read, root)
-        found += [dict(f, fix=rule.fix, kind=rule.kind) for f in more]
+        found += [Found(rule.fix, rule.kind, *f) for f in more]
     return FileRewrite(data, tuple(found))
 
 
-def _apply(data: bytes, path: str, rule: Rule, read: Read | None, root: str) -> tuple[bytes, list[dict]]:
+def _of(f, added: tuple[str, ...] | None = None) -> tuple:
+    """A kind's finding (``output.Found``, ``PredicateResult``) as Found's fields after fix and kind."""
+    doc = f.to_json()
+    return (doc["name"], doc["scope"], doc["status"], doc["added_key"], doc["copied_from"], doc["value"], added)
+
+
+def _apply(data: bytes, path: str, rule: Rule, read: Read | None, root: str) -> tuple[bytes, list[tuple]]:
     if rule.kind == DICT_KEY:
         from patchkit.rewrite import dict_key
 
         result = dict_key.rewrite(data, rule.tables, rule.from_cc, rule.to_cc, path)
-        return result.source, [t.to_json() for t in result.tables]
+        return result.source, [_of(t) for t in result.tables]
     if rule.kind == LIST_MEMBER:
         return _list_member(data, path, rule)
     if rule.kind == PREDICATE:
@@ -77,24 +121,22 @@ def _apply(data: bytes, path: str, rule: Rule, read: Read | None, root: str) -> 
     raise ValueError(rule.kind)
 
 
-def _backport(data: bytes, path: str, rule: Rule, base: Base | None, version: str | None) -> tuple[bytes, list[dict]]:
+def _backport(data: bytes, path: str, rule: Rule, base: Base | None, version: str | None) -> tuple[bytes, list[tuple]]:
     from patchkit.rewrite import backport
     from patchkit.text import plural
-    from patchkit.types import ALREADY_UPSTREAM
 
     hunks = backport.parse(rule.diff, f"{rule.fix}'s diff")[path]
-    found = {"name": rule.origin.cite(), "scope": "the upstream change", "added_key": plural(len(hunks), "hunk"),
-             "copied_from": rule.origin.commit[:12]}
+    name, scope, added, commit = rule.origin.cite(), "the upstream change", plural(len(hunks), "hunk"), rule.origin.commit[:12]
     if rule.landed(version):
-        return data, [dict(found, status=ALREADY_UPSTREAM, value=f"upstream since {rule.origin.landed_in}")]
+        return data, [(name, scope, ALREADY_UPSTREAM, added, commit, f"upstream since {rule.origin.landed_in}")]
     refreshed = [r for r in rule.refresh if r.file == path and r.covers(version)]
     hunks = backport.refresh(hunks, tuple(line for r in refreshed for line in r.drop))
     result = backport.rewrite(data, path, hunks, base(rule, path) if base else None, rule.made_on or "")
     how = result.how + "".join(f", refreshed: {r.why}" for r in refreshed)
-    return result.source, [dict(found, status=result.status, value=how)]
+    return result.source, [(name, scope, result.status, added, commit, how)]
 
 
-def _list_member(data: bytes, path: str, rule: Rule) -> tuple[bytes, list[dict]]:
+def _list_member(data: bytes, path: str, rule: Rule) -> tuple[bytes, list[tuple]]:
     from patchkit.rewrite.list_member import Locator, rewrite
 
     found = []
@@ -102,11 +144,11 @@ def _list_member(data: bytes, path: str, rule: Rule) -> tuple[bytes, list[dict]]
         locator = Locator(call=rule.call, keyword=rule.keyword, target=rule.target, test=rule.test, function=function)
         result = rewrite(data, locator, rule.from_cc, rule.to_cc, path)
         data = result.source
-        found += [r.to_json() for r in result.lists]
+        found += [_of(r) for r in result.lists]
     return data, found
 
 
-def _predicate(data: bytes, path: str, rule: Rule, read: Read | None, root: str) -> tuple[bytes, list[dict]]:
+def _predicate(data: bytes, path: str, rule: Rule, read: Read | None, root: str) -> tuple[bytes, list[tuple]]:
     from patchkit.errors import RewriteError
     from patchkit.rewrite import predicate
 
@@ -114,7 +156,7 @@ def _predicate(data: bytes, path: str, rule: Rule, read: Read | None, root: str)
     # The helper matters only when an or-expression changed, and this release must define it.
     if result.helper is not None and not helper_exists(result.helper, path, rule, read, root):
         raise RewriteError(path, predicate.missing(result.predicates[0].new_flag, result.helper))
-    return result.source, [dict(p.to_json(), added=list(result.added)) for p in result.predicates]
+    return result.source, [_of(p, tuple(result.added)) for p in result.predicates]
 
 
 def helper_exists(helper, path: str, rule: Rule, read: Read | None, root: str) -> bool:

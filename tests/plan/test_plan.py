@@ -115,9 +115,10 @@ def plan(action, source="", changes_=(), applied_=None, notes=(), tables=()) -> 
 
 
 def same(got: Plan) -> Plan:
-    """``got`` with tuples for lists and no patch_id (compared on its own below)."""
+    """``got`` with tuples for lists, what the rules found as recorded (``Found.to_json``) and
+    no patch_id (compared on its own below)."""
     state = got.applied._replace(patch_id="") if got.applied else None
-    return Plan(got.action, got.source, tuple(got.changes), state, tuple(got.notes), tuple(got.tables))
+    return Plan(got.action, got.source, tuple(got.changes), state, tuple(got.notes), tuple(t.to_json() for t in got.tables))
 
 
 S12 = applied(SHIPPED_SOURCE, PRE, P12, T12)

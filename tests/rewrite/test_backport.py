@@ -127,4 +127,4 @@ def test_a_release_at_or_after_the_landing_is_upstream() -> None:
     for version in ("0.6.17", "0.7.4"):
         result = rewrite_file(data, "include/flashinfer/utils.cuh", (RULE,), version=version)
         assert result.source == data and not result.changed
-        assert result.found[0]["status"] == ALREADY_UPSTREAM and result.found[0]["value"] == "upstream since 0.6.17"
+        assert result.found[0].status == ALREADY_UPSTREAM and result.found[0].value == "upstream since 0.6.17"

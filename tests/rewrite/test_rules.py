@@ -189,18 +189,18 @@ def test_leaves_this_alone(source: bytes, path: str) -> None:
 
 
 def test_what_dict_key_found() -> None:
-    assert rewrite_file(SIZES, COMM_PY, [TABLES]).found == (
+    assert tuple(f.to_json() for f in rewrite_file(SIZES, COMM_PY, [TABLES]).found) == (
         {"name": "MAX_SIZES", "scope": "module", "status": PATCHED, "added_key": 12, "copied_from": 10,
          "value": "{2: 64 * MiB, 4: 128 * MiB}", "fix": "tables", "kind": "dict-key"},
         {"name": "_WORLD_SIZES", "scope": "class Communicator", "status": PATCHED, "added_key": 12, "copied_from": 10,
          "value": "[6, 8]", "fix": "tables", "kind": "dict-key"},
     )
-    assert [f["status"] for f in rewrite_file(SIZES_NEW, COMM_PY, [TABLES]).found] == [ALREADY_UPSTREAM] * 2
+    assert [f.status for f in rewrite_file(SIZES_NEW, COMM_PY, [TABLES]).found] == [ALREADY_UPSTREAM] * 2
 
 
 def test_what_list_member_found() -> None:
     """Only the list in the rule's function: the other function's list is not even reported."""
-    assert rewrite_file(JIT, JIT_PY, [NVCC]).found == (
+    assert tuple(f.to_json() for f in rewrite_file(JIT, JIT_PY, [NVCC]).found) == (
         {"name": "get_nvcc_flags_list(supported_major_versions=...)", "scope": "def gen_comm_module", "status": PATCHED,
          "added_key": 12, "copied_from": 10, "value": "[9, 10, 12]", "fix": "fusion", "kind": "list-member"},
     )
@@ -210,11 +210,11 @@ def test_list_member_without_functions_patches_every_call() -> None:
     rule = NVCC._replace(functions=())
     result = rewrite_file(JIT, JIT_PY, [rule])
     assert result.source == JIT.replace(b"[9, 10]", b"[9, 10, 12]")
-    assert [f["scope"] for f in result.found] == ["def gen_comm_module", "def gen_other_module"]
+    assert [f.scope for f in result.found] == ["def gen_comm_module", "def gen_other_module"]
 
 
 def test_what_predicate_found() -> None:
-    assert rewrite_file(layer(GATHER, APPLIES), LAYER_PY, [GATE], read(UTILS), "python").found == (
+    assert tuple(f.to_json() for f in rewrite_file(layer(GATHER, APPLIES), LAYER_PY, [GATE], read(UTILS), "python").found) == (
         {"name": "_is_sm100_supported in fusion_applies()", "scope": "def fusion_applies", "status": PATCHED,
          "added_key": "_is_sm120_supported", "copied_from": "_is_sm100_supported",
          "value": "(_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)",
@@ -222,7 +222,7 @@ def test_what_predicate_found() -> None:
          "fix": "fusion", "kind": "predicate"},
     )
     (found,) = rewrite_file(layer_new(APPLIES_NEW), LAYER_PY, [GATE], read(UTILS), "python").found
-    assert (found["status"], found["added"]) == (ALREADY_UPSTREAM, [])
+    assert (found.status, found.added) == (ALREADY_UPSTREAM, ())
 
 
 def test_rules_apply_in_order_each_tagged_with_its_fix() -> None:
@@ -231,7 +231,7 @@ def test_rules_apply_in_order_each_tagged_with_its_fix() -> None:
     rules = [TABLES, NVCC._replace(files=(COMM_PY,))]
     result = rewrite_file(both, COMM_PY, rules)
     assert result.source == SIZES_NEW + b"\n\n" + JIT_NEW.split(b"\n\n\n", 1)[1]
-    assert [(f["fix"], f["kind"], f["name"]) for f in result.found] == [
+    assert [(f.fix, f.kind, f.name) for f in result.found] == [
         ("tables", "dict-key", "MAX_SIZES"),
         ("tables", "dict-key", "_WORLD_SIZES"),
         ("fusion", "list-member", "get_nvcc_flags_list(supported_major_versions=...)"),

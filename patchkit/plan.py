@@ -64,16 +64,16 @@ def from_shipped(base: dict[str, bytes], shipped: Shipped) -> dict[str, bytes] |
     """Post-images from the shipped patch if ``base`` is exactly its pre-image, else None."""
     from patchkit.patch import read as patchread
 
-    files = shipped.manifest["files"]
-    if any(f["path"] not in base or sha256(base[f["path"]]) != f["pre_sha256"] for f in files):
+    files = shipped.files
+    if any(f.path not in base or sha256(base[f.path]) != f.pre_sha256 for f in files):
         return None
     out = {}
     sections = shipped.sections()
     for f in files:
-        post = patchread.apply(base[f["path"]], sections[f["path"]], shipped.name)
-        if sha256(post) != f["post_sha256"]:
-            raise BadInput(shipped.name, f"corrupt patch: applying it to {f['path']} does not give the manifest's post-image")
-        out[f["path"]] = post
+        post = patchread.apply(base[f.path], sections[f.path], shipped.name)
+        if sha256(post) != f.post_sha256:
+            raise BadInput(shipped.name, f"corrupt patch: applying it to {f.path} does not give the manifest's post-image")
+        out[f.path] = post
     return out
 
 
@@ -98,7 +98,7 @@ def _outside(base: dict[str, bytes], shipped: Shipped, rules: tuple, read, root:
     RewriteError naming it, as verify names it: a patch is never called applied while verify
     would fail on a file beside it."""
     names = {n.encode() for r in rules for n in r.names()}
-    patched = {f["path"] for f in shipped.manifest["files"]}
+    patched = {f.path for f in shipped.files}
     others = {p: d for p, d in base.items() if p not in patched and any(n in d for n in names)}
     return sorted(generated(others, rules, read, root, version)[0]) if others else []
 
@@ -152,20 +152,18 @@ def plan_apply(
         posts = from_shipped(base, shipped)
         outside = None
         if posts is not None or not applied and all(
-                f["path"] in base and sha256(base[f["path"]]) == f["post_sha256"] for f in shipped.manifest["files"]):
+                f.path in base and sha256(base[f.path]) == f.post_sha256 for f in shipped.files):
             outside = _outside(base, shipped, rules, read, root, version)
         if outside:
             notes.append(f"{', '.join(map(local, outside))} (outside {shipped.name}) would change too: generated from the files")
             posts = None
         elif posts is not None:
             source = f"shipped patch {shipped.name}"
-            from patchkit.rewrite.rules import Found
-
-            found = [Found.from_json(t).at(f["path"]) for f in shipped.manifest["files"] for t in f["tables"]]
+            found = [t.at(f.path) for f in shipped.files for t in f.tables]
         elif not applied and outside is not None:
             return Plan(ALREADY_APPLIED, f"shipped patch {shipped.name}", notes=["the files already hold the shipped patch's post-image"])
         else:
-            differing = [f["path"] for f in shipped.manifest["files"] if sha256(base.get(f["path"], b"")) != f["pre_sha256"]]
+            differing = [f.path for f in shipped.files if sha256(base.get(f.path, b"")) != f.pre_sha256]
             if no_generate:
                 more = f" (and {len(differing) - 1} more)" if len(differing) > 1 else ""
                 raise Refused(
@@ -266,18 +264,18 @@ def plan_revert(
         return Plan(NOTHING_TO_REVERT, notes=["no patchkit state, and no shipped patch for this version to recognise"])
     changes = []
     sections = None
-    for f in shipped.manifest["files"]:
-        data = current.get(f["path"])
+    for f in shipped.files:
+        data = current.get(f.path)
         digest = sha256(data) if data is not None else None
-        if digest == f["pre_sha256"]:
+        if digest == f.pre_sha256:
             continue
-        if digest != f["post_sha256"]:
-            return Plan(NOTHING_TO_REVERT, notes=[f"{f['path']} holds neither the pre- nor the post-image of {shipped.name}"])
+        if digest != f.post_sha256:
+            return Plan(NOTHING_TO_REVERT, notes=[f"{f.path} holds neither the pre- nor the post-image of {shipped.name}"])
         sections = sections or shipped.sections()
-        original = patchread.reverse(data, sections[f["path"]], shipped.name)
-        if sha256(original) != f["pre_sha256"]:
-            raise BadInput(shipped.name, f"corrupt patch: reversing it on {f['path']} does not give the pre-image")
-        changes.append(Change(f["path"], data, original))
+        original = patchread.reverse(data, sections[f.path], shipped.name)
+        if sha256(original) != f.pre_sha256:
+            raise BadInput(shipped.name, f"corrupt patch: reversing it on {f.path} does not give the pre-image")
+        changes.append(Change(f.path, data, original))
     if not changes:
         return Plan(NOTHING_TO_REVERT, notes=["the files hold the original release"])
     return Plan(REVERT, f"shipped patch {shipped.name} (recognised from the files; no patchkit state)", changes, None)

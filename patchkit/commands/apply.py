@@ -230,14 +230,14 @@ def _refuse_blocked(s: Session, patches, fixes, named=None) -> tuple[tuple, list
     apply here or is incomplete is applied whole or not at all: refused (exit 3, nothing
     written) when ``named`` (None: every fix of ``fixes`` is), else left out and said."""
     blocked = s.blocked(patches, fixes)
-    asked = [b for b in blocked if named is None or b["fix"] in named]
+    asked = [b for b in blocked if named is None or b.fix in named]
     if asked:
         b = asked[0]
-        others = [f for f in fixes_for(s.project.name, fixes) if f not in {x["fix"] for x in blocked}]
+        others = [f for f in fixes_for(s.project.name, fixes) if f not in {x.fix for x in blocked}]
         rest = f"; `--fix {' --fix '.join(others)}` applies the others" if others else ""
-        raise Refused(None, f"{b['fix']} {b['status']} on {s.project.label} {s.version}: {b['reason']}; nothing written{rest}")
-    notes = [f"{b['fix']} left out: {b['status']} on {s.project.label} {s.version}: {b['reason']}" for b in blocked]
-    return tuple(f for f in fixes if f not in {b["fix"] for b in blocked}), notes
+        raise Refused(None, f"{b.fix} {b.status} on {s.project.label} {s.version}: {b.reason}; nothing written{rest}")
+    notes = [f"{b.fix} left out: {b.status} on {s.project.label} {s.version}: {b.reason}" for b in blocked]
+    return tuple(f for f in fixes if f not in {b.fix for b in blocked}), notes
 
 
 def _refuse_gates_left(s: Session, plan: Plan, fixes, from_cc, to_cc) -> None:

@@ -13,14 +13,14 @@ from pathlib import Path
 from patchkit.data import shipped
 from patchkit.fixes.load import Fix
 from patchkit.fixes.registry import FIXES, PROJECTS, Project
-from patchkit.patch.manifest import read_manifest
+from patchkit.patch.manifest import Manifest, read_manifest
 from patchkit.report import Report
 from patchkit.text import plural
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
 from patchkit.versions import is_version, version_key
 
 
-def manifests(root: Path, project: Project) -> dict[str, dict]:
+def manifests(root: Path, project: Project) -> dict[str, Manifest]:
     """version -> manifest of each shipped release of ``project``, in version order."""
     folder = root / project.patches if project.patches else root
     if not folder.is_dir():
@@ -47,14 +47,14 @@ def ranges(chosen: list[str], shipped_versions: list[str]) -> list[str]:
     return [run[0] if len(run) == 1 else f"{run[0]} - {run[-1]} ({plural(len(run), 'release')})" for run in runs]
 
 
-def releases(fix: Fix, project: Project, series: dict[str, dict]) -> dict:
+def releases(fix: Fix, project: Project, series: dict[str, Manifest]) -> dict:
     """What the shipped series of ``project`` say of ``fix``, release by release."""
     if not series:
         return {"project": project.name, "label": project.label, "shipped": False}
     by_status: dict[str, list[str]] = {}
     unlisted = []
     for version, manifest in series.items():
-        status = next((f["status"] for f in manifest["fixes"] if f["fix"] == fix.name), None)
+        status = next((f.status for f in manifest.fixes if f.fix == fix.name), None)
         if status is None:
             unlisted.append(version)
         else:

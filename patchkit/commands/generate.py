@@ -17,7 +17,7 @@ from patchkit.targets.atomic import remove_temps, write_atomic
 from patchkit.digest import blob_id, sha256
 from patchkit.errors import OK, PROBLEMS, REFUSED, PatchkitError, RewriteError, UnsafePath
 from patchkit.patch import message
-from patchkit.patch.manifest import SERIES, FileEntry, Manifest, SeriesEntry
+from patchkit.patch.manifest import SERIES, FileEntry, FixStatus, Manifest, SeriesEntry
 from patchkit.patch.write import FileChange, format_patch, patch_filename
 from patchkit.fixes.load import BACKPORT, Rule
 from patchkit.scan.feature_path import gates_left
@@ -44,7 +44,7 @@ class TagOutcome:
     outputs: dict[str, bytes] = field(default_factory=dict)  # file name -> bytes
     tables: list = field(default_factory=list)  # of rewrite.rules.Found, each at its path
     error: str | None = None
-    fixes: list[dict] = field(default_factory=list)  # {"fix", "status", "reason"} of each fix
+    fixes: list[FixStatus] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {
@@ -53,7 +53,7 @@ class TagOutcome:
             "status": self.status,
             "files": sorted(self.outputs),
             "tables": [t.to_json() for t in self.tables],
-            "fixes": self.fixes,
+            "fixes": [f.to_json() for f in self.fixes],
             "error": self.error,
         }
 
@@ -148,7 +148,7 @@ def release_patch(
 
     series: list[SeriesEntry] = []
     outputs: dict[str, bytes] = {}
-    statuses: list[dict] = []
+    statuses: list[FixStatus] = []
     upstream_all: list[dict] = []
     for fix in fixes:
         fix_rules = tuple(r for r in rules if r.fix == fix)
@@ -156,37 +156,35 @@ def release_patch(
             continue
         why = skip(fix, version) if skip else None
         if why:
-            statuses.append({"fix": fix, "status": NOT_NEEDED_HERE, "reason": why})
+            statuses.append(FixStatus(fix, NOT_NEEDED_HERE, why))
             continue
         try:
             changes, entries, upstream, new = _fix_changes(current, fix_rules, read, project.source_root, cache, fix,
                                                            base, version)
         except PatchkitError as exc:
-            statuses.append({"fix": fix, "status": CANNOT_APPLY, "reason": str(exc)})
+            statuses.append(FixStatus(fix, CANNOT_APPLY, str(exc)))
             continue
         upstream_all += upstream
         if not changes:
-            statuses.append({"fix": fix, "status": ALREADY_UPSTREAM if upstream else NOTHING_TO_PATCH, "reason": None})
+            statuses.append(FixStatus(fix, ALREADY_UPSTREAM if upstream else NOTHING_TO_PATCH))
             continue
         gates = _gates_left(FIXES[fix], project, version, {**current, **new}, fix_rules)
         if gates:
-            statuses.append({"fix": fix, "status": INCOMPLETE, "reason": incomplete_reason(gates),
-                             "gates": [g.to_json() for g in gates]})
+            statuses.append(FixStatus(fix, INCOMPLETE, incomplete_reason(gates), [g.to_json() for g in gates]))
             continue
-        statuses.append({"fix": fix, "status": PATCHED, "reason": None})
+        statuses.append(FixStatus(fix, PATCHED))
         current.update(new)
         name, patch, entry = _patch(release, tag, version, project, FIXES[fix], fix_rules, len(series) + 1, entries,
                                     changes, upstream, templates)
         outputs[name] = patch
         series.append(entry)
-    errors = [f"{s['fix']} {s['status']}: {s['reason']}" for s in statuses
-              if s["status"] in (CANNOT_APPLY, INCOMPLETE) and s["fix"] in asked]
+    errors = [f"{s.fix} {s.status}: {s.reason}" for s in statuses if s.status in (CANNOT_APPLY, INCOMPLETE) and s.fix in asked]
     tables = [t.at(e.path) for entry in series for e in entry.files for t in e.tables]
     if errors:
         return TagOutcome(tag, version, ERROR, error="; ".join(errors), fixes=statuses)
     manifest = Manifest(project=project.name, version=version, tag=tag, commit=release.commit, fixes=statuses,
                         series=series, patchkit=__version__)
-    blocked = any(s["status"] in (CANNOT_APPLY, INCOMPLETE) for s in statuses)
+    blocked = any(s.status in (CANNOT_APPLY, INCOMPLETE) for s in statuses)
     if not series:
         status = ALREADY_UPSTREAM if upstream_all else NOTHING_TO_PATCH
         # A release where a fix cannot apply keeps a manifest that says why (apply reads it).
@@ -329,17 +327,17 @@ def _line(outcome: TagOutcome, width: int, out: Path) -> str:
         line += f" -> {out / outcome.version / SERIES}"
     parts = []
     for f in outcome.fixes:
-        if f["status"] == PATCHED:
-            found = [t for t in outcome.tables if t.fix == f["fix"]]
+        if f.status == PATCHED:
+            found = [t for t in outcome.tables if t.fix == f.fix]
             files = {t.path for t in found}
             noun = _NOUNS.get(found[0].kind, "change") if found else "change"
-            parts.append(f"{f['fix']} {plural(len(found), noun)} in {plural(len(files), 'file')}")
-        elif f["status"] in (CANNOT_APPLY, INCOMPLETE) and outcome.status != ERROR:
-            parts.append(f"{f['fix']} {f['status']} ({f['reason']})")
-        elif f["status"] == NOT_NEEDED_HERE:
-            parts.append(f"{f['fix']} not needed here ({f['reason']})")
-        elif f["status"] not in (CANNOT_APPLY, INCOMPLETE) and outcome.status == PATCHED:
-            parts.append(f"{f['fix']} {f['status']}")
+            parts.append(f"{f.fix} {plural(len(found), noun)} in {plural(len(files), 'file')}")
+        elif f.status in (CANNOT_APPLY, INCOMPLETE) and outcome.status != ERROR:
+            parts.append(f"{f.fix} {f.status} ({f.reason})")
+        elif f.status == NOT_NEEDED_HERE:
+            parts.append(f"{f.fix} not needed here ({f.reason})")
+        elif f.status not in (CANNOT_APPLY, INCOMPLETE) and outcome.status == PATCHED:
+            parts.append(f"{f.fix} {f.status}")
     if outcome.error:
         parts.append(outcome.error)
     return line + (": " + "; ".join(parts) if parts else "")

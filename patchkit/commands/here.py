@@ -22,7 +22,6 @@ from patchkit.fixes.registry import FIXES, Project, fixes_for, rules_for
 from patchkit.gpus.smi import Machine
 from patchkit.rewrite.capability import cap, same
 from patchkit.targets.session import Session
-from patchkit.types import PATCHED
 
 MISSING = "missing"
 IN_EFFECT = "in effect"
@@ -83,15 +82,15 @@ def _shipped(s: Session, fix: str, cc, current: dict[str, bytes]) -> tuple[bool,
         shipped = s.shipped(None, s.project.from_cc, s.project.to_cc, (fix,))
     except PatchkitError:
         return None
-    if shipped is None or shipped.manifest["fixes"] != [fix]:
+    if shipped is None or shipped.fixes != (fix,):
         return None
     states = set()
     lacking = []
-    for f in shipped.manifest["files"]:
-        data = current.get(f["path"])
+    for f in shipped.files:
+        data = current.get(f.path)
         digest = sha256(data) if data is not None else None
-        states.add("pre" if digest == f["pre_sha256"] else "post" if digest == f["post_sha256"] else "other")
-        lacking += [f"{t['name']} lacks {t['added_key']!r}" for t in f["tables"] if t.get("status") == PATCHED]
+        states.add("pre" if digest == f.pre_sha256 else "post" if digest == f.post_sha256 else "other")
+        lacking += [f"{t.name} lacks {t.added_key!r}" for t in f.tables if t.patched]
     if states == {"pre"}:
         return True, lacking
     if states == {"post"}:
@@ -147,8 +146,8 @@ def fix_here(s: Session, fix: str, ccs: list, current: dict[str, bytes] | None =
     if missing:
         blocked = [b for b in s.blocked(None, (fix,)) if target is not None and any(cap(c).major == target for c in missing)]
         if blocked:  # the release's manifest: the fix cannot be applied whole here
-            status = INCOMPLETE if blocked[0]["status"] == "incomplete" else CANNOT
-            return FixHere(fix, status, tuple(missing), tuple(held), blocked[0]["reason"], False)
+            status = INCOMPLETE if blocked[0].status == "incomplete" else CANNOT
+            return FixHere(fix, status, tuple(missing), tuple(held), blocked[0].reason, False)
         return FixHere(fix, MISSING, tuple(missing), tuple(held), "; ".join(dict.fromkeys(lacking)), False)
     if asked and not found_any:
         return FixHere(fix, NOTHING, (), tuple(held), f"no table, list or gate of it in {s.project.label} {s.version}", False)

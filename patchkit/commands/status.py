@@ -22,7 +22,7 @@ def status(path: Path, patches: Path | None = None, project: str | None = None, 
     report.add(f"version:  {s.version or 'unknown'} ({s.how})")
     applied, changed = s.state()
     shipped = s.shipped(patches)
-    manifest = shipped.manifest if shipped else None
+
     if changed:
         report.add(f"applied:  nothing for this release; {changed}: that state no longer applies (the next apply or revert sets it aside)")
         applied = None
@@ -38,7 +38,7 @@ def status(path: Path, patches: Path | None = None, project: str | None = None, 
     else:
         report.add(f"shipped:  {s.why_no_shipped(patches, s.project.from_cc, s.project.to_cc)}; apply generates the change from the files")
     recorded = {f.path: f for f in applied.files} if applied else {}
-    known = {f["path"]: f for f in manifest["files"]} if manifest else {}
+    known = {f.path: f for f in shipped.files} if shipped else {}
     files = []
     shown: list[str] = []
     for rel, data in s.current(tuple(recorded)).items():
@@ -49,7 +49,7 @@ def status(path: Path, patches: Path | None = None, project: str | None = None, 
             f = recorded[rel]
             state = {f.post_sha256: PATCHED, f.pre_sha256: "original again (restored outside patchkit)"}.get(digest, "modified since apply")
         elif rel in known:
-            state = {known[rel]["pre_sha256"]: "original release file", known[rel]["post_sha256"]: "patched (no patchkit record)"}.get(digest, "differs from the release (local edits?)")
+            state = {known[rel].pre_sha256: "original release file", known[rel].post_sha256: "patched (no patchkit record)"}.get(digest, "differs from the release (local edits?)")
         else:
             state = "not recorded"
         pycs = bytecode.check(s.target.path(rel), data)
@@ -73,7 +73,7 @@ def status(path: Path, patches: Path | None = None, project: str | None = None, 
         kind=s.target.kind,
         state_dir=str(s.store.root),
         applied=applied.to_json() if applied else None,
-        shipped_patch=manifest["patch"] if manifest else None,
+        shipped_patch=shipped.patch if shipped else None,
         files=files,
         pending=pending,
         set_aside_reason=changed,

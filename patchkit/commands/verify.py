@@ -79,10 +79,10 @@ def verify(
         recorded_fixes = {t.get("fix") for f in (ours.files if ours else ()) for t in f.tables if isinstance(t, dict)}
         fixes = tuple(n for n in FIXES if FIXES[n].default or n in recorded_fixes)
     for b in s.blocked(None, fixes):  # the release's manifest: this fix cannot be applied whole here
-        line = f"{b['fix']} {b['status']} on {s.project.label} {s.version}: {b['reason']}"
-        (problems if named is None or b["fix"] in named else notes).append(line if named is None or b["fix"] in named
-                                                                           else f"{b['fix']} left out: {line}")
-        fixes = tuple(f for f in fixes if f != b["fix"])
+        line = f"{b.fix} {b.status} on {s.project.label} {s.version}: {b.reason}"
+        (problems if named is None or b.fix in named else notes).append(line if named is None or b.fix in named
+                                                                         else f"{b.fix} left out: {line}")
+        fixes = tuple(f for f in fixes if f != b.fix)
     done = {e["path"] for e in checked if e["how"].startswith("post-image")}
     rules = [r for r in rules_for(s.project.name, fixes) if r.kind != "dict-key"]
     for rel, data in current.items() if rules else ():

@@ -1,4 +1,9 @@
-"""``manifest.json``: what a patch is for and what it does, file by file."""
+"""``manifest.json``: what a patch is for and what it does, file by file.
+
+Written as a ``Manifest`` (``to_bytes``) and read back as one (``read_manifest``, which
+checks the shape readers use as it builds the values: a file that is not one is one
+BadInput line naming it); the patches of one release taken together are a ``Shipped``.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from patchkit.errors import BadInput
+from patchkit.rewrite.rules import Found
+from patchkit.types import CANNOT_APPLY, INCOMPLETE
 
 # What a reader needs of a manifest (written by ``Manifest``, checked by ``read_manifest``):
 # the release, the fixes considered, and the series, one patch per fix that changed something.
@@ -15,16 +22,81 @@ PATCH_KEYS = ("fix", "patch", "patch_sha256", "from_cc", "to_cc", "files")
 FILE_KEYS = ("path", "pre_sha256", "post_sha256", "tables")
 TABLE_KEYS = ("name", "scope", "status", "added_key", "copied_from")
 SERIES = "series"  # quilt's list of the patches, in order
+# The statuses that explain an empty series: a release where no fix patched anything keeps a
+# manifest only for the fixes that cannot apply there (or are incomplete, or not needed here).
+EXPLAINS_NO_PATCH = (CANNOT_APPLY, INCOMPLETE, "not needed here")
+
+
+class Corrupt(ValueError):
+    """What is wrong with a manifest's shape, in the words after "corrupt manifest: "."""
+
+
+_NEEDS_KEYS = f"needs the keys {', '.join(MANIFEST_KEYS)}"
+_PATCH_NEEDS = f"each patch of the series needs {', '.join(PATCH_KEYS)}"
+_FILE_NEEDS = f"each file needs {', '.join(FILE_KEYS)}"
+_WRONG_TYPE = "a field has the wrong type"
+
+
+def _record(value, keys: tuple[str, ...], why: str) -> dict:
+    """``value`` if it is an object with ``keys``; else Corrupt(``why``)."""
+    if not isinstance(value, dict) or any(k not in value for k in keys):
+        raise Corrupt(why)
+    return value
+
+
+def _items(value, why: str, empty: bool = True) -> list:
+    if not isinstance(value, list) or not (empty or value):
+        raise Corrupt(why)
+    return value
+
+
+def _text(value) -> str:
+    if not isinstance(value, str):
+        raise Corrupt(_WRONG_TYPE)
+    return value
+
+
+def _cc(value):
+    """A key as tables spell it (12, "12.0"), or None (a series entry of predicate rules only)."""
+    if value is not None and (not isinstance(value, (int, str)) or isinstance(value, bool)):
+        raise Corrupt(_WRONG_TYPE)
+    return value
+
+
+class FixStatus(NamedTuple):
+    """What became of one fix on the release: patched, already upstream, cannot apply (why)..."""
+
+    fix: str
+    status: str
+    reason: str | None = None
+    gates: list | None = None  # incomplete: the gates left on its feature path (``scan.finding``'s JSON)
+
+    def to_json(self) -> dict:
+        doc = {"fix": self.fix, "status": self.status, "reason": self.reason}
+        return doc if self.gates is None else dict(doc, gates=self.gates)
+
+    @classmethod
+    def from_json(cls, doc) -> "FixStatus":
+        if not isinstance(doc, dict) or not isinstance(doc.get("fix"), str) or not isinstance(doc.get("status"), str):
+            raise Corrupt(_PATCH_NEEDS)
+        return cls(doc["fix"], doc["status"], doc.get("reason"), doc.get("gates"))
 
 
 class FileEntry(NamedTuple):
     path: str
-    mode: str
-    pre_blob: str
-    post_blob: str
+    mode: str | None  # (None: a manifest older than series does not say)
+    pre_blob: str | None
+    post_blob: str | None
     pre_sha256: str
     post_sha256: str
     tables: list  # what the rules patched here (rewrite.rules.Found)
+
+    @classmethod
+    def from_json(cls, doc) -> "FileEntry":
+        doc = _record(doc, FILE_KEYS, _FILE_NEEDS)
+        tables = [Found.from_json(_record(t, TABLE_KEYS, _WRONG_TYPE)) for t in _items(doc["tables"], _WRONG_TYPE)]
+        return cls(_text(doc["path"]), doc.get("mode"), doc.get("pre_blob"), doc.get("post_blob"), _text(doc["pre_sha256"]),
+                   _text(doc["post_sha256"]), tables)
 
 
 class SeriesEntry(NamedTuple):
@@ -38,20 +110,47 @@ class SeriesEntry(NamedTuple):
     to_cc: object
     rules: list  # {"kind", "where", "evidence", "needs"} of each rule
     files: list  # of FileEntry
-    already_upstream: list  # what the fix found already there
+    already_upstream: list  # what the fix found already there (rewrite.rules.Found)
+
+    @classmethod
+    def from_json(cls, doc) -> "SeriesEntry":
+        doc = _record(doc, PATCH_KEYS, _PATCH_NEEDS)
+        files = [FileEntry.from_json(f) for f in _items(doc["files"], _FILE_NEEDS, empty=False)]
+        upstream = [Found.from_json(t) for t in doc.get("already_upstream") or [] if isinstance(t, dict)]
+        return cls(_text(doc["fix"]), _text(doc["patch"]), _text(doc["patch_sha256"]), _cc(doc["from_cc"]), _cc(doc["to_cc"]),
+                   doc.get("rules") or [], files, upstream)
 
 
 class Manifest(NamedTuple):
-    project: str
+    project: str | None  # (None: a manifest older than series does not say)
     version: str
-    tag: str
-    commit: str
-    fixes: list  # {"fix", "status", "reason"} of every fix considered, in series order
+    tag: str | None
+    commit: str | None
+    fixes: list  # of FixStatus: every fix considered, in series order
     series: list  # of SeriesEntry
-    patchkit: str
+    patchkit: str | None
 
     def to_bytes(self) -> bytes:
         return (json.dumps(_plain(self), indent=2, sort_keys=True) + "\n").encode()
+
+    @classmethod
+    def from_json(cls, doc) -> "Manifest":
+        """The manifest a document holds (one of patchkit before series as a one-patch series);
+        Corrupt when it lacks what readers use or a field has the wrong type."""
+        doc = _record(_upgrade(doc) if isinstance(doc, dict) else doc, MANIFEST_KEYS, _NEEDS_KEYS)
+        fixes = [FixStatus.from_json(f) for f in _items(doc["fixes"], _PATCH_NEEDS)]
+        entries = _items(doc["series"], _PATCH_NEEDS)
+        for entry in entries:  # every patch has its keys before any is read further
+            _record(entry, PATCH_KEYS, _PATCH_NEEDS)
+        if not entries and not any(f.status in EXPLAINS_NO_PATCH for f in fixes):
+            raise Corrupt(_PATCH_NEEDS)
+        series = [SeriesEntry.from_json(e) for e in entries]
+        return cls(doc.get("project"), _text(doc["version"]), doc.get("tag"), doc.get("commit"), fixes, series,
+                   doc.get("patchkit"))
+
+    def blocked(self, fixes) -> list[FixStatus]:
+        """Those of ``fixes`` that cannot apply on this release or are incomplete."""
+        return [f for f in self.fixes if f.fix in fixes and f.status in (CANNOT_APPLY, INCOMPLETE)]
 
 
 def _plain(value):
@@ -73,51 +172,26 @@ def _upgrade(doc: dict) -> dict:
     return dict(doc, fixes=[{"fix": "torch-symm-mem", "status": "patched", "reason": None}], series=[entry])
 
 
-def read_manifest(path: Path) -> dict:
-    """The manifest at ``path``, checked for the keys and types readers use; BadInput if it is not one."""
+def read_manifest(path: Path) -> Manifest:
+    """The manifest at ``path``; BadInput naming it if it is not one."""
     try:
-        doc = json.loads(path.read_bytes())
-    except (OSError, ValueError) as exc:
+        return Manifest.from_json(json.loads(path.read_bytes()))
+    except (OSError, ValueError) as exc:  # Corrupt is a ValueError, as JSON's own errors are
         raise BadInput(str(path), f"corrupt manifest: {exc}") from None
-    if isinstance(doc, dict):
-        doc = _upgrade(doc)
-    if not isinstance(doc, dict) or any(k not in doc for k in MANIFEST_KEYS):
-        raise BadInput(str(path), f"corrupt manifest: needs the keys {', '.join(MANIFEST_KEYS)}")
-    series, fixes = doc["series"], doc["fixes"]
-    if (
-        not isinstance(series, list) or not isinstance(fixes, list)
-        or any(not isinstance(e, dict) or any(k not in e for k in PATCH_KEYS) for e in series)
-        or any(not isinstance(f, dict) or not isinstance(f.get("fix"), str) or not isinstance(f.get("status"), str) for f in fixes)
-    ):
-        raise BadInput(str(path), f"corrupt manifest: each patch of the series needs {', '.join(PATCH_KEYS)}")
-    # An empty series says why: a release where no fix patched anything keeps a manifest only
-    # for the fixes that cannot apply there (or are incomplete, or not needed on this machine).
-    if not series and not any(f["status"] in ("cannot apply", "incomplete", "not needed here") for f in fixes):
-        raise BadInput(str(path), f"corrupt manifest: each patch of the series needs {', '.join(PATCH_KEYS)}")
-    for entry in series:
-        files = entry["files"]
-        if not isinstance(files, list) or not files or any(
-            not isinstance(f, dict) or any(k not in f for k in FILE_KEYS) for f in files
-        ):
-            raise BadInput(str(path), f"corrupt manifest: each file needs {', '.join(FILE_KEYS)}")
-        texts = [doc["version"], entry["fix"], entry["patch"], entry["patch_sha256"]] + [f[k] for f in files for k in FILE_KEYS[:3]]
-        tables = [t for f in files for t in (f["tables"] if isinstance(f["tables"], list) else [None])]
-        if (
-            not all(isinstance(t, str) for t in texts)
-            or not all(c is None or isinstance(c, (int, str)) and not isinstance(c, bool) for c in (entry["from_cc"], entry["to_cc"]))
-            or not all(isinstance(t, dict) and all(k in t for k in TABLE_KEYS) for t in tables)
-        ):
-            raise BadInput(str(path), "corrupt manifest: a field has the wrong type")
-    return doc
 
 
 class Shipped(NamedTuple):
-    """The shipped patches of one version for the fixes chosen, taken together: ``manifest``
-    holds their ``files`` (each file in one patch only), ``fixes`` and cc pair; ``data``
-    their bytes, one after the other (each sha256 already checked)."""
+    """The shipped patches of one version for the fixes chosen, taken together: their
+    ``files`` (each file in one patch only), ``fixes`` and cc pair; ``data`` their bytes, one
+    after the other (each sha256 already checked)."""
 
     name: str  # e.g. "patches/0.5.9/0001-...patch", or several joined by " + "
-    manifest: dict
+    version: str
+    patch: str  # the patches' file names, joined by " + "
+    fixes: tuple[str, ...]
+    from_cc: object  # the pair their keyed rules copy (None: predicate rules only)
+    to_cc: object
+    files: tuple  # of FileEntry
     data: bytes
 
     def sections(self) -> dict:
@@ -125,6 +199,6 @@ class Shipped(NamedTuple):
         from patchkit.patch import read as patchread
 
         sections = {s.path: s for s in patchread.parse(self.data, self.name)}
-        if sorted(sections) != sorted(f["path"] for f in self.manifest["files"]):
+        if sorted(sections) != sorted(f.path for f in self.files):
             raise BadInput(self.name, "names other files than manifest.json")
         return sections

@@ -12,14 +12,13 @@ from patchkit.bounded import read_file
 from patchkit.data import shipped as shipped_dir
 from patchkit.errors import BadInput, PatchkitError, UnsafePath
 from patchkit.plan import release_changed
-from patchkit.patch.manifest import Shipped
+from patchkit.patch.manifest import FixStatus, Manifest, Shipped, read_manifest
 from patchkit.fixes.registry import Project, fixes_for
 from patchkit.targets.safety import check_relative
 from patchkit.targets.locate import INSTALLED, Target, open_install, open_target
 from patchkit.digest import sha256
 from patchkit.targets.state import Store
 from patchkit.types import CANNOT_APPLY, INCOMPLETE, Applied
-from patchkit.patch.manifest import read_manifest
 
 SOURCE_CAP = 64 << 20  # a candidate file: SGLang's and FlashInfer's largest are under 5 MiB
 RECORD_CAP = 64 << 20  # FlashInfer 0.7.4's RECORD is 2 MiB
@@ -232,26 +231,27 @@ class Session:
         other = self.shipped(patches) if self.version else None
         if other is None:
             return f"no shipped patch for {what}"
-        m = other.manifest
         return (
             f"no shipped patch for {what} that copies key {from_cc!r} to key {to_cc!r} "
-            f"(the shipped one copies key {m['from_cc']!r} to key {m['to_cc']!r})"
+            f"(the shipped one copies key {other.from_cc!r} to key {other.to_cc!r})"
         )
 
     def originals(self, applied: Applied | None) -> dict[str, bytes | None]:
         return {f.path: self.store.get(f.pre_sha256) for f in applied.files} if applied else {}
 
-    def blocked(self, patches: Path | None, fixes) -> list[dict]:
-        """The fixes of ``fixes`` that the shipped manifest of this version says cannot apply
-        here or are incomplete (``{"fix", "status", "reason"}``); [] without a manifest."""
+    def manifest(self, patches: Path | None) -> Manifest | None:
+        """The manifest of this version's shipped series (``patches``: the folder of series),
+        or None when there is none."""
         if not self.version:
-            return []
+            return None
         path = (patches or shipped_dir("patches")) / self.project.patches / self.version / "manifest.json"
-        if not path.is_file():
-            return []
-        wanted = set(fixes_for(self.project.name, fixes))
-        return [f for f in read_manifest(path)["fixes"]
-                if f["fix"] in wanted and f["status"] in (CANNOT_APPLY, INCOMPLETE)]
+        return read_manifest(path) if path.is_file() else None
+
+    def blocked(self, patches: Path | None, fixes) -> list[FixStatus]:
+        """The fixes of ``fixes`` that the shipped manifest of this version says cannot apply
+        here or are incomplete; [] without a manifest."""
+        manifest = self.manifest(patches)
+        return manifest.blocked(set(fixes_for(self.project.name, fixes))) if manifest else []
 
     def shipped(self, patches: Path | None, from_cc=None, to_cc=None, fixes=None) -> Shipped | None:
         """The shipped patches of this version for ``fixes`` (default: the whole series) and
@@ -265,21 +265,21 @@ class Session:
         if not manifest_path.is_file():
             return None
         manifest = read_manifest(manifest_path)
-        considered = {f["fix"]: f["status"] for f in manifest["fixes"]}
+        considered = {f.fix: f.status for f in manifest.fixes}
         if fixes is not None:
             fixes = fixes_for(self.project.name, fixes)
             if any(considered.get(name) in (None, CANNOT_APPLY, INCOMPLETE) for name in fixes):
                 return None
-        entries = [e for e in manifest["series"] if fixes is None or e["fix"] in fixes]
-        keyed = [e for e in entries if e["from_cc"] is not None]
-        if not entries or from_cc is not None and any((e["from_cc"], e["to_cc"]) != (from_cc, to_cc) for e in keyed):
+        entries = [e for e in manifest.series if fixes is None or e.fix in fixes]
+        keyed = [e for e in entries if e.from_cc is not None]
+        if not entries or from_cc is not None and any((e.from_cc, e.to_cc) != (from_cc, to_cc) for e in keyed):
             return None
-        paths = [f["path"] for e in entries for f in e["files"]]
+        paths = [f.path for e in entries for f in e.files]
         if len(paths) != len(set(paths)):
             return None
         names, data = [], b""
         for entry in entries:
-            name = entry["patch"]
+            name = entry.patch
             if not isinstance(name, str) or "/" in name or name in ("", ".", ".."):
                 raise UnsafePath(str(manifest_path), f"refused: patch name {name!r} is not a plain file name")
             patch_path = folder / name
@@ -287,17 +287,14 @@ class Session:
                 raw = patch_path.read_bytes()
             except OSError as exc:
                 raise BadInput(str(patch_path), f"cannot read the patch named by {manifest_path.name}: {exc.strerror}") from None
-            if sha256(raw) != entry["patch_sha256"]:
+            if sha256(raw) != entry.patch_sha256:
                 raise BadInput(str(patch_path), "does not match the sha256 in manifest.json (edited after generation?)")
-            for f in entry["files"]:
-                check_relative(f["path"])
-                if not any(fnmatch.fnmatchcase(f["path"], g) for g in self.project.files):
-                    raise UnsafePath(f["path"], f"refused: {manifest_path} names a file outside patchkit's target files")
+            for f in entry.files:
+                check_relative(f.path)
+                if not any(fnmatch.fnmatchcase(f.path, g) for g in self.project.files):
+                    raise UnsafePath(f.path, f"refused: {manifest_path} names a file outside patchkit's target files")
             names.append(str(patch_path) if patches else "/".join(x for x in ("patches", self.project.patches, self.version, name) if x))
             data += raw
-        pair = (keyed[0]["from_cc"], keyed[0]["to_cc"]) if keyed else (None, None)
-        combined = {
-            "version": manifest["version"], "patch": " + ".join(e["patch"] for e in entries), "from_cc": pair[0], "to_cc": pair[1],
-            "fixes": [e["fix"] for e in entries], "files": [f for e in entries for f in e["files"]],
-        }
-        return Shipped(" + ".join(names), combined, data)
+        pair = (keyed[0].from_cc, keyed[0].to_cc) if keyed else (None, None)
+        return Shipped(" + ".join(names), manifest.version, " + ".join(e.patch for e in entries), tuple(e.fix for e in entries),
+                       pair[0], pair[1], tuple(f for e in entries for f in e.files), data)

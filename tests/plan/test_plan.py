@@ -19,9 +19,10 @@ from patchkit import __version__
 from patchkit.digest import blob_id
 from patchkit.errors import BadInput, Refused
 from patchkit.fixes.registry import rules_for
-from patchkit.patch.manifest import Shipped
+from patchkit.patch.manifest import FileEntry, Shipped
 from patchkit.patch.write import FileChange, format_patch
 from patchkit.plan import APPLY, REVERT, Plan, plan_apply, plan_revert
+from patchkit.rewrite.rules import Found
 from patchkit.types import ALREADY_APPLIED, ALREADY_UPSTREAM, NOTHING_TO_PATCH, NOTHING_TO_REVERT, Applied, AppliedFile, Change
 
 UTILS = f"{DC}/all_reduce_utils.py"
@@ -78,14 +79,13 @@ def shipped(**file_changes) -> Shipped:
         changes=[FileChange(p, "100644", PRE[p], P12[p], blob_id(PRE[p]), blob_id(P12[p])) for p in sorted(PRE)],
         signature="patchkit 0.1.0",
     )
-    files = [
-        {"path": p, "pre_sha256": sha(PRE[p]), "post_sha256": sha(P12[p]),
-         "tables": [{k: v for k, v in t.items() if k != "path"} for t in T12 if t["path"] == p], **file_changes.get(p, {})}
+    files = tuple(
+        FileEntry(p, "100644", blob_id(PRE[p]), blob_id(P12[p]), sha(PRE[p]), sha(P12[p]),
+                  [Found.from_json({k: v for k, v in t.items() if k != "path"}) for t in T12 if t["path"] == p])
+        ._replace(**file_changes.get(p, {}))
         for p in sorted(PRE)
-    ]
-    manifest = {"version": "0.5.5", "from_cc": 10, "to_cc": 12, "patch": NAME.rsplit("/", 1)[1],
-                "patch_sha256": sha(data), "files": files}
-    return Shipped(NAME, manifest, data)
+    )
+    return Shipped(NAME, "0.5.5", NAME.rsplit("/", 1)[1], ("torch-symm-mem",), 10, 12, files, data)
 
 
 SHIPPED = shipped()

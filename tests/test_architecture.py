@@ -25,6 +25,7 @@ STAGES = [
     ("targets", ["patchkit.targets"]),
     ("gpus", ["patchkit.gpus"]),
     ("kernels", ["patchkit.kernels"]),
+    ("judge", ["patchkit.judge"]),
     ("report", ["patchkit.report"]),
     ("logs", ["patchkit.logs"]),
     ("commands", ["patchkit.commands"]),

@@ -15,7 +15,7 @@ from patchkit.errors import BadInput
 from patchkit.fixes.effects import read_effects
 from patchkit.fixes.registry import FIXES, Project, default_fixes, fixes_for
 from patchkit.gpus.smi import Machine, machine as read_machine
-from patchkit.commands.here import MISSING, fix_here, spelled, unneeded
+from patchkit.judge.here import MISSING, fix_here, spelled, unneeded
 from patchkit.report import Report, combine
 from patchkit.rewrite.capability import same
 from patchkit.targets.session import Session

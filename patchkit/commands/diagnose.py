@@ -172,7 +172,7 @@ class KernelsBehind:
             if not any(s.is_dir() for s in sites):
                 self._found[where] = None
             else:
-                from patchkit.commands.kernels import installed_code
+                from patchkit.judge.kernels import installed_code
 
                 ccs, words = self.ccs()
                 self._found[where] = (installed_code(sites, ccs, only=top), words)

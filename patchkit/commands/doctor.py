@@ -29,9 +29,9 @@ from patchkit.errors import OK, PROBLEMS
 from patchkit.fixes.effects import Effect, read_effects
 from patchkit.fixes.registry import FIXES, PROJECTS
 from patchkit.gpus.smi import Machine, machine as read_machine
-from patchkit.commands.here import (CANNOT, IN_EFFECT, INCOMPLETE, MISSING, NOT_FOR_THESE, NOTHING, FixHere, clean_start_only,
+from patchkit.judge.here import (CANNOT, IN_EFFECT, INCOMPLETE, MISSING, NOT_FOR_THESE, NOTHING, FixHere, clean_start_only,
                                     fixes_here, no_multicast, unneeded)
-from patchkit.commands.speedups import speedups_here
+from patchkit.judge.speedups import speedups_here
 from patchkit.report import Report
 from patchkit.text import plural
 from patchkit.targets.session import Session
@@ -193,7 +193,7 @@ def _compiled_code(env, m: Machine) -> tuple[list[str], dict | None, list[str]]:
     code for them (each with those files)."""
     if env is None:
         return [], None, []
-    from patchkit.commands.kernels import distribution_lines, installed_code
+    from patchkit.judge.kernels import distribution_lines, installed_code
 
     ccs = m.ccs()
     found = installed_code(list(env.sites), ccs)

@@ -1,28 +1,83 @@
-"""What a command returns: lines for people, a document for --json, an exit code."""
+"""What a command returns, before it is rendered.
+
+A command (``patchkit.commands``) returns a typed result and prints nothing; ``patchkit.render``
+turns a result into lines (for a terminal, or piped) and one JSON document, and ``cli/boundary.py``
+prints them and exits with the result's ``exit_code``.  Here are the shapes results share:
+``Where`` (the target a result is about), ``Each`` (one command over several targets),
+``Auto`` (``--to-cc auto``: the machine, and the ordinary command's results per target), and
+the lines that name a place in a file (``Place``, grouped under its ``Heading`` on a terminal).
+``Report`` is the older shape, lines and a document built side by side, that doctor, diagnose
+and watch still return.
+"""
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 from patchkit.errors import OK
 
 
-def plan_fields(plan, dry_run: bool, set_aside: str | None) -> dict:
-    """What apply's and revert's --json say of their plan (a ``plan.Plan``)."""
-    return {"action": plan.action, "dry_run": dry_run, "source": plan.source, "notes": list(plan.notes), "set_aside": set_aside}
+class Where(NamedTuple):
+    """The target a result is about: its first line (``Session.describe``: where, what,
+    which version and how it was found) and what --json says of it."""
+
+    line: str
+    path: str
+    version: str | None
+    version_from: str
+
+    @classmethod
+    def of(cls, s) -> "Where":
+        """The target of a ``targets.session.Session``."""
+        return cls(s.describe(), str(s.target.root), s.version, s.how)
+
+    def data(self, command: str, **more) -> dict:
+        """The start of a target's --json document: the command, the target, its version."""
+        return {"command": command, "path": self.path, "version": self.version, "version_from": self.version_from, **more}
 
 
-def found_line(t) -> str:
-    """One thing a rule found (``rewrite.rules.Found``), as apply says it."""
-    kind = t.kind or "dict-key"
-    if kind == "backport":
-        return f"{t.name}: " + (f"{t.added_key} applied {t.value}" if t.patched else "already there, left alone")
-    if kind == "predicate":
-        return f"{t.name}: " + (f"{t.added_key} added" if t.patched else f"already has {t.added_key}, left alone")
-    if kind == "list-member":
-        return f"{t.name} ({t.scope}): " + (
-            f"member {t.added_key!r} after {t.copied_from!r}" if t.patched else f"already has {t.added_key!r}, left alone")
-    if t.patched:
-        return f"{t.name} ({t.scope}): key {t.added_key!r} = key {t.copied_from!r}"
-    return f"{t.name} ({t.scope}): already has key {t.added_key!r}, left alone"
+class Each(NamedTuple):
+    """One command run on several targets (the projects of one environment): rendered one after
+    the other, their documents in ``targets`` (one alone: its own document), the worst exit
+    code.  ``env``: the environment ``--python`` read, when the text starts with what it holds
+    (``not_installed`` in the document), so that what was judged is never mistaken for all."""
+
+    command: str
+    results: tuple
+    env: object | None = None  # targets.environment.Environment
+
+    @property
+    def exit_code(self) -> int:
+        return max(r.exit_code for r in self.results)
+
+
+def combine(command: str, results: list):
+    """``results`` of one command as one result: the one alone, else ``Each``."""
+    return results[0] if len(results) == 1 else Each(command, tuple(results))
+
+
+class AutoTarget(NamedTuple):
+    """What ``--to-cc auto`` made of one target: the ordinary command's results there (none:
+    nothing to do), and the fixes it left out as not needed on this machine."""
+
+    where: Where
+    project: str
+    label: str
+    held: tuple  # the machine's ccs as the project spells them
+    spare: dict  # fix -> why it is not needed here
+    results: tuple  # of the command's results, one per key
+
+
+class Auto(NamedTuple):
+    """``apply`` or ``verify`` with ``--to-cc auto``: the machine's GPUs, then each target."""
+
+    command: str
+    machine: object  # gpus.smi.Machine
+    targets: tuple  # of AutoTarget
+
+    @property
+    def exit_code(self) -> int:
+        return max((r.exit_code for t in self.targets for r in t.results), default=OK)
 
 
 class Heading(str):
@@ -49,13 +104,15 @@ class Place(str):
 
 
 def render(lines: list[str], terminal: bool) -> list[str]:
-    """The lines a report prints: grouped on a terminal, ``path:line: text`` when piped."""
+    """The lines a result prints: grouped on a terminal, ``path:line: text`` when piped."""
     if terminal:
         return list(lines)
     return [line.piped() if isinstance(line, Place) else line for line in lines if not isinstance(line, Heading)]
 
 
 class Report:
+    """Lines and a document built side by side (doctor, diagnose, watch)."""
+
     __slots__ = ("lines", "data", "exit_code")
 
     def __init__(self) -> None:
@@ -65,28 +122,3 @@ class Report:
 
     def add(self, line: str) -> None:
         self.lines.append(line)
-
-
-def environment_line(report: Report, exe, installs, missing: list[str]) -> Report:
-    """``report`` under a first line naming what ``--python EXE`` holds: each project judged
-    (wheel or editable) and the known projects not installed (``not_installed`` in its document)."""
-    from patchkit.fixes.registry import PROJECTS
-
-    found = ", ".join(f"{PROJECTS[i.project].label} ({i.how})" for i in installs)
-    absent = f"; not installed: {', '.join(PROJECTS[name].label for name in missing)}" if missing else ""
-    report.lines.insert(0, f"{exe}: {found}{absent}")
-    report.data["not_installed"] = list(missing)
-    return report
-
-
-def combine(command: str, reports: list[Report]) -> Report:
-    """One report of a command run on several targets (the projects of one environment):
-    their lines one after the other, their documents in ``targets``, the worst exit code."""
-    if len(reports) == 1:
-        return reports[0]
-    out = Report()
-    for i, r in enumerate(reports):
-        out.lines += ([""] if i else []) + r.lines
-    out.data = {"command": command, "targets": [r.data for r in reports]}
-    out.exit_code = max(r.exit_code for r in reports)
-    return out

@@ -29,6 +29,7 @@ STAGES = [
     ("report", ["patchkit.report"]),
     ("logs", ["patchkit.logs"]),
     ("commands", ["patchkit.commands"]),
+    ("render", ["patchkit.render"]),
     ("cli", ["patchkit.cli"]),
     ("entry", ["patchkit.__main__"]),
 ]

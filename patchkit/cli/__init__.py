@@ -56,7 +56,8 @@ def generate(from_cc, to_cc, fix_names, project, repo, tags, out, check, as_json
 
     skip = None
     if to_cc == AUTO:
-        from patchkit.commands.auto import generate_cc, generate_skip, gpus_line
+        from patchkit.judge.auto import generate_cc, generate_skip
+        from patchkit.render.auto import gpus_line
 
         to_cc, machine = generate_cc(PROJECTS[project], from_cc)
         if to_cc is None:
@@ -96,21 +97,19 @@ def generate(from_cc, to_cc, fix_names, project, repo, tags, out, check, as_json
 def apply(path, patches, no_generate, from_cc, to_cc, dry_run, version, python, project, fix_names, all_fixes, as_json):
     """Patch the checkout or installed package at PATH (default: here), all or nothing;
     with --python, every project patchkit knows that is installed for EXE."""
-    from patchkit.commands.apply import apply_all
+    from patchkit.commands.apply import apply_auto, apply_targets
 
     check_version(version)
     fixes = choose_fixes(fix_names, all_fixes)
     if to_cc == AUTO:
-        from patchkit.commands.auto import apply_auto
-
         check_cc(from_cc, None, project)
         return apply_auto(targets(path, python, project).found, patches, no_generate, from_cc, dry_run, version, fixes,
                           named=tuple(fix_names))
     check_cc(from_cc, to_cc, project)
     # --all-fixes names no fix: one a release cannot take whole is left out there, and said.
     named = tuple(fix_names) if fix_names else (() if all_fixes else None)
-    return apply_all(targets(path, python, project).found, patches, no_generate, from_cc, to_cc, dry_run, version, fixes,
-                     named=named)
+    return apply_targets(targets(path, python, project).found, patches, no_generate, from_cc, to_cc, dry_run, version, fixes,
+                         named=named)
 
 
 @cli.command(short_help="Exit 0 only if the patch is in effect.")
@@ -126,15 +125,13 @@ def apply(path, patches, no_generate, from_cc, to_cc, dry_run, version, python, 
 @JSON_OPT
 def verify(path, from_cc, to_cc, python, project, fix_names, all_fixes, as_json):
     """Exit 0 only if the patch is in effect at PATH; else 1, a line per problem."""
-    from patchkit.commands.verify import verify as command
+    from patchkit.commands.verify import verify as command, verify_auto
 
     fixes = choose_fixes(fix_names, all_fixes) if fix_names or all_fixes else None
     if to_cc == AUTO:
-        from patchkit.commands.auto import verify_auto
-
         if from_cc is not None:
             raise BadInput(None, "--to-cc auto checks each GPU's key against the project's own --from-cc: give no --from-cc")
-        return verify_auto(targets(path, python, project).found, fixes, command, named=tuple(fix_names))
+        return verify_auto(targets(path, python, project).found, fixes, named=tuple(fix_names))
     if (from_cc is None) != (to_cc is None):
         raise BadInput(None, "give both --from-cc and --to-cc, or neither")
     check_cc(from_cc, to_cc, project)

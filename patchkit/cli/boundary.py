@@ -1,4 +1,4 @@
-"""The one error boundary of the command line, and where a report is printed.
+"""The one error boundary of the command line, and where a command's result is printed.
 
 A PatchkitError becomes one line on stderr and its documented exit code, an OSError one
 line naming its file and exit 2, any other exception (MemoryError and RecursionError
@@ -26,11 +26,14 @@ def error_document(command: str, exit_code: int, error: str, path: str | None) -
     return json.dumps(doc, indent=2)
 
 
-def envelope(command: str, report) -> dict:
-    """Every --json document: its command, then the command's own fields, then ``ok`` and the
-    ``exit_code`` the process exits with (one envelope for all commands)."""
-    data = report.data if isinstance(report.data, dict) else {"result": report.data}
-    return {"command": data.get("command", command), **data, "ok": report.exit_code == 0, "exit_code": report.exit_code}
+def envelope(command: str, result) -> dict:
+    """Every --json document: its command, then the command's own fields (``render.document``),
+    then ``ok`` and the ``exit_code`` the process exits with (one envelope for all commands)."""
+    from patchkit.render import document
+
+    data = document(result)
+    data = data if isinstance(data, dict) else {"result": data}
+    return {"command": data.get("command", command), **data, "ok": result.exit_code == 0, "exit_code": result.exit_code}
 
 
 def fail(command: str, as_json: bool, exc: PatchkitError, exit_code: int) -> NoReturn:
@@ -42,7 +45,8 @@ def fail(command: str, as_json: bool, exc: PatchkitError, exit_code: int) -> NoR
 
 
 class Command(click.Command):
-    """A patchkit command: its callback returns a Report, printed here; failures end here."""
+    """A patchkit command: its callback returns a result (``patchkit.report``), printed here
+    as ``render.text`` or, with --json, in the envelope; failures end here."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         given = args[: args.index("--")] if "--" in args else list(args)  # click consumes args
@@ -56,7 +60,7 @@ class Command(click.Command):
     def invoke(self, ctx: click.Context) -> NoReturn:
         as_json = bool(ctx.params.get("as_json"))
         try:
-            report = super().invoke(ctx)
+            result = super().invoke(ctx)
         except PatchkitError as exc:
             fail(self.name, as_json, exc, exc.exit_code)
         except OSError as exc:
@@ -69,13 +73,13 @@ class Command(click.Command):
         except (Interrupted, KeyboardInterrupt) as exc:
             fail(self.name, as_json, PatchkitError(None, _interrupted(exc)), INTERRUPTED)
         if as_json:
-            click.echo(json.dumps(envelope(self.name, report), indent=2, default=str))
+            click.echo(json.dumps(envelope(self.name, result), indent=2, default=str))
         else:
-            from patchkit.report import render  # places in files: grouped on a terminal, path:line: when piped
+            from patchkit.render import text  # places in files: grouped on a terminal, path:line: when piped
 
-            for line in render(report.lines, sys.stdout.isatty()):
+            for line in text(result, sys.stdout.isatty()):
                 click.echo(line)
-        sys.exit(report.exit_code)
+        sys.exit(result.exit_code)
 
 
 class Group(click.Group):

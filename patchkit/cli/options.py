@@ -32,7 +32,7 @@ class CC(click.ParamType):
         return value
 
 
-AUTO = "auto"  # --to-cc auto: this machine's GPUs (patchkit.commands.auto)
+AUTO = "auto"  # --to-cc auto: this machine's GPUs (patchkit.judge.auto)
 
 
 class CCOrAuto(CC):
@@ -114,14 +114,13 @@ def targets(path: Path | None, python: str | None, project: str | None) -> Targe
 
 
 def run_each(command: str, given: Targets, run, judged: bool = False):
-    """``run(path, project, install)`` on each target of ``given``; one report.  ``judged``:
-    the report starts with what ``--python`` found and which known projects it did not
-    find, so that what was judged is never mistaken for the whole environment."""
-    from patchkit.report import combine, environment_line
+    """``run(path, project, install)`` on each target of ``given``, one after the other; one
+    result.  ``judged``: it starts with what ``--python`` found and which known projects it
+    did not find, so that what was judged is never mistaken for the whole environment."""
+    from patchkit.report import Each, combine
 
-    report = combine(command, [run(*each) for each in given.found])
-    env = given.env
-    return environment_line(report, env.exe, env.installs, env.missing) if judged and env is not None else report
+    results = [run(*each) for each in given.found]
+    return Each(command, tuple(results), given.env) if judged and given.env is not None else combine(command, results)
 
 
 # --- options shared by several commands ---------------------------------------------------

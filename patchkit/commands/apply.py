@@ -1,23 +1,23 @@
-"""``patchkit apply``: patch a checkout, all or nothing, idempotent, bytecode-aware."""
+"""``patchkit apply``: patch a checkout, all or nothing, idempotent, bytecode-aware.
+
+Returns an ``ApplyResult`` per target (``render/apply.py`` says it); ``--to-cc auto`` takes
+its keys from ``judge.auto`` and runs the same apply.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
-from patchkit.targets import bytecode
-from patchkit.patch.write import hunks, split_lines
-from patchkit.plan import APPLY, Plan, plan_apply
+from patchkit.errors import OK, PatchkitError, Refused
 from patchkit.fixes.registry import default_fixes, fixes_for, no_rule, rules_for
-from patchkit.types import ALREADY_APPLIED, NOTHING_TO_PATCH
-from patchkit.targets.processes import restart_lines
-from patchkit.report import Report, found_line, plan_fields
-from patchkit.text import plural
+from patchkit.plan import APPLY, Plan, plan_apply
+from patchkit.report import Auto, AutoTarget, Where, combine
+from patchkit.targets import bytecode
 from patchkit.targets.locate import INSTALLED
 from patchkit.targets.session import Session
-from patchkit.types import Applied
 from patchkit.targets.transaction import commit, exclusive
-from patchkit.errors import PatchkitError, Refused
+from patchkit.types import ALREADY_APPLIED, NOTHING_TO_PATCH, Applied
 
 
 class Look(NamedTuple):
@@ -32,6 +32,31 @@ class Look(NamedTuple):
         return self.old is not None or self.plan.action == APPLY or bool(self.stale)
 
 
+class ApplyResult(NamedTuple):
+    """What apply did (or, with ``dry_run``, would do) at one target."""
+
+    where: Where
+    project: str  # the project's name and label, for what each fix patched here prevents
+    label: str
+    fixes: tuple[str, ...]  # the fixes applied: those asked for and those kept
+    kept: tuple[str, ...]  # the fixes of ``fixes`` there because an earlier apply applied them
+    dry_run: bool
+    locked: bool  # whether apply took the lock (to write, or to set an old state aside)
+    pending: bool  # an interrupted transaction was pending (said when apply writes nothing)
+    lock_notes: tuple[str, ...]  # what taking the lock said: that it waited, what recovery did
+    old: str | None  # why a state of another release is (or would be) set aside
+    set_aside: str | None  # where it was set aside
+    plan: Plan
+    stale: tuple[Path, ...]  # stale bytecode of the files the plan does not write
+    dropped: tuple[Path, ...]  # bytecode files dropped
+    effects: tuple  # (fix, fixes.effects.Effect) of each fix patched here that has one
+    jit_lines: tuple[str, ...]  # FlashInfer's JIT builds dropped or named (targets.session)
+    jit_dropped: tuple[str, ...]
+    restart: tuple  # targets.processes.Process that started before the change
+    local: Callable[[str], str]  # how the target names a repository path
+    exit_code: int = OK
+
+
 def apply(
     path: Path,
     patches: Path | None = None,
@@ -43,7 +68,7 @@ def apply(
     project: str | None = None,
     fixes: tuple[str, ...] | None = None,
     install=None,
-) -> Report:
+) -> ApplyResult:
     """Apply ``fixes`` (default: the fixes on by default) to the target at ``path``."""
     s = Session.open(path, version, project, install)
     fixes, kept = with_applied(s, default_fixes() if fixes is None else fixes)
@@ -64,13 +89,9 @@ def with_applied(s: Session, fixes: tuple[str, ...]) -> tuple[tuple[str, ...], t
 
 
 def _apply(s: Session, patches, no_generate, from_cc, to_cc, dry_run: bool, fixes, first: Look | None = None,
-           kept: tuple[str, ...] = (), named=None) -> Report:
+           kept: tuple[str, ...] = (), named=None) -> ApplyResult:
     """apply on the session ``s``; ``first``: a look taken without the lock already (apply_all's);
     ``kept``: the fixes of ``fixes`` that are there because an earlier apply applied them."""
-    report = Report()
-    report.add(s.describe())
-    if kept:
-        report.add(f"note: keeps {', '.join(kept)}, applied before (`patchkit revert` takes the fixes away)")
     pending = s.store.journal() is not None
     # Without the lock, look first: a target with nothing to do is never written, so a
     # read-only one answers too.  A killed run's leftovers need the lock (recovery) first.
@@ -78,86 +99,37 @@ def _apply(s: Session, patches, no_generate, from_cc, to_cc, dry_run: bool, fixe
     if dry_run or s.store.tidy(s.applied()):
         look = first or _kept_look(s, patches, no_generate, from_cc, to_cc, fixes, kept, named)
     dropped: list[Path] = []
-    if look is not None and (dry_run or not look.writes()):
-        if pending:
-            report.add("an interrupted transaction is pending; a real run finishes it first")
-        if look.old:
-            report.add(f"{look.old[1]}: {'a real run sets' if dry_run else 'apply sets'} the old state aside")
-    else:
+    lock_notes: list[str] = []
+    aside = None
+    locked = not (look is not None and (dry_run or not look.writes()))
+    if locked:
         with exclusive(s.target, s.store, s.version) as notes:
-            report.lines += notes
+            lock_notes = notes
             look = _kept_look(s, patches, no_generate, from_cc, to_cc, fixes, kept, named)
             if look.old:
-                report.add(s.set_aside(*look.old))
+                aside = s.set_aside(*look.old)
             plan = look.plan
             if plan.action == APPLY:
                 dropped = commit(s.target, s.store, plan.changes, plan.applied, "apply", s.version)
             dropped += bytecode.unlink(look.stale)
     plan = look.plan
-    for note in plan.notes:
-        report.add(f"note: {note}")
-    if plan.action != APPLY:
-        report.add(f"{plan.action}" + (f" ({plan.source})" if plan.source else "") + ": nothing written")
-        if look.stale:
-            verb = "would drop" if dry_run else "dropped"
-            report.add(f"{verb} {plural(len(dropped if not dry_run else look.stale), 'stale bytecode file')}")
-    else:
-        verb = "would patch" if dry_run else "patched"
-        report.add(f"{'would apply' if dry_run else 'applied'} {plan.source}")
-        for change in plan.changes:
-            report.add(f"  {verb} {s.target.local(change.path)} ({lines_changed(change.before, change.after)})")
-        report.lines += [f"  {found_line(t)}" for t in plan.tables]
-        report.lines += _effect_lines(s, [t.fix for t in plan.tables if t.patched])
-        if dry_run:
-            for change in plan.changes:
-                rel = s.target.local(change.path)
-                report.add(f"--- a/{rel}\n+++ b/{rel}\n" + hunks(change.before, change.after).decode("utf-8", "replace").rstrip("\n"))
-        else:
-            report.add(f"dropped {plural(len(dropped), 'cached bytecode file')}")
-    jit_lines, jit_dropped = ([], []) if plan.action not in (APPLY, ALREADY_APPLIED) else \
-        s.drop_jit_builds(_written(plan), "before the patch", dry_run)
-    report.lines += jit_lines
-    restart = [] if dry_run or plan.action not in (APPLY, ALREADY_APPLIED) else s.old_processes(_written(plan))
-    report.lines += restart_lines(restart)
-    report.data = s.data(
-        "apply",
-        fixes=list(fixes),
-        **plan_fields(plan, dry_run, look.old[1] if look.old else None),
-        files=[s.target.local(c.path) for c in plan.changes],
-        tables=[t._replace(path=s.target.local(t.path)).to_json() if t.path else t.to_json() for t in plan.tables],
-        bytecode_dropped=[str(p) for p in dropped],
-        jit_builds_dropped=jit_dropped,
-        restart=[p._asdict() for p in restart],
+    written = plan.action in (APPLY, ALREADY_APPLIED)
+    jit_lines, jit_dropped = s.drop_jit_builds(_written(plan), "before the patch", dry_run) if written else ([], [])
+    restart = s.old_processes(_written(plan)) if written and not dry_run else []
+    return ApplyResult(
+        Where.of(s), s.project.name, s.project.label, tuple(fixes), tuple(kept), dry_run, locked, pending, tuple(lock_notes),
+        look.old[1] if look.old else None, aside, plan, tuple(look.stale), tuple(dropped),
+        _effects([t.fix for t in plan.tables if t.patched]) if plan.action == APPLY else (),
+        tuple(jit_lines), tuple(jit_dropped), tuple(restart), s.target.local,
     )
-    return report
 
 
-def lines_changed(before: bytes, after: bytes) -> str:
-    """How many lines the diff adds and removes: "+6 lines", "-2 lines", "+1 -1 lines"."""
-    added = removed = 0
-    for line in split_lines(hunks(before, after)):
-        if line.startswith(b"+"):
-            added += 1
-        elif line.startswith(b"-"):
-            removed += 1
-    if added and removed:
-        return f"+{added} -{removed} lines"
-    return f"-{plural(removed, 'line')}" if removed else f"+{plural(added, 'line')}"
-
-
-def _effect_lines(s: Session, fixes: list) -> list[str]:
-    """What each fix patched here prevents on this release, and what it needs of the machine."""
+def _effects(fixes: list) -> tuple:
+    """(fix, its ``[effect]``) of each fix of ``fixes`` that has one, once each."""
     from patchkit.fixes.effects import read_effects
 
     effects = read_effects()
-    lines = []
-    for name in dict.fromkeys(f for f in fixes if f in effects):
-        effect = effects[name]
-        prevents = "; ".join(f"\"{f.says}\"" for f in effect.failing(s.project.name, s.version) if f.outcome != "off")
-        needs = "; ".join(f"it takes effect with {n.says}, else {n.otherwise}: {n.then}" for n in effect.needs)
-        what = f"prevents {prevents} on {s.project.label} {s.version}" if prevents else effect.changes
-        lines.append(f"effect: {name} {what}" + (f"; {needs}" if needs else "") + " (`patchkit doctor` says what this machine has)")
-    return lines
+    return tuple((name, effects[name]) for name in dict.fromkeys(f for f in fixes if f in effects))
 
 
 def _written(plan: Plan) -> list[str]:
@@ -259,22 +231,40 @@ def _refuse_gates_left(s: Session, plan: Plan, fixes, from_cc, to_cc) -> None:
                                 f"GPU at {s.target.local(gates[0].path)}:{gates[0].line}: {gates[0].snippet}; nothing written")
 
 
-def apply_all(found, patches, no_generate, from_cc, to_cc, dry_run, version, fixes, to_ccs=None, fixes_at=None,
-              named=None) -> Report:
-    """``apply`` on each (path, project, install) of ``found``: every project's plan is made (and
-    any refusal raised) before the first one is written.  ``to_ccs``: str(path) -> the cc to
-    add there (``--to-cc auto``), instead of ``to_cc``; ``fixes_at``: (str(path), project) ->
-    the fixes there (``--to-cc auto`` leaves out those not needed here), instead of ``fixes``;
+def apply_all(sessions: list[Session], patches, no_generate, from_cc, to_cc, dry_run, fixes, named=None, keys=None):
+    """``apply`` on each of ``sessions``: every project's plan is made (and any refusal raised)
+    before the first one is written.  ``keys``: what ``--to-cc auto`` gives each session
+    (``judge.auto.Keys``: the cc to add, the fixes there), instead of ``to_cc`` and ``fixes``;
     ``named``: the fixes asked for by name (None: every one; ``--all-fixes`` names none, and a
     fix that cannot be applied whole on a release is then left out there and said)."""
-    from patchkit.report import combine
+    fixes = default_fixes() if fixes is None else fixes
+    runs = [(k.session, k.pairs[0], fixes if k.fixes is None else k.fixes) for k in keys if k.pairs] if keys is not None else \
+        [(s, (from_cc, to_cc), fixes) for s in sessions]
+    pairs = [s.project.cc_pair(*pair) for s, pair, _ in runs]
+    each = [with_applied(s, f) for s, _, f in runs]
+    looks = [_kept_look(s, patches, no_generate, *pair, f, kept, named) if len(runs) > 1 else None
+             for (s, _, _), pair, (f, kept) in zip(runs, pairs, each)]
+    return [_apply(s, patches, no_generate, *pair, dry_run, f, look, kept, named)
+            for (s, _, _), pair, (f, kept), look in zip(runs, pairs, each, looks)]
 
+
+def apply_targets(found, patches, no_generate, from_cc, to_cc, dry_run, version, fixes, named=None):
+    """``apply`` on each (path, project, install) of ``found`` (``apply_all``): one result."""
+    sessions = [Session.open(path, version, name, install) for path, name, install in found]
+    return combine("apply", apply_all(sessions, patches, no_generate, from_cc, to_cc, dry_run, fixes, named))
+
+
+def apply_auto(found, patches, no_generate, from_cc, dry_run, version, fixes, named=()) -> Auto:
+    """``apply --to-cc auto``: at each target the key this machine's GPUs need (``judge.auto``),
+    the fixes not needed here left out; ``named``: the fixes --fix named, applied even there."""
+    from patchkit.gpus.smi import machine
+    from patchkit.judge.auto import for_apply
+
+    m = machine()
     fixes = default_fixes() if fixes is None else fixes
     sessions = [Session.open(path, version, name, install) for path, name, install in found]
-    pairs = [s.project.cc_pair(from_cc, to_cc if to_ccs is None else to_ccs.get(str(path), to_cc))
-             for s, (path, _, _) in zip(sessions, found)]
-    each = [with_applied(s, (fixes_at or {}).get((str(path), s.project.name), fixes)) for s, (path, _, _) in zip(sessions, found)]
-    looks = [_kept_look(s, patches, no_generate, *pair, f, kept, named) if len(found) > 1 else None
-             for s, pair, (f, kept) in zip(sessions, pairs, each)]
-    return combine("apply", [_apply(s, patches, no_generate, *pair, dry_run, f, look, kept, named)
-                             for s, pair, (f, kept), look in zip(sessions, pairs, each, looks)])
+    keys = for_apply(sessions, m, from_cc, fixes, named)
+    results = iter(apply_all(sessions, patches, no_generate, from_cc, None, dry_run, fixes, named, keys) if any(k.pairs for k in keys)
+                   else ())
+    return Auto("apply", m, tuple(AutoTarget(Where.of(k.session), k.session.project.name, k.session.project.label, k.held,
+                                             k.spare, (next(results),) if k.pairs else ()) for k in keys))

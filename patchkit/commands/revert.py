@@ -6,7 +6,7 @@ from pathlib import Path
 
 from patchkit.plan import REVERT, plan_revert
 from patchkit.targets.processes import restart_lines
-from patchkit.report import Report, plan_fields
+from patchkit.report import Report
 from patchkit.text import plural
 from patchkit.targets.session import Session
 from patchkit.targets.atomic import make_dir, write_atomic
@@ -60,7 +60,7 @@ def revert(
     report.lines += restart_lines(restart)
     report.data = s.data(
         "revert",
-        **plan_fields(plan, dry_run, old[1] if old else None),
+        action=plan.action, dry_run=dry_run, source=plan.source, notes=list(plan.notes), set_aside=old[1] if old else None,
         files=[s.target.local(c.path) for c in plan.changes],
         kept_edits=[str(p) for p in kept],
         bytecode_dropped=[str(p) for p in dropped],

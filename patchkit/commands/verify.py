@@ -11,10 +11,10 @@ from pathlib import Path
 
 from patchkit.targets import bytecode
 from patchkit.errors import OK, PROBLEMS, PatchkitError, RewriteError
-from patchkit.report import Report
+from patchkit.report import Auto, AutoTarget, Report, Where
 from patchkit.text import plural
 from patchkit.targets.session import Session
-from patchkit.fixes.registry import FIXES, rules_for
+from patchkit.fixes.registry import FIXES, default_fixes, rules_for
 from patchkit.types import Applied
 from patchkit.digest import sha256
 
@@ -27,6 +27,26 @@ def verify(
     fixes on by default and those recorded at apply).  ``named``: those asked for by name
     (None: all); one the release cannot take whole is a problem when named, else a note."""
     s = Session.open(path, project=project, install=install)
+    return verify_session(s, from_cc, to_cc, fixes, named)
+
+
+def verify_auto(found, fixes, named=()) -> Auto:
+    """``verify --to-cc auto``: each key this machine's GPUs need at each target (``judge.auto``),
+    proved as ``verify`` proves a key given; ``named``: the fixes --fix named."""
+    from patchkit.gpus.smi import machine
+    from patchkit.judge.auto import for_verify
+
+    m = machine()
+    sessions = [Session.open(path, project=name, install=install) for path, name, install in found]
+    keys = for_verify(sessions, m, fixes, default_fixes(), named)
+    return Auto("verify", m, tuple(
+        AutoTarget(Where.of(k.session), k.session.project.name, k.session.project.label, k.held, k.spare,
+                   tuple(verify_session(k.session, f, t, k.fixes) for f, t in k.pairs)) for k in keys))
+
+
+def verify_session(s: Session, from_cc=None, to_cc=None, fixes: tuple[str, ...] | None = None,
+                   named: tuple[str, ...] | None = None) -> Report:
+    """``verify`` on the session ``s``."""
     report = Report()
     report.add(s.describe())
     problems: list[str] = []

@@ -1,0 +1,125 @@
+"""``--to-cc auto``: the keys this machine's GPUs need, per target, for the ordinary commands.
+
+The GPUs come from ``nvidia-smi`` (``patchkit.gpus``); their ccs are spelled the way each
+project keys them (12 for SGLang, "12.0" or "12.1" for vLLM: ``here.spelled``).  A cc a
+release already holds (an H200's 9), or the one it copies from, needs nothing: the target
+gets no key, and the command says so and exits 0.  So does a fix that is not needed on this
+machine (``here.unneeded``: the GPUs lack what it needs, and the release turns the feature off
+cleanly without it): it is left out, with why, unless ``--fix`` names it.  Nothing here
+writes or prints: apply, verify and generate run as they do with the keys given.
+No nvidia-smi or no GPU is one BadInput line (exit 2).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from patchkit.errors import BadInput
+from patchkit.fixes.effects import read_effects
+from patchkit.fixes.registry import FIXES, Project, fixes_for
+from patchkit.gpus.smi import Machine, machine as read_machine
+from patchkit.judge.here import MISSING, fix_here, spelled, unneeded
+from patchkit.rewrite.capability import same
+from patchkit.targets.session import Session
+
+
+class Keys(NamedTuple):
+    """What ``--to-cc auto`` gives the command on one target."""
+
+    session: Session
+    pairs: tuple  # (from_cc, to_cc) of each run there, None for the project's own; (): nothing to do
+    fixes: tuple[str, ...] | None  # the fixes there (None: as the command line gave them)
+    spare: dict[str, str]  # the fixes left out: name -> why they are not needed on this machine
+    held: tuple  # the machine's ccs as the project spells them
+
+
+def wanted(project: Project, m: Machine, from_cc=None) -> list:
+    """The machine's ccs for ``project``, less the one its rules copy from."""
+    source = project.from_cc if from_cc is None else from_cc
+    return [cc for cc in spelled(project, m) if not same(cc, source)]
+
+
+def _missing(s: Session, ccs: list, fixes, m: Machine, named=()) -> tuple[list, dict[str, str]]:
+    """(those of ``ccs`` that some fix of ``fixes`` lacks at the target of ``s``, the fixes
+    left out: name -> why they are not needed on this machine).  A fix ``named`` by --fix is
+    never left out."""
+    current = s.current()
+    effects = read_effects()
+    found, spare = [], {}
+    for name in fixes_for(s.project.name, fixes):
+        h = fix_here(s, name, ccs, current)
+        why = unneeded(effects.get(name), s.project, s.version, m) if h.status == MISSING and name not in named else None
+        if why:
+            spare[name] = why
+        else:
+            found += h.missing
+    return [cc for cc in ccs if cc in found], spare
+
+
+def _one(label: str, ccs: list, what: str) -> object:
+    if len(ccs) > 1:
+        given = " or ".join(f"--to-cc {cc}" for cc in ccs)
+        raise BadInput(None, f"this machine's GPUs need {label} keys {', '.join(map(repr, ccs))}; "
+                             f"{what} adds one at a time: give {given}")
+    return ccs[0]
+
+
+def for_apply(sessions: list[Session], m: Machine, from_cc, fixes: tuple[str, ...], named=()) -> list[Keys]:
+    """The key apply adds at each target (one at most: two is one BadInput line naming both),
+    and the fixes there.  ``named``: the fixes --fix named, applied even where not needed."""
+    out = []
+    for s in sessions:
+        held = tuple(spelled(s.project, m))
+        if not fixes_for(s.project.name, fixes):  # apply says which fix would patch it
+            out.append(Keys(s, ((from_cc, None),), None, {}, held))
+            continue
+        missing, spare = _missing(s, wanted(s.project, m, from_cc), fixes, m, named)
+        there = tuple(n for n in fixes if n not in spare) if spare else None
+        pairs = ((from_cc, _one(s.project.label, missing, "apply")),) if missing else ()
+        out.append(Keys(s, pairs, there, spare, held))
+    return out
+
+
+def _less(fixes, applied, spare: dict) -> tuple[str, ...]:
+    """The fixes verify proves (``fixes``, else the default ones and those applied), less
+    those not needed here."""
+    recorded = {t.get("fix") for f in (applied.files if applied else ()) for t in f.tables if isinstance(t, dict)}
+    base = fixes if fixes is not None else tuple(n for n in FIXES if FIXES[n].default or n in recorded)
+    return tuple(n for n in base if n not in spare)
+
+
+def for_verify(sessions: list[Session], m: Machine, fixes, defaults: tuple[str, ...], named=()) -> list[Keys]:
+    """Each key verify proves at each target: those a fix lacks, or that patchkit added; a key
+    the release holds by itself, or one only a fix not needed here lacks, needs no proof.
+    ``fixes``: those asked for (None: ``defaults`` and those applied)."""
+    out = []
+    for s in sessions:
+        held = tuple(spelled(s.project, m))
+        if not fixes_for(s.project.name, fixes or defaults):
+            out.append(Keys(s, ((None, None),), fixes, {}, held))
+            continue
+        applied = s.applied()
+        ccs = wanted(s.project, m)
+        missing, spare = _missing(s, ccs, fixes or defaults, m, named)
+        check = [cc for cc in ccs if cc in missing or applied is not None and same(cc, applied.to_cc)]
+        asked = fixes if not spare else _less(fixes, applied, spare)
+        out.append(Keys(s, tuple((s.project.from_cc, cc) for cc in check), asked, spare, held))
+    return out
+
+
+def generate_cc(project: Project, from_cc) -> tuple[object | None, Machine]:
+    """The one cc generate writes for this machine (None when the GPUs need none), and the machine."""
+    m = read_machine()
+    ccs = wanted(project, m, from_cc)
+    return (_one(project.label, ccs, "generate") if ccs else None), m
+
+
+def generate_skip(project: Project, m: Machine, named=()):
+    """generate's ``skip(fix, version)`` for this machine: why a fix not ``named`` by --fix is
+    not needed here for that release, or None."""
+    effects = read_effects()
+
+    def skip(fix: str, version: str) -> str | None:
+        return None if fix in named else unneeded(effects.get(fix), project, version, m)
+
+    return skip

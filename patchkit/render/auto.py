@@ -1,0 +1,58 @@
+"""``apply`` and ``verify`` with ``--to-cc auto`` (``report.Auto``): the machine's GPUs, the
+targets with nothing to do, then the command's own lines per target, each fix left out as not
+needed here said under its target's first line."""
+
+from __future__ import annotations
+
+from patchkit.report import Auto, AutoTarget
+
+
+def gpus_line(m) -> str:
+    """This machine's GPUs, by kind: "this machine: 8 x NVIDIA RTX PRO 6000 ... (cc 12.0)"."""
+    kinds: dict[tuple, int] = {}
+    for g in m.gpus:
+        kinds[(g.name, g.cc_text())] = kinds.get((g.name, g.cc_text()), 0) + 1
+    return "this machine: " + ", ".join(f"{n} x {name} (cc {cc})" for (name, cc), n in kinds.items())
+
+
+def spare_lines(spare: dict[str, str]) -> list[str]:
+    """One line per fix left out: why it is not needed here, and how to apply it anyway."""
+    return [f"not needed here: {name}: {why} (--fix {name} applies it anyway)" for name, why in spare.items()]
+
+
+def _idle(t: AutoTarget) -> list[str]:
+    if t.spare:
+        return [t.where.line, *spare_lines(t.spare)]
+    keys = ", ".join(map(repr, t.held))
+    return [t.where.line, f"nothing to do: {t.label} already holds key {keys} for this machine's GPUs"]
+
+
+def to_text(auto: Auto, terminal: bool) -> list[str]:
+    from patchkit.render import text
+
+    lines = [gpus_line(auto.machine)]
+    for t in auto.targets:
+        if not t.results:
+            lines += _idle(t)
+    runs = [(t, r, i == 0) for t in auto.targets for i, r in enumerate(t.results)]
+    for n, (t, r, first) in enumerate(runs):
+        part = text(r, terminal)
+        if first and t.spare:
+            part = part[:1] + spare_lines(t.spare) + part[1:]
+        lines += ([""] if n else []) + part
+    return lines
+
+
+def to_json(auto: Auto) -> dict:
+    from patchkit.render import document
+
+    machine = auto.machine.to_json()
+    not_needed = [{"path": t.where.path, "project": t.project, "fix": name, "why": why}
+                  for t in auto.targets for name, why in t.spare.items()]
+    targets = [document(r) for t in auto.targets for r in t.results]
+    if auto.command == "apply":
+        idle = [t.where.path for t in auto.targets if not t.results]
+        return {"command": "apply", "to_cc": "auto", "machine": machine, "nothing_to_do": idle,
+                "not_needed": not_needed, "targets": targets}
+    return {"command": auto.command, "to_cc": "auto", "machine": machine, "ok": auto.exit_code == 0,
+            "not_needed": not_needed, "targets": targets}

@@ -1,7 +1,8 @@
 """Decide what apply and revert will write: pure, bytes and records in, a Plan out.
 
 Nothing here reads or writes files; the commands gather the inputs and hand the
-Plan's changes to the transaction.
+Plan's changes to the transaction.  ``plan.verify`` decides, the same way, whether what
+apply wrote is in effect.
 """
 
 from __future__ import annotations

@@ -1,0 +1,38 @@
+"""What ``patchkit verify`` says (``commands.verify.VerifyResult``): the target, each file
+checked and how, the notes, one line per problem, and the verdict."""
+
+from __future__ import annotations
+
+from patchkit.text import plural
+
+
+def to_text(r, terminal: bool) -> list[str]:
+    plan = r.plan
+    lines = [r.where.line]
+    lines += [f"checked {c.path}: {', '.join(c.tables)} ({c.how})" for c in plan.checked]
+    lines += [f"note: {n}" for n in plan.notes]
+    lines += plan.problems
+    return lines + [verdict(r)]
+
+
+def verdict(r) -> str:
+    """The last line: how many problems, or what was proved."""
+    plan = r.plan
+    if plan.problems:
+        return f"verify: {plural(len(plan.problems), 'problem')}"
+    if not plan.checked:
+        return f"verify: ok, nothing to patch (no capability tables in {r.label} {r.where.version or '(version unknown)'})"
+    if not plan.names:
+        carried = [rule.origin.cite() for rule in plan.rules if rule.kind == "backport"]
+        what = f"{', '.join(carried)} in every file it changes" if carried and len(carried) == len(plan.rules) else \
+            f"{r.to_cc!r} in every list and gate of {', '.join(plan.fixes)}"
+        return f"verify: ok ({what})"
+    if plan.notes:
+        return f"verify: ok (key {r.to_cc!r} = key {r.from_cc!r} in every table patchkit added)"
+    return f"verify: ok (key {r.to_cc!r} = key {r.from_cc!r} in every table)"
+
+
+def to_json(r) -> dict:
+    plan = r.plan
+    return r.where.data("verify", fixes=list(plan.fixes), from_cc=r.from_cc, to_cc=r.to_cc, ok=not plan.problems,
+                        checked=[c.to_json() for c in plan.checked], notes=list(plan.notes), problems=list(plan.problems))

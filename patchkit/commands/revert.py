@@ -1,73 +1,68 @@
-"""``patchkit revert``: put back the exact original bytes, and drop their bytecode."""
+"""``patchkit revert``: put back the exact original bytes, and drop their bytecode.
+
+Returns a ``RevertResult`` per target (``render/revert.py`` says it).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable, NamedTuple
 
-from patchkit.plan import REVERT, plan_revert
-from patchkit.targets.processes import restart_lines
-from patchkit.report import Report
-from patchkit.text import plural
-from patchkit.targets.session import Session
-from patchkit.targets.atomic import make_dir, write_atomic
 from patchkit.digest import sha256
+from patchkit.errors import OK, Refused
+from patchkit.plan import REVERT, Plan, plan_revert
+from patchkit.report import Where
+from patchkit.targets.atomic import make_dir, write_atomic
+from patchkit.targets.session import Session
 from patchkit.targets.transaction import commit, exclusive
-from patchkit.errors import Refused
+
+
+class RevertResult(NamedTuple):
+    """What revert did (or, with ``dry_run``, would do) at one target."""
+
+    where: Where
+    dry_run: bool
+    locked: bool  # whether revert took the lock (to write, or to set an old state aside)
+    pending: bool  # an interrupted transaction was pending (said when revert writes nothing)
+    lock_notes: tuple[str, ...]  # what taking the lock said: that it waited, what recovery did
+    old: str | None  # why a state of another release is (or would be) set aside
+    set_aside: str | None  # where it was set aside
+    plan: Plan
+    kept: tuple[Path, ...]  # --force: the copies of files edited after apply
+    dropped: tuple[Path, ...]  # bytecode files dropped
+    jit_lines: tuple[str, ...]  # FlashInfer's JIT builds dropped or named (targets.session)
+    jit_dropped: tuple[str, ...]
+    restart: tuple  # targets.processes.Process that started before the change
+    local: Callable[[str], str]  # how the target names a repository path
+    exit_code: int = OK
 
 
 def revert(
     path: Path, force: bool = False, dry_run: bool = False, patches: Path | None = None, project: str | None = None, install=None
-) -> Report:
+) -> RevertResult:
     s = Session.open(path, project=project, install=install)
-    report = Report()
-    report.add(s.describe())
     pending = s.store.journal() is not None
     # As apply: look without the lock first, unless a killed run left something to finish.
     plan, old = _plan(s, force, patches) if dry_run or s.store.tidy(s.applied()) else (None, None)
     dropped: list[Path] = []
     kept: list[Path] = []
-    if plan is not None and (dry_run or not (old or plan.action == REVERT)):
-        if pending:
-            report.add("an interrupted transaction is pending; a real run finishes it first")
-        if old:
-            report.add(f"{old[1]}: {'a real run sets' if dry_run else 'revert sets'} the old state aside")
-    else:
+    lock_notes: list[str] = []
+    aside = None
+    locked = not (plan is not None and (dry_run or not (old or plan.action == REVERT)))
+    if locked:
         with exclusive(s.target, s.store, s.version) as notes:
-            report.lines += notes
+            lock_notes = notes
             plan, old = _plan(s, force, patches)
             if old:
-                report.add(s.set_aside(*old))
+                aside = s.set_aside(*old)
             kept = _keep_edits(s, plan) if plan.action == REVERT else []
             had_state = s.applied() is not None
             dropped = commit(s.target, s.store, plan.changes, None, "revert", s.version) if plan.action == REVERT and (plan.changes or had_state) else []
-    for note in plan.notes:
-        report.add(f"note: {note}")
-    for path in kept:
-        report.add(f"kept your edited copy in {path}")
-    if plan.action != REVERT:
-        report.add(f"{plan.action}: nothing written")
-    else:
-        verb = "would restore" if dry_run else "restored"
-        report.add(f"{'would revert' if dry_run else 'reverted'} {plan.source}")
-        for change in plan.changes:
-            report.add(f"  {verb} {s.target.local(change.path)} (sha256 {sha256(change.after)[:12]})")
-        if not dry_run:
-            report.add(f"dropped {plural(len(dropped), 'cached bytecode file')}")
     jit_lines, jit_dropped = s.drop_jit_builds([c.path for c in plan.changes], "from the patched sources", dry_run) \
         if plan.action == REVERT else ([], [])
-    report.lines += jit_lines
     restart = s.old_processes([c.path for c in plan.changes]) if plan.action == REVERT and not dry_run else []
-    report.lines += restart_lines(restart)
-    report.data = s.data(
-        "revert",
-        action=plan.action, dry_run=dry_run, source=plan.source, notes=list(plan.notes), set_aside=old[1] if old else None,
-        files=[s.target.local(c.path) for c in plan.changes],
-        kept_edits=[str(p) for p in kept],
-        bytecode_dropped=[str(p) for p in dropped],
-        jit_builds_dropped=jit_dropped,
-        restart=[p._asdict() for p in restart],
-    )
-    return report
+    return RevertResult(Where.of(s), dry_run, locked, pending, tuple(lock_notes), old[1] if old else None, aside, plan,
+                        tuple(kept), tuple(dropped), tuple(jit_lines), tuple(jit_dropped), tuple(restart), s.target.local)
 
 
 def _plan(s: Session, force: bool, patches: Path | None):

@@ -1,0 +1,48 @@
+"""What ``patchkit revert`` says (``commands.revert.RevertResult``): the target, what the plan
+restores or why nothing, each file and its original's sha256, the copies of edited files kept,
+the bytecode and JIT builds dropped and the servers to restart."""
+
+from __future__ import annotations
+
+from patchkit.digest import sha256
+from patchkit.plan import REVERT
+from patchkit.render.apply import plan_fields
+from patchkit.targets.processes import restart_lines
+from patchkit.text import plural
+
+
+def to_text(r, terminal: bool) -> list[str]:
+    plan = r.plan
+    lines = [r.where.line]
+    if not r.locked:
+        if r.pending:
+            lines.append("an interrupted transaction is pending; a real run finishes it first")
+        if r.old:
+            lines.append(f"{r.old}: {'a real run sets' if r.dry_run else 'revert sets'} the old state aside")
+    else:
+        lines += r.lock_notes
+        if r.set_aside:
+            lines.append(r.set_aside)
+    lines += [f"note: {note}" for note in plan.notes]
+    lines += [f"kept your edited copy in {path}" for path in r.kept]
+    if plan.action != REVERT:
+        lines.append(f"{plan.action}: nothing written")
+    else:
+        verb = "would restore" if r.dry_run else "restored"
+        lines.append(f"{'would revert' if r.dry_run else 'reverted'} {plan.source}")
+        lines += [f"  {verb} {r.local(c.path)} (sha256 {sha256(c.after)[:12]})" for c in plan.changes]
+        if not r.dry_run:
+            lines.append(f"dropped {plural(len(r.dropped), 'cached bytecode file')}")
+    return lines + list(r.jit_lines) + restart_lines(list(r.restart))
+
+
+def to_json(r) -> dict:
+    return r.where.data(
+        "revert",
+        **plan_fields(r.plan, r.dry_run, r.old),
+        files=[r.local(c.path) for c in r.plan.changes],
+        kept_edits=[str(p) for p in r.kept],
+        bytecode_dropped=[str(p) for p in r.dropped],
+        jit_builds_dropped=list(r.jit_dropped),
+        restart=[p._asdict() for p in r.restart],
+    )

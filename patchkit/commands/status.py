@@ -1,45 +1,67 @@
-"""``patchkit status``: version, what is applied, each file, bytecode, pending work."""
+"""``patchkit status``: the project, version, what is applied, each file, bytecode, pending work.
+
+Returns a ``StatusResult`` per target (``render/status.py`` says it).  Read only.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
-from patchkit.errors import PatchkitError
-from patchkit.targets import bytecode
-from patchkit.targets.processes import restart_lines
-from patchkit.report import Report
-from patchkit.types import PATCHED
-from patchkit.text import plural
-from patchkit.targets.session import Session
 from patchkit.digest import sha256
+from patchkit.errors import OK, PatchkitError
+from patchkit.patch.manifest import Shipped
+from patchkit.report import Where
+from patchkit.targets import bytecode
+from patchkit.targets.session import Session
+from patchkit.types import PATCHED, Applied
 
 
-def status(path: Path, patches: Path | None = None, project: str | None = None, install=None) -> Report:
+class FileState(NamedTuple):
+    """A target file that holds a table, or that patchkit or the shipped patch knows."""
+
+    path: str  # as the target names it
+    state: str  # PATCHED, "original release file", "modified since apply", ...
+    bytecode: int  # its cached bytecode files
+    stale: int  # how many of them are stale
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "state": self.state, "bytecode": self.bytecode, "stale_bytecode": self.stale}
+
+
+class StatusResult(NamedTuple):
+    where: Where
+    label: str  # the project
+    project: str
+    kind: str  # git checkout, installed package
+    editable: str | None  # the package of an editable install
+    root: Path  # the target
+    state_dir: Path
+    how: str  # how the version was found
+    applied: Applied | None  # what patchkit applied for this release
+    changed: str | None  # why the recorded state belongs to another release
+    aside: tuple[Path, ...]  # the states of earlier releases set aside (their state files)
+    aside_dir: Path
+    shipped: Shipped | None
+    no_shipped: str | None  # why no shipped patch fits
+    files: tuple[FileState, ...]
+    jit_error: str | None  # why FlashInfer's JIT builds were not checked
+    builds: tuple  # targets.jit_builds.Build older than the patched sources
+    pending: dict | None  # the journal of an interrupted transaction
+    running: tuple  # targets.processes.Process that started before the files were written
+    exit_code: int = OK
+
+
+def status(path: Path, patches: Path | None = None, project: str | None = None, install=None) -> StatusResult:
     s = Session.open(path, project=project, install=install)
-    report = Report()
-    editable = f", editable install of {s.target.install.package}" if s.target.install is not None else ""
-    report.add(f"target:   {s.target.root} ({s.target.kind}{editable}; state in {s.store.root})")
-    report.add(f"version:  {s.version or 'unknown'} ({s.how})")
     applied, changed = s.state()
     shipped = s.shipped(patches)
-
     if changed:
-        report.add(f"applied:  nothing for this release; {changed}: that state no longer applies (the next apply or revert sets it aside)")
         applied = None
-    elif applied:
-        report.add(f"applied:  {applied.source}, key {applied.to_cc!r} copied from {applied.from_cc!r} (patchkit {applied.patchkit})")
-    else:
-        report.add("applied:  nothing recorded by patchkit")
-    aside = s.store.set_aside_states()
-    if aside:
-        report.add(f"set aside: {plural(len(aside), 'state')} of earlier releases in {s.store.aside}")
-    if shipped:
-        report.add(f"shipped:  {shipped.name}")
-    else:
-        report.add(f"shipped:  {s.why_no_shipped(patches, s.project.from_cc, s.project.to_cc)}; apply generates the change from the files")
+    no_shipped = None if shipped else s.why_no_shipped(patches, s.project.from_cc, s.project.to_cc)
     recorded = {f.path: f for f in applied.files} if applied else {}
     known = {f.path: f for f in shipped.files} if shipped else {}
-    files = []
+    files: list[FileState] = []
     shown: list[str] = []
     for rel, data in s.current(tuple(recorded)).items():
         if rel not in recorded and rel not in known and not any(n.encode() in data for n in s.project.tables):
@@ -49,36 +71,22 @@ def status(path: Path, patches: Path | None = None, project: str | None = None, 
             f = recorded[rel]
             state = {f.post_sha256: PATCHED, f.pre_sha256: "original again (restored outside patchkit)"}.get(digest, "modified since apply")
         elif rel in known:
-            state = {known[rel].pre_sha256: "original release file", known[rel].post_sha256: "patched (no patchkit record)"}.get(digest, "differs from the release (local edits?)")
+            state = {known[rel].pre_sha256: "original release file", known[rel].post_sha256: "patched (no patchkit record)"}.get(
+                digest, "differs from the release (local edits?)")
         else:
             state = "not recorded"
         pycs = bytecode.check(s.target.path(rel), data)
-        stale = sum(p.status == "stale" for p in pycs)
-        files.append({"path": s.target.local(rel), "state": state, "bytecode": len(pycs), "stale_bytecode": stale})
-        report.add(f"  {s.target.local(rel)}: {state}; {plural(len(pycs), 'cached bytecode file')}" + (f", {stale} stale" if stale else ""))
+        files.append(FileState(s.target.local(rel), state, len(pycs), sum(p.status == "stale" for p in pycs)))
         shown.append(rel)
     try:
-        builds = s.jit_builds(list(recorded)) if recorded else []
+        builds, jit_error = (s.jit_builds(list(recorded)) if recorded else []), None
     except PatchkitError as exc:
-        builds, _ = [], report.add(f"note: FlashInfer's JIT builds not checked: {exc}")
-    for b in builds:
-        report.add(f"  {b.path}: stale FlashInfer JIT build ({b.kind}), older than the patched sources; "
-                   + ("`patchkit apply` drops it" if b.droppable else b.advice))
+        builds, jit_error = [], str(exc)
     pending = s.store.journal()
-    report.add(f"pending:  {'an interrupted ' + pending.get('op', 'transaction') + ' (the next apply or revert finishes it)' if pending else 'none'}")
     running = s.old_processes(shown)
-    report.lines += restart_lines(running)
-    report.data = s.data(
-        "status",
-        kind=s.target.kind,
-        state_dir=str(s.store.root),
-        applied=applied.to_json() if applied else None,
-        shipped_patch=shipped.patch if shipped else None,
-        files=files,
-        pending=pending,
-        set_aside_reason=changed,
-        set_aside=[str(p.parent) for p in aside],
-        restart=[p._asdict() for p in running],
-        stale_jit_builds=[str(b.path) for b in builds],
+    install = s.target.install
+    return StatusResult(
+        Where.of(s), s.project.label, s.project.name, s.target.kind, install.package if install is not None else None,
+        s.target.root, s.store.root, s.how, applied, changed, tuple(s.store.set_aside_states()), s.store.aside, shipped,
+        no_shipped, tuple(files), jit_error, tuple(builds), pending, tuple(running),
     )
-    return report

@@ -394,8 +394,9 @@ def test_status_lines(origin: Path, tmp_path: Path) -> None:
     assert invoke("apply", str(repo)).returncode == 0
     lines = out(invoke("status", str(repo)))
     assert lines[0] == f"target:   {repo} (git checkout; state in {repo}/.git/patchkit)"
-    assert lines[1] == "version:  0.5.5 (tag v0.5.5 at HEAD)"
-    assert lines[2] == "applied:  generated from the checkout's files, key 12 copied from 10 (patchkit 0.1.0)"
+    assert lines[1] == "project:  SGLang"
+    assert lines[2] == "version:  0.5.5 (tag v0.5.5 at HEAD)"
+    assert lines[3] == "applied:  generated from the checkout's files, key 12 copied from 10 (patchkit 0.1.0)"
     assert lines[-1] == "pending:  none"
 
 

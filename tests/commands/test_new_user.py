@@ -110,3 +110,20 @@ def test_replacing_the_applied_patch_says_what_changed(venv) -> None:
     _lines(invoke("apply", "--python", python, "--project", "sglang"))
     lines = _lines(invoke("apply", "--python", python, "--project", "sglang", "--from-cc", "9", "--to-cc", "11"))
     assert f"note: replacing the applied patch (10 -> 12 becomes 9 -> 11; was shipped patch {SHIPPED})" in lines
+
+
+def test_status_names_the_project_of_each_block(venv) -> None:
+    """Both wheels live in one site-packages folder: each block of ``status --python`` says
+    which project it is about, in its lines and in its document."""
+    python, site = venv
+    blocks = "\n".join(_lines(invoke("status", "--python", python))).split("\n\n")
+    assert [block.splitlines()[:3] for block in blocks] == [
+        [f"target:   {site} (installed package; state in {site}/.patchkit-sglang)", "project:  SGLang",
+         "version:  0.5.9 (from sglang-0.5.9.dist-info/METADATA)"],
+        [f"target:   {site} (installed package; state in {site}/.patchkit-flashinfer)", "project:  FlashInfer",
+         "version:  0.6.4 (from flashinfer_python-0.6.4.dist-info/METADATA)"],
+    ]
+    import json
+
+    doc = json.loads(invoke("status", "--python", python, "--json").stdout)
+    assert [(t["project"], t["version"]) for t in doc["targets"]] == [("sglang", "0.5.9"), ("flashinfer", "0.6.4")]

@@ -121,7 +121,7 @@ def test_checkout_of_another_tag_sets_the_state_aside(origin: Path, tmp_path: Pa
     git(repo, "checkout", "-q", "-f", "v0.5.16")
     release = {rel: (repo / rel).read_bytes() for rel in (UTILS, COMM)}
     status = out(invoke("status", str(repo)))
-    assert status[2] == (
+    assert status[3] == (
         "applied:  nothing for this release; SGLang 0.5.3 was patched; 0.5.16 is checked out now: "
         "that state no longer applies (the next apply or revert sets it aside)"
     )

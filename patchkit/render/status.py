@@ -1,0 +1,53 @@
+"""What ``patchkit status`` says (``commands.status.StatusResult``): the target and its
+project, the version, what is applied and shipped, each file and its bytecode, stale JIT
+builds, pending work and the servers to restart."""
+
+from __future__ import annotations
+
+from patchkit.targets.processes import restart_lines
+from patchkit.text import plural
+
+
+def to_text(r, terminal: bool) -> list[str]:
+    editable = f", editable install of {r.editable}" if r.editable is not None else ""
+    lines = [f"target:   {r.root} ({r.kind}{editable}; state in {r.state_dir})",
+             f"project:  {r.label}",
+             f"version:  {r.where.version or 'unknown'} ({r.how})"]
+    if r.changed:
+        lines.append(f"applied:  nothing for this release; {r.changed}: that state no longer applies "
+                     "(the next apply or revert sets it aside)")
+    elif r.applied:
+        a = r.applied
+        lines.append(f"applied:  {a.source}, key {a.to_cc!r} copied from {a.from_cc!r} (patchkit {a.patchkit})")
+    else:
+        lines.append("applied:  nothing recorded by patchkit")
+    if r.aside:
+        lines.append(f"set aside: {plural(len(r.aside), 'state')} of earlier releases in {r.aside_dir}")
+    lines.append(f"shipped:  {r.shipped.name}" if r.shipped else f"shipped:  {r.no_shipped}; apply generates the change from the files")
+    for f in r.files:
+        lines.append(f"  {f.path}: {f.state}; {plural(f.bytecode, 'cached bytecode file')}" + (f", {f.stale} stale" if f.stale else ""))
+    if r.jit_error is not None:
+        lines.append(f"note: FlashInfer's JIT builds not checked: {r.jit_error}")
+    for b in r.builds:
+        lines.append(f"  {b.path}: stale FlashInfer JIT build ({b.kind}), older than the patched sources; "
+                     + ("`patchkit apply` drops it" if b.droppable else b.advice))
+    pending = r.pending
+    lines.append(f"pending:  {'an interrupted ' + pending.get('op', 'transaction') + ' (the next apply or revert finishes it)' if pending else 'none'}")
+    return lines + restart_lines(list(r.running))
+
+
+def to_json(r) -> dict:
+    return r.where.data(
+        "status",
+        project=r.project,
+        kind=r.kind,
+        state_dir=str(r.state_dir),
+        applied=r.applied.to_json() if r.applied else None,
+        shipped_patch=r.shipped.patch if r.shipped else None,
+        files=[f.to_json() for f in r.files],
+        pending=r.pending,
+        set_aside_reason=r.changed,
+        set_aside=[str(p.parent) for p in r.aside],
+        restart=[p._asdict() for p in r.running],
+        stale_jit_builds=[str(b.path) for b in r.builds],
+    )

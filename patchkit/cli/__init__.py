@@ -57,11 +57,10 @@ def generate(from_cc, to_cc, fix_names, project, repo, tags, out, check, as_json
     skip = None
     if to_cc == AUTO:
         from patchkit.judge.auto import generate_cc, generate_skip
-        from patchkit.render.auto import gpus_line
 
         to_cc, machine = generate_cc(PROJECTS[project], from_cc)
         if to_cc is None:
-            return _nothing_to_generate(gpus_line(machine), PROJECTS[project].label)
+            return command.NoKeys(machine, PROJECTS[project].label)
         skip = generate_skip(PROJECTS[project], machine, tuple(fix_names))
     check_cc(from_cc, to_cc, project)
     check_out(out)
@@ -73,9 +72,14 @@ def generate(from_cc, to_cc, fix_names, project, repo, tags, out, check, as_json
         raise BadInput(None, no_rule(target.label, project, fixes))
     asked = tuple(fix_names) + tuple(n for n in fixes if FIXES[n].default)
 
-    def progress(line: str, error: bool) -> None:
+    width = max(map(len, tags), default=14)  # the tags asked for; every release tag fits in 14
+
+    def progress(outcome) -> None:
+        from patchkit.render.generate import tag_line
+        from patchkit.types import ERROR
+
         if not as_json:
-            click.echo(line, err=error)
+            click.echo(tag_line(outcome, width, out), err=outcome.status == ERROR)
 
     return command.generate(repo or default_repo(), list(tags), out, target, fixes, rules, asked, check, templates, progress,
                             skip=skip)
@@ -308,15 +312,6 @@ def doctor(path, python, project, to_cc, as_json):
 
     given = targets(path, python, project)
     return command(given.found, apply_target(path, python), given.env)
-
-
-def _nothing_to_generate(machine_line: str, label: str):
-    from patchkit.report import Report
-
-    report = Report()
-    report.lines += [machine_line, f"nothing to generate: {label} copies its keys from this machine's cc"]
-    report.data = {"command": "generate", "to_cc": "auto", "nothing_to_do": True}
-    return report
 
 
 def main() -> None:

@@ -2,7 +2,8 @@
 
 Reads each release from git objects, rewrites the candidate files, and renders
 ``<out>/<version>/0001-*.patch`` and ``<out>/<version>/manifest.json``.
-Deterministic: the same repository and patchkit give byte-identical output.
+Deterministic: the same repository and patchkit give byte-identical output.  Returns a
+``GenerateResult`` (``render/generate.py`` says it, and each tag's line as it is done).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, NamedTuple
 
 from patchkit import __version__
 from patchkit.targets.atomic import remove_temps, write_atomic
@@ -23,8 +24,6 @@ from patchkit.fixes.load import BACKPORT, Rule
 from patchkit.scan.feature_path import gates_left
 from patchkit.fixes.registry import FIXES, Project
 from patchkit.rewrite.rules import rewrite_file
-from patchkit.report import Report
-from patchkit.text import plural
 from patchkit.types import ALREADY_UPSTREAM, CANNOT_APPLY, ERROR, INCOMPLETE, NOTHING_TO_PATCH, PATCHED
 from patchkit.git.objects import GitSource, SourceFile
 from patchkit.versions import tag_to_version
@@ -60,6 +59,12 @@ class TagOutcome:
 
 @dataclass
 class GenerateResult:
+    """What generate wrote (or, with ``check``, how ``out`` differs from it), tag by tag."""
+
+    repo: Path
+    out: Path
+    fixes: tuple[str, ...]
+    check: bool
     outcomes: list[TagOutcome]
     differences: list[str] = field(default_factory=list)  # --check only
 
@@ -67,11 +72,24 @@ class GenerateResult:
     def failed(self) -> bool:
         return any(o.status == ERROR for o in self.outcomes)
 
+    @property
+    def exit_code(self) -> int:
+        """A tag whose asked-for fix could not be applied is a refusal; --check differences are problems."""
+        return REFUSED if self.failed else PROBLEMS if self.differences else OK
+
     def summary(self) -> dict:
         counts = {s: 0 for s in (PATCHED, NOTHING_TO_PATCH, ALREADY_UPSTREAM, ERROR)}
         for o in self.outcomes:
             counts[o.status] += 1
         return {"tags": len(self.outcomes), **counts}
+
+
+class NoKeys(NamedTuple):
+    """``generate --to-cc auto`` on a machine whose GPUs need no key of the project."""
+
+    machine: object  # gpus.smi.Machine
+    label: str
+    exit_code: int = OK
 
 
 Cache = dict  # (fix, blob id) -> rules.FileRewrite or PatchkitError, shared across tags
@@ -287,15 +305,13 @@ def generate(
     asked: tuple[str, ...] = (),
     check: bool = False,
     templates: Path | None = None,
-    progress: Callable[[str, bool], None] | None = None,
+    progress: Callable[[TagOutcome], None] | None = None,
     skip: Callable[[str, str], str | None] | None = None,
-) -> Report:
+) -> GenerateResult:
     """Generate (or with ``check``, compare) the series of ``tags`` (default: every release tag).
 
     ``rules``: the rules of ``fixes`` for ``project``; ``asked``: the fixes whose failure to
-    apply is an error.  ``progress`` gets each tag's line as soon as it is done (and
-    whether it is an error)."""
-    width = max(map(len, tags), default=14)  # the tags asked for; every release tag fits in 14
+    apply is an error.  ``progress`` gets each tag's outcome as soon as it is done."""
     source = GitSource(repo)
     tags = tags or source.release_tags()
     source.releases(tags)  # every named tag must exist before anything is written
@@ -311,56 +327,5 @@ def generate(
             write(out, outcome)
         outcomes.append(outcome)
         if progress:
-            progress(_line(outcome, width, out), outcome.status == ERROR)
-    result = GenerateResult(outcomes)
-    if check:
-        result.differences = differences(out, outcomes)
-    return _report(result, repo, out, fixes, check)
-
-
-_NOUNS = {"dict-key": "table", "list-member": "list", "predicate": "gate"}
-
-
-def _line(outcome: TagOutcome, width: int, out: Path) -> str:
-    line = f"{outcome.tag:<{width}}  {outcome.status}"
-    if outcome.status == PATCHED:
-        line += f" -> {out / outcome.version / SERIES}"
-    parts = []
-    for f in outcome.fixes:
-        if f.status == PATCHED:
-            found = [t for t in outcome.tables if t.fix == f.fix]
-            files = {t.path for t in found}
-            noun = _NOUNS.get(found[0].kind, "change") if found else "change"
-            parts.append(f"{f.fix} {plural(len(found), noun)} in {plural(len(files), 'file')}")
-        elif f.status in (CANNOT_APPLY, INCOMPLETE) and outcome.status != ERROR:
-            parts.append(f"{f.fix} {f.status} ({f.reason})")
-        elif f.status == NOT_NEEDED_HERE:
-            parts.append(f"{f.fix} not needed here ({f.reason})")
-        elif f.status not in (CANNOT_APPLY, INCOMPLETE) and outcome.status == PATCHED:
-            parts.append(f"{f.fix} {f.status}")
-    if outcome.error:
-        parts.append(outcome.error)
-    return line + (": " + "; ".join(parts) if parts else "")
-
-
-def _report(result: GenerateResult, repo: Path, out: Path, fixes: tuple[str, ...], check: bool) -> Report:
-    summary = result.summary()
-    report = Report()
-    report.data = {
-        "repo": str(repo),
-        "out": str(out),
-        "fixes": list(fixes),
-        "check": check,
-        "tags": [o.to_json() for o in result.outcomes],
-        "summary": summary,
-        "differences": result.differences,
-    }
-    report.lines += result.differences
-    report.add(
-        f"{plural(summary['tags'], 'tag')}: {summary[PATCHED]} patched, {summary[NOTHING_TO_PATCH]} nothing to patch, "
-        f"{summary[ALREADY_UPSTREAM]} already upstream, {plural(summary[ERROR], 'error')}"
-        + (f"; {plural(len(result.differences), 'difference')} in {out}" if check else "")
-    )
-    # A tag whose asked-for fix could not be applied is a refusal; --check differences are problems.
-    report.exit_code = REFUSED if result.failed else PROBLEMS if result.differences else OK
-    return report
+            progress(outcome)
+    return GenerateResult(repo, out, tuple(fixes), check, outcomes, differences(out, outcomes) if check else [])

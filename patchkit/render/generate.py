@@ -1,0 +1,64 @@
+"""What ``patchkit generate`` says (``commands.generate.GenerateResult``): one line per tag as
+it is done (``tag_line``), then the differences ``--check`` found and the summary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from patchkit.commands.generate import NOT_NEEDED_HERE, NoKeys
+from patchkit.patch.manifest import SERIES
+from patchkit.text import plural
+from patchkit.types import ALREADY_UPSTREAM, CANNOT_APPLY, ERROR, INCOMPLETE, NOTHING_TO_PATCH, PATCHED
+
+_NOUNS = {"dict-key": "table", "list-member": "list", "predicate": "gate"}
+
+
+def tag_line(outcome, width: int, out: Path) -> str:
+    """A tag's line: its status, where its series went, what each fix did there."""
+    line = f"{outcome.tag:<{width}}  {outcome.status}"
+    if outcome.status == PATCHED:
+        line += f" -> {out / outcome.version / SERIES}"
+    parts = []
+    for f in outcome.fixes:
+        if f.status == PATCHED:
+            found = [t for t in outcome.tables if t.fix == f.fix]
+            files = {t.path for t in found}
+            noun = _NOUNS.get(found[0].kind, "change") if found else "change"
+            parts.append(f"{f.fix} {plural(len(found), noun)} in {plural(len(files), 'file')}")
+        elif f.status in (CANNOT_APPLY, INCOMPLETE) and outcome.status != ERROR:
+            parts.append(f"{f.fix} {f.status} ({f.reason})")
+        elif f.status == NOT_NEEDED_HERE:
+            parts.append(f"{f.fix} not needed here ({f.reason})")
+        elif f.status not in (CANNOT_APPLY, INCOMPLETE) and outcome.status == PATCHED:
+            parts.append(f"{f.fix} {f.status}")
+    if outcome.error:
+        parts.append(outcome.error)
+    return line + (": " + "; ".join(parts) if parts else "")
+
+
+def to_text(r, terminal: bool) -> list[str]:
+    if isinstance(r, NoKeys):  # --to-cc auto, and the GPUs need no key
+        from patchkit.render.auto import gpus_line
+
+        return [gpus_line(r.machine), f"nothing to generate: {r.label} copies its keys from this machine's cc"]
+    summary = r.summary()
+    return r.differences + [
+        f"{plural(summary['tags'], 'tag')}: {summary[PATCHED]} patched, {summary[NOTHING_TO_PATCH]} nothing to patch, "
+        f"{summary[ALREADY_UPSTREAM]} already upstream, {plural(summary[ERROR], 'error')}"
+        + (f"; {plural(len(r.differences), 'difference')} in {r.out}" if r.check else "")
+    ]
+
+
+def to_json(r) -> dict:
+    if isinstance(r, NoKeys):
+        return {"command": "generate", "to_cc": "auto", "nothing_to_do": True}
+    return {
+        "command": "generate",
+        "repo": str(r.repo),
+        "out": str(r.out),
+        "fixes": list(r.fixes),
+        "check": r.check,
+        "tags": [o.to_json() for o in r.outcomes],
+        "summary": r.summary(),
+        "differences": r.differences,
+    }

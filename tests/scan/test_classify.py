@@ -14,6 +14,7 @@ import pytest
 
 import patchkit.scan.source as scan_module
 from patchkit.commands.scan import scan
+from patchkit.render import document, text
 from patchkit.errors import OK, PROBLEMS
 from patchkit.rewrite.capability import pair
 from patchkit.scan.classify import classify, words
@@ -152,7 +153,7 @@ def _tree(root: Path) -> Path:
 def test_grouped_by_class_then_file(tmp_path: Path) -> None:
     report = scan(_tree(tmp_path), 12)
     assert report.exit_code == PROBLEMS
-    assert report.lines == [
+    assert text(report, True) == [
         "unaware: 2 gates in 2 files",
         "  pkg/a.py",
         "    1: equality: major == 10",
@@ -173,7 +174,7 @@ def test_grouped_by_class_then_file(tmp_path: Path) -> None:
 def test_unaware_only(tmp_path: Path) -> None:
     report = scan(_tree(tmp_path), 12, unaware_only=True)
     assert report.exit_code == PROBLEMS
-    assert report.lines == [
+    assert text(report, True) == [
         "unaware: 2 gates in 2 files",
         "  pkg/a.py",
         "    1: equality: major == 10",
@@ -187,13 +188,13 @@ def test_unaware_only_exit_0_when_all_are_aware(tmp_path: Path) -> None:
     (tmp_path / "m.py").write_bytes(b"if major == 10:\n    pass\nelif major == 12:\n    pass\n")
     report = scan(tmp_path, 12, unaware_only=True)
     assert report.exit_code == OK
-    assert report.lines == ["0 unaware capability gates in 0 files (2 aware or covered not shown); scanned 1 files, parsed 1"]
-    assert report.data["findings"] == []
+    assert text(report, True) == ["0 unaware capability gates in 0 files (2 aware or covered not shown); scanned 1 files, parsed 1"]
+    assert document(report)["findings"] == []
     assert scan(tmp_path, 12).exit_code == PROBLEMS  # shown without --unaware-only
 
 
 def test_json(tmp_path: Path) -> None:
-    data = scan(_tree(tmp_path), 12, fmt="json", unaware_only=True).data
+    data = document(scan(_tree(tmp_path), 12, fmt="json", unaware_only=True))
     json.dumps(data)
     assert data["unaware_only"] is True
     assert data["classes"] == {"unaware": 2, "aware": 2, "covered": 1}
@@ -212,7 +213,7 @@ def test_json(tmp_path: Path) -> None:
         "covered_by": None,
         "class": "unaware",
     }
-    every = scan(tmp_path, 12, fmt="json").data["findings"]
+    every = document(scan(tmp_path, 12, fmt="json"))["findings"]
     assert [(f["path"], f["class"], f["names_cc"]) for f in every] == [
         ("pkg/a.py", "unaware", False),
         ("pkg/a.py", "aware", True),
@@ -223,7 +224,7 @@ def test_json(tmp_path: Path) -> None:
 
 
 def test_markdown_tables_per_class(tmp_path: Path) -> None:
-    lines = scan(_tree(tmp_path), 12, fmt="markdown").lines
+    lines = text(scan(_tree(tmp_path), 12, fmt="markdown"), True)
     assert [line for line in lines if line.startswith("###")] == [
         "### unaware: 2 gates in 2 files",
         "### aware: 2 gates in 2 files",

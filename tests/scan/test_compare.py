@@ -15,6 +15,7 @@ import pytest
 
 from conftest import invoke, make_repo, real_mirror
 from patchkit.commands.scan import covered_by, scan
+from patchkit.render import document, text
 from patchkit.errors import BAD_INPUT, OK, PROBLEMS, BadInput
 from patchkit.rewrite.capability import literal, pair
 from patchkit.scan.classify import UNAWARE, classify, literal_major, words
@@ -49,7 +50,7 @@ def repo(tmp_path: Path) -> Path:
 def test_text(repo: Path) -> None:
     report = scan(None, 12, repo=repo, tags=("v1.0", "v2.0"))
     assert report.exit_code == PROBLEMS  # an unaware gate appeared
-    assert report.lines == [
+    assert text(report, True) == [
         "appeared in v2.0: 3 gates",
         "  unaware: 1 gate in 1 file",
         "    python/pkg/new.py",
@@ -88,19 +89,19 @@ def test_text_piped(repo: Path) -> None:
 def test_unaware_only(repo: Path) -> None:
     report = scan(None, 12, repo=repo, tags=("v1.0", "v2.0"), unaware_only=True)
     assert report.exit_code == PROBLEMS
-    assert report.lines[:4] == [
+    assert text(report, True)[:4] == [
         "appeared in v2.0: 1 gate",
         "  unaware: 1 gate in 1 file",
         "    python/pkg/new.py",
         "      1: equality: major == 10",
     ]
-    assert len(report.lines) == 5  # and the summary
+    assert len(text(report, True)) == 5  # and the summary
 
 
 def test_nothing_new_unaware_is_exit_0(repo: Path) -> None:
     report = scan(None, 12, repo=repo, tags=("v2.0", "v2.0"))
     assert report.exit_code == OK
-    assert report.lines == [
+    assert text(report, True) == [
         "v2.0 -> v2.0: 0 appeared (0 unaware), 0 disappeared, 6 unchanged;"
         " v2.0: 6 gates (3 unaware, 3 aware, 0 covered); v2.0: 6 gates (3 unaware, 3 aware, 0 covered)"
     ]
@@ -109,7 +110,7 @@ def test_nothing_new_unaware_is_exit_0(repo: Path) -> None:
 
 
 def test_json(repo: Path) -> None:
-    data = scan(None, 12, repo=repo, tags=("v1.0", "v2.0"), fmt="json").data
+    data = document(scan(None, 12, repo=repo, tags=("v1.0", "v2.0"), fmt="json"))
     json.dumps(data)
     assert data["before"] == {
         "tag": "v1.0",
@@ -133,7 +134,7 @@ def test_json(repo: Path) -> None:
 
 
 def test_markdown(repo: Path) -> None:
-    lines = scan(None, 12, repo=repo, tags=("v1.0", "v2.0"), fmt="markdown").lines
+    lines = text(scan(None, 12, repo=repo, tags=("v1.0", "v2.0"), fmt="markdown"), True)
     assert [line for line in lines if line.startswith("###")] == [
         "### appeared in v2.0: 3 gates",
         "### disappeared after v1.0: 1 gate",
@@ -145,7 +146,7 @@ def test_markdown(repo: Path) -> None:
 def test_same_code_twice_in_a_file_pairs_in_order(tmp_path: Path) -> None:
     gate = b"ok = arch in (10, 11)\n"
     repo = make_repo(tmp_path / "r", {"v1": {"m.py": gate * 2}, "v2": {"m.py": b"\n" + gate * 3}})
-    data = scan(None, 12, repo=repo, tags=("v1", "v2"), fmt="json").data
+    data = document(scan(None, 12, repo=repo, tags=("v1", "v2"), fmt="json"))
     assert data["counts"]["unchanged"] == 2
     assert [f["line"] for f in data["appeared"]] == [4]
 
@@ -228,7 +229,7 @@ def test_real_unaware_gates_do_not_name_12(mirror: Path) -> None:
 
 def test_real_compare(mirror: Path) -> None:
     report = scan(None, 12, repo=mirror, tags=("v0.5.9", "v0.5.23"), fmt="json")
-    data = report.data
+    data = document(report)
     assert data["before"]["gates"] > 0 and data["after"]["gates"] > data["before"]["gates"]
     assert report.exit_code == (PROBLEMS if data["counts"]["appeared_unaware"] else OK)
     unaware = [f for f in data["appeared"] if f["class"] == UNAWARE]

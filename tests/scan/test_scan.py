@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 import patchkit.scan.source as scan_module
 from conftest import invoke
 from patchkit.commands.scan import scan
+from patchkit.render import document, text
 from patchkit.errors import BAD_INPUT, OK, PROBLEMS, BadInput
-from patchkit.report import render
 from patchkit.scan.finding import Finding
 from patchkit.scan.source import scan_source
 from patchkit.scan.tree import scan_tree
@@ -407,16 +407,16 @@ def test_command_text(tmp_path: Path) -> None:
     root = _tree(tmp_path / "src")
     report = scan(root, 12, tables=TABLES)
     assert report.exit_code == PROBLEMS
-    assert report.lines == [
+    assert text(report, True) == [
         "unaware: 2 gates in 2 files",
         "  pkg/comm.py",
         "    1: table: SIZES = {9: 1, 10: 2} [patchable by patchkit]",
         "  pkg/sub/gate.py",
         "    2: membership: major in (9, 10)",
         "2 capability gates in 2 files (2 unaware, 0 aware, 0 covered; 1 patchable by patchkit); scanned 4 files, parsed 2",
-        "skipped pkg/broken.py: " + report.data["skipped"][0]["reason"],
+        "skipped pkg/broken.py: " + document(report)["skipped"][0]["reason"],
     ]
-    data = report.data
+    data = document(report)
     assert data["counts"] == {
         "table": 1, "membership": 1, "equality": 0, "comparison": 0, "platform-flag": 0, "preprocessor": 0
     }
@@ -447,7 +447,7 @@ def test_command_text_piped(tmp_path: Path) -> None:
         f"{root}/pkg/sub/gate.py:2: unaware: membership: major in (9, 10)",
         "2 capability gates in 2 files (2 unaware, 0 aware, 0 covered; 0 patchable by patchkit); scanned 4 files, parsed 2",
     ]
-    assert render(scan(root, 12, tables=TABLES).lines, terminal=True)[:3] == [
+    assert text(scan(root, 12, tables=TABLES), terminal=True)[:3] == [
         "unaware: 2 gates in 2 files", "  pkg/comm.py", "    1: table: SIZES = {9: 1, 10: 2} [patchable by patchkit]"]
 
 
@@ -456,7 +456,7 @@ def test_command_markdown(tmp_path: Path) -> None:
     root.mkdir()
     (root / "m.py").write_bytes(b"ok = capability[a | b] == 10\n")
     report = scan(root, 12, fmt="markdown")
-    assert report.lines[1:7] == [
+    assert text(report, True)[1:7] == [
         "",
         "### unaware: 1 gate in 1 file",
         "",
@@ -464,7 +464,7 @@ def test_command_markdown(tmp_path: Path) -> None:
         "| --- | ---: | --- | --- | --- | --- |",
         "| m.py | 1 | equality | `capability[a \\| b] == 10` | 10 |  |",
     ]
-    assert report.lines[-1] == (
+    assert text(report, True)[-1] == (
         "1 capability gate in 1 file (1 unaware, 0 aware, 0 covered; 0 patchable by patchkit); scanned 1 files, parsed 1"
     )
 
@@ -473,14 +473,14 @@ def test_command_nothing_found(tmp_path: Path) -> None:
     (tmp_path / "m.py").write_bytes(b"SIZES = {9: 1, 10: 2, 12: 2}\n")
     report = scan(tmp_path, 12)
     assert report.exit_code == OK
-    assert report.lines == [
+    assert text(report, True) == [
         "0 capability gates in 0 files (0 unaware, 0 aware, 0 covered; 0 patchable by patchkit); scanned 1 files, parsed 1"
     ]
 
 
 def test_command_default_tables_are_sglang(tmp_path: Path) -> None:
     (tmp_path / "u.py").write_bytes(b"TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES = {9: {2: 1}, 10: {2: 1}}\n")
-    (f,) = scan(tmp_path, 12).data["findings"]
+    (f,) = document(scan(tmp_path, 12))["findings"]
     assert f["patchable"] and f["name"] == "TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES"
 
 
@@ -505,10 +505,10 @@ def test_a_table_of_a_rule_names_its_fix(tmp_path: Path) -> None:
     (root / "pkg").mkdir(parents=True)
     (root / "pkg/utils.py").write_text("TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES = {9: {2: 1}, 10: {2: 2}}\n")
     report = scan(root, 12)
-    assert report.lines[:3] == [
+    assert text(report, True)[:3] == [
         "covered: 1 gate in 1 file",
         "  pkg/utils.py",
         "    1: table: TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES = {9: {2: 1}, 10: {2: 2}} [covered by torch-symm-mem]",
     ]
-    assert report.data["findings"][0]["covered_by"] == "torch-symm-mem"
-    assert report.data["findings"][0]["class"] == "covered"
+    assert document(report)["findings"][0]["covered_by"] == "torch-symm-mem"
+    assert document(report)["findings"][0]["class"] == "covered"

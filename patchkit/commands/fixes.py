@@ -3,18 +3,21 @@
 Read only: the fixes come from their data files (``patchkit.fixes``), the releases from
 the manifests of the shipped series (``patches/<version>/manifest.json`` for SGLang,
 ``patches/<project>/<version>/manifest.json`` for the others).  A manifest that cannot
-be read is a BadInput, as everywhere else.
+be read is a BadInput, as everywhere else.  Returns a ``FixesResult`` (``render/fixes.py``
+says it).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 from patchkit.data import shipped
+from patchkit.errors import OK
+from patchkit.fixes.effects import Effect
 from patchkit.fixes.load import Fix
 from patchkit.fixes.registry import FIXES, PROJECTS, Project
 from patchkit.patch.manifest import Manifest, read_manifest
-from patchkit.report import Report
 from patchkit.text import plural
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
 from patchkit.versions import is_version, version_key
@@ -76,70 +79,27 @@ def releases(fix: Fix, project: Project, series: dict[str, Manifest]) -> dict:
     }
 
 
-def _release_lines(r: dict) -> list[str]:
-    if not r["shipped"]:
-        return [f"    {r['label']}: no shipped series"]
-    rows = [(PATCHED, r["patched_ranges"]), (ALREADY_UPSTREAM, r["already_upstream_ranges"])]
-    rows += [(status, found["ranges"]) for status, found in r["other"].items()]
-    if r["not_listed"]:
-        rows.append(("not in the manifest", r["not_listed_ranges"]))
-    width = max(len(name) for name, _ in rows) + 2
-    lines = [f"    {r['label']} ({plural(r['releases'], 'shipped release')}):"]
-    lines += [f"      {name + ':':<{width}}{', '.join(runs) or 'none'}" for name, runs in rows]
-    return lines
+class FixShipped(NamedTuple):
+    """One fix, what it does (its ``[effect]``) and the releases its shipped series cover."""
+
+    fix: Fix
+    effect: Effect | None
+    releases: tuple[dict, ...]  # ``releases`` of each project its rules patch
 
 
-def _effect_lines(effect) -> list[str]:
-    """What the fix does and under which conditions (its ``[effect]``)."""
-    from patchkit.fixes.effects import failure_words, needs_words, on_by_itself_words
-
-    lines = [f"  effect:   {effect.changes}", f"  upstream: {effect.upstream}", f"  without it (with {effect.asked_with}):"]
-    lines += [f"    {failure_words(f, PROJECTS[f.project].label)}" for f in effect.fails]
-    lines += [f"  needs:    {needs_words(n)}" for n in effect.needs]
-    lines += [f"  on by itself: {on_by_itself_words(d, PROJECTS[d.project].label, PROJECTS[d.with_project].label)}"
-              for d in effect.default_on]
-    return lines
+class FixesResult(NamedTuple):
+    patches: Path  # the folder of series read
+    fixes: tuple[FixShipped, ...]
+    exit_code: int = OK
 
 
-def fixes(patches: Path | None = None) -> Report:
+def fixes(patches: Path | None = None) -> FixesResult:
     from patchkit.fixes.effects import read_effects
 
     root = patches or shipped("patches")
     effects = read_effects()
-    report = Report()
     series = {name: manifests(root, project) for name, project in PROJECTS.items()}
-    documents = []
-    for n, fix in enumerate(FIXES.values()):
-        if n:
-            report.add("")
-        report.add(f"{fix.name}: {fix.title}")
-        report.add(f"  default: {'on by default' if fix.default else f'opt-in, with --fix {fix.name}'}")
-        rules = []
-        for i, rule in enumerate(fix.rules, 1):
-            label = PROJECTS[rule.project].label
-            report.add(f"  rule {i}: {label}, {rule.kind}")
-            report.add(f"    files:    {', '.join(rule.files)}")
-            report.add(f"    where:    {rule.where()}")
-            report.add(f"    evidence: {rule.evidence}")
-            if rule.needs:
-                report.add(f"    needs:    {rule.needs}")
-            rules.append({
-                "project": rule.project, "label": label, "kind": rule.kind, "files": list(rule.files),
-                "where": rule.where(), "evidence": rule.evidence, "needs": rule.needs,
-            })
-        effect = effects.get(fix.name)
-        if effect is not None:
-            report.lines += _effect_lines(effect)
-        report.add("  releases:")
-        found = []
-        for name in dict.fromkeys(r.project for r in fix.rules):
-            r = releases(fix, PROJECTS[name], series[name])
-            report.lines += _release_lines(r)
-            found.append(r)
-        documents.append({
-            "name": fix.name, "title": fix.title, "rationale": fix.rationale, "default": fix.default,
-            "enable": None if fix.default else f"--fix {fix.name}", "rules": rules, "releases": found,
-            "effect": effect.to_json() if effect is not None else None,
-        })
-    report.data = {"command": "fixes", "patches": str(root), "fixes": documents}
-    return report
+    return FixesResult(root, tuple(
+        FixShipped(fix, effects.get(fix.name),
+                   tuple(releases(fix, PROJECTS[name], series[name]) for name in dict.fromkeys(r.project for r in fix.rules)))
+        for fix in FIXES.values()))

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from patchkit.commands import fixes as command
+from patchkit.render import document, text
 from patchkit.errors import BadInput
 from patchkit.fixes.load import Fix, Rule
 from patchkit.fixes.registry import FIXES, PROJECTS
@@ -126,12 +127,12 @@ LINES = [
 
 def test_lines(patches: Path) -> None:
     report = command.fixes(patches)
-    assert report.lines == LINES
+    assert text(report, True) == LINES
     assert report.exit_code == 0
 
 
 def test_json(patches: Path) -> None:
-    doc = command.fixes(patches).data
+    doc = document(command.fixes(patches))
     assert json.loads(json.dumps(doc)) == doc
     assert doc == {
         "command": "fixes",
@@ -191,7 +192,7 @@ def test_json(patches: Path) -> None:
 
 def test_no_patches_folder_at_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(command, "FIXES", {"fusion": FUSION})
-    lines = command.fixes(tmp_path / "missing").lines
+    lines = text(command.fixes(tmp_path / "missing"), True)
     assert lines[-3:] == ["  releases:", "    FlashInfer: no shipped series", "    SGLang: no shipped series"]
 
 
@@ -222,7 +223,7 @@ def test_ranges(chosen: list[str], expected: list[str]) -> None:
 def test_the_shipped_patches() -> None:
     """Only what stays true as releases are added: the fixes, their defaults, kinds and projects."""
     report = command.fixes()
-    doc = report.data
+    doc = document(report)
     assert report.exit_code == 0
     assert doc["command"] == "fixes"
     assert [f["name"] for f in doc["fixes"]] == ["torch-symm-mem", "allreduce-fusion"] == list(FIXES)
@@ -234,14 +235,14 @@ def test_the_shipped_patches() -> None:
     sglang = next(r for r in symm["releases"] if r["project"] == "sglang")
     assert sglang["shipped"] and "0.5.9" in sglang["patched"]
     assert sglang["patched"] == sorted(sglang["patched"], key=lambda v: command.version_key(v))
-    assert "  default: on by default" in report.lines
-    assert "  default: opt-in, with --fix allreduce-fusion" in report.lines
+    assert "  default: on by default" in text(report, True)
+    assert "  default: opt-in, with --fix allreduce-fusion" in text(report, True)
     assert set(PROJECTS) == {"sglang", "vllm", "flashinfer"}
 
 
 def test_each_fix_says_what_it_does_and_when() -> None:
     """The real fixes' [effect]: what fails without them, per release range, and what they need."""
-    lines = command.fixes().lines
+    lines = text(command.fixes(), True)
     start = lines.index("  effect:   adds key 12 (vLLM: \"12.0\") to each table, copying SM100's entry, so the communicator gets past its table look-up on SM120")
     assert lines[start + 2:start + 8] == [
         "  without it (with --enable-torch-symm-mem):",
@@ -256,7 +257,7 @@ def test_each_fix_says_what_it_does_and_when() -> None:
     ]
     assert ("  on by itself: SGLang 0.5.7 turns it on by itself on SM120 for DeepseekV3ForCausalLM, GptOssForCausalLM, "
             "Glm4MoeForCausalLM, Qwen3MoeForCausalLM, with FlashInfer below 0.6.17") in lines
-    doc = {f["name"]: f for f in command.fixes().data["fixes"]}
+    doc = {f["name"]: f for f in document(command.fixes())["fixes"]}
     assert doc["allreduce-fusion"]["effect"]["default_on"][0] == {
         "project": "sglang", "since": "0.5.4.post2", "until": "0.5.6.post2", "models": ["GptOssForCausalLM"],
         "with_project": "flashinfer", "fixed_in": "0.6.17"}

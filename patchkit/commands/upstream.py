@@ -1,7 +1,8 @@
 """``patchkit upstream``: a branch with one commit per fix, ``git am``-ready mboxes and PR.md.
 
 The commits are built from HEAD with plumbing (a private index, ``commit-tree``,
-``update-ref``): the user's branch, HEAD, index and work tree stay as they were.
+``update-ref``): the user's branch, HEAD, index and work tree stay as they were.  Returns an
+``UpstreamResult`` (``render/upstream.py`` says it).
 """
 
 from __future__ import annotations
@@ -10,15 +11,14 @@ import os
 from datetime import date
 from functools import partial
 from pathlib import Path
+from typing import NamedTuple
 
 from patchkit.patch import message
 from patchkit.targets.atomic import remove_temps, write_atomic
-from patchkit.errors import BadInput
+from patchkit.errors import OK, BadInput
 from patchkit.patch.write import patch_filename
 from patchkit.plan import APPLY, plan_apply
 from patchkit.fixes.registry import FIXES, default_fixes, fixes_for, no_rule, rules_for
-from patchkit.report import Report
-from patchkit.text import plural
 from patchkit.targets.session import Session
 from patchkit.git.objects import GitSource
 from patchkit.targets.transaction import Lock
@@ -64,6 +64,34 @@ def _context(s: Session, fix: str, plan, head: str, name: str, from_cc, to_cc) -
     )
 
 
+class Made(NamedTuple):
+    """What a real run made: the branch (the next free name if another run took the planned one),
+    its commits, an mbox per commit and PR.md."""
+
+    branch: str
+    commits: tuple[str, ...]
+    mboxes: tuple[Path, ...]
+    pr: Path
+    author: tuple[str, str]  # (name, email) of the commits
+    waited: str | None  # what taking the lock said, if it waited
+
+
+class UpstreamResult(NamedTuple):
+    target: str  # the target's first line (``Session.describe``)
+    path: str
+    head: str
+    skipped: tuple  # (fix, what its plan said) of each fix that changes nothing at HEAD
+    branch: str  # the branch planned
+    dry_run: bool
+    fixes: tuple[str, ...]  # one commit each
+    messages: tuple[str, ...]  # each commit's message
+    pr: str  # PR.md as planned
+    files: tuple[str, ...]  # every file the commits change
+    changes: tuple  # (files changed, the plan's source) of each commit
+    made: Made | None = None  # None with dry_run
+    exit_code: int = OK
+
+
 def upstream(
     path: Path,
     branch: str | None = None,
@@ -74,7 +102,7 @@ def upstream(
     templates: Path | None = None,
     patches: Path | None = None,
     fixes: tuple[str, ...] | None = None,
-) -> Report:
+) -> UpstreamResult:
     """One commit per fix (default: the fixes on by default) that changes HEAD, on a new branch."""
     s = Session.open(path)
     from_cc, to_cc = s.project.cc_pair(from_cc, to_cc)
@@ -93,47 +121,30 @@ def upstream(
     texts = [message.commit_message(ctx, templates) for ctx in contexts]
     pr_context = dict(contexts[0], commits=[dict(ctx, subject=message.subject(t)) for ctx, t in zip(contexts, texts)])
     body = message.pr_body(pr_context, templates)
-    report = Report()
-    report.add(f"{s.describe()}; HEAD {head[:12]}")
-    report.lines += [f"note: {fix}: {action}, no commit" for fix, action in skipped]
     files = sorted({c.path for _, plan in steps for c in plan.changes})
-    report.data = {"command": "upstream", "path": str(s.target.root), "head": head, "branch": name, "dry_run": dry_run,
-                   "fixes": [fix for fix, _ in steps], "message": "\n".join(texts), "pr": body, "files": files}
+    planned = UpstreamResult(s.describe(), str(s.target.root), head, tuple(skipped), name, dry_run, tuple(fix for fix, _ in steps),
+                             tuple(texts), body, tuple(files), tuple((len(plan.changes), plan.source) for _, plan in steps))
     if dry_run:
-        report.add(f"would create branch {name} with {plural(len(steps), 'commit')}:" if len(steps) > 1
-                   else f"would create branch {name} with one commit:")
-        for text in texts:
-            report.lines += ["", text]
-        report.lines += ["--- PR.md ---", body]
-        return report
+        return planned
 
     author = git.identity()
     commits, parent = [], head
     with Lock(s.store, s.target) as lock:
-        if lock.waited():
-            report.add(lock.waited())
+        waited = lock.waited()
         s.store.clean_leftovers()  # scratch folders of killed upstream runs (the lock is ours)
         scratch = s.store.root / f"upstream-{os.getpid()}"
         for (_, plan), text in zip(steps, texts):
             parent = git.commit(parent, {c.path: c.after for c in plan.changes}, text, scratch)
             commits.append(parent)
-        name = git.create_branch(name, parent)  # the next free name if another run took this one
+        made = git.create_branch(name, parent)  # the next free name if another run took this one
     out.mkdir(parents=True, exist_ok=True)
     mboxes = []
     for number, (commit, text) in enumerate(zip(commits, texts), 1):
         mboxes.append(out / patch_filename(message.subject(text), number))
         remove_temps(mboxes[-1])  # what a killed upstream left of its own writes
         write_atomic(mboxes[-1], git.format_patch(commit), mode=0o644)
-    if name != pr_context["branch"]:
-        body = message.pr_body(dict(pr_context, branch=name), templates)
+    if made != pr_context["branch"]:
+        body = message.pr_body(dict(pr_context, branch=made), templates)
     remove_temps(out / "PR.md")
     write_atomic(out / "PR.md", body.encode(), mode=0o644)
-    for (_, plan), commit, text in zip(steps, commits, texts):
-        report.add(f"created branch {name} at {commit[:12]}: {message.subject(text)}" if len(steps) == 1
-                   else f"committed {commit[:12]} on branch {name}: {message.subject(text)}")
-        report.add(f"  author {author[0]} <{author[1]}>; {plural(len(plan.changes), 'file')} changed ({plan.source})")
-    report.add(f"wrote {', '.join(map(str, mboxes))} (git am) and {out / 'PR.md'}")
-    report.add(f"next: git push <your fork> {name}, then open a pull request with {out / 'PR.md'}")
-    report.data.update({"commit": commits[-1], "commits": commits, "mbox": str(mboxes[0]), "mboxes": list(map(str, mboxes)),
-                        "pr_path": str(out / "PR.md")})
-    return report
+    return planned._replace(made=Made(made, tuple(commits), tuple(mboxes), out / "PR.md", author, waited))

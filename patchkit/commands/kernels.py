@@ -11,7 +11,8 @@ of every installed distribution whose RECORD lists a shared object with CUDA cod
 diagnose use the same judgement (``judge.kernels.installed_code``).  Nothing is loaded or run.
 
 Exit 0 when every file was read and (with GPUs) runs on them, 1 when a file has no code for
-a GPU or cannot be read, 2 for bad input.
+a GPU or cannot be read, 2 for bad input.  Returns a ``KernelsResult`` (``render/kernels.py``
+says it).
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import NamedTuple
+
 from patchkit.errors import OK, PROBLEMS, BadInput
-from patchkit.judge.kernels import distribution_lines, installed_code, judge
-from patchkit.report import Report
-from patchkit.text import plural
+from patchkit.judge.kernels import installed_code, judge
 
 MAX_FILES = 100_000  # shared objects under one PATH folder
 AUTO = "auto"  # --to-cc auto: the GPUs of nvidia-smi
@@ -74,34 +75,35 @@ def _paths(given: list[Path]) -> list[tuple[str, str]]:
     return found
 
 
-def kernels(paths: list[Path], python: str | None, to_cc) -> Report:
+class KernelsResult(NamedTuple):
+    """The shared objects read and, with GPUs, judged for them."""
+
+    ccs: tuple  # the GPUs' compute capabilities, lowest first (none: no verdict)
+    source: str | None  # where they come from: "--to-cc", "nvidia-smi: 8 x ..."
+    note: tuple[str, ...]  # why there is no verdict
+    exe: Path | None  # --python: the interpreter whose distributions were read
+    found: tuple  # --python: judge.kernels.DistributionHere, one per distribution with CUDA code
+    files: tuple  # PATH: judge.kernels.FileHere, one per file
+
+    @property
+    def failing(self) -> int:
+        """The files that have no code for a GPU they are loaded on, or cannot be read."""
+        if self.exe is not None:
+            return sum(len(d.failing()) for d in self.found)
+        return sum(bool(f.missing or f.binary.problem) for f in self.files)
+
+    @property
+    def exit_code(self) -> int:
+        return PROBLEMS if self.failing else OK
+
+
+def kernels(paths: list[Path], python: str | None, to_cc) -> KernelsResult:
     """``paths`` (files or folders) or, with ``python``, every distribution installed for it."""
     note: list[str] = []
     ccs, source = _gpus(to_cc, note)
-    report = Report()
-    for_gpus = f" for {', '.join(f'{a}.{b}' for a, b in ccs)} ({source})" if ccs else ""
-    documents: list[dict] = []
-    failing = 0
     if python is not None:
         from patchkit.targets.environment import interpreter, site_packages_of
 
         exe = interpreter(python)
-        found = installed_code(site_packages_of(exe), ccs)
-        cuda = [d for d in found if d.files]
-        report.add(f"{exe}: {plural(len(cuda), 'distribution')} with CUDA code{for_gpus}")
-        for d in found:
-            report.lines += distribution_lines(d, ccs, listing=True)
-            documents += [f.to_json(d.dist) for f in d.files]
-            failing += len(d.failing())
-    else:
-        files = [judge(p, shown, ccs) for p, shown in _paths(paths)]
-        report.add(f"{plural(len(files), 'file')}{for_gpus}")
-        for f in files:
-            report.add(f"{f.shown}: {f.verdict()}")
-        documents = [f.to_json(None) for f in files]
-        failing = sum(bool(f.missing or f.binary.problem) for f in files)
-    report.lines += note
-    report.exit_code = PROBLEMS if failing else OK
-    report.data = {"command": "kernels", "ok": not failing, "exit_code": report.exit_code,
-                   "gpus": [f"{a}.{b}" for a, b in ccs] or None, "gpus_from": source, "note": note or None, "files": documents}
-    return report
+        return KernelsResult(tuple(ccs), source, tuple(note), exe, tuple(installed_code(site_packages_of(exe), ccs)), ())
+    return KernelsResult(tuple(ccs), source, tuple(note), None, (), tuple(judge(p, shown, ccs) for p, shown in _paths(paths)))

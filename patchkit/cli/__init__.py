@@ -1,10 +1,10 @@
 """The command line: parse, dispatch, print.  The work is in ``patchkit.commands``.
 
-Every command's callback checks its inputs and returns a ``Report``; ``boundary.Command``
-is the one error boundary around all of them (and ``boundary.last_resort`` around the
-whole command line): one line on stderr and the documented exit code, and with ``--json``
-also an error document on stdout; a click usage error given with ``--json`` gets the same
-document.
+Every command's callback checks its inputs and returns the command's result, which
+``boundary.Command`` prints through ``patchkit.render``; it is the one error boundary around
+all of them (and ``boundary.last_resort`` around the whole command line): one line on stderr
+and the documented exit code, and with ``--json`` also an error document on stdout; a click
+usage error given with ``--json`` gets the same document.
 ``options.py`` holds the options several commands share and the checks that need more
 than one option.
 """

@@ -46,6 +46,11 @@ class Applied(NamedTuple):
     patchkit: str
     files: list  # of AppliedFile
 
+    def fixes(self) -> list[str]:
+        """The fixes whose changes this records, in the order first recorded (a state written
+        before series names none: its tables carry no fix)."""
+        return list(dict.fromkeys(t["fix"] for f in self.files for t in f.tables if isinstance(t, dict) and t.get("fix")))
+
     def to_json(self) -> dict:
         doc = self._asdict()
         doc["files"] = [f._asdict() for f in self.files]

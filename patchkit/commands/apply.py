@@ -83,7 +83,7 @@ def with_applied(s: Session, fixes: tuple[str, ...]) -> tuple[tuple[str, ...], t
     applied, changed = s.state()
     if applied is None or changed:  # a state of another release is set aside: a fresh start
         return fixes, ()
-    had = {t.get("fix") for f in applied.files for t in f.tables if isinstance(t, dict)}
+    had = set(applied.fixes())
     kept = tuple(n for n in FIXES if n in had and n not in fixes)
     return tuple(n for n in FIXES if n in fixes or n in kept), kept
 

@@ -74,7 +74,7 @@ def verify_session(s: Session, from_cc=None, to_cc=None, fixes: tuple[str, ...] 
     names = s.project.tables if fixes is None else tuple(
         dict.fromkeys(n for r in rules_for(s.project.name, fixes) if r.kind == "dict-key" for n in r.tables))
     if fixes is None:
-        recorded_fixes = {t.get("fix") for f in (ours.files if ours else ()) for t in f.tables if isinstance(t, dict)}
+        recorded_fixes = set(ours.fixes()) if ours else set()
         fixes = tuple(n for n in FIXES if FIXES[n].default or n in recorded_fixes)
     stale = {rel: [p for p in bytecode.check(s.target.path(rel), data) if p.status == "stale"]
              for rel, data in current.items() if rel in recorded or any(n.encode() in data for n in names)}

@@ -83,7 +83,7 @@ def for_apply(sessions: list[Session], m: Machine, from_cc, fixes: tuple[str, ..
 def _less(fixes, applied, spare: dict) -> tuple[str, ...]:
     """The fixes verify proves (``fixes``, else the default ones and those applied), less
     those not needed here."""
-    recorded = {t.get("fix") for f in (applied.files if applied else ()) for t in f.tables if isinstance(t, dict)}
+    recorded = set(applied.fixes()) if applied else set()
     base = fixes if fixes is not None else tuple(n for n in FIXES if FIXES[n].default or n in recorded)
     return tuple(n for n in base if n not in spare)
 

@@ -116,7 +116,7 @@ def fix_here(s: Session, fix: str, ccs: list, current: dict[str, bytes] | None =
     """Whether ``fix`` is in effect at the target of ``s`` for each of ``ccs``."""
     current = s.current() if current is None else current
     applied = s.applied()
-    ours = {t.get("fix") for f in (applied.files if applied else ()) for t in f.tables if isinstance(t, dict)}
+    ours = set(applied.fixes()) if applied else set()
     target = _target_major(fix, s.project)
     missing, held, lacking, found_any, asked, ours_here = [], [], [], False, False, False
     for cc in ccs:

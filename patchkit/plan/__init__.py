@@ -211,16 +211,12 @@ def plan_apply(
     return Plan(APPLY, source, changes, new, notes, found)
 
 
-def _fixes(applied: Applied) -> list[str]:
-    return list(dict.fromkeys(t["fix"] for f in applied.files for t in f.tables if isinstance(t, dict) and t.get("fix")))
-
-
 def _what_changed(old: Applied, new: Applied, local) -> str:
     """What differs between the applied patch and the one replacing it, as a user reads it."""
     parts = []
     if (old.from_cc, old.to_cc) != (new.from_cc, new.to_cc):
         parts.append(f"{old.from_cc} -> {old.to_cc} becomes {new.from_cc} -> {new.to_cc}")
-    before, after = _fixes(old), _fixes(new)
+    before, after = old.fixes(), new.fixes()
     if [f for f in after if f not in before]:
         parts.append(f"adds {', '.join(f for f in after if f not in before)}")
     if [f for f in before if f not in after]:

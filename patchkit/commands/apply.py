@@ -264,7 +264,7 @@ def apply_auto(found, patches, no_generate, from_cc, dry_run, version, fixes, na
     fixes = default_fixes() if fixes is None else fixes
     sessions = [Session.open(path, version, name, install) for path, name, install in found]
     keys = for_apply(sessions, m, from_cc, fixes, named)
-    results = iter(apply_all(sessions, patches, no_generate, from_cc, None, dry_run, fixes, named, keys) if any(k.pairs for k in keys)
-                   else ())
+    runs = any(k.pairs for k in keys)
+    results = iter(apply_all(sessions, patches, no_generate, from_cc, None, dry_run, fixes, named, keys) if runs else ())
     return Auto("apply", m, tuple(AutoTarget(Where.of(k.session), k.session.project.name, k.session.project.label, k.held,
                                              k.spare, (next(results),) if k.pairs else ()) for k in keys))

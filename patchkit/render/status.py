@@ -23,16 +23,18 @@ def to_text(r, terminal: bool) -> list[str]:
         lines.append("applied:  nothing recorded by patchkit")
     if r.aside:
         lines.append(f"set aside: {plural(len(r.aside), 'state')} of earlier releases in {r.aside_dir}")
-    lines.append(f"shipped:  {r.shipped.name}" if r.shipped else f"shipped:  {r.no_shipped}; apply generates the change from the files")
+    lines.append(f"shipped:  {r.shipped.name}" if r.shipped
+                 else f"shipped:  {r.no_shipped}; apply generates the change from the files")
     for f in r.files:
-        lines.append(f"  {f.path}: {f.state}; {plural(f.bytecode, 'cached bytecode file')}" + (f", {f.stale} stale" if f.stale else ""))
+        stale = f", {f.stale} stale" if f.stale else ""
+        lines.append(f"  {f.path}: {f.state}; {plural(f.bytecode, 'cached bytecode file')}{stale}")
     if r.jit_error is not None:
         lines.append(f"note: FlashInfer's JIT builds not checked: {r.jit_error}")
     for b in r.builds:
         lines.append(f"  {b.path}: stale FlashInfer JIT build ({b.kind}), older than the patched sources; "
                      + ("`patchkit apply` drops it" if b.droppable else b.advice))
-    pending = r.pending
-    lines.append(f"pending:  {'an interrupted ' + pending.get('op', 'transaction') + ' (the next apply or revert finishes it)' if pending else 'none'}")
+    pending = f"an interrupted {r.pending.get('op', 'transaction')} (the next apply or revert finishes it)" if r.pending else "none"
+    lines.append(f"pending:  {pending}")
     return lines + restart_lines(list(r.running))
 
 

@@ -302,8 +302,8 @@ def kernels(paths, python, to_cc, as_json):
 @python_opt("Judge the fixes for")
 @PROJECT_OPT
 @click.option("--to-cc", default=AUTO, show_default=True, metavar="CC|auto",
-              help="The GPUs to judge for: auto, those of nvidia-smi; or a compute capability (12, 12.0, 12.1), "
-                   "judged as given, without nvidia-smi (an image build has no GPU).")
+              help="The GPUs to judge for: auto (those nvidia-smi shows), or a compute capability (12, 12.0, 12.1) "
+                   "judged as given, with no GPU needed (an image build has none).")
 @JSON_OPT
 def doctor(path, python, project, to_cc, as_json):
     """The GPUs (nvidia-smi), how they are linked, the projects at PATH (default: here) or

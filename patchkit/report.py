@@ -58,12 +58,13 @@ def render(lines: list[str], terminal: bool) -> list[str]:
 
 
 class Report:
-    __slots__ = ("lines", "data", "exit_code")
+    __slots__ = ("lines", "data", "exit_code", "failure")
 
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.data: dict = {}
         self.exit_code = OK
+        self.failure: str | None = None  # a report that still fails (doctor with no GPU): its one line on stderr
 
     def add(self, line: str) -> None:
         self.lines.append(line)

@@ -20,7 +20,8 @@ from patchkit import __version__
 from patchkit.cli.boundary import Group
 from patchkit.cli.options import (
     ALL_FIXES_OPT, AUTO, CC, CCOrAuto, DRY_RUN_OPT, FIX_OPT, FROM_CC_OPT, JSON_OPT, PATCHES_OPT, PATH_ARG, PROJECT_OPT,
-    PYTHON_OPT, TEMPLATES_OPT, TO_CC_AUTO_OPT, TO_CC_OPT, check_cc, check_out, check_version, python_opt, run_each, targets,
+    PYTHON_OPT, TEMPLATES_OPT, TO_CC_AUTO_OPT, TO_CC_OPT, check_cc, check_out, check_version, gpu_cc, python_opt, run_each,
+    targets,
 )
 from patchkit.errors import BadInput
 from patchkit.fixes.registry import FIXES, PROJECTS, choose_fixes, no_rule, rules_for
@@ -300,17 +301,20 @@ def kernels(paths, python, to_cc, as_json):
 @PATH_ARG
 @python_opt("Judge the fixes for")
 @PROJECT_OPT
-@click.option("--to-cc", type=click.Choice([AUTO]), default=AUTO, show_default=True,
-              help="The keys to judge: those of this machine's GPUs (nvidia-smi).")
+@click.option("--to-cc", default=AUTO, show_default=True, metavar="CC|auto",
+              help="The GPUs to judge for: auto (those nvidia-smi shows), or a compute capability (12, 12.0, 12.1) "
+                   "judged as given, with no GPU needed (an image build has none).")
 @JSON_OPT
 def doctor(path, python, project, to_cc, as_json):
     """The GPUs (nvidia-smi), how they are linked, the projects at PATH (default: here) or
     installed for --python, each fix: needed here or not, applied or not, and what it does
-    on this machine.  Read only.  Exit 1 when something this machine needs is missing."""
+    on this machine.  Read only.  Exit 1 when something this machine needs is missing; with
+    no GPU seen and no --to-cc, the projects and fixes are still shown, and the exit is 2."""
     from patchkit.commands.doctor import apply_target, doctor as command
 
+    cc = None if to_cc == AUTO else (gpu_cc(to_cc), to_cc.strip())
     given = targets(path, python, project)
-    return command(given.found, apply_target(path, python), given.env)
+    return command(given.found, apply_target(path, python), given.env, to_cc=cc)
 
 
 def _nothing_to_generate(machine_line: str, label: str):

@@ -6,6 +6,8 @@ included) one line asking for a report and exit 70, and Ctrl-C ``patchkit: inter
 and exit 130; with ``--json`` each also prints an error document on stdout, and a click
 usage error given with ``--json`` gets the same document.  ``last_resort`` holds the
 whole command line, click's parsing included, never click's "Aborted!" nor a traceback.
+A report that fails although it has something to say (doctor with no GPU) prints its lines,
+then its ``failure`` line on stderr.
 """
 
 from __future__ import annotations
@@ -75,6 +77,8 @@ class Command(click.Command):
 
             for line in render(report.lines, sys.stdout.isatty()):
                 click.echo(line)
+        if report.failure:  # a report printed, and still a failure: its line, as every failure's
+            click.echo(f"patchkit: {report.failure}", err=True)
         sys.exit(report.exit_code)
 
 

@@ -44,6 +44,23 @@ class CCOrAuto(CC):
         return AUTO if value == AUTO else super().convert(value, param, ctx)
 
 
+def gpu_cc(text: str, option: str = "--to-cc") -> tuple[int, int]:
+    """A GPU's compute capability as apply's --to-cc reads it (``12``, ``12.0``, ``12.1``:
+    ``rewrite.capability``), and one NVIDIA has (1.0 to 15.x): ``(12, 0)``.  BadInput, in one
+    line, otherwise."""
+    from patchkit.gpus.parse import CC_MAJORS
+    from patchkit.rewrite.capability import cap
+
+    shown = text if len(text) <= 40 else text[:40] + "..."
+    try:
+        c = cap(text)
+    except ValueError:
+        raise BadInput(None, f"{option} {shown!r} is not a compute capability such as 12, 12.0 or 12.1, nor auto") from None
+    if c.major not in CC_MAJORS or c.minor > 9:
+        raise BadInput(None, f"{option} {shown!r} is not a compute capability NVIDIA has (1.0 to 15.x)")
+    return c.major, c.minor
+
+
 # --- input checks that need more than one option ---------------------------------------
 
 

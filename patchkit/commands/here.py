@@ -165,7 +165,10 @@ def fixes_here(s: Session, machine: Machine) -> list[FixHere]:
 
 
 def no_multicast(m: Machine) -> str | None:
-    """Why the GPUs have no multicast, or None when NVLink might give it."""
+    """Why the GPUs have no multicast, or None when NVLink might give it, or when how they are
+    linked is not known (a machine given, not measured: the fix may take effect there)."""
+    if m.links is None:
+        return None
     if not m.links:
         return "one GPU, no peer to share multicast memory with"
     if m.pcie_only():

@@ -20,8 +20,8 @@ from patchkit import __version__
 from patchkit.cli.boundary import Group
 from patchkit.cli.options import (
     ALL_FIXES_OPT, AUTO, CC, CCOrAuto, DRY_RUN_OPT, FIX_OPT, FROM_CC_OPT, JSON_OPT, PATCHES_OPT, PATH_ARG, PROJECT_OPT,
-    PYTHON_OPT, TEMPLATES_OPT, TO_CC_AUTO_OPT, TO_CC_OPT, check_cc, check_out, check_version, gpu_cc, python_opt, run_each,
-    targets,
+    PYTHON_OPT, TEMPLATES_OPT, TO_CC_AUTO_OPT, TO_CC_OPT, check_cc, check_out, check_version, gpu_cc, nvidia_cc, python_opt,
+    run_each, targets,
 )
 from patchkit.errors import BadInput
 from patchkit.fixes.registry import FIXES, PROJECTS, choose_fixes, no_rule, rules_for
@@ -260,7 +260,8 @@ def watch(log, timeout, as_json):
 
 
 class GPUCC(click.ParamType):
-    """A GPU's compute capability for ``kernels``: ``12.0``, ``12.1``, ``9.0`` (``12`` is 12.0), or ``auto``."""
+    """A GPU's compute capability for ``kernels``: ``12.0``, ``12.1``, ``9.0`` (``12`` is 12.0), or ``auto``;
+    one NVIDIA has none of (``99``) is one line (``options.nvidia_cc``)."""
 
     name = "CC|auto"
 
@@ -270,9 +271,11 @@ class GPUCC(click.ParamType):
         from patchkit.kernels.compat import parse_cc
 
         try:
-            return parse_cc(str(value))
+            cc = parse_cc(str(value))
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
+        nvidia_cc(cc, str(value).strip(), "--to-cc")
+        return cc
 
 
 @cli.command(short_help="Which GPUs the compiled CUDA code of shared objects can run on.")

@@ -2,8 +2,9 @@
 
 The GPUs come from ``nvidia-smi`` (``patchkit.gpus``); their ccs are spelled the way each
 project keys them (12 for SGLang, "12.0" or "12.1" for vLLM: ``here.spelled``).  A cc a
-release already holds (an H200's 9), or the one it copies from, needs nothing: that is
-said, and the command exits 0.  So does a fix that is not needed on this machine
+release already holds (an H200's 9), or the one it copies from, needs nothing, nor does a cc
+no fix is for (an A100's 8: the fixes copy SM100's keys for SM12x; its key is never added):
+that is said, and the command exits 0.  So does a fix that is not needed on this machine
 (``here.unneeded``: the GPUs lack what it needs, and the release turns the feature off
 cleanly without it): one line says why, and it is left out unless ``--fix`` names it.
 No nvidia-smi or no GPU is one BadInput line (exit 2).
@@ -15,7 +16,7 @@ from patchkit.errors import BadInput
 from patchkit.fixes.effects import read_effects
 from patchkit.fixes.registry import FIXES, Project, default_fixes, fixes_for
 from patchkit.gpus.smi import Machine, machine as read_machine
-from patchkit.commands.here import MISSING, fix_here, spelled, unneeded
+from patchkit.commands.here import MISSING, fix_here, fixes_here, spelled, unneeded
 from patchkit.report import Report, combine
 from patchkit.rewrite.capability import same
 from patchkit.targets.session import Session
@@ -66,8 +67,17 @@ def _one(label: str, ccs: list, what: str) -> object:
 
 
 def _nothing(s: Session, m: Machine) -> list[str]:
-    keys = ", ".join(map(repr, spelled(s.project, m)))
-    return [s.describe(), f"nothing to do: {s.project.label} already holds key {keys} for this machine's GPUs"]
+    """What a target that needs nothing here is told: the keys its release holds (an H200's 9),
+    and those no fix is for (an A100's 8: ``here.NOT_FOR_THESE``)."""
+    keys, label = spelled(s.project, m), s.project.label
+    held = {cc for h in fixes_here(s, m) for cc in h.held}
+    has = ", ".join(repr(cc) for cc in keys if cc in held)
+    other = ", ".join(repr(cc) for cc in keys if cc not in held)
+    said = f"{label} already holds key {has} for this machine's GPUs" if has else ""
+    if other:
+        said += (f", and no fix for it is for those of key {other}" if has
+                 else f"no fix for {label} is for this machine's GPUs (key {other})")
+    return [s.describe(), f"nothing to do: {said}"]
 
 
 def _left_out(s: Session, spare: dict[str, str]) -> list[dict]:

@@ -7,7 +7,8 @@ is imported or run).  ``doctor`` reports it; ``--to-cc auto`` picks the keys fro
 A fix whose keys are missing can still be needed nowhere on this machine: when the GPUs lack
 what it needs to take effect (multicast) and the release turns the feature off cleanly
 without it (its ``[effect]``: ``helps_without`` of the need, ``outcome`` of the failure),
-``unneeded`` says why.
+``unneeded`` says why.  A key the release lacks for GPUs of a major the fix is not for (an
+A100's 8: the fixes copy SM100's keys for SM12x) is not missing: the fix is not for them.
 """
 
 from __future__ import annotations
@@ -138,6 +139,8 @@ def fix_here(s: Session, fix: str, ccs: list, current: dict[str, bytes] | None =
             gap, lacks = bool(gaps), [f"{t['name']} lacks {t['added_key']!r}" for t in gaps]
             if not found:
                 continue
+        if gap and target is not None and cap(cc).major != target:
+            continue  # a key the fix does not add (an A100's 8): it copies SM100's for its own GPUs only
         if gap:
             missing.append(cc)
             lacking += lacks

@@ -162,3 +162,72 @@ def test_a_bad_time_limit_is_bad_input_even_with_to_cc(tmp_path: Path, sglang_ve
     done = invoke("doctor", "--python", str(sglang_venv / "bin" / "python"), "--to-cc", "12", env=env)
     assert (done.returncode, done.stdout) == (2, b"")
     assert done.stderr.decode() == "patchkit: PATCHKIT_NVIDIA_SMI_TIMEOUT='nan' is not a number of seconds above 0\n"
+
+
+def not_for(venv: Path, python: str, cc: str) -> list[str]:
+    """What doctor says of SGLang 0.5.9 as released, judged for GPUs of ``cc``, a cc the fixes are not for."""
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    return ["", f"{site}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info/METADATA",
+            f"  torch-symm-mem (on by default): not for GPUs of cc {cc}",
+            f"  allreduce-fusion (opt-in): not for GPUs of cc {cc}", "",
+            f"compiled CUDA code: no distribution installed for {python} carries any", "",
+            f"nothing GPUs of cc {cc} need is missing"]
+
+
+@pytest.mark.parametrize("written, cc", [("8.0", "8.0"), ("8", "8.0"), ("11.0", "11.0")])
+def test_to_cc_of_gpus_the_fixes_are_not_for(tmp_path: Path, sglang_venv: Path, written: str, cc: str) -> None:
+    """An A100 (8.0) or a cc 11.0 GPU: SGLang 0.5.9 lacks their key too, but torch-symm-mem copies SM100's
+    keys for SM120 only, so it is not for them, not missing: exit 0 (it said "needed", exit 1)."""
+    python = str(sglang_venv / "bin" / "python")
+    done = invoke("doctor", "--python", python, "--to-cc", written, env=no_nvidia_smi(tmp_path))
+    assert (done.returncode, done.stderr) == (0, b"")
+    assert lines(done) == ["no GPU seen: nvidia-smi is not on PATH: no NVIDIA driver here, or its tools are not on PATH",
+                           f"judged for cc {cc} as given (--to-cc {written}) and not measured: how the GPUs are linked is not known",
+                           *not_for(sglang_venv, python, cc)]
+    doc = json.loads(invoke("doctor", "--python", python, "--to-cc", written, "--json", env=no_nvidia_smi(tmp_path)).stdout)
+    assert (doc["ok"], doc["exit_code"], doc["needed"], doc["apply"]) == (True, 0, [], None)
+    assert [(f["fix"], f["status"], f["missing"], f["needed"], f["why"]) for f in doc["targets"][0]["fixes"]] == [
+        ("torch-symm-mem", "not for these GPUs", [], False, f"not for GPUs of cc {cc}"),
+        ("allreduce-fusion", "not for these GPUs", [], False, f"not for GPUs of cc {cc}")]
+    # Over the real H200's output: the H200 is listed, and the judgement is the same.
+    env = standin(tmp_path, "h200-1gpu")
+    done = invoke("doctor", "--python", python, "--to-cc", written, env=env)
+    assert (done.returncode, done.stderr) == (0, b"")
+    assert lines(done) == [f"GPUs ({tmp_path}/bin/nvidia-smi):", "  GPU0  NVIDIA H200  cc 9.0 (SM90)  00000000:00:06.0",
+                           "links: one GPU: no peer to link to, no multicast",
+                           f"judged for cc {cc} as given (--to-cc {written}) instead of the GPUs above: how GPUs of cc {cc} "
+                           "would be linked is not known", *not_for(sglang_venv, python, cc)]
+
+
+@pytest.mark.parametrize("command", ["apply", "verify"])
+def test_to_cc_auto_adds_no_key_the_fixes_are_not_for(tmp_path: Path, sglang_venv: Path, monkeypatch, command: str) -> None:
+    """--to-cc auto on GPUs of cc 8.0, given as --to-cc 8.0 gives them (no real A100 output is at hand): apply
+    writes no key 8 (it wrote one), verify proves none (it failed on it)."""
+    from patchkit.commands import auto
+    from patchkit.gpus.smi import given
+
+    monkeypatch.setattr(auto, "read_machine", lambda *_: given((8, 0)))
+    venv = copy_venv(sglang_venv, tmp_path / "V")
+    python = str(venv / "bin" / "python")
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    before = snapshot(venv)
+    done = invoke(command, "--python", python, "--to-cc", "auto", env=no_nvidia_smi(tmp_path))
+    assert (done.returncode, done.stderr) == (0, b"")
+    assert lines(done)[1:] == [f"{site}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info/METADATA",
+                               "nothing to do: no fix for SGLang is for this machine's GPUs (key 8)"]
+    assert snapshot(venv) == before
+
+
+def test_to_cc_auto_adds_only_the_key_a_fix_is_for(tmp_path: Path, sglang_venv: Path, monkeypatch) -> None:
+    """GPUs of cc 8.0 and 12.0 (given): apply --to-cc auto adds key 12 and not 8 (it refused: two keys)."""
+    from patchkit.commands import auto
+    from patchkit.gpus.smi import given
+    from patchkit.rewrite.evaluate import tables
+
+    monkeypatch.setattr(auto, "read_machine", lambda *_: given((8, 0), (12, 0)))
+    venv = copy_venv(sglang_venv, tmp_path / "V")
+    done = invoke("apply", "--python", str(venv / "bin" / "python"), "--to-cc", "auto", env=no_nvidia_smi(tmp_path))
+    assert (done.returncode, done.stderr) == (0, b""), done.stderr.decode()
+    utils = next((venv / "lib").glob("python3*/site-packages")) / "sglang/srt/distributed/device_communicators/all_reduce_utils.py"
+    (table,) = tables(utils.read_bytes(), ("TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES",), str(utils)).values()
+    assert sorted(table) == [9, 10, 12] and table[12] == table[10]

@@ -4,31 +4,33 @@ them (``packaging.version``, the implementation pip uses)."""
 from __future__ import annotations
 
 import re
-
-from packaging.version import InvalidVersion, Version
+from functools import lru_cache
 
 # The normal form of a public release (PEP 440, no epoch, no local part): what patchkit ships
 # patches for and accepts as --version.  packaging parses every version this matches.
 _RELEASE = re.compile(r"\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?")
 _LEADING = re.compile(r"\d+(\.\d+)*")
-_NONE = Version("0")
 
 
 def tag_to_version(tag: str) -> str:
     return tag[1:] if tag.startswith("v") else tag
 
 
+@lru_cache(maxsize=4096)  # the same few hundred versions are compared again and again
 def version_key(version: str) -> tuple:
     """Sort key for versions such as ``0.5.10``, ``0.5.4.post3``, ``0.6.0rc1`` and ``0.5.9+cu128``
     (a tag's ``v`` dropped): PEP 440's order, then the text, so that ``0.5`` and ``0.5.0`` sort
     the same way every time.  Text that is no PEP 440 version sorts just below the releases of
     the numbers it starts with (``0.5.x`` below ``0.5.dev0``), never raises."""
+    from packaging.version import InvalidVersion, Version  # imported when first ordering: a command's start stays fast
+
     text = tag_to_version(version)
     try:
         parsed = Version(text)
     except InvalidVersion:
         leading = _LEADING.match(text)
-        return (Version(leading.group()) if leading else _NONE, 0, _NONE, version)
+        none = Version("0")
+        return (Version(leading.group()) if leading else none, 0, none, version)
     release = Version(f"{parsed.epoch}!{'.'.join(map(str, parsed.release))}")
     return (release, 1, parsed, version)
 

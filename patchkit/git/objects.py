@@ -82,23 +82,12 @@ class GitSource:
         self._hash = HASH_BYTES[fmt]
         self._objects = CatFile(self.repo.git, str(path))
         self._trees: dict[str, list[Entry]] = {}
-        self._tags: set[str] | None = None
         self._releases: dict[str, Release] = {}
-
-    def _tag_refs(self) -> set[str]:
-        """The names of the repository's tags (``refs/tags/`` left out), listed once per run."""
-        if self._tags is None:
-            listed = self.repo.git.for_each_ref("--format=%(refname)", "refs/tags/")
-            self._tags = {line[len("refs/tags/"):] for line in listed.splitlines()}
-        return self._tags
-
-    def _rev(self, rev: str) -> str:
-        """How git is to name ``rev``: a tag by its full ref (a branch of the same name is no release)."""
-        return f"refs/tags/{rev}" if rev in self._tag_refs() else rev
 
     def release_tags(self) -> list[str]:
         """Every ``v<version>`` tag, oldest first."""
-        return sorted((name for name in self._tag_refs() if is_release_tag(name)), key=version_key)
+        listed = self.repo.git.for_each_ref("--format=%(refname)", "refs/tags/").splitlines()
+        return sorted((name for name in (line[len("refs/tags/"):] for line in listed) if is_release_tag(name)), key=version_key)
 
     def release(self, tag: str) -> Release:
         """The tag's commit and author date."""
@@ -150,7 +139,7 @@ class GitSource:
         if not simple:
             return {tag: list(self.files(tag, globs)) for tag in tags}
         folders = [_static(g) for g in globs]
-        trees = iter(self._objects.get([f"{self._rev(tag)}:{folder}" for tag in tags for folder in folders]))
+        trees = iter(self._objects.get([f"refs/tags/{tag}:{folder}" for tag in tags for folder in folders]))
         result: dict[str, list[SourceFile]] = {}
         for tag in tags:
             found, seen = [], set()
@@ -181,7 +170,9 @@ class GitSource:
         Trees are read straight from the object database and cached by id, so the
         many tags that share a folder cost one read of it.
         """
-        (tree,) = self._objects.get([f"{self._rev(rev)}^{{tree}}"])
+        (tree,) = self._objects.get([f"refs/tags/{rev}^{{tree}}"])  # a tag first: a branch of its name is no release
+        if tree is None:
+            (tree,) = self._objects.get([f"{rev}^{{tree}}"])
         if tree is None:
             raise BadInput(str(self.path), f"no tag or commit {rev!r} in this repository")
         self._parsed(tree)

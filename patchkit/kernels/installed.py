@@ -59,7 +59,7 @@ def _read_record(site: Path, info: Path, name: str, version: str) -> Distributio
     from patchkit.targets import dist_info
 
     try:
-        rows = dist_info.record(info)
+        rows = dist_info.record(info, mentioning=(".so", ".cubin"))  # the rows of the files counted here
     except BadInput as exc:
         return Distribution(name, version, site, info, (), 0, str(exc))
     if rows is None:

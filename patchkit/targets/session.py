@@ -103,7 +103,7 @@ class Session:
 
     def installed_hashes(self, rels) -> dict[str, str]:
         """repository path -> sha256 (hex) of each of the files ``rels`` as the dist-info
-        RECORD lists it (a RECORD holds every file of the package: only their rows are read)."""
+        RECORD lists it (a RECORD holds every file of the package: only their rows are parsed)."""
         import base64
 
         from patchkit.targets import dist_info
@@ -112,7 +112,7 @@ class Session:
         out: dict[str, str] = {}
         for record in sorted(self.target.root.glob(f"{self.project.dist_info()}/RECORD")):
             try:
-                rows = dist_info.record(record.parent) or []
+                rows = dist_info.record(record.parent, wanted) or []
             except dist_info.MalformedRecord:
                 continue  # rows that are not path,hash,size: no hash to trust
             for row in rows:

@@ -92,7 +92,7 @@ def _peel_loose(common: Path, sha: str) -> str | None:
     if header.startswith(b"commit "):
         return sha
     if header.startswith(b"tag ") and body.startswith(b"object "):
-        return body[7:47].decode()
+        return body[7:].split(b"\n", 1)[0].decode("ascii", "replace")  # 40 hex digits, or 64 for SHA-256
     return None
 
 

@@ -11,8 +11,7 @@ comma in it is one path).  Nothing of the distribution is imported or run.
 from __future__ import annotations
 
 import csv
-import importlib.metadata
-from importlib.metadata import PackagePath
+from importlib.metadata import Distribution, PackagePath
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -27,7 +26,7 @@ class MalformedRecord(BadInput):
     """A RECORD that is read but whose rows are not CSV rows of path, hash and size."""
 
 
-class DistInfo(importlib.metadata.Distribution):
+class DistInfo(Distribution):
     """The dist-info folder ``folder``; each file read once, within ``TEXT_CAP`` (RECORD: ``RECORD_CAP``).
 
     ``lines``: when given, RECORD's text is only the lines it keeps, a superset of the rows a

@@ -80,7 +80,6 @@ _NORMALIZES_ARCHS = "0.6.7"
 _KEEPS_SM12_MINOR = "0.6.8"
 _MAX_ENTRIES = 4096  # entries read from one folder of the cache
 _MAX_DEPTH = 16  # folders below a build folder
-_METADATA_BYTES = 65536
 _NAME = re.compile(r"[A-Za-z0-9_]+")
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
@@ -249,17 +248,14 @@ def _mtime(path: Path) -> float | None:
 
 
 def _dist_version(site: Path, dist: str) -> str | None:
-    """The ``Version:`` of ``dist``'s METADATA in ``site`` (its first 64 KiB), None when there is none."""
+    """The ``Version`` of ``dist``'s METADATA in ``site`` (``dist_info.version``), None when there is none."""
+    from patchkit.targets import dist_info
+
     pattern = "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else "[-_.]" if c in "-_." else c for c in dist)
     for info in sorted(site.glob(f"{pattern}-*.dist-info")):
-        try:
-            with open(info / "METADATA", "rb") as f:
-                head = f.read(_METADATA_BYTES).decode("utf-8", "replace")
-        except OSError:
-            continue
-        match = re.search(r"^Version:[ \t]*(\S+)[ \t]*$", head, re.MULTILINE)
-        if match:
-            return match.group(1)
+        found = dist_info.version(info)
+        if found:
+            return found
     return None
 
 

@@ -22,7 +22,6 @@ from patchkit.types import CANNOT_APPLY, INCOMPLETE, Applied
 from patchkit.patch.manifest import read_manifest
 
 SOURCE_CAP = 64 << 20  # a candidate file: SGLang's and FlashInfer's largest are under 5 MiB
-RECORD_CAP = 64 << 20  # FlashInfer 0.7.4's RECORD is 2 MiB
 
 
 class Session:
@@ -104,27 +103,26 @@ class Session:
 
     def installed_hashes(self, rels) -> dict[str, str]:
         """repository path -> sha256 (hex) of each of the files ``rels`` as the dist-info
-        RECORD lists it (a RECORD holds every file of the package: only their rows are read)."""
+        RECORD lists it (a RECORD holds every file of the package: only their rows are parsed)."""
         import base64
-        import csv
+
+        from patchkit.targets import dist_info
 
         wanted = {self.target.local(rel): rel for rel in rels}
         out: dict[str, str] = {}
         for record in sorted(self.target.root.glob(f"{self.project.dist_info()}/RECORD")):
-            text = read_file(record, RECORD_CAP, "RECORD").decode("utf-8", "replace")
-            rows = [line for line in text.splitlines() if line.split(",", 1)[0].strip('"') in wanted]
             try:
-                rows = list(csv.reader(rows))
-            except csv.Error:
-                continue
+                rows = dist_info.record(record.parent, wanted) or []
+            except dist_info.MalformedRecord:
+                continue  # rows that are not path,hash,size: no hash to trust
             for row in rows:
-                if len(row) >= 2 and row[0] in wanted and row[1].startswith("sha256="):
-                    digest = row[1][len("sha256="):]
+                path = str(row)
+                if path in wanted and row.hash is not None and row.hash.mode == "sha256":
                     try:
-                        raw = base64.urlsafe_b64decode(digest + "=" * (-len(digest) % 4))
+                        raw = base64.urlsafe_b64decode(row.hash.value + "=" * (-len(row.hash.value) % 4))
                     except ValueError:
                         continue
-                    out[wanted[row[0]]] = raw.hex()
+                    out[wanted[path]] = raw.hex()
         return out
 
     def jit_builds(self, rels) -> list:

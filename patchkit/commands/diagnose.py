@@ -43,9 +43,9 @@ def diagnose(logs: list[str], stdin: BinaryIO | None = None, python: str | None 
         label, stream = (STDIN, _stdin(stdin)) if log == "-" else (log, open_log(Path(log)))
         try:
             matcher = Matcher()
-            scan = Scan(stream, needles(matcher.data), lambda r=matcher.reader: r.open)
+            scan, feed = Scan(stream, needles(matcher.data), matcher.reader), matcher.feed
             for number, text in scan:
-                matcher.feed(number, text)
+                feed(number, text)
             matcher.finish()
             results.append((label, scan.lines, matcher))
         finally:

@@ -61,7 +61,7 @@ class Follower:
         except FileNotFoundError:
             return [], False
         restarted = False
-        if self._fd is not None and (st.st_ino != self._inode or not self._stream and (st.st_size < self._pos or not self._same_head())):
+        if self._fd is not None and (st.st_ino != self._inode or self._truncated(st.st_size)):
             self.close()
             restarted = True
             self.restarts += 1
@@ -99,8 +99,9 @@ class Follower:
         self._pos, self._head, self._partial, self._skipping, self._number = 0, b"", b"", False, 0
         return True
 
-    def _same_head(self) -> bool:
-        return os.pread(self._fd, len(self._head), 0) == self._head
+    def _truncated(self, size: int) -> bool:
+        """A regular file shorter than what was read, or whose first bytes changed (a stream never is)."""
+        return not self._stream and (size < self._pos or os.pread(self._fd, len(self._head), 0) != self._head)
 
     def _lines(self, data: bytes) -> list[tuple[int, str]]:
         out = []

@@ -20,7 +20,7 @@ import select
 import stat
 import time
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterator
+from typing import BinaryIO, Iterator
 
 from patchkit.errors import BadInput
 
@@ -186,20 +186,21 @@ def words(texts: tuple[bytes, ...], shortest: int = 6) -> tuple[bytes, ...]:
 
 class Scan:
     """(number, text) of every line holding one of ``needles``, and of each line after one for
-    as long as ``more()`` says; ``lines`` is the count of all lines once it has run."""
+    as long as ``reader.open`` says (a ``TracebackReader``: inside a traceback; an attribute, not a
+    call, read once a line); ``lines`` is the count of all lines once it has run."""
 
-    def __init__(self, stream: BinaryIO, needles: tuple[bytes, ...], more: Callable[[], bool]) -> None:
-        self.stream, self.needles, self.more = stream, words(needles), more
+    def __init__(self, stream: BinaryIO, needles: tuple[bytes, ...], reader) -> None:
+        self.stream, self.needles, self.reader = stream, words(needles), reader
         self.lines = 0
 
     def __iter__(self) -> Iterator[tuple[int, str]]:
-        more = self.more
+        reader = self.reader
         for block, end in chunks(self.stream):
             nexts = {n: block.find(n, 0, end) for n in self.needles}
             pos = counted = 0
             number = self.lines  # lines before ``counted``
             while pos < end:
-                if not more():
+                if not reader.open:
                     hit = -1
                     for needle, at in nexts.items():
                         if 0 <= at < pos:

@@ -33,6 +33,7 @@ _RECORD = re.compile(r"\[\d|(DEBUG|INFO|WARNING|ERROR|CRITICAL)[ :]")
 _PREFIX = re.compile(r"\([^()]*\) |\[rank\d+\]: ")
 HEAD_FRAMES, TAIL_FRAMES = 8, 40  # the outermost and innermost frames kept of a part
 MAX_PARTS, MAX_MESSAGE_LINES, MAX_MESSAGE = 16, 12, 4096
+MAX_SEEN = 4096  # frame lines remembered
 _FRAMES, _MESSAGE, _GAP, _CHAIN, _DONE = range(5)  # the states of the open part
 _TAIL = ()  # no frames past the head yet (a deque of the innermost ones once there are)
 
@@ -66,6 +67,9 @@ class Traceback(NamedTuple):
         return (self.parts[-1].line if self.parts else 0) or self.line
 
 
+_new = tuple.__new__  # Part(...) and Traceback(...) without their Python-level __new__ (a million tracebacks)
+
+
 def strip_prefix(text: str) -> str:
     match = _PREFIX.match(text)
     return text[match.end():] if match else text
@@ -75,11 +79,12 @@ class TracebackReader:
     """Feed it lines in order; it returns each traceback as it ends."""
 
     __slots__ = ("open", "_logging_error_at", "_line", "_header", "_parts", "_logging_error", "_state", "_frames",
-                 "_tail", "_message", "_at")
+                 "_tail", "_message", "_at", "_seen")
 
     def __init__(self) -> None:
         self.open = False  # inside a traceback: the next line may belong to it
         self._logging_error_at = -2
+        self._seen: dict[str, Frame | None] = {}
 
     def feed(self, number: int, text: str) -> Traceback | None:
         """The traceback that this line ends (the line itself is read afresh after it), if any."""
@@ -88,10 +93,12 @@ class TracebackReader:
         ended = None
         if self.open:
             if self._state == _FRAMES:  # the most lines of a traceback: read here, without a call
-                frame = _FRAME.match(text) if "File" in text else None
+                frame = self._seen.get(text, self) if "File" in text else None
+                if frame is self:  # not seen before
+                    frame = self._frame(text)
                 if frame:
                     frames = self._frames
-                    frames.append(Frame(frame["path"], int(frame["line"]), frame["func"] or ""))
+                    frames.append(frame)
                     if len(frames) > HEAD_FRAMES:
                         if not self._tail:
                             self._tail = deque(maxlen=TAIL_FRAMES)
@@ -111,6 +118,15 @@ class TracebackReader:
             self._logging_error_at = number
         return ended
 
+    def _frame(self, text: str) -> Frame | None:
+        """The frame a ``File "..."`` line names (remembered: every rank prints the same frames)."""
+        match = _FRAME.match(text)
+        frame = Frame(match["path"], int(match["line"]), match["func"] or "") if match else None
+        if len(self._seen) >= MAX_SEEN:
+            self._seen.clear()
+        self._seen[text] = frame
+        return frame
+
     def finish(self) -> Traceback | None:
         """End the open traceback here (the log ended, or paused after its exception)."""
         if not self.open:
@@ -118,7 +134,7 @@ class TracebackReader:
         self.open = False
         if self._state != _DONE:
             self._end_part()
-        return Traceback(self._line, self._header, tuple(self._parts), self._logging_error)
+        return _new(Traceback, (self._line, self._header, tuple(self._parts), self._logging_error))
 
     @property
     def complete(self) -> bool:
@@ -161,7 +177,7 @@ class TracebackReader:
             return
         frames = tuple(self._frames) + tuple(self._tail) if self._tail else tuple(self._frames)
         message = self._message[0] if len(self._message) == 1 else "\n".join(self._message)[:MAX_MESSAGE]
-        self._parts.append(Part(frames, message, self._at))
+        self._parts.append(_new(Part, (frames, message, self._at)))
         if len(self._parts) > MAX_PARTS:
             del self._parts[1]  # keep the first raised and the latest ones
         self._state = _DONE

@@ -247,14 +247,16 @@ def diagnose(logs, python, as_json):
 
 @cli.command(short_help="Follow a server's log until it is ready, crashes or times out.")
 @click.argument("log", type=click.Path(path_type=Path))
-@click.option("--timeout", type=float, default=None, metavar="SECONDS", help="Give up after this long (exit 124) [default: wait].")
+@click.option("--timeout", default=None, metavar="SECONDS",
+              help="Give up after this long, a finite number of seconds above 0 (exit 124) [default: wait].")
 @JSON_OPT
 def watch(log, timeout, as_json):
-    """Follow LOG as the server writes it (it may not exist yet, or start over): exit 0 at the
-    ready line, 1 with the diagnosis at a crash, 124 at the time-out.  Starts, signals and
-    kills nothing."""
-    from patchkit.commands.watch import watch as command
+    """Follow LOG as the server writes it (it may not exist yet, or start over; a FIFO is read
+    without waiting): exit 0 at the ready line of the project the log is of, 1 with the
+    diagnosis at a crash, 124 at the time-out.  Starts, signals and kills nothing."""
+    from patchkit.commands.watch import seconds, watch as command
 
+    timeout = seconds(timeout)  # checked before anything is read: nan, inf, 0 and -1 are one line, exit 2
     progress = (lambda line: click.echo(line, err=True)) if sys.stderr.isatty() and not as_json else None
     return command(log, timeout, progress)
 

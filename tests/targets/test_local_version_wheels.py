@@ -24,7 +24,7 @@ from patchkit.data import shipped
 from support.mirror import default_cache, fetch_wheel
 
 DC = "sglang/srt/distributed/device_communicators"
-SYMM = f"0001-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch"
+SYMM = "0001-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch"
 EFFECT = ("effect: torch-symm-mem prevents \"KeyError: 12\" on SGLang {version}; it takes effect with multicast over NVLink "
           "(NVSwitch) between the GPUs, else the communicator will then turn itself off (\"torch symmetric memory "
           "multicast operations are not supported\"): the all-reduce stays on NCCL (`patchkit doctor` says what this "

@@ -1,5 +1,10 @@
 """Release versions and tags: ``v0.5.4.post3`` <-> ``0.5.4.post3``, ordered as PEP 440 orders
-them (``packaging.version``, the implementation pip uses)."""
+them (``packaging.version``, the implementation pip uses).
+
+A local version (``0.5.9+cu128``: a build of 0.5.9 from another index) sorts above its public
+release for display, as PEP 440 orders it; every release-range check (``in_range``,
+``at_least``) takes it as its public release instead, as PEP 440 matches a specifier without a
+local label (``<=0.5.9`` admits ``0.5.9+cu128``)."""
 
 from __future__ import annotations
 
@@ -33,6 +38,32 @@ def version_key(version: str) -> tuple:
         return (Version(leading.group()) if leading else none, 0, none, version)
     release = Version(f"{parsed.epoch}!{'.'.join(map(str, parsed.release))}")
     return (release, 1, parsed, version)
+
+
+def public(version: str) -> str:
+    """The public release of a version: its local label dropped (``0.5.9+cu128`` -> ``0.5.9``),
+    a tag's ``v`` too."""
+    return tag_to_version(version).partition("+")[0]
+
+
+def release_key(version: str) -> tuple:
+    """The key of ``public(version)`` for range checks: PEP 440's order with no tie broken by the
+    text (``0.5`` is ``0.5.0``, as a specifier matches them)."""
+    return version_key(public(version))[:3]
+
+
+def in_range(version: str | None, since: str | None, until: str | None) -> bool:
+    """Whether ``version`` lies in the release range since..until (both inclusive, None: open),
+    a local version taken as its public release."""
+    if version is None:
+        return False
+    key = release_key(version)
+    return (since is None or key >= release_key(since)) and (until is None or key <= release_key(until))
+
+
+def at_least(version: str | None, since: str) -> bool:
+    """Whether ``version`` is ``since`` or a later release (a local version as its public release)."""
+    return in_range(version, since, None)
 
 
 def is_version(version: str) -> bool:

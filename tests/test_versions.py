@@ -10,7 +10,7 @@ import random
 import pytest
 
 from conftest import ROOT
-from patchkit.versions import is_release_tag, is_version, version_key
+from patchkit.versions import at_least, in_range, is_release_tag, is_version, public, release_key, version_key
 
 
 def ordered(*versions: str) -> None:
@@ -85,3 +85,27 @@ def test_release_versions_in_their_normal_form(version: str) -> None:
 def test_not_release_versions_in_their_normal_form(version: str) -> None:
     """Suffixes out of PEP 440's order or twice, a local version, an epoch, a number left out, capitals."""
     assert not is_version(version) and not is_release_tag(f"v{version}")
+
+
+def test_a_range_takes_a_local_version_as_its_public_release() -> None:
+    """PEP 440 ignores a local label when the specifier has none: ``<=0.5.9`` admits ``0.5.9+cu128``.
+    By version_key alone, 0.5.9+cu128 sorts above 0.5.9 and fell out of every range ending there."""
+    assert version_key("0.5.9+cu128") > version_key("0.5.9")  # display order stays PEP 440's
+    assert in_range("0.5.9+cu128", "0.5.3", "0.5.9") and in_range("0.5.9+cu128.torch27", "0.5.9", "0.5.9")
+    assert in_range("0.5.3+cu128", "0.5.3", "0.5.9") and not in_range("0.5.2+cu128", "0.5.3", "0.5.9")
+    assert not in_range("0.5.9.post1", "0.5.3", "0.5.9") and not in_range("0.5.9.post1+cu128", None, "0.5.9")
+    assert not in_range("0.5.10+cu128", "0.5.3", "0.5.9") and not in_range("0.5.9rc1+cu128", "0.5.9", None)
+    assert in_range("v0.5.9+cu128", None, "0.5.9") and not in_range(None, None, None)
+    assert at_least("0.6.17+cu129", "0.6.17") and not at_least("0.6.16.post4+cu129", "0.6.17")
+
+
+def test_a_range_takes_the_same_release_written_twice_as_one() -> None:
+    """``0.5`` is ``0.5.0`` to a specifier: both ends of a range admit it (the text tie-break of
+    version_key is for a stable display order only)."""
+    assert in_range("0.5", "0.5.0", "0.5.0") and in_range("0.5.0", "0.5", "0.5")
+    assert release_key("0.5") == release_key("0.5.0") == release_key("v0.5.0+cu128")
+
+
+def test_public_drops_the_local_label_and_the_tags_v() -> None:
+    assert [public(v) for v in ("0.5.9+cu128", "v0.5.4.post3+cu129.torch28", "0.5.9", "0.5.x")] == \
+        ["0.5.9", "0.5.4.post3", "0.5.9", "0.5.x"]

@@ -44,7 +44,7 @@ from patchkit.commands.speedups import speedups_here
 from patchkit.report import Report
 from patchkit.text import plural
 from patchkit.targets.session import Session
-from patchkit.versions import version_key
+from patchkit.versions import at_least
 
 
 def _state(h: FixHere, these: str = "these GPUs") -> str:
@@ -118,7 +118,7 @@ def _turned_on(effect: Effect, s: Session, versions: dict[str, str | None], m: M
     why = []
     for d in effect.turned_on(s.project.name, s.version):
         other = versions.get(d.with_project)
-        if other and version_key(other) < version_key(d.fixed_in):
+        if other and not at_least(other, d.fixed_in):
             why.append(f"{s.project.label} {s.version} turns it on by itself on SM120 for {', '.join(d.models)}, "
                        f"with {PROJECTS[d.with_project].label} {other} (the fix is upstream from {d.fixed_in})")
     return why

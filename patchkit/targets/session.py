@@ -20,6 +20,7 @@ from patchkit.digest import sha256
 from patchkit.targets.state import Store
 from patchkit.types import CANNOT_APPLY, INCOMPLETE, Applied
 from patchkit.patch.manifest import read_manifest
+from patchkit.versions import is_version, public
 
 SOURCE_CAP = 64 << 20  # a candidate file: SGLang's and FlashInfer's largest are under 5 MiB
 
@@ -40,6 +41,16 @@ class Session:
         target = open_install(install) if install is not None else open_target(path, project)
         found, how = target.version(version)
         return cls(target, Store(target.state_dir), target.project, found, how)
+
+    @property
+    def series(self) -> str | None:
+        """The release whose shipped series (``patches/<release>/``) is this version's: the
+        version itself, or the public release of a local one (``0.5.9+cu128``: a build of 0.5.9
+        from another index is 0.5.9's files; where they are not, they differ from the series'
+        pre-images and the patch is generated from them).  None for a version unknown or not
+        a release version in PEP 440's normal form."""
+        release = public(self.version) if self.version else None
+        return release if release and is_version(release) else None
 
     def data(self, command: str, **more) -> dict:
         """The start of every command's --json document: the command, the target, its version."""
@@ -227,7 +238,9 @@ class Session:
     def why_no_shipped(self, patches: Path | None, from_cc, to_cc) -> str:
         """Why no shipped patch fits: none for this version, or one for another cc pair."""
         what = f"{self.project.label} {self.version or '(version unknown)'}"
-        other = self.shipped(patches) if self.version else None
+        if self.series and self.series != self.version:
+            what += f" (release {self.series})"
+        other = self.shipped(patches) if self.series else None
         if other is None:
             return f"no shipped patch for {what}"
         m = other.manifest
@@ -242,9 +255,9 @@ class Session:
     def blocked(self, patches: Path | None, fixes) -> list[dict]:
         """The fixes of ``fixes`` that the shipped manifest of this version says cannot apply
         here or are incomplete (``{"fix", "status", "reason"}``); [] without a manifest."""
-        if not self.version:
+        if not self.series:
             return []
-        path = (patches or shipped_dir("patches")) / self.project.patches / self.version / "manifest.json"
+        path = (patches or shipped_dir("patches")) / self.project.patches / self.series / "manifest.json"
         if not path.is_file():
             return []
         wanted = set(fixes_for(self.project.name, fixes))
@@ -255,10 +268,10 @@ class Session:
         """The shipped patches of this version for ``fixes`` (default: the whole series) and
         cc pair, checked and taken together; None if the series does not hold them all, or
         when two of them patch the same file (apply then generates from the files)."""
-        if not self.version:
+        if not self.series:
             return None
         root = patches or shipped_dir("patches")
-        folder = root / self.project.patches / self.version
+        folder = root / self.project.patches / self.series
         manifest_path = folder / "manifest.json"
         if not manifest_path.is_file():
             return None
@@ -291,7 +304,7 @@ class Session:
                 check_relative(f["path"])
                 if not any(fnmatch.fnmatchcase(f["path"], g) for g in self.project.files):
                     raise UnsafePath(f["path"], f"refused: {manifest_path} names a file outside patchkit's target files")
-            names.append(str(patch_path) if patches else "/".join(x for x in ("patches", self.project.patches, self.version, name) if x))
+            names.append(str(patch_path) if patches else "/".join(x for x in ("patches", self.project.patches, self.series, name) if x))
             data += raw
         pair = (keyed[0]["from_cc"], keyed[0]["to_cc"]) if keyed else (None, None)
         combined = {

@@ -16,7 +16,8 @@
    words plus ``python -c pass``;
 4. diagnose of a 200 MB log (real SGLang noise repeated, a KeyError: 12 in its middle, the
    logging traceback at its end), against ``grep -c`` of the texts it looks for over the same
-   file plus ``python -c pass``;
+   file plus ``python -c pass``; and of 10^6 short tracebacks (44 MB, every line a traceback's),
+   against a Python loop that decodes each line and makes one call per line (LINE_LOOP);
 5. doctor with ``--python`` on that virtualenv and the stand-in ``nvidia-smi`` of 8 PCIe
    RTX PRO 6000 (tests/gpus/standin.py), against the click floor plus the stand-in's own
    two answers (``--query-gpu`` and ``topo -m``);
@@ -231,6 +232,14 @@ def bench_scan(mirror: Path, pk: str, tag: str, runs: int, work: Path, start: Ro
 
 # -- 4. diagnose ----------------------------------------------------------------------------
 
+# The floor of any reader that looks at every line in Python: decode each line, one call per line.
+LINE_LOOP = """
+import sys
+look = lambda number, text: None
+for number, line in enumerate(open(sys.argv[1], "rb"), 1):
+    look(number, line.decode("utf-8", "replace"))
+"""
+
 
 def bench_diagnose(pk: str, runs: int, work: Path, start: Row) -> list[str]:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -248,9 +257,16 @@ def bench_diagnose(pk: str, runs: int, work: Path, start: Row) -> list[str]:
     patterns = [a for n in needles() for a in ("-e", n.decode())]
     grep = sample(["grep", "-c", "-F", *patterns, str(log)], runs)
     floor = grep.median + start.median
+    tracebacks = work / "tracebacks.log"  # a log that is nothing but tracebacks: each line is read by the traceback reader
+    tracebacks.write_bytes(b"Traceback (most recent call last):\nKeyError\n" * 10**6)
+    many = sample([pk, "diagnose", str(tracebacks)], max(3, runs // 3), check=False)
+    loop = sample([sys.executable, "-c", LINE_LOOP, str(tracebacks)], max(3, runs // 3))
     return [
         f"| diagnose of a {log.stat().st_size >> 20} MB log | {ms(diagnose.median)} | {diagnose.mib} | {verdict(diagnose.median / floor, 2)} its grep floor |",
         f"| grep floor (`grep -c -F` of the texts diagnose looks for + `python -c pass`) | {ms(floor)} | {grep.mib} | |",
+        f"| diagnose of 10^6 short tracebacks ({tracebacks.stat().st_size // 10**6} MB) | {ms(many.median)} | {many.mib} |"
+        f" {verdict(many.median / loop.median, 10)} its line loop |",
+        f"| line loop (a Python loop over its lines: decode each, one call each) | {ms(loop.median)} | {loop.mib} | |",
     ]
 
 

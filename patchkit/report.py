@@ -66,6 +66,7 @@ class AutoTarget(NamedTuple):
     held: tuple  # the machine's ccs as the project spells them
     spare: dict  # fix -> why it is not needed here
     results: tuple  # of the command's results, one per key
+    not_for: tuple = ()  # of ``held``, with nothing to do: the keys no fix is for (the release holds the rest)
 
 
 class Auto(NamedTuple):
@@ -113,12 +114,13 @@ def render(lines: list[str], terminal: bool) -> list[str]:
 class Report:
     """Lines and a document built side by side (doctor, diagnose, watch)."""
 
-    __slots__ = ("lines", "data", "exit_code")
+    __slots__ = ("lines", "data", "exit_code", "failure")
 
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.data: dict = {}
         self.exit_code = OK
+        self.failure: str | None = None  # a report that still fails (doctor with no GPU): its one line on stderr
 
     def add(self, line: str) -> None:
         self.lines.append(line)

@@ -1,11 +1,43 @@
-"""Words for people: one readable line, and counted nouns."""
+"""Words for people: one readable line, text from outside made safe to print, and counted nouns."""
 
 from __future__ import annotations
+
+import unicodedata
+from functools import lru_cache
 
 
 def printable(text: str) -> str:
     """``text`` with control characters escaped, so a message stays one readable line."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+
+
+def escaped(text: str) -> str:
+    """Text read from outside (a log's line, a path a log names) as it may be printed on a terminal:
+    control characters escaped as ``cat -v`` shows them, so that no escape sequence (an OSC 52 that
+    writes the clipboard, a cursor move, a BEL) reaches the terminal.
+
+    C0 controls and DEL in caret notation (ESC ``^[``, BEL ``^G``, NUL ``^@``, CR ``^M``, DEL ``^?``),
+    C1 controls as ``M-^X`` (U+009B, a CSI to some terminals, is ``M-^[``), and any other character
+    that is not printable (bidirectional overrides, zero-width characters, line separators) as
+    ``\\uXXXX``.  Tabs and spaces stay; so does a ``^`` or ``\\`` the text already has (as in ``cat -v``).
+    """
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == "\t" else _escape(c) for c in text)
+
+
+@lru_cache(maxsize=512)
+def _escape(c: str) -> str:
+    o = ord(c)
+    if o < 0x20:
+        return "^" + chr(o + 0x40)
+    if o == 0x7F:
+        return "^?"
+    if o < 0xA0:
+        return "M-^" + chr(o - 0x40)
+    if unicodedata.category(c) == "Zs":  # a space of another width: shown as it is
+        return c
+    return f"\\u{o:04x}" if o <= 0xFFFF else f"\\U{o:08x}"
 
 
 def plural(n: int, noun: str, many: str | None = None) -> str:

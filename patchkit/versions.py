@@ -1,38 +1,76 @@
-"""Release versions and tags: ``v0.5.4.post3`` <-> ``0.5.4.post3``, ordered like PEP 440."""
+"""Release versions and tags: ``v0.5.4.post3`` <-> ``0.5.4.post3``, ordered as PEP 440 orders
+them (``packaging.version``, the implementation pip uses).
+
+A local version (``0.5.9+cu128``: a build of 0.5.9 from another index) sorts above its public
+release for display, as PEP 440 orders it; every release-range check (``in_range``,
+``at_least``) takes it as its public release instead, as PEP 440 matches a specifier without a
+local label (``<=0.5.9`` admits ``0.5.9+cu128``)."""
 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
-_PART = re.compile(r"^(\d+)$|^(a|b|rc|post|dev)(\d+)$")
-# dev < a < b < rc < (final) < post, as PEP 440 orders them.
-_RANK = {"dev": 0, "a": 1, "b": 2, "rc": 3, "": 4, "post": 5}
+# The normal form of a public release (PEP 440, no epoch, no local part): what patchkit ships
+# patches for and accepts as --version.  packaging parses every version this matches.
+_RELEASE = re.compile(r"\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?")
+_LEADING = re.compile(r"\d+(\.\d+)*")
 
 
 def tag_to_version(tag: str) -> str:
     return tag[1:] if tag.startswith("v") else tag
 
 
+@lru_cache(maxsize=4096)  # the same few hundred versions are compared again and again
 def version_key(version: str) -> tuple:
-    """Sort key for versions such as ``0.5.10``, ``0.5.4.post3`` and ``0.6.0rc1``."""
-    release: list[int] = []
-    suffix: tuple = (_RANK[""], 0)
-    for part in re.split(r"[.]|(?<=\d)(?=[a-z])", tag_to_version(version)):
-        match = _PART.match(part)
-        if match is None:
-            return (tuple(release), (-1, 0), version)
-        if match.group(1) is not None and suffix == (_RANK[""], 0):
-            release.append(int(match.group(1)))
-        elif match.group(2):
-            suffix = (_RANK[match.group(2)], int(match.group(3)))
-    while release and release[-1] == 0:
-        release.pop()
-    return (tuple(release), suffix, version)
+    """Sort key for versions such as ``0.5.10``, ``0.5.4.post3``, ``0.6.0rc1`` and ``0.5.9+cu128``
+    (a tag's ``v`` dropped): PEP 440's order, then the text, so that ``0.5`` and ``0.5.0`` sort
+    the same way every time.  Text that is no PEP 440 version sorts just below the releases of
+    the numbers it starts with (``0.5.x`` below ``0.5.dev0``), never raises."""
+    from packaging.version import InvalidVersion, Version  # imported when first ordering: a command's start stays fast
+
+    text = tag_to_version(version)
+    try:
+        parsed = Version(text)
+    except InvalidVersion:
+        leading = _LEADING.match(text)
+        none = Version("0")
+        return (Version(leading.group()) if leading else none, 0, none, version)
+    release = Version(f"{parsed.epoch}!{'.'.join(map(str, parsed.release))}")
+    return (release, 1, parsed, version)
+
+
+def public(version: str) -> str:
+    """The public release of a version: its local label dropped (``0.5.9+cu128`` -> ``0.5.9``),
+    a tag's ``v`` too."""
+    return tag_to_version(version).partition("+")[0]
+
+
+def release_key(version: str) -> tuple:
+    """The key of ``public(version)`` for range checks: PEP 440's order with no tie broken by the
+    text (``0.5`` is ``0.5.0``, as a specifier matches them)."""
+    return version_key(public(version))[:3]
+
+
+def in_range(version: str | None, since: str | None, until: str | None) -> bool:
+    """Whether ``version`` lies in the release range since..until (both inclusive, None: open),
+    a local version taken as its public release."""
+    if version is None:
+        return False
+    key = release_key(version)
+    return (since is None or key >= release_key(since)) and (until is None or key <= release_key(until))
+
+
+def at_least(version: str | None, since: str) -> bool:
+    """Whether ``version`` is ``since`` or a later release (a local version as its public release)."""
+    return in_range(version, since, None)
 
 
 def is_version(version: str) -> bool:
-    """A release version: digits and dots, then pre/post/dev suffixes (``0.5.9``, ``0.5.4.post2``, ``0.5.0rc1``)."""
-    return re.fullmatch(r"\d+(\.\d+)*((a|b|rc|\.post|\.dev)\d+)*", version) is not None
+    """A release version in PEP 440's normal form: digits and dots, then a pre-release, a
+    post-release and a dev-release, each at most once and in that order (``0.5.9``,
+    ``0.5.4.post2``, ``0.5.0rc1``, ``0.6.0a1.dev3``)."""
+    return _RELEASE.fullmatch(version) is not None
 
 
 def is_release_tag(tag: str) -> bool:

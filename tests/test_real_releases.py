@@ -20,7 +20,8 @@ from conftest import comm_list, git, invoke, real_mirror, run_cli
 from patchkit.data import shipped
 from patchkit.rewrite.evaluate import tables
 from support.mirror import build_mirror, default_cache
-from patchkit.fixes.registry import SGLANG
+from patchkit.fixes.registry import FIXES, SGLANG
+from patchkit.versions import version_key
 
 # Before the tables existed, the first release with them, a later layout.
 DEFAULT_VERSIONS = ("0.5.2", "0.5.3", "0.5.9")
@@ -55,8 +56,6 @@ def test_shipped_patches_are_what_generate_writes(mirror: Path, generated: Path)
 
 
 def test_releases_before_053_have_nothing_to_patch(mirror: Path, generated: Path) -> None:
-    from patchkit.versions import version_key
-
     for tag in _tags(mirror):
         has_patch = (generated / tag[1:] / "series").exists()
         assert has_patch == (version_key(tag) >= version_key("0.5.3")), tag
@@ -376,11 +375,23 @@ def flashinfer_mirror(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return real_mirror(tmp_path_factory, "PATCHKIT_REAL_FLASHINFER_MIRROR", "flashinfer", FLASHINFER_VERSIONS)
 
 
+# What each release holds decides what generate must do there (read from the release, not from
+# patchkit's output): the backport's hunk in utils.cuh goes above GetCudaMultiProcessorCount(),
+# which releases before 0.6.0 lack; flashinfer/aot.py binds has_sm120f from 0.6.6.
+BACKPORT = next(r for r in FIXES["allreduce-fusion"].rules if r.kind == "backport")
+UTILS_CONTEXT = b"inline int GetCudaMultiProcessorCount() {"
+UTILS_CONFLICT = "include/flashinfer/utils.cuh: hunk 1 (@@ -359,6 +359,22 @@) conflicts"
+
+
 def test_flashinfer_series_carry_the_whole_upstream_change(flashinfer_mirror: Path, tmp_path: Path) -> None:
-    """generate on FlashInfer (every fix, as `make patches`): each release before 0.6.17 gets all of
-    FlashInfer PR 3903 (its 8 shipped files) or a manifest that says why it cannot apply; the
-    shipped series are what it writes; after `git apply` and `patch -p1` no `< 1200` guard is
-    left, the JIT list is upstream's, and on 0.6.16.post4 7 of the 8 files are 0.6.17's bytes."""
+    """generate on FlashInfer (every fix, as `make patches`), on any mirror that holds
+    FLASHINFER_VERSIONS (its own four, or `make flashinfer-mirror`'s every release): each release
+    from the one PR 3903 landed in is already upstream (no folder, no `< 1200` guard); each release
+    before it whose utils.cuh lacks the hunk's context gets a manifest that says it cannot apply;
+    every other gets all of FlashInfer PR 3903 (its 8 shipped files), refreshed where aot.py has no
+    has_sm120f.  The shipped series are what it writes; after `git apply` and `patch -p1` no
+    `< 1200` guard is left, the JIT list is upstream's, and on the release it was made on 7 of the
+    8 files are the landed release's bytes."""
     out = tmp_path / "out"
     done = invoke("generate", "--project", "flashinfer", "--repo", str(flashinfer_mirror), "--out", str(out))
     assert done.returncode == 0, done.stderr
@@ -392,32 +403,35 @@ def test_flashinfer_series_carry_the_whole_upstream_change(flashinfer_mirror: Pa
     shipped_root = SHIPPED / "flashinfer"
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", "--no-checkout", str(flashinfer_mirror), str(clone)], check=True)
-    patched = 0
-    for tag in _tags(flashinfer_mirror):
+    landed, made_on = BACKPORT.origin.landed_in, BACKPORT.made_on
+    tags = _tags(flashinfer_mirror)
+    assert {f"v{v}" for v in FLASHINFER_VERSIONS} <= set(tags) and {f"v{landed}", f"v{made_on}"} <= set(tags)
+    seen = {"upstream": [], "cannot apply": [], "patched": [], "refreshed": []}
+    for tag in tags:
         version, folder = tag[1:], out / tag[1:]
         ours = sorted(p.name for p in folder.iterdir()) if folder.exists() else []
         theirs = sorted(p.name for p in (shipped_root / version).iterdir()) if (shipped_root / version).exists() else []
         assert ours == theirs, version
         for name in ours:
             assert (folder / name).read_bytes() == (shipped_root / version / name).read_bytes(), (version, name)
-        if version == "0.6.17":
-            assert not folder.exists() and f"{tag:<14}  already upstream" in lines
-            assert GUARD not in git(flashinfer_mirror, "show", f"{tag}:include/flashinfer/comm/trtllm_allreduce.cuh").encode()
+        original = {p: git(flashinfer_mirror, "show", f"{tag}:{p}").encode() for p in PR_3903}
+        if version_key(version) >= version_key(landed):
+            assert not folder.exists() and f"{tag:<14}  already upstream" in lines, version
+            assert GUARD not in original["include/flashinfer/comm/trtllm_allreduce.cuh"], version
+            seen["upstream"].append(version)
             continue
         manifest = json.loads((folder / "manifest.json").read_bytes())
-        if version == "0.5.0":
-            assert manifest["series"] == [] and ours == ["manifest.json"]
-            assert manifest["fixes"] == [{"fix": "allreduce-fusion", "status": "cannot apply",
-                                          "reason": "include/flashinfer/utils.cuh: hunk 1 (@@ -359,6 +359,22 @@) conflicts"}]
-            assert f"{tag:<14}  nothing to patch: allreduce-fusion cannot apply (include/flashinfer/utils.cuh: hunk 1 " \
-                   "(@@ -359,6 +359,22 @@) conflicts)" in lines
+        if UTILS_CONTEXT not in original["include/flashinfer/utils.cuh"]:
+            assert manifest["series"] == [] and ours == ["manifest.json"], version
+            assert manifest["fixes"] == [{"fix": "allreduce-fusion", "status": "cannot apply", "reason": UTILS_CONFLICT}], version
+            assert f"{tag:<14}  nothing to patch: allreduce-fusion cannot apply ({UTILS_CONFLICT})" in lines, version
+            seen["cannot apply"].append(version)
             continue
         (patch,) = _series(folder)
         (entry,) = manifest["series"]
         assert [f["path"] for f in entry["files"]] == list(PR_3903), version
         assert all(t["kind"] == "backport" and t["name"] == "FlashInfer PR 3903" for f in entry["files"] for t in f["tables"])
-        guards = git(flashinfer_mirror, "show", f"{tag}:include/flashinfer/comm/trtllm_allreduce.cuh").encode().count(GUARD)
-        assert guards == 13, version
+        assert original["include/flashinfer/comm/trtllm_allreduce.cuh"].count(GUARD) == 13, version
         for how in (["git", "apply", str(patch)], ["patch", "-p1", "-s", "-i", str(patch)]):
             git(clone, "checkout", "-q", "-f", tag)
             subprocess.run(how, cwd=clone, check=True)
@@ -428,15 +442,20 @@ def test_flashinfer_series_carry_the_whole_upstream_change(flashinfer_mirror: Pa
             cluster = (clone / "include/flashinfer/utils.cuh").read_bytes()
             assert b"inline int GetMaxClusterSize(const void* kernel, int block_dim) {" in cluster
         aot = (clone / "flashinfer/aot.py").read_bytes()
-        if version == "0.6.4":  # refreshed: no has_sm120f before 0.6.9
+        aot_value = entry["files"][1]["tables"][0]["value"]
+        if b"has_sm120f" not in original["flashinfer/aot.py"]:  # refreshed: the AOT condition leaves it out
             assert b"or has_sm120f" not in aot and b"            or has_sm121\n        ):\n            jit_specs.append(gen_trtllm_comm_module())" in aot
-            assert "by a three-way merge, refreshed: no has_sm120f in flashinfer/aot.py before 0.6.9" in \
-                entry["files"][1]["tables"][0]["value"]
-        if version == "0.6.16.post4":  # the release it was made on: upstream's bytes, but for unrelated changes
-            same = [p for p in PR_3903 if (clone / p).read_bytes() == git(flashinfer_mirror, "show", f"v0.6.17:{p}").encode()]
+            assert "by a three-way merge, refreshed: no has_sm120f in flashinfer/aot.py before 0.6.6" in aot_value, version
+            seen["refreshed"].append(version)
+        else:
+            assert b"            or has_sm120f\n" in aot and "refreshed" not in aot_value, version
+        if version == made_on:  # the release it was made on: upstream's bytes, but for unrelated changes
+            same = [p for p in PR_3903 if (clone / p).read_bytes() == git(flashinfer_mirror, "show", f"v{landed}:{p}").encode()]
             assert same == [p for p in PR_3903 if p != "flashinfer/jit/comm.py"]
-        patched += 1
-    assert patched == 2
+        seen["patched"].append(version)
+    # The four releases this test is built around are each what it says of them, on any mirror.
+    assert "0.5.0" in seen["cannot apply"] and {"0.6.4", "0.6.16.post4"} <= set(seen["patched"]) and "0.6.17" in seen["upstream"]
+    assert "0.6.4" in seen["refreshed"] and "0.6.16.post4" not in seen["refreshed"]
 
 
 def test_one_environment_sglang_and_flashinfer(tmp_path: Path) -> None:

@@ -20,7 +20,8 @@ from patchkit import __version__
 from patchkit.cli.boundary import Group
 from patchkit.cli.options import (
     ALL_FIXES_OPT, AUTO, CC, CCOrAuto, DRY_RUN_OPT, FIX_OPT, FROM_CC_OPT, JSON_OPT, PATCHES_OPT, PATH_ARG, PROJECT_OPT,
-    PYTHON_OPT, TEMPLATES_OPT, TO_CC_AUTO_OPT, TO_CC_OPT, check_cc, check_out, check_version, python_opt, run_each, targets,
+    PYTHON_OPT, TEMPLATES_OPT, TO_CC_AUTO_OPT, TO_CC_OPT, check_cc, check_out, check_version, gpu_cc, nvidia_cc, python_opt,
+    run_each, targets,
 )
 from patchkit.errors import BadInput
 from patchkit.fixes.registry import FIXES, PROJECTS, choose_fixes, no_rule, rules_for
@@ -247,20 +248,23 @@ def diagnose(logs, python, as_json):
 
 @cli.command(short_help="Follow a server's log until it is ready, crashes or times out.")
 @click.argument("log", type=click.Path(path_type=Path))
-@click.option("--timeout", type=float, default=None, metavar="SECONDS", help="Give up after this long (exit 124) [default: wait].")
+@click.option("--timeout", default=None, metavar="SECONDS",
+              help="Give up after this long, a finite number of seconds above 0 (exit 124) [default: wait].")
 @JSON_OPT
 def watch(log, timeout, as_json):
-    """Follow LOG as the server writes it (it may not exist yet, or start over): exit 0 at the
-    ready line, 1 with the diagnosis at a crash, 124 at the time-out.  Starts, signals and
-    kills nothing."""
-    from patchkit.commands.watch import watch as command
+    """Follow LOG as the server writes it (it may not exist yet, or start over; a FIFO is read
+    without waiting): exit 0 at the ready line of the project the log is of, 1 with the
+    diagnosis at a crash, 124 at the time-out.  Starts, signals and kills nothing."""
+    from patchkit.commands.watch import seconds, watch as command
 
+    timeout = seconds(timeout)  # checked before anything is read: nan, inf, 0 and -1 are one line, exit 2
     progress = (lambda line: click.echo(line, err=True)) if sys.stderr.isatty() and not as_json else None
     return command(log, timeout, progress)
 
 
 class GPUCC(click.ParamType):
-    """A GPU's compute capability for ``kernels``: ``12.0``, ``12.1``, ``9.0`` (``12`` is 12.0), or ``auto``."""
+    """A GPU's compute capability for ``kernels``: ``12.0``, ``12.1``, ``9.0`` (``12`` is 12.0), or ``auto``;
+    one NVIDIA has none of (``99``) is one line (``options.nvidia_cc``)."""
 
     name = "CC|auto"
 
@@ -270,9 +274,11 @@ class GPUCC(click.ParamType):
         from patchkit.kernels.compat import parse_cc
 
         try:
-            return parse_cc(str(value))
+            cc = parse_cc(str(value))
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
+        nvidia_cc(cc, str(value).strip(), "--to-cc")
+        return cc
 
 
 @cli.command(short_help="Which GPUs the compiled CUDA code of shared objects can run on.")
@@ -301,17 +307,20 @@ def kernels(paths, python, to_cc, as_json):
 @PATH_ARG
 @python_opt("Judge the fixes for")
 @PROJECT_OPT
-@click.option("--to-cc", type=click.Choice([AUTO]), default=AUTO, show_default=True,
-              help="The keys to judge: those of this machine's GPUs (nvidia-smi).")
+@click.option("--to-cc", default=AUTO, show_default=True, metavar="CC|auto",
+              help="The GPUs to judge for: auto (those nvidia-smi shows), or a compute capability (12, 12.0, 12.1) "
+                   "judged as given, with no GPU needed (an image build has none).")
 @JSON_OPT
 def doctor(path, python, project, to_cc, as_json):
     """The GPUs (nvidia-smi), how they are linked, the projects at PATH (default: here) or
     installed for --python, each fix: needed here or not, applied or not, and what it does
-    on this machine.  Read only.  Exit 1 when something this machine needs is missing."""
+    on this machine.  Read only.  Exit 1 when something this machine needs is missing; with
+    no GPU seen and no --to-cc, the projects and fixes are still shown, and the exit is 2."""
     from patchkit.commands.doctor import apply_target, doctor as command
 
+    cc = None if to_cc == AUTO else (gpu_cc(to_cc), to_cc.strip())
     given = targets(path, python, project)
-    return command(given.found, apply_target(path, python), given.env)
+    return command(given.found, apply_target(path, python), given.env, to_cc=cc)
 
 
 def main() -> None:

@@ -4,8 +4,12 @@ A PatchkitError becomes one line on stderr and its documented exit code, an OSEr
 line naming its file and exit 2, any other exception (MemoryError and RecursionError
 included) one line asking for a report and exit 70, and Ctrl-C ``patchkit: interrupted``
 and exit 130; with ``--json`` each also prints an error document on stdout, and a click
-usage error given with ``--json`` gets the same document.  ``last_resort`` holds the
-whole command line, click's parsing included, never click's "Aborted!" nor a traceback.
+usage error given with ``--json`` gets the same document.  A value an option's type refuses
+with a PatchkitError (a cc NVIDIA has none of) is its one line too, while click parses.
+``last_resort`` holds the whole command line, click's parsing included, never click's
+"Aborted!" nor a traceback.
+A report that fails although it has something to say (doctor with no GPU) prints its lines,
+then its ``failure`` line on stderr.
 """
 
 from __future__ import annotations
@@ -56,6 +60,8 @@ class Command(click.Command):
             if "--json" in given:
                 click.echo(error_document(self.name, exc.exit_code, exc.format_message(), None))
             raise
+        except PatchkitError as exc:  # a value its option's type refuses in one line (a cc NVIDIA has none of)
+            fail(self.name, "--json" in given, exc, exc.exit_code)
 
     def invoke(self, ctx: click.Context) -> NoReturn:
         as_json = bool(ctx.params.get("as_json"))
@@ -79,6 +85,9 @@ class Command(click.Command):
 
             for line in text(result, sys.stdout.isatty()):
                 click.echo(line)
+        failure = getattr(result, "failure", None)
+        if failure:  # a result printed, and still a failure: its line, as every failure's
+            click.echo(f"patchkit: {failure}", err=True)
         sys.exit(result.exit_code)
 
 

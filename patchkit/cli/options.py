@@ -23,12 +23,14 @@ class CC(click.ParamType):
 
     def convert(self, value, param, ctx):
         if isinstance(value, (int, str)) and not isinstance(value, bool):
-            try:
-                from patchkit.rewrite.capability import parse_cc  # only when a cc is given
+            from patchkit.rewrite.capability import cap, parse_cc  # only when a cc is given
 
-                return parse_cc(str(value))
+            try:
+                cc = parse_cc(str(value))
             except ValueError as exc:
                 self.fail(str(exc), param, ctx)
+            nvidia_cc(cap(cc), str(value).strip(), param.opts[0] if param is not None else "--to-cc")
+            return cc
         return value
 
 
@@ -42,6 +44,35 @@ class CCOrAuto(CC):
 
     def convert(self, value, param, ctx):
         return AUTO if value == AUTO else super().convert(value, param, ctx)
+
+
+def gpu_cc(text: str, option: str = "--to-cc") -> tuple[int, int]:
+    """A GPU's compute capability as apply's --to-cc reads it (``12``, ``12.0``, ``12.1``:
+    ``rewrite.capability``), and one NVIDIA has (1.0 to 15.x): ``(12, 0)``.  BadInput, in one
+    line, otherwise."""
+    from patchkit.rewrite.capability import cap
+
+    try:
+        c = cap(text)
+    except ValueError:
+        raise BadInput(None, f"{option} {_shown(text)!r} is not a compute capability such as 12, 12.0 or 12.1, nor auto") from None
+    nvidia_cc(c, text, option)
+    return c.major, c.minor
+
+
+def nvidia_cc(c: tuple, text: str, option: str) -> None:
+    """Refuse a cc (its ``(major, minor)`` first) that no NVIDIA GPU has, 1.0 to 15.x the
+    range, in one line naming ``option`` and the value as written: every command's --to-cc,
+    --from-cc and --cc (``CC``, doctor's ``gpu_cc``, kernels' ``GPUCC``).  A type raises it
+    while click parses; ``boundary.Command`` makes it the line and exit 2."""
+    from patchkit.gpus.parse import CC_MAJORS
+
+    if c[0] not in CC_MAJORS or c[1] > 9:
+        raise BadInput(None, f"{option} {_shown(text)!r} is not a compute capability NVIDIA has (1.0 to 15.x)")
+
+
+def _shown(text: str) -> str:
+    return text if len(text) <= 40 else text[:40] + "..."
 
 
 # --- input checks that need more than one option ---------------------------------------

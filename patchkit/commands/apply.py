@@ -257,14 +257,13 @@ def apply_targets(found, patches, no_generate, from_cc, to_cc, dry_run, version,
 def apply_auto(found, patches, no_generate, from_cc, dry_run, version, fixes, named=()) -> Auto:
     """``apply --to-cc auto``: at each target the key this machine's GPUs need (``judge.auto``),
     the fixes not needed here left out; ``named``: the fixes --fix named, applied even there."""
-    from patchkit.gpus.smi import machine
-    from patchkit.judge.auto import for_apply
+    from patchkit.judge import auto
 
-    m = machine()
+    m = auto.read_machine()
     fixes = default_fixes() if fixes is None else fixes
     sessions = [Session.open(path, version, name, install) for path, name, install in found]
-    keys = for_apply(sessions, m, from_cc, fixes, named)
+    keys = auto.for_apply(sessions, m, from_cc, fixes, named)
     runs = any(k.pairs for k in keys)
     results = iter(apply_all(sessions, patches, no_generate, from_cc, None, dry_run, fixes, named, keys) if runs else ())
     return Auto("apply", m, tuple(AutoTarget(Where.of(k.session), k.session.project.name, k.session.project.label, k.held,
-                                             k.spare, (next(results),) if k.pairs else ()) for k in keys))
+                                             k.spare, (next(results),) if k.pairs else (), k.not_for) for k in keys))

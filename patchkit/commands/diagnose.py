@@ -7,12 +7,20 @@ project, and the fix with the one ``patchkit apply`` that applies it to the SGLa
 traceback ran (``patchkit.logs.match``).  Known failures no patch fixes say what to do
 instead; explained warnings say what they mean.
 
+A finding points at the exception's line (``KeyError: 12``), not at the traceback's first line.
+Text from the log is printed ``escaped`` (control characters as ``cat -v`` shows them) and every
+command printed is shell-quoted; ``--json`` keeps the text as it is (JSON escapes it).
+
 Exit 1 when a known SM120 failure was found, 0 when none (a crash patchkit does not know is
-not claimed), 2 for a log that cannot be read.
+not claimed), 2 for a log that cannot be read (a stream that does not end, a FIFO nothing writes
+to: ``patchkit.logs.read``).
 """
 
 from __future__ import annotations
 
+import io
+import os
+import stat
 import sys
 from pathlib import Path
 from typing import BinaryIO
@@ -20,9 +28,9 @@ from typing import BinaryIO
 from patchkit.errors import OK, PROBLEMS
 from patchkit.logs.match import EFFECT, FAILURE, FIX, Finding, Matcher, needles
 from patchkit.logs.origin import target
-from patchkit.logs.read import Scan, open_log
+from patchkit.logs.read import Scan, Stream, open_log
 from patchkit.report import Heading, Place, Report
-from patchkit.text import plural
+from patchkit.text import escaped, plural
 
 STDIN = "<stdin>"
 
@@ -30,19 +38,17 @@ STDIN = "<stdin>"
 def diagnose(logs: list[str], stdin: BinaryIO | None = None, python: str | None = None) -> Report:
     """Diagnose each of ``logs`` (paths; ``-`` is standard input, as is an empty list).  ``python``: the
     interpreter whose environment the server ran (else the site-packages folder of the frames)."""
-    logs = logs or ["-"]
-    streams = [(STDIN, stdin or sys.stdin.buffer) if log == "-" else (log, open_log(Path(log))) for log in logs]
     results = []
-    try:
-        for label, stream in streams:
+    for log in logs or ["-"]:
+        label, stream = (STDIN, _stdin(stdin)) if log == "-" else (log, open_log(Path(log)))
+        try:
             matcher = Matcher()
-            scan = Scan(stream, needles(matcher.data), lambda m=matcher: m.reader.open)
+            scan, feed = Scan(stream, needles(matcher.data), matcher.reader), matcher.feed
             for number, text in scan:
-                matcher.feed(number, text)
+                feed(number, text)
             matcher.finish()
             results.append((label, scan.lines, matcher))
-    finally:
-        for label, stream in streams:
+        finally:
             if label != STDIN:
                 stream.close()
     report = Report()
@@ -52,7 +58,7 @@ def diagnose(logs: list[str], stdin: BinaryIO | None = None, python: str | None 
     findings = [f for _, _, m in results for f in m.findings]
     failures = sum(f.kind != EFFECT for f in findings)
     effects = len(findings) - failures
-    where = results[0][0] if len(results) == 1 else plural(len(results), "log")
+    where = escaped(results[0][0]) if len(results) == 1 else plural(len(results), "log")
     if failures:
         report.add(f"{plural(failures, 'known SM120 failure')} in {where}" + (f"; {plural(effects, 'warning')} explained" if effects else ""))
     elif effects:
@@ -70,6 +76,16 @@ def diagnose(logs: list[str], stdin: BinaryIO | None = None, python: str | None 
         "effects": effects,
     }
     return report
+
+
+def _stdin(stdin: BinaryIO | None) -> BinaryIO:
+    """Standard input, bounded as any stream is unless it is a regular file (``< server.log``)."""
+    stream = stdin or sys.stdin.buffer
+    try:
+        regular = stat.S_ISREG(os.fstat(stream.fileno()).st_mode)
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):  # not a file descriptor (a test's bytes)
+        regular = False
+    return stream if regular else Stream(None, STDIN, source=stream)
 
 
 def project_of(path: str) -> str | None:
@@ -116,14 +132,17 @@ def details(f: Finding) -> list[str]:
 
 
 def finding_lines(label: str, findings: list[Finding], more=None) -> list[str]:
-    """The findings of one log, grouped under its name (piped: ``log:line: ...``); ``more(f)``: lines to add under a finding."""
+    """The findings of one log, grouped under its name (piped: ``log:line: ...``); ``more(f)``: lines to add
+    under a finding.  Every word from the log (and the log's name) is ``escaped``: a log may hold escape
+    sequences, and these lines go to a terminal."""
     if not findings:
         return []
+    label = escaped(label)
     lines: list[str] = [Heading(label)]
     for f in findings:
-        head = headline(f)
+        head = escaped(headline(f))
         lines.append(Place(f"  {f.line}: {head}", label, f.line, head))
-        lines += [Place(f"      {d}", label, f.line, d) for d in details(f) + (more(f) if more else [])]
+        lines += [Place(f"      {d}", label, f.line, d) for d in map(escaped, details(f) + (more(f) if more else []))]
     return lines
 
 
@@ -205,10 +224,13 @@ def site_of_top(f: Finding) -> str:
 
 
 def finding_json(f: Finding, kernels: list[dict] | None = None) -> dict:
+    """A finding in --json: the log's text as it is (JSON escapes control characters itself), the line
+    of the exception (``line``) and of its traceback's start (``traceback_line``, None for a log line)."""
     return {
         "kind": {FIX: "fix", FAILURE: "known-failure", EFFECT: "effect"}[f.kind],
         "name": f.name,
         "line": f.line,
+        "traceback_line": f.start,
         "lines": list(f.lines),
         "count": f.count,
         "what": f.what,

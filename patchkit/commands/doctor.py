@@ -14,9 +14,17 @@ On SM12x GPUs linked by PCIe only, doctor also names the all-reduce that does he
 With ``--python``, the compiled CUDA code of that environment is judged for these GPUs too
 (``kernels.py``): each distribution's files with no code for them, and what to do.
 
-Exit 0 when nothing this machine needs is missing, 1 when something is (the one command
+With ``--to-cc 12`` (or 12.0, 12.1) the fixes are judged for GPUs of that compute capability,
+given and not measured (an image build has no GPU): nvidia-smi's GPUs, if it shows any, are
+listed and not judged, and how the GPUs are linked is not known, so no fix is "not needed" for
+want of multicast.  With no GPU seen (no nvidia-smi, "No devices were found", a hang) and no
+``--to-cc``, the projects and their fixes are still reported, judged for the cc the fixes are
+for (12.0), and doctor says it cannot say what this machine needs (exit 2).
+
+Exit 0 when nothing the GPUs judged for need is missing, 1 when something is (the one command
 that applies it is printed) or when a distribution the server loads at every start has a file
-with no code for these GPUs, 2 for bad input (no nvidia-smi, no GPU, a target that is none).
+with no code for them, 2 for bad input (a target that is none) or when no GPU was seen and
+no ``--to-cc`` given: the report is printed, and one line on stderr says why.
 """
 
 from __future__ import annotations
@@ -25,20 +33,21 @@ import shlex
 import shutil
 from pathlib import Path
 
-from patchkit.errors import OK, PROBLEMS
+from patchkit.errors import BAD_INPUT, OK, PROBLEMS, BadInput
 from patchkit.fixes.effects import Effect, read_effects
 from patchkit.fixes.registry import FIXES, PROJECTS
-from patchkit.gpus.smi import Machine, machine as read_machine
+from patchkit.gpus.smi import Machine, given, machine as read_machine, timeout
 from patchkit.judge.here import (CANNOT, IN_EFFECT, INCOMPLETE, MISSING, NOT_FOR_THESE, NOTHING, FixHere, clean_start_only,
-                                    fixes_here, no_multicast, unneeded)
+                                 fixes_here, no_multicast, spelled, unneeded)
+from patchkit.rewrite.capability import cap
 from patchkit.judge.speedups import speedups_here
 from patchkit.report import Report
 from patchkit.text import plural
 from patchkit.targets.session import Session
-from patchkit.versions import version_key
+from patchkit.versions import at_least
 
 
-def _state(h: FixHere) -> str:
+def _state(h: FixHere, these: str = "these GPUs") -> str:
     if h.status == MISSING:
         return f"not applied: {h.detail}"
     if h.status == IN_EFFECT:
@@ -50,19 +59,19 @@ def _state(h: FixHere) -> str:
     if h.status == NOTHING:
         return f"nothing to patch ({h.detail})"
     if h.held:
-        return f"not needed: the release holds key {', '.join(map(repr, h.held))} for these GPUs"
-    return "not for these GPUs"
+        return f"not needed: the release holds key {', '.join(map(repr, h.held))} for {these}"
+    return f"not for {these}"
 
 
-def _why(h: FixHere, need: bool, spare: str | None, because: list[str], effect: Effect | None) -> str:
+def _why(h: FixHere, need: bool, spare: str | None, because: list[str], effect: Effect | None, these: str) -> str:
     """--json's ``why``: why the fix is needed here or not, in one clause."""
     if spare or because:
         return spare or "; ".join(because)
     if need:
-        return f"on by default, {_state(h)}"
+        return f"on by default, {_state(h, these)}"
     if h.status == MISSING and not FIXES[h.fix].default and effect is not None:
         return f"opt-in: only with {effect.asked_with}"
-    return _state(h)
+    return _state(h, these)
 
 
 def _machine_lines(effect: Effect, m: Machine) -> list[str]:
@@ -71,7 +80,10 @@ def _machine_lines(effect: Effect, m: Machine) -> list[str]:
     for need in effect.needs:
         if need.machine == "multicast":
             why = no_multicast(m)
-            if why:
+            if m.links is None:
+                lines.append(f"it needs {need.says}: how the GPUs are linked is not known (none measured); "
+                             f"without multicast {need.otherwise}, and {need.then}")
+            elif why:
                 lines.append(f"{need.otherwise}: {why}; {need.then}")
             else:
                 lines.append(f"it needs {need.says}: NVLink links these GPUs, but topo -m does not show NVSwitch; "
@@ -106,30 +118,65 @@ def _turned_on(effect: Effect, s: Session, versions: dict[str, str | None], m: M
     why = []
     for d in effect.turned_on(s.project.name, s.version):
         other = versions.get(d.with_project)
-        if other and version_key(other) < version_key(d.fixed_in):
+        if other and not at_least(other, d.fixed_in):
             why.append(f"{s.project.label} {s.version} turns it on by itself on SM120 for {', '.join(d.models)}, "
                        f"with {PROJECTS[d.with_project].label} {other} (the fix is upstream from {d.fixed_in})")
     return why
 
 
-def doctor(found: list[tuple], apply_target: str, env=None) -> Report:
+def _cc(cc: tuple[int, int]) -> str:
+    return f"{cc[0]}.{cc[1]}"
+
+
+def _seen() -> tuple[Machine | None, str | None]:
+    """This machine's GPUs from nvidia-smi, or why none was seen (not on PATH, no devices, hung,
+    failing, unreadable).  A PATCHKIT_NVIDIA_SMI_TIMEOUT that is no time limit stays bad input."""
+    limit = timeout()
+    try:
+        return read_machine(limit), None
+    except BadInput as exc:
+        return None, str(exc)
+
+
+def _header(report: Report, seen: Machine | None, unseen: str | None) -> None:
+    if seen is None:
+        report.add(f"no GPU seen: {unseen}")
+        return
+    report.add(f"GPUs ({seen.nvidia_smi}):")
+    for g in seen.gpus:
+        report.add(f"  GPU{g.index}  {g.name}  cc {g.cc_text()} ({g.sm()})  {g.bus_id}")
+    report.add(f"links: {seen.link_summary()}")
+
+
+def doctor(found: list[tuple], apply_target: str, env=None, to_cc: tuple[tuple[int, int], str] | None = None) -> Report:
     """``found``: (path, project, install) of each target (``cli.targets``); ``apply_target``: how the command line
     named them (``--python EXE`` or PATH), for the command to run; ``env``: the environment ``--python`` read
-    (``targets.environment``), whose compiled CUDA code is judged for the GPUs (``kernels.installed_code``)."""
-    m = read_machine()
+    (``targets.environment``), whose compiled CUDA code is judged for the GPUs (``kernels.installed_code``);
+    ``to_cc``: --to-cc's cc and how it was written, judged for instead of the GPUs nvidia-smi shows."""
+    seen, unseen = _seen()
     effects = read_effects()
     report = Report()
-    report.add(f"GPUs ({m.nvidia_smi}):")
-    for g in m.gpus:
-        report.add(f"  GPU{g.index}  {g.name}  cc {g.cc_text()} ({g.sm()})  {g.bus_id}")
-    report.add(f"links: {m.link_summary()}")
+    _header(report, seen, unseen)
     sessions = [Session.open(path, project=name, install=install) for path, name, install in found]
+    if to_cc is not None:
+        m, basis = given(to_cc[0]), "--to-cc"
+        report.add(f"judged for cc {_cc(to_cc[0])} as given (--to-cc {to_cc[1]}) "
+                   + (f"instead of the GPUs above: how GPUs of cc {_cc(to_cc[0])} would be linked is not known" if seen
+                      else "and not measured: how the GPUs are linked is not known"))
+    elif seen is None:  # the fixes' own cc: what each fix's state is, not what this machine needs
+        m, basis = given(max((cap(s.project.to_cc).major, cap(s.project.to_cc).minor) for s in sessions)), "default"
+        report.add(f"cannot say what this machine needs: each fix below is judged for cc {_cc(m.ccs()[0])}, the GPUs "
+                   f"the fixes are for (--to-cc CC judges for GPUs of that cc)")
+    else:
+        m, basis = seen, "nvidia-smi"
+    here, these = ("here", "these GPUs") if m is seen else (f"for cc {_cc(m.ccs()[0])}", f"GPUs of cc {_cc(m.ccs()[0])}")
     versions = {s.project.name: s.version for s in sessions}
     states = [(s, fixes_here(s, m)) for s in sessions]
     # An opt-in fix is needed here when one of the projects turns its feature on by itself.
     pulled = {h.fix: why for s, hs in states for h in hs if h.fix in effects and not FIXES[h.fix].default
               for why in [_turned_on(effects[h.fix], s, versions, m)] if why}
     needed: list[str] = []
+    needing: dict[str, object] = {}  # project -> its key for the GPUs judged, where a fix is needed
     documents = []
     for s, hs in states:
         report.add("")
@@ -142,8 +189,8 @@ def doctor(found: list[tuple], apply_target: str, env=None) -> Report:
             spare = unneeded(effect, s.project, s.version, m) if h.status == MISSING else None
             need = h.status == MISSING and (fix.default or h.fix in pulled) and spare is None
             kind = "on by default" if fix.default else "opt-in"
-            verdict = ("needed here, " if need else "not needed here, " if spare else "") if h.status == MISSING else ""
-            report.add(f"  {h.fix} ({kind}): {verdict}{_state(h)}")
+            verdict = (f"needed {here}, " if need else f"not needed {here}, " if spare else "") if h.status == MISSING else ""
+            report.add(f"  {h.fix} ({kind}): {verdict}{_state(h, these)}")
             because = pulled.get(h.fix, []) if h.status == MISSING and spare is None else []
             lines = []
             if spare is not None:
@@ -159,7 +206,9 @@ def doctor(found: list[tuple], apply_target: str, env=None) -> Report:
             report.lines += [f"    {line}" for line in lines + said]
             if need and h.fix not in needed:
                 needed.append(h.fix)
-            fixes.append(dict(h.to_json(), default=fix.default, needed=need, why=_why(h, need, spare, because, effect),
+            if need:
+                needing[s.project.name] = spelled(s.project, m)[0]
+            fixes.append(dict(h.to_json(), default=fix.default, needed=need, why=_why(h, need, spare, because, effect, these),
                               needed_because=because, effect_here=said))
         documents.append(s.data("doctor", project=s.project.name, label=s.project.label,
                                 kind=s.target.kind, fixes=fixes))
@@ -170,21 +219,40 @@ def doctor(found: list[tuple], apply_target: str, env=None) -> Report:
     command = None
     report.add("")
     if no_code:
-        report.add(f"no code for these GPUs in what the server loads: {'; '.join(no_code)}; no patch adds it (what to do is above)")
+        report.add(f"no code for {these} in what the server loads: {'; '.join(no_code)}; no patch adds it (what to do is above)")
     if needed:
         # Keep what is in effect by patchkit too: apply replaces what it applied before.
         keep = [n for n in FIXES if n in needed or any(h.fix == n and h.by_patchkit for _, hs in states for h in hs)]
         defaults = [n for n in FIXES if FIXES[n].default]
         options = "" if keep == defaults else " --all-fixes" if keep == list(FIXES) else "".join(f" --fix {n}" for n in keep)
-        command = f"patchkit apply {apply_target} --to-cc auto{options}"
-        report.add(f"needed: {', '.join(needed)}; to apply: {command}")
+        command = _apply_command(apply_target, options, None if m is seen else needing)
+        report.add(f"needed{'' if m is seen else ' ' + here}: {', '.join(needed)}; to apply: {command}")
     elif not no_code:
-        report.add("nothing this machine needs is missing")
+        report.add("nothing this machine needs is missing" if m is seen else f"nothing {these} need is missing")
     report.exit_code = PROBLEMS if needed or no_code else OK
-    report.data = {"command": "doctor", "ok": not needed and not no_code, "exit_code": report.exit_code, "machine": m.to_json(),
+    if basis == "default":
+        report.exit_code = BAD_INPUT
+        report.failure = (f"no GPU seen, so doctor cannot say what this machine needs (the report is for cc {_cc(m.ccs()[0])}); "
+                          "give --to-cc with the cc of the GPUs the server will run on")
+    report.data = {"command": "doctor", "ok": report.exit_code == OK, "exit_code": report.exit_code,
+                   "machine": seen.to_json() if seen else None, "no_gpu": unseen,
+                   "judged_for": {"ccs": [_cc(c) for c in m.ccs()], "from": basis},
                    "targets": documents, "needed": needed, "apply": command,
                    "recommendation": speedups[0] if speedups else None, "compiled_code": code}
+    if report.failure:
+        report.data["error"] = report.failure
     return report
+
+
+def _apply_command(target: str, options: str, keys: dict[str, object] | None) -> str:
+    """The one command that applies what is needed: ``--to-cc auto`` for the GPUs measured; for a
+    cc given, its key as each project needing a fix spells it (one command per project when
+    they spell it differently: SGLang 12, vLLM 12.0)."""
+    if keys is None:
+        return f"patchkit apply {target} --to-cc auto{options}"
+    if len(set(map(str, keys.values()))) == 1:
+        return f"patchkit apply {target} --to-cc {next(iter(keys.values()))}{options}"
+    return "; ".join(f"patchkit apply {target} --project {name} --to-cc {key}{options}" for name, key in keys.items())
 
 
 def _compiled_code(env, m: Machine) -> tuple[list[str], dict | None, list[str]]:

@@ -45,15 +45,14 @@ def verify(
 def verify_auto(found, fixes, named=()) -> Auto:
     """``verify --to-cc auto``: each key this machine's GPUs need at each target (``judge.auto``),
     proved as ``verify`` proves a key given; ``named``: the fixes --fix named."""
-    from patchkit.gpus.smi import machine
-    from patchkit.judge.auto import for_verify
+    from patchkit.judge import auto
 
-    m = machine()
+    m = auto.read_machine()
     sessions = [Session.open(path, project=name, install=install) for path, name, install in found]
-    keys = for_verify(sessions, m, fixes, default_fixes(), named)
+    keys = auto.for_verify(sessions, m, fixes, default_fixes(), named)
     return Auto("verify", m, tuple(
         AutoTarget(Where.of(k.session), k.session.project.name, k.session.project.label, k.held, k.spare,
-                   tuple(verify_session(k.session, f, t, k.fixes) for f, t in k.pairs)) for k in keys))
+                   tuple(verify_session(k.session, f, t, k.fixes) for f, t in k.pairs), k.not_for) for k in keys))
 
 
 def verify_session(s: Session, from_cc=None, to_cc=None, fixes: tuple[str, ...] | None = None,

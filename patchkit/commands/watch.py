@@ -5,19 +5,26 @@ The log may not exist yet, and a restart that redirects with ``>`` truncates it:
 read again from its start (``patchkit.logs.follow``).  Every line goes through the same
 matcher as ``patchkit diagnose``.  It ends at the first of:
 
-- a ready line (SGLang's "The server is fired up", vLLM's "Application startup complete."):
-  exit 0, "ready after N s", and what the log said that patchkit knows;
+- the ready line of the project the log is of (``patchkit.logs.phases``): SGLang's "The server
+  is fired up and ready to roll!", logged after its warm-up request (uvicorn's "Application
+  startup complete." comes before that request in SGLang's log, and is no ready line there);
+  vLLM's, uvicorn's "Application startup complete.": exit 0, "ready after N s", and what the
+  log said that patchkit knows;
 - a crash: a scheduler exception, an uncaught traceback, a traceback a signature knows, or
   SGLang's "Received sigquit from a child process" with nothing after it: exit 1 and the
   diagnosis;
 - the time-out: exit 124 (as ``timeout(1)``), the phase the start reached and its last lines.
 
-It polls every POLL seconds (no busy loop), reports progress through ``progress`` (the command
-line prints it on a terminal only), and never starts, signals or kills a process.
+It polls every POLL seconds (no busy loop; a FIFO or a device is read without waiting, so a
+FIFO that nothing writes to ends at the time-out), reports progress through ``progress`` (the
+command line prints it on a terminal only), and never starts, signals or kills a process.  The
+time-out is a finite number of seconds above 0.  Text from the log (and the log's name) is
+printed ``escaped``: control characters as ``cat -v`` shows them.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections import deque
 from pathlib import Path
@@ -30,7 +37,7 @@ from patchkit.logs.follow import Follower
 from patchkit.logs.match import EFFECT, Matcher
 from patchkit.logs.tracebacks import Traceback
 from patchkit.report import Heading, Place, Report
-from patchkit.text import plural
+from patchkit.text import escaped, plural
 
 POLL = 0.25
 SETTLE = 1.0  # seconds without a new line before a traceback that has its exception counts as ended
@@ -43,16 +50,31 @@ class _Start:
     def __init__(self) -> None:
         self.matcher = Matcher()
         self.phase: tuple[str, int] | None = None
+        self.sglang = False  # a line was one of SGLang's records: its ready line is SGLang's own
         self.child_failed = False
         self.last: deque[tuple[int, str]] = deque(maxlen=LAST_LINES)
 
 
+def seconds(value: str | float | None) -> float | None:
+    """A --timeout: a finite number of seconds above 0 (None: wait for as long as it takes), else
+    one BadInput line (``nan``, ``inf``, ``0``, ``-1`` and ``soon`` are refused alike)."""
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if not (math.isfinite(number) and number > 0):
+        raise BadInput(None, f"--timeout must be a finite number of seconds above 0, not {value!r}")
+    return number
+
+
 def watch(path: Path, timeout: float | None, progress: Callable[[str], None] | None = None,
           clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> Report:
-    if timeout is not None and timeout < 0:
-        raise BadInput(None, f"--timeout must be 0 or more seconds, not {timeout:g}")
+    timeout = seconds(timeout)
     if path.is_dir():
         raise BadInput(str(path), "is a directory, not a log file")
+    shown = escaped(str(path))
     say = progress or (lambda line: None)
     follower, start = Follower(path), _Start()
     began = last_data = clock()
@@ -63,15 +85,17 @@ def watch(path: Path, timeout: float | None, progress: Callable[[str], None] | N
             now = clock()
             if restarted:
                 start = _Start()
-                say(f"{now - began:.0f} s: {path} started over (truncated or replaced); reading it from its start")
+                say(f"{now - began:.0f} s: {shown} started over (truncated or replaced); reading it from its start")
             if not follower.exists and not said_waiting:
-                say(f"waiting for {path} to appear")
+                say(f"waiting for {shown} to appear")
                 said_waiting = True
             for number, text in lines:
                 ended = start.matcher.feed(number, text)
                 if ended is not None and _ends_start(ended, start.matcher):
                     return _crashed(path, start, now - began, ended, follower.restarts)
-                if phases.ready(text):
+                if not start.sglang and phases.sglang_record(text):
+                    start.sglang = True
+                if phases.ready(text, start.sglang):
                     return _ready(path, start, now - began, number, text, follower.restarts)
                 phase = phases.phase(text)
                 if phase and (start.phase is None or start.phase[0] != phase):
@@ -118,7 +142,7 @@ def _restarts(restarts: int) -> str:
 def _ready(path: Path, start: _Start, elapsed: float, number: int, text: str, restarts: int) -> Report:
     report = Report()
     report.lines += _lines_of(path, start)
-    report.add(f"ready after {elapsed:.0f} s: {path} line {number}{_restarts(restarts)}")
+    report.add(f"ready after {elapsed:.0f} s: {escaped(str(path))} line {number}{_restarts(restarts)}")
     report.data = _data(path, start, "ready", elapsed, restarts, line=number)
     return report
 
@@ -128,26 +152,28 @@ def _crashed(path: Path, start: _Start, elapsed: float, tb, restarts: int) -> Re
     findings = start.matcher.findings
     report.lines += _lines_of(path, start)
     failures = sum(f.kind != EFFECT for f in findings)
-    what = f"{tb.last or 'a traceback'} (line {tb.line})" if tb is not None else "a child process failed (SGLang's SIGQUIT handler)"
+    what = (f"{escaped(tb.last) or 'a traceback'} (line {tb.last_line})" if tb is not None
+            else "a child process failed (SGLang's SIGQUIT handler)")
     known = f"{plural(failures, 'known SM120 failure')} above" if failures else "nothing patchkit knows was found"
     report.add(f"crashed after {elapsed:.0f} s: {what}{_restarts(restarts)}; {known}")
     report.exit_code = PROBLEMS
-    report.data = _data(path, start, "crashed", elapsed, restarts, line=tb.line if tb else None,
-                        exception=tb.last if tb else None)
+    report.data = _data(path, start, "crashed", elapsed, restarts, line=tb.last_line if tb else None,
+                        traceback_line=tb.line if tb else None, exception=tb.last if tb else None)
     return report
 
 
 def _timed_out(path: Path, start: _Start, timeout: float, exists: bool, restarts: int) -> Report:
     report = Report()
     report.lines += _lines_of(path, start)
+    shown = escaped(str(path))
     if not exists:
-        report.add(f"timed out after {timeout:g} s: {path} does not exist")
+        report.add(f"timed out after {timeout:g} s: {shown} does not exist")
     else:
         reached = f"; the start reached: {start.phase[0]} (line {start.phase[1]})" if start.phase else ""
-        report.add(f"timed out after {timeout:g} s: no ready line in {path}{reached}{_restarts(restarts)}")
+        report.add(f"timed out after {timeout:g} s: no ready line in {shown}{reached}{_restarts(restarts)}")
         if start.last:
-            report.add(Heading(f"last lines of {path}:"))
-            report.lines += [Place(f"  {n}: {text}", str(path), n, text) for n, text in start.last]
+            report.add(Heading(f"last lines of {shown}:"))
+            report.lines += [Place(f"  {n}: {escaped(text)}", shown, n, escaped(text)) for n, text in start.last]
     report.exit_code = TIMED_OUT
     report.data = _data(path, start, "timed out", timeout, restarts,
                         phase=start.phase[0] if start.phase else None,

@@ -28,15 +28,16 @@ from typing import NamedTuple
 
 from patchkit.errors import BadInput
 from patchkit.fixes.load import HERE, _get, _read, _strings
-from patchkit.versions import is_version, version_key
+from patchkit.versions import in_range, is_version, version_key
 
 OUTCOMES = ("crash", "warning", "off")
 MACHINE_NEEDS = ("multicast", "nvcc")
 
 
 def _covers(since: str, until: str, version: str | None) -> bool:
-    """Whether ``version`` lies in the release range since..until (both inclusive)."""
-    return version is not None and version_key(since) <= version_key(version) <= version_key(until)
+    """Whether ``version`` lies in the release range since..until (both inclusive; a local
+    version such as ``0.5.9+cu128`` as its public release)."""
+    return in_range(version, since, until)
 
 
 def _releases(since: str, until: str) -> str:

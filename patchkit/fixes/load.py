@@ -70,12 +70,9 @@ class Refresh(NamedTuple):
     why: str
 
     def covers(self, version: str | None) -> bool:
-        from patchkit.versions import version_key
+        from patchkit.versions import in_range
 
-        if version is None:
-            return False
-        key = version_key(version)
-        return (self.since is None or key >= version_key(self.since)) and (self.until is None or key <= version_key(self.until))
+        return in_range(version, self.since, self.until)
 
 
 class Rule(NamedTuple):
@@ -102,9 +99,9 @@ class Rule(NamedTuple):
 
     def landed(self, version: str | None) -> bool:
         """Whether a backport is upstream in ``version`` (the release it landed in, or later)."""
-        from patchkit.versions import version_key
+        from patchkit.versions import at_least
 
-        return self.origin is not None and bool(version) and version_key(version) >= version_key(self.origin.landed_in)
+        return self.origin is not None and bool(version) and at_least(version, self.origin.landed_in)
 
     def names(self) -> tuple[str, ...]:
         """The names a file must mention for the rule to find anything in it."""
@@ -148,12 +145,9 @@ class FeaturePath(NamedTuple):
         return self.files + tuple(g for g, _ in self.functions) + tuple(f for f, _, _ in self.blocks)
 
     def covers(self, project: str, version: str | None) -> bool:
-        from patchkit.versions import version_key
+        from patchkit.versions import in_range
 
-        if project != self.project or version is None:
-            return False
-        key = version_key(version)
-        return key >= version_key(self.since) and (self.until is None or key <= version_key(self.until))
+        return project == self.project and in_range(version, self.since, self.until)
 
 
 class Fix(NamedTuple):

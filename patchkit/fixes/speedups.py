@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 from patchkit.errors import BadInput
 from patchkit.fixes.load import HERE, _get, _read, _strings, read_projects
-from patchkit.versions import is_version, version_key
+from patchkit.versions import at_least, is_version
 
 SPEEDUPS = "known-speedups.toml"
 LINKS = ("pcie",)
@@ -26,7 +26,7 @@ class Requires(NamedTuple):
     otherwise: str  # what the server does with an older one ("" when nothing is known)
 
     def met(self, version: str | None) -> bool:
-        return version is not None and version_key(version) >= version_key(self.since)
+        return at_least(version, self.since)
 
 
 class Speedup(NamedTuple):

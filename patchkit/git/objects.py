@@ -1,6 +1,7 @@
-"""Read release files straight from git objects (GitPython): no checkout, no work tree.
+"""Read release files straight from git objects: no checkout, no work tree.
 
-All git plumbing of patchkit lives in this module.
+Every object is read through one ``git cat-file --batch`` process (``batch.py``); GitPython
+runs the other git commands.  All git plumbing of patchkit lives in this package.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from patchkit.git.refs import repo_format
 from patchkit.errors import BadInput, BranchError
+from patchkit.git.batch import HASH_BYTES, CatFile, Entry, tree_entries
+from patchkit.git.refs import repo_format
 from patchkit.versions import is_release_tag, version_key
 
 
@@ -42,32 +44,17 @@ def _static(pattern: str) -> str:
     return "/".join(static)
 
 
-def _tree_entries(raw: bytes) -> list[tuple[str, str, bytes]]:
-    """Parse a raw tree object: (mode, name, 20-byte id) per entry."""
-    entries, i = [], 0
-    while i < len(raw):
-        space = raw.index(b" ", i)
-        nul = raw.index(b"\0", space)
-        entries.append((raw[i:space].decode(), raw[space + 1 : nul].decode("utf-8", "surrogateescape"), raw[nul + 1 : nul + 21]))
-        i = nul + 21
-    return entries
-
-
-_DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
-_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
-
-
 def _release(tag: str, commit: str, body: bytes) -> Release:
-    """A Release from a raw commit object: its author line gives the date (RFC 2822)."""
+    """A Release from a raw commit object: its author line gives the date (RFC 2822, in the
+    author's time zone, as ``git log --date=rfc`` writes it)."""
     from datetime import datetime, timedelta, timezone
+    from email.utils import format_datetime
 
     author = next((line for line in body.split(b"\n") if line.startswith(b"author ")), b"")
     stamp, offset = author.rsplit(b" ", 2)[-2:] if author else (b"0", b"+0000")
     sign = -1 if offset.startswith(b"-") else 1
-    tz = timezone(sign * timedelta(hours=int(offset[1:3]), minutes=int(offset[3:5])))
-    when = datetime.fromtimestamp(int(stamp), tz)
-    date = f"{_DAYS[when.weekday()]}, {when.day:02d} {_MONTHS[when.month - 1]} {when.year} {when:%H:%M:%S} {offset.decode()}"
-    return Release(tag, commit, date, when.date().isoformat())
+    when = datetime.fromtimestamp(int(stamp), timezone(sign * timedelta(hours=int(offset[1:3]), minutes=int(offset[3:5]))))
+    return Release(tag, commit, format_datetime(when), when.date().isoformat())
 
 
 def default_repo() -> Path:
@@ -92,18 +79,15 @@ class GitSource:
             raise BadInput(str(path), f"a repository with object format {fmt} and ref storage {storage}: patchkit reads "
                                       "release histories in git's default format (sha1, files), as its mirrors are built")
         self._git = git
-        self._trees: dict[bytes, list[tuple[str, str, bytes]]] = {}
-        self._tags: dict | None = None
+        self._hash = HASH_BYTES[fmt]
+        self._objects = CatFile(self.repo.git, str(path))
+        self._trees: dict[str, list[Entry]] = {}
         self._releases: dict[str, Release] = {}
-
-    def _tag_refs(self) -> dict:
-        if self._tags is None:  # listing refs is slow in GitPython: once per run
-            self._tags = {t.name: t for t in self.repo.tags}
-        return self._tags
 
     def release_tags(self) -> list[str]:
         """Every ``v<version>`` tag, oldest first."""
-        return sorted((name for name in self._tag_refs() if is_release_tag(name)), key=version_key)
+        listed = self.repo.git.for_each_ref("--format=%(refname)", "refs/tags/").splitlines()
+        return sorted((name for name in (line[len("refs/tags/"):] for line in listed) if is_release_tag(name)), key=version_key)
 
     def release(self, tag: str) -> Release:
         """The tag's commit and author date."""
@@ -112,86 +96,67 @@ class GitSource:
     def releases(self, tags: list[str]) -> dict[str, Release]:
         """Commit and author date of many tags, read in one batch (and cached)."""
         wanted = [t for t in dict.fromkeys(tags) if t not in self._releases]
-        if wanted:
-            out, i = self._cat_file("batch", [f"refs/tags/{t}^{{commit}}" for t in wanted]), 0
-            for tag in wanted:
-                end = out.index(b"\n", i)
-                header = out[i:end].split()
-                if len(header) != 3 or header[1] != b"commit":
-                    raise BadInput(str(self.path), f"no tag {tag!r} in this repository")
-                size = int(header[2])
-                body = out[end + 1 : end + 1 + size]
-                i = end + 1 + size + 1
-                self._releases[tag] = _release(tag, header[0].decode(), body)
+        for tag, found in zip(wanted, self._objects.get([f"refs/tags/{t}^{{commit}}" for t in wanted])):
+            if found is None or found.kind != "commit":
+                raise BadInput(str(self.path), f"no tag {tag!r} in this repository")
+            self._releases[tag] = _release(tag, found.oid, found.data)
         return {t: self._releases[t] for t in tags}
 
     def read(self, blob: str) -> bytes:
         """The bytes of a blob."""
-        return self.repo.odb.stream(bytes.fromhex(blob)).read()
-
-    def _tree(self, binsha: bytes) -> list[tuple[str, str, bytes]]:
-        """(mode, name, id) of a tree's entries; each distinct tree is read once."""
-        entries = self._trees.get(binsha)
-        if entries is None:
-            entries = self._trees[binsha] = _tree_entries(self.repo.odb.stream(binsha).read())
-        return entries
-
-    def _cat_file(self, mode: str, names: list[str]) -> bytes:
-        """One ``git cat-file --batch[-check]`` for many objects: one round trip, not one per object."""
-        import subprocess
-
-        proc = self.repo.git.cat_file(f"--{mode}", as_process=True, istream=subprocess.PIPE)
-        out, _ = proc.proc.communicate("".join(f"{n}\n" for n in names).encode())
-        return out
+        return self.read_many([blob])[blob]
 
     def read_many(self, blobs: list[str]) -> dict[str, bytes]:
         """The bytes of many objects, in one batch."""
-        out, objects, i = self._cat_file("batch", blobs), {}, 0
-        for blob in blobs:
-            end = out.index(b"\n", i)
-            header = out[i:end].split()
-            if len(header) != 3:
-                raise BadInput(str(self.path), f"cannot read object {blob}: {out[i:end].decode(errors='replace')}")
-            size = int(header[2])
-            objects[blob] = out[end + 1 : end + 1 + size]
-            i = end + 1 + size + 1
+        objects = {}
+        for blob, found in zip(blobs, self._objects.get(blobs)):
+            if found is None:
+                raise BadInput(str(self.path), f"cannot read object {blob}: {blob} missing")
+            objects[blob] = found.data
         return objects
 
+    def _parsed(self, found) -> list[Entry]:
+        """The entries of a tree object read; each distinct tree is parsed once."""
+        entries = self._trees.get(found.oid)
+        if entries is None:
+            entries = self._trees[found.oid] = tree_entries(found.data, self._hash)
+        return entries
+
+    def _tree(self, oid: str) -> list[Entry]:
+        """The entries of the tree ``oid``; each distinct tree is read once."""
+        entries = self._trees.get(oid)
+        if entries is None:
+            (found,) = self._objects.get([oid])
+            if found is None or found.kind != "tree":
+                raise BadInput(str(self.path), f"cannot read tree {oid}: {oid} missing")
+            entries = self._parsed(found)
+        return entries
+
     def release_files(self, tags: list[str], globs: tuple[str, ...]) -> dict[str, list[SourceFile]]:
-        """``files`` for many tags at once: the folders of all tags are found in one batch,
-        and each distinct folder tree is read once."""
+        """``files`` for many tags at once: the folders of all tags are read in one batch,
+        and each distinct folder tree is parsed once."""
         simple = all("/" not in g[len(_static(g)) + 1 :] for g in globs)
         if not simple:
             return {tag: list(self.files(tag, globs)) for tag in tags}
         folders = [_static(g) for g in globs]
-        lines = self._cat_file("batch-check", [f"{tag}:{folder}" for tag in tags for folder in folders]).splitlines()
-        trees = {}
-        for line in lines:
-            parts = line.split()
-            if len(parts) == 3 and parts[1] == b"tree":
-                trees[parts[0].decode()] = None
-        if trees:
-            raw = self.read_many(list(trees))
-            for sha, data in raw.items():
-                self._trees[bytes.fromhex(sha)] = _tree_entries(data)
+        trees = iter(self._objects.get([f"refs/tags/{tag}:{folder}" for tag in tags for folder in folders]))
         result: dict[str, list[SourceFile]] = {}
-        it = iter(lines)
         for tag in tags:
             found, seen = [], set()
             for pattern, folder in zip(globs, folders):
-                parts = next(it).split()
-                if len(parts) != 3 or parts[1] != b"tree":
+                tree = next(trees)
+                if tree is None or tree.kind != "tree":
                     continue
-                for mode, name, blob in self._trees[bytes.fromhex(parts[0].decode())]:
+                for mode, name, blob in self._parsed(tree):
                     path = f"{folder}/{name}" if folder else name
                     if mode in ("100644", "100755") and path not in seen and fnmatch.fnmatchcase(path, pattern):
                         seen.add(path)
-                        found.append(SourceFile(path, blob.hex(), mode))
+                        found.append(SourceFile(path, blob, mode))
             result[tag] = found
         return result
 
-    def _walk(self, binsha: bytes, prefix: str, recursive: bool) -> Iterator[tuple[str, str, bytes]]:
-        for mode, name, sha in self._tree(binsha):
+    def _walk(self, oid: str, prefix: str, recursive: bool) -> Iterator[tuple[str, str, str]]:
+        for mode, name, sha in self._tree(oid):
             path = f"{prefix}{name}"
             if mode == "40000":
                 if recursive:
@@ -205,8 +170,13 @@ class GitSource:
         Trees are read straight from the object database and cached by id, so the
         many tags that share a folder cost one read of it.
         """
-        ref = self._tag_refs().get(rev)
-        root = (ref.commit if ref is not None else self.repo.commit(rev)).tree.binsha
+        (tree,) = self._objects.get([f"refs/tags/{rev}^{{tree}}"])  # a tag first: a branch of its name is no release
+        if tree is None:
+            (tree,) = self._objects.get([f"{rev}^{{tree}}"])
+        if tree is None:
+            raise BadInput(str(self.path), f"no tag or commit {rev!r} in this repository")
+        self._parsed(tree)
+        root = tree.oid
         seen: set[str] = set()
         for pattern in globs:
             folder = _static(pattern)
@@ -222,7 +192,7 @@ class GitSource:
             for mode, path, blob in self._walk(sha, f"{folder}/" if folder else "", recursive):
                 if path not in seen and fnmatch.fnmatchcase(path, pattern):
                     seen.add(path)
-                    yield SourceFile(path, blob.hex(), mode)
+                    yield SourceFile(path, blob, mode)
 
     def read_path(self, rev: str, path: str) -> bytes | None:
         """The bytes of the file at ``path`` in ``rev``, or None if there is none."""
@@ -292,7 +262,7 @@ class GitSource:
         base = re.sub(r"-\d+$", "", name) if name not in {h.name for h in self.repo.heads} else name
         for _ in range(20):
             try:
-                self.repo.git.update_ref(f"refs/heads/{name}", commit, "0" * 40)
+                self.repo.git.update_ref(f"refs/heads/{name}", commit, "0" * (2 * self._hash))  # none yet
                 return name
             except self._git.GitCommandError as exc:
                 if name not in {h.name for h in self.repo.heads}:  # not a clash: a lock file, a bad ref

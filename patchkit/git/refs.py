@@ -3,7 +3,9 @@
 No GitPython and, in the common cases, no ``git`` process: apply, verify and
 status start fast.  Loose and packed refs are read as files; an annotated tag is
 peeled through ``packed-refs`` or its loose object.  Anything else (a tag object
-that is only in a pack) falls back to plain ``git``.
+that is only in a pack, a SHA-256 or reftable repository) falls back to plain ``git``; a
+SHA-256 or reftable repository whose tags git cannot list either (a git older than its
+format) is one line saying so, never a checkout with no tags.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from patchkit.errors import BadInput
 from patchkit.versions import is_release_tag, version_key
 
 
@@ -89,7 +92,7 @@ def _peel_loose(common: Path, sha: str) -> str | None:
     if header.startswith(b"commit "):
         return sha
     if header.startswith(b"tag ") and body.startswith(b"object "):
-        return body[7:47].decode()
+        return body[7:].split(b"\n", 1)[0].decode("ascii", "replace")  # 40 hex digits, or 64 for SHA-256
     return None
 
 
@@ -124,8 +127,9 @@ def release_tags_at_head(root: Path) -> list[str]:
     if gdir is None:
         return []
     common = _common_dir(gdir)
-    if repo_format(common) != ("sha1", "files"):
-        return _tags_at_head_with_git(root)
+    fmt = repo_format(common)
+    if fmt != ("sha1", "files"):
+        return _tags_at_head_with_git(root, fmt)
     packed, peeled, all_peeled = _packed(common)
     head = _resolve(gdir, common, "HEAD", packed)
     if not head:
@@ -157,7 +161,9 @@ def release_tags_at_head(root: Path) -> list[str]:
     return sorted(found, key=version_key, reverse=True)
 
 
-def _tags_at_head_with_git(root: Path) -> list[str]:
+def _tags_at_head_with_git(root: Path, fmt: tuple[str, str] | None = None) -> list[str]:
+    """The release tags at HEAD as ``git tag --points-at`` lists them; [] when git cannot say,
+    unless the repository's format ``fmt`` is one the file reading does not know: BadInput then."""
     import subprocess
 
     try:
@@ -167,9 +173,14 @@ def _tags_at_head_with_git(root: Path) -> list[str]:
             env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
             timeout=30,
         )
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    if done.returncode != 0:
-        return []
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        done, why = None, f"{exc.strerror or exc}" if isinstance(exc, OSError) else "no answer within 30 s"
+    else:
+        why = " ".join(done.stderr.decode("utf-8", "replace").split())[:200] or f"exit {done.returncode}"
+    if done is None or done.returncode != 0:
+        if fmt is None:
+            return []
+        raise BadInput(str(root), f"a repository with object format {fmt[0]} and ref storage {fmt[1]}, whose tags git "
+                                  f"cannot list ({why}): patchkit cannot tell its release; give --version")
     tags = [t for t in done.stdout.decode(errors="replace").split() if is_release_tag(t)]
     return sorted(tags, key=version_key, reverse=True)

@@ -9,6 +9,9 @@ that keeps the pipe open does not keep patchkit waiting.  The output is capped
 (MAX_OUTPUT): a program that prints without end is stopped there.  Every
 way it can go wrong (missing, a non-zero exit, no GPU, a time-out, output patchkit
 cannot read) is one BadInput line.  Nothing of CUDA or NVML is loaded here.
+
+``given`` is the machine of a compute capability given on the command line (``doctor
+--to-cc 12``) instead of measured: its ccs, no GPU listed, and links not known.
 """
 
 from __future__ import annotations
@@ -28,23 +31,26 @@ MAX_OUTPUT = 16 << 20  # `topo -m` of MAX_GPUS GPUs is about 6 MiB
 
 
 class Machine(NamedTuple):
-    nvidia_smi: str  # the program that answered
+    nvidia_smi: str | None  # the program that answered; None for a machine given, not measured
     gpus: tuple[GPU, ...]
-    links: tuple[Link, ...]  # each pair a < b
+    links: tuple[Link, ...] | None  # each pair a < b; None: not known (a machine given, not measured)
+    given: tuple[tuple[int, int], ...] = ()  # the ccs given instead of measured (``given``)
 
     def ccs(self) -> list[tuple[int, int]]:
         """The distinct compute capabilities, lowest first."""
-        return sorted({g.cc for g in self.gpus})
+        return sorted(set(self.given) if self.given else {g.cc for g in self.gpus})
 
     def nvlink(self) -> bool:
-        return any(link.nvlink for link in self.links)
+        return any(link.nvlink for link in self.links or ())
 
     def pcie_only(self) -> bool:
-        """Two or more GPUs and every pair linked through PCIe only."""
+        """Two or more GPUs and every pair linked through PCIe only (False when not known)."""
         return bool(self.links) and not self.nvlink()
 
     def link_summary(self) -> str:
         """How the GPUs are linked, in one line."""
+        if self.links is None:
+            return "not known: no GPU measured"
         if not self.links:
             return "one GPU: no peer to link to, no multicast"
         kinds: dict[str, int] = {}
@@ -63,9 +69,9 @@ class Machine(NamedTuple):
         return {
             "nvidia_smi": self.nvidia_smi,
             "gpus": [{"index": g.index, "name": g.name, "cc": g.cc_text(), "bus_id": g.bus_id} for g in self.gpus],
-            "links": [{"a": l.a, "b": l.b, "kind": l.kind, "nvlink": l.nvlink} for l in self.links],
-            "nvlink": self.nvlink(),
-            "pcie_only": self.pcie_only(),
+            "links": None if self.links is None else [{"a": l.a, "b": l.b, "kind": l.kind, "nvlink": l.nvlink} for l in self.links],
+            "nvlink": None if self.links is None else self.nvlink(),
+            "pcie_only": None if self.links is None else self.pcie_only(),
             "links_summary": self.link_summary(),
         }
 
@@ -127,3 +133,9 @@ def machine(limit: float | None = None) -> Machine:
     except ValueError as exc:
         raise BadInput(exe, f"`nvidia-smi topo -m` printed what patchkit cannot read: {exc}") from None
     return Machine(exe, tuple(found), tuple(pairs))
+
+
+def given(*ccs: tuple[int, int]) -> Machine:
+    """The machine of GPUs of ``ccs`` (``(12, 0)``), given instead of measured: how they are
+    linked is not known."""
+    return Machine(None, (), None, tuple(sorted(set(ccs))))

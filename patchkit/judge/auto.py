@@ -2,9 +2,10 @@
 
 The GPUs come from ``nvidia-smi`` (``patchkit.gpus``); their ccs are spelled the way each
 project keys them (12 for SGLang, "12.0" or "12.1" for vLLM: ``here.spelled``).  A cc a
-release already holds (an H200's 9), or the one it copies from, needs nothing: the target
-gets no key, and the command says so and exits 0.  So does a fix that is not needed on this
-machine (``here.unneeded``: the GPUs lack what it needs, and the release turns the feature off
+release already holds (an H200's 9), or the one it copies from, needs nothing, nor does a cc
+no fix is for (an A100's 8: the fixes copy SM100's keys for SM12x; its key is never added):
+the target gets no key, and the command says so (``Keys.not_for``) and exits 0.  So does a
+fix that is not needed on this machine (``here.unneeded``: the GPUs lack what it needs, and the release turns the feature off
 cleanly without it): it is left out, with why, unless ``--fix`` names it.  Nothing here
 writes or prints: apply, verify and generate run as they do with the keys given.
 No nvidia-smi or no GPU is one BadInput line (exit 2).
@@ -18,7 +19,7 @@ from patchkit.errors import BadInput
 from patchkit.fixes.effects import read_effects
 from patchkit.fixes.registry import FIXES, Project, fixes_for
 from patchkit.gpus.smi import Machine, machine as read_machine
-from patchkit.judge.here import MISSING, fix_here, spelled, unneeded
+from patchkit.judge.here import MISSING, fix_here, fixes_here, spelled, unneeded
 from patchkit.rewrite.capability import same
 from patchkit.targets.session import Session
 
@@ -31,6 +32,7 @@ class Keys(NamedTuple):
     fixes: tuple[str, ...] | None  # the fixes there (None: as the command line gave them)
     spare: dict[str, str]  # the fixes left out: name -> why they are not needed on this machine
     held: tuple  # the machine's ccs as the project spells them
+    not_for: tuple = ()  # of ``held``, with nothing to do: the keys no fix is for (the release holds the rest)
 
 
 def wanted(project: Project, m: Machine, from_cc=None) -> list:
@@ -56,6 +58,13 @@ def _missing(s: Session, ccs: list, fixes, m: Machine, named=()) -> tuple[list, 
     return [cc for cc in ccs if cc in found], spare
 
 
+def _not_for(s: Session, m: Machine, held: tuple) -> tuple:
+    """Of ``held``, the keys no fix for the project of ``s`` is for (an A100's 8:
+    ``here.NOT_FOR_THESE``), where the release holds none of it for itself (an H200's 9)."""
+    holds = {cc for h in fixes_here(s, m) for cc in h.held}
+    return tuple(cc for cc in held if cc not in holds)
+
+
 def _one(label: str, ccs: list, what: str) -> object:
     if len(ccs) > 1:
         given = " or ".join(f"--to-cc {cc}" for cc in ccs)
@@ -76,7 +85,7 @@ def for_apply(sessions: list[Session], m: Machine, from_cc, fixes: tuple[str, ..
         missing, spare = _missing(s, wanted(s.project, m, from_cc), fixes, m, named)
         there = tuple(n for n in fixes if n not in spare) if spare else None
         pairs = ((from_cc, _one(s.project.label, missing, "apply")),) if missing else ()
-        out.append(Keys(s, pairs, there, spare, held))
+        out.append(Keys(s, pairs, there, spare, held, () if pairs or spare else _not_for(s, m, held)))
     return out
 
 
@@ -103,7 +112,8 @@ def for_verify(sessions: list[Session], m: Machine, fixes, defaults: tuple[str, 
         missing, spare = _missing(s, ccs, fixes or defaults, m, named)
         check = [cc for cc in ccs if cc in missing or applied is not None and same(cc, applied.to_cc)]
         asked = fixes if not spare else _less(fixes, applied, spare)
-        out.append(Keys(s, tuple((s.project.from_cc, cc) for cc in check), asked, spare, held))
+        out.append(Keys(s, tuple((s.project.from_cc, cc) for cc in check), asked, spare, held,
+                        () if check or spare else _not_for(s, m, held)))
     return out
 
 

@@ -7,7 +7,8 @@ is imported or run).  ``doctor`` reports it; ``--to-cc auto`` picks the keys fro
 A fix whose keys are missing can still be needed nowhere on this machine: when the GPUs lack
 what it needs to take effect (multicast) and the release turns the feature off cleanly
 without it (its ``[effect]``: ``helps_without`` of the need, ``outcome`` of the failure),
-``unneeded`` says why.
+``unneeded`` says why.  A key the release lacks for GPUs of a major the fix is not for (an
+A100's 8: the fixes copy SM100's keys for SM12x) is not missing: the fix is not for them.
 """
 
 from __future__ import annotations
@@ -137,6 +138,8 @@ def fix_here(s: Session, fix: str, ccs: list, current: dict[str, bytes] | None =
             gap, lacks = bool(gaps), [f"{t.name} lacks {t.added_key!r}" for t in gaps]
             if not found:
                 continue
+        if gap and target is not None and cap(cc).major != target:
+            continue  # a key the fix does not add (an A100's 8): it copies SM100's for its own GPUs only
         if gap:
             missing.append(cc)
             lacking += lacks
@@ -164,7 +167,10 @@ def fixes_here(s: Session, machine: Machine) -> list[FixHere]:
 
 
 def no_multicast(m: Machine) -> str | None:
-    """Why the GPUs have no multicast, or None when NVLink might give it."""
+    """Why the GPUs have no multicast, or None when NVLink might give it, or when how they are
+    linked is not known (a machine given, not measured: the fix may take effect there)."""
+    if m.links is None:
+        return None
     if not m.links:
         return "one GPU, no peer to share multicast memory with"
     if m.pcie_only():

@@ -3,20 +3,21 @@
 A wheel's ``<name>-<version>.dist-info/RECORD`` (PEP 376 / the wheel spec) lists every file it
 installed, one CSV row each, paths relative to the site-packages folder.  The rows naming a
 shared object (``*.so``, ``*.so.13``) are the files read for CUDA code (``fatbin.py``); a bare
-``*.cubin`` (flashinfer-cubin ships thousands) is counted, not read.  RECORDs are read as
-text, each at most ``MAX_RECORD`` bytes; nothing of the distribution is imported.  An
-editable install lists only its links in RECORD: its checkout's shared objects are not found.
+``*.cubin`` (flashinfer-cubin ships thousands) is counted, not read.  RECORDs are read as files
+by ``importlib.metadata`` (``targets/dist_info.py``: regular files only, each within a cap);
+nothing of the distribution is imported.  An editable install lists only its links in RECORD:
+its checkout's shared objects are not found.
 """
 
 from __future__ import annotations
 
-import csv
 import os
 import re
 from pathlib import Path
 from typing import NamedTuple
 
-MAX_RECORD = 64 << 20  # torch's RECORD is a few MB
+from patchkit.errors import BadInput
+
 SHARED = re.compile(r"\.so(\.[0-9]+)*$")
 _DIST_INFO = re.compile(r"(?P<name>[^-]+)-(?P<version>[^-]+)\.dist-info$")
 
@@ -55,26 +56,22 @@ def distributions(sites: list[Path]) -> list[Distribution]:
 
 
 def _read_record(site: Path, info: Path, name: str, version: str) -> Distribution:
-    record = info / "RECORD"
+    from patchkit.targets import dist_info
+
     try:
-        with open(record, "rb") as f:
-            data = f.read(MAX_RECORD + 1)
-    except OSError as exc:
-        return Distribution(name, version, site, info, (), 0, f"{record}: cannot read it ({exc.strerror or exc})")
-    if len(data) > MAX_RECORD:
-        return Distribution(name, version, site, info, (), 0, f"{record}: larger than {MAX_RECORD >> 20} MiB, not read")
+        rows = dist_info.record(info, mentioning=(".so", ".cubin"))  # the rows of the files counted here
+    except BadInput as exc:
+        return Distribution(name, version, site, info, (), 0, str(exc))
+    if rows is None:
+        record = info / "RECORD"
+        return Distribution(name, version, site, info, (), 0, f"{record}: cannot read it (No such file or directory)")
     shared, cubins = [], 0
-    try:
-        for row in csv.reader(data.decode("utf-8", "replace").splitlines()):
-            if not row or not row[0]:
-                continue
-            path = os.path.normpath(row[0])
-            if path.startswith(("..", "/")):
-                continue  # installed outside site-packages (scripts, headers)
-            if SHARED.search(path):
-                shared.append(path)
-            elif path.endswith(".cubin"):
-                cubins += 1
-    except csv.Error as exc:
-        return Distribution(name, version, site, info, (), 0, f"{record}: not a CSV file ({exc})")
+    for row in rows:
+        path = os.path.normpath(str(row))
+        if path.startswith(("..", "/")) or path == ".":
+            continue  # installed outside site-packages (scripts, headers), or an empty path
+        if SHARED.search(path):
+            shared.append(path)
+        elif path.endswith(".cubin"):
+            cubins += 1
     return Distribution(name, version, site, info, tuple(sorted(shared)), cubins, None)

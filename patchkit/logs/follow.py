@@ -6,11 +6,17 @@ log starts over (from line 1) when the file's inode changes, when it is shorter 
 read, or when its first bytes are no longer the ones read (truncated and written past the old
 length between two polls).  It never writes, and it holds at most one poll's bytes
 (MAX_POLL) and one partial line (MAX_LINE).
+
+A log that is a FIFO or a character device is opened with O_NONBLOCK (``open`` never waits for
+a writer) and each poll reads what is there, without waiting: a FIFO that nothing writes to
+is a log that says nothing, until the caller's time-out.  A stream never starts over.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from pathlib import Path
 
 from patchkit.errors import BadInput
@@ -25,7 +31,8 @@ class Follower:
         self.path = path
         self.exists = False
         self.restarts = 0
-        self._file = None
+        self._fd: int | None = None
+        self._stream = False  # a FIFO or a character device: read without waiting, never truncated
         self._inode = None
         self._pos = 0
         self._head = b""
@@ -34,9 +41,9 @@ class Follower:
         self._number = 0
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
     def poll(self) -> tuple[list[tuple[int, str]], bool]:
         """The new whole lines (number, text), and whether the log started over first; an
@@ -54,28 +61,47 @@ class Follower:
         except FileNotFoundError:
             return [], False
         restarted = False
-        if self._file is not None and (st.st_ino != self._inode or st.st_size < self._pos or not self._same_head()):
+        if self._fd is not None and (st.st_ino != self._inode or self._truncated(st.st_size)):
             self.close()
             restarted = True
             self.restarts += 1
-        if self._file is None:
-            try:
-                self._file = open(self.path, "rb")
-            except FileNotFoundError:
+        if self._fd is None:
+            if not self._open():
                 return [], restarted
-            except PermissionError:
-                raise BadInput(str(self.path), "permission denied") from None
-            self.exists = True
-            self._inode = os.fstat(self._file.fileno()).st_ino
-            self._pos, self._head, self._partial, self._skipping, self._number = 0, b"", b"", False, 0
-        data = self._file.read(MAX_POLL)
+        try:
+            data = os.read(self._fd, MAX_POLL)
+        except BlockingIOError:  # a stream with nothing to read now
+            data = b""
         self._pos += len(data)
         if len(self._head) < HEAD:
             self._head += data[: HEAD - len(self._head)]
         return self._lines(data), restarted
 
-    def _same_head(self) -> bool:
-        return os.pread(self._file.fileno(), len(self._head), 0) == self._head
+    def _open(self) -> bool:
+        """Open the log (False: it is not there); a folder or a block device is a BadInput line."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO: no wait for a writer
+        except FileNotFoundError:
+            return False
+        except PermissionError:
+            raise BadInput(str(self.path), "permission denied") from None
+        st = os.fstat(fd)
+        kind = stat.S_IFMT(st.st_mode)
+        if kind not in (stat.S_IFREG, stat.S_IFIFO, stat.S_IFCHR):
+            os.close(fd)
+            if kind == stat.S_IFDIR:  # the log became a folder while watched
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(self.path))
+            raise BadInput(str(self.path), "a block device, not a log file" if kind == stat.S_IFBLK else "not a log file")
+        self._stream = kind != stat.S_IFREG
+        if not self._stream:
+            os.set_blocking(fd, True)
+        self._fd, self._inode, self.exists = fd, st.st_ino, True
+        self._pos, self._head, self._partial, self._skipping, self._number = 0, b"", b"", False, 0
+        return True
+
+    def _truncated(self, size: int) -> bool:
+        """A regular file shorter than what was read, or whose first bytes changed (a stream never is)."""
+        return not self._stream and (size < self._pos or os.pread(self._fd, len(self._head), 0) != self._head)
 
     def _lines(self, data: bytes) -> list[tuple[int, str]]:
         out = []

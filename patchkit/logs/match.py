@@ -14,17 +14,19 @@ failure or effect, counting repeats (eight TP ranks raise the same ``KeyError: 1
 from __future__ import annotations
 
 import re
+import shlex
 from fnmatch import fnmatchcase
 from functools import lru_cache
 from typing import NamedTuple
 
 from patchkit.fixes.signatures import Known, Signature, read_known
 from patchkit.logs.origin import targets
-from patchkit.logs.tracebacks import HEADER, Frame, Traceback, TracebackReader
+from patchkit.logs.tracebacks import HEADER, Frame, Part, Traceback, TracebackReader
 
 FIX, FAILURE, EFFECT = "fix", "failure", "effect"
 _RECORD_PREFIX = re.compile(r"\[[^\]]*\] ")  # SGLang's "[2026-02-11 10:03:02 TP3] "
 MAX_LINES = 8  # the log lines kept of a repeated finding
+MAX_JUDGED = 4096  # the verdicts remembered of distinct tracebacks (a log repeats the same one on every rank)
 
 
 @lru_cache(maxsize=1)
@@ -45,22 +47,28 @@ def needles(data: Known | None = None) -> tuple[bytes, ...]:
 class Finding(NamedTuple):
     kind: str  # FIX, FAILURE or EFFECT
     name: str  # the fix, failure or effect
-    line: int  # the first log line it was seen at
+    line: int  # the first log line it was seen at: the exception's line of a traceback, or the line that says it
     what: str  # the exception, or the log line's message
     frame: Frame | None  # where it was raised (the innermost frame of the exception's part)
     project: str | None  # the project a fix's signature belongs to
     releases: str  # the releases a fix's signature comes from
     cause: str
     advice: str  # a failure's advice, an effect's meaning; "" for a fix
-    commands: tuple[str, ...]  # the patchkit apply commands (a fix)
+    commands: tuple[str, ...]  # the patchkit apply command lines (a fix), shell-quoted
     lines: tuple[int, ...]  # the log lines it was seen at (the first MAX_LINES)
     count: int
     origin: str | None = None  # a known failure: the path of the frame that named its package
+    start: int | None = None  # a traceback's: the log line of its first "Traceback (most recent call last):"
+
+
+@lru_cache(maxsize=64)
+def _whole(pattern: str) -> re.Pattern:
+    return re.compile(re.escape(pattern) + r"(?!\w)")
 
 
 def _ends_with(text: str, pattern: str) -> bool:
     """``pattern`` in ``text``, not followed by a word character ("KeyError: 12" is not "KeyError: 120")."""
-    return re.search(re.escape(pattern) + r"(?!\w)", text) is not None
+    return pattern in text and _whole(pattern).search(text) is not None
 
 
 def _raised_in(sig: Signature, frames: tuple[Frame, ...]) -> bool:
@@ -68,14 +76,15 @@ def _raised_in(sig: Signature, frames: tuple[Frame, ...]) -> bool:
 
 
 def apply_commands(fix: str, frames: tuple[Frame, ...]) -> tuple[str, ...]:
-    """``patchkit apply`` for each checkout or environment of the fix's projects that the frames show."""
+    """``patchkit apply`` for each checkout or environment of the fix's projects that the frames show,
+    as a shell command line (``shlex.join``: the paths are the log's, and may hold spaces or ``;``)."""
     from patchkit.fixes.registry import FIXES, PROJECTS
 
     spec = FIXES[fix]
     projects = dict.fromkeys(["sglang"] + [r.project for r in spec.rules])  # the SGLang the traceback ran first
     found = targets([f.path for f in frames], [(p, PROJECTS[p].source_root) for p in projects if p in PROJECTS])
-    option = "" if spec.default else f" --fix {fix}"
-    return tuple(f"patchkit apply {where}{option}" for where in found)
+    option = [] if spec.default else ["--fix", fix]
+    return tuple(shlex.join(["patchkit", "apply", *where, *option]) for where in found)
 
 
 class Matcher:
@@ -84,18 +93,20 @@ class Matcher:
         self.reader = TracebackReader()
         self.tracebacks = 0
         self.verdict: Finding | None = None  # what the last traceback that ended was
-        self._found: dict[tuple, Finding] = {}
+        self._found: dict[tuple, list] = {}  # key -> [the first Finding, count, lines]
+        self._judged: dict[tuple, tuple | None] = {}  # a traceback's frames and exceptions -> what it is
 
     @property
     def findings(self) -> list[Finding]:
-        return sorted(self._found.values(), key=lambda f: f.line)
+        return sorted((f._replace(count=n, lines=tuple(lines)) for f, n, lines in self._found.values()), key=lambda f: f.line)
 
     def feed(self, number: int, text: str) -> Traceback | None:
         """Read one line; the traceback it ended, if any (judged already)."""
-        ended = self.reader.feed(number, text)
+        reader = self.reader
+        ended = reader.feed(number, text)
         if ended is not None:
             self.verdict = self.judge(ended)
-        if not self.reader.open:
+        if not reader.open:
             self._line(number, text)
         return ended
 
@@ -107,21 +118,39 @@ class Matcher:
         return ended
 
     def judge(self, tb: Traceback) -> Finding | None:
-        """The finding a traceback is (recorded), or None when patchkit knows nothing of it."""
+        """The finding a traceback is (recorded), or None when patchkit knows nothing of it.  The
+        same traceback again (another rank, another request) is judged once."""
         self.tracebacks += 1
-        frames = tuple(f for part in tb.parts for f in part.frames)
-        for part in tb.parts:
+        parts = tb.parts
+        key = ((parts[0].frames, parts[0].exception),) if len(parts) == 1 else tuple((p.frames, p.exception) for p in parts)
+        if key in self._judged:
+            verdict = self._judged[key]
+        else:
+            verdict = self._judge(tb.parts)
+            if len(self._judged) >= MAX_JUDGED:
+                self._judged.clear()
+            self._judged[key] = verdict
+        if verdict is None:
+            return None
+        index, fields = verdict
+        part = parts[index]
+        return self._add(*fields[:2], part.line or tb.line, *fields[2:], start=tb.line)
+
+    def _judge(self, parts: tuple[Part, ...]) -> tuple | None:
+        """(the part, the fields of its Finding but the line) of a traceback, or None."""
+        frames = tuple(f for part in parts for f in part.frames)
+        for i, part in enumerate(parts):
             for sig in self.data.signatures:
                 if sig.exception and _ends_with(part.exception, sig.exception) and _raised_in(sig, part.frames):
-                    return self._add(FIX, sig.fix, tb.line, part.exception, part.frames, sig.project, sig.releases,
-                                     sig.cause, "", apply_commands(sig.fix, frames))
-        for part in tb.parts:
+                    return i, (FIX, sig.fix, part.exception, part.frames, sig.project, sig.releases, sig.cause, "",
+                               apply_commands(sig.fix, frames))
+        for i, part in enumerate(parts):
             for failure in self.data.failures:
                 if failure.exception in part.exception:
                     package, origin = self._package(failure, part.frames or frames, part.exception)
-                    return self._add(FAILURE, failure.name, tb.line, part.exception, part.frames, None, "",
-                                     failure.cause.format(package=package), failure.advice.format(package=package), (),
-                                     origin=origin)
+                    return i, (FAILURE, failure.name, part.exception, part.frames, None, "",
+                               failure.cause.format(package=package), failure.advice.format(package=package), (), None,
+                               origin)
         return None
 
     # -- helpers ----------------------------------------------------------------------------
@@ -154,17 +183,19 @@ class Matcher:
         return "a compiled package (no frame names it)", None
 
     def _add(self, kind, name, line, what, frames, project, releases, cause, advice, commands, said=None,
-             origin=None) -> Finding:
+             origin=None, start=None) -> Finding:
         frame = frames[-1] if frames else None
         key = (kind, name, said or what.split("\n", 1)[0], frame)
         seen = self._found.get(key)
         if seen is None:
-            seen = Finding(kind, name, line, what, frame, project, releases, cause, advice, commands, (line,), 1, origin)
-        else:
-            lines = seen.lines + (line,) if len(seen.lines) < MAX_LINES else seen.lines
-            seen = seen._replace(lines=lines, count=seen.count + 1)
-        self._found[key] = seen
-        return seen
+            finding = Finding(kind, name, line, what, frame, project, releases, cause, advice, commands, (line,), 1, origin,
+                              start)
+            self._found[key] = [finding, 1, [line]]
+            return finding
+        seen[1] += 1
+        if len(seen[2]) < MAX_LINES:
+            seen[2].append(line)
+        return seen[0]
 
 
 def _message(text: str) -> str:

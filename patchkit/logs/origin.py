@@ -3,7 +3,9 @@
 A frame ``/root/sglang/python/sglang/srt/...`` ran the checkout ``/root/sglang`` (the project's
 source root, "python" for SGLang, sits between); ``/opt/venv/lib/python3.11/site-packages/sglang/...``
 ran the package installed for ``/opt/venv/bin/python``.  Debian's ``dist-packages`` belong to
-``/usr/bin/pythonX.Y``.  Paths are read as text: nothing is looked up on disk.
+``/usr/bin/pythonX.Y``.  Paths are read as text: nothing is looked up on disk.  A target is the
+words of the command line (``("/root/sglang",)``, ``("--python", "/opt/venv/bin/python")``), for
+``shlex.join``: a path a log names may hold spaces or ``;``.
 """
 
 from __future__ import annotations
@@ -21,17 +23,17 @@ def interpreter(prefix: str, python: str, kind: str) -> str:
     return f"{prefix}/bin/python"
 
 
-def target(path: str, package: str, source_root: str) -> str | None:
+def target(path: str, package: str, source_root: str) -> tuple[str, ...] | None:
     """The apply target of a frame's ``path`` inside ``package`` (``sglang``): a checkout's
     root, ``--python EXE`` for an installed package, or None when the path is not in it."""
     installed = _INSTALLED.match(path)
     if installed:
         if installed["rest"].startswith(f"{package}/"):
-            return f"--python {interpreter(installed['prefix'], installed['python'], installed['kind'])}"
+            return ("--python", interpreter(installed["prefix"], installed["python"], installed["kind"]))
         return None
     inside = f"/{source_root}/{package}/" if source_root else f"/{package}/"
     at = path.rfind(inside)
-    return (path[:at] or "/") if at >= 0 else None
+    return (path[:at] or "/",) if at >= 0 else None
 
 
 def site_of(path: str) -> tuple[str, str] | None:
@@ -43,10 +45,10 @@ def site_of(path: str) -> tuple[str, str] | None:
     return f"{installed['prefix']}/lib/{installed['python']}/{installed['kind']}-packages", installed["rest"].split("/", 1)[0]
 
 
-def targets(paths: Iterable[str], packages: Iterable[tuple[str, str]]) -> list[str]:
+def targets(paths: Iterable[str], packages: Iterable[tuple[str, str]]) -> list[tuple[str, ...]]:
     """The distinct targets of ``packages`` ((name, source root), in order) that ``paths`` show."""
     paths = list(paths)
-    found: list[str] = []
+    found: list[tuple[str, ...]] = []
     for package, root in packages:
         for path in paths:
             where = target(path, package, root)

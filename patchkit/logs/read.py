@@ -5,38 +5,127 @@ holds one of the needles; from there the lines are handed on one by one for as l
 caller wants more (a traceback's frames and exception), then it jumps again.  Line numbers
 are counted with ``bytes.count``.  A line keeps at most MAX_LINE bytes (the rest is skipped);
 bytes that are not UTF-8 become U+FFFD, and NUL bytes and binary noise are read like text.
+
+A regular file is read to its end.  A stream (standard input, a FIFO, a character device) is
+read to its end too, at most MAX_STREAM bytes (``/dev/zero`` ends there, exit 2); a FIFO that
+no process has open for writing is waited for at most WRITER_WAIT seconds (exit 2), never
+blocked on in ``open``.  A block device or a socket is no log.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import select
+import stat
+import time
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterator
+from typing import BinaryIO, Iterator
 
 from patchkit.errors import BadInput
 
 CHUNK = 1 << 20  # a block the needles' passes find in the cache
 MAX_LINE = 4096
+MAX_STREAM = 4 << 30  # bytes read from a stream before it counts as one that does not end
+WRITER_WAIT = 10.0  # seconds a FIFO may go without a writer
 
 
 def open_log(path: Path) -> BinaryIO:
-    """The log at ``path`` opened for reading; a BadInput line when it cannot be."""
+    """The log at ``path`` opened for reading (a stream: bounded, see ``Stream``); a BadInput
+    line when it cannot be."""
     try:
-        if path.is_dir():
-            raise BadInput(str(path), "is a directory, not a log file")
-        return open(path, "rb", buffering=0)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO with no writer: no wait here
     except FileNotFoundError:
         raise BadInput(str(path), "no such file") from None
     except PermissionError:
         raise BadInput(str(path), "permission denied") from None
-    except OSError as exc:
+    except IsADirectoryError:
+        raise BadInput(str(path), "is a directory, not a log file") from None
+    except OSError as exc:  # a socket (ENXIO), a loop of links
         raise BadInput(str(path), exc.strerror or str(exc)) from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise BadInput(str(path), "is a directory, not a log file")
+        if stat.S_ISREG(mode):
+            os.set_blocking(fd, True)
+            log = open(fd, "rb", buffering=0, closefd=True)
+            log.name = str(path)  # an OSError while reading names the log
+            return log
+        if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):
+            return Stream(fd, str(path), fifo=stat.S_ISFIFO(mode))
+        raise BadInput(str(path), "a block device, not a log file" if stat.S_ISBLK(mode) else "not a log file")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+class Stream:
+    """A log that is a stream, read to its end: at most MAX_STREAM bytes (then a BadInput line);
+    a FIFO first waits, at most ``wait`` seconds, for a process that writes to it.  ``fd``: a
+    descriptor it owns, or ``source``: a file object (standard input) it reads from."""
+
+    def __init__(self, fd: int | None, name: str, fifo: bool = False, source: BinaryIO | None = None,
+                 wait: float | None = None) -> None:
+        self.fd, self.name, self.source = fd, name, source
+        self.left = MAX_STREAM
+        self._pending = b""
+        if fd is not None:
+            if fifo:
+                self._pending = _wait_for_writer(fd, name, WRITER_WAIT if wait is None else wait)
+            os.set_blocking(fd, True)  # from here on, a stream to its end (as standard input is)
+
+    def readinto(self, view) -> int:
+        if self.left <= 0:
+            raise BadInput(self.name, f"no end after {MAX_STREAM >> 30} GiB (a stream that does not end, such as "
+                                      "/dev/zero): not read further")
+        view = memoryview(view)[: self.left]
+        if self._pending:
+            n = len(self._pending)
+            view[:n], self._pending = self._pending, b""
+        elif self.source is not None:
+            n = self.source.readinto(view) or 0
+        else:
+            n = os.readv(self.fd, [view])
+        self.left -= n
+        return n
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def _wait_for_writer(fd: int, name: str, wait: float) -> bytes:
+    """Wait until a FIFO has a writer (the bytes read to learn it), or raise BadInput after
+    ``wait`` seconds without one.  Linux reports a FIFO readable once data comes or a writer
+    that came has gone; a writer that holds it open in silence is told by EAGAIN."""
+    deadline = time.monotonic() + wait
+    while True:
+        left = deadline - time.monotonic()
+        ready, _, _ = select.select([fd], [], [], max(left, 0))
+        if ready:
+            return b""
+        if left <= 0:
+            try:
+                first = os.read(fd, 1)
+            except BlockingIOError:  # a writer, silent so far: a server still starting
+                return b""
+            if first:
+                return first
+            raise BadInput(name, f"a FIFO that no process has open for writing (waited {wait:g} s)")
 
 
 def text(raw: bytes) -> str:
     """A line's bytes as text: at most MAX_LINE of them, without the line ending; a progress
     bar's carriage returns keep the last state only."""
-    line = raw[:MAX_LINE].rstrip(b"\r\n").decode("utf-8", "replace")
+    line = (raw[:MAX_LINE] if len(raw) > MAX_LINE else raw).decode("utf-8", "replace").rstrip("\n")
+    return _carriage(line) if "\r" in line else line
+
+
+def _carriage(line: str) -> str:
+    """A line with carriage returns: without the one that ends it, and after the last one left."""
+    line = line.rstrip("\r\n")
     return line.rsplit("\r", 1)[-1] if "\r" in line else line
 
 
@@ -97,20 +186,21 @@ def words(texts: tuple[bytes, ...], shortest: int = 6) -> tuple[bytes, ...]:
 
 class Scan:
     """(number, text) of every line holding one of ``needles``, and of each line after one for
-    as long as ``more()`` says; ``lines`` is the count of all lines once it has run."""
+    as long as ``reader.open`` says (a ``TracebackReader``: inside a traceback; an attribute, not a
+    call, read once a line); ``lines`` is the count of all lines once it has run."""
 
-    def __init__(self, stream: BinaryIO, needles: tuple[bytes, ...], more: Callable[[], bool]) -> None:
-        self.stream, self.needles, self.more = stream, words(needles), more
+    def __init__(self, stream: BinaryIO, needles: tuple[bytes, ...], reader) -> None:
+        self.stream, self.needles, self.reader = stream, words(needles), reader
         self.lines = 0
 
     def __iter__(self) -> Iterator[tuple[int, str]]:
-        more = self.more
+        reader = self.reader
         for block, end in chunks(self.stream):
             nexts = {n: block.find(n, 0, end) for n in self.needles}
             pos = counted = 0
             number = self.lines  # lines before ``counted``
             while pos < end:
-                if not more():
+                if not reader.open:
                     hit = -1
                     for needle, at in nexts.items():
                         if 0 <= at < pos:
@@ -124,6 +214,7 @@ class Scan:
                     counted = pos
                 nl = block.find(b"\n", pos)
                 number += 1
-                yield number, text(block[pos:nl])
+                line = block[pos:nl if nl - pos <= MAX_LINE else pos + MAX_LINE].decode("utf-8", "replace")
+                yield number, (_carriage(line) if "\r" in line else line)  # text(), without a call
                 pos = counted = nl + 1
             self.lines = number + block.count(b"\n", counted, end)

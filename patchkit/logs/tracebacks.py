@@ -4,11 +4,14 @@ chain, in bounded memory.
 A traceback starts at ``Traceback (most recent call last):`` anywhere in a line (what comes
 before it is the header: SGLang's ``[2026-02-11 10:03:02 TP3] Scheduler hit an exception: ``).
 Its frames are ``  File "...", line N, in f`` (the indented source and caret lines under them
-are skipped); the first line after them that is not indented is the exception.  Lines after
-the exception continue its message until a blank line or a new record; a chained exception
-("During handling of the above exception, ..." or "The above exception was the direct
-cause ...") adds a part.  ``--- Logging error ---`` (the logging module's handleError) marks
-the traceback after it as one of the logging module's own.
+are skipped); the first line after them that is not indented is the exception (its log line is
+kept: a finding points there).  Lines after the exception continue its message until a blank
+line or a new record; a chained exception ("During handling of the above exception, ..." or
+"The above exception was the direct cause ...") adds a part.  ``--- Logging error ---`` (the
+logging module's handleError) marks the traceback after it as one of the logging module's own.
+
+The reader is called for every line of a traceback (a log of a million tracebacks is a few
+million calls): its state is plain attributes, and each line is looked at once.
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ _RECORD = re.compile(r"\[\d|(DEBUG|INFO|WARNING|ERROR|CRITICAL)[ :]")
 _PREFIX = re.compile(r"\([^()]*\) |\[rank\d+\]: ")
 HEAD_FRAMES, TAIL_FRAMES = 8, 40  # the outermost and innermost frames kept of a part
 MAX_PARTS, MAX_MESSAGE_LINES, MAX_MESSAGE = 16, 12, 4096
+MAX_SEEN = 4096  # frame lines remembered
+_FRAMES, _MESSAGE, _GAP, _CHAIN, _DONE = range(5)  # the states of the open part
+_TAIL = ()  # no frames past the head yet (a deque of the innermost ones once there are)
 
 
 class Frame(NamedTuple):
@@ -41,6 +47,7 @@ class Frame(NamedTuple):
 class Part(NamedTuple):
     frames: tuple[Frame, ...]  # outermost first (at most HEAD_FRAMES + TAIL_FRAMES of them)
     exception: str  # "KeyError: 12"; a message of several lines joined with "\n"
+    line: int = 0  # the log line of the exception's first line (0: the log ended before it)
 
 
 class Traceback(NamedTuple):
@@ -54,6 +61,14 @@ class Traceback(NamedTuple):
         """The exception that ended it (the last part's), its first line."""
         return self.parts[-1].exception.split("\n", 1)[0] if self.parts else ""
 
+    @property
+    def last_line(self) -> int:
+        """The log line of that exception (of the traceback's start when there is none)."""
+        return (self.parts[-1].line if self.parts else 0) or self.line
+
+
+_new = tuple.__new__  # Part(...) and Traceback(...) without their Python-level __new__ (a million tracebacks)
+
 
 def strip_prefix(text: str) -> str:
     match = _PREFIX.match(text)
@@ -63,96 +78,106 @@ def strip_prefix(text: str) -> str:
 class TracebackReader:
     """Feed it lines in order; it returns each traceback as it ends."""
 
-    def __init__(self) -> None:
-        self._open: dict | None = None
-        self._logging_error_at = -2
+    __slots__ = ("open", "_logging_error_at", "_line", "_header", "_parts", "_logging_error", "_state", "_frames",
+                 "_tail", "_message", "_at", "_seen")
 
-    @property
-    def open(self) -> bool:
-        """Inside a traceback: the next line may belong to it."""
-        return self._open is not None
+    def __init__(self) -> None:
+        self.open = False  # inside a traceback: the next line may belong to it
+        self._logging_error_at = -2
+        self._seen: dict[str, Frame | None] = {}
 
     def feed(self, number: int, text: str) -> Traceback | None:
         """The traceback that this line ends (the line itself is read afresh after it), if any."""
-        text = strip_prefix(text)
+        if text[:1] in "([":
+            text = strip_prefix(text)
         ended = None
-        if self._open is not None and not self._take(number, text):
-            ended = self.finish()
-        if self._open is None:
-            self._start(number, text)
+        if self.open:
+            if self._state == _FRAMES:  # the most lines of a traceback: read here, without a call
+                frame = self._seen.get(text, self) if "File" in text else None
+                if frame is self:  # not seen before
+                    frame = self._frame(text)
+                if frame:
+                    frames = self._frames
+                    frames.append(frame)
+                    if len(frames) > HEAD_FRAMES:
+                        if not self._tail:
+                            self._tail = deque(maxlen=TAIL_FRAMES)
+                        self._tail.append(frames.pop())
+                elif text and not text[0].isspace():  # source and caret lines are indented
+                    self._message, self._at, self._state = [text[:MAX_MESSAGE]], number, _MESSAGE
+                return None
+            if self._take(text):
+                return None
+            ended = self.finish()  # and the line is read afresh
+        at = text.find(HEADER)
+        if at >= 0:
+            self.open, self._line, self._header, self._parts = True, number, text[:at], []
+            self._logging_error = self._logging_error_at == number - 1
+            self._new_part()
+        elif text.strip() == LOGGING_ERROR:
+            self._logging_error_at = number
         return ended
+
+    def _frame(self, text: str) -> Frame | None:
+        """The frame a ``File "..."`` line names (remembered: every rank prints the same frames)."""
+        match = _FRAME.match(text)
+        frame = Frame(match["path"], int(match["line"]), match["func"] or "") if match else None
+        if len(self._seen) >= MAX_SEEN:
+            self._seen.clear()
+        self._seen[text] = frame
+        return frame
 
     def finish(self) -> Traceback | None:
         """End the open traceback here (the log ended, or paused after its exception)."""
-        tb, self._open = self._open, None
-        if tb is None:
+        if not self.open:
             return None
-        self._end_part(tb)
-        return Traceback(tb["line"], tb["header"], tuple(tb["parts"]), tb["logging_error"])
+        self.open = False
+        if self._state != _DONE:
+            self._end_part()
+        return _new(Traceback, (self._line, self._header, tuple(self._parts), self._logging_error))
 
     @property
     def complete(self) -> bool:
         """The open traceback has its exception: it may end at any line now."""
-        return self._open is not None and self._open["state"] in ("message", "gap")
+        return self.open and self._state in (_MESSAGE, _GAP)
 
     # -- states -------------------------------------------------------------------------
 
-    def _start(self, number: int, text: str) -> None:
-        if text.strip() == LOGGING_ERROR:
-            self._logging_error_at = number
-            return
-        at = text.find(HEADER)
-        if at < 0:
-            return
-        self._open = {"line": number, "header": text[:at], "parts": [], "state": "frames",
-                      "logging_error": self._logging_error_at == number - 1}
-        self._new_part(self._open)
-
-    def _take(self, number: int, text: str) -> bool:
-        """Whether the line belongs to the open traceback (and read it)."""
-        tb = self._open
-        state, stripped = tb["state"], text.strip()
-        if state == "frames":
-            frame = _FRAME.match(text)
-            if frame:
-                tb["frames"].append(Frame(frame["path"], int(frame["line"]), frame["func"] or ""))
-                if len(tb["frames"]) > HEAD_FRAMES:
-                    tb["tail"].append(tb["frames"].pop())
-                return True
-            if not stripped or text[0].isspace():
-                return True  # source and caret lines, "[Previous line repeated ...]"
-            tb["message"], tb["state"] = [text[:MAX_MESSAGE]], "message"
-            return True
+    def _take(self, text: str) -> bool:
+        """Whether a line after the frames belongs to the open traceback (and read it)."""
+        state = self._state
+        stripped = text.strip()
         if stripped in CHAINS:
-            tb["state"] = "chain"
+            self._state = _CHAIN
             return True
-        if state == "chain":
+        if state == _CHAIN:
             if not stripped:
                 return True
             if HEADER in text:
-                self._end_part(tb)
-                self._new_part(tb)
+                self._end_part()
+                self._new_part()
                 return True
             return False
-        if state == "message":
+        if state == _MESSAGE:
             if not stripped:
-                tb["state"] = "gap"
+                self._state = _GAP
                 return True
             if HEADER in text or stripped == LOGGING_ERROR or stripped == "Call stack:" or _RECORD.match(text) \
-                    or _FRAME.match(text) or len(tb["message"]) >= MAX_MESSAGE_LINES:
+                    or _FRAME.match(text) or len(self._message) >= MAX_MESSAGE_LINES:
                 return False
-            tb["message"].append(text[:MAX_MESSAGE])
+            self._message.append(text[:MAX_MESSAGE])
             return True
-        return not stripped  # "gap": blank lines until a chain or the end
+        return not stripped  # _GAP: blank lines until a chain or the end
 
-    def _new_part(self, tb: dict) -> None:
-        tb.update(frames=[], tail=deque(maxlen=TAIL_FRAMES), message=[], state="frames")
+    def _new_part(self) -> None:
+        self._frames, self._tail, self._message, self._at, self._state = [], _TAIL, [], 0, _FRAMES
 
-    def _end_part(self, tb: dict) -> None:
-        if tb["state"] == "done":
+    def _end_part(self) -> None:
+        if self._state == _DONE:
             return
-        frames = tuple(tb["frames"]) + tuple(tb["tail"])
-        tb["parts"].append(Part(frames, "\n".join(tb["message"])[:MAX_MESSAGE]))
-        if len(tb["parts"]) > MAX_PARTS:
-            del tb["parts"][1]  # keep the first raised and the latest ones
-        tb["state"] = "done"
+        frames = tuple(self._frames) + tuple(self._tail) if self._tail else tuple(self._frames)
+        message = self._message[0] if len(self._message) == 1 else "\n".join(self._message)[:MAX_MESSAGE]
+        self._parts.append(_new(Part, (frames, message, self._at)))
+        if len(self._parts) > MAX_PARTS:
+            del self._parts[1]  # keep the first raised and the latest ones
+        self._state = _DONE

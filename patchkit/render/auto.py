@@ -23,8 +23,13 @@ def spare_lines(spare: dict[str, str]) -> list[str]:
 def _idle(t: AutoTarget) -> list[str]:
     if t.spare:
         return [t.where.line, *spare_lines(t.spare)]
-    keys = ", ".join(map(repr, t.held))
-    return [t.where.line, f"nothing to do: {t.label} already holds key {keys} for this machine's GPUs"]
+    has = ", ".join(repr(cc) for cc in t.held if cc not in t.not_for)
+    other = ", ".join(map(repr, t.not_for))
+    said = f"{t.label} already holds key {has} for this machine's GPUs" if has else ""
+    if other:
+        said += (f", and no fix for it is for those of key {other}" if has
+                 else f"no fix for {t.label} is for this machine's GPUs (key {other})")
+    return [t.where.line, f"nothing to do: {said}"]
 
 
 def to_text(auto: Auto, terminal: bool) -> list[str]:

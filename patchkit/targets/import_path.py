@@ -26,7 +26,7 @@ from typing import NamedTuple
 from patchkit.bounded import read_file
 from patchkit.errors import BadInput
 
-TEXT_CAP = 4 << 20  # a .pth, a finder, direct_url.json, an .egg-link, METADATA: a few KiB each in real installs
+TEXT_CAP = 4 << 20  # a .pth, a finder, direct_url.json, an .egg-link, METADATA (dist_info.py): a few KiB each in real installs
 _FINDER_LINE = re.compile(r"import\s+(__editable___[\w]+_finder)\s*;\s*\1\s*\.\s*install\s*\(\s*\)\s*$")
 
 

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Mapping, NamedTuple, Sequence
 
 from patchkit.errors import BadInput, Refused, UnsafePath
-from patchkit.versions import is_version, version_key
+from patchkit.versions import at_least, is_version
 
 CACHED = "cached JIT build"  # below ~/.cache/flashinfer
 WORKSPACE = "JIT build under FLASHINFER_WORKSPACE_BASE"
@@ -80,8 +80,8 @@ _NORMALIZES_ARCHS = "0.6.7"
 _KEEPS_SM12_MINOR = "0.6.8"
 _MAX_ENTRIES = 4096  # entries read from one folder of the cache
 _MAX_DEPTH = 16  # folders below a build folder
-_METADATA_BYTES = 65536
 _NAME = re.compile(r"[A-Za-z0-9_]+")
+_LOCAL = re.compile(r"[a-z0-9]+(\.[a-z0-9]+)*")  # a local label in PEP 440's normal form (cu128, cu128.torch27)
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
 
@@ -96,10 +96,6 @@ class Build(NamedTuple):
     reason: str  # why FlashInfer would use it instead of compiling the patched sources
     advice: str  # for a build patchkit does not drop: what does
     root: Path | None  # the cache root a drop stays inside
-
-
-def _at_least(version: str, floor: str) -> bool:
-    return version_key(version) >= version_key(floor)
 
 
 def modules_for(paths: Iterable[str]) -> tuple[str, ...]:
@@ -137,7 +133,7 @@ def _normalize(version: str, major: int, minor: int) -> tuple[int, str]:
     if major == 9:
         return major, f"{minor}a"
     if major == 12:
-        return major, "0f" if minor == 0 or not _at_least(version, _KEEPS_SM12_MINOR) else f"{minor}a"
+        return major, "0f" if minor == 0 or not at_least(version, _KEEPS_SM12_MINOR) else f"{minor}a"
     if major >= 10:
         return major, f"{minor}a"
     return major, str(minor)
@@ -146,7 +142,7 @@ def _normalize(version: str, major: int, minor: int) -> tuple[int, str]:
 def arch_folder(version: str, arch_list: str | None = None, gpus: Iterable[tuple[int, int]] = ()) -> str | None:
     """The arch folder FlashInfer ``version`` builds in: from ``FLASHINFER_CUDA_ARCH_LIST`` when given, else from the
     GPUs' compute capabilities.  None where that value makes FlashInfer fail at import (so nothing is built)."""
-    normalizes = _at_least(version, _NORMALIZES_ARCHS)
+    normalizes = at_least(version, _NORMALIZES_ARCHS)
     archs: set[tuple[int, str]] = set()
     try:
         if arch_list is not None:
@@ -180,7 +176,8 @@ def find(
     the flashinfer/ folder, ``sites[0]/flashinfer`` by default), then the build folders of every arch below the
     cache root that ``env`` (the server's environment) and ``home`` give.  Raises BadInput for a bad version or
     module name, or a cache root relative to the server's working folder."""
-    if not is_version(version):
+    release, plus, label = version.partition("+")
+    if not is_version(release) or plus and not _LOCAL.fullmatch(label):  # the cache folder is named by it
         raise BadInput(version, "not a FlashInfer release version")
     wanted = sorted(set(modules))
     for module in wanted:
@@ -224,7 +221,7 @@ def _cached(version: str, root: Path, kind: str, modules: list[str]) -> list[Bui
             names = sorted(e.name for e in islice(entries, _MAX_ENTRIES))
     except OSError:  # no cache for this release (or not a folder, or unreadable): nothing FlashInfer could load
         return []
-    if _at_least(version, _WRITES_NINJA_EACH_BUILD):
+    if at_least(version, _WRITES_NINJA_EACH_BUILD):
         reason = "ninja rebuilds it only if a source is dated after it (jit/cpp_ext.py: depfiles, mtimes)"
     else:
         reason = (f"FlashInfer {version} keeps an existing build.ninja (jit/core.py: JitSpec.build writes it only when"
@@ -249,17 +246,14 @@ def _mtime(path: Path) -> float | None:
 
 
 def _dist_version(site: Path, dist: str) -> str | None:
-    """The ``Version:`` of ``dist``'s METADATA in ``site`` (its first 64 KiB), None when there is none."""
+    """The ``Version`` of ``dist``'s METADATA in ``site`` (``dist_info.version``), None when there is none."""
+    from patchkit.targets import dist_info
+
     pattern = "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else "[-_.]" if c in "-_." else c for c in dist)
     for info in sorted(site.glob(f"{pattern}-*.dist-info")):
-        try:
-            with open(info / "METADATA", "rb") as f:
-                head = f.read(_METADATA_BYTES).decode("utf-8", "replace")
-        except OSError:
-            continue
-        match = re.search(r"^Version:[ \t]*(\S+)[ \t]*$", head, re.MULTILINE)
-        if match:
-            return match.group(1)
+        found = dist_info.version(info)
+        if found:
+            return found
     return None
 
 

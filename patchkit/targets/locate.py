@@ -80,14 +80,12 @@ class Target(NamedTuple):
 
 def _metadata_version(metas: list[Path]) -> tuple[str | None, str]:
     """(version, how it was found) from the first of ``metas`` that names one."""
+    from patchkit.targets import dist_info
+
     for meta in metas:
-        try:
-            text = read_text(meta, "METADATA")
-        except FileNotFoundError:
-            continue
-        match = re.search(r"^Version:\s*(\S+)", text, re.MULTILINE)
-        if match:
-            return match.group(1), f"from {meta.parent.name}/METADATA"
+        found = dist_info.version(meta.parent)
+        if found:
+            return found, f"from {meta.parent.name}/METADATA"
     return None, "unknown (no dist-info METADATA)"
 
 

@@ -19,9 +19,9 @@ from patchkit.targets.locate import INSTALLED, Target, open_install, open_target
 from patchkit.digest import sha256
 from patchkit.targets.state import Store
 from patchkit.types import CANNOT_APPLY, INCOMPLETE, Applied
+from patchkit.versions import is_version, public
 
 SOURCE_CAP = 64 << 20  # a candidate file: SGLang's and FlashInfer's largest are under 5 MiB
-RECORD_CAP = 64 << 20  # FlashInfer 0.7.4's RECORD is 2 MiB
 
 
 class Session:
@@ -40,6 +40,16 @@ class Session:
         target = open_install(install) if install is not None else open_target(path, project)
         found, how = target.version(version)
         return cls(target, Store(target.state_dir), target.project, found, how)
+
+    @property
+    def series(self) -> str | None:
+        """The release whose shipped series (``patches/<release>/``) is this version's: the
+        version itself, or the public release of a local one (``0.5.9+cu128``: a build of 0.5.9
+        from another index is 0.5.9's files; where they are not, they differ from the series'
+        pre-images and the patch is generated from them).  None for a version unknown or not
+        a release version in PEP 440's normal form."""
+        release = public(self.version) if self.version else None
+        return release if release and is_version(release) else None
 
     def data(self, command: str, **more) -> dict:
         """The start of every command's --json document: the command, the target, its version."""
@@ -103,27 +113,26 @@ class Session:
 
     def installed_hashes(self, rels) -> dict[str, str]:
         """repository path -> sha256 (hex) of each of the files ``rels`` as the dist-info
-        RECORD lists it (a RECORD holds every file of the package: only their rows are read)."""
+        RECORD lists it (a RECORD holds every file of the package: only their rows are parsed)."""
         import base64
-        import csv
+
+        from patchkit.targets import dist_info
 
         wanted = {self.target.local(rel): rel for rel in rels}
         out: dict[str, str] = {}
         for record in sorted(self.target.root.glob(f"{self.project.dist_info()}/RECORD")):
-            text = read_file(record, RECORD_CAP, "RECORD").decode("utf-8", "replace")
-            rows = [line for line in text.splitlines() if line.split(",", 1)[0].strip('"') in wanted]
             try:
-                rows = list(csv.reader(rows))
-            except csv.Error:
-                continue
+                rows = dist_info.record(record.parent, wanted) or []
+            except dist_info.MalformedRecord:
+                continue  # rows that are not path,hash,size: no hash to trust
             for row in rows:
-                if len(row) >= 2 and row[0] in wanted and row[1].startswith("sha256="):
-                    digest = row[1][len("sha256="):]
+                path = str(row)
+                if path in wanted and row.hash is not None and row.hash.mode == "sha256":
                     try:
-                        raw = base64.urlsafe_b64decode(digest + "=" * (-len(digest) % 4))
+                        raw = base64.urlsafe_b64decode(row.hash.value + "=" * (-len(row.hash.value) % 4))
                     except ValueError:
                         continue
-                    out[wanted[row[0]]] = raw.hex()
+                    out[wanted[path]] = raw.hex()
         return out
 
     def jit_builds(self, rels) -> list:
@@ -228,7 +237,9 @@ class Session:
     def why_no_shipped(self, patches: Path | None, from_cc, to_cc) -> str:
         """Why no shipped patch fits: none for this version, or one for another cc pair."""
         what = f"{self.project.label} {self.version or '(version unknown)'}"
-        other = self.shipped(patches) if self.version else None
+        if self.series and self.series != self.version:
+            what += f" (release {self.series})"
+        other = self.shipped(patches) if self.series else None
         if other is None:
             return f"no shipped patch for {what}"
         return (
@@ -240,11 +251,11 @@ class Session:
         return {f.path: self.store.get(f.pre_sha256) for f in applied.files} if applied else {}
 
     def manifest(self, patches: Path | None) -> Manifest | None:
-        """The manifest of this version's shipped series (``patches``: the folder of series),
-        or None when there is none."""
-        if not self.version:
+        """The manifest of this version's shipped series (``patches``: the folder of series;
+        a local version's is its public release's), or None when there is none."""
+        if not self.series:
             return None
-        path = (patches or shipped_dir("patches")) / self.project.patches / self.version / "manifest.json"
+        path = (patches or shipped_dir("patches")) / self.project.patches / self.series / "manifest.json"
         return read_manifest(path) if path.is_file() else None
 
     def blocked(self, patches: Path | None, fixes) -> list[FixStatus]:
@@ -257,10 +268,10 @@ class Session:
         """The shipped patches of this version for ``fixes`` (default: the whole series) and
         cc pair, checked and taken together; None if the series does not hold them all, or
         when two of them patch the same file (apply then generates from the files)."""
-        if not self.version:
+        if not self.series:
             return None
         root = patches or shipped_dir("patches")
-        folder = root / self.project.patches / self.version
+        folder = root / self.project.patches / self.series
         manifest_path = folder / "manifest.json"
         if not manifest_path.is_file():
             return None
@@ -293,7 +304,7 @@ class Session:
                 check_relative(f.path)
                 if not any(fnmatch.fnmatchcase(f.path, g) for g in self.project.files):
                     raise UnsafePath(f.path, f"refused: {manifest_path} names a file outside patchkit's target files")
-            names.append(str(patch_path) if patches else "/".join(x for x in ("patches", self.project.patches, self.version, name) if x))
+            names.append(str(patch_path) if patches else "/".join(x for x in ("patches", self.project.patches, self.series, name) if x))
             data += raw
         pair = (keyed[0].from_cc, keyed[0].to_cc) if keyed else (None, None)
         return Shipped(" + ".join(names), manifest.version, " + ".join(e.patch for e in entries), tuple(e.fix for e in entries),

@@ -175,6 +175,46 @@ def test_bad_cc_pair_as_json(checkout: Path, tmp_path: Path, command: str) -> No
     refused(checkout, command, *_target_args(command, checkout, tmp_path), *options, needle="", json_doc=True)
 
 
+NO_SUCH_CC = [
+    # (command, options, the option and value refused): each cc option of every command, NVIDIA's 1.0 to 15.x
+    ("apply", ["--to-cc", "99"], "--to-cc '99'"),
+    ("apply", ["--to-cc", "16.0"], "--to-cc '16.0'"),
+    ("apply", ["--to-cc", "12.10"], "--to-cc '12.10'"),
+    ("apply", ["--from-cc", "0", "--to-cc", "12"], "--from-cc '0'"),
+    ("apply", ["--from-cc", "99", "--to-cc", "auto"], "--from-cc '99'"),
+    ("verify", ["--from-cc", "10", "--to-cc", "99"], "--to-cc '99'"),
+    ("verify", ["--to-cc", "99"], "--to-cc '99'"),
+    ("verify", ["--from-cc", "16", "--to-cc", "12"], "--from-cc '16'"),
+    ("generate", ["--to-cc", "99"], "--to-cc '99'"),
+    ("generate", ["--from-cc", "99", "--to-cc", "auto"], "--from-cc '99'"),
+    ("upstream", ["--to-cc", "99"], "--to-cc '99'"),
+    ("upstream", ["--from-cc", "0"], "--from-cc '0'"),
+    ("scan", ["--cc", "99"], "--cc '99'"),
+    ("scan", ["--from-cc", "16.0", "--cc", "12.0"], "--from-cc '16.0'"),
+    ("kernels", ["--to-cc", "99"], "--to-cc '99'"),
+    ("kernels", ["--to-cc", "12.0", "--to-cc", "16.0"], "--to-cc '16.0'"),
+    ("doctor", ["--to-cc", "99"], "--to-cc '99'"),
+]
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["lines", "json"])
+@pytest.mark.parametrize(("command", "options", "given"), NO_SUCH_CC, ids=[f"{c} {' '.join(o)}" for c, o, _ in NO_SUCH_CC])
+def test_a_cc_nvidia_has_none_of_is_one_line(checkout: Path, tmp_path: Path, command: str, options: list[str], given: str,
+                                              as_json: bool) -> None:
+    """apply --to-cc 99 wrote key 99: each command refuses such a cc, with --to-cc auto too, in one line
+    while the command line is parsed: exit 2, the target and --out untouched."""
+    before = snapshot(checkout)
+    done = invoke(command, *_target_args(command, checkout, tmp_path), *options, *(["--json"] if as_json else []))
+    why = f"{given} is not a compute capability NVIDIA has (1.0 to 15.x)"
+    assert (done.returncode, done.stderr.decode()) == (BAD_INPUT, f"patchkit: {why}\n")
+    if as_json:
+        assert json.loads(done.stdout) == {"command": command, "ok": False, "exit_code": BAD_INPUT, "error": why, "path": None}
+    else:
+        assert done.stdout == b""
+    assert snapshot(checkout) == before
+    assert not (tmp_path / "out").exists()
+
+
 # -- 4. scan: one output format ----------------------------------------------------------------------
 
 

@@ -38,3 +38,12 @@ def test_generate_repo_is_the_repository_of_the_project() -> None:
     said = _option_help("generate", "--repo PATH")
     assert said == ("--repo PATH The git repository of the --project, with a tag per release [default: "
                     "$PATCHKIT_SGLANG_REPO, else ~/sglang, for any --project].")
+
+
+def test_doctor_to_cc_takes_a_compute_capability() -> None:
+    """doctor's --to-cc took only ``auto``: a host without GPUs (an image build) could not be judged."""
+    assert _option_help("doctor", "--to-cc CC|auto") == (
+        "--to-cc CC|auto The GPUs to judge for: auto (those nvidia-smi shows), or a compute capability (12, 12.0, 12.1) "
+        "judged as given, with no GPU needed (an image build has none). [default: auto]")
+    text = " ".join(invoke("doctor", "--help").stdout.decode().split())
+    assert "with no GPU seen and no --to-cc, the projects and fixes are still shown, and the exit is 2." in text

@@ -17,7 +17,8 @@ from patchkit.errors import BAD_INPUT, OK, PROBLEMS
 
 FIXTURE = ROOT / "tests" / "logs" / "data" / "h200-sglang-0.5.9-flashinfer-0.6.4.log"
 KEYERROR_LOG = (r.START, r.LOAD, r.KEYERROR, r.CHILD_FAILED, r.LOGGING_TAIL)
-KEYERROR_AT = len(r.START) + len(r.LOAD) + 1
+TRACEBACK_AT = len(r.START) + len(r.LOAD) + 1  # the KeyError's traceback starts here
+KEYERROR_AT = TRACEBACK_AT + r.KEYERROR.index("KeyError: 12")  # and says "KeyError: 12" here: a finding's line
 SYMM_MEM = "sglang/srt/distributed/device_communicators/torch_symm_mem.py"
 
 
@@ -57,7 +58,8 @@ def test_standard_input(tmp_path: Path, args: list[str]) -> None:
 
 def test_issue_15650_names_allreduce_fusion_and_flashinfer(tmp_path: Path) -> None:
     log = write(tmp_path, r.START, r.LOAD, r.CAPTURE, r.FUSION, r.CHILD_FAILED)
-    at = len(r.START) + len(r.LOAD) + len(r.CAPTURE) + 1
+    at = len(r.START) + len(r.LOAD) + len(r.CAPTURE) + 1 + r.FUSION.index(
+        "RuntimeError: No supported CUDA architectures found for major versions [9, 10].")
     done = invoke("diagnose", str(log))
     assert done.returncode == PROBLEMS
     assert done.stdout.decode().splitlines() == [
@@ -88,7 +90,8 @@ def test_a_healthy_start_that_warned_about_multicast(tmp_path: Path) -> None:
 
 def test_a_missing_kernel_image_names_the_package_and_offers_no_patch(tmp_path: Path) -> None:
     log = write(tmp_path, r.START, r.LOAD, r.CAPTURE, r.NO_KERNEL)
-    at = len(r.START) + len(r.LOAD) + len(r.CAPTURE) + 1
+    at = len(r.START) + len(r.LOAD) + len(r.CAPTURE) + 1 + r.NO_KERNEL.index(
+        "RuntimeError: RMSNorm failed with error code no kernel image is available for execution on the device")
     done = invoke("diagnose", str(log))
     assert done.returncode == PROBLEMS
     out = done.stdout.decode()
@@ -126,8 +129,8 @@ def test_the_real_gpu_run(tmp_path: Path) -> None:
     done = invoke("diagnose", str(FIXTURE))
     assert done.returncode == PROBLEMS
     lines = done.stdout.decode().splitlines()
-    assert lines[0] == f"{FIXTURE}:2: KeyError: 12 raised at /tmp/u/torch_symm_mem.py:83 (SGLang)"
-    assert lines[3] == f"{FIXTURE}:2: run: patchkit apply PATH (the checkout that wrote this log), or patchkit apply --python EXE (its environment)"
+    assert lines[0] == f"{FIXTURE}:9: KeyError: 12 raised at /tmp/u/torch_symm_mem.py:83 (SGLang)"  # the exception's line
+    assert lines[3] == f"{FIXTURE}:9: run: patchkit apply PATH (the checkout that wrote this log), or patchkit apply --python EXE (its environment)"
     assert lines[4].startswith(f"{FIXTURE}:13: WARNING sglang.srt.distributed.device_communicators.torch_symm_mem: "
                                "TorchSymmMemCommunicator: World size 1 not supported")
     assert lines[6] == f"{FIXTURE}:16: gen_trtllm_comm_module: RuntimeError: No supported CUDA architectures found for major versions [9, 10]."
@@ -144,7 +147,8 @@ def test_json_is_one_document(tmp_path: Path) -> None:
     assert (entry["log"], entry["tracebacks"]) == (str(log), 2)
     [finding] = entry["findings"]
     assert finding == {
-        "kind": "fix", "name": "torch-symm-mem", "line": KEYERROR_AT, "lines": [KEYERROR_AT], "count": 1, "what": "KeyError: 12",
+        "kind": "fix", "name": "torch-symm-mem", "line": KEYERROR_AT, "traceback_line": TRACEBACK_AT, "lines": [KEYERROR_AT],
+        "count": 1, "what": "KeyError: 12",
         "file": f"/root/sglang/python/{SYMM_MEM}", "file_line": 83, "function": "__init__", "project": "sglang",
         "releases": "0.5.4.post3 - 0.5.13.post1",
         "cause": "TorchSymmMemCommunicator looks compute capability 12 up in its tables, which know 9 and 10",
@@ -186,3 +190,21 @@ def test_grouped_on_a_terminal(tmp_path: Path) -> None:
         *("      " + line.split(": ", 1)[1] for line in keyerror_lines(str(log))[1:]),
         f"1 known SM120 failure in {log}",
     ]
+
+
+def test_a_finding_points_at_the_exception_line(tmp_path: Path) -> None:
+    """``log:line:`` is the line that says ``KeyError: 12`` (an editor opens the log there), not the
+    traceback's first line, which --json keeps as ``traceback_line``; in a chain, the line of the
+    part that matched (FlashInfer's RuntimeError, not SGLang's ``Exception: Capture cuda graph failed``)."""
+    log = write(tmp_path, *KEYERROR_LOG)
+    lines = log.read_text().splitlines()
+    assert lines[KEYERROR_AT - 1] == "KeyError: 12" and lines[TRACEBACK_AT - 1].endswith("Traceback (most recent call last):")
+    done = invoke("diagnose", str(log))
+    assert {line.split(": ", 1)[0] for line in done.stdout.decode().splitlines()[:-1]} == {f"{log}:{KEYERROR_AT}"}
+    [finding] = json.loads(invoke("diagnose", str(log), "--json").stdout)["logs"][0]["findings"]
+    assert (finding["line"], finding["traceback_line"]) == (KEYERROR_AT, TRACEBACK_AT)
+
+    log = write(tmp_path, r.START, r.FUSION, name="fusion.log")
+    at = len(r.START) + 1 + r.FUSION.index("RuntimeError: No supported CUDA architectures found for major versions [9, 10].")
+    [finding] = json.loads(invoke("diagnose", str(log), "--json").stdout)["logs"][0]["findings"]
+    assert (finding["line"], finding["traceback_line"]) == (at, len(r.START) + 1)

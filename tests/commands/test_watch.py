@@ -23,7 +23,7 @@ ENV = dict(os.environ, **{k: v for k, v in PROCESS_ENV.items() if v})
 HEALTHY = (r.START, r.LOAD, r.MULTICAST, r.CAPTURE, r.CAPTURED, r.READY)
 READY_AT = sum(map(len, HEALTHY))
 MULTICAST_AT = len(r.START) + len(r.LOAD) + 1
-KEYERROR_AT = len(r.START) + len(r.LOAD) + 1
+KEYERROR_AT = len(r.START) + len(r.LOAD) + 1 + r.KEYERROR.index("KeyError: 12")  # the exception's line
 SYMM_MEM = "/root/sglang/python/sglang/srt/distributed/device_communicators/torch_symm_mem.py"
 
 
@@ -159,11 +159,12 @@ def test_a_traceback_that_ends_the_log_is_a_crash_once_it_settles(tmp_path: Path
     """Nothing follows the exception: the crash is called after SETTLE seconds without a line."""
     log = tmp_path / "server.log"
     log.write_bytes(r.log(r.START, r.LOAD, r.UNRELATED))
+    at = len(r.START) + len(r.LOAD) + 1 + r.UNRELATED.index("KeyError: 'model.layers.55.mlp.gate_up_proj.input_scale'")
     driven = Driven([])
     report = watch(log, 60, None, driven.clock, driven.sleep)
     assert report.exit_code == PROBLEMS
     assert report.lines == [
-        f"crashed after 1 s: KeyError: 'model.layers.55.mlp.gate_up_proj.input_scale' (line {KEYERROR_AT}); nothing patchkit knows was found"
+        f"crashed after 1 s: KeyError: 'model.layers.55.mlp.gate_up_proj.input_scale' (line {at}); nothing patchkit knows was found"
     ]
     assert driven.sleeps == 4  # polls 0.25 s apart until one second passed without a line
 

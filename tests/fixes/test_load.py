@@ -41,7 +41,7 @@ def test_the_shipped_fixes_and_projects() -> None:
     assert backport.origin == ("FlashInfer", 3903, "2deed6c15e8c8410763d6e8adedc8ca69597e957",
                                "feat(comm): extend trtllm_allreduce to SM12x and fix lamport buffer pointer packing", "0.6.17")
     assert (backport.made_on, [(r.file, r.until, r.drop) for r in backport.refresh]) == (
-        "0.6.16.post4", [("flashinfer/aot.py", "0.6.8.post1", ("            or has_sm120f",))])
+        "0.6.16.post4", [("flashinfer/aot.py", "0.6.5", ("            or has_sm120f",))])
     assert backport.where().startswith("FlashInfer PR 3903 (feat(comm): extend trtllm_allreduce to SM12x")
     assert [(p.project, p.since, p.until) for p in fusion.paths] == [
         ("sglang", "0.5.3", "0.5.7"), ("sglang", "0.5.8", "0.5.13.post1"), ("sglang", "0.5.14", "0.5.20"),

@@ -107,3 +107,29 @@ def test_reftable_storage_is_detected(tmp_path: Path) -> None:
     config = repo / ".git" / "config"
     config.write_text(config.read_text() + "[extensions]\n\trefStorage = reftable ; a comment\n")
     assert repo_format(repo / ".git") == ("sha1", "reftable")
+
+
+def test_a_repository_whose_tags_git_cannot_list_is_said(tmp_path: Path) -> None:
+    """A reftable repository (format version 1, ``extensions.refStorage``) and a git that does not
+    know reftable: its refs are no files to read and git refuses it, so which release is checked
+    out cannot be told; one line says so, naming git's own words, never "no tag at HEAD"."""
+    import subprocess
+
+    from patchkit.errors import BadInput
+
+    repo = tmp_path / "r"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "c")
+    git(repo, "tag", "v0.5.9")
+    git(repo, "config", "core.repositoryformatversion", "1")
+    git(repo, "config", "extensions.refStorage", "reftable")
+    asked = subprocess.run(["git", "-C", str(repo), "tag", "--points-at", "HEAD"], capture_output=True)
+    if asked.returncode == 0:
+        pytest.skip("this git reads reftable repositories")  # git 2.45 and later
+    assert asked.stderr.startswith(b"fatal: unknown repository extension found:")
+    with pytest.raises(BadInput) as caught:
+        release_tags_at_head(repo)
+    said = " ".join(asked.stderr.decode().split())
+    assert str(caught.value) == (f"{repo}: a repository with object format sha1 and ref storage reftable, whose tags git "
+                                 f"cannot list ({said}): patchkit cannot tell its release; give --version")

@@ -307,7 +307,8 @@ def test_an_h200_needs_nothing(tmp_path: Path, venvs) -> None:
                          "nothing to patch: nothing written"]
     done = invoke("apply", "--python", python, "--to-cc", "auto", "--all-fixes", env=env)
     assert done.returncode == 0
-    assert out(done)[-1] == "nothing to do: FlashInfer already holds key 9 for this machine's GPUs"
+    # FlashInfer's one fix, a backport, is for SM12x: it has no key 9 to hold.
+    assert out(done)[-1] == "nothing to do: no fix for FlashInfer is for this machine's GPUs (key 9)"
     assert snapshot(venv) == before
 
 
@@ -317,7 +318,7 @@ def test_an_h200_needs_nothing(tmp_path: Path, venvs) -> None:
     ("hung", "did not answer within 0.5 s (a hung driver?); killed it"),
     ("garbled", "printed what patchkit cannot read: line 1 is not index, name, compute_cap, pci.bus_id"),
 ])
-@pytest.mark.parametrize("command", [("doctor",), ("apply", "--to-cc", "auto"), ("verify", "--to-cc", "auto")])
+@pytest.mark.parametrize("command", [("apply", "--to-cc", "auto"), ("verify", "--to-cc", "auto")])
 def test_no_gpu_a_hung_or_a_garbled_driver(tmp_path: Path, venvs, machine: str, why: str, command) -> None:
     _, python = env_of(tmp_path, venvs, "0.5.9", None)
     env = no_nvidia_smi(tmp_path) if machine == "missing" else standin(tmp_path, machine)

@@ -107,11 +107,17 @@ def test_apply_to_cc_auto_never_writes_key_9999(tmp_path: Path, sglang_venv: Pat
     site = next((venv / "lib").glob("python3*/site-packages"))
     env = scripted(tmp_path, "echo '0, NVIDIA H200, 9999.0, 00000000:00:06.0'", H200_TOPO)
     before = {p: p.read_bytes() for p in (site / "sglang/srt/distributed/device_communicators").glob("*.py")}
-    for command in (("apply", "--to-cc", "auto"), ("verify", "--to-cc", "auto"), ("doctor",)):
+    why = (f"{tmp_path}/bin/nvidia-smi: `nvidia-smi {QUERY}` printed what patchkit cannot read: line 1: compute_cap '9999.0' "
+           "is not one NVIDIA has (1.0 to 15.x)")
+    for command in (("apply", "--to-cc", "auto"), ("verify", "--to-cc", "auto")):
         done = invoke(*command, "--python", str(venv), env=env)
         assert (done.returncode, done.stdout) == (2, b""), done.stdout.decode()
-        assert done.stderr.decode() == (f"patchkit: {tmp_path}/bin/nvidia-smi: `nvidia-smi {QUERY}` printed what patchkit cannot "
-                                        "read: line 1: compute_cap '9999.0' is not one NVIDIA has (1.0 to 15.x)\n")
+        assert done.stderr.decode() == f"patchkit: {why}\n"
+    # doctor sees no GPU it can read: it says why, reports the projects for cc 12.0, and cannot judge this machine.
+    done = invoke("doctor", "--python", str(venv), env=env)
+    assert done.returncode == 2 and done.stdout.decode().splitlines()[0] == f"no GPU seen: {why}"
+    assert "9999" not in done.stdout.decode().replace(why, "")
+    assert done.stderr.decode().startswith("patchkit: no GPU seen, so doctor cannot say what this machine needs")
     assert {p: p.read_bytes() for p in (site / "sglang/srt/distributed/device_communicators").glob("*.py")} == before
     assert not (site / ".patchkit-sglang").exists()
 

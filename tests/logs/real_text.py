@@ -56,6 +56,39 @@ CAPABILITY_OFF = ["[2026-02-11 10:03:02 TP0] TorchSymmMemCommunicator: Device ca
 # SGLang 0.5.9 engine.py line 869 (launch_phase_sigquit_handler).
 CHILD_FAILED = "[2026-02-11 10:03:02] Received sigquit from a child process. It usually means the child failed."
 
+# uvicorn's own lines as it serves (uvicorn 0.55: server.py "Started server process [%d]", lifespan/on.py
+# "Waiting for application startup." and "Application startup complete.", config.py "Uvicorn running on
+# %s://%s:%d (Press CTRL+C to quit)"), in SGLang 0.5.9's format for them (utils/common.py
+# set_uvicorn_logging_configs: "[%(asctime)s] %(levelprefix)s %(message)s", the level padded to 9 as
+# uvicorn's levelprefix is).  SGLang starts its warm-up thread in the app's lifespan (http_server.py
+# lines 348-352): these lines come before the warm-up request and "The server is fired up".
+UVICORN = [
+    "[2026-02-11 10:03:14] INFO:     Started server process [1184]",
+    "[2026-02-11 10:03:14] INFO:     Waiting for application startup.",
+    "[2026-02-11 10:03:14] INFO:     Application startup complete.",
+    "[2026-02-11 10:03:14] INFO:     Uvicorn running on http://127.0.0.1:30000 (Press CTRL+C to quit)",
+]
+# SGLang 0.5.9 tokenizer_manager.py line 2507: running_phase_sigquit_handler, called by the event loop's
+# signal handler without arguments (signum and frame None), once the HTTP server runs.
+SIGQUIT_RUNNING = "[2026-02-11 10:03:23] SIGQUIT received. signum=None, frame=None. It usually means one child failed."
+
+# A vLLM 0.11.0 API server's lines: every line of the process prefixed by decorate_logs
+# (utils/__init__.py _add_prefix: f"{CYAN}({worker_name} pid={pid}){RESET} ", CYAN "\033[1;36m",
+# RESET "\033[0;0m"), vLLM's records "%(levelname)s %(asctime)s [%(fileinfo)s:%(lineno)d] %(message)s"
+# with "%m-%d %H:%M:%S" (logger.py), api_server.py lines 1839 and 1912, launcher.py line 34, then
+# uvicorn's lines in uvicorn's own format ("%(levelprefix)s %(message)s").  vLLM serves once its
+# engine is built: uvicorn's "Application startup complete." is its ready line.
+VLLM_PREFIX = "\033[1;36m(APIServer pid=4121)\033[0;0m "
+VLLM_SERVE = [VLLM_PREFIX + line for line in (
+    "INFO 02-11 10:05:31 [api_server.py:1839] vLLM API server version 0.11.0",
+    "INFO 02-11 10:06:12 [api_server.py:1912] Starting vLLM API server 0 on http://0.0.0.0:8000",
+    "INFO 02-11 10:06:12 [launcher.py:34] Available routes are:",
+    "INFO:     Started server process [4121]",
+    "INFO:     Waiting for application startup.",
+    "INFO:     Application startup complete.",
+)]
+
+
 def to_model_runner(site: str) -> str:
     """The frames of SGLang 0.5.9's scheduler process from run_scheduler_process to the ModelRunner it
     builds (scheduler.py lines 3130, 368, 564, 522; tp_worker.py line 330), SGLang's package in ``site``."""
@@ -207,6 +240,23 @@ NO_KERNEL = [f"[{TS} TP0] Scheduler hit an exception: Traceback (most recent cal
     torch.ops.sgl_kernel.rmsnorm.default(out, input, weight, eps, enable_pdl)
 RuntimeError: RMSNorm failed with error code no kernel image is available for execution on the device
 """.split("\n")
+
+# The same missing kernel in the warm-up request instead (a start with --disable-cuda-graph: the first
+# forward is the warm-up's prefill): the scheduler's event loop down to the model, SGLang 0.5.9's lines
+# (scheduler.py 3169, 1165, 2328; tp_worker.py 456; model_runner.py 2401, 2500, 2338), then the
+# model's forward abridged, and layernorm.py and sgl_kernel's frames and the exception of NO_KERNEL.
+# torch's decorate_context frames (the event loop's DynamicGradMode) left out.
+_SITE = "/opt/venv/lib/python3.11/site-packages"
+WARMUP_NO_KERNEL = [f"[2026-02-11 10:03:22 TP0] Scheduler hit an exception: Traceback (most recent call last):"] + ("".join(
+    f'  File "{_SITE}/sglang/srt/{path}", line {line}, in {func}\n    {code}\n' for path, line, func, code in (
+        ("managers/scheduler.py", 3169, "run_scheduler_process", "scheduler.event_loop_overlap()"),
+        ("managers/scheduler.py", 1165, "event_loop_overlap", "batch_result = self.run_batch(batch)"),
+        ("managers/scheduler.py", 2328, "run_batch", "batch_result = self.model_worker.forward_batch_generation("),
+        ("managers/tp_worker.py", 456, "forward_batch_generation", "out = self.model_runner.forward("),
+        ("model_executor/model_runner.py", 2401, "forward", "output = self._forward_raw("),
+        ("model_executor/model_runner.py", 2500, "_forward_raw", "ret, can_run_graph = self.forward_extend("),
+        ("model_executor/model_runner.py", 2338, "forward_extend", "self.model.forward("),
+    )) + "\n".join(NO_KERNEL[3:])).split("\n")
 
 # SGLang issue 5095: a checkpoint whose weights the model does not know (llama.py load_weights,
 # 0.5.9 line 656), in /opt/venv.  Not an SM120 failure.

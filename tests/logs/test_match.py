@@ -39,7 +39,8 @@ def test_repeats_are_one_finding() -> None:
         matcher.feed(number, text)
     matcher.finish()
     fix, effect = matcher.findings
-    assert (fix.kind, fix.count, fix.lines) == (FIX, 2, (3, 3 + len(r.KEYERROR)))
+    at = 3 + r.KEYERROR.index("KeyError: 12")  # the exception's line, not the traceback's first
+    assert (fix.kind, fix.count, fix.lines, fix.start) == (FIX, 2, (at, at + len(r.KEYERROR)), 3)
     assert (effect.kind, effect.count) == (EFFECT, 2)
     assert matcher.tracebacks == 2
 

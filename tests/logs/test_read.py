@@ -31,11 +31,13 @@ def reference(data: bytes, needles: tuple[bytes, ...], follow: int) -> list[tupl
 def scanned(data: bytes, needles: tuple[bytes, ...], follow: int) -> tuple[list[tuple[int, str]], int]:
     state = {"left": 0}
 
-    def more() -> bool:
-        return state["left"] > 0
+    class Reader:  # as a TracebackReader: open while it wants the next line
+        @property
+        def open(self) -> bool:
+            return state["left"] > 0
 
     out = []
-    scan = Scan(io.BytesIO(data), needles, more)
+    scan = Scan(io.BytesIO(data), needles, Reader())
     scan.needles = needles  # exactly these, not the shared words
     for number, text in scan:
         state["left"] = follow if any(n.decode() in text for n in needles) else state["left"] - 1
@@ -94,7 +96,7 @@ def test_a_200_mb_log_in_bounded_memory(tmp_path: Path) -> None:
         written = lines = 0
         while written < size:
             if at is None and written >= size // 2:
-                at = lines + 1
+                at = lines + 1 + r.KEYERROR.index("KeyError: 12")  # the exception's line
                 f.write(r.log(r.KEYERROR))
                 lines += len(r.KEYERROR)
             f.write(noise)

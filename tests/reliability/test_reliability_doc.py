@@ -46,6 +46,9 @@ def _load(rel: str):
 crash = _load("targets/test_crash_and_race.py")
 interrupt = _load("cli/test_interrupt_and_crash.py")
 os_errors = _load("cli/test_os_errors.py")
+log_output = _load("commands/test_log_output.py")
+log_streams = _load("commands/test_log_streams.py")
+watch_ready = _load("commands/test_watch_ready.py")
 
 
 def make_target(name: str) -> str:
@@ -129,6 +132,28 @@ WRITE_ROWS = {
 }
 
 
+# Logs: row -> the tests it counts (LOG_ROWS names every test of the three modules that reads a log).
+LOG_ROWS = {
+    "control characters in a log (an OSC 52, ESC, BEL, NUL, a C1 CSI): diagnose piped, on a terminal, --json; "
+    "watch piped, on a terminal": (
+        log_output.test_diagnose_escapes_what_the_log_says_piped, log_output.test_diagnose_escapes_what_the_log_says_on_a_terminal,
+        log_output.test_diagnose_json_keeps_the_text, log_output.test_watch_escapes_the_last_lines_and_the_crash,
+        log_output.test_watch_escapes_on_a_terminal),
+    "frame paths that need quoting (a space, `;`, `$(...)`, a quote), and `--python` at a path with a space": (
+        log_output.test_run_commands_are_shell_quoted, log_output.test_python_commands_are_shell_quoted),
+    "a FIFO with no writer or a silent one, /dev/zero as a log and as standard input: diagnose, watch": (
+        log_streams.test_watch_a_fifo_that_nothing_writes_to_times_out, log_streams.test_watch_a_fifo_a_server_writes_to,
+        log_streams.test_diagnose_a_fifo_that_nothing_writes_to, log_streams.test_diagnose_reads_a_fifo_to_its_end,
+        log_streams.test_diagnose_dev_zero_stops, log_streams.test_diagnose_standard_input_from_dev_zero_stops,
+        log_streams.test_watch_dev_zero_until_the_time_out),
+    "a `--timeout` that is no finite number above 0 (nan, inf, -inf, -1, 0, soon), as a line and as --json": (
+        log_streams.test_a_timeout_that_is_no_finite_positive_number,),
+    "the ready line of the project: SGLang's warm-up crash after uvicorn's line, SGLang's and vLLM's ready lines": (
+        watch_ready.test_an_sglang_warm_up_that_crashes_after_uvicorns_startup_line, watch_ready.test_sglang_is_ready_at_its_own_line,
+        watch_ready.test_vllm_is_ready_at_uvicorns_line),
+}
+
+
 def hostile_count(test, commands: int) -> int:
     if test is hostile.test_read_only_target_file_is_replaced_and_keeps_its_mode:
         return len(hostile.ALL_USERS)  # the machine without setpriv runs it as itself, once
@@ -146,6 +171,7 @@ def expected_rows() -> list[str]:
     rows += [_row(label, hostile_count(test, commands)) for label, (test, commands) in HOSTILE_ROWS.items()]
     rows += [_row(name, count) for name, count in fuzz.EXAMPLES.items()]
     rows += [_row(label, count) for label, count in WRITE_ROWS.items()]
+    rows += [_row(label, sum(cases(t) for t in tests)) for label, tests in LOG_ROWS.items()]
     return rows
 
 
@@ -177,6 +203,15 @@ def test_every_write_and_interrupt_test_is_counted() -> None:
         for name, _ in inspect.getmembers(module, inspect.isfunction):
             if name.startswith("test_") and module is not os_errors:
                 assert f".{name}" in source, f"{module.__name__}.{name} has no row in WRITE_ROWS"
+
+
+def test_every_log_test_is_counted() -> None:
+    """A new test of hostile logs gets a row (the record-format checks of test_watch_ready.py aside)."""
+    counted = {t for tests in LOG_ROWS.values() for t in tests}
+    for module in (log_output, log_streams, watch_ready):
+        for name, test in inspect.getmembers(module, inspect.isfunction):
+            if name.startswith("test_") and name not in ("test_sglangs_records", "test_what_is_no_sglang_record"):
+                assert test in counted, f"{module.__name__}.{name} has no row in LOG_ROWS"
 
 
 def test_the_counts_are_of_the_tests_themselves() -> None:

@@ -77,3 +77,15 @@ def test_auto_says_the_machine_then_idle_targets_then_runs_with_the_fixes_left_o
     assert doc["not_needed"] == [{"path": str(SITE), "project": "sglang", "fix": "allreduce-fusion",
                                   "why": "no multicast between PCIe GPUs"}]
     assert document(auto._replace(command="verify"))["ok"] is True
+
+
+def test_an_idle_target_names_the_keys_no_fix_is_for_apart_from_those_the_release_holds() -> None:
+    gpus = parse.gpus((DATA / "query.csv").read_text())
+    machine = Machine("nvidia-smi", tuple(gpus), tuple(parse.links((DATA / "topo-m.txt").read_text(), len(gpus))))
+    where = Where(f"{SITE}/sglang: SGLang 0.5.9 (installed)", str(SITE), "0.5.9", "METADATA")
+    none = AutoTarget(where, "sglang", "SGLang", (8,), {}, (), (8,))
+    some = AutoTarget(where, "sglang", "SGLang", (8, 9), {}, (), (8,))
+    assert text(Auto("verify", machine, (none, some)), terminal=True)[1:] == [
+        where.line, "nothing to do: no fix for SGLang is for this machine's GPUs (key 8)",
+        where.line, "nothing to do: SGLang already holds key 9 for this machine's GPUs, and no fix for it is for those of key 8",
+    ]

@@ -103,6 +103,10 @@ def test_a_build_without_its_so_is_dated_by_its_build_ninja(home: Path) -> None:
         ("0.6.11", KEEPS_NINJA.replace("0.6.4", "0.6.11")),
         ("0.6.11.post1", "ninja rebuilds it only if a source is dated after it (jit/cpp_ext.py: depfiles, mtimes)"),
         ("0.6.16.post4", "ninja rebuilds it only if a source is dated after it (jit/cpp_ext.py: depfiles, mtimes)"),
+        # A local build's cache folder is named by its whole version (__version__ is METADATA's);
+        # which release it behaves as is its public one.
+        ("0.6.11+cu128", KEEPS_NINJA.replace("0.6.4", "0.6.11+cu128")),
+        ("0.6.11.post1+cu128.torch28", "ninja rebuilds it only if a source is dated after it (jit/cpp_ext.py: depfiles, mtimes)"),
     ],
 )
 def test_the_reason_follows_the_release(home: Path, version: str, reason: str) -> None:
@@ -313,6 +317,9 @@ def test_modules_for_patched_paths(paths: list, modules: tuple) -> None:
 @pytest.mark.parametrize(
     "version, module, line",
     [("../0.6.4", "trtllm_comm", "../0.6.4: not a FlashInfer release version"),
+     ("0.6.4+cu128/../..", "trtllm_comm", "0.6.4+cu128/../..: not a FlashInfer release version"),
+     ("0.6.4+CU128", "trtllm_comm", "0.6.4+CU128: not a FlashInfer release version"),
+     ("0.6.4+", "trtllm_comm", "0.6.4+: not a FlashInfer release version"),
      (V, "../trtllm_comm", "../trtllm_comm: not a FlashInfer JIT module name")],
 )
 def test_bad_names_are_one_line(home: Path, version: str, module: str, line: str) -> None:

@@ -1,0 +1,113 @@
+"""One ``git cat-file --batch`` process per repository, the one reader of git objects: every
+commit, tree and blob patchkit reads from a repository comes through it, many names at a time.
+
+Names are written in chunks of at most ``CHUNK`` bytes, which every pipe holds, and a chunk's
+answers are all read before the next chunk is written: git never waits on a full pipe while
+patchkit waits on git.  Tree objects are parsed here too, with the repository's hash length
+(20 bytes for SHA-1, 32 for SHA-256).
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, NamedTuple, Sequence
+
+from patchkit.errors import BadInput
+
+CHUNK = 4096  # bytes of names per write: a pipe holds one page at the least
+HASH_BYTES = {"sha1": 20, "sha256": 32}
+_TYPES = (b"blob", b"tree", b"commit", b"tag")
+
+
+class Object(NamedTuple):
+    oid: str  # hex
+    kind: str  # "blob", "tree", "commit" or "tag"
+    data: bytes
+
+
+class Entry(NamedTuple):
+    """One entry of a tree object."""
+
+    mode: str  # "100644", "100755", "40000", "120000", "160000"
+    name: str
+    oid: str  # hex
+
+
+def tree_entries(raw: bytes, hash_bytes: int = 20) -> list[Entry]:
+    """The entries of a raw tree object (``<mode> <name>\\0<id>`` each, the id ``hash_bytes`` long)."""
+    entries, i = [], 0
+    while i < len(raw):
+        space = raw.index(b" ", i)
+        nul = raw.index(b"\0", space)
+        oid = raw[nul + 1 : nul + 1 + hash_bytes]
+        if len(oid) != hash_bytes:
+            raise ValueError(f"a tree entry cut short: {len(oid)} of {hash_bytes} bytes of its object id")
+        entries.append(Entry(raw[i:space].decode(), raw[space + 1 : nul].decode("utf-8", "surrogateescape"), oid.hex()))
+        i = nul + 1 + hash_bytes
+    return entries
+
+
+def _chunks(names: Sequence[str]) -> Iterator[list[str]]:
+    chunk, size = [], 0
+    for name in names:
+        length = len(name.encode("utf-8", "surrogateescape")) + 1
+        if chunk and size + length > CHUNK:
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(name)
+        size += length
+    if chunk:
+        yield chunk
+
+
+class CatFile:
+    """``git cat-file --batch`` of the repository that ``git`` (GitPython's command runner) runs
+    in, started on the first read and kept for the next; ``where`` names the repository in errors."""
+
+    def __init__(self, git, where: str) -> None:
+        self._git = git
+        self._where = where
+        self._proc = None  # GitPython's AutoInterrupt: it ends the process when dropped
+
+    def get(self, names: Sequence[str]) -> list[Object | None]:
+        """The object each name (an id, ``tag^{commit}``, ``rev:path``) names, None where there is
+        none (git answers "missing" or "ambiguous"), in the order given."""
+        import subprocess
+
+        for name in names:
+            if "\n" in name:
+                raise BadInput(self._where, f"an object name with a line feed in it: {name!r}")
+        if self._proc is None and names:
+            self._proc = self._git.cat_file("--batch", as_process=True, istream=subprocess.PIPE)
+        found: list[Object | None] = []
+        for chunk in _chunks(names):
+            stdin, stdout = self._proc.proc.stdin, self._proc.proc.stdout
+            try:
+                stdin.write("".join(f"{n}\n" for n in chunk).encode("utf-8", "surrogateescape"))
+                stdin.flush()
+            except BrokenPipeError:
+                self._died()
+            for name in chunk:
+                found.append(self._answer(stdout, name))
+        return found
+
+    def _answer(self, stdout, name: str) -> Object | None:
+        header = stdout.readline()
+        if not header.endswith(b"\n"):
+            self._died()
+        fields = header[:-1].split(b" ")
+        if len(fields) == 3 and fields[1] in _TYPES and fields[2].isdigit():
+            size = int(fields[2])
+            data = stdout.read(size)
+            if len(data) != size or stdout.read(1) != b"\n":
+                self._died()
+            return Object(fields[0].decode("ascii"), fields[1].decode("ascii"), data)
+        if header.endswith((b" missing\n", b" ambiguous\n")):
+            return None
+        raise BadInput(self._where, f"git cat-file answered {header[:200].decode('utf-8', 'replace').rstrip()!r} for {name!r}")
+
+    def _died(self):
+        proc, self._proc = self._proc, None
+        proc.proc.kill()
+        proc.proc.wait()
+        err = proc.proc.stderr.read().decode("utf-8", "replace").strip().splitlines() if proc.proc.stderr else []
+        raise BadInput(self._where, f"git cat-file stopped ({err[-1] if err else f'exit {proc.proc.returncode}'})")

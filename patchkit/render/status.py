@@ -27,7 +27,8 @@ def to_text(r, terminal: bool) -> list[str]:
                  else f"shipped:  {r.no_shipped}; apply generates the change from the files")
     for f in r.files:
         stale = f", {f.stale} stale" if f.stale else ""
-        lines.append(f"  {f.path}: {f.state}; {plural(f.bytecode, 'cached bytecode file')}{stale}")
+        pycs = f"; {plural(f.bytecode, 'cached bytecode file')}{stale}" if f.path.endswith(".py") else ""
+        lines.append(f"  {f.path}: {f.state}{pycs}")
     if r.jit_error is not None:
         lines.append(f"note: FlashInfer's JIT builds not checked: {r.jit_error}")
     for b in r.builds:

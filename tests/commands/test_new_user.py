@@ -127,3 +127,14 @@ def test_status_names_the_project_of_each_block(venv) -> None:
 
     doc = json.loads(invoke("status", "--python", python, "--json").stdout)
     assert [(t["project"], t["version"]) for t in doc["targets"]] == [("sglang", "0.5.9"), ("flashinfer", "0.6.4")]
+
+
+def test_status_counts_bytecode_of_python_files_only(venv) -> None:
+    """A CUDA header or source has no cached bytecode: its line says its state alone; a Python
+    file's line counts its ``.pyc`` files."""
+    python, _ = venv
+    lines = _lines(invoke("status", "--python", python))
+    assert "  flashinfer/data/csrc/trtllm_allreduce.cu: original release file" in lines
+    assert "  flashinfer/data/include/flashinfer/comm/trtllm_allreduce.cuh: original release file" in lines
+    assert [line for line in lines if line.startswith("  flashinfer/jit/comm.py: ")] == [
+        "  flashinfer/jit/comm.py: original release file; 0 cached bytecode files"]

@@ -3,9 +3,9 @@
 ``text(result, terminal)`` is its lines (``terminal``: grouped under headings, else each place
 in a file as ``path:line: text``), ``document(result)`` its --json document.  The result of a
 command module ``patchkit.commands.X`` is rendered by ``patchkit.render.X`` (its ``to_text``
-and ``to_json``, as pip's ``list`` has its formatters); the shapes several commands share
-(``report.Each``, ``report.Auto``) here, and ``report.Report`` (doctor, diagnose, watch: lines
-and a document made by the command) as it is.  ``cli/boundary.py`` adds the envelope.
+and ``to_json``, as pip's ``list`` has its formatters; and its ``failure``, where a result
+can fail although it has something to say); the shapes several commands share (``report.Each``,
+``report.Auto``) here.  ``cli/boundary.py`` adds the envelope.
 """
 
 from __future__ import annotations
@@ -41,6 +41,15 @@ def document(result) -> dict:
 
         return auto.to_json(result)
     return _module(result).to_json(result)
+
+
+def failure(result) -> str | None:
+    """The line of a result that fails although it printed its lines (doctor with no GPU seen),
+    printed on stderr after them as every failure's is; None for any other result."""
+    if isinstance(result, (Each, Auto, Report)):
+        return None
+    said = getattr(_module(result), "failure", None)
+    return said(result) if said is not None else None
 
 
 def _module(result):

@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import importlib
 
-from patchkit.report import Auto, Each, Report, render
+from patchkit.report import Auto, Each
 
 
 def text(result, terminal: bool) -> list[str]:
     """The lines ``result`` prints."""
-    if isinstance(result, Report):
-        return render(result.lines, terminal)
     if isinstance(result, Each):
         return _each_text(result, terminal)
     if isinstance(result, Auto):
@@ -30,8 +28,6 @@ def text(result, terminal: bool) -> list[str]:
 
 def document(result) -> dict:
     """The --json document of ``result`` (before the envelope)."""
-    if isinstance(result, Report):
-        return result.data
     if isinstance(result, Each):
         doc = document(result.results[0]) if len(result.results) == 1 else \
             {"command": result.command, "targets": [document(r) for r in result.results]}
@@ -46,7 +42,7 @@ def document(result) -> dict:
 def failure(result) -> str | None:
     """The line of a result that fails although it printed its lines (doctor with no GPU seen),
     printed on stderr after them as every failure's is; None for any other result."""
-    if isinstance(result, (Each, Auto, Report)):
+    if isinstance(result, (Each, Auto)):
         return None
     said = getattr(_module(result), "failure", None)
     return said(result) if said is not None else None

@@ -6,8 +6,6 @@ prints them and exits with the result's ``exit_code``.  Here are the shapes resu
 ``Where`` (the target a result is about), ``Each`` (one command over several targets),
 ``Auto`` (``--to-cc auto``: the machine, and the ordinary command's results per target), and
 the lines that name a place in a file (``Place``, grouped under its ``Heading`` on a terminal).
-``Report`` is the older shape, lines and a document built side by side, that doctor, diagnose
-and watch still return.
 """
 
 from __future__ import annotations
@@ -110,17 +108,3 @@ def render(lines: list[str], terminal: bool) -> list[str]:
         return list(lines)
     return [line.piped() if isinstance(line, Place) else line for line in lines if not isinstance(line, Heading)]
 
-
-class Report:
-    """Lines and a document built side by side (doctor, diagnose, watch)."""
-
-    __slots__ = ("lines", "data", "exit_code", "failure")
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.data: dict = {}
-        self.exit_code = OK
-        self.failure: str | None = None  # a report that still fails (doctor with no GPU): its one line on stderr
-
-    def add(self, line: str) -> None:
-        self.lines.append(line)

@@ -86,20 +86,18 @@ def test_every_stage_is_in_the_architecture_doc() -> None:
                 assert f"`{prefix.removeprefix('patchkit.').replace('.', '/')}" in doc, prefix
 
 
-# The commands that still build their lines and document side by side (report.Report), for a later pass.
-REPORTING = {"doctor", "diagnose", "watch"}
 COMMANDS = sorted(p.stem for p in (PACKAGE / "commands").glob("*.py") if p.stem != "__init__")
 
 
 def test_commands_return_typed_results_rendered_apart() -> None:
     """A command module returns a typed result and builds no lines: ``render/<command>.py``
-    has its ``to_text`` and ``to_json``; only the commands not yet converted use ``Report``."""
-    reporting = {name for name in COMMANDS
-                 if any(isinstance(node, ast.ImportFrom) and node.module == "patchkit.report"
-                        and any(a.name == "Report" for a in node.names)
-                        for node in ast.walk(ast.parse((PACKAGE / "commands" / f"{name}.py").read_bytes())))}
-    assert reporting == REPORTING
-    for name in set(COMMANDS) - REPORTING:
+    has its ``to_text`` and ``to_json``, and no module of commands/ or judge/ makes the lines
+    that name places in files (``report.Heading``, ``Place``, ``render``)."""
+    lines = [f"{path.relative_to(ROOT)}:{node.lineno} imports {a.name}" for path in MODULES if path.parent.name in ("commands", "judge")
+             for node in ast.walk(ast.parse(path.read_bytes())) if isinstance(node, ast.ImportFrom) and node.module == "patchkit.report"
+             for a in node.names if a.name in ("Heading", "Place", "render")]
+    assert lines == []
+    for name in COMMANDS:
         tree = ast.parse((PACKAGE / "render" / f"{name}.py").read_bytes())
         defined = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
         assert {"to_text", "to_json"} <= defined, name

@@ -258,8 +258,13 @@ def watch(log, timeout, as_json):
     from patchkit.commands.watch import seconds, watch as command
 
     timeout = seconds(timeout)  # checked before anything is read: nan, inf, 0 and -1 are one line, exit 2
-    progress = (lambda line: click.echo(line, err=True)) if sys.stderr.isatty() and not as_json else None
-    return command(log, timeout, progress)
+
+    def progress(event) -> None:  # on a terminal only
+        from patchkit.render.watch import progress_line
+
+        click.echo(progress_line(event), err=True)
+
+    return command(log, timeout, progress if sys.stderr.isatty() and not as_json else None)
 
 
 class GPUCC(click.ParamType):

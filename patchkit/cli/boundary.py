@@ -8,8 +8,8 @@ usage error given with ``--json`` gets the same document.  A value an option's t
 with a PatchkitError (a cc NVIDIA has none of) is its one line too, while click parses.
 ``last_resort`` holds the whole command line, click's parsing included, never click's
 "Aborted!" nor a traceback.
-A report that fails although it has something to say (doctor with no GPU) prints its lines,
-then its ``failure`` line on stderr.
+A result that fails although it has something to say (doctor with no GPU) prints its lines,
+then its ``render.failure`` line on stderr.
 """
 
 from __future__ import annotations
@@ -78,16 +78,16 @@ class Command(click.Command):
             fail(self.name, as_json, PatchkitError(None, unexpected(exc)), SOFTWARE)
         except (Interrupted, KeyboardInterrupt) as exc:
             fail(self.name, as_json, PatchkitError(None, _interrupted(exc)), INTERRUPTED)
+        from patchkit.render import failure, text  # places in files: grouped on a terminal, path:line: when piped
+
         if as_json:
             click.echo(json.dumps(envelope(self.name, result), indent=2, default=str))
         else:
-            from patchkit.render import text  # places in files: grouped on a terminal, path:line: when piped
-
             for line in text(result, sys.stdout.isatty()):
                 click.echo(line)
-        failure = getattr(result, "failure", None)
-        if failure:  # a result printed, and still a failure: its line, as every failure's
-            click.echo(f"patchkit: {failure}", err=True)
+        still = failure(result)
+        if still:  # a result printed, and still a failure: its line, as every failure's
+            click.echo(f"patchkit: {still}", err=True)
         sys.exit(result.exit_code)
 
 

@@ -16,10 +16,12 @@ matcher as ``patchkit diagnose``.  It ends at the first of:
 - the time-out: exit 124 (as ``timeout(1)``), the phase the start reached and its last lines.
 
 It polls every POLL seconds (no busy loop; a FIFO or a device is read without waiting, so a
-FIFO that nothing writes to ends at the time-out), reports progress through ``progress`` (the
-command line prints it on a terminal only), and never starts, signals or kills a process.  The
-time-out is a finite number of seconds above 0.  Text from the log (and the log's name) is
-printed ``escaped``: control characters as ``cat -v`` shows them.
+FIFO that nothing writes to ends at the time-out), reports progress through ``progress`` (a
+``Progress``; the command line prints ``render.watch.progress_line`` of it on a terminal only),
+and never starts, signals or kills a process.  The time-out is a finite number of seconds above
+0.  It returns a ``WatchResult``, which ``render/watch.py`` says (the findings as diagnose's,
+``render/findings.py``); text from the log (and the log's name) is printed ``escaped``: control
+characters as ``cat -v`` shows them.
 """
 
 from __future__ import annotations
@@ -28,20 +30,54 @@ import math
 import time
 from collections import deque
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
-from patchkit.commands.diagnose import finding_lines, finding_json
-from patchkit.errors import PROBLEMS, TIMED_OUT, BadInput
+from patchkit.errors import OK, PROBLEMS, TIMED_OUT, BadInput
 from patchkit.logs import phases
 from patchkit.logs.follow import Follower
 from patchkit.logs.match import EFFECT, Matcher
 from patchkit.logs.tracebacks import Traceback
-from patchkit.report import Heading, Place, Report
-from patchkit.text import escaped, plural
 
 POLL = 0.25
 SETTLE = 1.0  # seconds without a new line before a traceback that has its exception counts as ended
 LAST_LINES = 5
+READY, CRASHED, OUT_OF_TIME = "ready", "crashed", "timed out"  # the outcomes, as --json names them
+WAITING, STARTED_OVER, PHASE = "waiting", "started over", "phase"  # what progress reports
+
+
+class Progress(NamedTuple):
+    """What the start has shown so far, as it happens (``render.watch.progress_line`` says it):
+    the log does not exist yet (WAITING), it started over (STARTED_OVER), or a new phase (PHASE)."""
+
+    kind: str
+    log: str  # the log, as given
+    seconds: float = 0.0  # since watch began
+    phase: str | None = None
+    line: int | None = None  # the phase's line
+
+
+class WatchResult(NamedTuple):
+    """How the watch ended (``render/watch.py`` says it): ``outcome`` READY, CRASHED or OUT_OF_TIME,
+    after ``seconds`` (the time-out when it timed out), with what the log said that patchkit knows."""
+
+    log: str  # the log, as given
+    outcome: str
+    seconds: float
+    restarts: int  # how often the log started over
+    findings: tuple  # logs.match.Finding
+    line: int | None = None  # the ready line, or the line of the exception that ended the start
+    traceback: Traceback | None = None  # a crash's traceback (None: a child process failed, SGLang's SIGQUIT handler)
+    exists: bool = True  # timed out: whether the log exists
+    phase: tuple[str, int] | None = None  # timed out: the phase the start reached, and its line
+    last: tuple = ()  # timed out: the start's last lines, (number, text)
+
+    @property
+    def failures(self) -> int:
+        return sum(f.kind != EFFECT for f in self.findings)
+
+    @property
+    def exit_code(self) -> int:
+        return {READY: OK, CRASHED: PROBLEMS}.get(self.outcome, TIMED_OUT)
 
 
 class _Start:
@@ -69,13 +105,13 @@ def seconds(value: str | float | None) -> float | None:
     return number
 
 
-def watch(path: Path, timeout: float | None, progress: Callable[[str], None] | None = None,
-          clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> Report:
+def watch(path: Path, timeout: float | None, progress: Callable[[Progress], None] | None = None,
+          clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> WatchResult:
     timeout = seconds(timeout)
     if path.is_dir():
         raise BadInput(str(path), "is a directory, not a log file")
-    shown = escaped(str(path))
-    say = progress or (lambda line: None)
+    log = str(path)
+    say = progress or (lambda event: None)
     follower, start = Follower(path), _Start()
     began = last_data = clock()
     said_waiting = False
@@ -85,9 +121,9 @@ def watch(path: Path, timeout: float | None, progress: Callable[[str], None] | N
             now = clock()
             if restarted:
                 start = _Start()
-                say(f"{now - began:.0f} s: {shown} started over (truncated or replaced); reading it from its start")
+                say(Progress(STARTED_OVER, log, now - began))
             if not follower.exists and not said_waiting:
-                say(f"waiting for {shown} to appear")
+                say(Progress(WAITING, log))
                 said_waiting = True
             for number, text in lines:
                 ended = start.matcher.feed(number, text)
@@ -96,11 +132,11 @@ def watch(path: Path, timeout: float | None, progress: Callable[[str], None] | N
                 if not start.sglang and phases.sglang_record(text):
                     start.sglang = True
                 if phases.ready(text, start.sglang):
-                    return _ready(path, start, now - began, number, text, follower.restarts)
+                    return _ready(path, start, now - began, number, follower.restarts)
                 phase = phases.phase(text)
                 if phase and (start.phase is None or start.phase[0] != phase):
                     start.phase = (phase, number)
-                    say(f"{now - began:.0f} s: {phase} (line {number})")
+                    say(Progress(PHASE, log, now - began, phase, number))
                 if phases.CHILD_FAILED in text:
                     start.child_failed = True
                 if text.strip():
@@ -131,56 +167,17 @@ def _ends_start(tb: Traceback, matcher: Matcher) -> bool:
     return known or phases.SCHEDULER_EXCEPTION in tb.header or not tb.header.strip()
 
 
-def _lines_of(path: Path, start: _Start) -> list[str]:
-    return finding_lines(str(path), start.matcher.findings)
+def _result(path: Path, start: _Start, outcome: str, elapsed: float, restarts: int, **more) -> WatchResult:
+    return WatchResult(str(path), outcome, elapsed, restarts, tuple(start.matcher.findings), **more)
 
 
-def _restarts(restarts: int) -> str:
-    return f" (the log started over {plural(restarts, 'time')})" if restarts else ""
+def _ready(path: Path, start: _Start, elapsed: float, number: int, restarts: int) -> WatchResult:
+    return _result(path, start, READY, elapsed, restarts, line=number)
 
 
-def _ready(path: Path, start: _Start, elapsed: float, number: int, text: str, restarts: int) -> Report:
-    report = Report()
-    report.lines += _lines_of(path, start)
-    report.add(f"ready after {elapsed:.0f} s: {escaped(str(path))} line {number}{_restarts(restarts)}")
-    report.data = _data(path, start, "ready", elapsed, restarts, line=number)
-    return report
+def _crashed(path: Path, start: _Start, elapsed: float, tb: Traceback | None, restarts: int) -> WatchResult:
+    return _result(path, start, CRASHED, elapsed, restarts, line=tb.last_line if tb else None, traceback=tb)
 
 
-def _crashed(path: Path, start: _Start, elapsed: float, tb, restarts: int) -> Report:
-    report = Report()
-    findings = start.matcher.findings
-    report.lines += _lines_of(path, start)
-    failures = sum(f.kind != EFFECT for f in findings)
-    what = (f"{escaped(tb.last) or 'a traceback'} (line {tb.last_line})" if tb is not None
-            else "a child process failed (SGLang's SIGQUIT handler)")
-    known = f"{plural(failures, 'known SM120 failure')} above" if failures else "nothing patchkit knows was found"
-    report.add(f"crashed after {elapsed:.0f} s: {what}{_restarts(restarts)}; {known}")
-    report.exit_code = PROBLEMS
-    report.data = _data(path, start, "crashed", elapsed, restarts, line=tb.last_line if tb else None,
-                        traceback_line=tb.line if tb else None, exception=tb.last if tb else None)
-    return report
-
-
-def _timed_out(path: Path, start: _Start, timeout: float, exists: bool, restarts: int) -> Report:
-    report = Report()
-    report.lines += _lines_of(path, start)
-    shown = escaped(str(path))
-    if not exists:
-        report.add(f"timed out after {timeout:g} s: {shown} does not exist")
-    else:
-        reached = f"; the start reached: {start.phase[0]} (line {start.phase[1]})" if start.phase else ""
-        report.add(f"timed out after {timeout:g} s: no ready line in {shown}{reached}{_restarts(restarts)}")
-        if start.last:
-            report.add(Heading(f"last lines of {shown}:"))
-            report.lines += [Place(f"  {n}: {escaped(text)}", shown, n, escaped(text)) for n, text in start.last]
-    report.exit_code = TIMED_OUT
-    report.data = _data(path, start, "timed out", timeout, restarts,
-                        phase=start.phase[0] if start.phase else None,
-                        last_lines=[{"line": n, "text": t} for n, t in start.last])
-    return report
-
-
-def _data(path: Path, start: _Start, outcome: str, elapsed: float, restarts: int, **extra) -> dict:
-    return {"command": "watch", "log": str(path), "outcome": outcome, "seconds": round(elapsed, 1),
-            "restarts": restarts, **extra, "findings": [finding_json(f) for f in start.matcher.findings]}
+def _timed_out(path: Path, start: _Start, timeout: float, exists: bool, restarts: int) -> WatchResult:
+    return _result(path, start, OUT_OF_TIME, timeout, restarts, exists=exists, phase=start.phase, last=tuple(start.last))

@@ -4,8 +4,9 @@ Each file's fat binaries are read from their headers (``patchkit.kernels.fatbin`
 by NVIDIA's rules (``kernels.compat``) for each GPU's compute capability: runs (SASS for it),
 runs after a JIT (PTX only), or no code for it.  ``installed_code`` does that for every
 installed distribution whose RECORD lists a shared object with CUDA code
-(``kernels.installed``), with ``known-kernels.toml`` (when each file is loaded);
-``distribution_lines`` is what ``kernels`` and ``doctor`` say of one.  Nothing is loaded or run.
+(``kernels.installed``), with ``known-kernels.toml`` (when each file is loaded).  Values only:
+``render/kernels.py`` says them (for ``kernels``, ``doctor`` and ``diagnose``).  Nothing is
+loaded or run.
 """
 
 from __future__ import annotations
@@ -14,10 +15,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from patchkit.fixes.kernels import KnownDistribution, KnownFile, known_kernels
-from patchkit.kernels.compat import NONE, Fit, fit, near_misses, worst
+from patchkit.kernels.compat import NONE, Fit, fit, worst
 from patchkit.kernels.fatbin import Binary, read_binary
 from patchkit.kernels.installed import Distribution, distributions
-from patchkit.text import plural
 
 
 class FileHere(NamedTuple):
@@ -39,23 +39,6 @@ class FileHere(NamedTuple):
         if self.binary.problem or not self.binary.cuda:
             return ()
         return tuple(f for f in self.fits if f.runs == NONE and (self.known is None or self.known.loaded_on(f.cc)))
-
-    def carries(self) -> str:
-        b = self.binary
-        sass, ptx = b.sass(), b.ptx()
-        words = ", ".join(sass) if sass else "no SASS"
-        return words + (f", PTX {', '.join(ptx)}" if ptx else "")
-
-    def verdict(self) -> str:
-        """The file's code against the GPUs, in words (or why it was not judged)."""
-        b = self.binary
-        if b.problem:
-            return f"unreadable: {b.problem}" if b.elf else b.problem
-        if not b.cuda:
-            return "no CUDA code"
-        words = [f.words() + (f" ({'; '.join(near_misses(b.entries, f.cc))})" if f.runs == NONE and near_misses(b.entries, f.cc) else "")
-                 for f in self.fits]
-        return self.carries() + (": " + "; ".join(words) if words else "")
 
     def to_json(self, dist: Distribution | None) -> dict:
         b = self.binary
@@ -107,32 +90,3 @@ def installed_code(sites: list[Path], ccs: list[tuple[int, int]], only: str | No
         if files or dist.cubins or dist.problem:
             found.append(DistributionHere(dist, known, tuple(files), without))
     return found
-
-
-def distribution_lines(d: DistributionHere, ccs: list[tuple[int, int]], listing: bool) -> list[str]:
-    """What kernels (``listing``: every file) and doctor (the files with no code for these GPUs,
-    and what to do) say of one distribution."""
-    lines = []
-    counts = plural(len(d.files), "file") + " with CUDA code" + (f", {d.without} without" if d.without else "")
-    cubins = f"; {plural(d.dist.cubins, 'bare .cubin file')}, not read (patchkit reads the fat binaries of shared objects)" if d.dist.cubins else ""
-    failing = d.failing()
-    if d.dist.problem:
-        lines.append(f"  {d.label}: {d.dist.problem}")
-    elif listing or not ccs:
-        lines.append(f"  {d.label}: {counts}{cubins}")
-    elif failing:
-        lines.append(f"  {d.label}: {len(failing)} of {counts} cannot run here" + (f"; {d.known.always}" if d.known.always else "") + cubins)
-    else:
-        lines.append(f"  {d.label}: every file with CUDA code runs on {', '.join(f'{a}.{b}' for a, b in ccs)} ({counts}){cubins}")
-    shown = d.files if listing else failing
-    dos: list[str] = []
-    for f in shown:
-        what = f" ({f.known.what})" if f.known else ""
-        lines.append(f"    {f.shown}: {f.verdict()}{what}" + ("" if f.loaded else " (not loaded on these GPUs)"))
-        if not listing and f.missing:
-            cc = f.missing[0].cc
-            do = (f.known.do if f.known and f.known.do else d.known.do).format(cc=f"{cc[0]}.{cc[1]}", sm=f"sm_{cc[0]}{cc[1]}")
-            if do not in dos:
-                dos.append(do)
-    lines += [f"    do: {do}" for do in dos]
-    return lines

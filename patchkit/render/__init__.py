@@ -3,22 +3,20 @@
 ``text(result, terminal)`` is its lines (``terminal``: grouped under headings, else each place
 in a file as ``path:line: text``), ``document(result)`` its --json document.  The result of a
 command module ``patchkit.commands.X`` is rendered by ``patchkit.render.X`` (its ``to_text``
-and ``to_json``, as pip's ``list`` has its formatters); the shapes several commands share
-(``report.Each``, ``report.Auto``) here, and ``report.Report`` (doctor, diagnose, watch: lines
-and a document made by the command) as it is.  ``cli/boundary.py`` adds the envelope.
+and ``to_json``, as pip's ``list`` has its formatters; and its ``failure``, where a result
+can fail although it has something to say); the shapes several commands share (``report.Each``,
+``report.Auto``) here.  ``cli/boundary.py`` adds the envelope.
 """
 
 from __future__ import annotations
 
 import importlib
 
-from patchkit.report import Auto, Each, Report, render
+from patchkit.report import Auto, Each
 
 
 def text(result, terminal: bool) -> list[str]:
     """The lines ``result`` prints."""
-    if isinstance(result, Report):
-        return render(result.lines, terminal)
     if isinstance(result, Each):
         return _each_text(result, terminal)
     if isinstance(result, Auto):
@@ -30,8 +28,6 @@ def text(result, terminal: bool) -> list[str]:
 
 def document(result) -> dict:
     """The --json document of ``result`` (before the envelope)."""
-    if isinstance(result, Report):
-        return result.data
     if isinstance(result, Each):
         doc = document(result.results[0]) if len(result.results) == 1 else \
             {"command": result.command, "targets": [document(r) for r in result.results]}
@@ -41,6 +37,15 @@ def document(result) -> dict:
 
         return auto.to_json(result)
     return _module(result).to_json(result)
+
+
+def failure(result) -> str | None:
+    """The line of a result that fails although it printed its lines (doctor with no GPU seen),
+    printed on stderr after them as every failure's is; None for any other result."""
+    if isinstance(result, (Each, Auto)):
+        return None
+    said = getattr(_module(result), "failure", None)
+    return said(result) if said is not None else None
 
 
 def _module(result):

@@ -18,6 +18,8 @@ from conftest import PROCESS_ENV
 from logs import real_text as r
 from patchkit.commands.watch import POLL, watch
 from patchkit.errors import OK, PROBLEMS, TIMED_OUT
+from patchkit.render import text
+from patchkit.render.watch import progress_line
 
 ENV = dict(os.environ, **{k: v for k, v in PROCESS_ENV.items() if v})
 HEALTHY = (r.START, r.LOAD, r.MULTICAST, r.CAPTURE, r.CAPTURED, r.READY)
@@ -126,9 +128,9 @@ def test_a_log_that_appears_late(tmp_path: Path) -> None:
     nothing = lambda: None  # noqa: E731
     said: list[str] = []
     driven = Driven([nothing, nothing, append(log, *HEALTHY[:3]), append(log, *HEALTHY[3:])])
-    report = watch(log, 60, said.append, driven.clock, driven.sleep)
+    report = watch(log, 60, lambda event: said.append(progress_line(event)), driven.clock, driven.sleep)
     assert report.exit_code == OK
-    assert report.lines[-1] == f"ready after 1 s: {log} line {READY_AT}"
+    assert text(report, terminal=True)[-1] == f"ready after 1 s: {log} line {READY_AT}"
     assert said == [f"waiting for {log} to appear", f"1 s: torch distributed (line 1)", "1 s: loading weights (line 3)",
                     "1 s: weights loaded (line 5)", "1 s: KV cache allocated (line 7)", "1 s: CUDA graph capture (line 11)",
                     "1 s: CUDA graph captured (line 13)"]
@@ -142,7 +144,7 @@ def test_a_log_that_a_restart_truncates(tmp_path: Path) -> None:
     driven = Driven([lambda: log.write_bytes(b""), append(log, later, r.LOAD, r.CAPTURE, r.CAPTURED, r.READY)])
     report = watch(log, 60, None, driven.clock, driven.sleep)
     assert report.exit_code == OK
-    assert report.lines == [f"ready after 0 s: {log} line {len(later + r.LOAD + r.CAPTURE + r.CAPTURED) + 1} (the log started over 1 time)"]
+    assert text(report, terminal=True) == [f"ready after 0 s: {log} line {len(later + r.LOAD + r.CAPTURE + r.CAPTURED) + 1} (the log started over 1 time)"]
 
 
 def test_a_log_truncated_and_grown_past_where_it_was_read(tmp_path: Path) -> None:
@@ -152,7 +154,7 @@ def test_a_log_truncated_and_grown_past_where_it_was_read(tmp_path: Path) -> Non
     later = [line.replace("2026-02-11 10:0", "2026-02-11 11:0") for line in r.START]
     driven = Driven([lambda: log.write_bytes(r.log(later, r.LOAD, r.CAPTURE, r.CAPTURED, r.READY))])
     report = watch(log, 60, None, driven.clock, driven.sleep)
-    assert report.lines == [f"ready after 0 s: {log} line {len(later + r.LOAD + r.CAPTURE + r.CAPTURED) + 1} (the log started over 1 time)"]
+    assert text(report, terminal=True) == [f"ready after 0 s: {log} line {len(later + r.LOAD + r.CAPTURE + r.CAPTURED) + 1} (the log started over 1 time)"]
 
 
 def test_a_traceback_that_ends_the_log_is_a_crash_once_it_settles(tmp_path: Path) -> None:
@@ -163,7 +165,7 @@ def test_a_traceback_that_ends_the_log_is_a_crash_once_it_settles(tmp_path: Path
     driven = Driven([])
     report = watch(log, 60, None, driven.clock, driven.sleep)
     assert report.exit_code == PROBLEMS
-    assert report.lines == [
+    assert text(report, terminal=True) == [
         f"crashed after 1 s: KeyError: 'model.layers.55.mlp.gate_up_proj.input_scale' (line {at}); nothing patchkit knows was found"
     ]
     assert driven.sleeps == 4  # polls 0.25 s apart until one second passed without a line
@@ -177,4 +179,4 @@ def test_a_logging_error_is_no_crash(tmp_path: Path) -> None:
     driven = Driven([])
     report = watch(log, 60, None, driven.clock, driven.sleep)
     assert report.exit_code == OK
-    assert report.lines == [f"ready after 0 s: {log} line {len(r.START) + len(block) + len(r.LOAD) + 1}"]
+    assert text(report, terminal=True) == [f"ready after 0 s: {log} line {len(r.START) + len(block) + len(r.LOAD) + 1}"]

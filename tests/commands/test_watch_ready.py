@@ -15,6 +15,7 @@ from logs import real_text as r
 from patchkit.commands.watch import POLL, watch
 from patchkit.errors import OK, PROBLEMS
 from patchkit.logs import phases
+from patchkit.render import document, text
 
 NO_KERNEL = "RuntimeError: RMSNorm failed with error code no kernel image is available for execution on the device"
 
@@ -50,8 +51,8 @@ def test_an_sglang_warm_up_that_crashes_after_uvicorns_startup_line(tmp_path: Pa
     log, report = watched(tmp_path, *parts)
     at = lines(*parts[:4]) + 1 + r.WARMUP_NO_KERNEL.index(NO_KERNEL)
     assert report.exit_code == PROBLEMS
-    assert report.lines[-1] == f"crashed after 0 s: {NO_KERNEL} (line {at}); 1 known SM120 failure above"
-    assert report.data["outcome"] == "crashed"
+    assert text(report, terminal=True)[-1] == f"crashed after 0 s: {NO_KERNEL} (line {at}); 1 known SM120 failure above"
+    assert document(report)["outcome"] == "crashed"
     done = run_cli("watch", str(log), "--timeout", "60")  # the command line, as a user runs it
     assert done.returncode == PROBLEMS, done.stdout.decode()
     assert re.fullmatch(rf"crashed after \d+ s: {re.escape(NO_KERNEL)} \(line {at}\); 1 known SM120 failure above",
@@ -62,13 +63,13 @@ def test_sglang_is_ready_at_its_own_line(tmp_path: Path) -> None:
     parts = (r.START, r.LOAD, r.CAPTURE, r.CAPTURED, r.UVICORN, r.ACCESS, r.READY)
     log, report = watched(tmp_path, *parts)
     assert report.exit_code == OK
-    assert report.lines == [f"ready after 0 s: {log} line {lines(*parts)}"]
+    assert text(report, terminal=True) == [f"ready after 0 s: {log} line {lines(*parts)}"]
 
 
 def test_vllm_is_ready_at_uvicorns_line(tmp_path: Path) -> None:
     log, report = watched(tmp_path, r.VLLM_SERVE)
     assert report.exit_code == OK
-    assert report.lines == [f"ready after 0 s: {log} line {len(r.VLLM_SERVE)}"]
+    assert text(report, terminal=True) == [f"ready after 0 s: {log} line {len(r.VLLM_SERVE)}"]
 
 
 @pytest.mark.parametrize("line", r.START + r.LOAD + r.UVICORN + [r.ACCESS, r.CHILD_FAILED, r.SIGQUIT_RUNNING] + r.READY

@@ -2,30 +2,51 @@
 
 ``report.Each`` (one command over the projects of one environment) and ``report.Auto``
 (``--to-cc auto``: the machine, the targets with nothing to do, then each run with the fixes
-left out said under its first line).  The members here are ``report.Report``s, rendered as
-they are; the commands' own results go through the same functions in tests/commands/ and
-tests/gpus/test_doctor.py, by the command line.
+left out said under its first line).  The members here are the commands' own typed results
+(``VerifyResult``, ``TreeScan``, ``ApplyResult``) built from values, rendered by their own
+render modules; the commands make them in tests/commands/ and tests/gpus/test_doctor.py, by
+the command line.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from patchkit.commands.apply import ApplyResult
+from patchkit.commands.scan import TreeScan
+from patchkit.commands.verify import VerifyResult
 from patchkit.errors import PROBLEMS
 from patchkit.gpus import parse
 from patchkit.gpus.smi import Machine
+from patchkit.plan import APPLY, Plan
+from patchkit.plan.verify import VerifyPlan
 from patchkit.render import document, text
-from patchkit.report import Auto, AutoTarget, Each, Heading, Place, Report, Where
+from patchkit.report import Auto, AutoTarget, Each, Where
+from patchkit.scan.classify import UNAWARE
+from patchkit.scan.finding import EQUALITY, Finding
 from patchkit.targets.environment import WHEEL, Environment, Install
 
 DATA = Path(__file__).resolve().parent.parent / "gpus" / "data" / "rtxpro6000-8pcie"
 SITE = Path("/v/lib/python3.11/site-packages")
+PATCH = "shipped patch patches/0.5.9/0001-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch"
+# What verify says of FlashInfer 0.6.4 as released with --all-fixes (tests/test_real_releases.py).
+LACKS = ("flashinfer/data/include/flashinfer/comm/trtllm_allreduce.cuh: lacks FlashInfer PR 3903 (14 hunks; the "
+         "allreduce-fusion patch is not applied)")
 
 
-def report(lines: list[str], data: dict, exit_code: int = 0) -> Report:
-    r = Report()
-    r.lines, r.data, r.exit_code = lines, data, exit_code
-    return r
+def where(project: str, label: str, version: str) -> Where:
+    return Where(f"{SITE}/{project}: {label} {version} (installed)", str(SITE), version, "METADATA")
+
+
+def verified(project: str, label: str, version: str, problems: tuple[str, ...] = ()) -> VerifyResult:
+    """verify of an installed ``project``: nothing checked (no capability tables), or ``problems``."""
+    return VerifyResult(where(project, label, version), label, 10, 12, VerifyPlan((), (), problems, (), (), ()))
+
+
+def applied(project: str, label: str, version: str) -> ApplyResult:
+    """apply of ``PATCH`` that changed no file and dropped no bytecode."""
+    return ApplyResult(where(project, label, version), project, label, ("torch-symm-mem",), (), False, True, False, (), None,
+                       None, Plan(APPLY, PATCH), (), (), (), (), (), (), str)
 
 
 def install(project: str) -> Install:
@@ -34,25 +55,31 @@ def install(project: str) -> Install:
 
 def test_each_says_what_the_environment_holds_then_each_target() -> None:
     env = Environment(Path("/v/bin/python"), [SITE], [install("sglang"), install("flashinfer")], ["vllm"])
-    sglang = report([f"{SITE}/sglang: SGLang 0.5.9", "verify: ok"], {"command": "verify", "path": str(SITE)})
-    flashinfer = report([f"{SITE}/flashinfer: FlashInfer 0.6.4", "verify: 1 problem"], {"command": "verify"}, PROBLEMS)
+    sglang = verified("sglang", "SGLang", "0.5.9")
+    flashinfer = verified("flashinfer", "FlashInfer", "0.6.4", (LACKS,))
     each = Each("verify", (sglang, flashinfer), env)
     assert text(each, terminal=False) == [
         "/v/bin/python: SGLang (wheel), FlashInfer (wheel); not installed: vLLM",
-        f"{SITE}/sglang: SGLang 0.5.9", "verify: ok", "",
-        f"{SITE}/flashinfer: FlashInfer 0.6.4", "verify: 1 problem",
+        f"{SITE}/sglang: SGLang 0.5.9 (installed)", "verify: ok, nothing to patch (no capability tables in SGLang 0.5.9)", "",
+        f"{SITE}/flashinfer: FlashInfer 0.6.4 (installed)", LACKS, "verify: 1 problem",
     ]
-    assert document(each) == {"command": "verify", "targets": [{"command": "verify", "path": str(SITE)}, {"command": "verify"}],
-                              "not_installed": ["vllm"]}
+    doc = document(each)
+    assert doc == {"command": "verify", "targets": [document(sglang), document(flashinfer)], "not_installed": ["vllm"]}
+    assert [(t["path"], t["version"], t["ok"], t["problems"]) for t in doc["targets"]] == [
+        (str(SITE), "0.5.9", True, []), (str(SITE), "0.6.4", False, [LACKS])]
     assert each.exit_code == PROBLEMS
     alone = Each("verify", (sglang,), env._replace(installs=[install("sglang")]))
-    assert document(alone) == {"command": "verify", "path": str(SITE), "not_installed": ["vllm"]}
+    assert document(alone) == dict(document(sglang), not_installed=["vllm"])
 
 
 def test_each_member_renders_its_places_piped_as_path_line_text() -> None:
-    places = report([Heading("unaware: 1 gate in 1 file"), Place("    3: equality: major == 10", "pkg/a.py", 3, "equality")], {})
-    assert text(Each("scan", (places, places)), terminal=False) == ["pkg/a.py:3: equality", "", "pkg/a.py:3: equality"]
-    assert text(Each("scan", (places,)), terminal=True) == ["unaware: 1 gate in 1 file", "    3: equality: major == 10"]
+    gate = Finding("pkg/a.py", 3, EQUALITY, "major == 10", (10,), "major", False)
+    places = TreeScan(Path("/src"), 12, 10, False, False, 1, 1, (gate,), (UNAWARE,), ((gate, UNAWARE, None),), ())
+    summary = "1 capability gate in 1 file (1 unaware, 0 aware, 0 covered; 0 patchable by patchkit); scanned 1 files, parsed 1"
+    assert text(Each("scan", (places, places)), terminal=False) == [
+        "/src/pkg/a.py:3: unaware: equality: major == 10", summary, "", "/src/pkg/a.py:3: unaware: equality: major == 10", summary]
+    assert text(Each("scan", (places,)), terminal=True) == [
+        "unaware: 1 gate in 1 file", "  pkg/a.py", "    3: equality: major == 10", summary]
 
 
 def test_auto_says_the_machine_then_idle_targets_then_runs_with_the_fixes_left_out() -> None:
@@ -60,7 +87,7 @@ def test_auto_says_the_machine_then_idle_targets_then_runs_with_the_fixes_left_o
     machine = Machine("nvidia-smi", tuple(gpus), tuple(parse.links((DATA / "topo-m.txt").read_text(), len(gpus))))
     idle = AutoTarget(Where(f"{SITE}/flashinfer: FlashInfer 0.6.4 (installed)", str(SITE), "0.6.4", "METADATA"), "flashinfer",
                       "FlashInfer", (12,), {}, ())
-    run = report([f"{SITE}/sglang: SGLang 0.5.9 (installed)", "applied shipped patch x.patch"], {"command": "apply"})
+    run = applied("sglang", "SGLang", "0.5.9")
     busy = AutoTarget(Where(f"{SITE}/sglang: SGLang 0.5.9 (installed)", str(SITE), "0.5.9", "METADATA"), "sglang", "SGLang",
                       (12,), {"allreduce-fusion": "no multicast between PCIe GPUs"}, (run,))
     auto = Auto("apply", machine, (busy, idle))
@@ -70,10 +97,12 @@ def test_auto_says_the_machine_then_idle_targets_then_runs_with_the_fixes_left_o
         "nothing to do: FlashInfer already holds key 12 for this machine's GPUs",
         f"{SITE}/sglang: SGLang 0.5.9 (installed)",
         "not needed here: allreduce-fusion: no multicast between PCIe GPUs (--fix allreduce-fusion applies it anyway)",
-        "applied shipped patch x.patch",
+        f"applied {PATCH}",
+        "dropped 0 cached bytecode files",
     ]
     doc = document(auto)
-    assert (doc["command"], doc["to_cc"], doc["nothing_to_do"], doc["targets"]) == ("apply", "auto", [str(SITE)], [{"command": "apply"}])
+    assert (doc["command"], doc["to_cc"], doc["nothing_to_do"], doc["targets"]) == ("apply", "auto", [str(SITE)], [document(run)])
+    assert (doc["targets"][0]["command"], doc["targets"][0]["fixes"]) == ("apply", ["torch-symm-mem"])
     assert doc["not_needed"] == [{"path": str(SITE), "project": "sglang", "fix": "allreduce-fusion",
                                   "why": "no multicast between PCIe GPUs"}]
     assert document(auto._replace(command="verify"))["ok"] is True

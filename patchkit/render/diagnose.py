@@ -1,0 +1,63 @@
+"""What ``patchkit diagnose`` says (``commands.diagnose.DiagnoseResult``): the findings of each
+log grouped under its name (``render/findings.py``), under a missing kernel image the files
+with no code for the GPUs, then one line: how many known SM120 failures, in which logs."""
+
+from __future__ import annotations
+
+from patchkit.render.findings import finding_json, finding_lines
+from patchkit.render.kernels import verdict
+from patchkit.report import render
+from patchkit.text import escaped, plural
+
+
+def to_text(r, terminal: bool) -> list[str]:
+    lines: list[str] = []
+    for log in r.logs:
+        lines += finding_lines(log.label, log.findings, [code_lines(c) for c in log.code])
+    failures, effects = r.failures, r.effects
+    where = escaped(r.logs[0].label) if len(r.logs) == 1 else plural(len(r.logs), "log")
+    if failures:
+        lines.append(f"{plural(failures, 'known SM120 failure')} in {where}" + (f"; {plural(effects, 'warning')} explained" if effects else ""))
+    elif effects:
+        lines.append(f"no known SM120 failure in {where}; {plural(effects, 'warning')} explained")
+    else:
+        tracebacks = sum(log.tracebacks for log in r.logs)
+        lines.append(f"nothing patchkit knows was found in {where} ({plural(tracebacks, 'traceback')}, "
+                     f"{plural(sum(log.lines for log in r.logs), 'line')} read)")
+    return render(lines, terminal)
+
+
+def gpus_words(g) -> str:
+    """The GPUs the code was judged for (``commands.diagnose.Gpus``)."""
+    if g.seen:
+        return f"this machine's GPUs ({', '.join(f'{a}.{b}' for a, b in g.ccs)}, nvidia-smi)"
+    return f"any 12.x GPU (nvidia-smi: {g.why})" if g.why is not None else "any 12.x GPU (nvidia-smi is not on PATH)"
+
+
+def code_lines(c) -> list[str]:
+    """What a finding says of the compiled code behind it (``commands.diagnose.CodeBehind``; None:
+    nothing, as for every finding but a missing kernel image from an installed package)."""
+    if c is None:
+        return []
+    missing = c.missing()
+    if not c.found:
+        return [f"files: no distribution in that environment lists {c.top}/ in its RECORD"]
+    words = gpus_words(c.gpus)
+    if not missing:
+        return [f"files: every shared object of {', '.join(d.label for d in c.found)} has code for {words}"]
+    return [f"files with no code for {words}:"] + \
+        [f"  {x.shown} ({d.label}): {verdict(x)}" + (f" ({x.known.what})" if x.known else "") for d, x in missing]
+
+
+def to_json(r) -> dict:
+    return {
+        "command": "diagnose",
+        "logs": [{"log": log.label, "lines": log.lines, "tracebacks": log.tracebacks,
+                  "findings": [finding_json(f, _files(c)) for f, c in zip(log.findings, log.code)]} for log in r.logs],
+        "failures": r.failures,
+        "effects": r.effects,
+    }
+
+
+def _files(c) -> list[dict] | None:
+    return None if c is None else [x.to_json(d.dist) for d, x in c.missing()]

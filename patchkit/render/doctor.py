@@ -1,0 +1,238 @@
+"""What ``patchkit doctor`` says (``commands.doctor.DoctorResult``): the GPUs and how they are
+linked (or why none was seen), what they were judged for, each target and its fixes (needed
+or not, applied or not, why, and what the fix does on this machine), the compiled CUDA code of
+``--python``, the all-reduce that helps on PCIe GPUs (``judge.speedups``), then what is needed
+and the one command that applies it.  ``failure``: the line on stderr of a report that still
+fails (no GPU seen and no ``--to-cc``: it cannot say what this machine needs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from patchkit.commands.doctor import DEFAULT
+from patchkit.errors import OK
+from patchkit.fixes.registry import PROJECTS
+from patchkit.judge.here import CANNOT, IN_EFFECT, INCOMPLETE, MISSING, NOT_FOR_THESE, NOTHING, no_multicast
+from patchkit.render.kernels import distribution_lines
+from patchkit.text import plural
+
+
+def _cc(cc: tuple[int, int]) -> str:
+    return f"{cc[0]}.{cc[1]}"
+
+
+def _here(r) -> tuple[str, str]:
+    """How the text names the GPUs judged for: "here" and "these GPUs" when measured."""
+    cc = _cc(r.machine.ccs()[0])
+    return ("here", "these GPUs") if r.measured else (f"for cc {cc}", f"GPUs of cc {cc}")
+
+
+def to_text(r, terminal: bool) -> list[str]:
+    lines = _header(r)
+    here, these = _here(r)
+    for t in r.targets:
+        lines += ["", t.where.line]
+        for j in t.fixes:
+            h = j.here
+            kind = "on by default" if j.default else "opt-in"
+            verdict = (f"needed {here}, " if j.needed else f"not needed {here}, " if j.spare else "") if h.status == MISSING else ""
+            lines.append(f"  {h.fix} ({kind}): {verdict}{_state(h, these)}")
+            if j.spare is not None:
+                said = [f"not needed because {j.spare}"]
+            elif h.status == MISSING and not j.default and not j.because and j.effect is not None:
+                said = [f"not needed by default: only with {j.effect.asked_with}"]
+            else:
+                said = []
+            said += [f"needed because {w}" for w in map(_turned_on, j.because)]
+            lines += [f"    {line}" for line in said + effect_here(j, t.label, r)]
+    lines += _code_lines(r)
+    for s in r.speedups:
+        lines += ["", *speedup_lines(s, r.machine)]
+    lines.append("")
+    no_code = _no_code(r)
+    if no_code:
+        lines.append(f"no code for {these} in what the server loads: {'; '.join(no_code)}; no patch adds it (what to do is above)")
+    if r.needed:
+        lines.append(f"needed{'' if r.measured else ' ' + here}: {', '.join(r.needed)}; to apply: {r.apply}")
+    elif not no_code:
+        lines.append("nothing this machine needs is missing" if r.measured else f"nothing {these} need is missing")
+    return lines
+
+
+def failure(r) -> str | None:
+    if r.basis != DEFAULT:
+        return None
+    return (f"no GPU seen, so doctor cannot say what this machine needs (the report is for cc {_cc(r.machine.ccs()[0])}); "
+            "give --to-cc with the cc of the GPUs the server will run on")
+
+
+def to_json(r) -> dict:
+    these = _here(r)[1]
+    targets = [t.where.data("doctor", project=t.project, label=t.label, kind=t.kind, fixes=[
+        dict(j.here.to_json(), default=j.default, needed=j.needed, why=_why(j, these),
+             needed_because=[_turned_on(b) for b in j.because], effect_here=effect_here(j, t.label, r))
+        for j in t.fixes]) for t in r.targets]
+    code = None if r.code is None else {
+        "gpus": [_cc(c) for c in r.machine.ccs()], "no_code": _no_code(r),
+        "distributions": [{"name": d.dist.name, "version": d.dist.version, "always": d.known.always,
+                           "cubins": d.dist.cubins, "problem": d.dist.problem,
+                           "files": [f.to_json(d.dist) for f in d.files]} for d in r.code.found]}
+    doc = {"command": "doctor", "ok": r.exit_code == OK, "exit_code": r.exit_code,
+           "machine": r.seen.to_json() if r.seen else None, "no_gpu": r.unseen,
+           "judged_for": {"ccs": [_cc(c) for c in r.machine.ccs()], "from": r.basis},
+           "targets": targets, "needed": list(r.needed), "apply": r.apply,
+           "recommendation": speedup_json(r.speedups[0]) if r.speedups else None, "compiled_code": code}
+    error = failure(r)
+    return doc | {"error": error} if error else doc
+
+
+def _header(r) -> list[str]:
+    seen = r.seen
+    if seen is None:
+        lines = [f"no GPU seen: {r.unseen}"]
+    else:
+        lines = [f"GPUs ({seen.nvidia_smi}):"]
+        lines += [f"  GPU{g.index}  {g.name}  cc {g.cc_text()} ({g.sm()})  {g.bus_id}" for g in seen.gpus]
+        lines.append(f"links: {seen.link_summary()}")
+    if r.to_cc is not None:
+        cc = _cc(r.to_cc[0])
+        lines.append(f"judged for cc {cc} as given (--to-cc {r.to_cc[1]}) "
+                     + (f"instead of the GPUs above: how GPUs of cc {cc} would be linked is not known" if seen
+                        else "and not measured: how the GPUs are linked is not known"))
+    elif r.basis == DEFAULT:
+        lines.append(f"cannot say what this machine needs: each fix below is judged for cc {_cc(r.machine.ccs()[0])}, the GPUs "
+                     f"the fixes are for (--to-cc CC judges for GPUs of that cc)")
+    return lines
+
+
+def _state(h, these: str = "these GPUs") -> str:
+    if h.status == MISSING:
+        return f"not applied: {h.detail}"
+    if h.status == IN_EFFECT:
+        return "applied (by patchkit)" if h.by_patchkit else "in effect (the release has it)"
+    if h.status == CANNOT:
+        return f"cannot apply here: {h.detail}"
+    if h.status == INCOMPLETE:
+        return f"incomplete here, not applied: {h.detail}"
+    if h.status == NOTHING:
+        return f"nothing to patch ({h.detail})"
+    if h.held:
+        return f"not needed: the release holds key {', '.join(map(repr, h.held))} for {these}"
+    return f"not for {these}"
+
+
+def _why(j, these: str) -> str:
+    """--json's ``why``: why the fix is needed here or not, in one clause."""
+    h = j.here
+    if j.spare or j.because:
+        return j.spare or "; ".join(map(_turned_on, j.because))
+    if j.needed:
+        return f"on by default, {_state(h, these)}"
+    if h.status == MISSING and not j.default and j.effect is not None:
+        return f"opt-in: only with {j.effect.asked_with}"
+    return _state(h, these)
+
+
+def _turned_on(t) -> str:
+    """A ``commands.doctor.TurnedOn`` in words."""
+    return (f"{PROJECTS[t.project].label} {t.version} turns it on by itself on SM120 for {', '.join(t.on.models)}, "
+            f"with {PROJECTS[t.on.with_project].label} {t.other} (the fix is upstream from {t.on.fixed_in})")
+
+
+def effect_here(j, label: str, r) -> list[str]:
+    """What the fix does on this machine (--json's ``effect_here``): what it prevents on this release,
+    what it needs of the machine and what this machine gives, and what it does instead."""
+    if j.failing is None:
+        return []
+    line = _effect_line(j, label)
+    return ([line] if line else []) + _machine_lines(j.effect, r) + ([j.clean_only] if j.clean_only else [])
+
+
+def _effect_line(j, label: str) -> str | None:
+    """What the fix prevents on this release."""
+    if not j.failing or j.here.status in (NOTHING, NOT_FOR_THESE):
+        return None
+    words = []
+    for f in j.failing:
+        if f.outcome == "off":
+            words.append(f"without it {label} {f.says} ({f.where})")
+        else:
+            verb = "prevents" if j.here.status == MISSING else "prevented"
+            words.append(f"{verb}: {'the warning ' if f.outcome == 'warning' else ''}{f.says} ({f.where})")
+    return "; ".join(words)
+
+
+def _machine_lines(effect, r) -> list[str]:
+    """What the fix needs of the machine, and what this machine gives."""
+    m = r.machine
+    lines = []
+    for need in effect.needs:
+        if need.machine == "multicast":
+            why = no_multicast(m)
+            if m.links is None:
+                lines.append(f"it needs {need.says}: how the GPUs are linked is not known (none measured); "
+                             f"without multicast {need.otherwise}, and {need.then}")
+            elif why:
+                lines.append(f"{need.otherwise}: {why}; {need.then}")
+            else:
+                lines.append(f"it needs {need.says}: NVLink links these GPUs, but topo -m does not show NVSwitch; "
+                             f"without multicast {need.otherwise}, and {need.then}")
+        elif need.machine == "nvcc":
+            lines.append(f"it needs {need.says}: " + (f"nvcc is {r.nvcc}" if r.nvcc else f"no nvcc on PATH; {need.otherwise}"))
+    return lines
+
+
+def _no_code(r) -> list[str]:
+    """Each distribution loaded at every start with a file that has no code for the GPUs, and those files."""
+    if r.code is None:
+        return []
+    return [f"{d.label} ({', '.join(Path(f.shown).name for f in missing)})" for d, missing in r.code.no_code()]
+
+
+def _code_lines(r) -> list[str]:
+    """What doctor says of the compiled CUDA code installed for ``--python`` on these GPUs."""
+    if r.code is None:
+        return []
+    ccs = r.machine.ccs()
+    found = r.code.found
+    cuda = [d for d in found if d.files or d.dist.cubins]
+    if not found:
+        lines = ["", f"compiled CUDA code: no distribution installed for {r.code.exe} carries any"]
+    else:
+        lines = ["", f"compiled CUDA code for {', '.join(map(_cc, ccs))} ({plural(len(cuda), 'distribution')} of {r.code.exe} "
+                     f"{'carries' if len(cuda) == 1 else 'carry'} it):"]
+    for d in found:
+        lines += distribution_lines(d, ccs, listing=False)
+    return lines
+
+
+def _gpus(m) -> str:
+    return " and ".join(f"{sum(g.sm() == sm for g in m.gpus)} x {sm}" for sm in dict.fromkeys(g.sm() for g in m.gpus))
+
+
+def _action(project: str, version: str | None) -> str:
+    dist = PROJECTS[project].distribution
+    return f"upgrade {dist} ({version} here)" if version else f"install {dist} (not among the targets; `--python` finds every one installed)"
+
+
+def speedup_lines(s, m) -> list[str]:
+    """What doctor says of a known speedup for machine ``m`` (``judge.speedups.SpeedupHere``)."""
+    sp, installed = s.speedup, s.installed
+    lines = [f"all-reduce on these GPUs ({_gpus(m)}, linked through PCIe only: no NVLink, no multicast): {sp.what}"]
+    have = " and ".join(f"{PROJECTS[r.project].label} {installed[r.project]}" for r in sp.requires)
+    needs = " and ".join(f"{PROJECTS[r.project].label} {r.since} or later" for r in sp.requires)
+    if s.available:
+        lines.append(f"  {have} have it: start the server with {sp.turn_on}")
+    else:
+        lines.append(f"  it needs {needs} ({sp.turn_on}): {', '.join(_action(r.project, installed[r.project]) for r in s.short)}")
+        if len(s.short) == 1 and s.short[0].otherwise and installed[s.short[0].project]:
+            r = s.short[0]
+            lines.append(f"  with {PROJECTS[r.project].label} {installed[r.project]}, {sp.turn_on} only logs \"{r.otherwise}\"")
+    lines.append(f"  it serves {sp.serves}")
+    lines.append(f"  measured by {sp.measured_by} (the module docstring of {sp.source}):")
+    return lines + [f"    {line}" for line in sp.measured]
+
+
+def speedup_json(s) -> dict:
+    return dict(s.speedup.to_json(), available=s.available, upgrade=[PROJECTS[r.project].distribution for r in s.short],
+                installed=dict(s.installed))

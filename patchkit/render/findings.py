@@ -1,0 +1,95 @@
+"""What a finding in a server's log says (``logs.match.Finding``), the one place for diagnose
+and watch: its headline (what failed, raised where, in which project), the lines under it
+(cause, fix, the ``patchkit apply`` to run, what to do or what it means, how often it was
+seen), the findings of one log grouped under its name (piped: ``log:line: ...``), and a
+finding in --json.
+
+Every word from the log (and the log's name) is ``escaped`` in the lines: a log may hold escape
+sequences, and these lines go to a terminal.  --json keeps the log's text as it is (JSON
+escapes control characters itself).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from patchkit.fixes.registry import FIXES, PROJECTS
+from patchkit.logs.match import EFFECT, FAILURE, FIX, Finding
+from patchkit.logs.origin import target
+from patchkit.report import Heading, Place
+from patchkit.text import escaped
+
+
+def project_of(path: str) -> str | None:
+    """The project whose package a frame's path is in (its label)."""
+    for name, project in PROJECTS.items():
+        if target(path, name, project.source_root) is not None:
+            return project.label
+    return None
+
+
+def headline(f: Finding) -> str:
+    what = f.what.split("\n", 1)[0]
+    if f.frame is None:
+        return what
+    project = project_of(f.frame.path) or (PROJECTS[f.project].label if f.project in PROJECTS else None)
+    return f"{what} raised at {f.frame.path}:{f.frame.line}" + (f" ({project})" if project else "")
+
+
+def details(f: Finding) -> list[str]:
+    """What a finding says under its headline."""
+    out = []
+    if f.kind == FIX:
+        fix = FIXES[f.name]
+        label = PROJECTS[f.project].label if f.project in PROJECTS else f.project
+        out.append(f"cause: {f.cause} ({label} {f.releases})")
+        out.append(f"fix: {fix.name}" + ("" if fix.default else " (opt-in)") + f": {fix.title}")
+        option = "" if fix.default else f" --fix {fix.name}"
+        runs = f.commands or (f"patchkit apply PATH{option} (the checkout that wrote this log), or patchkit apply --python EXE{option} (its environment)",)
+        out += [f"run: {command}" for command in runs]
+    elif f.kind == FAILURE:
+        out += [f"cause: {f.cause}", f"do: {f.advice}"]
+    else:
+        out.append(f"means: {f.advice}")
+    if f.count > 1:
+        more = ", ".join(map(str, f.lines)) + (", ..." if f.count > len(f.lines) else "")
+        out.append(f"seen {f.count} times: lines {more}")
+    return out
+
+
+def finding_lines(label: str, findings: Sequence[Finding], under: Sequence[list[str]] = ()) -> list[str]:
+    """The findings of one log, grouped under its name (piped: ``log:line: ...``); ``under``: the
+    lines to add under each finding (as many as findings, or none)."""
+    if not findings:
+        return []
+    label = escaped(label)
+    lines: list[str] = [Heading(label)]
+    for i, f in enumerate(findings):
+        head = escaped(headline(f))
+        lines.append(Place(f"  {f.line}: {head}", label, f.line, head))
+        more = details(f) + (under[i] if under else [])
+        lines += [Place(f"      {d}", label, f.line, d) for d in map(escaped, more)]
+    return lines
+
+
+def finding_json(f: Finding, kernels: list[dict] | None = None) -> dict:
+    """A finding in --json: the log's text as it is, the line of the exception (``line``) and of
+    its traceback's start (``traceback_line``, None for a log line); a known failure's ``kernels``:
+    the files with no code for the GPUs behind it (None: not judged)."""
+    return {
+        "kind": {FIX: "fix", FAILURE: "known-failure", EFFECT: "effect"}[f.kind],
+        "name": f.name,
+        "line": f.line,
+        "traceback_line": f.start,
+        "lines": list(f.lines),
+        "count": f.count,
+        "what": f.what,
+        "file": f.frame.path if f.frame else None,
+        "file_line": f.frame.line if f.frame else None,
+        "function": f.frame.func if f.frame else None,
+        "project": f.project,
+        "releases": f.releases or None,
+        "cause": f.cause or None,
+        "advice": f.advice or None,
+        "commands": list(f.commands),
+    } | ({"kernels": kernels} if f.kind == FAILURE else {})

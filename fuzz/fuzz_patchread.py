@@ -28,10 +28,10 @@ import atheris  # noqa: E402
 with atheris.instrument_imports():
     import unidiff  # noqa: F401  (instrumented: parse drives it)
 
-    from patchkit.patch import write as patchfile  # noqa: F401
-    from patchkit.patch import read as patchread  # noqa: F401
-    from patchkit.patch.read import apply, parse, reverse
     from patchkit.errors import PatchError
+    from patchkit.patch import read as patchread  # noqa: F401
+    from patchkit.patch import write as patchfile  # noqa: F401
+    from patchkit.patch.read import apply, parse, reverse
 
 BUILT_IN = b"""From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001
 From: patchkit <patchkit@users.noreply.invalid>

@@ -105,7 +105,7 @@ def load_json(data: bytes | str):
     try:
         return json.loads(raw)
     except RecursionError:
-        raise ValueError(f"nested too deeply") from None
+        raise ValueError("nested too deeply") from None
 
 
 class Ran(NamedTuple):

@@ -25,7 +25,7 @@ class Where(NamedTuple):
     version_from: str
 
     @classmethod
-    def of(cls, s) -> "Where":
+    def of(cls, s) -> Where:
         """The target of a ``targets.session.Session``."""
         return cls(s.describe(), str(s.target.root), s.version, s.how)
 
@@ -93,7 +93,7 @@ class Place(str):
 
     __slots__ = ("path", "line", "text")
 
-    def __new__(cls, grouped: str, path: str, line: int, text: str) -> "Place":
+    def __new__(cls, grouped: str, path: str, line: int, text: str) -> Place:
         place = super().__new__(cls, grouped)
         place.path, place.line, place.text = path, line, text
         return place

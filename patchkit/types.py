@@ -57,7 +57,7 @@ class Applied(NamedTuple):
         return {"format": FORMAT, **doc}
 
     @classmethod
-    def from_json(cls, doc: dict) -> "Applied":
+    def from_json(cls, doc: dict) -> Applied:
         files = [AppliedFile(**f) for f in doc["files"]]
         fields = {k: doc[k] for k in ("version", "source", "patch_id", "from_cc", "to_cc", "patchkit")}
         return cls(files=files, **fields)

@@ -19,9 +19,29 @@ import click
 from patchkit import __version__
 from patchkit.cli.boundary import Group
 from patchkit.cli.options import (
-    ALL_FIXES_OPT, AUTO, CC, CCOrAuto, DRY_RUN_OPT, FIX_OPT, FROM_CC_OPT, JSON_OPT, PATCHES_OPT, PATH_ARG, PROJECT_OPT,
-    PYTHON_OPT, TEMPLATES_OPT, TO_CC_AUTO_OPT, TO_CC_OPT, check_cc, check_out, check_version, gpu_cc, nvidia_cc, python_opt,
-    run_each, targets,
+    ALL_FIXES_OPT,
+    AUTO,
+    CC,
+    DRY_RUN_OPT,
+    FIX_OPT,
+    FROM_CC_OPT,
+    JSON_OPT,
+    PATCHES_OPT,
+    PATH_ARG,
+    PROJECT_OPT,
+    PYTHON_OPT,
+    TEMPLATES_OPT,
+    TO_CC_AUTO_OPT,
+    TO_CC_OPT,
+    CCOrAuto,
+    check_cc,
+    check_out,
+    check_version,
+    gpu_cc,
+    nvidia_cc,
+    python_opt,
+    run_each,
+    targets,
 )
 from patchkit.errors import BadInput
 from patchkit.fixes.registry import FIXES, PROJECTS, choose_fixes, no_rule, rules_for
@@ -130,7 +150,8 @@ def apply(path, patches, no_generate, from_cc, to_cc, dry_run, version, python, 
 @JSON_OPT
 def verify(path, from_cc, to_cc, python, project, fix_names, all_fixes, as_json):
     """Exit 0 only if the patch is in effect at PATH; else 1, a line per problem."""
-    from patchkit.commands.verify import verify as command, verify_auto
+    from patchkit.commands.verify import verify as command
+    from patchkit.commands.verify import verify_auto
 
     fixes = choose_fixes(fix_names, all_fixes) if fix_names or all_fixes else None
     if to_cc == AUTO:
@@ -255,7 +276,8 @@ def watch(log, timeout, as_json):
     """Follow LOG as the server writes it (it may not exist yet, or start over; a FIFO is read
     without waiting): exit 0 at the ready line of the project the log is of, 1 with the
     diagnosis at a crash, 124 at the time-out.  Starts, signals and kills nothing."""
-    from patchkit.commands.watch import seconds, watch as command
+    from patchkit.commands.watch import seconds
+    from patchkit.commands.watch import watch as command
 
     timeout = seconds(timeout)  # checked before anything is read: nan, inf, 0 and -1 are one line, exit 2
 
@@ -321,7 +343,8 @@ def doctor(path, python, project, to_cc, as_json):
     installed for --python, each fix: needed here or not, applied or not, and what it does
     on this machine.  Read only.  Exit 1 when something this machine needs is missing; with
     no GPU seen and no --to-cc, the projects and fixes are still shown, and the exit is 2."""
-    from patchkit.commands.doctor import apply_target, doctor as command
+    from patchkit.commands.doctor import apply_target
+    from patchkit.commands.doctor import doctor as command
 
     cc = None if to_cc == AUTO else (gpu_cc(to_cc), to_cc.strip())
     given = targets(path, python, project)

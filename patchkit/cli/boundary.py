@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 import signal
 import sys
-from typing import Callable, NoReturn
+from collections.abc import Callable
+from typing import NoReturn
 
 import click
 

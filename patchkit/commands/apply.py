@@ -6,8 +6,9 @@ its keys from ``judge.auto`` and runs the same apply.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 from patchkit.errors import OK, PatchkitError, Refused
 from patchkit.fixes.registry import default_fixes, fixes_for, no_rule, rules_for
@@ -243,9 +244,9 @@ def apply_all(sessions: list[Session], patches, no_generate, from_cc, to_cc, dry
     pairs = [s.project.cc_pair(*pair) for s, pair, _ in runs]
     each = [with_applied(s, f) for s, _, f in runs]
     looks = [_kept_look(s, patches, no_generate, *pair, f, kept, named) if len(runs) > 1 else None
-             for (s, _, _), pair, (f, kept) in zip(runs, pairs, each)]
+             for (s, _, _), pair, (f, kept) in zip(runs, pairs, each, strict=True)]
     return [_apply(s, patches, no_generate, *pair, dry_run, f, look, kept, named)
-            for (s, _, _), pair, (f, kept), look in zip(runs, pairs, each, looks)]
+            for (s, _, _), pair, (f, kept), look in zip(runs, pairs, each, looks, strict=True)]
 
 
 def apply_targets(found, patches, no_generate, from_cc, to_cc, dry_run, version, fixes, named=None):

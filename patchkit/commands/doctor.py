@@ -39,7 +39,8 @@ from typing import NamedTuple
 from patchkit.errors import BAD_INPUT, OK, PROBLEMS, BadInput
 from patchkit.fixes.effects import DefaultOn, Effect, read_effects
 from patchkit.fixes.registry import FIXES
-from patchkit.gpus.smi import Machine, given, machine as read_machine, timeout
+from patchkit.gpus.smi import Machine, given, timeout
+from patchkit.gpus.smi import machine as read_machine
 from patchkit.judge.here import IN_EFFECT, MISSING, FixHere, clean_start_only, fixes_here, spelled, unneeded
 from patchkit.judge.speedups import speedups_here
 from patchkit.report import Where

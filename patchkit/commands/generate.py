@@ -8,24 +8,25 @@ Deterministic: the same repository and patchkit give byte-identical output.  Ret
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Callable, Iterable, NamedTuple
+from typing import NamedTuple
 
 from patchkit import __version__
-from patchkit.targets.atomic import remove_temps, write_atomic
 from patchkit.digest import blob_id, sha256
 from patchkit.errors import OK, PROBLEMS, REFUSED, PatchkitError, RewriteError, UnsafePath
+from patchkit.fixes.load import BACKPORT, Rule
+from patchkit.fixes.registry import FIXES, Project
+from patchkit.git.objects import GitSource, SourceFile
 from patchkit.patch import message
 from patchkit.patch.manifest import SERIES, FileEntry, FixStatus, Manifest, SeriesEntry
 from patchkit.patch.write import FileChange, format_patch, patch_filename
-from patchkit.fixes.load import BACKPORT, Rule
-from patchkit.scan.feature_path import gates_left
-from patchkit.fixes.registry import FIXES, Project
 from patchkit.rewrite.rules import rewrite_file
+from patchkit.scan.feature_path import gates_left
+from patchkit.targets.atomic import remove_temps, write_atomic
 from patchkit.types import ALREADY_UPSTREAM, CANNOT_APPLY, ERROR, INCOMPLETE, NOTHING_TO_PATCH, PATCHED
-from patchkit.git.objects import GitSource, SourceFile
 from patchkit.versions import tag_to_version
 
 PATCH_AUTHOR = "patchkit <patchkit@users.noreply.invalid>"

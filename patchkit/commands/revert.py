@@ -5,8 +5,9 @@ Returns a ``RevertResult`` per target (``render/revert.py`` says it).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 from patchkit.digest import sha256
 from patchkit.errors import OK, Refused

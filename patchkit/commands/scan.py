@@ -118,8 +118,8 @@ def scan(
     findings, seen, parsed = scan_tree(path, from_cc, cc, tables, skipped=skipped)
     target = pair(from_cc, cc)[1]
     fixes = [covered_by(f) for f in findings]
-    classes = [classify(f, target, fix) for f, fix in zip(findings, fixes)]
-    rows = [r for r in zip(findings, classes, fixes) if not unaware_only or r[1] == UNAWARE]
+    classes = [classify(f, target, fix) for f, fix in zip(findings, fixes, strict=True)]
+    rows = [r for r in zip(findings, classes, fixes, strict=True) if not unaware_only or r[1] == UNAWARE]
     return TreeScan(path, cc, from_cc, unaware_only, fmt == "markdown", seen, parsed, tuple(findings), tuple(classes),
                     tuple(rows), tuple(skipped))
 

@@ -13,16 +13,15 @@ from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
+from patchkit.errors import OK, BadInput, Refused
+from patchkit.fixes.registry import FIXES, default_fixes, fixes_for, no_rule, rules_for
+from patchkit.git.objects import GitSource
 from patchkit.patch import message
-from patchkit.targets.atomic import remove_temps, write_atomic
-from patchkit.errors import OK, BadInput
 from patchkit.patch.write import patch_filename
 from patchkit.plan import APPLY, plan_apply
-from patchkit.fixes.registry import FIXES, default_fixes, fixes_for, no_rule, rules_for
+from patchkit.targets.atomic import remove_temps, write_atomic
 from patchkit.targets.session import Session
-from patchkit.git.objects import GitSource
 from patchkit.targets.transaction import Lock
-from patchkit.errors import Refused
 
 
 def default_branch(to_cc, fixes=("torch-symm-mem",)) -> str:
@@ -119,7 +118,7 @@ def upstream(
     name = git.free_branch(branch or default_branch(to_cc, [fix for fix, _ in steps]))
     contexts = [_context(s, fix, plan, head, name, from_cc, to_cc) for fix, plan in steps]
     texts = [message.commit_message(ctx, templates) for ctx in contexts]
-    pr_context = dict(contexts[0], commits=[dict(ctx, subject=message.subject(t)) for ctx, t in zip(contexts, texts)])
+    pr_context = dict(contexts[0], commits=[dict(ctx, subject=message.subject(t)) for ctx, t in zip(contexts, texts, strict=True)])
     body = message.pr_body(pr_context, templates)
     files = sorted({c.path for _, plan in steps for c in plan.changes})
     planned = UpstreamResult(s.describe(), str(s.target.root), head, tuple(skipped), name, dry_run, tuple(fix for fix, _ in steps),
@@ -133,13 +132,13 @@ def upstream(
         waited = lock.waited()
         s.store.clean_leftovers()  # scratch folders of killed upstream runs (the lock is ours)
         scratch = s.store.root / f"upstream-{os.getpid()}"
-        for (_, plan), text in zip(steps, texts):
+        for (_, plan), text in zip(steps, texts, strict=True):
             parent = git.commit(parent, {c.path: c.after for c in plan.changes}, text, scratch)
             commits.append(parent)
         made = git.create_branch(name, parent)  # the next free name if another run took this one
     out.mkdir(parents=True, exist_ok=True)
     mboxes = []
-    for number, (commit, text) in enumerate(zip(commits, texts), 1):
+    for number, (commit, text) in enumerate(zip(commits, texts, strict=True), 1):
         mboxes.append(out / patch_filename(message.subject(text), number))
         remove_temps(mboxes[-1])  # what a killed upstream left of its own writes
         write_atomic(mboxes[-1], git.format_patch(commit), mode=0o644)

@@ -29,8 +29,9 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 from patchkit.errors import OK, PROBLEMS, TIMED_OUT, BadInput
 from patchkit.logs import phases

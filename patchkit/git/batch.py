@@ -9,7 +9,8 @@ patchkit waits on git.  Tree objects are parsed here too, with the repository's 
 
 from __future__ import annotations
 
-from typing import Iterator, NamedTuple, Sequence
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
 
 from patchkit.errors import BadInput
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from patchkit.errors import BadInput, BranchError
 from patchkit.git.batch import HASH_BYTES, CatFile, Entry, tree_entries
@@ -96,7 +96,7 @@ class GitSource:
     def releases(self, tags: list[str]) -> dict[str, Release]:
         """Commit and author date of many tags, read in one batch (and cached)."""
         wanted = [t for t in dict.fromkeys(tags) if t not in self._releases]
-        for tag, found in zip(wanted, self._objects.get([f"refs/tags/{t}^{{commit}}" for t in wanted])):
+        for tag, found in zip(wanted, self._objects.get([f"refs/tags/{t}^{{commit}}" for t in wanted]), strict=True):
             if found is None or found.kind != "commit":
                 raise BadInput(str(self.path), f"no tag {tag!r} in this repository")
             self._releases[tag] = _release(tag, found.oid, found.data)
@@ -109,7 +109,7 @@ class GitSource:
     def read_many(self, blobs: list[str]) -> dict[str, bytes]:
         """The bytes of many objects, in one batch."""
         objects = {}
-        for blob, found in zip(blobs, self._objects.get(blobs)):
+        for blob, found in zip(blobs, self._objects.get(blobs), strict=True):
             if found is None:
                 raise BadInput(str(self.path), f"cannot read object {blob}: {blob} missing")
             objects[blob] = found.data
@@ -143,7 +143,7 @@ class GitSource:
         result: dict[str, list[SourceFile]] = {}
         for tag in tags:
             found, seen = [], set()
-            for pattern, folder in zip(globs, folders):
+            for pattern, folder in zip(globs, folders, strict=True):
                 tree = next(trees)
                 if tree is None or tree.kind != "tree":
                     continue

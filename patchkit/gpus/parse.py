@@ -126,7 +126,7 @@ def links(text: str, count: int) -> list[Link]:
     matrix = [rows[a] for a in range(count)]
     known = {"X", *PCIE}  # the cells checked already (the same few repeat)
     found: list[Link] = []
-    for a, (row, column) in enumerate(zip(matrix, zip(*matrix))):
+    for a, (row, column) in enumerate(zip(matrix, zip(*matrix, strict=True), strict=True)):
         if row[a] != "X":
             raise ValueError(f"GPU{a} to itself is {row[a][:20]!r}, not X")
         for cell in set(row) - known:

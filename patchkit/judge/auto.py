@@ -18,7 +18,8 @@ from typing import NamedTuple
 from patchkit.errors import BadInput
 from patchkit.fixes.effects import read_effects
 from patchkit.fixes.registry import FIXES, Project, fixes_for
-from patchkit.gpus.smi import Machine, machine as read_machine
+from patchkit.gpus.smi import Machine
+from patchkit.gpus.smi import machine as read_machine
 from patchkit.judge.here import MISSING, fix_here, fixes_here, spelled, unneeded
 from patchkit.rewrite.capability import same
 from patchkit.targets.session import Session

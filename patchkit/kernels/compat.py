@@ -23,7 +23,8 @@ architecture number splits as cuobjdump and nvcc spell it: ``sm_120`` is 12.0, `
 
 from __future__ import annotations
 
-from typing import Iterable, NamedTuple
+from collections.abc import Iterable
+from typing import NamedTuple
 
 from patchkit.kernels.fatbin import ELF, PTX, Entry
 

@@ -11,7 +11,7 @@ words of the command line (``("/root/sglang",)``, ``("--python", "/opt/venv/bin/
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 _INSTALLED = re.compile(r"(?P<prefix>.*)/lib/(?P<python>python\d+(?:\.\d+)?)/(?P<kind>site|dist)-packages/(?P<rest>.*)")
 

@@ -19,8 +19,9 @@ import re
 import select
 import stat
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import BinaryIO
 
 from patchkit.errors import BadInput
 

@@ -76,7 +76,7 @@ class FixStatus(NamedTuple):
         return doc if self.gates is None else dict(doc, gates=self.gates)
 
     @classmethod
-    def from_json(cls, doc) -> "FixStatus":
+    def from_json(cls, doc) -> FixStatus:
         if not isinstance(doc, dict) or not isinstance(doc.get("fix"), str) or not isinstance(doc.get("status"), str):
             raise Corrupt(_PATCH_NEEDS)
         return cls(doc["fix"], doc["status"], doc.get("reason"), doc.get("gates"))
@@ -92,7 +92,7 @@ class FileEntry(NamedTuple):
     tables: list  # what the rules patched here (rewrite.rules.Found)
 
     @classmethod
-    def from_json(cls, doc) -> "FileEntry":
+    def from_json(cls, doc) -> FileEntry:
         doc = _record(doc, FILE_KEYS, _FILE_NEEDS)
         tables = [Found.from_json(_record(t, TABLE_KEYS, _WRONG_TYPE)) for t in _items(doc["tables"], _WRONG_TYPE)]
         return cls(_text(doc["path"]), doc.get("mode"), doc.get("pre_blob"), doc.get("post_blob"), _text(doc["pre_sha256"]),
@@ -113,7 +113,7 @@ class SeriesEntry(NamedTuple):
     already_upstream: list  # what the fix found already there (rewrite.rules.Found)
 
     @classmethod
-    def from_json(cls, doc) -> "SeriesEntry":
+    def from_json(cls, doc) -> SeriesEntry:
         doc = _record(doc, PATCH_KEYS, _PATCH_NEEDS)
         files = [FileEntry.from_json(f) for f in _items(doc["files"], _FILE_NEEDS, empty=False)]
         upstream = [Found.from_json(t) for t in doc.get("already_upstream") or [] if isinstance(t, dict)]
@@ -134,7 +134,7 @@ class Manifest(NamedTuple):
         return (json.dumps(_plain(self), indent=2, sort_keys=True) + "\n").encode()
 
     @classmethod
-    def from_json(cls, doc) -> "Manifest":
+    def from_json(cls, doc) -> Manifest:
         """The manifest a document holds (one of patchkit before series as a one-patch series);
         Corrupt when it lacks what readers use or a field has the wrong type."""
         doc = _record(_upgrade(doc) if isinstance(doc, dict) else doc, MANIFEST_KEYS, _NEEDS_KEYS)

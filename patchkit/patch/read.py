@@ -10,8 +10,8 @@ from __future__ import annotations
 import io
 from typing import NamedTuple
 
-from patchkit.patch.write import split_lines
 from patchkit.errors import PatchError
+from patchkit.patch.write import split_lines
 
 
 class Hunk(NamedTuple):
@@ -88,7 +88,7 @@ def parse(data: bytes, name: str = "<patch>") -> list[FilePatch]:
     if len(headers) != len(patch_set):
         raise PatchError(name, "corrupt patch: file sections do not match their diff --git lines")
     files = []
-    for section, path in zip(patch_set, headers):
+    for section, path in zip(patch_set, headers, strict=True):
         if section.path != path:
             raise PatchError(name, f"corrupt patch: section for {section.path} is headed {path}")
         if not len(section):

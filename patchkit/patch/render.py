@@ -7,7 +7,6 @@ from pathlib import Path
 from patchkit.data import shipped
 from patchkit.errors import BadInput
 
-
 _ENVIRONMENTS: dict = {}
 
 

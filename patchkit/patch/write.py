@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from typing import NamedTuple
+
 from patchkit.text import plural
 
 CONTEXT = 3
@@ -86,7 +87,7 @@ def file_diff(change: FileChange) -> bytes:
 def diffstat(paths: list[str], sections: list[bytes]) -> str:
     """The ``git format-patch`` summary of ``file_diff`` sections."""
     rows = []
-    for path, section in zip(paths, sections):
+    for path, section in zip(paths, sections, strict=True):
         lines = section.split(b"\n")[4:]  # past diff/index/---/+++
         rows.append((path, sum(x.startswith(b"+") for x in lines), sum(x.startswith(b"-") for x in lines)))
     width = max(len(p) for p, _, _ in rows)

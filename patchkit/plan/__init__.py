@@ -10,12 +10,18 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from patchkit import __version__
-from patchkit.errors import BadInput
 from patchkit.digest import sha256
-from patchkit.types import ALREADY_APPLIED, ALREADY_UPSTREAM, NOTHING_TO_PATCH, NOTHING_TO_REVERT, Applied, AppliedFile
-from patchkit.types import Change
-from patchkit.errors import Refused
+from patchkit.errors import BadInput, Refused
 from patchkit.patch.manifest import Shipped
+from patchkit.types import (
+    ALREADY_APPLIED,
+    ALREADY_UPSTREAM,
+    NOTHING_TO_PATCH,
+    NOTHING_TO_REVERT,
+    Applied,
+    AppliedFile,
+    Change,
+)
 
 APPLY = "apply"
 REVERT = "revert"

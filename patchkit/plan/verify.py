@@ -10,7 +10,8 @@ and the JIT builds (``commands/verify.py``); each problem and note here is one l
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 from patchkit.digest import sha256
 from patchkit.errors import PatchkitError, RewriteError
@@ -90,7 +91,7 @@ def plan_verify(
             checked.append(Checked(where, "post-image hash recorded at apply", tuple(t["name"] for t in recorded[rel].tables)))
         elif any(name.encode() in data for name in names):
             try:
-                tables = _localized(lambda: _evaluate(data, rel, names), local)
+                tables = _localized(lambda data=data, rel=rel: _evaluate(data, rel, names), local)
             except RewriteError as exc:
                 problems.append(str(exc))
                 continue
@@ -120,7 +121,7 @@ def plan_verify(
         if where in done or not carried and not any(n.encode() in data for r in rules for n in r.names()):
             continue
         try:
-            result = _localized(lambda: _rewrite(data, rel, rules, read, root, version), local)
+            result = _localized(lambda data=data, rel=rel: _rewrite(data, rel, rules, read, root, version), local)
         except RewriteError as exc:
             problems.append(str(exc))
             continue

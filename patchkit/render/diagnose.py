@@ -53,7 +53,7 @@ def to_json(r) -> dict:
     return {
         "command": "diagnose",
         "logs": [{"log": log.label, "lines": log.lines, "tracebacks": log.tracebacks,
-                  "findings": [finding_json(f, _files(c)) for f, c in zip(log.findings, log.code)]} for log in r.logs],
+                  "findings": [finding_json(f, _files(c)) for f, c in zip(log.findings, log.code, strict=True)]} for log in r.logs],
         "failures": r.failures,
         "effects": r.effects,
     }

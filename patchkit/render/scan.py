@@ -157,7 +157,7 @@ def _compare_text(r: CompareScan) -> list[str]:
                 lines += table([(b, f"{ca} -> {cb}", fix) for b, _, fix, _, ca, _ in mine], classes=True)
         lines.append("")
     else:
-        for (title, rows), (word, rel) in zip(sections, (("appeared", after), ("disappeared", before))):
+        for (title, rows), (word, rel) in zip(sections, (("appeared", after), ("disappeared", before)), strict=True):
             if rows:
                 lines.append(Heading(f"{title}: {plural(len(rows), 'gate')}"))
                 lines += grouped(rows, where=lambda f, t=rel.tag: f"{t}:{f.path}", indent="  ", prefix=f"{word}: ")
@@ -166,9 +166,10 @@ def _compare_text(r: CompareScan) -> list[str]:
             if mine:
                 paths = len({row[0].path for row in mine})
                 lines.append(Heading(f"became {cb}: {plural(len(mine), 'gate')} in {plural(paths, 'file')}"))
+                was = {id(b): a for b, _, _, a, _, _ in mine}
                 lines += grouped(
                     [(b, cb, fix, a, ca) for b, _, fix, a, ca, _ in mine],
-                    line=lambda f, old={id(b): a for b, _, _, a, _, _ in mine}: f"{old[id(f)].line} -> {f.line}",
+                    line=lambda f, was=was: f"{was[id(f)].line} -> {f.line}",
                     tag=lambda row: f" (was {row[4]})",
                     where=lambda f: f"{after.tag}:{f.path}",
                     prefix="became ",

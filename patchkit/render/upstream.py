@@ -20,7 +20,7 @@ def to_text(r, terminal: bool) -> list[str]:
     made = r.made
     if made.waited:
         lines.append(made.waited)
-    for (files, source), commit, text in zip(r.changes, made.commits, r.messages):
+    for (files, source), commit, text in zip(r.changes, made.commits, r.messages, strict=True):
         lines.append(f"created branch {made.branch} at {commit[:12]}: {message.subject(text)}" if len(r.messages) == 1
                      else f"committed {commit[:12]} on branch {made.branch}: {message.subject(text)}")
         lines.append(f"  author {made.author[0]} <{made.author[1]}>; {plural(files, 'file')} changed ({source})")

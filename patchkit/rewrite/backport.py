@@ -142,8 +142,8 @@ def _merge(base: list[bytes], ours: list[bytes], hunks: tuple[Hunk, ...], name: 
     theirs, offsets = _patch(base, hunks)
     if theirs is None:
         raise RewriteError(path, f"{offsets.name()} does not apply to {name}, the release the change was made on")
-    spans, pos, delta = [], 0, 0  # where each hunk sits in base, to name the one that conflicts
-    for h, off in zip(hunks, offsets):
+    spans, delta = [], 0  # where each hunk sits in base, to name the one that conflicts
+    for h, off in zip(hunks, offsets, strict=True):
         start = max(h.old_start - 1, 0) + delta + off if h.old else h.old_start + delta + off
         spans.append((start, start + len(h.old), h))
         delta += off

@@ -12,9 +12,9 @@ Plain Python: no LibCST, so the command line can parse a cc without paying for i
 from __future__ import annotations
 
 import re
-from typing import Any, NamedTuple, Union
+from typing import Any, NamedTuple
 
-CC = Union[int, str]  # a capability as written: 12 or "12.0"
+CC = int | str  # a capability as written: 12 or "12.0"
 
 _WRITTEN = re.compile(r"\s*([0-9]+)(?:\.([0-9]*))?\s*")
 _DOTTED = re.compile(r"([0-9]+)\.([0-9]+)")

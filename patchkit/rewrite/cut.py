@@ -13,7 +13,7 @@ import ast
 import difflib
 import re
 import warnings
-from typing import Callable
+from collections.abc import Callable
 
 _COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=]", re.M)
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)

@@ -11,8 +11,8 @@ from_cc>`` right after the ``from_cc`` entry.  The value node is copied verbatim
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import libcst as cst
 

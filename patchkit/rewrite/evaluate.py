@@ -8,7 +8,8 @@ constant assignments (``MiB = 1024 * 1024``).  Anything else is an error.
 from __future__ import annotations
 
 import operator
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import libcst as cst
 

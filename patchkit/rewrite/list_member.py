@@ -27,7 +27,6 @@ from patchkit.rewrite.output import LINE_LENGTH, Found, Rewritten, new_literal, 
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
 
 
-
 @dataclass(frozen=True)
 class Locator:
     """Which lists a rule means: exactly one of ``call`` + ``keyword`` (a keyword argument,

@@ -60,7 +60,7 @@ class PredicateRewrite:
     source: bytes
     predicates: tuple[PredicateResult, ...]
     added: tuple[str, ...] = ()  # "_is_sm120_supported = ...", "from sglang.srt.utils import is_sm120_supported"
-    helper: "Helper | None" = None  # the helper the added lines call, which the module does not define
+    helper: Helper | None = None  # the helper the added lines call, which the module does not define
 
     @property
     def changed(self) -> bool:
@@ -112,7 +112,7 @@ def _insert_flag(root: cst.BooleanOperation, k: int, new_flag: str) -> cst.Boole
     operands.insert(k + 1, cst.Name(new_flag))
     ops.insert(k, new_op)
     node = operands[0]
-    for op, operand in zip(ops, operands[1:]):
+    for op, operand in zip(ops, operands[1:], strict=True):
         node = cst.BooleanOperation(left=node, operator=op, right=operand)
     return node.with_changes(lpar=root.lpar, rpar=rpar)
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from typing import Callable, Iterable, NamedTuple
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
 from patchkit.fixes.load import BACKPORT, DICT_KEY, LIST_MEMBER, PREDICATE, Rule
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
@@ -46,7 +47,7 @@ class Found(NamedTuple):
     def patched(self) -> bool:
         return self.status == PATCHED
 
-    def at(self, path: str) -> "Found":
+    def at(self, path: str) -> Found:
         return self._replace(path=path)
 
     def to_json(self) -> dict:
@@ -58,7 +59,7 @@ class Found(NamedTuple):
         return doc if self.path is None else dict(doc, path=self.path)
 
     @classmethod
-    def from_json(cls, doc: dict) -> "Found":
+    def from_json(cls, doc: dict) -> Found:
         """A recorded one (a manifest's: checked by its reader)."""
         added = doc.get("added")
         return cls(doc.get("fix"), doc.get("kind"), doc["name"], doc["scope"], doc["status"],

@@ -10,7 +10,8 @@ own way, all derived here: ``label`` ("module", "class A.B"), ``qualify`` ("A.B.
 
 from __future__ import annotations
 
-from typing import Iterator, NamedTuple
+from collections.abc import Iterator
+from typing import NamedTuple
 
 import libcst as cst
 

@@ -11,7 +11,8 @@ aware``: unaware in A, aware in B); each gate of A without a partner *disappeare
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 from patchkit.scan.finding import TABLE, Finding
 from patchkit.scan.tree import in_scan, scan_sources
@@ -42,7 +43,7 @@ def releases(source, tags: list[str], from_cc, cc, tables, classify: Callable[[F
     files = {tag: [(f.path, f.blob) for f in source.files(tag, GLOBS) if in_scan(f.path)] for tag in tags}
     todo = list(dict.fromkeys(pb for tag in tags for pb in files[tag]))
     data = source.read_many(list(dict.fromkeys(blob for _, blob in todo)))
-    results = dict(zip(todo, scan_sources([(path, data[blob]) for path, blob in todo], from_cc, cc, tables)))
+    results = dict(zip(todo, scan_sources([(path, data[blob]) for path, blob in todo], from_cc, cc, tables), strict=True))
     out = []
     for tag in tags:
         skipped += [(tag, pb[0], results[pb][2]) for pb in files[tag] if results[pb][2] is not None]
@@ -64,7 +65,7 @@ def compare(before: Release, after: Release) -> Changes:
         old[key(f)].append(i)
     taken: set[int] = set()
     appeared, changed, unchanged = [], [], 0
-    for f, cls in zip(after.findings, after.classes):
+    for f, cls in zip(after.findings, after.classes, strict=True):
         partners = old.get(key(f))
         if not partners:
             appeared.append((f, cls))
@@ -75,5 +76,5 @@ def compare(before: Release, after: Release) -> Changes:
             unchanged += 1
         else:
             changed.append((before.findings[i], f, before.classes[i], cls))
-    disappeared = [(f, c) for i, (f, c) in enumerate(zip(before.findings, before.classes)) if i not in taken]
+    disappeared = [(f, c) for i, (f, c) in enumerate(zip(before.findings, before.classes, strict=True)) if i not in taken]
     return Changes(appeared, disappeared, changed, unchanged)

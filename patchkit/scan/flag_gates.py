@@ -17,7 +17,7 @@ where a flag expression stands.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import libcst as cst
 

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import operator
 import re
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import libcst as cst
 
-from patchkit.rewrite.capability import MAJOR, TUPLE, Cap, CC, Literal, has_key, literal, sides, table_keys
+from patchkit.rewrite.capability import CC, MAJOR, TUPLE, Cap, Literal, has_key, literal, sides, table_keys
 from patchkit.rewrite.dict_key import key_value
 from patchkit.rewrite.dict_key import one_line as _rewriter_one_line
 from patchkit.rewrite.scope import MODULE, Scope, assignments, header, statements
@@ -230,7 +231,7 @@ class _Gates(cst.CSTVisitor):
                 lits.append(_literal_of(t.comparator))
         if all(lit is None for lit in lits):
             return
-        subjects = [lit is None and self._subject(operand) for lit, operand in zip(lits, operands)]
+        subjects = [lit is None and self._subject(operand) for lit, operand in zip(lits, operands, strict=True)]
         if not any(subjects):
             return
         if self.key not in self.naming:  # a capability compared with the cc's major
@@ -277,7 +278,7 @@ class _Gates(cst.CSTVisitor):
         if results[0] == results[1]:
             return
         kind = MEMBERSHIP if MEMBERSHIP in kinds else COMPARISON if COMPARISON in kinds else EQUALITY
-        subject = next(o for o, s in zip(operands, subjects) if s)
+        subject = next(o for o, s in zip(operands, subjects, strict=True) if s)
         self.hits.append(_Hit(node, kind, short(one_line(node)), tuple(values), one_line(subject), False, self.key))
 
 

@@ -73,7 +73,7 @@ def _key_patterns(c: Cap) -> tuple[re.Pattern, ...]:
 def marks(src: bytes, a: Cap, b: Cap) -> list[int]:
     """Offsets in ``src`` near which a finding may be (a superset), sorted."""
     out: set[int] = set()
-    for quoted, rx in zip((False, True), _key_patterns(a)):
+    for quoted, rx in zip((False, True), _key_patterns(a), strict=True):
         for m in rx.finditer(src):
             i = m.start() - 1
             if quoted:

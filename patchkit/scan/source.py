@@ -22,7 +22,7 @@ from __future__ import annotations
 import libcst as cst
 
 from patchkit.rewrite.capability import CC, pair
-from patchkit.scan import preprocessor, prefilter, statement_cutter
+from patchkit.scan import prefilter, preprocessor, statement_cutter
 from patchkit.scan.finding import Finding
 from patchkit.scan.gate_visitor import visit
 

@@ -14,7 +14,8 @@ import io
 import re
 import tokenize
 import warnings
-from typing import Iterator, NamedTuple
+from collections.abc import Iterator
+from typing import NamedTuple
 
 from patchkit.rewrite.scope import BLOCK, CLASS, DEF, MODULE, Scope
 

@@ -110,7 +110,7 @@ def scan_sources(
 def _collect(rels: list[str], results, skipped) -> tuple[list[Finding], int, int]:
     findings: list[Finding] = []
     parsed = 0
-    for rel, (found, ok, why) in zip(rels, results):
+    for rel, (found, ok, why) in zip(rels, results, strict=True):
         findings += found
         parsed += ok
         if why is not None and skipped is not None:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import os
 import re
-from typing import NamedTuple
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import NamedTuple
 
 # Interpreter cache tags look like "cpython-311", "pypy39", "pypy39-pp73",
 # "graalpy231-310": a name that contains a digit, no dots.  Optimized pycs add

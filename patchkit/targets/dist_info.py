@@ -11,9 +11,9 @@ comma in it is one path).  Nothing of the distribution is imported or run.
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable, Iterable
 from importlib.metadata import Distribution, PackagePath
 from pathlib import Path
-from typing import Callable, Iterable
 
 from patchkit.bounded import read_file
 from patchkit.errors import BadInput

@@ -43,10 +43,11 @@ import fcntl
 import os
 import re
 import stat
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from itertools import islice
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping, NamedTuple, Sequence
+from typing import NamedTuple
 
 from patchkit.errors import BadInput, Refused, UnsafePath
 from patchkit.versions import at_least, is_version

@@ -9,10 +9,10 @@ from typing import NamedTuple
 
 from patchkit.errors import BadInput
 from patchkit.fixes.registry import PROJECTS, Project
-from patchkit.targets.safety import resolve_inside
 from patchkit.git.refs import git_dir, release_tags_at_head
 from patchkit.targets.environment import WHEEL, Install
 from patchkit.targets.import_path import read_text
+from patchkit.targets.safety import resolve_inside
 from patchkit.versions import tag_to_version
 
 CHECKOUT = "git checkout"

@@ -81,7 +81,7 @@ def runs_project(argv: list[str], project: str) -> bool:
             return True
     elif _is_script_of(rest[0], project):
         return True
-    later = [m for flag, m in zip(rest[1:], rest[2:]) if flag == "-m"]
+    later = [m for flag, m in zip(rest[1:], rest[2:], strict=False) if flag == "-m"]
     return any(m == project or m.startswith(project + ".") for m in later)
 
 

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import fnmatch
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from patchkit.bounded import read_file
 from patchkit.data import shipped as shipped_dir
-from patchkit.errors import BadInput, PatchkitError, UnsafePath
-from patchkit.plan import release_changed
-from patchkit.patch.manifest import FixStatus, Manifest, Shipped, read_manifest
-from patchkit.fixes.registry import Project, fixes_for
-from patchkit.targets.safety import check_relative
-from patchkit.targets.locate import INSTALLED, Target, open_install, open_target
 from patchkit.digest import sha256
+from patchkit.errors import BadInput, PatchkitError, UnsafePath
+from patchkit.fixes.registry import Project, fixes_for
+from patchkit.patch.manifest import FixStatus, Manifest, Shipped, read_manifest
+from patchkit.plan import release_changed
+from patchkit.targets.locate import INSTALLED, Target, open_install, open_target
+from patchkit.targets.safety import check_relative
 from patchkit.targets.state import Store
 from patchkit.types import CANNOT_APPLY, INCOMPLETE, Applied
 from patchkit.versions import is_version, public
@@ -35,7 +35,7 @@ class Session:
         self.how = how
 
     @classmethod
-    def open(cls, path: Path, version: str | None = None, project: str | None = None, install=None) -> "Session":
+    def open(cls, path: Path, version: str | None = None, project: str | None = None, install=None) -> Session:
         """The target at ``path``, or the one that ``--python`` found (``install``, an ``environment.Install``)."""
         target = open_install(install) if install is not None else open_target(path, project)
         found, how = target.version(version)

@@ -28,7 +28,6 @@ from patchkit.errors import BadInput, UnsafePath
 from patchkit.targets.atomic import STATE_LINK, fsync_dir, make_dir, read_private, write_atomic
 from patchkit.types import FORMAT, Applied
 
-
 LINK = STATE_LINK
 
 

@@ -21,18 +21,17 @@ import os
 import signal
 import stat
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
-from patchkit.targets import bytecode
-from patchkit.errors import BadInput, Interrupted, PatchkitError, Pending, Refused, UnsafePath
-from patchkit.targets.locate import INSTALLED, Target
-from patchkit.targets.atomic import read_private, remove_temps, write_atomic
 from patchkit.digest import sha256
+from patchkit.errors import BadInput, Interrupted, PatchkitError, Pending, Refused, UnsafePath
+from patchkit.targets import bytecode
+from patchkit.targets.atomic import read_private, remove_temps, write_atomic
+from patchkit.targets.locate import INSTALLED, Target
 from patchkit.targets.state import LINK, Store
-from patchkit.types import Applied
-from patchkit.types import Change
+from patchkit.types import Applied, Change
 
 # Test hook: PATCHKIT_FAULT=<point> makes this process SIGKILL itself at that point
 # (objects, journal, file:1, file:2, ..., state, bytecode); PATCHKIT_FAULT=enospc@<point>
@@ -97,7 +96,7 @@ class Lock:
             raise UnsafePath(str(path), "refused: not a regular file")
         return fd
 
-    def __enter__(self) -> "Lock":
+    def __enter__(self) -> Lock:
         import fcntl
 
         path = self.store.lock_file
@@ -187,7 +186,7 @@ def commit(target: Target, store: Store, changes: list[Change], applied: Applied
             }
         )
         fault("journal", store.journal_file)
-        for i, (change, path) in enumerate(zip(changes, paths), 1):
+        for i, (change, path) in enumerate(zip(changes, paths, strict=True), 1):
             write_atomic(path, change.after, mode=os.stat(path).st_mode & 0o7777)
             fault(f"file:{i}", path)
         return _finish(target, store, [c.path for c in changes], applied)

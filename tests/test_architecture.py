@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from support.repos import ROOT
 
 PACKAGE = ROOT / "patchkit"
 
@@ -82,3 +82,14 @@ def test_every_stage_is_in_the_architecture_doc() -> None:
         for prefix in prefixes:
             if prefix != "patchkit":
                 assert f"`{prefix.removeprefix('patchkit.').replace('.', '/')}" in doc, prefix
+
+
+def test_tests_import_their_helpers_from_the_support_package() -> None:
+    """tests/conftest.py holds fixtures only; a test module imports its helpers from the package
+    tests/support/ (``from support.cli import invoke``), so pytest runs from any folder."""
+    found = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_bytes())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            found += [f"{path.relative_to(ROOT)}:{node.lineno} imports {name}" for name in names if name.split(".")[0] in ("conftest", "crash_helpers")]
+    assert found == []

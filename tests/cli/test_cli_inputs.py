@@ -13,7 +13,8 @@ from pathlib import Path
 import click
 import pytest
 
-from conftest import invoke, make_repo, run_cli
+from support.cli import invoke, run_cli
+from support.repos import make_repo
 from patchkit.cli import cli
 from patchkit.versions import is_version
 

@@ -23,7 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GIT_ENV, PROCESS_ENV, copy_venv, make_repo
+from support.cli import PROCESS_ENV
+from support.repos import GIT_ENV, make_repo
+from support.venvs import copy_venv
 
 PATCHKIT = [sys.executable, "-m", "patchkit"]
 

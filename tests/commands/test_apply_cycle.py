@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DC, git, invoke, make_repo, run_cli, symm_effect
+from support.cli import invoke, run_cli
+from support.repos import DC, git, make_repo, symm_effect
 from patchkit.rewrite.evaluate import tables
 from patchkit.fixes.registry import SGLANG
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PROCESS_ENV, ROOT, invoke, run_cli
+from support.cli import PROCESS_ENV, invoke, run_cli
+from support.repos import ROOT
 from logs import real_text as r
 from patchkit.errors import BAD_INPUT, OK, PROBLEMS
 

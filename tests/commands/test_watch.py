@@ -14,7 +14,7 @@ import threading
 import time
 from pathlib import Path
 
-from conftest import PROCESS_ENV
+from support.cli import PROCESS_ENV
 from logs import real_text as r
 from patchkit.commands.watch import POLL, watch
 from patchkit.errors import OK, PROBLEMS, TIMED_OUT

@@ -45,6 +45,7 @@ def test_the_shipped_speedup() -> None:
 
 
 @pytest.mark.parametrize("version", ["0.5.21", "0.5.23"])
+@pytest.mark.network
 def test_the_measurement_is_quoted_from_the_real_sglang_wheel(version: str) -> None:
     (sp,) = read_speedups()
     with wheel("sglang", version) as whl:
@@ -65,6 +66,7 @@ def test_the_measurement_is_quoted_from_the_real_sglang_wheel(version: str) -> N
     ("flashinfer-python", "0.6.18.post1", "flashinfer/comm/pcie_ipc_ar.py", False),
     ("flashinfer-python", "0.7.0", "flashinfer/comm/pcie_ipc_ar.py", True),
 ])
+@pytest.mark.network
 def test_the_first_releases_that_have_it(distribution: str, version: str, path: str, has: bool) -> None:
     (sp,) = read_speedups()
     with wheel(distribution, version) as whl:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git
+from support.repos import git
 from patchkit.git.refs import git_dir, release_tags_at_head
 
 

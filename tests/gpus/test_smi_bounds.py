@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import copy_venv, invoke
+from support.cli import invoke
+from support.venvs import copy_venv
 from standin import DATA, scripted
 from patchkit.errors import BadInput
 from patchkit.gpus import parse

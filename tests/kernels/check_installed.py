@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import invoke
+from support.cli import invoke
 from oracle import installed_venv
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "gpus"))

@@ -9,7 +9,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from conftest import invoke
+from support.cli import invoke
 from oracle import FIXTURES
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "gpus"))

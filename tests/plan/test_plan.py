@@ -14,7 +14,7 @@ from hashlib import sha256
 
 import pytest
 
-from conftest import DC, UTILS_NEW, comm
+from support.repos import DC, UTILS_NEW, comm
 from patchkit import __version__
 from patchkit.digest import blob_id
 from patchkit.errors import BadInput, Refused

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DC, git, invoke, make_repo, run_cli
+from support.cli import invoke, run_cli
+from support.repos import DC, git, make_repo
 from patchkit.digest import sha256
 from patchkit.plan import release_changed
 from patchkit.targets.state import Store

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import copy_venv, run_cli
+from support.cli import run_cli
+from support.venvs import copy_venv
 
 DC = "sglang/srt/distributed/device_communicators"
 FILES = (f"{DC}/all_reduce_utils.py", f"{DC}/torch_symm_mem.py")

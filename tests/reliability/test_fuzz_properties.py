@@ -26,7 +26,7 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 
-from conftest import UTILS_NEW, comm
+from support.repos import UTILS_NEW, comm
 from patchkit.errors import RewriteError
 from patchkit.rewrite.evaluate import tables as evaluate_tables
 from patchkit.patch.write import FileChange, format_patch
@@ -35,7 +35,7 @@ from patchkit.errors import PatchError
 from patchkit.digest import blob_id
 from patchkit.fixes.registry import SGLANG
 from patchkit.rewrite.dict_key import rewrite
-from crash_helpers import COMM, PATCH_NAME, UTILS
+from support.crash import COMM, PATCH_NAME, UTILS
 from test_rewriter_properties import FRAGMENTS, NAMES, cases
 
 # Examples per property (docs/RELIABILITY.md is checked against these).

@@ -11,7 +11,7 @@ line that names the file, nothing written in the checkout, and nothing outside i
 changed (a sibling folder and the patches folder are compared byte for byte, with
 modes and mtimes).  Each case also runs verify, status and revert on the same input.
 
-The commands run in this process (crash_helpers.pk: the same command line, exit code and
+The commands run in this process (support.crash.pk: the same command line, exit code and
 bytes), except where the process itself is what is checked: a source that could crash or
 hang the interpreter (deep nesting, values too large to fold) runs in a subprocess, and
 the permission cases run as another user.
@@ -33,8 +33,8 @@ from typing import Callable
 
 import pytest
 
-from conftest import DC, UTILS_NEW, comm, git, make_repo
-from crash_helpers import (
+from support.repos import DC, UTILS_NEW, comm, git, make_repo
+from support.crash import (
     COMM,
     FILES,
     HANG_GUARD,
@@ -391,7 +391,7 @@ BROKEN_SOURCES = [
 
 def _run_isolated(args: list[str]) -> subprocess.CompletedProcess:
     """``python -m patchkit`` in a subprocess: a crash is a signal, a hang is killed at the hang guard."""
-    from crash_helpers import env
+    from support.crash import env
 
     try:
         done = subprocess.run([sys.executable, "-m", "patchkit", *args], env=env(), capture_output=True, timeout=HANG_GUARD)
@@ -596,7 +596,7 @@ def nobody_path(tmp_path_factory: pytest.TempPathFactory) -> str:
     PYTHONPATH as it is when nobody reaches it; for a clone in a private folder (mode 700,
     as `mktemp -d` makes and /root is) a world-readable copy of the source tree and of the
     installed files of patchkit's dependencies, in a folder that nobody reaches."""
-    from crash_helpers import ROOT, env
+    from support.crash import ROOT, env
 
     import patchkit
 
@@ -635,7 +635,7 @@ def nobody_path(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 def _as(user: str, *args: str) -> subprocess.CompletedProcess:
     """patchkit as root or as nobody (setpriv), a separate process."""
-    from crash_helpers import env
+    from support.crash import env
 
     prefix = SETPRIV if user == "nobody" else []
     done = subprocess.run(

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git
-from crash_helpers import (
+from support.repos import git
+from support.crash import (
     BRANCH,
     FILES,
     HANG_GUARD,

@@ -355,6 +355,7 @@ def _check_added(old: bytes, new: bytes, function: str, inserted: list[bytes]) -
     assert after == [before[0].replace(FLAG.encode(), FLAG.encode() + b" or _is_sm120_supported")]
 
 
+@pytest.mark.network
 def test_sglang_0_5_9_helper_imported() -> None:
     with zipfile.ZipFile(fetch_wheel("0.5.9", default_cache())) as wheel:
         old = wheel.read(COMMUNICATOR)
@@ -381,6 +382,7 @@ def test_sglang_0_5_9_helper_imported() -> None:
     assert (again.source, again.changed) == (result.source, False)
 
 
+@pytest.mark.network
 def test_sglang_0_5_23_helper_reached_as_an_attribute() -> None:
     with zipfile.ZipFile(fetch_wheel("0.5.23", default_cache())) as wheel:
         old = wheel.read(ADD_NORM)

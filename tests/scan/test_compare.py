@@ -1,6 +1,6 @@
 """``patchkit scan --repo R --tag A --tag B``: two releases read from git objects, compared.
 
-The repositories are built here (``conftest.make_repo``) from snippets written for these
+The repositories are built here (``support.repos.make_repo``) from snippets written for these
 tests.  The last tests run over real releases: SGLang 0.5.9 and 0.5.23 from PyPI, or the
 full mirror ($PATCHKIT_REAL_MIRROR).
 """
@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import invoke, make_repo, real_mirror
+from support.cli import invoke
+from support.repos import make_repo
 from patchkit.commands.scan import covered_by, scan
 from patchkit.errors import BAD_INPUT, OK, PROBLEMS, BadInput
 from patchkit.rewrite.capability import literal, pair
@@ -199,9 +200,9 @@ def test_cli_json_exit_code(repo: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def mirror(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def mirror(prebuilt) -> Path:
     """The full SGLang mirror ($PATCHKIT_REAL_MIRROR), or one of 0.5.9 and 0.5.23 built from PyPI."""
-    return real_mirror(tmp_path_factory, "PATCHKIT_REAL_MIRROR", "sglang", ("0.5.9", "0.5.23"))
+    return prebuilt.mirror("sglang")
 
 
 def _names_12(f) -> bool:

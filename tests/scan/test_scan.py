@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import patchkit.scan.source as scan_module
-from conftest import invoke
+from support.cli import invoke
 from patchkit.commands.scan import scan
 from patchkit.errors import BAD_INPUT, OK, PROBLEMS, BadInput
 from patchkit.report import render

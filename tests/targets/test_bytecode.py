@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import ROOT
+from support.repos import ROOT
 from patchkit.targets import bytecode
 from patchkit.targets.bytecode import Pyc, cached_files, check, drop
 

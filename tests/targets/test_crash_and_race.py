@@ -4,7 +4,7 @@ concurrent runs.
 
 Every run that is killed or raced is a separate process (``python -m patchkit``) on a git
 checkout built in the test; the commands that look at what it left run in this process
-(crash_helpers.pk).  After each interruption the next apply or revert must leave the
+(support.crash.pk).  After each interruption the next apply or revert must leave the
 checkout fully original (the tag's exact bytes) or fully patched (the shipped patch's
 exact bytes, key 12 = key 10 in both tables), with the state dir agreeing and no
 journal, lock or temp file left behind; its exact lines are checked.  Kills at random
@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import symm_effect
-from crash_helpers import (
+from support.repos import symm_effect
+from support.crash import (
     COMM,
     FILES,
     HANG_GUARD,

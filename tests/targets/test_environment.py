@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import copy_venv, invoke
+from support.cli import invoke
+from support.venvs import copy_venv
 from patchkit.errors import BadInput
 from patchkit.targets.environment import EDITABLE, WHEEL, read_environment
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import patchkit
-from conftest import TICK_NS, after_start, running
+from support.procs import TICK_NS, after_start, running
 from patchkit.targets import processes
 from patchkit.targets.processes import Process, parse_start_ticks, restart_lines, runs_project, stale_processes
 

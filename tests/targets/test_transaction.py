@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DC
+from support.repos import DC
 from patchkit.errors import BadInput, Refused
 from patchkit.targets import transaction
 from patchkit.targets.locate import DIRECTORY, Target, open_target

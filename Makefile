@@ -37,14 +37,16 @@ install: $(VENV)/.installed
 
 # The tests write, fsync and delete many small files (checkouts, virtualenvs, state dirs): in a
 # RAM file system when there is one (TEST_TMPDIR=/tmp to choose another); a green run leaves nothing.
-# They run in one process per core (TEST_WORKERS=0: in this one), each test file in one process.
+# They run in two processes per core, at most 8 (TEST_WORKERS=0: in this one), each test file in
+# one process: a test often waits (pip, git, fsync, a real time-out), and on a busy machine each
+# process gets its share of the cores.  make test prints the 20 slowest (docs/TESTING.md).
 TEST_TMPDIR ?= $(firstword $(wildcard /dev/shm) $(TMPDIR) /tmp)
-TEST_WORKERS ?= auto
+TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print(min(8, 2 * len(os.sched_getaffinity(0))))' 2>/dev/null || echo 2)
 PYTEST := TMPDIR=$(TEST_TMPDIR) $(VENV)/bin/pytest -q -p no:cacheprovider -o tmp_path_retention_policy=failed \
 	-n $(TEST_WORKERS) --dist loadfile
 
 test: install
-	$(PYTEST)
+	$(PYTEST) --durations=20
 
 # The reliability suite at full size: a few hundred SIGKILLs of apply, revert and upstream,
 # races, hostile and broken input (make test runs it with fewer kills). See docs/RELIABILITY.md.

@@ -11,34 +11,48 @@ DEMO_VERSION := 0.5.9
 
 .PHONY: test test-reliability fuzz demo venv install sglang-mirror flashinfer-mirror vllm-mirror patches check-patches check-kernels bench clean
 
-# The virtualenv with the test dependencies; rebuilt when pyproject.toml changes.
+# The virtualenv with the test dependencies; rebuilt when pyproject.toml changes.  It installs
+# patchkit too, from this tree (.fresh tells the install step below that it is done already).
+# setuptools builds in build/lib and keeps what it copied there: a file deleted from patches/
+# would still ship.  Each build starts that folder afresh.
 $(VENV)/.deps: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	rm -rf build/lib build/bdist.*
 	$(PY) -m pip install --quiet ".[test]"
-	touch $@
+	touch $@ $(VENV)/.fresh
 
 venv: $(VENV)/.deps
 
-# A real (non-editable) install, as a user gets it: shipped patches and templates included.
-# setuptools builds in build/lib and keeps what it copied there: a file deleted from patches/
-# would still ship.  Start that folder afresh each time.
-install: venv
-	rm -rf build/lib build/bdist.*
-	$(PY) -m pip install --quiet --no-deps --force-reinstall .
+# A real (non-editable) install, as a user gets it: shipped patches and templates included;
+# redone when a file (or a folder: a file added or deleted) of the package changed since.
+# (Absolute names: `patches` alone would be the target of that name below.)
+SOURCES := $(shell find $(CURDIR)/patchkit $(CURDIR)/patches $(CURDIR)/templates -name __pycache__ -prune -o -print)
+$(VENV)/.installed: $(VENV)/.deps $(SOURCES)
+	if [ -e $(VENV)/.fresh ]; then rm $(VENV)/.fresh; else \
+		rm -rf build/lib build/bdist.* && $(PY) -m pip install --quiet --no-deps --force-reinstall . ; fi
+	touch $@
+
+install: $(VENV)/.installed
 
 # The tests write, fsync and delete many small files (checkouts, virtualenvs, state dirs): in a
 # RAM file system when there is one (TEST_TMPDIR=/tmp to choose another); a green run leaves nothing.
+# They run in two processes per core, at most 8 (TEST_WORKERS=0: in this one), each test file in
+# one process: a test often waits (pip, git, fsync, a real time-out), and on a busy machine each
+# process gets its share of the cores.  make test prints the 20 slowest (docs/TESTING.md).
 TEST_TMPDIR ?= $(firstword $(wildcard /dev/shm) $(TMPDIR) /tmp)
-PYTEST := TMPDIR=$(TEST_TMPDIR) ../$(VENV)/bin/pytest -q -p no:cacheprovider -o tmp_path_retention_policy=failed
+TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print(min(8, 2 * len(os.sched_getaffinity(0))))' 2>/dev/null || echo 2)
+PYTEST := TMPDIR=$(TEST_TMPDIR) $(VENV)/bin/pytest -q -p no:cacheprovider -o tmp_path_retention_policy=failed \
+	-n $(TEST_WORKERS) --dist loadfile
 
 test: install
-	cd tests && $(PYTEST)
+	$(VENV)/bin/ruff check .
+	$(PYTEST) --durations=20
 
 # The reliability suite at full size: a few hundred SIGKILLs of apply, revert and upstream,
 # races, hostile and broken input (make test runs it with fewer kills). See docs/RELIABILITY.md.
 test-reliability: install
-	cd tests && PATCHKIT_KILLS=400 $(PYTEST) reliability
+	PATCHKIT_KILLS=400 $(PYTEST) tests/reliability
 
 # The patch reader under atheris (libFuzzer): any bytes give a patch or a clean error.
 FUZZ_RUNS ?= 300000
@@ -73,15 +87,15 @@ check-patches: sglang-mirror flashinfer-mirror vllm-mirror
 	$(PK) generate --repo $(MIRROR) --out patches --check
 	$(PK) generate --project flashinfer --repo $(FI_MIRROR) --out patches/flashinfer --check
 	$(PK) generate --project vllm --repo $(VLLM_MIRROR) --out patches/vllm --check
-	cd tests && PATCHKIT_REAL_MIRROR=$(abspath $(MIRROR)) PATCHKIT_REAL_FLASHINFER_MIRROR=$(abspath $(FI_MIRROR)) \
+	PATCHKIT_REAL_MIRROR=$(abspath $(MIRROR)) PATCHKIT_REAL_FLASHINFER_MIRROR=$(abspath $(FI_MIRROR)) \
 		PATCHKIT_REAL_VLLM_MIRROR=$(abspath $(VLLM_MIRROR)) \
-		../$(VENV)/bin/pytest -q -p no:cacheprovider test_real_releases.py test_vllm_releases.py
+		$(VENV)/bin/pytest -q -p no:cacheprovider tests/test_real_releases.py tests/test_vllm_releases.py
 
 # The fat binary reader and doctor/diagnose on the whole real sglang-kernel 0.4.10 wheel (1.2 GB of
 # .so files, installed by pip; fetched once and cached): every .so against cuobjdump, doctor on 8 RTX
 # PRO 6000 and on a GB10, diagnose of a missing kernel image.  make test keeps the fixtures and one .so.
 check-kernels: install
-	cd tests && $(PYTEST) kernels/check_wheel.py kernels/check_installed.py
+	$(PYTEST) tests/kernels/check_wheel.py tests/kernels/check_installed.py
 
 # Speed and memory, side by side with their floors (see benchmarks/bench.py); prints a table.
 bench: sglang-mirror flashinfer-mirror vllm-mirror

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from support.repos import ROOT
 
 PACKAGE = ROOT / "patchkit"
 
@@ -80,7 +80,7 @@ def test_no_import_from_a_higher_stage(path: Path) -> None:
 
 def test_every_stage_is_in_the_architecture_doc() -> None:
     doc = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
-    for name, prefixes in STAGES:
+    for _name, prefixes in STAGES:
         for prefix in prefixes:
             if prefix != "patchkit":
                 assert f"`{prefix.removeprefix('patchkit.').replace('.', '/')}" in doc, prefix
@@ -101,3 +101,14 @@ def test_commands_return_typed_results_rendered_apart() -> None:
         tree = ast.parse((PACKAGE / "render" / f"{name}.py").read_bytes())
         defined = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
         assert {"to_text", "to_json"} <= defined, name
+
+
+def test_tests_import_their_helpers_from_the_support_package() -> None:
+    """tests/conftest.py holds fixtures only; a test module imports its helpers from the package
+    tests/support/ (``from support.cli import invoke``), so pytest runs from any folder."""
+    found = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_bytes())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            found += [f"{path.relative_to(ROOT)}:{node.lineno} imports {name}" for name in names if name.split(".")[0] in ("conftest", "crash_helpers")]
+    assert found == []

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from support.repos import ROOT
+
+pytestmark = pytest.mark.network  # the build backends of isolated builds, fetched once into the cache
 
 # What setuptools prints when a folder of data looks like a package it was not told about.
 WARNINGS = ("_Warning", "SetuptoolsDeprecationWarning", "would be ignored", "is absent from the `packages`")

@@ -20,11 +20,12 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from conftest import ROOT, make_venv, pip_install
-from support.image import pip_editable, release_repo, shallow_clone
-from patchkit.rewrite.evaluate import tables
-from support.mirror import default_cache, fetch_wheel
 from patchkit.fixes.registry import SGLANG
+from patchkit.rewrite.evaluate import tables
+from support.image import pip_editable, shallow_clone
+from support.mirror import default_cache, fetch_wheel
+from support.repos import ROOT
+from support.venvs import make_venv, pip_install
 
 README = (ROOT / "docs" / "REFERENCE.md").read_text()  # the reference: recipes and synopses
 FILES = (
@@ -71,7 +72,7 @@ def test_the_recipe_has_the_shape_this_test_runs() -> None:
     assert launch_script().startswith("#!/bin/sh\n")
 
 
-def test_dockerfile_and_launch_script_as_written(tmp_path: Path) -> None:
+def test_dockerfile_and_launch_script_as_written(tmp_path: Path, prebuilt) -> None:
     steps = dockerfile()
     image = tmp_path / "image"  # where the image's absolute paths go
     context = tmp_path / "context"  # the docker build context: this repository and launch.sh
@@ -83,9 +84,9 @@ def test_dockerfile_and_launch_script_as_written(tmp_path: Path) -> None:
     (context / "launch.sh").write_text(in_image(launch_script()))
 
     # FROM: the image's layout: SGLang cloned shallow at the tag and installed editable, FlashInfer's wheel beside it.
-    checkout = shallow_clone(release_repo(tmp_path / "origin", "0.5.9"), "v0.5.9", image / "sgl-workspace/sglang")
+    checkout = shallow_clone(prebuilt.origin("0.5.9"), "v0.5.9", image / "sgl-workspace/sglang")
     python = make_venv(image / "usr") / "bin/python3"
-    pip_editable(python, checkout)
+    pip_editable(python, checkout, backend=prebuilt.build_backend())
     pip_install(python, str(fetch_wheel("0.6.4", default_cache(), "flashinfer-python")))
     site = next((image / "usr/lib").glob("python3*/site-packages"))
 
@@ -143,7 +144,7 @@ def test_dockerfile_and_launch_script_as_written(tmp_path: Path) -> None:
 
 def _help_options(command: str) -> list[str]:
     """The long options ``patchkit COMMAND --help`` lists (but --help itself), in its order."""
-    from conftest import invoke
+    from support.cli import invoke
 
     done = invoke(command, "--help")
     assert done.returncode == 0, done.stderr

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,21 +17,23 @@ from pathlib import Path
 import black
 import pytest
 
-from conftest import comm_list, git, invoke, real_mirror, run_cli
 from patchkit.data import shipped
-from patchkit.rewrite.evaluate import tables
-from support.mirror import build_mirror, default_cache
 from patchkit.fixes.registry import FIXES, SGLANG
+from patchkit.rewrite.evaluate import tables
 from patchkit.versions import version_key
+from support.cli import invoke, run_cli
+from support.mirror import default_cache
+from support.prebuilt import MIRRORED
+from support.repos import comm_list, git
 
-# Before the tables existed, the first release with them, a later layout.
-DEFAULT_VERSIONS = ("0.5.2", "0.5.3", "0.5.9")
+pytestmark = pytest.mark.network  # real releases from PyPI, fetched once into the cache
+
 SHIPPED = shipped("patches")
 
 
 @pytest.fixture(scope="module")
-def mirror(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return real_mirror(tmp_path_factory, "PATCHKIT_REAL_MIRROR", "sglang", DEFAULT_VERSIONS)
+def mirror(prebuilt) -> Path:
+    return prebuilt.mirror("sglang")
 
 
 @pytest.fixture(scope="module")
@@ -270,12 +273,12 @@ def test_installed_package_with_pip_bytecode(tmp_path: Path) -> None:
     assert invoke("verify", "--python", python).returncode == 1
 
 
-def test_vllm_release_with_string_keys(tmp_path: Path) -> None:
+def test_vllm_release_with_string_keys(tmp_path: Path, prebuilt) -> None:
     """A second project: a real vLLM release, tables keyed "9.0"/"10.0", patched with "12.0"."""
     from patchkit.fixes.registry import VLLM
 
     repo = tmp_path / "vllm"
-    build_mirror(["0.11.0"], repo, default_cache(), project="vllm")
+    shutil.copytree(prebuilt.release("vllm", "0.11.0"), repo, symlinks=True)
     out = tmp_path / "p"
     done = invoke("generate", "--project", "vllm", "--repo", str(repo), "--out", str(out), "--from-cc", "10.0", "--to-cc", "12.0")
     assert done.returncode == 0, done.stderr
@@ -304,11 +307,11 @@ def test_vllm_release_with_string_keys(tmp_path: Path) -> None:
     assert git(repo, "status", "--porcelain", "--untracked-files=no") == ""
 
 
-def test_scan_finds_the_symm_mem_tables_in_a_real_tree(mirror: Path) -> None:
-    """`patchkit scan` on the real tree checked out in the mirror (its newest release)."""
+def test_scan_finds_the_symm_mem_tables_in_a_real_tree(prebuilt) -> None:
+    """`patchkit scan` on a real tree: SGLang 0.5.9 checked out (0.5.23's is scan/test_real_gates.py's)."""
     import json
 
-    done = run_cli("scan", str(mirror / "python"), "--cc", "12", "--json")
+    done = run_cli("scan", str(prebuilt.release("sglang", "0.5.9") / "python"), "--cc", "12", "--json")
     assert done.returncode == 1, done.stderr  # gates found
     doc = json.loads(done.stdout)
     tables = {f["name"]: f for f in doc["findings"] if f["kind"] == "table"}
@@ -361,9 +364,6 @@ def test_kills_and_races_on_a_real_checkout(mirror: Path, tmp_path: Path, op: st
 
 # --- FlashInfer (flashinfer-python wheels) and a whole environment --------------------------
 
-# Before the backport fits (utils.cuh lacks its context), an older release it fits by a three-way
-# merge and a refresh, the last release before it landed (the merge base), the release it landed in.
-FLASHINFER_VERSIONS = ("0.5.0", "0.6.4", "0.6.16.post4", "0.6.17")
 PR_3903 = ("csrc/trtllm_allreduce.cu", "flashinfer/aot.py", "flashinfer/comm/trtllm_ar.py", "flashinfer/jit/comm.py",
            "include/flashinfer/comm/trtllm_allreduce.cuh", "include/flashinfer/comm/trtllm_allreduce_fusion.cuh",
            "include/flashinfer/comm/trtllm_moe_allreduce_fusion.cuh", "include/flashinfer/utils.cuh")
@@ -371,8 +371,8 @@ GUARD = b"__CUDA_ARCH__ < 1200"
 
 
 @pytest.fixture(scope="module")
-def flashinfer_mirror(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return real_mirror(tmp_path_factory, "PATCHKIT_REAL_FLASHINFER_MIRROR", "flashinfer", FLASHINFER_VERSIONS)
+def flashinfer_mirror(prebuilt) -> Path:
+    return prebuilt.mirror("flashinfer")
 
 
 # What each release holds decides what generate must do there (read from the release, not from
@@ -385,7 +385,7 @@ UTILS_CONFLICT = "include/flashinfer/utils.cuh: hunk 1 (@@ -359,6 +359,22 @@) co
 
 def test_flashinfer_series_carry_the_whole_upstream_change(flashinfer_mirror: Path, tmp_path: Path) -> None:
     """generate on FlashInfer (every fix, as `make patches`), on any mirror that holds
-    FLASHINFER_VERSIONS (its own four, or `make flashinfer-mirror`'s every release): each release
+    the session mirror's four (support.prebuilt.MIRRORED, or `make flashinfer-mirror`'s every release): each release
     from the one PR 3903 landed in is already upstream (no folder, no `< 1200` guard); each release
     before it whose utils.cuh lacks the hunk's context gets a manifest that says it cannot apply;
     every other gets all of FlashInfer PR 3903 (its 8 shipped files), refreshed where aot.py has no
@@ -405,7 +405,7 @@ def test_flashinfer_series_carry_the_whole_upstream_change(flashinfer_mirror: Pa
     subprocess.run(["git", "clone", "-q", "--no-checkout", str(flashinfer_mirror), str(clone)], check=True)
     landed, made_on = BACKPORT.origin.landed_in, BACKPORT.made_on
     tags = _tags(flashinfer_mirror)
-    assert {f"v{v}" for v in FLASHINFER_VERSIONS} <= set(tags) and {f"v{landed}", f"v{made_on}"} <= set(tags)
+    assert {f"v{v}" for v in MIRRORED["flashinfer"]} <= set(tags) and {f"v{landed}", f"v{made_on}"} <= set(tags)
     seen = {"upstream": [], "cannot apply": [], "patched": [], "refreshed": []}
     for tag in tags:
         version, folder = tag[1:], out / tag[1:]

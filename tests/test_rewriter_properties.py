@@ -16,8 +16,8 @@ import hypothesis.strategies as st
 from hypothesis import HealthCheck, assume, example, given, settings
 
 from patchkit.errors import RewriteError
-from patchkit.rewrite.evaluate import tables as evaluate_tables
 from patchkit.rewrite.dict_key import Rewrite, rewrite
+from patchkit.rewrite.evaluate import tables as evaluate_tables
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
 
 NAMES = ("SIZES", "_WORLD_SIZES")
@@ -227,7 +227,7 @@ def tables(draw, name: str, classes: tuple[str, ...], from_cc: int, to_cc: int, 
         pad = "" if black_style else draw(st.sampled_from(["", "", " "]))
         vals = [draw(values(None, black_style)) for _ in keys]
         line = head + pad
-        for i, (k, v) in enumerate(zip(key_text, vals)):
+        for i, (k, v) in enumerate(zip(key_text, vals, strict=True)):
             line += f"{k}: {v}"
             if i == last_source:
                 table.value, table.col = v, len(line)

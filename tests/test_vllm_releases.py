@@ -14,15 +14,17 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from conftest import git, invoke, real_mirror
-from patchkit.data import shipped
-from support.mirror import VLLM_RELEASES
-from patchkit.fixes.registry import VLLM
-from patchkit.rewrite.evaluate import tables
 from test_real_releases import _black_clean, _checked_file, _patched, _series
 
-DEFAULT_VERSIONS = ("0.10.2", "0.19.0", "0.33.0")
+from patchkit.data import shipped
+from patchkit.fixes.registry import VLLM
+from patchkit.rewrite.evaluate import tables
+from support.cli import invoke
+from support.mirror import VLLM_RELEASES
+from support.repos import git
+
+pytestmark = pytest.mark.network  # vLLM's real source archives, fetched once into the cache
+
 SHIPPED = shipped("patches") / VLLM.patches
 PATCH = "0001-Add-SM120-to-the-all-reduce-size-tables.patch"
 DC = "vllm/distributed/device_communicators"
@@ -30,8 +32,8 @@ FILES = [f"{DC}/all_reduce_utils.py", f"{DC}/symm_mem.py"]
 
 
 @pytest.fixture(scope="module")
-def mirror(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return real_mirror(tmp_path_factory, "PATCHKIT_REAL_VLLM_MIRROR", "vllm", DEFAULT_VERSIONS)
+def mirror(prebuilt) -> Path:
+    return prebuilt.mirror("vllm")
 
 
 @pytest.fixture(scope="module")

@@ -13,9 +13,10 @@ from pathlib import Path
 import click
 import pytest
 
-from conftest import invoke, make_repo, run_cli
 from patchkit.cli import cli
 from patchkit.versions import is_version
+from support.cli import invoke, run_cli
+from support.repos import make_repo
 
 PROBLEMS, BAD_INPUT, REFUSED = 1, 2, 3
 

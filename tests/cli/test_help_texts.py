@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from conftest import invoke
+from support.cli import invoke
 
 
 def _option_help(command: str, option: str) -> str:

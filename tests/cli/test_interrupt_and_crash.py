@@ -23,7 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GIT_ENV, PROCESS_ENV, copy_venv, make_repo
+from support.cli import PROCESS_ENV
+from support.repos import GIT_ENV, make_repo
+from support.venvs import copy_venv
 
 PATCHKIT = [sys.executable, "-m", "patchkit"]
 
@@ -138,7 +140,7 @@ def test_ctrl_c_while_nvidia_smi_hangs(tmp_path: Path, sglang_venv: Path, comman
     children = [int(p) for p in Path(f"/proc/{smi}/task/{smi}/children").read_text().split()]
     assert (code := _interrupt(proc)) == INTERRUPTED, code
     for pid in (smi, *children):
-        _wait_for(lambda: _gone(pid), f"pid {pid} of the stand-in's session to end", 5.0)
+        _wait_for(lambda pid=pid: _gone(pid), f"pid {pid} of the stand-in's session to end", 5.0)
 
 
 def test_ctrl_c_while_the_interpreter_probe_hangs(tmp_path: Path) -> None:

@@ -7,9 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
-
-from conftest import copy_venv, invoke, make_repo
 from gpus.standin import standin
+
+from support.cli import invoke
+from support.repos import make_repo
+from support.venvs import copy_venv
 
 LOG = Path(__file__).resolve().parent.parent / "logs" / "data" / "h200-sglang-0.5.9-flashinfer-0.6.4.log"
 FATBIN = Path(__file__).resolve().parent.parent / "kernels" / "data" / "sm120a-only.so"

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import invoke, run_cli
+from support.cli import invoke, run_cli
 
 
 def _one_line(done, prefix: str) -> str:

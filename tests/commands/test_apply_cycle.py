@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DC, git, invoke, make_repo, run_cli, symm_effect
-from patchkit.rewrite.evaluate import tables
 from patchkit.fixes.registry import SGLANG
+from patchkit.rewrite.evaluate import tables
+from support.cli import invoke, run_cli
+from support.repos import DC, git, make_repo, symm_effect
 
 UTILS = f"{DC}/all_reduce_utils.py"
 COMM = f"{DC}/torch_symm_mem.py"

@@ -10,10 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from conftest import PROCESS_ENV, ROOT, invoke, run_cli
 from logs import real_text as r
+
 from patchkit.errors import BAD_INPUT, OK, PROBLEMS
+from support.cli import PROCESS_ENV, invoke, run_cli
+from support.repos import ROOT
 
 FIXTURE = ROOT / "tests" / "logs" / "data" / "h200-sglang-0.5.9-flashinfer-0.6.4.log"
 KEYERROR_LOG = (r.START, r.LOAD, r.KEYERROR, r.CHILD_FAILED, r.LOGGING_TAIL)

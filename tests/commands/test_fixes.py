@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from patchkit.commands import fixes as command
-from patchkit.render import document, text
 from patchkit.errors import BadInput
 from patchkit.fixes.load import Fix, Rule
 from patchkit.fixes.registry import FIXES, PROJECTS
+from patchkit.render import document, text
 
 # Two fixes written for these tests: one on by default (a dict-key rule for SGLang and one
 # for vLLM), one opt-in (a list-member rule for FlashInfer, a predicate rule for SGLang).

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DC, RELEASES, UTILS_NEW, comm, git, invoke, make_repo
+from support.cli import invoke
+from support.repos import DC, RELEASES, UTILS_NEW, comm, git, make_repo
 
 PATCH_NAME = "0001-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch"
 

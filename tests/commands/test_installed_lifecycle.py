@@ -6,7 +6,7 @@ virtualenv (each test starts from a copy of conftest's ``sglang_venv``, 0.5.9 in
 pip; every later install, upgrade and uninstall is pip's own).  After each step ``apply``
 patches the release that is installed now, ``verify`` accepts it, ``revert`` restores that
 release's exact wheel bytes, and ``revert --force`` never writes another release's bytes.
-patchkit runs in this process (conftest.invoke) with ``--python``, as a user gives it.
+patchkit runs in this process (support.cli.invoke) with ``--python``, as a user gives it.
 """
 
 from __future__ import annotations
@@ -18,10 +18,12 @@ import sys
 import zipfile
 from pathlib import Path
 
-from conftest import after_start, copy_venv, invoke, running
-from patchkit.rewrite.evaluate import tables
-from support.mirror import default_cache, fetch_wheel
 from patchkit.fixes.registry import SGLANG
+from patchkit.rewrite.evaluate import tables
+from support.cli import invoke
+from support.mirror import default_cache, fetch_wheel
+from support.procs import after_start, running
+from support.venvs import copy_venv
 
 DC = "sglang/srt/distributed/device_communicators"
 FILES = (f"{DC}/all_reduce_utils.py", f"{DC}/torch_symm_mem.py")

@@ -14,9 +14,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import PROCESS_ENV, invoke, run_cli
 from logs import real_text as r
+
 from patchkit.errors import PROBLEMS, TIMED_OUT
+from support.cli import PROCESS_ENV, invoke, run_cli
 
 ENV = dict(os.environ, **{k: v for k, v in PROCESS_ENV.items() if v})
 OSC52 = "\x1b]52;c;aGVsbG8=\x07"  # "set the clipboard to 'hello'", as a terminal reads it

@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
-
-from conftest import PROCESS_ENV
 from logs import real_text as r
+
 from patchkit.errors import BAD_INPUT, OK, PROBLEMS, TIMED_OUT
+from support.cli import PROCESS_ENV
 
 ENV = dict(os.environ, **{k: v for k, v in PROCESS_ENV.items() if v})
 HEALTHY = (r.START, r.LOAD, r.CAPTURE, r.CAPTURED, r.READY)

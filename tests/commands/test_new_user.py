@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import invoke
+from support.cli import invoke
 from support.mirror import default_cache, fetch_wheel
+
+pytestmark = pytest.mark.network  # SGLang's and FlashInfer's real wheels, fetched once into the cache
 
 COMMUNICATOR = "sglang/srt/layers/communicator.py"
 TABLES = ("sglang/srt/distributed/device_communicators/all_reduce_utils.py",

@@ -9,7 +9,8 @@ from pathlib import Path
 import black
 import pytest
 
-from conftest import DC, git, invoke, make_repo
+from support.cli import invoke
+from support.repos import DC, git, make_repo
 
 UTILS = f"{DC}/all_reduce_utils.py"
 COMM = f"{DC}/torch_symm_mem.py"

@@ -9,13 +9,13 @@ import re
 from pathlib import Path
 
 import pytest
-
-from conftest import run_cli
 from logs import real_text as r
+
 from patchkit.commands.watch import POLL, watch
 from patchkit.errors import OK, PROBLEMS
 from patchkit.logs import phases
 from patchkit.render import document, text
+from support.cli import run_cli
 
 NO_KERNEL = "RuntimeError: RMSNorm failed with error code no kernel image is available for execution on the device"
 

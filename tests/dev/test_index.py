@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from support.index import fetch_sdist, pip_settings
 from patchkit.errors import MirrorError
+from support.index import fetch_sdist, pip_settings
 
 ARCHIVE = b"a source archive, as far as this test is concerned\n"
 

@@ -11,12 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from support import mirror
-from support.mirror import build_mirror, fetch_wheel
 from patchkit.errors import MirrorError
 from patchkit.versions import is_release_tag, version_key
-
-from conftest import ROOT
+from support import mirror
+from support.mirror import build_mirror, fetch_wheel
+from support.repos import ROOT
 
 # Out of order on purpose: 0.10.0 sorts after 0.2.0, the .post1 after its release.
 VERSIONS = ["0.10.0", "0.1.0.post1", "0.2.0", "0.1.0"]

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GIT_ENV, git
 from patchkit.errors import BadInput
 from patchkit.git.batch import CHUNK, CatFile, Entry, tree_entries
 from patchkit.git.objects import GitSource
+from support.repos import GIT_ENV, git
 
 
 def _repo(path: Path, *init: str) -> Path:

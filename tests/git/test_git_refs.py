@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git
 from patchkit.git.refs import git_dir, release_tags_at_head
+from support.repos import git
 
 
 def _git_says(repo: Path) -> list[str]:

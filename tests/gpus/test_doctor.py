@@ -5,17 +5,17 @@ the release mirror, with a stand-in nvidia-smi first on PATH (standin.py) for ea
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
+from standin import no_nvidia_smi, standin
 
-from conftest import copy_venv, invoke, make_venv, pip_install, real_mirror, symm_effect
-from standin import standin, no_nvidia_smi
 from patchkit.digest import sha256
 from patchkit.rewrite.evaluate import tables
+from support.cli import invoke
+from support.repos import symm_effect
+from support.venvs import copy_venv
 
-_BUILT: dict[tuple, Path] = {}
 PCIE = ("the communicator will then turn itself off (\"torch symmetric memory multicast operations are not supported\"): "
         "no multicast between PCIe GPUs; the all-reduce stays on NCCL")
 CLEAN_START = ("--enable-torch-symm-mem cannot speed anything up here (no multicast between PCIe GPUs): "
@@ -42,20 +42,15 @@ NOT_NEEDED_0523 = (
 
 
 @pytest.fixture(scope="module")
-def venvs(tmp_path_factory):
-    """(sglang, flashinfer) -> a template virtualenv with those real wheels, built once."""
+def venvs(prebuilt):
+    """(sglang, flashinfer) -> a template virtualenv with those real wheels, built once a session."""
     from support.mirror import default_cache, fetch_wheel
 
     def build(sglang: str, flashinfer: str | None) -> Path:
-        key = (sglang, flashinfer)
-        if key not in _BUILT:
-            venv = make_venv(tmp_path_factory.mktemp("doctor-venv") / "V")
-            wheels = [fetch_wheel(sglang, default_cache())]
-            if flashinfer:
-                wheels.append(fetch_wheel(flashinfer, default_cache(), "flashinfer-python"))
-            pip_install(venv / "bin" / "python", *map(str, wheels))
-            _BUILT[key] = venv
-        return _BUILT[key]
+        wheels = [fetch_wheel(sglang, default_cache())]
+        if flashinfer:
+            wheels.append(fetch_wheel(flashinfer, default_cache(), "flashinfer-python"))
+        return prebuilt.venv(*wheels)
 
     return build
 
@@ -330,10 +325,10 @@ def test_no_gpu_a_hung_or_a_garbled_driver(tmp_path: Path, venvs, machine: str, 
     assert doc["command"] == command[0] and doc["exit_code"] == 2 and why.removeprefix("patchkit: ") in doc["error"]
 
 
-def test_a_gb10_on_vllm_0330_gets_key_12_1_when_asked(tmp_path: Path, tmp_path_factory) -> None:
+def test_a_gb10_on_vllm_0330_gets_key_12_1_when_asked(tmp_path: Path, prebuilt) -> None:
     """One GPU has no multicast, and vLLM turns its communicator off cleanly without the key:
     doctor and --to-cc auto leave it; asked for with --fix, the key is "12.1" (a GB10's cc)."""
-    mirror = real_mirror(tmp_path_factory, "PATCHKIT_REAL_VLLM_MIRROR", "vllm", ["0.33.0"])
+    mirror = prebuilt.mirror("vllm")
     checkout = tmp_path / "vllm"
     import subprocess
 
@@ -363,10 +358,10 @@ def test_a_gb10_on_vllm_0330_gets_key_12_1_when_asked(tmp_path: Path, tmp_path_f
     assert invoke("doctor", str(checkout), env=env).returncode == 0
 
 
-def test_generate_to_cc_auto_leaves_out_what_is_not_needed_here(tmp_path: Path, tmp_path_factory) -> None:
+def test_generate_to_cc_auto_leaves_out_what_is_not_needed_here(tmp_path: Path, prebuilt) -> None:
     """The series for this machine: 0.5.9 keeps torch-symm-mem (it crashes without it), 0.5.23's
     leaves it out and says why in its line and manifest; --fix torch-symm-mem writes it anyway."""
-    mirror = real_mirror(tmp_path_factory, "PATCHKIT_REAL_MIRROR", "sglang", ("0.5.9", "0.5.23"))
+    mirror = prebuilt.mirror("sglang")
     env = standin(tmp_path, "rtxpro6000-8pcie")
     tags = ("--tag", "v0.5.9", "--tag", "v0.5.23")
     done = invoke("generate", "--repo", str(mirror), *tags, "--out", str(tmp_path / "out"), "--to-cc", "auto", env=env)

@@ -9,10 +9,11 @@ import json
 from pathlib import Path
 
 import pytest
-
-from conftest import copy_venv, invoke
 from standin import no_nvidia_smi, standin
+
 from patchkit.digest import sha256
+from support.cli import invoke
+from support.venvs import copy_venv
 
 QUERY = "`nvidia-smi --query-gpu=index,name,compute_cap,pci.bus_id --format=csv,noheader`"
 CANNOT = ("no GPU seen, so doctor cannot say what this machine needs (the report is for cc 12.0); "
@@ -203,8 +204,8 @@ def test_to_cc_of_gpus_the_fixes_are_not_for(tmp_path: Path, sglang_venv: Path, 
 def test_to_cc_auto_adds_no_key_the_fixes_are_not_for(tmp_path: Path, sglang_venv: Path, monkeypatch, command: str) -> None:
     """--to-cc auto on GPUs of cc 8.0, given as --to-cc 8.0 gives them (no real A100 output is at hand): apply
     writes no key 8 (it wrote one), verify proves none (it failed on it)."""
-    from patchkit.judge import auto
     from patchkit.gpus.smi import given
+    from patchkit.judge import auto
 
     monkeypatch.setattr(auto, "read_machine", lambda *_: given((8, 0)))
     venv = copy_venv(sglang_venv, tmp_path / "V")
@@ -220,8 +221,8 @@ def test_to_cc_auto_adds_no_key_the_fixes_are_not_for(tmp_path: Path, sglang_ven
 
 def test_to_cc_auto_adds_only_the_key_a_fix_is_for(tmp_path: Path, sglang_venv: Path, monkeypatch) -> None:
     """GPUs of cc 8.0 and 12.0 (given): apply --to-cc auto adds key 12 and not 8 (it refused: two keys)."""
-    from patchkit.judge import auto
     from patchkit.gpus.smi import given
+    from patchkit.judge import auto
     from patchkit.rewrite.evaluate import tables
 
     monkeypatch.setattr(auto, "read_machine", lambda *_: given((8, 0), (12, 0)))

@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from standin import DATA, no_nvidia_smi, standin
 
-from standin import DATA, standin, no_nvidia_smi
 from patchkit.errors import BadInput
 from patchkit.gpus import parse
 from patchkit.gpus.smi import machine

@@ -16,12 +16,13 @@ import time
 from pathlib import Path
 
 import pytest
-
-from conftest import copy_venv, invoke
 from standin import DATA, scripted
+
 from patchkit.errors import BadInput
 from patchkit.gpus import parse
 from patchkit.gpus.smi import machine
+from support.cli import invoke
+from support.venvs import copy_venv
 
 QUERY = "--query-gpu=index,name,compute_cap,pci.bus_id --format=csv,noheader"
 H200_QUERY = f"cat '{DATA / 'h200-1gpu/query.csv'}'"

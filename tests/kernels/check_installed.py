@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from conftest import invoke
 from oracle import installed_venv
+
+from support.cli import invoke
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "gpus"))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "logs"))

@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from oracle import WHEEL_SO, headers, installed_venv, lists
 from test_fatbin import as_cuobjdump, listed
+
 from patchkit.kernels.fatbin import read_binary
 
 

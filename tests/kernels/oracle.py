@@ -14,7 +14,7 @@ import subprocess
 import zipfile
 from pathlib import Path
 
-from conftest import ROOT, make_venv, pip_install
+from support.venvs import make_venv, pip_install
 
 CUOBJDUMP = "13.4.92"
 SGLANG_KERNEL = "0.4.10"

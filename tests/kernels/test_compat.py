@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import pytest
-
 from oracle import FIXTURES
+
 from patchkit.kernels.compat import JIT, NONE, SASS, fit, near_misses, parse_cc, worst
 from patchkit.kernels.fatbin import read_binary
 

@@ -10,9 +10,10 @@ import struct
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
-
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from oracle import FIXTURE_NAMES, FIXTURES, extract, headers, lists, recorded_lists
+
 from patchkit.kernels.fatbin import ELF, PTX, read_binary
 
 FATBIN_AT = 0x2008  # where every fixture's .nv_fatbin starts (readelf -S)
@@ -30,6 +31,7 @@ def listed(names: list[str]) -> set[str]:
 
 
 @pytest.mark.parametrize("name", FIXTURE_NAMES)
+@pytest.mark.network
 def test_every_entry_as_cuobjdump_prints_it(name: str) -> None:
     b = read_binary(str(FIXTURES / f"{name}.so"))
     assert (b.problem, b.elf, b.sections) == (None, True, (".nv_fatbin",))
@@ -55,6 +57,7 @@ def test_architectures_counted_not_entries(name: str) -> None:
     assert len(b.entries) == 2 * len(b.sass()) + len(b.ptx())  # each cubin twice (host and device-link fat binaries)
 
 
+@pytest.mark.network
 def test_a_real_sglang_kernel_library_by_header_seeks(tmp_path: Path, monkeypatch) -> None:
     so = extract("sgl_kernel/sm100/common_ops.abi3.so", tmp_path)
     read = []

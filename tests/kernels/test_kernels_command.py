@@ -9,8 +9,9 @@ import shutil
 import sys
 from pathlib import Path
 
-from conftest import invoke
 from oracle import FIXTURES
+
+from support.cli import invoke
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "gpus"))
 from standin import no_nvidia_smi, standin  # noqa: E402

@@ -24,8 +24,8 @@ TS = "2026-02-11 10:03:02"
 # model_runner_kv_cache_mixin.py ("Memory pool end. avail mem=... GB"),
 # cuda_graph_runner.py ("Capture cuda graph bs [...]").
 START = [
-    f"[2026-02-11 10:02:41 TP0] Init torch distributed begin.",
-    f"[2026-02-11 10:02:41 TP1] Init torch distributed begin.",
+    "[2026-02-11 10:02:41 TP0] Init torch distributed begin.",
+    "[2026-02-11 10:02:41 TP1] Init torch distributed begin.",
 ]
 LOAD = [
     "[2026-02-11 10:02:44 TP0] Load weight begin. avail mem=93.17 GB",
@@ -247,7 +247,7 @@ RuntimeError: RMSNorm failed with error code no kernel image is available for ex
 # model's forward abridged, and layernorm.py and sgl_kernel's frames and the exception of NO_KERNEL.
 # torch's decorate_context frames (the event loop's DynamicGradMode) left out.
 _SITE = "/opt/venv/lib/python3.11/site-packages"
-WARMUP_NO_KERNEL = [f"[2026-02-11 10:03:22 TP0] Scheduler hit an exception: Traceback (most recent call last):"] + ("".join(
+WARMUP_NO_KERNEL = ["[2026-02-11 10:03:22 TP0] Scheduler hit an exception: Traceback (most recent call last):"] + ("".join(
     f'  File "{_SITE}/sglang/srt/{path}", line {line}, in {func}\n    {code}\n' for path, line, func, code in (
         ("managers/scheduler.py", 3169, "run_scheduler_process", "scheduler.event_loop_overlap()"),
         ("managers/scheduler.py", 1165, "event_loop_overlap", "batch_result = self.run_batch(batch)"),

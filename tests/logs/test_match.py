@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from logs import real_text as r
+
 from patchkit.logs.match import EFFECT, FIX, Matcher, apply_commands
 from patchkit.logs.tracebacks import Frame, Part, Traceback
 

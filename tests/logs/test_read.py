@@ -10,12 +10,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from logs import real_text as r
 
 import patchkit.logs.read as read
-from logs import real_text as r
+from patchkit.errors import BadInput
 from patchkit.logs.read import MAX_LINE, Scan, open_log, words
 from patchkit.logs.tracebacks import HEADER
-from patchkit.errors import BadInput
 
 
 def reference(data: bytes, needles: tuple[bytes, ...], follow: int) -> list[tuple[int, str]]:

@@ -4,6 +4,7 @@ the logging module's own, and bounded frames."""
 from __future__ import annotations
 
 from logs import real_text as r
+
 from patchkit.logs.tracebacks import HEAD_FRAMES, TAIL_FRAMES, Frame, TracebackReader
 
 

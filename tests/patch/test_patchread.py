@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from patchkit.patch.write import FileChange, format_patch
-from patchkit.patch.read import apply, parse, reverse
-from patchkit.errors import PatchError
 from patchkit.digest import blob_id
+from patchkit.errors import PatchError
+from patchkit.patch.read import apply, parse, reverse
+from patchkit.patch.write import FileChange, format_patch
 
 LINE = st.sampled_from([b"a\n", b"b\n", b"c\r\n", b"\xe9t\xe9\n", b"    x = 1\n", b"\n", b"-- \n", b"+\n"])
 

@@ -14,7 +14,6 @@ from hashlib import sha256
 
 import pytest
 
-from conftest import DC, UTILS_NEW, comm
 from patchkit import __version__
 from patchkit.digest import blob_id
 from patchkit.errors import BadInput, Refused
@@ -23,7 +22,16 @@ from patchkit.patch.manifest import FileEntry, Shipped
 from patchkit.patch.write import FileChange, format_patch
 from patchkit.plan import APPLY, REVERT, Plan, plan_apply, plan_revert
 from patchkit.rewrite.rules import Found
-from patchkit.types import ALREADY_APPLIED, ALREADY_UPSTREAM, NOTHING_TO_PATCH, NOTHING_TO_REVERT, Applied, AppliedFile, Change
+from patchkit.types import (
+    ALREADY_APPLIED,
+    ALREADY_UPSTREAM,
+    NOTHING_TO_PATCH,
+    NOTHING_TO_REVERT,
+    Applied,
+    AppliedFile,
+    Change,
+)
+from support.repos import DC, UTILS_NEW, comm
 
 UTILS = f"{DC}/all_reduce_utils.py"
 COMM = f"{DC}/torch_symm_mem.py"

@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DC, git, invoke, make_repo, run_cli
 from patchkit.digest import sha256
 from patchkit.plan import release_changed
 from patchkit.targets.state import Store
 from patchkit.types import Applied, AppliedFile
+from support.cli import invoke, run_cli
+from support.repos import DC, git, make_repo
 
 UTILS = f"{DC}/all_reduce_utils.py"
 COMM = f"{DC}/torch_symm_mem.py"

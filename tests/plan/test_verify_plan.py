@@ -12,13 +12,13 @@ from __future__ import annotations
 from hashlib import sha256
 from pathlib import Path
 
-from conftest import DC, UTILS_NEW, comm
 from patchkit.fixes.registry import PROJECTS
 from patchkit.patch.manifest import FixStatus
 from patchkit.plan.verify import Checked, plan_verify
 from patchkit.targets.bytecode import Pyc
 from patchkit.targets.jit_builds import CACHED, Build
 from patchkit.types import Applied, AppliedFile
+from support.repos import DC, UTILS_NEW, comm
 
 UTILS = f"{DC}/all_reduce_utils.py"
 COMM = f"{DC}/torch_symm_mem.py"

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import copy_venv, run_cli
+from support.cli import run_cli
+from support.venvs import copy_venv
 
 DC = "sglang/srt/distributed/device_communicators"
 FILES = (f"{DC}/all_reduce_utils.py", f"{DC}/torch_symm_mem.py")
@@ -107,15 +108,41 @@ def test_a_file_size_limit_before_the_journal_changes_nothing(tmp_path: Path, sg
 
 # Runs in a private mount namespace: for each k, a fresh tmpfs holding a copy of the installed
 # package, filled up to its last k free pages; then the command, verify, and (with the filler
-# gone) the next command.  One JSON line per k.
+# gone) the next command.  One JSON line per k.  Each command is ``python -m patchkit`` in a
+# process of its own, forked from this one once it has imported patchkit's command line (the
+# 80-odd commands would spend most of their time starting Python and importing libcst).
 FULL_DISK = r"""
-import json, os, shutil, subprocess, sys
+import json, os, shutil, subprocess, sys, tempfile
 mount, template, op, first, last, out = sys.argv[1:]
 site = os.path.join(mount, "site")
-env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+sys.dont_write_bytecode = True
+import patchkit.__main__ as entry
+import patchkit.cli, patchkit.commands.apply, patchkit.commands.revert, patchkit.commands.verify, patchkit.rewrite.evaluate
 def pk(*args):
-    done = subprocess.run([sys.executable, "-m", "patchkit", *args, os.path.join(site, "sglang")], env=env, capture_output=True)
-    return {"rc": done.returncode, "out": done.stdout.decode(), "err": done.stderr.decode()}
+    with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:  # in $TMPDIR, not on the full disk
+        sys.stdout.flush(), sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # as python -m patchkit ARGS exits: 0, its SystemExit code, or 1 and the message
+            code = 1
+            try:
+                os.dup2(stdout.fileno(), 1), os.dup2(stderr.fileno(), 2)
+                sys.argv = ["patchkit", *args, os.path.join(site, "sglang")]
+                entry.main()
+                code = 0
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+                if not isinstance(exc.code, (int, type(None))):
+                    print(exc.code, file=sys.stderr)
+            except BaseException:
+                import traceback
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush(), sys.stderr.flush()
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        stdout.seek(0), stderr.seek(0)
+        return {"rc": os.waitstatus_to_exitcode(status), "out": stdout.read().decode(), "err": stderr.read().decode()}
 def files():
     return {rel: open(os.path.join(site, rel), "rb").read().hex() for rel in FILES}
 FILES = json.loads(os.environ["FILES"])

@@ -25,18 +25,17 @@ import hypothesis.strategies as st
 import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
-
-from conftest import UTILS_NEW, comm
-from patchkit.errors import RewriteError
-from patchkit.rewrite.evaluate import tables as evaluate_tables
-from patchkit.patch.write import FileChange, format_patch
-from patchkit.patch.read import apply, parse, reverse
-from patchkit.errors import PatchError
-from patchkit.digest import blob_id
-from patchkit.fixes.registry import SGLANG
-from patchkit.rewrite.dict_key import rewrite
-from crash_helpers import COMM, PATCH_NAME, UTILS
 from test_rewriter_properties import FRAGMENTS, NAMES, cases
+
+from patchkit.digest import blob_id
+from patchkit.errors import PatchError, RewriteError
+from patchkit.fixes.registry import SGLANG
+from patchkit.patch.read import apply, parse, reverse
+from patchkit.patch.write import FileChange, format_patch
+from patchkit.rewrite.dict_key import rewrite
+from patchkit.rewrite.evaluate import tables as evaluate_tables
+from support.crash import COMM, PATCH_NAME, UTILS
+from support.repos import UTILS_NEW, comm
 
 # Examples per property (docs/RELIABILITY.md is checked against these).
 EXAMPLES = {

@@ -11,7 +11,7 @@ line that names the file, nothing written in the checkout, and nothing outside i
 changed (a sibling folder and the patches folder are compared byte for byte, with
 modes and mtimes).  Each case also runs verify, status and revert on the same input.
 
-The commands run in this process (crash_helpers.pk: the same command line, exit code and
+The commands run in this process (support.crash.pk: the same command line, exit code and
 bytes), except where the process itself is what is checked: a source that could crash or
 hang the interpreter (deep nesting, values too large to fold) runs in a subprocess, and
 the permission cases run as another user.
@@ -27,14 +27,13 @@ import stat
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
-from conftest import DC, UTILS_NEW, comm, git, make_repo
-from crash_helpers import (
+from support.crash import (
     COMM,
     FILES,
     HANG_GUARD,
@@ -49,7 +48,7 @@ from crash_helpers import (
     snapshot,
     state_dir,
 )
-
+from support.repos import DC, UTILS_NEW, comm, git, make_repo
 
 # What each hostile tree and tampered state dir runs: every command that reads a target.
 EVERY_COMMAND = ("apply", "revert", "verify", "status")
@@ -134,9 +133,9 @@ NEW_FILE = (
 ).encode()
 NEW_FILE_NO_MODE = NEW_FILE.replace(b"new file mode 100644\n", b"")
 DELETED_FILE = (
-    "diff --git a/python/sglang/version.py b/python/sglang/version.py\ndeleted file mode 100644\n"
-    'index 1111111..0000000\n--- a/python/sglang/version.py\n+++ /dev/null\n@@ -1 +0,0 @@\n-__version__ = "0.5.5"\n'
-).encode()
+    b"diff --git a/python/sglang/version.py b/python/sglang/version.py\ndeleted file mode 100644\n"
+    b'index 1111111..0000000\n--- a/python/sglang/version.py\n+++ /dev/null\n@@ -1 +0,0 @@\n-__version__ = "0.5.5"\n'
+)
 RENAMED_FILE = (
     f"diff --git a/{DC}/torch_symm_mem.py b/{DC}/renamed.py\nsimilarity index 100%\n"
     f"rename from {DC}/torch_symm_mem.py\nrename to {DC}/renamed.py\n"
@@ -391,7 +390,7 @@ BROKEN_SOURCES = [
 
 def _run_isolated(args: list[str]) -> subprocess.CompletedProcess:
     """``python -m patchkit`` in a subprocess: a crash is a signal, a hang is killed at the hang guard."""
-    from crash_helpers import env
+    from support.crash import env
 
     try:
         done = subprocess.run([sys.executable, "-m", "patchkit", *args], env=env(), capture_output=True, timeout=HANG_GUARD)
@@ -596,9 +595,8 @@ def nobody_path(tmp_path_factory: pytest.TempPathFactory) -> str:
     PYTHONPATH as it is when nobody reaches it; for a clone in a private folder (mode 700,
     as `mktemp -d` makes and /root is) a world-readable copy of the source tree and of the
     installed files of patchkit's dependencies, in a folder that nobody reaches."""
-    from crash_helpers import ROOT, env
-
     import patchkit
+    from support.crash import ROOT, env
 
     probe = [*SETPRIV, sys.executable, "-c", "import click, unidiff, patchkit.cli; print(patchkit.__file__)"]
     seen = subprocess.run(probe, env=env(PYTHONPATH=PYTHONPATH, PYTHONPYCACHEPREFIX=None), capture_output=True, text=True).stdout.strip() if CAN_DROP else ""
@@ -625,7 +623,7 @@ def nobody_path(tmp_path_factory: pytest.TempPathFactory) -> str:
                 (top / "site" / f).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(f.locate(), top / "site" / f)
         todo += [_re.split(r"[ ;<>=!~\[(]", r, maxsplit=1)[0] for r in dist.requires or () if "extra ==" not in r]
-    for folder, dirs, files in os.walk(top):
+    for folder, _dirs, files in os.walk(top):
         os.chmod(folder, 0o755)
         for name in files:
             os.chmod(os.path.join(folder, name), 0o644)
@@ -635,7 +633,7 @@ def nobody_path(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 def _as(user: str, *args: str) -> subprocess.CompletedProcess:
     """patchkit as root or as nobody (setpriv), a separate process."""
-    from crash_helpers import env
+    from support.crash import env
 
     prefix = SETPRIV if user == "nobody" else []
     done = subprocess.run(

@@ -16,7 +16,7 @@ This module adds what it does not cover, and scales with $PATCHKIT_KILLS:
 5. upstream killed at random instants, the process alone or its whole process group.
 
 Every killed run is a separate process; the commands after it run in this process
-(crash_helpers.pk).  After each kill: a half-patched checkout only with a journal, and
+(support.crash.pk).  After each kill: a half-patched checkout only with a journal, and
 then verify says 1 (every line of it checked); the next command finishes the
 transaction; the checkout ends fully in one state, state.json agreeing, verify
 agreeing, no journal, lock or temp file left.  For upstream: the user's HEAD, branch,
@@ -40,8 +40,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git
-from crash_helpers import (
+from support.crash import (
     BRANCH,
     COMM,
     FILES,
@@ -71,6 +70,7 @@ from crash_helpers import (
     wait_group,
     work_tree,
 )
+from support.repos import git
 
 # -- what runs, and how many kills (docs/RELIABILITY.md is checked against these) -----------
 

@@ -22,8 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git
-from crash_helpers import (
+from support.crash import (
     BRANCH,
     FILES,
     HANG_GUARD,
@@ -39,6 +38,7 @@ from crash_helpers import (
     settled,
     state_dir,
 )
+from support.repos import git
 
 RACES = [
     ("apply", "upstream"),
@@ -78,7 +78,7 @@ def test_races_with_upstream(world: World, tmp_path: Path, race: tuple[str, ...]
             args = ["upstream", str(repo), "--out", str(outs[i]), "--patches", str(w.patches)] if op == "upstream" else apply_args(w, repo, op)
             procs.append(popen(*args))
         results = []
-        for op, proc in zip(ops, procs):
+        for op, proc in zip(ops, procs, strict=True):
             out, err = proc.communicate(timeout=HANG_GUARD)
             clean((out, err, proc.returncode), f"{op} racing {ops}")
             if proc.returncode == 0:

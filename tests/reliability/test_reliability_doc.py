@@ -25,8 +25,9 @@ import test_hostile_and_broken as hostile
 import test_kills as kills
 import test_races as races
 import test_writes_stay_inside as inside
-from conftest import ROOT
-from crash_helpers import KILLS_ENV, POINTS
+
+from support.crash import KILLS_ENV, POINTS
+from support.repos import ROOT
 
 DOC = ROOT / "docs" / "RELIABILITY.md"
 MAKEFILE = ROOT / "Makefile"

@@ -1,7 +1,7 @@
 """Nothing is ever written outside the target and its state dir, whatever links the target holds.
 
 On the real SGLang 0.5.9 release: its PyPI wheel installed by pip (``sglang_venv``), a git
-checkout of its files (``real_mirror``) and the same files as a plain folder.  Each probe
+checkout of its files (``prebuilt.release``) and the same files as a plain folder.  Each probe
 plants a symlink to a file or folder outside the target where patchkit writes, and checks
 the outside bytes and mtimes, the exact exit code and line, and that the target is either
 untouched or exactly the shipped patch's post-image (never half-applied).
@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GIT_ENV, PROCESS_ENV, copy_venv, git, invoke, real_mirror
-from crash_helpers import snapshot
+from support.cli import invoke
+from support.crash import snapshot
+from support.repos import GIT_ENV, git
+from support.venvs import copy_venv
 
 DC = "sglang/srt/distributed/device_communicators"
 FILES = (f"{DC}/all_reduce_utils.py", f"{DC}/torch_symm_mem.py")  # what the default fix patches in 0.5.9
@@ -58,8 +60,9 @@ class Kind:
 
 
 @pytest.fixture(scope="module")
-def release_checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return real_mirror(tmp_path_factory, "PATCHKIT_REAL_MIRROR_059", "sglang", ["0.5.9"])
+def release_checkout(prebuilt) -> Path:
+    given = os.environ.get("PATCHKIT_REAL_MIRROR_059")
+    return Path(given) if given else prebuilt.release("sglang", "0.5.9")
 
 
 KINDS = ("wheel", "checkout", "folder")

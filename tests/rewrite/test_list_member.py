@@ -12,11 +12,11 @@ from pathlib import Path
 import black
 import pytest
 
-from conftest import comm_list
-from support.mirror import default_cache, fetch_wheel
 from patchkit.errors import RewriteError
 from patchkit.rewrite.list_member import Locator, rewrite
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
+from support.mirror import default_cache, fetch_wheel
+from support.repos import comm_list
 
 CALL = Locator(call="get_nvcc_flags_list", keyword="supported_major_versions", function="gen_comm_module")
 TARGET = Locator(target="SUPPORTED")
@@ -351,6 +351,7 @@ def flashinfer_wheel(version: str) -> Path:
     return fetch_wheel(version, default_cache(), "flashinfer-python")
 
 
+@pytest.mark.network
 def test_flashinfer_0_6_4_patched_is_0_6_17() -> None:
     old = zipfile.ZipFile(flashinfer_wheel("0.6.4")).read(COMM)
     new = zipfile.ZipFile(flashinfer_wheel("0.6.17")).read(COMM)

@@ -12,12 +12,12 @@ import difflib
 import zipfile
 
 import pytest
+from test_list_member import black_clean
 
-from support.mirror import default_cache, fetch_wheel
 from patchkit.errors import RewriteError
 from patchkit.rewrite.predicate import Helper, needed_helper, rewrite
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
-from test_list_member import black_clean
+from support.mirror import default_cache, fetch_wheel
 
 FLAG = "_is_sm100_supported"
 IMPORTS = b"from pkg.utils import (\n    is_cuda,\n    is_sm90_supported,\n    is_sm100_supported,\n)\n"
@@ -355,6 +355,7 @@ def _check_added(old: bytes, new: bytes, function: str, inserted: list[bytes]) -
     assert after == [before[0].replace(FLAG.encode(), FLAG.encode() + b" or _is_sm120_supported")]
 
 
+@pytest.mark.network
 def test_sglang_0_5_9_helper_imported() -> None:
     with zipfile.ZipFile(fetch_wheel("0.5.9", default_cache())) as wheel:
         old = wheel.read(COMMUNICATOR)
@@ -381,6 +382,7 @@ def test_sglang_0_5_9_helper_imported() -> None:
     assert (again.source, again.changed) == (result.source, False)
 
 
+@pytest.mark.network
 def test_sglang_0_5_23_helper_reached_as_an_attribute() -> None:
     with zipfile.ZipFile(fetch_wheel("0.5.23", default_cache())) as wheel:
         old = wheel.read(ADD_NORM)

@@ -14,8 +14,8 @@ import pytest
 
 import patchkit.scan.source as scan_module
 from patchkit.commands.scan import scan
-from patchkit.render import document, text
 from patchkit.errors import OK, PROBLEMS
+from patchkit.render import document, text
 from patchkit.rewrite.capability import pair
 from patchkit.scan.classify import classify, words
 from patchkit.scan.source import scan_source

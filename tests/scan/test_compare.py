@@ -1,6 +1,6 @@
 """``patchkit scan --repo R --tag A --tag B``: two releases read from git objects, compared.
 
-The repositories are built here (``conftest.make_repo``) from snippets written for these
+The repositories are built here (``support.repos.make_repo``) from snippets written for these
 tests.  The last tests run over real releases: SGLang 0.5.9 and 0.5.23 from PyPI, or the
 full mirror ($PATCHKIT_REAL_MIRROR).
 """
@@ -13,13 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import invoke, make_repo, real_mirror
 from patchkit.commands.scan import covered_by, scan
-from patchkit.render import document, text
 from patchkit.errors import BAD_INPUT, OK, PROBLEMS, BadInput
+from patchkit.render import document, text
 from patchkit.rewrite.capability import literal, pair
 from patchkit.scan.classify import UNAWARE, classify, literal_major, words
 from patchkit.scan.compare import releases
+from support.cli import invoke
+from support.repos import make_repo
 
 P = "python/pkg"
 RELEASES = {
@@ -200,9 +201,9 @@ def test_cli_json_exit_code(repo: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def mirror(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def mirror(prebuilt) -> Path:
     """The full SGLang mirror ($PATCHKIT_REAL_MIRROR), or one of 0.5.9 and 0.5.23 built from PyPI."""
-    return real_mirror(tmp_path_factory, "PATCHKIT_REAL_MIRROR", "sglang", ("0.5.9", "0.5.23"))
+    return prebuilt.mirror("sglang")
 
 
 def _names_12(f) -> bool:
@@ -220,11 +221,11 @@ def test_real_unaware_gates_do_not_name_12(mirror: Path) -> None:
     source = GitSource(mirror)
     target = pair(10, 12)[1]
     (rel,) = releases(source, ["v0.5.23"], 10, 12, (), lambda f: classify(f, target, covered_by(f)), [])
-    unaware = [f for f, c in zip(rel.findings, rel.classes) if c == UNAWARE]
+    unaware = [f for f, c in zip(rel.findings, rel.classes, strict=True) if c == UNAWARE]
     assert unaware and len(unaware) < len(rel.findings)
     assert [f for f in unaware if _names_12(f)] == []
     # ... and every finding that names 12 is sorted out of the unaware ones
-    assert all(c != UNAWARE for f, c in zip(rel.findings, rel.classes) if _names_12(f))
+    assert all(c != UNAWARE for f, c in zip(rel.findings, rel.classes, strict=True) if _names_12(f))
 
 
 def test_real_compare(mirror: Path) -> None:

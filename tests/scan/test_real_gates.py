@@ -17,14 +17,17 @@ from pathlib import Path
 
 import pytest
 
-from conftest import invoke, make_repo
-from support.mirror import default_cache, fetch_wheel
 from patchkit.fixes.registry import FIXES
 from patchkit.rewrite.capability import pair
 from patchkit.rewrite.rules import rewrite_file
 from patchkit.scan.classify import classify
 from patchkit.scan.source import scan_file
 from patchkit.scan.tree import in_scan
+from support.cli import invoke
+from support.mirror import default_cache, fetch_wheel
+from support.repos import make_repo
+
+pytestmark = pytest.mark.network  # SGLang's and FlashInfer's real wheels, fetched once into the cache
 
 FUSION = "sglang/srt/layers/flashinfer_comm_fusion.py"
 GATE_48 = "not (get_platform().is_sm90 or get_platform().is_sm100)"

@@ -16,13 +16,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import patchkit.scan.source as scan_module
-from conftest import invoke
 from patchkit.commands.scan import scan
-from patchkit.render import document, text
 from patchkit.errors import BAD_INPUT, OK, PROBLEMS, BadInput
+from patchkit.render import document, text
 from patchkit.scan.finding import Finding
 from patchkit.scan.source import scan_source
 from patchkit.scan.tree import scan_tree
+from support.cli import invoke
 
 TABLES = ("SIZES", "_WORLD_SIZES")
 

@@ -20,8 +20,8 @@ import tarfile
 import zipfile
 from pathlib import Path
 
-from support.mirror import default_cache, fetch_sdist, fetch_wheel
 from patchkit.errors import MirrorError
+from support.mirror import default_cache, fetch_sdist, fetch_wheel
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "SGLang release", "GIT_AUTHOR_EMAIL": "release@patchkit.invalid",
@@ -64,21 +64,33 @@ def shallow_clone(origin: Path, tag: str, dest: Path) -> Path:
     return dest
 
 
-def pip_editable(python: Path, checkout: Path, compat: bool = False) -> None:
+def pip_editable(python: Path, checkout: Path, compat: bool = False, backend: Path | None = None) -> None:
     """``pip install -e python --no-deps`` into the environment of ``python`` (pip from
     outside, ``pip --python``); ``compat``: setuptools' ``editable_mode=compat`` (a .pth
-    holding the folder instead of a finder)."""
+    holding the folder instead of a finder).  ``backend``: a folder holding SGLang's build
+    requirements (setuptools, setuptools-scm, wheel), on PYTHONPATH for a build with
+    ``--no-build-isolation`` (what an isolated build would fetch each time, fetched once)."""
     mode = ["--config-settings", "editable_mode=compat"] if compat else []
-    cmd = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", *mode, "-e", str(checkout / "python")]
-    _run(cmd)
+    isolation = ["--no-build-isolation"] if backend else []
+    cmd = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", *isolation, *mode,
+           "-e", str(checkout / "python")]
+    _run(cmd, env=_with_backend(backend))
 
 
-def uv_editable(venv: Path, checkout: Path) -> None:
-    """``uv venv`` and ``uv pip install -e python --no-deps``: uv's environment has no pip."""
+def uv_editable(venv: Path, checkout: Path, backend: Path | None = None) -> None:
+    """``uv venv`` and ``uv pip install -e python --no-deps``: uv's environment has no pip.
+    ``backend``: as for ``pip_editable``."""
     uv = Path(sys.executable).with_name("uv")
-    for cmd in ([str(uv), "venv", "-q", "--python", sys.executable, str(venv)],
-                [str(uv), "pip", "install", "-q", "--python", str(venv / "bin/python"), "--no-deps", "-e", str(checkout / "python")]):
-        _run(cmd)
+    isolation = ["--no-build-isolation"] if backend else []
+    _run([str(uv), "venv", "-q", "--python", sys.executable, str(venv)])
+    _run([str(uv), "pip", "install", "-q", "--python", str(venv / "bin/python"), "--no-deps", *isolation, "-e", str(checkout / "python")],
+         env=_with_backend(backend))
+
+
+def _with_backend(backend: Path | None) -> dict | None:
+    if backend is None:
+        return None
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(backend), *filter(None, [os.environ.get("PYTHONPATH")])])}
 
 
 def _run(cmd: list[str], cwd: Path | None = None, env: dict | None = None) -> str:

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import ast
 import zipfile
-from functools import lru_cache
+from functools import cache
 from pathlib import PurePosixPath
 from types import SimpleNamespace
 
 
-@lru_cache(maxsize=None)
+@cache
 def wheel_text(version: str, member: str) -> str:
     """A file of the real flashinfer-python ``version`` wheel (from PyPI, cached: see support.mirror)."""
     from support.mirror import default_cache, fetch_wheel
@@ -63,7 +63,7 @@ class _Evaluator:
             names = [t.id for t in gen.target.elts] if isinstance(gen.target, ast.Tuple) else [gen.target.id]
             out = []
             for item in self.expr(gen.iter):
-                inner = _Evaluator({**self.scope, **dict(zip(names, item if len(names) > 1 else [item]))})
+                inner = _Evaluator({**self.scope, **dict(zip(names, item if len(names) > 1 else [item], strict=True))})
                 out.append(inner.expr(node.elt))
             return out
         raise AssertionError(f"FlashInfer computes a path with a form these tests do not know: {ast.unparse(node)}")

@@ -20,7 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GIT_ENV, PROCESS_ENV, copy_venv
+from support.cli import PROCESS_ENV
+from support.repos import GIT_ENV
+from support.venvs import copy_venv
 
 HANG_GUARD = 60
 DC = "sglang/srt/distributed/device_communicators"

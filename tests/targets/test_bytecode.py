@@ -21,9 +21,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import ROOT
 from patchkit.targets import bytecode
 from patchkit.targets.bytecode import Pyc, cached_files, check, drop
+from support.repos import ROOT
 
 MODE = py_compile.PycInvalidationMode
 TAG = sys.implementation.cache_tag  # e.g. "cpython-311"

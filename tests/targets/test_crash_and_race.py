@@ -4,7 +4,7 @@ concurrent runs.
 
 Every run that is killed or raced is a separate process (``python -m patchkit``) on a git
 checkout built in the test; the commands that look at what it left run in this process
-(crash_helpers.pk).  After each interruption the next apply or revert must leave the
+(support.crash.pk).  After each interruption the next apply or revert must leave the
 checkout fully original (the tag's exact bytes) or fully patched (the shipped patch's
 exact bytes, key 12 = key 10 in both tables), with the state dir agreeing and no
 journal, lock or temp file left behind; its exact lines are checked.  Kills at random
@@ -25,8 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import symm_effect
-from crash_helpers import (
+from support.crash import (
     COMM,
     FILES,
     HANG_GUARD,
@@ -51,6 +50,7 @@ from crash_helpers import (
     settled,
     state_dir,
 )
+from support.repos import symm_effect
 
 LOCK_LINE = re.compile(
     r"patchkit: (?P<root>.+): another patchkit run( \(pid \d+\))? is working on this checkout; "
@@ -334,7 +334,7 @@ def test_concurrent_runs_serialise(world: World, tmp_path: Path, ops: tuple[str,
         repo = w.checkout(tmp_path / f"co-{rnd}", start)
         procs = [popen(*(apply_args(w, repo, op) if op != "verify" else ["verify", str(repo)])) for op in ops]
         runs = []
-        for op, proc in zip(ops, procs):
+        for op, proc in zip(ops, procs, strict=True):
             out, err = proc.communicate(timeout=HANG_GUARD)
             clean((out, err, proc.returncode), op)
             if op == "verify":  # takes no lock: may see either side of a transaction, never fails

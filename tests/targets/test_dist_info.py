@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import copy_venv
 from patchkit.errors import BadInput
 from patchkit.targets import dist_info
 from patchkit.targets.session import Session
+from support.venvs import copy_venv
 
 COMM = "sglang/srt/distributed/device_communicators/custom_all_reduce_utils.py"
 INFO = "sglang-0.5.9.dist-info"

@@ -18,11 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import invoke, make_venv, pip_install, running
-from support.image import pip_editable, release_repo, shallow_clone, uv_editable
-from support.mirror import default_cache, fetch_wheel
 from patchkit.fixes.registry import SGLANG
 from patchkit.rewrite.evaluate import tables
+from support.cli import invoke
+from support.image import pip_editable, shallow_clone, uv_editable
+from support.mirror import default_cache, fetch_wheel
+from support.procs import running
+from support.venvs import make_venv, pip_install
 
 DC = "python/sglang/srt/distributed/device_communicators"
 TABLES = (f"{DC}/all_reduce_utils.py", f"{DC}/torch_symm_mem.py")
@@ -39,8 +41,13 @@ SERIES = "patches/0.5.9/0001-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.p
 
 
 @pytest.fixture(scope="module")
-def origin(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return release_repo(tmp_path_factory.mktemp("origin") / "sglang", "0.5.9")
+def origin(prebuilt) -> Path:
+    return prebuilt.origin("0.5.9")
+
+
+@pytest.fixture(scope="module")
+def backend(prebuilt) -> Path:
+    return prebuilt.build_backend()
 
 
 def wheel_bytes(rel: str) -> bytes:
@@ -56,22 +63,22 @@ def out(done: subprocess.CompletedProcess) -> list[str]:
     return done.stdout.decode().splitlines()
 
 
-def image(tmp: Path, origin: Path, installer: str) -> tuple[Path, Path, Path]:
+def image(tmp: Path, origin: Path, installer: str, backend: Path) -> tuple[Path, Path, Path]:
     """(the checkout, the environment's bin folder, its site-packages) of an image layout."""
     checkout = shallow_clone(origin, "v0.5.9", tmp / "sgl-workspace/sglang")
     venv = tmp / "env"
     if installer == "uv":
-        uv_editable(venv, checkout)
+        uv_editable(venv, checkout, backend=backend)
     else:
         make_venv(venv)
-        pip_editable(venv / "bin/python", checkout, compat=installer == "pip-compat")
+        pip_editable(venv / "bin/python", checkout, compat=installer == "pip-compat", backend=backend)
     pip_install(venv / "bin/python", str(fetch_wheel("0.6.4", default_cache(), "flashinfer-python")))
     return checkout, venv / "bin", next((venv / "lib").glob("python3*/site-packages"))
 
 
 @pytest.mark.parametrize("installer", ["pip", "pip-compat", "uv"])
-def test_the_image_layout_through_apply_verify_revert(origin: Path, tmp_path: Path, installer: str) -> None:
-    checkout, bin_dir, site = image(tmp_path, origin, installer)
+def test_the_image_layout_through_apply_verify_revert(origin: Path, backend: Path, tmp_path: Path, installer: str) -> None:
+    checkout, bin_dir, site = image(tmp_path, origin, installer, backend)
     if installer == "pip-compat":
         assert (site / "__editable__.sglang-0.5.9.pth").read_text().strip() == str(checkout / "python")
     else:
@@ -142,7 +149,7 @@ def test_the_image_layout_through_apply_verify_revert(origin: Path, tmp_path: Pa
         assert done.stdout == b""
 
 
-def test_a_checkout_between_tags_takes_the_installed_version_and_generates(origin: Path, tmp_path: Path) -> None:
+def test_a_checkout_between_tags_takes_the_installed_version_and_generates(origin: Path, backend: Path, tmp_path: Path) -> None:
     """A clone of main one commit past v0.5.9 that changed a table file: no tag at HEAD, so
     the version is the one the install recorded (its dist-info: SGLang's own
     git_describe_command describes the newest tag itself, so setuptools-scm says 0.5.9), the
@@ -157,7 +164,7 @@ def test_a_checkout_between_tags_takes_the_installed_version_and_generates(origi
     checkout = tmp_path / "sglang"
     git("clone", "-q", f"file://{work}", str(checkout))
     venv = make_venv(tmp_path / "env")
-    pip_editable(venv / "bin/python", checkout)
+    pip_editable(venv / "bin/python", checkout, backend=backend)
     (info,) = (venv / "lib").glob("python3*/site-packages/sglang-*.dist-info")
     assert info.name == "sglang-0.5.9.dist-info"
     done = invoke("apply", "--python", str(venv))

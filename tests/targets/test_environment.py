@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import copy_venv, invoke
 from patchkit.errors import BadInput
 from patchkit.targets.environment import EDITABLE, WHEEL, read_environment
+from support.cli import invoke
+from support.venvs import copy_venv
 
 
 def site_of(venv: Path) -> Path:

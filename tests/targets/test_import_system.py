@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from conftest import copy_venv, invoke, make_venv, pip_install
+from support.cli import invoke
 from support.mirror import default_cache, fetch_wheel
+from support.venvs import copy_venv, make_venv, pip_install
 
 DC = "sglang/srt/distributed/device_communicators"
 
@@ -53,15 +53,15 @@ def refused(venv: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def stale_editable(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def stale_editable(tmp_path_factory: pytest.TempPathFactory, prebuilt) -> Path:
     """SGLang 0.5.8 installed editable (setuptools' finder), then the 0.5.9 wheel installed over it
     with --ignore-installed: pip leaves the editable's .pth, finder and dist-info in place."""
-    from support.image import pip_editable, release_repo, shallow_clone
+    from support.image import pip_editable, shallow_clone
 
     base = tmp_path_factory.mktemp("stale")
-    checkout = shallow_clone(release_repo(base / "origin" / "sglang", "0.5.8"), "v0.5.8", base / "sglang")
+    checkout = shallow_clone(prebuilt.origin("0.5.8"), "v0.5.8", base / "sglang")
     venv = make_venv(base / "V")
-    pip_editable(venv / "bin/python", checkout)
+    pip_editable(venv / "bin/python", checkout, backend=prebuilt.build_backend())
     pip_install(venv / "bin/python", "--ignore-installed", str(fetch_wheel("0.5.9", default_cache())))
     return venv
 

@@ -290,7 +290,7 @@ def test_older_than_says_built_before_the_patch(home: Path, built: float, stale:
 
 def test_newest_mtime_of_the_patched_sources(tmp_path: Path) -> None:
     files = [tmp_path / "a.cuh", tmp_path / "b.cu", tmp_path / "gone.cu"]
-    for path, t in zip(files[:2], (PATCHED - 10, PATCHED)):
+    for path, t in zip(files[:2], (PATCHED - 10, PATCHED), strict=True):
         path.write_bytes(b"x")
         os.utime(path, (t, t))
     assert newest_mtime(files) == PATCHED

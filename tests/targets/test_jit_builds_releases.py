@@ -13,9 +13,11 @@ import re
 from pathlib import Path
 
 import pytest
-
 from flashinfer_text import function, jit_library_path, wheel_text
+
 from patchkit.targets.jit_builds import CACHED, MODULE_GENERATORS, MODULE_SOURCES, WORKSPACE, arch_folder, find
+
+pytestmark = pytest.mark.network  # FlashInfer's real wheels, fetched once into the cache
 
 # The first and last releases of the range, one where build.ninja is kept, the first that rewrites it.
 RELEASES = ("0.5.0", "0.6.4", "0.6.11", "0.6.11.post1", "0.6.16.post4")

@@ -17,11 +17,10 @@ import json
 import zipfile
 from pathlib import Path
 
-import pytest
-
-from conftest import invoke, make_venv, pip_install
 from patchkit.data import shipped
+from support.cli import invoke
 from support.mirror import default_cache, fetch_wheel
+from support.venvs import make_venv, pip_install
 
 DC = "sglang/srt/distributed/device_communicators"
 SYMM = "0001-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch"

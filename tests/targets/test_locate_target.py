@@ -3,7 +3,7 @@
 The real-install tests use a real SGLang 0.5.9 wheel (fetched once and cached, see
 ``support.mirror``) installed by pip in a real virtualenv (a copy of conftest's
 ``sglang_venv``), and in a user site under a temporary PYTHONUSERBASE (never the real
-~/.local).  The commands run in this process (conftest.invoke), from the folder each test names.
+~/.local).  The commands run in this process (support.cli.invoke), from the folder each test names.
 """
 
 from __future__ import annotations
@@ -17,11 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DC, copy_venv, invoke, make_repo, make_venv
 from patchkit.errors import BadInput
-from support.mirror import default_cache, fetch_wheel
 from patchkit.targets.environment import interpreter, read_environment, site_packages_of
 from patchkit.targets.locate import CHECKOUT, DIRECTORY, INSTALLED, open_target
+from support.cli import invoke
+from support.mirror import default_cache, fetch_wheel
+from support.repos import DC, make_repo
+from support.venvs import copy_venv, make_venv
 
 NOT_FOUND = "not an SGLang, vLLM or FlashInfer checkout or installed package (no python/sglang/, vllm/ or flashinfer/ folder, no package with a dist-info)"
 PY = f"python{sys.version_info[0]}.{sys.version_info[1]}"
@@ -195,6 +197,7 @@ def user_install(user_files: Path, base: Path, tmp_path: Path) -> tuple[Path, Pa
     return userbase, usersite
 
 
+@pytest.mark.network
 def test_user_install_is_found_for_a_base_interpreter(user_install: tuple[Path, Path], base: Path) -> None:
     userbase, usersite = user_install
     # the interpreter itself imports it from there
@@ -205,6 +208,7 @@ def test_user_install_is_found_for_a_base_interpreter(user_install: tuple[Path, 
     assert out(done)[0] == described(usersite)
 
 
+@pytest.mark.network
 def test_pythonnousersite_hides_the_user_site(user_install: tuple[Path, Path], base: Path) -> None:
     userbase, usersite = user_install
     done = invoke("status", "--python", str(base), env={"PYTHONUSERBASE": str(userbase), "PYTHONNOUSERSITE": "1"})
@@ -214,6 +218,7 @@ def test_pythonnousersite_hides_the_user_site(user_install: tuple[Path, Path], b
     assert str(userbase) not in line
 
 
+@pytest.mark.network
 def test_virtualenv_sees_the_user_site_only_with_system_site_packages(user_install: tuple[Path, Path], tmp_path: Path) -> None:
     userbase, usersite = user_install
     env = {"PYTHONUSERBASE": str(userbase), "PYTHONNOUSERSITE": None}
@@ -357,7 +362,7 @@ def test_installed_package_in_process(venv: Path) -> None:
 def test_python_finds_vllm_without_project(tmp_path: Path) -> None:
     """--python without --project looks for every project patchkit knows (vLLM here, in
     the shape of an installed vLLM: the package with its tables and a dist-info)."""
-    from conftest import UTILS_OLD
+    from support.repos import UTILS_OLD
 
     env = make_venv(tmp_path / "V")
     site = venv_site(env)

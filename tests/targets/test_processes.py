@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 import patchkit
-from conftest import TICK_NS, after_start, running
 from patchkit.targets import processes
 from patchkit.targets.processes import Process, parse_start_ticks, restart_lines, runs_project, stale_processes
+from support.procs import TICK_NS, after_start, running
 
 SERVER = 'import sys\nprint("ready", flush=True)\nsys.stdin.read()  # until the test closes stdin or kills us\n'
 SELF_CHECK = (

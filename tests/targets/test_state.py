@@ -131,7 +131,7 @@ def test_tidy_is_true_only_when_a_run_needs_no_lock(store: Store) -> None:
 
 def test_prune_keeps_exactly_what_it_is_told(store: Store) -> None:
     store.ensure()
-    old, new = store.put(OLD), store.put(NEW)
+    old, _ = store.put(OLD), store.put(NEW)
     store.prune({old})
     assert files(store.objects) == [old]
     store.prune(set())

@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DC
 from patchkit.errors import BadInput, Refused
 from patchkit.targets import transaction
 from patchkit.targets.locate import DIRECTORY, Target, open_target
 from patchkit.targets.state import Store
 from patchkit.targets.transaction import Lock, commit, exclusive, recover
 from patchkit.types import Applied, AppliedFile, Change
+from support.repos import DC
 
 A, B = f"{DC}/all_reduce_utils.py", f"{DC}/torch_symm_mem.py"
 BEFORE = {A: b"A = 1\n", B: b"B = 1\n"}

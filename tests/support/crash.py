@@ -1,16 +1,11 @@
 """The one helper module of the crash and race tests: tests/targets/test_crash_and_race.py
-and the reliability suite (tests/reliability/).
-
-Not a ``conftest.py``: tests/ has no ``__init__.py`` files, so a second
-``conftest.py`` would take the module name ``conftest`` from tests/conftest.py and
-break every ``from conftest import ...``.  Test modules import this one by name
-(tests/ is on sys.path through tests/conftest.py).
+and the reliability suite (tests/reliability/): ``from support.crash import ...``.
 
 Two ways to run patchkit:
 
 - ``run``/``popen``: ``python -m patchkit`` in a separate process.  Every run that is
   killed (PATCHKIT_FAULT, SIGKILL) or raced against another one goes this way.
-- ``pk``: the same command line in this process (``conftest.invoke``), for the commands
+- ``pk``: the same command line in this process (``support.cli.invoke``), for the commands
   that look at, finish or undo what a killed or raced run left.  Same arguments, same
   exit code, same bytes on stdout and stderr; a Python start-up less.
 
@@ -37,7 +32,8 @@ from dataclasses import dataclass, field
 from hashlib import sha256
 from pathlib import Path
 
-from conftest import DC, GIT_ENV, PROCESS_ENV, ROOT, git, invoke, make_repo, run_cli
+from support.cli import PROCESS_ENV, invoke, run_cli
+from support.repos import DC, GIT_ENV, ROOT, git, make_repo
 
 TAG = "v0.5.5"
 VERSION = "0.5.5"
@@ -67,7 +63,7 @@ HANG_GUARD = 120  # seconds: only a run that hangs gets near this, however busy 
 
 def env(**extra: str | None) -> dict[str, str]:
     """The environment for a subprocess: the test git identity, no stray patchkit settings,
-    Python's bytecode cache of conftest.PROCESS_ENV; ``None`` removes a variable."""
+    Python's bytecode cache of support.cli.PROCESS_ENV; ``None`` removes a variable."""
     full = dict(os.environ, **GIT_ENV, PYTHONPATH=PYTHONPATH)
     for name in ("PATCHKIT_SGLANG_REPO", "PATCHKIT_FAULT", "PATCHKIT_LOCK_TIMEOUT"):
         full.pop(name, None)

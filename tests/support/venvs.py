@@ -1,0 +1,29 @@
+"""Virtualenvs of the interpreter that runs the tests, with real wheels installed by pip."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+
+def make_venv(path: Path, *options: str) -> Path:
+    """A virtualenv of the interpreter that runs the tests, without pip (pip runs from outside)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", *options, str(path)], check=True, capture_output=True)
+    return path
+
+
+def pip_install(python: Path | str, *args: str) -> None:
+    """``pip install ARGS`` into the environment of ``python``, by this interpreter's pip (``pip --python``)."""
+    cmd = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index", "--no-compile", *args]
+    subprocess.run(cmd, check=True, capture_output=True)
+
+
+def copy_venv(template: Path, dest: Path) -> Path:
+    """A copy of a virtualenv, byte for byte (so every RECORD hash holds); its bin/python
+    links to the same base interpreter, and it finds its own site-packages from there.
+    (Console scripts keep the template's path on their #! line: no test runs them.)"""
+    if dest.exists():
+        raise FileExistsError(dest)
+    subprocess.run(["cp", "-a", str(template), str(dest)], check=True, capture_output=True)  # copytree(symlinks=True), faster
+    return dest

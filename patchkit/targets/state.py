@@ -170,7 +170,8 @@ class Store:
         """Called with the lock held.  The objects are copied first; moving ``record``
         (state.json or journal.json) is the commit point, so a kill leaves either the record
         in place or the record set aside with its objects, never a record without them."""
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        now = time.time_ns()  # to the nanosecond: two set-asides in one second still sort oldest first
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now // 10**9)) + f".{now % 10**9:09d}Z"
         label = "".join(c if c.isalnum() or c in ".-_" else "_" for c in str(version or "unknown"))
         folder = self.aside / f"{stamp}-{label}"
         n = 1

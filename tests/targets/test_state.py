@@ -140,20 +140,26 @@ def test_prune_keeps_exactly_what_it_is_told(store: Store) -> None:
 
 
 def test_a_state_set_aside_keeps_its_originals(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(time, "gmtime", lambda *_: time.struct_time((2026, 1, 2, 3, 4, 5, 4, 2, 0)))  # one second for all
+    second = 1767323045 * 10**9  # 2026-01-02T03:04:05Z: every set-aside below falls in this one second
+    clock = iter([second + 7, second + 7, second + 300, second + 4000])  # the first two: the same nanosecond
+    monkeypatch.setattr(time, "time_ns", lambda: next(clock))
     store.ensure()
     store.put(OLD)
     store.put(NEW)
     store.set_applied(APPLIED)
     state = store.state_file.read_bytes()
     first = store.set_aside(APPLIED)
-    assert first == store.aside / "20260102T030405Z-0.5.5"
+    assert first == store.aside / "20260102T030405.000000007Z-0.5.5"
     assert files(first) == ["objects", f"objects/{sha(OLD)}", "state.json"]
     assert (first / "state.json").read_bytes() == state and (first / "objects" / sha(OLD)).read_bytes() == OLD
     assert store.applied() is None
-    store.set_applied(APPLIED._replace(version="0.5.9/../x"))  # a version is never a path
-    assert store.set_aside(APPLIED._replace(version="0.5.9/../x")) == store.aside / "20260102T030405Z-0.5.9_.._x"
     store.set_applied(APPLIED)
-    assert store.set_aside(APPLIED) == store.aside / "20260102T030405Z-0.5.5-2"  # the same second: another name
+    assert store.set_aside(APPLIED) == store.aside / "20260102T030405.000000007Z-0.5.5-2"  # the same instant: another name
+    store.set_applied(APPLIED._replace(version="0.5.9/../x"))  # a version is never a path
+    assert store.set_aside(APPLIED._replace(version="0.5.9/../x")) == store.aside / "20260102T030405.000000300Z-0.5.9_.._x"
+    store.set_applied(APPLIED._replace(version="0.5.3"))
+    store.set_aside(APPLIED._replace(version="0.5.3"))
+    # Oldest first, whatever the versions (an upgrade and a downgrade within one second).
     assert [p.parent.name for p in store.set_aside_states()] == [
-        "20260102T030405Z-0.5.5", "20260102T030405Z-0.5.5-2", "20260102T030405Z-0.5.9_.._x"]
+        "20260102T030405.000000007Z-0.5.5", "20260102T030405.000000007Z-0.5.5-2",
+        "20260102T030405.000000300Z-0.5.9_.._x", "20260102T030405.000004000Z-0.5.3"]

@@ -18,6 +18,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from patchkit.fixes.registry import SGLANG
 from patchkit.rewrite.evaluate import tables
 from support.cli import invoke
@@ -186,6 +188,7 @@ def test_a_key_12_put_there_by_hand_is_left_alone(sglang_venv: Path, tmp_path: P
     assert env.pk("verify").returncode == 0
 
 
+@pytest.mark.servers
 def test_servers_started_before_the_change_are_named(sglang_venv: Path, tmp_path: Path) -> None:
     """A Python of the venv running `-m sglang.launch_server` (a stand-in that waits) before
     apply is named after apply, in status and after revert; one started after is not."""

@@ -76,6 +76,7 @@ def image(tmp: Path, origin: Path, installer: str, backend: Path) -> tuple[Path,
     return checkout, venv / "bin", next((venv / "lib").glob("python3*/site-packages"))
 
 
+@pytest.mark.servers
 @pytest.mark.parametrize("installer", ["pip", "pip-compat", "uv"])
 def test_the_image_layout_through_apply_verify_revert(origin: Path, backend: Path, tmp_path: Path, installer: str) -> None:
     checkout, bin_dir, site = image(tmp_path, origin, installer, backend)

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.servers  # stand-in servers: see the marker in pyproject.toml
+
 import patchkit
 from patchkit.targets import processes
 from patchkit.targets.processes import Process, parse_start_ticks, restart_lines, runs_project, stale_processes

@@ -63,7 +63,7 @@ class AutoTarget(NamedTuple):
     label: str
     held: tuple  # the machine's ccs as the project spells them
     spare: dict  # fix -> why it is not needed here
-    results: tuple  # of the command's results, one per key
+    results: tuple[object, ...]  # the command's results, one per key
     not_for: tuple = ()  # of ``held``, with nothing to do: the keys no fix is for (the release holds the rest)
 
 
@@ -72,7 +72,7 @@ class Auto(NamedTuple):
 
     command: str
     machine: object  # gpus.smi.Machine
-    targets: tuple  # of AutoTarget
+    targets: tuple[AutoTarget, ...]
 
     @property
     def exit_code(self) -> int:

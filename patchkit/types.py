@@ -44,7 +44,7 @@ class Applied(NamedTuple):
     from_cc: object
     to_cc: object
     patchkit: str
-    files: list  # of AppliedFile
+    files: list[AppliedFile]
 
     def fixes(self) -> list[str]:
         """The fixes whose changes this records, in the order first recorded (a state written

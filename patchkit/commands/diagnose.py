@@ -47,7 +47,7 @@ class LogRead(NamedTuple):
 class DiagnoseResult(NamedTuple):
     """Each log diagnosed (``render/diagnose.py`` says it)."""
 
-    logs: tuple  # of LogRead
+    logs: tuple[LogRead, ...]
 
     @property
     def failures(self) -> int:

@@ -69,7 +69,7 @@ class FixJudged(NamedTuple):
     effect: Effect | None  # what it does (``[effect]``)
     needed: bool  # needed on the GPUs judged for: missing, on by default or turned on by the release, and not spare
     spare: str | None  # why it is not needed on this machine (``here.unneeded``)
-    because: tuple  # of TurnedOn: why an opt-in fix is needed
+    because: tuple[TurnedOn, ...]  # why an opt-in fix is needed
     failing: tuple | None  # what the release does without it (fixes.effects.Fails); None: its effect is not said here
     clean_only: str | None  # what the fix does instead on a machine that lacks what it needs (``here.clean_start_only``)
 
@@ -79,7 +79,7 @@ class DoctorTarget(NamedTuple):
     project: str
     label: str
     kind: str  # git checkout, installed package
-    fixes: tuple  # of FixJudged
+    fixes: tuple[FixJudged, ...]
 
 
 class CompiledCode(NamedTuple):
@@ -100,7 +100,7 @@ class DoctorResult(NamedTuple):
     to_cc: tuple | None  # --to-cc: its cc and how it was written
     machine: Machine  # the GPUs judged for: those seen, or given (--to-cc, or the fixes' own cc)
     basis: str  # where those come from: NVIDIA_SMI, TO_CC or DEFAULT
-    targets: tuple  # of DoctorTarget
+    targets: tuple[DoctorTarget, ...]
     needed: tuple  # the fixes needed, in the order found
     apply: str | None  # the one command that applies them
     code: CompiledCode | None  # with --python

@@ -23,7 +23,7 @@ from patchkit.git.objects import GitSource, SourceFile
 from patchkit.patch import message
 from patchkit.patch.manifest import SERIES, FileEntry, FixStatus, Manifest, SeriesEntry
 from patchkit.patch.write import FileChange, format_patch, patch_filename
-from patchkit.rewrite.rules import rewrite_file
+from patchkit.rewrite.rules import Found, rewrite_file
 from patchkit.scan.feature_path import gates_left
 from patchkit.targets.atomic import remove_temps, write_atomic
 from patchkit.types import ALREADY_UPSTREAM, CANNOT_APPLY, ERROR, INCOMPLETE, NOTHING_TO_PATCH, PATCHED
@@ -42,7 +42,7 @@ class TagOutcome:
     version: str
     status: str
     outputs: dict[str, bytes] = field(default_factory=dict)  # file name -> bytes
-    tables: list = field(default_factory=list)  # of rewrite.rules.Found, each at its path
+    tables: list[Found] = field(default_factory=list)  # each at its path
     error: str | None = None
     fixes: list[FixStatus] = field(default_factory=list)
 

@@ -109,7 +109,7 @@ class SeriesEntry(NamedTuple):
     from_cc: object  # the pair its keyed rules copy (None: only predicate rules)
     to_cc: object
     rules: list  # {"kind", "where", "evidence", "needs"} of each rule
-    files: list  # of FileEntry
+    files: list[FileEntry]
     already_upstream: list  # what the fix found already there (rewrite.rules.Found)
 
     @classmethod
@@ -126,8 +126,8 @@ class Manifest(NamedTuple):
     version: str
     tag: str | None
     commit: str | None
-    fixes: list  # of FixStatus: every fix considered, in series order
-    series: list  # of SeriesEntry
+    fixes: list[FixStatus]  # every fix considered, in series order
+    series: list[SeriesEntry]
     patchkit: str | None
 
     def to_bytes(self) -> bytes:
@@ -191,7 +191,7 @@ class Shipped(NamedTuple):
     fixes: tuple[str, ...]
     from_cc: object  # the pair their keyed rules copy (None: predicate rules only)
     to_cc: object
-    files: tuple  # of FileEntry
+    files: tuple[FileEntry, ...]
     data: bytes
 
     def sections(self) -> dict:

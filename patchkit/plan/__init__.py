@@ -7,7 +7,7 @@ apply wrote is in effect.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from patchkit import __version__
 from patchkit.digest import sha256
@@ -23,6 +23,9 @@ from patchkit.types import (
     Change,
 )
 
+if TYPE_CHECKING:  # for the annotations only
+    from patchkit.rewrite.rules import Found
+
 APPLY = "apply"
 REVERT = "revert"
 
@@ -30,10 +33,10 @@ REVERT = "revert"
 class Plan(NamedTuple):
     action: str
     source: str = ""
-    changes: tuple = ()  # of Change
+    changes: tuple[Change, ...] = ()
     applied: Applied | None = None
-    notes: tuple = ()  # of str
-    tables: tuple = ()  # of rewrite.rules.Found, each at its path
+    notes: tuple[str, ...] = ()
+    tables: tuple[Found, ...] = ()  # each at its path
 
 
 def release_changed(
@@ -153,7 +156,7 @@ def plan_apply(
             base[f.path] = originals[f.path]
 
     posts: dict[str, bytes] | None = None
-    found: list = []  # of rewrite.rules.Found
+    found: list[Found] = []
     source = ""
     if shipped is not None:
         posts = from_shipped(base, shipped)

@@ -18,8 +18,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.servers  # stand-in servers: see the marker in pyproject.toml
-
 import patchkit
 from patchkit.targets import processes
 from patchkit.targets.processes import Process, parse_start_ticks, restart_lines, runs_project, stale_processes
@@ -34,7 +32,10 @@ SELF_CHECK = (
     'print(json.dumps({"self": os.getpid(), "named": named}))\n'
 )
 
-pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+pytestmark = [
+    pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc"),
+    pytest.mark.servers,  # stand-in servers: see the marker in pyproject.toml
+]
 
 
 @pytest.fixture(scope="module")

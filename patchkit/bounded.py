@@ -21,7 +21,7 @@ import stat
 from pathlib import Path
 from typing import NamedTuple
 
-from patchkit.errors import BadInput
+from patchkit.errors import BadInput, held_interrupts
 
 MAX_DEPTH = 64  # JSON nesting: patchkit's own documents and PEP 610's are 5 deep at most
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
@@ -122,22 +122,44 @@ class Ran(NamedTuple):
 TIME, BYTES = "time", "bytes"
 
 
+def _end(proc, finished: bool) -> None:
+    """Close ``proc``'s pipes; unless it ``finished``, end its whole session's group first (the
+    deadline, the cap, or an exception such as Ctrl-C) and give it a second to be reaped."""
+    import signal
+    import subprocess
+
+    if not finished:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
+    if not finished:
+        try:
+            proc.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            pass
+
+
 def run(argv: list[str], limit: float, cap: int, stdin: bytes = b"", env: dict | None = None) -> Ran:
     """Run ``argv`` in a session of its own (its standard input ``stdin``, or nothing), read
     its stdout and stderr together, at most ``cap`` bytes, and wait for it, all within
     ``limit`` seconds from its start.  OSError when it cannot be started."""
     import selectors
-    import signal
     import subprocess
     import time
 
     deadline = time.monotonic() + limit
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True, env=env)
     out, err = bytearray(), bytearray()
-    into = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
-    stopped, finished = "", False
+    stopped, finished, proc = "", False, None
     try:
+        with held_interrupts() as held:  # a Ctrl-C inside Popen is raised just below, where the group is killed
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, start_new_session=True, env=env)
+        held.release()
+        into = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
         if stdin:
             try:
                 proc.stdin.write(stdin)  # a few hundred bytes: the pipe's buffer takes them at once
@@ -171,18 +193,7 @@ def run(argv: list[str], limit: float, cap: int, stdin: bytes = b"", env: dict |
         exited = proc.poll() is not None
         finished = not stopped
     finally:
-        if not finished:  # the deadline, the cap, or an exception (Ctrl-C): end the whole session's group
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except OSError:
-                pass
-        for pipe in (proc.stdin, proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
-        if not finished:
-            try:
-                proc.wait(timeout=1.0)
-            except subprocess.TimeoutExpired:
-                pass
+        if proc is not None:  # None: it could not be started (OSError)
+            _end(proc, finished)
     ended = proc.poll() is not None
     return Ran(proc.returncode if exited else None, bytes(out), bytes(err), stopped, exited, ended)

@@ -77,12 +77,41 @@ class Interrupted(BaseException):
         self.detail = detail
 
 
+_HELD = {"depth": 0, "pending": False}  # Ctrl-C held back while a child process is being started
+
+
 def on_sigint(signum, frame) -> None:
-    """The SIGINT handler of the command line: Ctrl-C raises Interrupted wherever patchkit is."""
+    """The SIGINT handler of the command line: Ctrl-C raises Interrupted wherever patchkit is,
+    except while ``held_interrupts`` starts a child: then it is raised once the child is known."""
+    if _HELD["depth"]:
+        _HELD["pending"] = True
+        return
+    interrupt()
+
+
+def interrupt() -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the cleanup short
     raise Interrupted()
+
+
+class held_interrupts:
+    """``with held_interrupts() as held: proc = Popen(...)``, then, where the child's clean-up is
+    in place, ``held.release()``: a Ctrl-C that came while Popen ran (which would leave a child
+    nobody knows the pid of) is raised there."""
+
+    def __enter__(self) -> held_interrupts:
+        _HELD["depth"] += 1
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _HELD["depth"] -= 1
+
+    def release(self) -> None:
+        if not _HELD["depth"] and _HELD["pending"]:
+            _HELD["pending"] = False
+            interrupt()
 
 
 def unexpected(exc: BaseException) -> str:

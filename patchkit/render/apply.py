@@ -10,20 +10,22 @@ from patchkit.targets.processes import restart_lines
 from patchkit.text import plural
 
 
+def transaction_lines(r, command: str) -> list[str]:
+    """What apply or revert (``command``) says of the lock it took, or of what a real run would
+    do without it: an interrupted transaction pending, a state of another release set aside."""
+    if r.locked:
+        return list(r.lock_notes) + ([r.set_aside] if r.set_aside else [])
+    lines = ["an interrupted transaction is pending; a real run finishes it first"] if r.pending else []
+    if r.old:
+        lines.append(f"{r.old}: {'a real run sets' if r.dry_run else command + ' sets'} the old state aside")
+    return lines
+
 def to_text(r, terminal: bool) -> list[str]:
     plan, local = r.plan, r.local
     lines = [r.where.line]
     if r.kept:
         lines.append(f"note: keeps {', '.join(r.kept)}, applied before (`patchkit revert` takes the fixes away)")
-    if not r.locked:
-        if r.pending:
-            lines.append("an interrupted transaction is pending; a real run finishes it first")
-        if r.old:
-            lines.append(f"{r.old}: {'a real run sets' if r.dry_run else 'apply sets'} the old state aside")
-    else:
-        lines += r.lock_notes
-        if r.set_aside:
-            lines.append(r.set_aside)
+    lines += transaction_lines(r, "apply")
     lines += [f"note: {note}" for note in plan.notes]
     if plan.action != APPLY:
         lines.append(f"{plan.action}" + (f" ({plan.source})" if plan.source else "") + ": nothing written")

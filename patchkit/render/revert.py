@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from patchkit.digest import sha256
 from patchkit.plan import REVERT
-from patchkit.render.apply import plan_fields
+from patchkit.render.apply import plan_fields, transaction_lines
 from patchkit.targets.processes import restart_lines
 from patchkit.text import plural
 
@@ -14,15 +14,7 @@ from patchkit.text import plural
 def to_text(r, terminal: bool) -> list[str]:
     plan = r.plan
     lines = [r.where.line]
-    if not r.locked:
-        if r.pending:
-            lines.append("an interrupted transaction is pending; a real run finishes it first")
-        if r.old:
-            lines.append(f"{r.old}: {'a real run sets' if r.dry_run else 'revert sets'} the old state aside")
-    else:
-        lines += r.lock_notes
-        if r.set_aside:
-            lines.append(r.set_aside)
+    lines += transaction_lines(r, "revert")
     lines += [f"note: {note}" for note in plan.notes]
     lines += [f"kept your edited copy in {path}" for path in r.kept]
     if plan.action != REVERT:

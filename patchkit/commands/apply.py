@@ -13,6 +13,7 @@ from typing import NamedTuple
 from patchkit.errors import OK, PatchkitError, Refused
 from patchkit.fixes.registry import default_fixes, fixes_for, no_rule, rules_for
 from patchkit.plan import APPLY, Plan, plan_apply
+from patchkit.plan.reasons import ReleaseChanged
 from patchkit.report import Auto, AutoTarget, Where, combine
 from patchkit.targets import bytecode
 from patchkit.targets.locate import INSTALLED
@@ -45,8 +46,8 @@ class ApplyResult(NamedTuple):
     locked: bool  # whether apply took the lock (to write, or to set an old state aside)
     pending: bool  # an interrupted transaction was pending (said when apply writes nothing)
     lock_notes: tuple[str, ...]  # what taking the lock said: that it waited, what recovery did
-    old: str | None  # why a state of another release is (or would be) set aside
-    set_aside: str | None  # where it was set aside
+    old: ReleaseChanged | None  # why a state of another release is (or would be) set aside
+    set_aside: Path | None  # where it was set aside
     plan: Plan
     stale: tuple[Path, ...]  # stale bytecode of the files the plan does not write
     dropped: tuple[Path, ...]  # bytecode files dropped
@@ -108,7 +109,7 @@ def _apply(s: Session, patches, no_generate, from_cc, to_cc, dry_run: bool, fixe
             lock_notes = notes
             look = _kept_look(s, patches, no_generate, from_cc, to_cc, fixes, kept, named)
             if look.old:
-                aside = s.set_aside(*look.old)
+                aside = s.set_aside(look.old[0])
             plan = look.plan
             if plan.action == APPLY:
                 dropped = commit(s.target, s.store, plan.changes, plan.applied, "apply", s.version)

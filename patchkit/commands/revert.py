@@ -12,10 +12,20 @@ from typing import NamedTuple
 from patchkit.digest import sha256
 from patchkit.errors import OK, Refused
 from patchkit.plan import REVERT, Plan, plan_revert
+from patchkit.plan.reasons import ReleaseChanged
 from patchkit.report import Where
 from patchkit.targets.atomic import make_dir, write_atomic
 from patchkit.targets.session import Session
 from patchkit.targets.transaction import commit, exclusive
+
+
+class ForceRefused(Refused):
+    """``--force`` on a state of another release (``changed``, said first in the line: ``cli``)."""
+
+    def __init__(self, path: str, changed: ReleaseChanged) -> None:
+        super().__init__(path, "--force would write the originals recorded then into the files of the release here now; "
+                               "refused, nothing written (`patchkit revert` without --force sets the old state aside)")
+        self.changed = changed
 
 
 class RevertResult(NamedTuple):
@@ -26,8 +36,8 @@ class RevertResult(NamedTuple):
     locked: bool  # whether revert took the lock (to write, or to set an old state aside)
     pending: bool  # an interrupted transaction was pending (said when revert writes nothing)
     lock_notes: tuple[str, ...]  # what taking the lock said: that it waited, what recovery did
-    old: str | None  # why a state of another release is (or would be) set aside
-    set_aside: str | None  # where it was set aside
+    old: ReleaseChanged | None  # why a state of another release is (or would be) set aside
+    set_aside: Path | None  # where it was set aside
     plan: Plan
     kept: tuple[Path, ...]  # --force: the copies of files edited after apply
     dropped: tuple[Path, ...]  # bytecode files dropped
@@ -55,7 +65,7 @@ def revert(
             lock_notes = notes
             plan, old = _plan(s, force, patches)
             if old:
-                aside = s.set_aside(*old)
+                aside = s.set_aside(old[0])
             kept = _keep_edits(s, plan) if plan.action == REVERT else []
             had_state = s.applied() is not None
             dropped = commit(s.target, s.store, plan.changes, None, "revert", s.version) if plan.action == REVERT and (plan.changes or had_state) else []
@@ -71,11 +81,7 @@ def _plan(s: Session, force: bool, patches: Path | None):
     applied, changed = s.state()
     if changed:
         if force:
-            raise Refused(
-                str(s.store.state_file),
-                f"{changed}: --force would write the originals recorded then into the files of the release here now; "
-                "refused, nothing written (`patchkit revert` without --force sets the old state aside)",
-            )
+            raise ForceRefused(str(s.store.state_file), changed)
         old, applied = (applied, changed), None
     else:
         old = None

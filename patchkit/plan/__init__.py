@@ -13,6 +13,7 @@ from patchkit import __version__
 from patchkit.digest import sha256
 from patchkit.errors import BadInput, Refused
 from patchkit.patch.manifest import Shipped
+from patchkit.plan.reasons import OriginalsAgain, OtherVersion, Reinstalled, ReleaseChanged
 from patchkit.types import (
     ALREADY_APPLIED,
     ALREADY_UPSTREAM,
@@ -21,17 +22,27 @@ from patchkit.types import (
     Applied,
     AppliedFile,
     Change,
+    Status,
+    StrEnum,
 )
 
 if TYPE_CHECKING:  # for the annotations only
     from patchkit.rewrite.rules import Found
 
-APPLY = "apply"
-REVERT = "revert"
+
+
+class Action(StrEnum):
+    """What a plan writes, when it writes anything (else its ``Status`` says why not)."""
+
+    APPLY = "apply"
+    REVERT = "revert"
+
+
+APPLY, REVERT = Action.APPLY, Action.REVERT
 
 
 class Plan(NamedTuple):
-    action: str
+    action: Action | Status
     source: str = ""
     changes: tuple[Change, ...] = ()
     applied: Applied | None = None
@@ -41,8 +52,8 @@ class Plan(NamedTuple):
 
 def release_changed(
     applied: Applied, current: dict[str, bytes], version: str | None, installed: dict[str, str] | None, name: str
-) -> str | None:
-    """Why the recorded state belongs to another release than the one here now, or None.
+) -> ReleaseChanged | None:
+    """How the recorded state is seen to belong to another release than the one here now, or None.
 
     ``installed``: for a pip-installed package, the sha256 of each file as its dist-info
     RECORD lists it (None for a checkout); ``name``: how to call the project.  The state
@@ -51,18 +62,16 @@ def release_changed(
     the same version, a `git checkout -- .`), or when a patched file is what pip installed
     and not what patchkit wrote (a reinstall from another build).
     """
-    now = "installed" if installed is not None else "checked out"
+    seen = (name, applied.version, version, installed is not None)
     if applied.version and version and applied.version != version:
-        return f"{name} {applied.version} was patched; {version} is {now} now"
-    label = f"{name} {applied.version or version or '(version unknown)'}"
+        return OtherVersion(*seen)
     files = applied.files
     if files and all(f.path in current and sha256(current[f.path]) == f.pre_sha256 for f in files):
-        again = "reinstalled" if installed is not None else "restored"
-        return f"{label} was patched; its files were {again} since (they are the originals again)"
+        return OriginalsAgain(*seen)
     for f in files:
         digest = sha256(current[f.path]) if f.path in current else None
         if installed and digest is not None and digest != f.post_sha256 and installed.get(f.path) == digest:
-            return f"{label} was patched; it was reinstalled since ({f.path} is as pip installed it)"
+            return Reinstalled(*seen, path=f.path)
     return None
 
 

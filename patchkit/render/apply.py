@@ -4,8 +4,10 @@ bytecode and JIT builds dropped and the servers to restart; with ``dry_run`` the
 
 from __future__ import annotations
 
+from patchkit.fixes.kinds import Kind
 from patchkit.patch.write import hunks, split_lines
 from patchkit.plan import APPLY
+from patchkit.render.reasons import said
 from patchkit.targets.processes import restart_lines
 from patchkit.text import plural
 
@@ -14,10 +16,10 @@ def transaction_lines(r, command: str) -> list[str]:
     """What apply or revert (``command``) says of the lock it took, or of what a real run would
     do without it: an interrupted transaction pending, a state of another release set aside."""
     if r.locked:
-        return list(r.lock_notes) + ([r.set_aside] if r.set_aside else [])
+        return list(r.lock_notes) + ([f"{said(r.old)}: the old state is set aside in {r.set_aside}"] if r.set_aside else [])
     lines = ["an interrupted transaction is pending; a real run finishes it first"] if r.pending else []
     if r.old:
-        lines.append(f"{r.old}: {'a real run sets' if r.dry_run else command + ' sets'} the old state aside")
+        lines.append(f"{said(r.old)}: {'a real run sets' if r.dry_run else command + ' sets'} the old state aside")
     return lines
 
 def to_text(r, terminal: bool) -> list[str]:
@@ -61,9 +63,11 @@ def to_json(r) -> dict:
     )
 
 
-def plan_fields(plan, dry_run: bool, set_aside: str | None) -> dict:
-    """What apply's and revert's --json say of their plan (a ``plan.Plan``)."""
-    return {"action": plan.action, "dry_run": dry_run, "source": plan.source, "notes": list(plan.notes), "set_aside": set_aside}
+def plan_fields(plan, dry_run: bool, set_aside) -> dict:
+    """What apply's and revert's --json say of their plan (a ``plan.Plan``); ``set_aside``: why a
+    state of another release is set aside (``plan.reasons.ReleaseChanged``)."""
+    return {"action": plan.action, "dry_run": dry_run, "source": plan.source, "notes": list(plan.notes),
+            "set_aside": said(set_aside)}
 
 
 def lines_changed(before: bytes, after: bytes) -> str:
@@ -81,12 +85,12 @@ def lines_changed(before: bytes, after: bytes) -> str:
 
 def found_line(t) -> str:
     """One thing a rule found (``rewrite.rules.Found``), as apply says it."""
-    kind = t.kind or "dict-key"
-    if kind == "backport":
+    kind = t.kind or Kind.DICT_KEY
+    if kind == Kind.BACKPORT:
         return f"{t.name}: " + (f"{t.added_key} applied {t.value}" if t.patched else "already there, left alone")
-    if kind == "predicate":
+    if kind == Kind.PREDICATE:
         return f"{t.name}: " + (f"{t.added_key} added" if t.patched else f"already has {t.added_key}, left alone")
-    if kind == "list-member":
+    if kind == Kind.LIST_MEMBER:
         return f"{t.name} ({t.scope}): " + (
             f"member {t.added_key!r} after {t.copied_from!r}" if t.patched else f"already has {t.added_key!r}, left alone")
     if t.patched:

@@ -15,10 +15,11 @@ from patchkit.errors import BadInput, PatchkitError, UnsafePath
 from patchkit.fixes.registry import Project, fixes_for
 from patchkit.patch.manifest import FixStatus, Manifest, Shipped, read_manifest
 from patchkit.plan import release_changed
+from patchkit.plan.reasons import ReleaseChanged
 from patchkit.targets.locate import INSTALLED, Target, open_install, open_target
 from patchkit.targets.safety import check_relative
 from patchkit.targets.state import Store
-from patchkit.types import CANNOT_APPLY, INCOMPLETE, Applied
+from patchkit.types import CANNOT_APPLY, INCOMPLETE, STALE, Applied
 from patchkit.versions import is_version, public
 
 SOURCE_CAP = 64 << 20  # a candidate file: SGLang's and FlashInfer's largest are under 5 MiB
@@ -98,7 +99,7 @@ class Session:
                 raise BadInput(str(self.store.state_file), f"corrupt patchkit state: {f.path!r} is not a target file")
         return applied
 
-    def state(self) -> tuple[Applied | None, str | None]:
+    def state(self) -> tuple[Applied | None, ReleaseChanged | None]:
         """(what patchkit applied here, why that state belongs to another release or None).
 
         A state of another release is never used: commands treat the target as fresh, and
@@ -207,10 +208,9 @@ class Session:
             return prefix
         return None
 
-    def set_aside(self, applied: Applied, reason: str) -> str:
-        """Set a state of another release aside (lock held); the line to report."""
-        folder = self.store.set_aside(applied)
-        return f"{reason}: the old state is set aside in {folder}"
+    def set_aside(self, applied: Applied) -> Path:
+        """Set a state of another release aside (lock held); the folder it went to."""
+        return self.store.set_aside(applied)
 
     def stale_bytecode(self, current: dict[str, bytes]) -> list[Path]:
         """The stale cached bytecode of every target file that holds a table."""
@@ -221,7 +221,7 @@ class Session:
             for rel, data in current.items()
             if any(name.encode() in data for name in self.project.names)
             for pyc in bytecode.check(self.target.path(rel), data)
-            if pyc.status == "stale"
+            if pyc.status == STALE
         ]
 
     @contextmanager

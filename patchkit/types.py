@@ -96,6 +96,20 @@ class Reason(StrEnum):
     JIT_NOT_CHECKED = "jit-not-checked"  # FlashInfer's JIT builds could not be checked
     STALE_JIT_BUILD = "stale-jit-build"  # built before the patched sources
     PREBUILT_JIT_BUILD = "prebuilt-jit-build"  # a prebuilt module loaded instead of the patched sources
+    # What apply and revert plan (plan.plan_apply, plan_revert): their notes
+    NO_SHIPPED_PATCH = "no-shipped-patch"  # none for this release or this cc pair: generated from the files
+    LOCAL_EDITS = "local-edits"  # files differ from the shipped patch's pre-image: generated from the files
+    OUTSIDE_SHIPPED_PATCH = "outside-shipped-patch"  # files it leaves alone would change too: generated from the files
+    ALREADY_POST_IMAGE = "already-post-image"  # the files already hold the shipped patch's post-image
+    NOTHING_LOOKED_FOR = "nothing-looked-for"  # nothing the fixes look for in the files
+    NO_RULE = "no-rule"  # no rule of the fixes asked for patches the project
+    LEFT_OUT = "left-out"  # a fix the release's manifest says cannot apply whole, not named: left out
+    RESTORING = "restoring"  # every table already has the key: the originals are restored
+    REPLACING = "replacing"  # the applied patch is replaced (what differs)
+    EDITED_AFTER_APPLY = "edited-after-apply"  # revert --force: the edited copy is kept in the state dir
+    NEITHER_IMAGE = "neither-image"  # revert: a file holds neither the pre- nor the post-image of the shipped patch
+    NO_STATE = "no-state"  # revert: no state, and no shipped patch to recognise the files by
+    ORIGINAL_RELEASE = "original-release"  # revert: the files hold the original release
 
 
 class Change(NamedTuple):

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from patchkit.errors import OK, PatchkitError, Refused
-from patchkit.fixes.registry import default_fixes, fixes_for, no_rule, rules_for
+from patchkit.fixes.registry import default_fixes, fixes_for, rules_for
 from patchkit.plan import APPLY, Plan, plan_apply
-from patchkit.plan.reasons import ReleaseChanged
+from patchkit.plan.reasons import LeftOut, NoRule, ReleaseChanged
 from patchkit.report import Auto, AutoTarget, Where, combine
 from patchkit.targets import bytecode
 from patchkit.targets.locate import INSTALLED
@@ -183,7 +183,7 @@ def _look_at(s: Session, patches, no_generate, from_cc, to_cc, fixes) -> Look:
     current = s.current(extra)
     rules = rules_for(s.project.name, fixes, from_cc, to_cc)
     if not rules:
-        return Look(Plan(NOTHING_TO_PATCH, notes=(no_rule(s.project.label, s.project.name, fixes),)), old, [])
+        return Look(Plan(NOTHING_TO_PATCH, notes=(NoRule(s.project.label, s.project.name, tuple(fixes)),)), old, [])
     shipped = s.shipped(patches, from_cc, to_cc, fixes)
     with s.local_errors():
         plan = plan_apply(
@@ -199,7 +199,7 @@ def _look_at(s: Session, patches, no_generate, from_cc, to_cc, fixes) -> Look:
     return Look(plan, old, stale)
 
 
-def _refuse_blocked(s: Session, patches, fixes, named=None) -> tuple[tuple, list[str]]:
+def _refuse_blocked(s: Session, patches, fixes, named=None) -> tuple[tuple, list[LeftOut]]:
     """(the fixes to apply, notes on those left out).  A fix the release's manifest says cannot
     apply here or is incomplete is applied whole or not at all: refused (exit 3, nothing
     written) when ``named`` (None: every fix of ``fixes`` is), else left out and said."""
@@ -210,7 +210,7 @@ def _refuse_blocked(s: Session, patches, fixes, named=None) -> tuple[tuple, list
         others = [f for f in fixes_for(s.project.name, fixes) if f not in {x.fix for x in blocked}]
         rest = f"; `--fix {' --fix '.join(others)}` applies the others" if others else ""
         raise Refused(None, f"{b.fix} {b.status} on {s.project.label} {s.version}: {b.reason}; nothing written{rest}")
-    notes = [f"{b.fix} left out: {b.status} on {s.project.label} {s.version}: {b.reason}" for b in blocked]
+    notes = [LeftOut(b.fix, b.status, s.project.label, s.version, b.reason) for b in blocked]
     return tuple(f for f in fixes if f not in {b.fix for b in blocked}), notes
 
 

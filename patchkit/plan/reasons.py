@@ -168,3 +168,109 @@ class StaleJitBuild:
     @property
     def code(self) -> Reason:
         return Reason.STALE_JIT_BUILD if self.build.droppable else Reason.PREBUILT_JIT_BUILD
+
+
+@dataclass(frozen=True)
+class NoShippedPatch:
+    """No shipped patch fits: ``why`` in the target's words (``targets.session``), else none for ``version``."""
+
+    code: ClassVar[Reason] = Reason.NO_SHIPPED_PATCH
+    version: str | None
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class LocalEdits:
+    """Files (``paths``, as the target names them) differ from the pre-image of the shipped ``patch``."""
+
+    code: ClassVar[Reason] = Reason.LOCAL_EDITS
+    patch: str
+    paths: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class OutsideShippedPatch:
+    """Files the shipped ``patch`` leaves alone (``paths``) would change too."""
+
+    code: ClassVar[Reason] = Reason.OUTSIDE_SHIPPED_PATCH
+    patch: str
+    paths: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class AlreadyPostImage:
+    code: ClassVar[Reason] = Reason.ALREADY_POST_IMAGE
+
+
+@dataclass(frozen=True)
+class NothingLookedFor:
+    code: ClassVar[Reason] = Reason.NOTHING_LOOKED_FOR
+
+
+@dataclass(frozen=True)
+class NoRule:
+    """No rule of ``fixes`` patches the project (``label``, ``project``): the words of
+    ``fixes.registry.no_rule``, which the errors that refuse it say too."""
+
+    code: ClassVar[Reason] = Reason.NO_RULE
+    label: str
+    project: str
+    fixes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """apply: ``fix`` is left out, its ``status`` on ``label`` ``version`` (the release's manifest says why: ``says``)."""
+
+    code: ClassVar[Reason] = Reason.LEFT_OUT
+    fix: str
+    status: Status
+    label: str
+    version: str | None
+    says: str | None
+
+
+@dataclass(frozen=True)
+class Restoring:
+    code: ClassVar[Reason] = Reason.RESTORING
+
+
+@dataclass(frozen=True)
+class Replacing:
+    """The applied patch is replaced: its cc pair and the new one, the fixes the new one ``adds``
+    and ``takes_away``, the sources, and the files whose bytes differ (``other_bytes``)."""
+
+    code: ClassVar[Reason] = Reason.REPLACING
+    old_pair: tuple
+    new_pair: tuple
+    adds: tuple[str, ...]
+    takes_away: tuple[str, ...]
+    old_source: str
+    new_source: str
+    other_bytes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class EditedAfterApply:
+    """revert --force: ``path`` was edited after apply; the edited copy (``sha256``) is kept."""
+
+    code: ClassVar[Reason] = Reason.EDITED_AFTER_APPLY
+    path: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class NeitherImage:
+    code: ClassVar[Reason] = Reason.NEITHER_IMAGE
+    path: str
+    patch: str
+
+
+@dataclass(frozen=True)
+class NoState:
+    code: ClassVar[Reason] = Reason.NO_STATE
+
+
+@dataclass(frozen=True)
+class OriginalRelease:
+    code: ClassVar[Reason] = Reason.ORIGINAL_RELEASE

@@ -7,7 +7,7 @@ from __future__ import annotations
 from patchkit.fixes.kinds import Kind
 from patchkit.patch.write import hunks, split_lines
 from patchkit.plan import APPLY
-from patchkit.render.reasons import said
+from patchkit.render.reasons import code, said
 from patchkit.targets.processes import restart_lines
 from patchkit.text import plural
 
@@ -28,7 +28,7 @@ def to_text(r, terminal: bool) -> list[str]:
     if r.kept:
         lines.append(f"note: keeps {', '.join(r.kept)}, applied before (`patchkit revert` takes the fixes away)")
     lines += transaction_lines(r, "apply")
-    lines += [f"note: {note}" for note in plan.notes]
+    lines += [f"note: {said(note)}" for note in plan.notes]
     if plan.action != APPLY:
         lines.append(f"{plan.action}" + (f" ({plan.source})" if plan.source else "") + ": nothing written")
         if r.stale:
@@ -66,8 +66,8 @@ def to_json(r) -> dict:
 def plan_fields(plan, dry_run: bool, set_aside) -> dict:
     """What apply's and revert's --json say of their plan (a ``plan.Plan``); ``set_aside``: why a
     state of another release is set aside (``plan.reasons.ReleaseChanged``)."""
-    return {"action": plan.action, "dry_run": dry_run, "source": plan.source, "notes": list(plan.notes),
-            "set_aside": said(set_aside)}
+    return {"action": plan.action, "dry_run": dry_run, "source": plan.source, "notes": [said(n) for n in plan.notes],
+            "note_reasons": [code(n) for n in plan.notes], "set_aside": said(set_aside), "set_aside_code": code(set_aside)}
 
 
 def lines_changed(before: bytes, after: bytes) -> str:

@@ -92,6 +92,23 @@ def _turned_on(r: judge.TurnedOn) -> str:
             f"with {PROJECTS[r.on.with_project].label} {r.other} (the fix is upstream from {r.on.fixed_in})")
 
 
+def _replacing(r: plan.Replacing) -> str:
+    (old_from, old_to), (new_from, new_to) = r.old_pair, r.new_pair
+    parts = [f"{old_from} -> {old_to} becomes {new_from} -> {new_to}"] if r.old_pair != r.new_pair else []
+    parts += [f"adds {', '.join(r.adds)}"] if r.adds else []
+    parts += [f"takes away {', '.join(r.takes_away)}"] if r.takes_away else []
+    parts += [f"was {r.old_source}"] if r.old_source != r.new_source else []
+    if not parts:
+        parts.append(f"{old_from} -> {old_to}, the same fixes, from {r.old_source}; other bytes for {', '.join(r.other_bytes)}")
+    return f"replacing the applied patch ({'; '.join(parts)})"
+
+
+def _no_rule(r: plan.NoRule) -> str:
+    from patchkit.fixes.registry import no_rule  # the words the errors that refuse it say too
+
+    return no_rule(r.label, r.project, r.fixes)
+
+
 _NO_MULTICAST = {judge.Peers.ONE_GPU: "one GPU, no peer to share multicast memory with",
                  judge.Peers.PCIE_ONLY: "no multicast between PCIe GPUs"}
 
@@ -122,4 +139,17 @@ _SENTENCES: dict[type, Callable[..., str]] = {
     plan.FileMissing: lambda r: f"{r.path}: missing ({r.cite} changes it)",
     plan.JitNotChecked: lambda r: f"FlashInfer's JIT builds not checked: {r.error}",
     plan.StaleJitBuild: _stale_jit_build,
+    plan.NoShippedPatch: lambda r: r.why or f"no shipped patch for version {r.version or 'unknown'}",
+    plan.LocalEdits: lambda r: f"files differ from the pre-image of {r.patch} (local edits?): {', '.join(r.paths)}",
+    plan.OutsideShippedPatch: lambda r: f"{', '.join(r.paths)} (outside {r.patch}) would change too: generated from the files",
+    plan.AlreadyPostImage: lambda r: "the files already hold the shipped patch's post-image",
+    plan.NothingLookedFor: lambda r: "nothing the fixes look for in these files",
+    plan.NoRule: _no_rule,
+    plan.LeftOut: lambda r: f"{r.fix} left out: {r.status} on {r.label} {r.version}: {r.says}",
+    plan.Restoring: lambda r: "every table already has the key: restoring the originals",
+    plan.Replacing: _replacing,
+    plan.EditedAfterApply: lambda r: f"{r.path}: edited after apply; the edited copy is kept in the state dir (sha256 {r.sha256})",
+    plan.NeitherImage: lambda r: f"{r.path} holds neither the pre- nor the post-image of {r.patch}",
+    plan.NoState: lambda r: "no patchkit state, and no shipped patch for this version to recognise",
+    plan.OriginalRelease: lambda r: "the files hold the original release",
 }

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from patchkit.errors import BadInput
 from patchkit.rewrite.rules import Found
-from patchkit.types import CANNOT_APPLY, INCOMPLETE, NOT_NEEDED_HERE, Status
+from patchkit.types import CANNOT_APPLY, INCOMPLETE, NOT_NEEDED_HERE, PATCHED, Status
 
 # What a reader needs of a manifest (written by ``Manifest``, checked by ``read_manifest``):
 # the release, the fixes considered, and the series, one patch per fix that changed something.
@@ -170,7 +170,7 @@ def _upgrade(doc: dict) -> dict:
         return doc
     entry = {k: doc.get(k) for k in ("patch", "patch_sha256", "from_cc", "to_cc", "files", "already_upstream")}
     entry.update(fix="torch-symm-mem", rules=[])
-    return dict(doc, fixes=[{"fix": "torch-symm-mem", "status": "patched", "reason": None}], series=[entry])
+    return dict(doc, fixes=[{"fix": "torch-symm-mem", "status": PATCHED, "reason": None}], series=[entry])
 
 
 def read_manifest(path: Path) -> Manifest:

@@ -106,7 +106,7 @@ def upstream(
     """One commit per fix (default: the fixes on by default) that changes HEAD, on a new branch."""
     s = Session.open(path)
     from_cc, to_cc = s.project.cc_pair(from_cc, to_cc)
-    if s.target.kind != CHECKOUT:
+    if s.target.kind is not CHECKOUT:
         raise BadInput(str(path), "not a git checkout: upstream needs git history to branch from")
     git = GitSource(s.target.root)
     head = git.head()

@@ -178,7 +178,7 @@ def _look_at(s: Session, patches, no_generate, from_cc, to_cc, fixes) -> Look:
         raise Refused(
             s.target.local(missing[0]),
             f"its original bytes are missing from {s.store.objects}; restore the file "
-            f"({'reinstall the package' if s.target.kind == INSTALLED else 'e.g. `git checkout -- FILE`'}) and remove {s.store.state_file}",
+            f"({'reinstall the package' if s.target.kind is INSTALLED else 'e.g. `git checkout -- FILE`'}) and remove {s.store.state_file}",
         )
     current = s.current(extra)
     rules = rules_for(s.project.name, fixes, from_cc, to_cc)
@@ -190,7 +190,7 @@ def _look_at(s: Session, patches, no_generate, from_cc, to_cc, fixes) -> Look:
             current, applied, originals, shipped, rules=rules, from_cc=from_cc, to_cc=to_cc,
             version=s.version, no_generate=no_generate, missing="" if shipped else s.why_no_shipped(patches, from_cc, to_cc),
             read=s.reader(), root=s.project.source_root, local=s.target.local,
-            files="the installed files" if s.target.kind == INSTALLED else "the checkout's files",
+            files="the installed files" if s.target.kind is INSTALLED else "the checkout's files",
         )
     if plan.action == APPLY and shipped is None:
         _refuse_gates_left(s, plan, fixes, from_cc, to_cc)

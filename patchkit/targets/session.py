@@ -61,7 +61,7 @@ class Session:
         what = f"{self.project.label} {self.version or '(version unknown)'}"
         if self.target.install is not None:
             return f"{self.target.install.package}: {what} (editable install of {self.target.root}, {self.how})"
-        if self.target.kind == INSTALLED:
+        if self.target.kind is INSTALLED:
             return f"{self.target.root / self.project.name}: {what} (installed), {self.how}"
         return f"{self.target.root}: {what}, {self.how}"
 
@@ -109,7 +109,7 @@ class Session:
         if applied is None or self.store.journal() is not None:  # finishing the transaction comes first
             return applied, None
         current = self.current(tuple(f.path for f in applied.files))
-        installed = self.installed_hashes(f.path for f in applied.files) if self.target.kind == INSTALLED else None
+        installed = self.installed_hashes(f.path for f in applied.files) if self.target.kind is INSTALLED else None
         return applied, release_changed(applied, current, self.version, installed, self.target.name)
 
     def installed_hashes(self, rels) -> dict[str, str]:
@@ -148,7 +148,7 @@ class Session:
         modules = jit_builds.modules_for(self.target.local(r) for r in rels)
         if not modules:
             return []
-        sites = [self.target.root] if self.target.kind == INSTALLED else []
+        sites = [self.target.root] if self.target.kind is INSTALLED else []
         package = self.target.root / self.target.local(self.project.name)
         builds = jit_builds.find(self.version, sites, os.environ, Path.home(), modules, package=package)
         newest = jit_builds.newest_mtime(self.target.root / self.target.local(r) for r in rels)
@@ -201,7 +201,7 @@ class Session:
     def environment(self) -> Path | None:
         """For an installed package, the prefix of the environment it is installed in
         (``V`` for ``V/lib/python3.11/site-packages``) if that prefix has a Python; else None."""
-        if self.target.kind != INSTALLED:
+        if self.target.kind is not INSTALLED:
             return None
         prefix = self.target.root.parent.parent.parent
         if self.target.root.parent.name.startswith("python") and any((prefix / "bin").glob("python*")):

@@ -137,7 +137,7 @@ class Lock:
         return self
 
     def _held_message(self) -> str:
-        what = "installed package" if self.target.kind == INSTALLED else "checkout"
+        what = "installed package" if self.target.kind is INSTALLED else "checkout"
         return f"another patchkit run{self._holder()} is working on this {what}; gave up waiting after {self.timeout:g}s"
 
     def __exit__(self, *exc: object) -> None:

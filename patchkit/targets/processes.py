@@ -17,6 +17,7 @@ with an evidence that says patchkit cannot tell.  Standard library only and chea
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import time
@@ -100,20 +101,36 @@ def _readlink(path: Path) -> str:
     return target[: -len(_DELETED)] if target.endswith(_DELETED) else target
 
 
+class _Gone(Exception):
+    """The process exited while patchkit read it."""
+
+
+def _unread(path: Path, exc: OSError, unread: list) -> None:
+    """Note why ``path`` could not be read; _Gone when the process has exited (ENOENT, ESRCH)."""
+    if exc.errno in (errno.ENOENT, errno.ESRCH):
+        raise _Gone(str(path)) from None
+    unread.append(Evidence(Reason.UNREADABLE, str(path), exc.strerror or type(exc).__name__))
+
+
 def _link(path: Path, unread: list) -> str | None:
     try:
         return _readlink(path)
     except OSError as exc:
-        unread.append(Evidence(Reason.UNREADABLE, str(path), exc.strerror or type(exc).__name__))
+        _unread(path, exc, unread)
         return None
 
 
 def _start_ticks(pid: int) -> int | None:
+    """The start tick of a process that runs (None: gone, a zombie, or no stat line)."""
     raw = _maybe(PROC / str(pid) / "stat", STAT_CAP)
     try:
-        return parse_start_ticks(raw.decode(errors="replace")) if raw else None
+        start = parse_start_ticks(raw.decode(errors="replace")) if raw else None
     except ValueError:
         return None
+    if start is None:
+        return None
+    state = raw.rpartition(b")")[2].split()[:1]
+    return None if state in ([b"Z"], [b"X"], [b"x"]) else start
 
 
 def _argv(pid: int) -> tuple[list[str], bool]:
@@ -134,7 +151,7 @@ def _environ(path: Path, unread: list) -> dict | None:
     try:
         raw = _read(path, ENVIRON_CAP)
     except OSError as exc:
-        unread.append(Evidence(Reason.UNREADABLE, str(path), exc.strerror or type(exc).__name__))
+        _unread(path, exc, unread)
         return None
     if len(raw) > ENVIRON_CAP:
         unread.append(Evidence(Reason.TOO_LARGE, str(path), str(ENVIRON_CAP)))
@@ -205,10 +222,13 @@ def _stale(pid: int, project: str, changed_ticks: int, package: Package, sites: 
     if not argv or not runs_project(argv, project):
         return None
     unread: list = []
-    exe = _link(PROC / str(pid) / "exe", unread)
-    if not (_looks_like_python(argv[0]) or _looks_like_python(exe)):
+    try:
+        exe = _link(PROC / str(pid) / "exe", unread)
+        if not (_looks_like_python(argv[0]) or _looks_like_python(exe)):
+            return None
+        why = evidence(_see(pid, argv, exe, unread), package, sites)
+    except _Gone:
         return None
-    why = evidence(_see(pid, argv, exe, unread), package, sites)
     if why is None or _start_ticks(pid) != start:  # not ours; or it exited (its pid maybe reused) meanwhile
         return None
     started_ns = boot_ns + start * _NS // os.sysconf("SC_CLK_TCK")

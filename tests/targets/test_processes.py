@@ -259,19 +259,23 @@ SERVER_ARGV = ["python3", "-m", "sglang.launch_server"]
 
 def test_entries_that_vanished_or_cannot_be_read_are_skipped(tmp_path, monkeypatch):
     server = SERVER_ARGV + ["--name", "a\tb\n"]
+    checkout = tmp_path / "checkout"
+    (checkout / "python/sglang").mkdir(parents=True)
     fake_proc(tmp_path, "self", STAT.format(1), ["pytest"])
-    fake_proc(tmp_path, "100", STAT.format(100), server)  # no cwd, no environ: patchkit cannot tell
+    fake_proc(tmp_path, "100", STAT.format(100), server, cwd=checkout / "python", environ=b"PATH=/nowhere\0")
     fake_proc(tmp_path, "101", STAT.format(101), None)  # exited between listing and reading
     fake_proc(tmp_path, "102", "garbage", server)
     fake_proc(tmp_path, "103", None, server)
     fake_proc(tmp_path, "104", STAT.format(104), [])  # a zombie: empty cmdline
     fake_proc(tmp_path, "105", STAT.format(105), ["sleep", "-m", "sglang"], exe="/usr/bin/sleep")
+    fake_proc(tmp_path, "106", STAT.format(106), server)  # no cwd, no environ: exited while read
+    fake_proc(tmp_path, "107", STAT.format(107).replace(" S ", " Z "), server, cwd=checkout / "python", environ=b"")
     (tmp_path / "not-a-pid").mkdir()
     monkeypatch.setattr(processes, "PROC", tmp_path)
-    package = Package(tmp_path / "checkout/python/sglang")
+    package = Package(checkout / "python/sglang")
     procs = stale_processes("sglang", time.time_ns(), package)
     assert [(p.pid, p.cmdline) for p in procs] == [(100, "python3 -m sglang.launch_server --name a\\tb\\n")]
-    assert procs[0].why == Evidence(Reason.UNREADABLE, f"{tmp_path}/100/cwd", "No such file or directory")
+    assert procs[0].why == Evidence(Reason.CWD, str(checkout / "python"))
     (tmp_path / "self/stat").unlink()  # not a procfs
     assert stale_processes("sglang", time.time_ns(), package) == []
 
@@ -305,7 +309,7 @@ def test_what_proc_shows_is_the_evidence_and_what_it_hides_is_said(tmp_path, mon
     }
     for pid, (argv, cwd, environ) in cases.items():
         fake_proc(proc, str(pid), STAT.format(pid), argv, cwd=cwd, environ=environ)
-    (proc / "202/environ").mkdir()
+    (proc / "202/environ").mkdir()  # read(2) fails, as for another user's process (EACCES: the next test)
     monkeypatch.setattr(processes, "PROC", proc)
     found = {p.pid: p for p in stale_processes("sglang", time.time_ns(), Package(checkout / "python/sglang"))}
     assert {pid: p.why for pid, p in found.items()} == {
@@ -319,6 +323,40 @@ def test_what_proc_shows_is_the_evidence_and_what_it_hides_is_said(tmp_path, mon
     }  # 204: -E ignores PYTHONPATH; 205 (-I), 206 (-P), 207: no cwd first; 211: -c runs code
     assert found[209].cmdline == "python3 -m sglang.launch_server --name ..."  # cut at the cap, whole arguments only
     assert found[200].cmdline == "python3 -m sglang.launch_server"
+
+
+def seen_as(uid: int, package: Package, changed_ns: int) -> dict[int, Evidence]:
+    """What stale_processes finds when run as another user: in a child forked from this process
+    (patchkit is imported already; the child never returns into pytest), its uid set to ``uid``."""
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        try:
+            os.close(read)
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            found = [[p.pid, p.why.reason.value, p.why.path, p.why.detail] for p in stale_processes("sglang", changed_ns, package)]
+            os.write(write, json.dumps(found).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        found = json.loads(pipe.read() or b"null")
+    os.waitpid(child, 0)
+    assert found is not None, "the child as another user did not answer"
+    return {pid: Evidence(Reason(reason), path, detail) for pid, reason, path, detail in found}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: to read /proc as another user, and to become one")
+def test_another_users_server_is_named_as_one_patchkit_cannot_tell_about(standin, venv_v):
+    """Another user's process shows its command line and start, not its environment, current
+    folder or executable (EACCES): named, saying that patchkit cannot tell, never left out silently."""
+    with running([venv_v / "bin/python", "-m", "sglang.launch_server"], standin) as proc:
+        changed = after_start(proc.pid)
+        assert named("sglang", changed, Package(standin / "sglang"))[proc.pid] == Evidence(Reason.PYTHONPATH, str(standin))
+        nobody = seen_as(65534, Package(standin / "sglang"), changed)
+        assert nobody[proc.pid] == Evidence(Reason.UNREADABLE, f"/proc/{proc.pid}/exe", "Permission denied")
 
 
 @pytest.mark.parametrize(

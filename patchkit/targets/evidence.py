@@ -224,6 +224,20 @@ def _inside(path: str, real: str) -> bool:
     return resolved == real or resolved.startswith(real.rstrip("/") + "/")
 
 
+def _import_path(folders: tuple, cache: dict | None) -> ImportPath:
+    """The import path of these site folders (remembered in ``cache``); a .pth file that cannot
+    be read (over import_path's cap, unreadable) leaves nothing to find there."""
+    if cache is not None and folders in cache:
+        return cache[folders]
+    try:
+        found = import_path(list(folders))
+    except (PatchkitError, OSError):
+        found = ImportPath([], [], [])
+    if cache is not None:
+        cache[folders] = found
+    return found
+
+
 def _editable(path: ImportPath, package: str, name: str) -> Evidence | None:
     """An editable install of ``package`` among the site folders: a .pth line naming the folder
     that holds it, or a setuptools finder mapping ``name`` to it."""
@@ -267,14 +281,7 @@ def evidence(seen: Seen, package: Package, sites: dict | None = None) -> Evidenc
     folders = site_folders(seen)
     if any(_same(site, holder) for site in folders):
         return Evidence(Reason.INTERPRETER, seen.interpreter or "")
-    key = tuple(folders)
-    if sites is None or key not in sites:
-        found = import_path(folders)
-        if sites is not None:
-            sites[key] = found
-    else:
-        found = sites[key]
-    editable = _editable(found, real, os.path.basename(real))
+    editable = _editable(_import_path(tuple(folders), sites), real, os.path.basename(real))
     if editable is not None:
         return editable
     return seen.unread[0] if seen.unread else None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from patchkit.patch.write import hunks, split_lines
 from patchkit.plan import APPLY
-from patchkit.targets.processes import restart_lines
+from patchkit.render.servers import restart_json, restart_lines
 from patchkit.text import plural
 
 
@@ -57,7 +57,7 @@ def to_json(r) -> dict:
         tables=[(t._replace(path=local(t.path)) if t.path else t).to_json() for t in plan.tables],
         bytecode_dropped=[str(p) for p in r.dropped],
         jit_builds_dropped=list(r.jit_dropped),
-        restart=[p._asdict() for p in r.restart],
+        restart=restart_json(r.restart),
     )
 
 

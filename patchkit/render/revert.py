@@ -7,7 +7,7 @@ from __future__ import annotations
 from patchkit.digest import sha256
 from patchkit.plan import REVERT
 from patchkit.render.apply import plan_fields, transaction_lines
-from patchkit.targets.processes import restart_lines
+from patchkit.render.servers import restart_json, restart_lines
 from patchkit.text import plural
 
 
@@ -36,5 +36,5 @@ def to_json(r) -> dict:
         kept_edits=[str(p) for p in r.kept],
         bytecode_dropped=[str(p) for p in r.dropped],
         jit_builds_dropped=list(r.jit_dropped),
-        restart=[p._asdict() for p in r.restart],
+        restart=restart_json(r.restart),
     )

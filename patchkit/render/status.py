@@ -4,7 +4,7 @@ builds, pending work and the servers to restart."""
 
 from __future__ import annotations
 
-from patchkit.targets.processes import restart_lines
+from patchkit.render.servers import restart_json, restart_lines
 from patchkit.text import plural
 
 
@@ -51,6 +51,6 @@ def to_json(r) -> dict:
         pending=r.pending,
         set_aside_reason=r.changed,
         set_aside=[str(p.parent) for p in r.aside],
-        restart=[p._asdict() for p in r.running],
+        restart=restart_json(r.running),
         stale_jit_builds=[str(b.path) for b in r.builds],
     )

@@ -195,7 +195,8 @@ class Session:
                 continue
         if not times:
             return []
-        return processes.stale_processes(self.project.name, max(times), self.environment())
+        package = self.target.root / self.target.local(self.project.repo_path(self.project.name))
+        return processes.stale_processes(self.project.name, max(times), processes.Package(package, self.environment()))
 
     def environment(self) -> Path | None:
         """For an installed package, the prefix of the environment it is installed in

@@ -121,7 +121,7 @@ class Session:
         """What apply (``fixes``, the cc pair) or revert (no ``fixes``) decides from, read once: the
         state and its originals, the files, the shipped patches (for apply: of ``fixes`` and the
         fixes kept, but those the series' manifest says cannot be applied whole; for revert: the
-        whole series, when nothing is recorded), the stale bytecode (``plan.apply.Snapshot``)."""
+        whole series, when nothing is recorded), for apply the stale bytecode (``plan.apply.Snapshot``)."""
         pending = self.store.journal() is not None
         recorded = self.applied()
         candidates = set(self.target.candidates())
@@ -145,7 +145,8 @@ class Session:
             project=self.project, version=self.version, installed=self.target.kind == INSTALLED, local=self.target.local,
             state_file=self.store.state_file, objects=self.store.objects, pending=pending, tidy=self.store.tidy(recorded),
             applied=applied, old=old, fixes=asked, kept=kept, originals=self.originals(applied), current=current,
-            shipped=shipped, series_pair=pair, series=self.series, blocked=blocked, stale=self._stale(current),
+            shipped=shipped, series_pair=pair, series=self.series, blocked=blocked,
+            stale=self._stale(current) if fixes is not None else {},
             read=self.reader(),
         )
 

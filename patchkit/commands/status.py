@@ -5,6 +5,7 @@ Returns a ``StatusResult`` per target (``render/status.py`` says it).  Read only
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
@@ -29,7 +30,10 @@ class FileState(NamedTuple):
         return {"path": self.path, "state": self.state, "bytecode": self.bytecode, "stale_bytecode": self.stale}
 
 
-class StatusResult(NamedTuple):
+@dataclass(frozen=True, kw_only=True)
+class StatusResult:
+    """What status found at one target."""
+
     where: Where
     label: str  # the project
     project: str
@@ -45,7 +49,7 @@ class StatusResult(NamedTuple):
     shipped: Shipped | None
     no_shipped: str | None  # why no shipped patch fits
     files: tuple[FileState, ...]
-    jit_error: str | None  # why FlashInfer's JIT builds were not checked
+    jit_error: PatchkitError | None  # why FlashInfer's JIT builds were not checked
     builds: tuple  # targets.jit_builds.Build older than the patched sources
     pending: dict | None  # the journal of an interrupted transaction
     running: tuple  # targets.processes.Process that started before the files were written
@@ -81,12 +85,14 @@ def status(path: Path, patches: Path | None = None, project: str | None = None, 
     try:
         builds, jit_error = (s.jit_builds(list(recorded)) if recorded else []), None
     except PatchkitError as exc:
-        builds, jit_error = [], str(exc)
+        builds, jit_error = [], exc
     pending = s.store.journal()
     running = s.old_processes(shown)
     install = s.target.install
     return StatusResult(
-        Where.of(s), s.project.label, s.project.name, s.target.kind, install.package if install is not None else None,
-        s.target.root, s.store.root, s.how, applied, changed, tuple(s.store.set_aside_states()), s.store.aside, shipped,
-        no_shipped, tuple(files), jit_error, tuple(builds), pending, tuple(running),
+        where=Where.of(s), label=s.project.label, project=s.project.name, kind=s.target.kind,
+        editable=install.package if install is not None else None, root=s.target.root, state_dir=s.store.root, how=s.how,
+        applied=applied, changed=changed, aside=tuple(s.store.set_aside_states()), aside_dir=s.store.aside, shipped=shipped,
+        no_shipped=no_shipped, files=tuple(files), jit_error=jit_error, builds=tuple(builds), pending=pending,
+        running=tuple(running),
     )

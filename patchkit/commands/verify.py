@@ -8,8 +8,8 @@ its keys from ``judge.auto`` and runs the same verify for each.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 from patchkit.errors import OK, PROBLEMS, PatchkitError
 from patchkit.fixes.registry import FIXES, default_fixes, rules_for
@@ -19,7 +19,10 @@ from patchkit.targets import bytecode
 from patchkit.targets.session import Session
 
 
-class VerifyResult(NamedTuple):
+@dataclass(frozen=True, kw_only=True)
+class VerifyResult:
+    """What verify found at one target, for one cc pair."""
+
     where: Where
     label: str
     from_cc: object
@@ -87,4 +90,4 @@ def verify_session(s: Session, from_cc=None, to_cc=None, fixes: tuple[str, ...] 
         label=s.project.label, journal=journal, journal_file=str(s.store.journal_file), changed=changed, stale=stale,
         jit_builds=tuple(builds), jit_error=jit_error, read=s.reader(), root=s.project.source_root, local=s.target.local,
     )
-    return VerifyResult(Where.of(s), s.project.label, from_cc, to_cc, plan)
+    return VerifyResult(where=Where.of(s), label=s.project.label, from_cc=from_cc, to_cc=to_cc, plan=plan)

@@ -7,6 +7,8 @@ from __future__ import annotations
 from patchkit.render.servers import restart_json, restart_lines
 from patchkit.text import plural
 
+ONE_TARGET = True  # to_json renders one target: render.document puts it in a list, ``targets``
+
 
 def to_text(r, terminal: bool) -> list[str]:
     editable = f", editable install of {r.editable}" if r.editable is not None else ""
@@ -40,17 +42,24 @@ def to_text(r, terminal: bool) -> list[str]:
 
 
 def to_json(r) -> dict:
-    return r.where.data(
-        "status",
+    """One target's part of status's document (``render.document`` puts it in ``targets``)."""
+    return r.where.fields(
         project=r.project,
+        label=r.label,
         kind=r.kind,
+        editable=r.editable,
         state_dir=str(r.state_dir),
         applied=r.applied.to_json() if r.applied else None,
         shipped_patch=r.shipped.patch if r.shipped else None,
+        shipped=r.shipped.name if r.shipped else None,
+        no_shipped=r.no_shipped,
         files=[f.to_json() for f in r.files],
         pending=r.pending,
-        set_aside_reason=r.changed,
+        set_aside_reason=None if r.changed is None else str(r.changed),
         set_aside=[str(p.parent) for p in r.aside],
         restart=restart_json(r.running),
         stale_jit_builds=[str(b.path) for b in r.builds],
+        jit_builds=[{"module": b.module, "path": str(b.path), "kind": b.kind, "droppable": b.droppable,
+                     "advice": b.advice or None} for b in r.builds],
+        jit_error=None if r.jit_error is None else str(r.jit_error),
     )

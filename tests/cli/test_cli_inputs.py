@@ -50,7 +50,7 @@ def refused(checkout: Path, *args: str, needle: str, json_doc: bool = False) -> 
     err = one_line(done, BAD_INPUT, needle)
     if json_doc:
         doc = json.loads(done.stdout)
-        assert doc == {"command": args[0], "ok": False, "exit_code": BAD_INPUT, "error": err[len("patchkit: ") : -1],
+        assert doc == {"schema": 2, "command": args[0], "ok": False, "exit_code": BAD_INPUT, "error": err[len("patchkit: ") : -1],
                        "path": doc["path"]}
     else:
         assert done.stdout == b""
@@ -75,7 +75,7 @@ def test_out_not_a_directory(checkout: Path, tmp_path: Path, below: str, command
     err = one_line(done, BAD_INPUT, f"patchkit: {out}: {reason}")
     if "--json" in extra:
         assert json.loads(done.stdout) == {
-            "command": command, "ok": False, "exit_code": BAD_INPUT, "error": err[len("patchkit: ") : -1], "path": str(out),
+            "schema": 2, "command": command, "ok": False, "exit_code": BAD_INPUT, "error": err[len("patchkit: ") : -1], "path": str(out),
         }
     else:
         assert done.stdout == b""
@@ -95,7 +95,7 @@ def test_generate_oserror_is_one_line(checkout: Path, tmp_path: Path, as_json: b
     err = one_line(done, BAD_INPUT, f"patchkit: {out / '0.5.3'}: ")
     if as_json:
         doc = json.loads(done.stdout)
-        assert doc == {"command": "generate", "ok": False, "exit_code": BAD_INPUT, "error": err[len("patchkit: ") : -1],
+        assert doc == {"schema": 2, "command": "generate", "ok": False, "exit_code": BAD_INPUT, "error": err[len("patchkit: ") : -1],
                        "path": str(out / "0.5.3")}
     assert (out / "0.5.3").read_bytes() == b"in the way\n"
 
@@ -209,7 +209,7 @@ def test_a_cc_nvidia_has_none_of_is_one_line(checkout: Path, tmp_path: Path, com
     why = f"{given} is not a compute capability NVIDIA has (1.0 to 15.x)"
     assert (done.returncode, done.stderr.decode()) == (BAD_INPUT, f"patchkit: {why}\n")
     if as_json:
-        assert json.loads(done.stdout) == {"command": command, "ok": False, "exit_code": BAD_INPUT, "error": why, "path": None}
+        assert json.loads(done.stdout) == {"schema": 2, "command": command, "ok": False, "exit_code": BAD_INPUT, "error": why, "path": None}
     else:
         assert done.stdout == b""
     assert snapshot(checkout) == before
@@ -224,7 +224,7 @@ def test_scan_refuses_json_and_markdown(checkout: Path, order: list[str]) -> Non
     done = run_cli("scan", str(checkout), *order)
     err = one_line(done, BAD_INPUT, "patchkit: give --json or --markdown, not both")
     doc = json.loads(done.stdout)  # --json was given: the error document
-    assert doc == {"command": "scan", "ok": False, "exit_code": BAD_INPUT, "error": err[len("patchkit: ") : -1], "path": None}
+    assert doc == {"schema": 2, "command": "scan", "ok": False, "exit_code": BAD_INPUT, "error": err[len("patchkit: ") : -1], "path": None}
 
 
 def test_scan_still_compares_mixed_styles(checkout: Path) -> None:

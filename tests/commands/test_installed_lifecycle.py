@@ -120,7 +120,7 @@ def test_upgrade_downgrade_uninstall_install(sglang_venv: Path, tmp_path: Path) 
     assert (forced.returncode, forced.stdout, forced.stderr.decode()) == (3, b"", f"patchkit: {refusal}\n")
     forced = env.pk("revert", "--force", "--json")  # the same refusal as an error document
     assert forced.returncode == 3
-    assert json.loads(forced.stdout) == {"command": "revert", "ok": False, "exit_code": 3, "error": refusal,
+    assert json.loads(forced.stdout) == {"schema": 2, "command": "revert", "ok": False, "exit_code": 3, "error": refusal,
                                          "path": f"{env.site}/.patchkit-sglang/state.json"}
     assert env.files() == new
     assert (env.site / ".patchkit-sglang/state.json").read_bytes() == state  # refused: nothing moved either
@@ -216,7 +216,7 @@ def test_servers_started_before_the_change_are_named(sglang_venv: Path, tmp_path
                 out = lines(env.pk(command))
                 assert f"  pid {old.pid}: {env.python} -m sglang.launch_server --port 30000" in out, (command, out)
                 assert not any(line.startswith(f"  pid {new.pid}:") for line in out), (command, out)
-            doc = json.loads(env.pk("status", "--json").stdout)
+            [doc] = json.loads(env.pk("status", "--json").stdout)["targets"]
             assert old.pid in [p["pid"] for p in doc["restart"]] and new.pid not in [p["pid"] for p in doc["restart"]]
             (entry,) = [p for p in doc["restart"] if p["pid"] == old.pid]
             assert (entry["reason"], entry["evidence"], entry["why"]) == ("interpreter", str(env.python), because.strip())

@@ -155,7 +155,7 @@ def test_a_bad_to_cc_is_one_line(tmp_path: Path, sglang_venv: Path, value: str, 
     done = invoke("doctor", "--python", python, "--to-cc", value, env=no_nvidia_smi(tmp_path))
     assert (done.returncode, done.stdout, done.stderr.decode()) == (2, b"", f"patchkit: {why}\n")
     doc = json.loads(invoke("doctor", "--python", python, "--to-cc", value, "--json", env=no_nvidia_smi(tmp_path)).stdout)
-    assert doc == {"command": "doctor", "ok": False, "exit_code": 2, "error": why, "path": None}
+    assert doc == {"schema": 2, "command": "doctor", "ok": False, "exit_code": 2, "error": why, "path": None}
 
 
 def test_a_bad_time_limit_is_bad_input_even_with_to_cc(tmp_path: Path, sglang_venv: Path) -> None:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
+from patchkit.cc import CC
 from patchkit.errors import OK, PatchkitError, Refused
 from patchkit.fixes.registry import default_fixes, fixes_for, no_rule, rules_for
 from patchkit.plan import APPLY, Plan, plan_apply
@@ -62,8 +63,8 @@ def apply(
     path: Path,
     patches: Path | None = None,
     no_generate: bool = False,
-    from_cc=None,
-    to_cc=None,
+    from_cc: CC | None = None,
+    to_cc: CC | None = None,
     dry_run: bool = False,
     version: str | None = None,
     project: str | None = None,

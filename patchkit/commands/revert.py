@@ -1,6 +1,8 @@
 """``patchkit revert``: put back the exact original bytes, and drop their bytecode.
 
-Returns a ``RevertResult`` per target (``render/revert.py`` says it).
+Returns a ``RevertResult`` per target (``render/revert.py`` says it).  With ``--to-cc``, only
+what adds that cc (as the project keys it) is reverted: a state that adds another key is
+refused (exit 3, nothing written), every target checked first (``applied_for``).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
+from patchkit.cc import CC
 from patchkit.digest import sha256
 from patchkit.errors import OK, Refused
 from patchkit.plan import REVERT, Plan, plan_revert
@@ -39,12 +42,13 @@ class RevertResult(NamedTuple):
 
 
 def revert(
-    path: Path, force: bool = False, dry_run: bool = False, patches: Path | None = None, project: str | None = None, install=None
+    path: Path, force: bool = False, dry_run: bool = False, patches: Path | None = None, project: str | None = None, install=None,
+    to_cc: CC | None = None,
 ) -> RevertResult:
     s = Session.open(path, project=project, install=install)
     pending = s.store.journal() is not None
     # As apply: look without the lock first, unless a killed run left something to finish.
-    plan, old = _plan(s, force, patches) if dry_run or s.store.tidy(s.applied()) else (None, None)
+    plan, old = _plan(s, force, patches, to_cc) if dry_run or s.store.tidy(s.applied()) else (None, None)
     dropped: list[Path] = []
     kept: list[Path] = []
     lock_notes: list[str] = []
@@ -53,7 +57,7 @@ def revert(
     if locked:
         with exclusive(s.target, s.store, s.version) as notes:
             lock_notes = notes
-            plan, old = _plan(s, force, patches)
+            plan, old = _plan(s, force, patches, to_cc)
             if old:
                 aside = s.set_aside(*old)
             kept = _keep_edits(s, plan) if plan.action == REVERT else []
@@ -66,8 +70,26 @@ def revert(
                         tuple(kept), tuple(dropped), tuple(jit_lines), tuple(jit_dropped), tuple(restart), s.target.local)
 
 
-def _plan(s: Session, force: bool, patches: Path | None):
+def applied_for(path: Path, to_cc: CC, project: str | None = None, install=None) -> None:
+    """Refuse ``revert --to-cc`` at the target at ``path`` when what patchkit applied to this
+    release adds another key than ``to_cc``'s: one Refused line (exit 3), nothing written."""
+    _other_key(Session.open(path, project=project, install=install), to_cc)
+
+
+def _other_key(s: Session, to_cc: CC | None) -> None:
+    applied, changed = s.state()
+    if to_cc is None or applied is None or changed:  # nothing applied to this release: nothing of another cc
+        return
+    key = s.project.key(to_cc)
+    if applied.to_cc != key:
+        raise Refused(str(s.store.state_file),
+                      f"what patchkit applied adds {s.project.label} key {applied.to_cc!r}, not key {key!r} (--to-cc {to_cc}); "
+                      "nothing reverted (`patchkit revert` without --to-cc reverts it)")
+
+
+def _plan(s: Session, force: bool, patches: Path | None, to_cc: CC | None = None):
     """The plan, and the state of another release to set aside first (with why), if any."""
+    _other_key(s, to_cc)
     applied, changed = s.state()
     if changed:
         if force:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
+from patchkit.cc import CC, Key
 from patchkit.digest import sha256
 from patchkit.errors import OK, PatchkitError
 from patchkit.patch.manifest import Shipped
@@ -27,6 +28,21 @@ class FileState(NamedTuple):
 
     def to_json(self) -> dict:
         return {"path": self.path, "state": self.state, "bytecode": self.bytecode, "stale_bytecode": self.stale}
+
+
+class ForCC(NamedTuple):
+    """``status --to-cc``: whether what patchkit applied to this release adds that cc's key."""
+
+    cc: CC  # as given
+    key: Key  # as the project keys it
+    applied: Key | None  # the key patchkit's state for this release adds (None: nothing applied)
+
+    @property
+    def in_effect(self) -> bool:
+        return self.applied == self.key
+
+    def to_json(self) -> dict:
+        return {"cc": str(self.cc), "key": self.key, "applied": self.in_effect}
 
 
 class StatusResult(NamedTuple):
@@ -50,9 +66,11 @@ class StatusResult(NamedTuple):
     pending: dict | None  # the journal of an interrupted transaction
     running: tuple  # targets.processes.Process that started before the files were written
     exit_code: int = OK
+    for_cc: ForCC | None = None  # --to-cc
 
 
-def status(path: Path, patches: Path | None = None, project: str | None = None, install=None) -> StatusResult:
+def status(path: Path, patches: Path | None = None, project: str | None = None, install=None,
+           to_cc: CC | None = None) -> StatusResult:
     s = Session.open(path, project=project, install=install)
     applied, changed = s.state()
     shipped = s.shipped(patches)
@@ -89,4 +107,5 @@ def status(path: Path, patches: Path | None = None, project: str | None = None, 
         Where.of(s), s.project.label, s.project.name, s.target.kind, install.package if install is not None else None,
         s.target.root, s.store.root, s.how, applied, changed, tuple(s.store.set_aside_states()), s.store.aside, shipped,
         no_shipped, tuple(files), jit_error, tuple(builds), pending, tuple(running),
+        for_cc=None if to_cc is None else ForCC(to_cc, s.project.key(to_cc), applied.to_cc if applied else None),
     )

@@ -21,6 +21,11 @@ def to_text(r, terminal: bool) -> list[str]:
         lines.append(f"applied:  {a.source}, key {a.to_cc!r} copied from {a.from_cc!r} (patchkit {a.patchkit})")
     else:
         lines.append("applied:  nothing recorded by patchkit")
+    if r.for_cc is not None:
+        c = r.for_cc
+        had = "nothing applied" if c.applied is None else f"patchkit applied key {c.applied!r}"
+        lines.append(f"to-cc:    {c.cc}: applied (key {c.key!r})" if c.in_effect
+                     else f"to-cc:    {c.cc}: not applied (key {c.key!r}; {had})")
     if r.aside:
         lines.append(f"set aside: {plural(len(r.aside), 'state')} of earlier releases in {r.aside_dir}")
     lines.append(f"shipped:  {r.shipped.name}" if r.shipped
@@ -53,4 +58,5 @@ def to_json(r) -> dict:
         set_aside=[str(p.parent) for p in r.aside],
         restart=[p._asdict() for p in r.running],
         stale_jit_builds=[str(b.path) for b in r.builds],
+        **({"to_cc": r.for_cc.to_json()} if r.for_cc is not None else {}),
     )

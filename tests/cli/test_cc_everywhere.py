@@ -97,6 +97,8 @@ def test_status_and_revert_take_to_cc(sglang: Path) -> None:
     doc = json.loads(invoke("status", str(sglang), "--to-cc", "12.1", "--json").stdout)
     assert doc["to_cc"] == {"cc": "12.1", "key": 12, "applied": True} and doc["applied"]["to_cc"] == 12
     assert "to_cc" not in json.loads(invoke("status", str(sglang), "--json").stdout)
+    state = json.loads((sglang / ".git/patchkit/state.json").read_bytes())  # the format older patchkits wrote and read
+    assert (state["format"], state["from_cc"], state["to_cc"]) == (1, 10, 12)
 
     done = invoke("revert", str(sglang), "--to-cc", "12.1")  # was: "No such option '--to-cc'"
     assert (done.returncode, done.stderr) == (0, b""), done.stderr.decode()
@@ -122,7 +124,8 @@ def test_vllm_gets_its_own_spelling(vllm: Path) -> None:
     assert (done.returncode, done.stdout, done.stderr.decode()) == (
         3, b"", f"patchkit: {state}: what patchkit applied adds vLLM key '12.0', not key '12.1' (--to-cc 12.1); nothing "
                 "reverted (`patchkit revert` without --to-cc reverts it)\n")
-    assert (vllm / VL_UTILS).read_bytes() == before and state.exists()
+    assert (vllm / VL_UTILS).read_bytes() == before
+    assert (json.loads(state.read_bytes())["from_cc"], json.loads(state.read_bytes())["to_cc"]) == ("10.0", "12.0")
 
     done = invoke("apply", str(vllm), "--to-cc", "12.1")  # a GB10: the key "12.1", replacing "12.0"
     assert done.returncode == 0, done.stderr.decode()

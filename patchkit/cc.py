@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 # The compute capabilities of the GPUs NVIDIA has shipped that CUDA 12 and 13 still build for, from
 # the CUDA C++ Programming Guide ("Compute Capabilities", the per-capability feature and
@@ -68,15 +68,24 @@ def must_differ(from_cc: CC, to_cc: CC, to_opt: str = "--to-cc") -> str:
     return f"{to_opt} must differ from --from-cc (--from-cc {from_cc}, {to_opt} {to_cc})"
 
 
-@dataclass(frozen=True)
-class CC:
+class CC(NamedTuple):
     """A GPU's compute capability: ``CC(12, 1)``.  Two are equal when major and minor are: 12,
-    12.0 and sm_120a are one cc, written three ways."""
+    12.0 and sm_120a are one cc, written three ways.  (A NamedTuple, not a dataclass: the
+    command line builds this class at every start.)"""
 
     major: int
     minor: int = 0
-    suffix: str = field(default="", compare=False)  # sm_120a's "a", sm_100f's "f": the code's feature set
-    dotted: bool = field(default=True, compare=False)  # the minor was written (12.0, sm_120); False for 12
+    suffix: str = ""  # sm_120a's "a", sm_100f's "f": the code's feature set, not another GPU
+    dotted: bool = True  # the minor was written (12.0, sm_120); False for 12
+
+    def __eq__(self, other: object) -> bool:
+        return self.pair() == other.pair() if isinstance(other, CC) else NotImplemented
+
+    def __ne__(self, other: object) -> bool:
+        return self.pair() != other.pair() if isinstance(other, CC) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.pair())
 
     @classmethod
     def parse(cls, text: str) -> CC:

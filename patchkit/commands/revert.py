@@ -2,7 +2,9 @@
 
 As apply: what was read of the target, once (``Session.snapshot``), the plan made from it alone
 (``plan.plan_revert``), then the commit under the lock (``targets.transaction``).  Returns a
-``RevertResult`` per target (``render/revert.py`` says it).
+``RevertResult`` per target (``render/revert.py`` says it).  With ``--to-cc``, only what adds
+that cc (as the project keys it) is reverted: a state that adds another key is refused (exit 3,
+nothing written), every target checked first (``applied_for``).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from patchkit.cc import CC
 from patchkit.errors import OK, Refused
 from patchkit.plan import REVERT, Plan, plan_revert
 from patchkit.plan.apply import Snapshot, localized
@@ -39,10 +42,12 @@ class RevertResult:
 
 
 def revert(
-    path: Path, force: bool = False, dry_run: bool = False, patches: Path | None = None, project: str | None = None, install=None
+    path: Path, force: bool = False, dry_run: bool = False, patches: Path | None = None, project: str | None = None, install=None,
+    to_cc: CC | None = None,
 ) -> RevertResult:
     s = Session.open(path, project=project, install=install)
     before = s.snapshot(patches)
+    _other_key(s, before, to_cc)
     # As apply: look without the lock first, unless a killed run left something to finish.
     plan = _plan(before, force) if dry_run or before.tidy else None
     old = before.old
@@ -52,6 +57,7 @@ def revert(
     if plan is None or not dry_run and (old or plan.action == REVERT):
         with exclusive(s.target, s.store, s.version) as lock:
             snap = s.snapshot(patches)
+            _other_key(s, snap, to_cc)
             plan, old = _plan(snap, force), snap.old
             aside = set_aside(s.store, *old) if old else None
             if plan.action == REVERT:
@@ -66,6 +72,24 @@ def revert(
         dropped=tuple(dropped), jit=s.drop_jit_builds(written, dry_run) if written is not None else JitCheck(),
         restart=tuple(s.old_processes(written)) if written is not None and not dry_run else (), local=s.target.local,
     )
+
+
+def applied_for(path: Path, to_cc: CC, project: str | None = None, install=None) -> None:
+    """Refuse ``revert --to-cc`` at the target at ``path`` when what patchkit applied to this
+    release adds another key than ``to_cc``'s: one Refused line (exit 3), nothing written."""
+    s = Session.open(path, project=project, install=install)
+    _other_key(s, s.snapshot(None), to_cc)
+
+
+def _other_key(s: Session, snap: Snapshot, to_cc: CC | None) -> None:
+    applied = snap.applied  # None: nothing applied to this release (or a state of another one, ``old``)
+    if to_cc is None or applied is None:
+        return
+    key = s.project.key(to_cc)
+    if applied.to_cc != key:
+        raise Refused(str(snap.state_file),
+                      f"what patchkit applied adds {s.project.label} key {applied.to_cc!r}, not key {key!r} (--to-cc {to_cc}); "
+                      "nothing reverted (`patchkit revert` without --to-cc reverts it)")
 
 
 def _plan(snap: Snapshot, force: bool) -> Plan:

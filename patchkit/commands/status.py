@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from patchkit.cc import CC, Key
 from patchkit.digest import sha256
 from patchkit.errors import OK, PatchkitError
 from patchkit.patch.manifest import Shipped
@@ -28,6 +29,21 @@ class FileState(NamedTuple):
 
     def to_json(self) -> dict:
         return {"path": self.path, "state": self.state, "bytecode": self.bytecode, "stale_bytecode": self.stale}
+
+
+class ForCC(NamedTuple):
+    """``status --to-cc``: whether what patchkit applied to this release adds that cc's key."""
+
+    cc: CC  # as given
+    key: Key  # as the project keys it
+    applied: Key | None  # the key patchkit's state for this release adds (None: nothing applied)
+
+    @property
+    def in_effect(self) -> bool:
+        return self.applied == self.key
+
+    def to_json(self) -> dict:
+        return {"cc": str(self.cc), "key": self.key, "applied": self.in_effect}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,9 +70,11 @@ class StatusResult:
     pending: dict | None  # the journal of an interrupted transaction
     running: tuple  # targets.processes.Process that started before the files were written
     exit_code: int = OK
+    for_cc: ForCC | None = None  # --to-cc
 
 
-def status(path: Path, patches: Path | None = None, project: str | None = None, install=None) -> StatusResult:
+def status(path: Path, patches: Path | None = None, project: str | None = None, install=None,
+           to_cc: CC | None = None) -> StatusResult:
     s = Session.open(path, project=project, install=install)
     applied, changed = s.state()
     shipped = s.shipped(patches)
@@ -95,4 +113,5 @@ def status(path: Path, patches: Path | None = None, project: str | None = None, 
         applied=applied, changed=changed, aside=tuple(s.store.set_aside_states()), aside_dir=s.store.aside, shipped=shipped,
         no_shipped=no_shipped, files=tuple(files), jit_error=jit_error, builds=tuple(builds), pending=pending,
         running=tuple(running),
+        for_cc=None if to_cc is None else ForCC(cc=to_cc, key=s.project.key(to_cc), applied=applied.to_cc if applied else None),
     )

@@ -23,6 +23,11 @@ def to_text(r, terminal: bool) -> list[str]:
         lines.append(f"applied:  {a.source}, key {a.to_cc!r} copied from {a.from_cc!r} (patchkit {a.patchkit})")
     else:
         lines.append("applied:  nothing recorded by patchkit")
+    if r.for_cc is not None:
+        c = r.for_cc
+        had = "nothing applied" if c.applied is None else f"patchkit applied key {c.applied!r}"
+        lines.append(f"to-cc:    {c.cc}: applied (key {c.key!r})" if c.in_effect
+                     else f"to-cc:    {c.cc}: not applied (key {c.key!r}; {had})")
     if r.aside:
         lines.append(f"set aside: {plural(len(r.aside), 'state')} of earlier releases in {r.aside_dir}")
     lines.append(f"shipped:  {r.shipped.name}" if r.shipped
@@ -62,4 +67,5 @@ def to_json(r) -> dict:
         jit_builds=[{"module": b.module, "path": str(b.path), "kind": b.kind, "droppable": b.droppable,
                      "advice": b.advice or None} for b in r.builds],
         jit_error=None if r.jit_error is None else str(r.jit_error),
+        **({"to_cc": r.for_cc.to_json()} if r.for_cc is not None else {}),
     )

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import sys
 from enum import Enum
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from patchkit.cc import Key
 
 if sys.version_info >= (3, 11):
     from enum import StrEnum
@@ -133,8 +136,8 @@ class Applied(NamedTuple):
     version: str | None
     source: str  # "shipped patch patches/0.5.9/0001-...patch" or "generated from the checkout"
     patch_id: str  # sha256 over the post-images: two applies with the same id wrote the same bytes
-    from_cc: object
-    to_cc: object
+    from_cc: Key  # the pair as the project keys it (12, "12.0"), as state.json has always written it
+    to_cc: Key
     patchkit: str
     files: list[AppliedFile]
 

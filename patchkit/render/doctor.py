@@ -55,7 +55,9 @@ def to_text(r, terminal: bool) -> list[str]:
     if r.needed:
         lines.append(f"needed{'' if r.measured else ' ' + here}: {', '.join(r.needed)}; to apply: {r.apply}")
     elif not no_code:
-        lines.append("nothing this machine needs is missing" if r.measured else f"nothing {these} need is missing")
+        maybe = _no_code(r, maybe=True)
+        lines.append(("nothing this machine needs is missing" if r.measured else f"nothing {these} need is missing")
+                     + (f"; {'; '.join(maybe)} cannot run on them, which matters only if the server loads them (above)" if maybe else ""))
     return lines
 
 
@@ -73,7 +75,7 @@ def to_json(r) -> dict:
              needed_because=[_turned_on(b) for b in j.because], effect_here=effect_here(j, t.label, r))
         for j in t.fixes]) for t in r.targets]
     code = None if r.code is None else {
-        "gpus": [_cc(c) for c in r.machine.ccs()], "no_code": _no_code(r),
+        "gpus": [_cc(c) for c in r.machine.ccs()], "no_code": _no_code(r), "no_code_if_loaded": _no_code(r, maybe=True),
         "distributions": [{"name": d.dist.name, "version": d.dist.version, "always": d.known.always,
                            "cubins": d.dist.cubins, "problem": d.dist.problem,
                            "files": [f.to_json(d.dist) for f in d.files]} for d in r.code.found]}
@@ -182,11 +184,13 @@ def _machine_lines(effect, r) -> list[str]:
     return lines
 
 
-def _no_code(r) -> list[str]:
-    """Each distribution loaded at every start with a file that has no code for the GPUs, and those files."""
+def _no_code(r, maybe: bool = False) -> list[str]:
+    """Each distribution loaded at every start with a file that has no code for the GPUs, and those files
+    (``maybe``: each distribution not known to be, with such files)."""
     if r.code is None:
         return []
-    return [f"{d.label} ({', '.join(Path(f.shown).name for f in missing)})" for d, missing in r.code.no_code()]
+    found = r.code.maybe_no_code() if maybe else r.code.no_code()
+    return [f"{d.label} ({', '.join(Path(f.shown).name for f in missing)})" for d, missing in found]
 
 
 def _code_lines(r) -> list[str]:

@@ -128,8 +128,8 @@ def flashinfer_sources(package: Path, env: dict) -> FlashInferSources:
             modules += 1
             found = re.search(r"supported_major_versions\s*=\s*\[([0-9,\s]*)\]", call.group(1))
             if found and 12 not in {int(n) for n in re.findall(r"\d+", found.group(1))}:
-                owner = re.findall(r"^\s*def (\w+)", source[:call.start()], re.M)
-                refusing.append(owner[-1] if owner else path.name)
+                owners = re.findall(r"^\s*def (\w+)", source[:call.start()], re.M)  # the module generator calling it
+                refusing.append(next((o for o in reversed(owners) if o.startswith("gen_")), owners[-1] if owners else path.name))
     return FlashInferSources(package, form, modules, tuple(sorted(set(refusing))), env.get("FLASHINFER_CUDA_ARCH_LIST"))
 
 

@@ -25,7 +25,8 @@ SHOWN = 4  # module names shown before "and N more"
 
 
 def heading(jit) -> str:
-    return f"compiled at the first start (JIT), by what their sources admit and the compiler they call: {plural(len(jit), 'library', 'libraries')}"
+    return (f"compiled at the first start (JIT), by what their sources admit and the compiler they call "
+            f"(used only where a server calls them; not counted in the exit code): {plural(len(jit), 'library', 'libraries')}")
 
 
 def compiler_words(c) -> str:

@@ -11,14 +11,22 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from patchkit.judge.jit import (BUILDS, COMPILER_LACKS, MODULES_LEAVE_OUT, NO_COMPILER, NO_IMPLS, NOT_A_TARGET, REFUSES,
-                                SOME, jit_here)
+from patchkit.judge.jit import (
+    BUILDS,
+    COMPILER_LACKS,
+    MODULES_LEAVE_OUT,
+    NO_COMPILER,
+    NO_IMPLS,
+    NOT_A_TARGET,
+    REFUSES,
+    SOME,
+    jit_here,
+)
 from patchkit.kernels.jit import allowed_targets, jit_installs
 from patchkit.render.jit import jit_lines
 from support.cli import invoke
@@ -167,19 +175,20 @@ def test_deep_gemm_bundled_in_vllm(tmp_path: Path) -> None:
     assert [(f.verdict, len(f.names)) for f in j.fits] == [(BUILDS, 11)]
 
 
-def test_kernels_python_shows_them_and_fails_for_what_cannot_build(tmp_path: Path) -> None:
+def test_kernels_python_shows_them_without_counting_them(tmp_path: Path) -> None:
     venv = make_venv(tmp_path / "V")
     site = next((venv / "lib").glob("python3*")) / "site-packages"
     triton(site, "3.5.1")
     deep_gemm_in_vllm(site, "0.27.1")
     env = no_cuda(tmp_path)
     done = invoke("kernels", "--python", str(venv / "bin" / "python"), "--to-cc", "12.1", env=env)
-    assert done.returncode == 1, done.stdout
+    assert done.returncode == 0, done.stdout  # said, not counted: vLLM calls its DeepGEMM on 9.0 and 10.x only (0.20.2)
     lines = done.stdout.decode().splitlines()
     assert lines[:2] == [f"{venv}/bin/python: 0 distributions with CUDA code for 12.1 (--to-cc)",
-                         "compiled at the first start (JIT), by what their sources admit and the compiler they call: 2 libraries"]
+                         "compiled at the first start (JIT), by what their sources admit and the compiler they call "
+                         "(used only where a server calls them; not counted in the exit code): 2 libraries"]
+    assert "    12.1: cannot build sm_121a: ptxas 12.8 (" in lines[-1]
     assert lines[2].startswith("  DeepGEMM bundled in vllm 0.27.1: DeepGEMM JIT, compiles with nvcc 13.0 (") and "cuda-bin/nvcc, PATH)" in lines[2]
     doc = json.loads(invoke("kernels", "--python", str(venv / "bin" / "python"), "--to-cc", "12.0", "--json", env=env).stdout)
-    assert (doc["ok"], [(j["library"], j["verdict"]) for j in doc["jit"]]) == (False, [("deep-gemm", "refuses"), ("triton", "builds")])
+    assert (doc["ok"], [(j["library"], j["verdict"]) for j in doc["jit"]]) == (True, [("deep-gemm", "refuses"), ("triton", "builds")])
     assert doc["jit"][1]["gpus"][0]["compiler"]["knows_target"] is True
-    print(sys.version)  # (the interpreter the venv was made of)

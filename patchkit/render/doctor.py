@@ -13,6 +13,7 @@ from patchkit.commands.doctor import DEFAULT
 from patchkit.errors import OK
 from patchkit.fixes.registry import PROJECTS
 from patchkit.judge.here import CANNOT, IN_EFFECT, INCOMPLETE, MISSING, NOT_FOR_THESE, NOTHING, no_multicast
+from patchkit.render import jit
 from patchkit.render.kernels import distribution_lines
 from patchkit.text import plural
 
@@ -78,7 +79,8 @@ def to_json(r) -> dict:
         "gpus": [_cc(c) for c in r.machine.ccs()], "no_code": _no_code(r), "no_code_if_loaded": _no_code(r, maybe=True),
         "distributions": [{"name": d.dist.name, "version": d.dist.version, "always": d.known.always,
                            "cubins": d.dist.cubins, "problem": d.dist.problem,
-                           "files": [f.to_json(d.dist) for f in d.files]} for d in r.code.found]}
+                           "files": [f.to_json(d.dist) for f in d.files]} for d in r.code.found],
+        "jit": [j.to_json() for j in r.code.jit]}
     doc = {"command": "doctor", "ok": r.exit_code == OK, "exit_code": r.exit_code,
            "machine": r.seen.to_json() if r.seen else None, "no_gpu": r.unseen,
            "judged_for": {"ccs": [_cc(c) for c in r.machine.ccs()], "from": r.basis},
@@ -207,6 +209,10 @@ def _code_lines(r) -> list[str]:
                      f"{'carries' if len(cuda) == 1 else 'carry'} it):"]
     for d in found:
         lines += distribution_lines(d, ccs, listing=False)
+    if r.code.jit:
+        lines.append(jit.heading(r.code.jit))
+        for j in r.code.jit:
+            lines += jit.jit_lines(j)
     return lines
 
 

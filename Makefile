@@ -95,7 +95,7 @@ check-patches: sglang-mirror flashinfer-mirror vllm-mirror
 # .so files, installed by pip; fetched once and cached): every .so against cuobjdump, doctor on 8 RTX
 # PRO 6000 and on a GB10, diagnose of a missing kernel image.  make test keeps the fixtures and one .so.
 check-kernels: install
-	$(PYTEST) tests/kernels/check_wheel.py tests/kernels/check_installed.py
+	$(PYTEST) tests/kernels/check_wheel.py tests/kernels/check_installed.py tests/kernels/check_wheels.py
 
 # Speed and memory, side by side with their floors (see benchmarks/bench.py); prints a table.
 bench: sglang-mirror flashinfer-mirror vllm-mirror

@@ -79,11 +79,17 @@ class CompiledCode(NamedTuple):
 
     exe: Path
     found: tuple  # judge.kernels.DistributionHere
+    jit: tuple = ()  # judge.jit.JitHere: FlashInfer, DeepGEMM, Triton, judged from their sources and compilers
 
     def no_code(self) -> list[tuple]:
         """(distribution, its files with no code for the GPUs) of each distribution the server
         loads at every start that has such a file."""
         return [(d, missing) for d in self.found for missing in [[f for f in d.files if f.missing]] if d.known.always and missing]
+
+    def maybe_no_code(self) -> list[tuple]:
+        """The same for the distributions not known to be loaded at every start: their files with no
+        code for the GPUs fail a start only if the server loads them."""
+        return [(d, missing) for d in self.found for missing in [[f for f in d.files if f.missing]] if not d.known.always and missing]
 
 
 class DoctorResult(NamedTuple):
@@ -98,6 +104,7 @@ class DoctorResult(NamedTuple):
     code: CompiledCode | None  # with --python
     speedups: tuple  # judge.speedups.SpeedupHere
     nvcc: str | None  # nvcc on PATH
+    settings: tuple = ()  # judge.settings.SettingHere: with --python, the settings judged for the GPUs
 
     @property
     def measured(self) -> bool:
@@ -182,7 +189,20 @@ def doctor(found: list[tuple], apply_target: str, env=None, to_cc: CC | None = N
         options = "" if keep == defaults else " --all-fixes" if keep == list(FIXES) else "".join(f" --fix {n}" for n in keep)
         command = _apply_command(apply_target, options, None if m is seen else needing)
     return DoctorResult(seen, unseen, to_cc, m, basis, tuple(targets), tuple(needed), command, code,
-                        tuple(speedups_here(m, versions)), shutil.which("nvcc"))
+                        tuple(speedups_here(m, versions)), shutil.which("nvcc"), _settings(env, m))
+
+
+def _settings(env, m: Machine) -> tuple:
+    """The settings (a variable, a flag, an upgrade) judged from what ``--python`` has installed, with
+    the variables of the shell doctor runs in (``judge/settings.py``); not counted in the exit code:
+    ``verify --python`` checks the environment the server starts from."""
+    if env is None:
+        return ()
+    import os
+
+    from patchkit.judge.settings import settings_here
+
+    return tuple(settings_here(list(env.sites), dict(os.environ), m))
 
 
 def _apply_command(target: str, options: str, keys: dict[str, object] | None) -> str:
@@ -200,9 +220,14 @@ def _compiled_code(env, m: Machine) -> CompiledCode | None:
     """The compiled CUDA code installed for ``--python``, judged for these GPUs."""
     if env is None:
         return None
-    from patchkit.judge.kernels import installed_code
+    import os
 
-    return CompiledCode(env.exe, tuple(installed_code(list(env.sites), m.ccs())))
+    from patchkit.judge.jit import jit_here
+    from patchkit.judge.kernels import installed_code
+    from patchkit.kernels.jit import jit_installs
+
+    sites = list(env.sites)
+    return CompiledCode(env.exe, tuple(installed_code(sites, m.ccs())), tuple(jit_here(jit_installs(sites, dict(os.environ)), m.ccs())))
 
 
 def apply_target(path: Path | None, python: str | None) -> str:

@@ -245,7 +245,7 @@ def read_fix(path: Path) -> Fix:
 def read_fixes(folder: Path = HERE) -> dict[str, Fix]:
     """Every ``*.toml`` in ``folder`` but projects.toml, known-failures.toml (signatures.py reads
     it), known-speedups.toml (speedups.py) and known-kernels.toml (kernels.py): the default fixes first, then by name."""
-    others = ("projects.toml", "known-failures.toml", "known-speedups.toml", "known-kernels.toml")
+    others = ("projects.toml", "known-failures.toml", "known-speedups.toml", "known-kernels.toml", "known-settings.toml")
     fixes = [read_fix(p) for p in sorted(folder.glob("*.toml")) if p.name not in others]
     return {f.name: f for f in sorted(fixes, key=lambda f: (not f.default, f.name))}
 

@@ -171,7 +171,8 @@ def verify(path, from_cc, to_cc, python, project, fix_names, all_fixes, as_json)
         return done
     from patchkit.commands.settings import verify_settings  # --python: the settings its releases need, too
 
-    return done._replace(results=done.results + (verify_settings(given.env, to_cc),))
+    settings = verify_settings(given.env, to_cc)
+    return done._replace(results=done.results + (settings,)) if settings.judged else done
 
 
 @cli.command(short_help="Restore the exact original bytes.")

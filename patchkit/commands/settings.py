@@ -3,8 +3,9 @@ from has each setting (a variable) that the releases installed for EXE need on t
 (``judge/settings.py``).  The variables are those of the environment verify runs in: run it from
 the shell (or with the ``env``) the server is started from.  A setting not needed there is not
 judged; a flag of the server's command line is not seen, so never a problem here (doctor names it).
-Judged for ``--to-cc``'s cc, else the GPUs nvidia-smi shows; with neither, nothing is judged (a note).
-Exit 1 with one line per setting missing."""
+Judged for ``--to-cc``'s cc, else the GPUs nvidia-smi shows; with neither, or with no setting for
+these GPUs among the releases installed, verify says nothing of settings.  Exit 1 with one line per
+setting missing."""
 
 from __future__ import annotations
 

@@ -154,8 +154,7 @@ def test_verify_says_whether_the_environment_has_it(tmp_path: Path, prebuilt) ->
     done = invoke("verify", "--python", python, "--to-cc", "12.1", env=clean_env(TRITON_PTXAS_PATH=str(ptxas13)))
     assert done.stdout.decode().splitlines()[-1] == "verify: ok (1 setting judged, none missing)"
     done = invoke("verify", "--python", python, "--to-cc", "12.0", env=clean_env())
-    assert "setting triton-ptxas" not in done.stdout.decode()
-    assert done.stdout.decode().splitlines()[-1] == "verify: ok (0 settings judged, none missing)"
+    assert "setting" not in done.stdout.decode()  # no setting for 12.0 among these releases: nothing said of settings
 
 
 def test_each_release_spells_it_as_its_files_read_it() -> None:

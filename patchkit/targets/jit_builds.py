@@ -54,17 +54,10 @@ from patchkit.errors import BadInput, PatchkitError, Refused, UnsafePath
 from patchkit.types import StrEnum
 from patchkit.versions import at_least, is_version
 
-
-class Kind(StrEnum):
-    """Where a build comes from, as the lines name it."""
-
-    CACHED = "cached JIT build"  # below ~/.cache/flashinfer
-    WORKSPACE = "JIT build under FLASHINFER_WORKSPACE_BASE"
-    PREBUILT = "prebuilt by flashinfer-jit-cache"
-    AOT = "prebuilt in flashinfer/data/aot"
-
-
-CACHED, WORKSPACE, PREBUILT, AOT = Kind.CACHED, Kind.WORKSPACE, Kind.PREBUILT, Kind.AOT
+# Where a build comes from, as the lines name it: below ~/.cache/flashinfer or FLASHINFER_WORKSPACE_BASE, or prebuilt.
+Kind = StrEnum("Kind", {"CACHED": "cached JIT build", "WORKSPACE": "JIT build under FLASHINFER_WORKSPACE_BASE",
+                        "PREBUILT": "prebuilt by flashinfer-jit-cache", "AOT": "prebuilt in flashinfer/data/aot"})
+CACHED, WORKSPACE, PREBUILT, AOT = Kind
 UNINSTALL_JIT_CACHE = "pip uninstall flashinfer-jit-cache"
 
 # The files each JIT module is compiled from, as the repository (and an editable install) spells them; a wheel

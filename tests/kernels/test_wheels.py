@@ -113,3 +113,28 @@ def test_vllm_020_for_a_gb10(copies: dict[str, Path]) -> None:
     assert [n for n, f in sorted(by.items()) if f.missing] == ["_flashmla_C.abi3.so", "_flashmla_extension_C.abi3.so",
                                                                "_vllm_fa3_C.abi3.so"]
     assert not by["cumem_allocator.abi3.so"].binary.cuda and not by["_C.cpython-312-x86_64-linux-gnu.so"].binary.cuda
+
+
+def test_doctor_and_diagnose_on_an_installed_cufft(copies: dict[str, Path], tmp_path: Path) -> None:
+    """nvidia-cufft 12.0.0.61 as pip installs it (its RECORD's rows for its shared objects, data/wheels/): doctor's
+    compiled-code lines and diagnose's code behind a missing kernel image say "cannot tell", never "no code"."""
+    from patchkit.commands.diagnose import CodeBehind, Gpus
+    from patchkit.judge.kernels import installed_code
+    from patchkit.render.diagnose import code_lines
+    from patchkit.render.kernels import distribution_lines
+
+    site = tmp_path / "site-packages"
+    info = site / "nvidia_cufft-12.0.0.61.dist-info"
+    info.mkdir(parents=True)
+    (info / "RECORD").write_bytes((Path(__file__).parent / "data" / "wheels" / "nvidia-cufft-12.0.0.61" / "RECORD").read_bytes())
+    (site / "nvidia" / "cu13" / "lib").mkdir(parents=True)
+    for name in ("libcufft.so.12", "libcufftw.so.12"):
+        (site / "nvidia" / "cu13" / "lib" / name).write_bytes(copies[name].read_bytes())
+    (d,) = installed_code([site], [(9, 0)])
+    assert d.failing() == []
+    lines = distribution_lines(d, [(9, 0)], listing=False)
+    assert lines[0] == "  nvidia-cufft 12.0.0.61: cannot tell whether its 2 files with CUDA code run on 9.0 (below)"
+    assert lines[1].startswith("    nvidia/cu13/lib/libcufft.so.12: sm_75: cannot tell for 9.0: kernels loaded another way")
+    said = code_lines(CodeBehind("nvidia", (d,), Gpus(((9, 0),), True)))
+    assert said == ["files: no shared object of nvidia-cufft 12.0.0.61 lacks code for this machine's GPUs (9.0, nvidia-smi); "
+                    "cannot tell for libcufft.so.12, libcufftw.so.12 (kernels loaded another way)"]

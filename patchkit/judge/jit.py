@@ -56,7 +56,7 @@ class JitFit(NamedTuple):
         return {"cc": f"{self.cc[0]}.{self.cc[1]}", "verdict": self.verdict, "target": self.target, "why": self.why,
                 "names": list(self.names), "compiler": None if c is None else
                 {"tool": c.tool, "path": c.path, "chosen_by": c.chosen_by, "release": c.release,
-                 "knows_target": c.knows(self.target) if self.target else None, "problem": c.problem}}
+                 "found": c.found, "knows_target": c.knows(self.target) if self.target else None, "problem": c.problem}}
 
 
 class JitHere(NamedTuple):
@@ -99,7 +99,7 @@ def _release(text: str | None) -> tuple[int, ...]:
 
 def _compiled(cc, target: str, compiler: Compiler, done: str = BUILDS, names: tuple = (), why: str | None = None) -> JitFit:
     """The compiler's part: found, asked, knowing ``target``."""
-    if compiler.path is None:
+    if not compiler.found:
         return JitFit(cc, NO_COMPILER, target, compiler, None)
     if compiler.problem or compiler.targets is None:
         return JitFit(cc, UNKNOWN, target, compiler, NOT_ASKED)
@@ -116,7 +116,7 @@ def flashinfer_fit(install: JitInstall, cc: tuple[int, int]) -> JitFit:
     target = s.form.targets.get(cc) if major == 12 else f"sm_{major}{minor}{'a' if major >= 9 else ''}"
     if target is None:  # a 12.x GPU other than 12.0 and 12.1
         return JitFit(cc, UNKNOWN, None, nvcc, UNKNOWN_FORM)
-    if major == 12 and s.form.needs and nvcc.path is not None and nvcc.release and _release(nvcc.release) < _release(s.form.needs):
+    if major == 12 and s.form.needs and nvcc.found and nvcc.release and _release(nvcc.release) < _release(s.form.needs):
         return JitFit(cc, COMPILER_LACKS, target, nvcc, TOO_OLD, (s.form.needs,))
     if major == 12 and s.refusing:
         return _compiled(cc, target, nvcc, SOME, s.refusing, MODULES_LEAVE_OUT)
@@ -127,7 +127,7 @@ def deepgemm_fit(install: JitInstall, cc: tuple[int, int]) -> JitFit:
     s, nvcc = install.sources, install.compilers[0]
     if cc[0] not in s.impls:
         return JitFit(cc, REFUSES, None, nvcc, NO_IMPLS, tuple(f"sm{m}0" for m in sorted(s.impls)))
-    if nvcc.path is None:
+    if not nvcc.found:
         return JitFit(cc, NO_COMPILER, None, nvcc, None)
     return JitFit(cc, BUILDS, None, nvcc, None, tuple(s.impls[cc[0]]))
 

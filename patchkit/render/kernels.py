@@ -85,7 +85,8 @@ def distribution_lines(d, ccs: list[tuple[int, int]], listing: bool) -> list[str
     elif listing or not ccs:
         lines.append(f"  {d.label}: {counts}{cubins}")
     elif failing:
-        of = f"{len(failing)} of its {plural(len(d.files), 'file')} with CUDA code"
+        of = (f"its {plural(len(d.files), 'file')} with CUDA code" if len(failing) == len(d.files)
+              else f"{len(failing)} of its {plural(len(d.files), 'file')} with CUDA code")
         if d.known.always:
             lines.append(f"  {d.label}: {of} cannot run on {gpus}; {d.known.always}{cubins}")
         else:

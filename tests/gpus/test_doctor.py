@@ -273,7 +273,7 @@ def test_asking_for_torch_symm_mem_still_applies_it(tmp_path: Path, venvs, asked
 
 def test_an_h200_needs_nothing(tmp_path: Path, venvs) -> None:
     venv, python = env_of(tmp_path, venvs, "0.5.9", "0.6.4")
-    env = standin(tmp_path, "h200-1gpu")
+    env = standin(tmp_path, "h200-1gpu") | {"CUDA_HOME": str(tmp_path / "cuda")}  # FlashInfer's nvcc: none there
     before = snapshot(venv)
     done = invoke("doctor", "--python", python, env=env)
     assert done.returncode == 0, done.stdout.decode()
@@ -291,6 +291,11 @@ def test_an_h200_needs_nothing(tmp_path: Path, venvs) -> None:
         "  allreduce-fusion (opt-in): not for these GPUs",  # its backport (FlashInfer PR 3903) is for SM12x
         "",
         f"compiled CUDA code: no distribution installed for {python} carries any",  # the wheels are Python only
+        # FlashInfer compiles at the first start: what its sources admit and where its nvcc is (docs/KERNELS.md)
+        "compiled at the first start (JIT), by what their sources admit and the compiler they call "
+        "(used only where a server calls them; not counted in the exit code): 1 library",
+        f"  flashinfer-python 0.6.4: FlashInfer JIT, compiles with nvcc, none at {tmp_path}/cuda/bin/nvcc ($CUDA_HOME)",
+        f"    9.0: cannot build: no nvcc at {tmp_path}/cuda/bin/nvcc",
         "",
         "nothing this machine needs is missing",
     ]

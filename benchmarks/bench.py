@@ -3,7 +3,7 @@
     python benchmarks/bench.py --mirror build/sglang-mirror [--flashinfer-mirror DIR] [--vllm-mirror DIR]
 
 1. generate over every tag of each mirror given (SGLang, FlashInfer, vLLM), against
-   - its parse limit: LibCST's parse of each distinct candidate blob once, plus one
+   - its parse limit: LibCST's parse of each distinct candidate Python blob once, plus one
      interpreter start with libcst, GitPython, jinja2 and click imported, and
    - the checkout loop: check out each tag in a clone and read the candidate files
      (the floor of any work-tree approach);
@@ -101,7 +101,10 @@ def verdict(ratio: float, target: float, at_most: bool = True) -> str:
 
 
 def parse_sum(mirror: Path, globs: tuple[str, ...], runs: int) -> tuple[float, int]:
-    """Median over runs of LibCST's summed parse time of every distinct candidate blob."""
+    """Median over runs of LibCST's summed parse time of every distinct candidate Python blob.
+
+    Only Python files are parsed: a backport's other files (FlashInfer's CUDA sources) are
+    patched as text, which LibCST cannot parse and generate never asks it to."""
     import libcst
 
     from patchkit.git.objects import GitSource
@@ -110,7 +113,8 @@ def parse_sum(mirror: Path, globs: tuple[str, ...], runs: int) -> tuple[float, i
     blobs: dict[str, bytes] = {}
     for tag in source.release_tags():
         for f in source.files(tag, globs):
-            blobs.setdefault(f.blob, b"")
+            if f.path.endswith(".py"):
+                blobs.setdefault(f.blob, b"")
     blobs = source.read_many(sorted(blobs))
     sums = []
     for _ in range(runs):
@@ -151,7 +155,7 @@ def bench_generate(project: str, mirror: Path, pk: str, runs: int, loop_runs: in
     return [
         f"| {label}: patchkit generate, {tags} tags | {ms(gen.median)} | {gen.mib} | {verdict(gen.median / limit, 1.5)} its parse limit; "
         f"{verdict(loop.median / gen.median, 30, at_most=False)} faster than the checkout loop |",
-        f"| {label}: parse limit ({distinct} distinct blobs + start with the libraries) | {ms(limit)} | | |",
+        f"| {label}: parse limit ({distinct} distinct Python blobs + start with the libraries) | {ms(limit)} | | |",
         f"| {label}: checkout loop | {ms(loop.median)} | {loop.mib} | |",
     ]
 

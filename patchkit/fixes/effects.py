@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from patchkit.errors import BadInput
-from patchkit.fixes.load import HERE, _get, _read, _strings
+from patchkit.fixes.load import HERE, NOT_FIXES, _get, _read, _strings
 from patchkit.versions import in_range, is_version, version_key
 
 OUTCOMES = ("crash", "warning", "off")
@@ -182,7 +182,7 @@ def read_effects(folder: Path = HERE) -> dict[str, Effect]:
     """fix name -> its Effect, for every fix file of ``folder`` with an ``[effect]`` table."""
     found = {}
     for path in sorted(folder.glob("*.toml")):
-        if path.name != "projects.toml":
+        if path.name not in NOT_FIXES:
             effect = read_effect(path)
             if effect is not None:
                 found[effect.fix] = effect

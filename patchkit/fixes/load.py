@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import re
 import sys
+from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
 
@@ -45,6 +46,8 @@ EVIDENCE = ("same as upstream ", "part of upstream ", "proposed upstream ", "not
 _DIFF_MAX = 1 << 20  # a backport's diff is read whole: one upstream change, not a tree
 _DIFF_FILE = re.compile(rb"^diff --git a/(\S+) b/(\S+)$", re.M)
 _LOCATORS = ("call", "keyword", "target", "test")
+# The data files beside the fixes that are not fixes.
+NOT_FIXES = ("projects.toml", "known-failures.toml", "known-speedups.toml", "known-kernels.toml")
 
 
 class Origin(NamedTuple):
@@ -164,10 +167,18 @@ class Fix(NamedTuple):
 
 
 def _read(path: Path) -> dict:
+    """The TOML document of ``path``.  The same text is parsed once in a process (the registry,
+    the effects, the signatures and the speedups read the same files): callers share the
+    document and never change it."""
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        return _parse(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise BadInput(str(path), f"not a readable TOML file ({exc})") from None
+
+
+@lru_cache(maxsize=16)
+def _parse(text: str) -> dict:
+    return tomllib.loads(text)
 
 
 def _get(doc: dict, key: str, kind: type | tuple, where: Path, what: str):
@@ -308,8 +319,7 @@ def read_fix(path: Path) -> Fix:
 def read_fixes(folder: Path = HERE) -> dict[str, Fix]:
     """Every ``*.toml`` in ``folder`` but projects.toml, known-failures.toml (signatures.py reads
     it), known-speedups.toml (speedups.py) and known-kernels.toml (kernels.py): the default fixes first, then by name."""
-    others = ("projects.toml", "known-failures.toml", "known-speedups.toml", "known-kernels.toml")
-    fixes = [read_fix(p) for p in sorted(folder.glob("*.toml")) if p.name not in others]
+    fixes = [read_fix(p) for p in sorted(folder.glob("*.toml")) if p.name not in NOT_FIXES]
     return {f.name: f for f in sorted(fixes, key=lambda f: (not f.default, f.name))}
 
 

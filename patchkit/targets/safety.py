@@ -27,26 +27,29 @@ def check_relative(path: str) -> PurePosixPath:
 
 
 def resolve_inside(root: Path, path: str, *, must_exist: bool = True) -> Path:
-    """``root/path`` after checking that no component is a symlink or leaves ``root``."""
-    pure = check_relative(path)
-    current = root
-    for i, part in enumerate(pure.parts):
-        current = current / part
+    """``root/path`` after checking that no component is a symlink or leaves ``root``.
+
+    Walked as strings (``os.lstat`` of each component, one ``realpath`` each of the root and
+    the file): the commands check every candidate file this way, twice, before reading it."""
+    parts = check_relative(path).parts
+    current = os.fspath(root)
+    for i, part in enumerate(parts):
+        current = os.path.join(current, part)
         try:
             info = os.lstat(current)
         except FileNotFoundError:
             if must_exist:
-                raise UnsafePath(str(current), "refused: does not exist") from None
-            return root.joinpath(*pure.parts)
-        last = i == len(pure.parts) - 1
+                raise UnsafePath(str(root.joinpath(*parts[: i + 1])), "refused: does not exist") from None
+            return root.joinpath(*parts)
+        last = i == len(parts) - 1
         if stat.S_ISLNK(info.st_mode):
             what = "target is a symlink" if last else "path goes through a symlinked folder"
-            raise UnsafePath(str(current), f"refused: {what}")
+            raise UnsafePath(str(root.joinpath(*parts[: i + 1])), f"refused: {what}")
         if not last and not stat.S_ISDIR(info.st_mode):
-            raise UnsafePath(str(current), "refused: not a folder")
+            raise UnsafePath(str(root.joinpath(*parts[: i + 1])), "refused: not a folder")
         if last and not stat.S_ISREG(info.st_mode):
-            raise UnsafePath(str(current), "refused: not a regular file")
-    real_root = root.resolve()
-    if real_root not in current.resolve().parents:
-        raise UnsafePath(str(current), "refused: resolves outside the target tree")
-    return current
+            raise UnsafePath(str(root.joinpath(*parts)), "refused: not a regular file")
+    inside = os.path.join(os.path.realpath(root), "")  # the real root and a separator: what the file's real path starts with
+    if not os.path.realpath(current).startswith(inside):
+        raise UnsafePath(str(root.joinpath(*parts)), "refused: resolves outside the target tree")
+    return root.joinpath(*parts)

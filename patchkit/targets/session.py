@@ -157,13 +157,13 @@ class Session:
         """(lines, paths dropped) for the stale JIT builds of ``rels``: each build folder below
         FlashInfer's cache is removed (``jit_builds.drop``); a prebuilt one is named with what
         removes it.  ``when``: how the build came to be stale ("before the patch")."""
-        from patchkit.targets import jit_builds
-
         lines, dropped = [], []
         try:
             builds = self.jit_builds(rels)
         except PatchkitError as exc:
             return [f"note: FlashInfer's JIT builds not checked: {exc}"], []
+        from patchkit.targets import jit_builds  # (only FlashInfer has JIT builds: jit_builds() imports it there)
+
         for b in builds:
             if not b.droppable:
                 lines.append(f"note: {b.library} is {b.kind}: FlashInfer {self.version} loads it instead of building "

@@ -162,7 +162,9 @@ class Session:
             builds = self.jit_builds(rels)
         except PatchkitError as exc:
             return [f"note: FlashInfer's JIT builds not checked: {exc}"], []
-        from patchkit.targets import jit_builds  # (only FlashInfer has JIT builds: jit_builds() imports it there)
+        if not builds:
+            return lines, dropped
+        from patchkit.targets import jit_builds  # (only FlashInfer has JIT builds)
 
         for b in builds:
             if not b.droppable:

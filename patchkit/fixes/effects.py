@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 from patchkit.errors import BadInput
 from patchkit.fixes.load import HERE, NOT_FIXES, _get, _read, _strings
-from patchkit.versions import in_range, is_version, version_key
+from patchkit.versions import after, in_range, is_version
 
 OUTCOMES = ("crash", "warning", "off")
 MACHINE_NEEDS = ("multicast", "nvcc")
@@ -129,7 +129,7 @@ def _versions(entry: dict, path: Path, what: str, *keys: str) -> None:
     for key in keys:
         if not is_version(_get(entry, key, str, path, what)):
             raise BadInput(str(path), f"{what}: {key} {entry[key]!r} is not a release version")
-    if len(keys) == 2 and version_key(entry[keys[0]]) > version_key(entry[keys[1]]):
+    if len(keys) == 2 and after(entry[keys[0]], entry[keys[1]]):
         raise BadInput(str(path), f"{what}: since {entry['since']} is after until {entry['until']}")
 
 

@@ -35,11 +35,6 @@ from typing import NamedTuple
 
 from patchkit.errors import BadInput
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
-
 HERE = Path(__file__).resolve().parent
 DICT_KEY, LIST_MEMBER, PREDICATE, BACKPORT = KINDS = ("dict-key", "list-member", "predicate", "backport")
 EVIDENCE = ("same as upstream ", "part of upstream ", "proposed upstream ", "not upstream")
@@ -172,12 +167,28 @@ def _read(path: Path) -> dict:
     document and never change it."""
     try:
         return _parse(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError and TOMLDecodeError are ValueErrors
         raise BadInput(str(path), f"not a readable TOML file ({exc})") from None
 
 
 @lru_cache(maxsize=16)
 def _parse(text: str) -> dict:
+    """``text`` as tomllib parses it: as the build parsed it (``_parsed.py``, which setup.py
+    writes into the wheel, keyed by the sha256 of each data file's text) when it is the text
+    that was parsed there, else parsed now."""
+    try:
+        from patchkit.fixes._parsed import DOCS
+    except ImportError:  # a source tree or an editable install: nothing parsed at build time
+        DOCS = {}
+    from patchkit.digest import sha256
+
+    doc = DOCS.get(sha256(text.encode("utf-8")))
+    if doc is not None:
+        return doc
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
     return tomllib.loads(text)
 
 

@@ -26,12 +26,21 @@ def check_relative(path: str) -> PurePosixPath:
     return pure
 
 
+def _parts(path: str) -> tuple[str, ...]:
+    """The components of a path ``check_relative`` admits (a plain one is told by its text,
+    without building a PurePosixPath), or its UnsafePath."""
+    parts = tuple(path.split("/"))
+    if path and "\\" not in path and "\0" not in path and path[0] != "/" and all(p not in ("", ".", "..") for p in parts):
+        return parts
+    return check_relative(path).parts
+
+
 def resolve_inside(root: Path, path: str, *, must_exist: bool = True) -> Path:
     """``root/path`` after checking that no component is a symlink or leaves ``root``.
 
     Walked as strings (``os.lstat`` of each component, one ``realpath`` each of the root and
     the file): the commands check every candidate file this way, twice, before reading it."""
-    parts = check_relative(path).parts
+    parts = _parts(path)
     current = os.fspath(root)
     for i, part in enumerate(parts):
         current = os.path.join(current, part)

@@ -59,12 +59,9 @@ TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print(min(8, 2 * len(os.sched_g
 PYTEST := TMPDIR=$(TEST_TMPDIR) $(VENV)/bin/pytest -q -p no:cacheprovider -o tmp_path_retention_policy=failed \
 	-n $(TEST_WORKERS) --dist loadfile
 
-# The tests marked servers start stand-in SGLang servers, which an apply on a checkout in another
-# test process would name ("may still run the old code"): they run after the rest, in one process.
 test: test-deps
 	$(VENV)/bin/ruff check .
-	$(PYTEST) -m 'not servers' --durations=20
-	$(PYTEST) -n 0 -m servers
+	$(PYTEST) --durations=20
 
 # The reliability suite at full size: a few hundred SIGKILLs of apply, revert and upstream,
 # races, hostile and broken input (make test runs it with fewer kills). See docs/RELIABILITY.md.

@@ -29,16 +29,20 @@ class Where(NamedTuple):
         """The target of a ``targets.session.Session``."""
         return cls(s.describe(), str(s.target.root), s.version, s.how)
 
+    def fields(self, **more) -> dict:
+        """The start of a target's part of a --json document: the target, its version, how it was found."""
+        return {"path": self.path, "version": self.version, "version_from": self.version_from, **more}
+
     def data(self, command: str, **more) -> dict:
-        """The start of a target's --json document: the command, the target, its version."""
-        return {"command": command, "path": self.path, "version": self.version, "version_from": self.version_from, **more}
+        """``fields``, after the command's name (doctor's targets)."""
+        return {"command": command, **self.fields(**more)}
 
 
 class Each(NamedTuple):
     """One command run on several targets (the projects of one environment): rendered one after
-    the other, their documents in ``targets`` (one alone: its own document), the worst exit
-    code.  ``env``: the environment ``--python`` read, when the text starts with what it holds
-    (``not_installed`` in the document), so that what was judged is never mistaken for all."""
+    the other, their documents in ``targets``, the worst exit code.  ``env``: the environment
+    ``--python`` read, when the text starts with what it holds (``not_installed`` in the
+    document), so that what was judged is never mistaken for all."""
 
     command: str
     results: tuple

@@ -5,7 +5,10 @@ Ground floor: nothing here imports another patchkit module but errors.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from patchkit.cc import Key
 
 FORMAT = 1  # of state.json and journal.json
 
@@ -41,8 +44,8 @@ class Applied(NamedTuple):
     version: str | None
     source: str  # "shipped patch patches/0.5.9/0001-...patch" or "generated from the checkout"
     patch_id: str  # sha256 over the post-images: two applies with the same id wrote the same bytes
-    from_cc: object
-    to_cc: object
+    from_cc: Key  # the pair as the project keys it (12, "12.0"), as state.json has always written it
+    to_cc: Key
     patchkit: str
     files: list[AppliedFile]
 

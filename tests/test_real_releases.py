@@ -581,7 +581,17 @@ def test_flashinfer_jit_builds_follow_the_patched_sources(tmp_path: Path) -> Non
     assert verify.returncode == 1
     assert (f"{stale}: stale FlashInfer JIT build (built before the patched sources); `patchkit apply` drops it"
             in verify.stdout.decode().splitlines())
-    assert invoke("apply", str(site), "--fix", "allreduce-fusion", env=env).returncode == 0 and not stale.exists()
+    [t] = json.loads(invoke("status", str(site), "--json", env=env).stdout)["targets"]
+    assert [(b["module"], b["path"], b["kind"], b["droppable"]) for b in t["jit_builds"]] == [
+        ("trtllm_comm", str(stale), "cached JIT build", True)]
+    dropped = {"module": "trtllm_comm", "path": str(stale), "kind": "cached JIT build", "error": None}
+    [t] = json.loads(invoke("apply", str(site), "--fix", "allreduce-fusion", "--dry-run", "--json", env=env).stdout)["targets"]
+    assert (t["jit_builds"], t["jit_builds_dropped"]) == ([dict(dropped, outcome="would drop")], [])
+    again = invoke("apply", str(site), "--fix", "allreduce-fusion", "--json", env=env)
+    [t] = json.loads(again.stdout)["targets"]
+    assert again.returncode == 0 and not stale.exists()
+    assert (t["action"], t["jit_builds"], t["jit_builds_dropped"]) == ("already applied", [dict(dropped, outcome="dropped")],
+                                                                       [str(stale)])
     assert invoke("verify", str(site), "--fix", "allreduce-fusion", env=env).returncode == 0
 
     # The server builds from the patched sources (the build is newer than they are); verify is

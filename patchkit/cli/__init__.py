@@ -17,11 +17,11 @@ from pathlib import Path
 import click
 
 from patchkit import __version__
+from patchkit.cc import AUTO
 from patchkit.cli.boundary import Group
 from patchkit.cli.options import (
     ALL_FIXES_OPT,
-    AUTO,
-    CC,
+    CC_HELP,
     DRY_RUN_OPT,
     FIX_OPT,
     FROM_CC_OPT,
@@ -33,12 +33,10 @@ from patchkit.cli.options import (
     TEMPLATES_OPT,
     TO_CC_AUTO_OPT,
     TO_CC_OPT,
-    CCOrAuto,
+    CCType,
     check_cc,
     check_out,
     check_version,
-    gpu_cc,
-    nvidia_cc,
     python_opt,
     run_each,
     targets,
@@ -76,7 +74,7 @@ def generate(from_cc, to_cc, fix_names, project, repo, tags, out, check, as_json
     from patchkit.git.objects import default_repo
 
     skip = None
-    if to_cc == AUTO:
+    if to_cc is AUTO:
         from patchkit.judge.auto import generate_cc, generate_skip
 
         to_cc, machine = generate_cc(PROJECTS[project], from_cc)
@@ -126,7 +124,7 @@ def apply(path, patches, no_generate, from_cc, to_cc, dry_run, version, python, 
 
     check_version(version)
     fixes = choose_fixes(fix_names, all_fixes)
-    if to_cc == AUTO:
+    if to_cc is AUTO:
         check_cc(from_cc, None, project)
         return apply_auto(targets(path, python, project).found, patches, no_generate, from_cc, dry_run, version, fixes,
                           named=tuple(fix_names))
@@ -139,9 +137,11 @@ def apply(path, patches, no_generate, from_cc, to_cc, dry_run, version, python, 
 
 @cli.command(short_help="Exit 0 only if the patch is in effect.")
 @PATH_ARG
-@click.option("--from-cc", type=CC(), default=None, help="Key the new key must equal [default: what was applied, else 10].")
-@click.option("--to-cc", type=CCOrAuto(), default=None,
-              help="Key that must be there; auto: the cc of this machine's GPUs [default: what was applied, else 12].")
+@click.option("--from-cc", type=CCType(), default=None,
+              help=f"The cc whose keys the new ones must equal ({CC_HELP}) [default: what was applied, else what the fixes copy from].")
+@click.option("--to-cc", type=CCType(auto=True), default=None,
+              help=f"The cc whose keys must be there ({CC_HELP}); auto: the cc of this machine's GPUs "
+                   "[default: what was applied, else the fixes' own].")
 @python_opt("Verify")
 @PROJECT_OPT
 @click.option("--fix", "fix_names", multiple=True, metavar="NAME",
@@ -154,12 +154,10 @@ def verify(path, from_cc, to_cc, python, project, fix_names, all_fixes, as_json)
     from patchkit.commands.verify import verify_auto
 
     fixes = choose_fixes(fix_names, all_fixes) if fix_names or all_fixes else None
-    if to_cc == AUTO:
+    if to_cc is AUTO:
         if from_cc is not None:
             raise BadInput(None, "--to-cc auto checks each GPU's key against the project's own --from-cc: give no --from-cc")
         return verify_auto(targets(path, python, project).found, fixes, named=tuple(fix_names))
-    if (from_cc is None) != (to_cc is None):
-        raise BadInput(None, "give both --from-cc and --to-cc, or neither")
     check_cc(from_cc, to_cc, project)
     named = tuple(fix_names) if fix_names else (() if all_fixes else None)
     return run_each("verify", targets(path, python, project),
@@ -171,27 +169,37 @@ def verify(path, from_cc, to_cc, python, project, fix_names, all_fixes, as_json)
 @click.option("--force", is_flag=True, help="Restore the originals even over files edited after apply (keeping a copy).")
 @DRY_RUN_OPT
 @PATCHES_OPT
+@click.option("--to-cc", type=CCType(), default=None,
+              help=f"Revert only if what is applied adds this cc ({CC_HELP}); else refuse, nothing written "
+                   "[default: whatever is applied].")
 @python_opt("Revert")
 @PROJECT_OPT
 @JSON_OPT
-def revert(path, force, dry_run, patches, python, project, as_json):
+def revert(path, force, dry_run, patches, to_cc, python, project, as_json):
     """Restore the exact original bytes at PATH."""
+    from patchkit.commands.revert import applied_for
     from patchkit.commands.revert import revert as command
 
-    return run_each("revert", targets(path, python, project), lambda p, name, i: command(p, force, dry_run, patches, name, i))
+    given = targets(path, python, project)
+    if to_cc is not None:  # every target checked before the first is written
+        for p, name, i in given.found:
+            applied_for(p, to_cc, name, i)
+    return run_each("revert", given, lambda p, name, i: command(p, force, dry_run, patches, name, i, to_cc=to_cc))
 
 
 @cli.command(short_help="Show version, patch, files and bytecode.")
 @PATH_ARG
 @PATCHES_OPT
+@click.option("--to-cc", type=CCType(), default=None,
+              help=f"Also say whether what is applied adds this cc, as each project keys it ({CC_HELP}).")
 @python_opt("Show")
 @PROJECT_OPT
 @JSON_OPT
-def status(path, patches, python, project, as_json):
+def status(path, patches, to_cc, python, project, as_json):
     """Version, applied patch, files, bytecode and pending work at PATH."""
     from patchkit.commands.status import status as command
 
-    return run_each("status", targets(path, python, project), lambda p, name, i: command(p, patches, name, i))
+    return run_each("status", targets(path, python, project), lambda p, name, i: command(p, patches, name, i, to_cc=to_cc))
 
 
 @cli.command(short_help="Make a branch, mboxes and PR.md, one commit per fix.")
@@ -231,8 +239,9 @@ def list_fixes(patches, as_json):
 
 @cli.command(short_help="List code that treats --cc unlike --from-cc.")
 @click.argument("path", type=click.Path(path_type=Path), default=None, required=False)
-@click.option("--cc", type=CC(), default="12", show_default=True, help="The new compute capability (12, or 12.0).")
-@click.option("--from-cc", type=CC(), default="10", show_default=True, help="The one it should behave like.")
+@click.option("--cc", type=CCType(), default="12", show_default=True,
+              help="The new compute capability (12.0, 12.1, sm_120a...; 12, a major alone, compares \"X.Y\" by major).")
+@click.option("--from-cc", type=CCType(), default="10", show_default=True, help="The one it should behave like.")
 @click.option("--unaware-only", is_flag=True, help="Only the gates that do not name --cc (neither aware nor covered).")
 @click.option("--repo", type=click.Path(path_type=Path), default=None, help="Compare two releases of this git repository (with two --tag).")
 @click.option("--tag", "tags", multiple=True, help="A release tag to compare (give it twice, the older first; needs --repo).")
@@ -246,10 +255,12 @@ def scan(path, cc, from_cc, unaware_only, repo, tags, as_json, markdown):
 
     if as_json and markdown:
         raise BadInput(None, "give --json or --markdown, not both")
-    check_cc(from_cc, cc, None, "--cc", alike=False)  # scan compares 10 with 12.0 as 10.0 with 12.0
+    from patchkit.rewrite.capability import given
+
+    check_cc(from_cc, cc, None, "--cc")  # scan compares 10 with 12.0 as 10.0 with 12.0
     tables = tuple(dict.fromkeys(t for p in PROJECTS.values() for t in p.tables))
     fmt = "json" if as_json else "markdown" if markdown else "text"
-    return command(path, cc, from_cc, fmt, tables, unaware_only, repo, tags)
+    return command(path, given(cc), given(from_cc), fmt, tables, unaware_only, repo, tags)
 
 
 @cli.command(short_help="Find the failures patchkit knows in a server's log.")
@@ -289,30 +300,11 @@ def watch(log, timeout, as_json):
     return command(log, timeout, progress if sys.stderr.isatty() and not as_json else None)
 
 
-class GPUCC(click.ParamType):
-    """A GPU's compute capability for ``kernels``: ``12.0``, ``12.1``, ``9.0`` (``12`` is 12.0), or ``auto``;
-    one NVIDIA has none of (``99``) is one line (``options.nvidia_cc``)."""
-
-    name = "CC|auto"
-
-    def convert(self, value, param, ctx):
-        if value == AUTO or isinstance(value, tuple):
-            return value
-        from patchkit.kernels.compat import parse_cc
-
-        try:
-            cc = parse_cc(str(value))
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
-        nvidia_cc(cc, str(value).strip(), "--to-cc")
-        return cc
-
-
 @cli.command(short_help="Which GPUs the compiled CUDA code of shared objects can run on.")
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path), metavar="[PATH]...")
 @click.option("--python", "python", default=None, metavar="EXE",
               help="Every distribution installed for this interpreter whose shared objects carry CUDA code (instead of PATH).")
-@click.option("--to-cc", "to_cc", type=GPUCC(), multiple=True,
+@click.option("--to-cc", "to_cc", type=CCType(auto=True), multiple=True,
               help="Judge for a GPU of this compute capability (repeatable); auto: this machine's GPUs (nvidia-smi) "
                    "[default: the GPUs of nvidia-smi when it is on PATH and answers, else no verdict].")
 @JSON_OPT
@@ -334,7 +326,7 @@ def kernels(paths, python, to_cc, as_json):
 @PATH_ARG
 @python_opt("Judge the fixes for")
 @PROJECT_OPT
-@click.option("--to-cc", default=AUTO, show_default=True, metavar="CC|auto",
+@click.option("--to-cc", type=CCType(auto=True), default=AUTO.value, show_default=True, metavar="CC|auto",
               help="The GPUs to judge for: auto (those nvidia-smi shows), or a compute capability (12, 12.0, 12.1) "
                    "judged as given, with no GPU needed (an image build has none).")
 @JSON_OPT
@@ -346,9 +338,8 @@ def doctor(path, python, project, to_cc, as_json):
     from patchkit.commands.doctor import apply_target
     from patchkit.commands.doctor import doctor as command
 
-    cc = None if to_cc == AUTO else (gpu_cc(to_cc), to_cc.strip())
     given = targets(path, python, project)
-    return command(given.found, apply_target(path, python), given.env, to_cc=cc)
+    return command(given.found, apply_target(path, python), given.env, to_cc=None if to_cc is AUTO else to_cc)
 
 
 def main() -> None:

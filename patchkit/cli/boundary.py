@@ -25,20 +25,31 @@ import click
 from patchkit.errors import BAD_INPUT, INTERRUPTED, SOFTWARE, Interrupted, PatchkitError, on_sigint, unexpected
 
 
+def _head(command: str, exit_code: int) -> dict:
+    """What every --json document starts with: the version of its shape (``render.SCHEMA``), the
+    command, whether it succeeded and the exit code the process exits with."""
+    from patchkit.render import SCHEMA
+
+    return {"schema": SCHEMA, "command": command, "ok": exit_code == 0, "exit_code": exit_code}
+
+
 def error_document(command: str, exit_code: int, error: str, path: str | None) -> str:
     """What ``--json`` prints on stdout when a command fails."""
-    doc = {"command": command, "ok": False, "exit_code": exit_code, "error": error, "path": path}
-    return json.dumps(doc, indent=2)
+    return json.dumps({**_head(command, exit_code), "error": error, "path": path}, indent=2)
 
 
 def envelope(command: str, result) -> dict:
-    """Every --json document: its command, then the command's own fields (``render.document``),
-    then ``ok`` and the ``exit_code`` the process exits with (one envelope for all commands)."""
+    """Every --json document: the envelope (``_head``), then the command's own fields
+    (``render.document``).  The envelope's fields are the envelope's: a document that holds one
+    of them with another value is a bug (a ValueError), never overwritten."""
     from patchkit.render import document
 
+    head = _head(command, result.exit_code)
     data = document(result)
-    data = data if isinstance(data, dict) else {"result": data}
-    return {"command": data.get("command", command), **data, "ok": result.exit_code == 0, "exit_code": result.exit_code}
+    clash = [key for key in head if key in data and data[key] != head[key]]
+    if clash:
+        raise ValueError(f"the --json document of {command} has its own {', '.join(clash)}")
+    return {**head, **{key: value for key, value in data.items() if key not in head}}
 
 
 def fail(command: str, as_json: bool, exc: PatchkitError, exit_code: int) -> NoReturn:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import click
 
+from patchkit.cc import AUTO, CC, must_differ
 from patchkit.errors import BadInput
 from patchkit.fixes.registry import PROJECTS
 from patchkit.versions import is_version
@@ -16,96 +17,42 @@ if TYPE_CHECKING:
     from patchkit.targets.environment import Environment
 
 
-class CC(click.ParamType):
-    """A compute capability: ``10`` -> 10 (SGLang's int keys); ``10.0`` -> "10.0" (string keys)."""
+class CCType(click.ParamType):
+    """A compute capability, parsed once here for every command (``patchkit.cc.CC.parse``): ``12``,
+    ``12.0``, ``12.1``, ``sm_120a``; with ``auto``, also ``--to-cc auto`` (``patchkit.cc.AUTO``).
+    A value that is none, or a cc no NVIDIA GPU has, is one line naming the option, in the same
+    words everywhere: BadInput, raised while click parses (``boundary.Command`` says it, exit 2)."""
 
-    name = "CC"
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, (int, str)) and not isinstance(value, bool):
-            from patchkit.rewrite.capability import cap, parse_cc  # only when a cc is given
-
-            try:
-                cc = parse_cc(str(value))
-            except ValueError as exc:
-                self.fail(str(exc), param, ctx)
-            nvidia_cc(cap(cc), str(value).strip(), param.opts[0] if param is not None else "--to-cc")
-            return cc
-        return value
-
-
-AUTO = "auto"  # --to-cc auto: this machine's GPUs (patchkit.judge.auto)
-
-
-class CCOrAuto(CC):
-    """A compute capability, or ``auto``: the cc of this machine's GPUs, from nvidia-smi."""
-
-    name = "CC|auto"
+    def __init__(self, auto: bool = False) -> None:
+        self.auto = auto
+        self.name = "CC|auto" if auto else "CC"
 
     def convert(self, value, param, ctx):
-        return AUTO if value == AUTO else super().convert(value, param, ctx)
-
-
-def gpu_cc(text: str, option: str = "--to-cc") -> tuple[int, int]:
-    """A GPU's compute capability as apply's --to-cc reads it (``12``, ``12.0``, ``12.1``:
-    ``rewrite.capability``), and one NVIDIA has (1.0 to 15.x): ``(12, 0)``.  BadInput, in one
-    line, otherwise."""
-    from patchkit.rewrite.capability import cap
-
-    try:
-        c = cap(text)
-    except ValueError:
-        raise BadInput(None, f"{option} {_shown(text)!r} is not a compute capability such as 12, 12.0 or 12.1, nor auto") from None
-    nvidia_cc(c, text, option)
-    return c.major, c.minor
-
-
-def nvidia_cc(c: tuple, text: str, option: str) -> None:
-    """Refuse a cc (its ``(major, minor)`` first) that no NVIDIA GPU has, 1.0 to 15.x the
-    range, in one line naming ``option`` and the value as written: every command's --to-cc,
-    --from-cc and --cc (``CC``, doctor's ``gpu_cc``, kernels' ``GPUCC``).  A type raises it
-    while click parses; ``boundary.Command`` makes it the line and exit 2."""
-    from patchkit.gpus.parse import CC_MAJORS
-
-    if c[0] not in CC_MAJORS or c[1] > 9:
-        raise BadInput(None, f"{option} {_shown(text)!r} is not a compute capability NVIDIA has (1.0 to 15.x)")
-
-
-def _shown(text: str) -> str:
-    return text if len(text) <= 40 else text[:40] + "..."
+        if isinstance(value, CC) or value is AUTO:
+            return value
+        text = str(value)
+        if self.auto and text.strip() == AUTO.value:
+            return AUTO
+        try:
+            return CC.parse(text)
+        except ValueError as exc:
+            raise BadInput(None, f"{param.opts[0] if param is not None else '--to-cc'} {exc}") from None
 
 
 # --- input checks that need more than one option ---------------------------------------
 
 
-def _pair_error(from_cc: int | str, to_cc: int | str, to_opt: str, alike: bool) -> str | None:
-    given = f"(--from-cc {from_cc}, {to_opt} {to_cc})"
-    from patchkit.rewrite.capability import same
-
-    if same(from_cc, to_cc):
-        return f"{to_opt} must differ from --from-cc {given}"
-    if alike and type(from_cc) is not type(to_cc):
-        return f"--from-cc and {to_opt} must be written alike, both like 12 or both like 12.0 {given}"
-    return None
-
-
-def check_cc(from_cc, to_cc, project: str | None, to_opt: str = "--to-cc", alike: bool = True) -> None:
-    """Refuse a cc pair that is wrong whatever the target: one capability twice, or
-    (with ``alike``, as table keys) 10 with 12.0.
-
-    A side not given is the default of ``project``; when the target decides the project,
-    the pair is refused only if it is wrong with every registered project's defaults
-    (the command finds the rest once it knows the project).
-    """
+def check_cc(from_cc: CC | None, to_cc: CC | None, project: str | None, to_opt: str = "--to-cc") -> None:
+    """Refuse a pair that copies a cc onto itself, whatever the target.  A side not given is
+    the default of ``project``; when the target decides the project, the pair is refused only
+    if it is one cc with every registered project's defaults (each project refuses a pair it
+    keys as one, ``Project.cc_pair``: 12.0 and 12.1 are both SGLang's 12)."""
     if from_cc is None and to_cc is None:  # the projects' own pairs (checked when the registry is built)
         return
     candidates = [PROJECTS[project]] if project else list(PROJECTS.values())
-    errors = [
-        _pair_error(p.from_cc if from_cc is None else from_cc, p.to_cc if to_cc is None else to_cc, to_opt, alike)
-        for p in candidates
-    ]
-    if all(errors):
-        raise BadInput(None, errors[0])
+    pairs = [(CC.of(p.from_cc) if from_cc is None else from_cc, CC.of(p.to_cc) if to_cc is None else to_cc) for p in candidates]
+    if all(a == b for a, b in pairs):
+        raise BadInput(None, must_differ(*pairs[0], to_opt))
 
 
 def check_version(version: str | None) -> None:
@@ -177,11 +124,14 @@ PATCHES_OPT = click.option(
     default=None,
     help="Folder of <version>/ (SGLang) and <project>/<version>/ series [default: the patches shipped with patchkit].",
 )
-FROM_CC_OPT = click.option("--from-cc", type=CC(), default=None, help="Key to copy from [default: the project's, 10 for SGLang].")
-TO_CC_OPT = click.option("--to-cc", type=CC(), default=None, help="Key to add [default: the project's, 12 for SGLang].")
+CC_HELP = "12, 12.0, 12.1, sm_120a...: each project gets its own spelling (SGLang 12, vLLM 12.0)"
+FROM_CC_OPT = click.option("--from-cc", type=CCType(), default=None,
+                           help=f"The cc whose keys are copied ({CC_HELP}) [default: what the fixes copy from, 10.0].")
+TO_CC_OPT = click.option("--to-cc", type=CCType(), default=None,
+                         help=f"The cc to add ({CC_HELP}) [default: the fixes' own, 12.0].")
 TO_CC_AUTO_OPT = click.option(
-    "--to-cc", type=CCOrAuto(), default=None,
-    help="Key to add; auto: the cc of this machine's GPUs (nvidia-smi), as the project spells it [default: the project's, 12 for SGLang].",
+    "--to-cc", type=CCType(auto=True), default=None,
+    help=f"The cc to add ({CC_HELP}); auto: the cc of this machine's GPUs (nvidia-smi) [default: the fixes' own, 12.0].",
 )
 DRY_RUN_OPT = click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
 FIX_OPT = click.option(

@@ -36,6 +36,7 @@ import shutil
 from pathlib import Path
 from typing import NamedTuple
 
+from patchkit.cc import CC
 from patchkit.errors import BAD_INPUT, OK, PROBLEMS, BadInput
 from patchkit.fixes.effects import DefaultOn, Effect, read_effects
 from patchkit.fixes.registry import FIXES
@@ -44,7 +45,6 @@ from patchkit.gpus.smi import machine as read_machine
 from patchkit.judge.here import IN_EFFECT, MISSING, FixHere, clean_start_only, fixes_here, spelled, unneeded
 from patchkit.judge.speedups import speedups_here
 from patchkit.report import Where
-from patchkit.rewrite.capability import cap
 from patchkit.targets.session import Session
 from patchkit.versions import at_least
 
@@ -97,7 +97,7 @@ class CompiledCode(NamedTuple):
 class DoctorResult(NamedTuple):
     seen: Machine | None  # nvidia-smi's GPUs
     unseen: str | None  # why no GPU was seen
-    to_cc: tuple | None  # --to-cc: its cc and how it was written
+    to_cc: CC | None  # --to-cc, as it was written
     machine: Machine  # the GPUs judged for: those seen, or given (--to-cc, or the fixes' own cc)
     basis: str  # where those come from: NVIDIA_SMI, TO_CC or DEFAULT
     targets: tuple[DoctorTarget, ...]
@@ -150,18 +150,18 @@ def _judged(h: FixHere, s: Session, effect: Effect | None, pulled: dict, m: Mach
                      clean_start_only(effect, s.project, s.version, m) if said else None)
 
 
-def doctor(found: list[tuple], apply_target: str, env=None, to_cc: tuple[tuple[int, int], str] | None = None) -> DoctorResult:
+def doctor(found: list[tuple], apply_target: str, env=None, to_cc: CC | None = None) -> DoctorResult:
     """``found``: (path, project, install) of each target (``cli.targets``); ``apply_target``: how the command line
     named them (``--python EXE`` or PATH), for the command to run; ``env``: the environment ``--python`` read
     (``targets.environment``), whose compiled CUDA code is judged for the GPUs (``kernels.installed_code``);
-    ``to_cc``: --to-cc's cc and how it was written, judged for instead of the GPUs nvidia-smi shows."""
+    ``to_cc``: --to-cc's cc, judged for instead of the GPUs nvidia-smi shows."""
     seen, unseen = _seen()
     effects = read_effects()
     sessions = [Session.open(path, project=name, install=install) for path, name, install in found]
     if to_cc is not None:
-        m, basis = given(to_cc[0]), TO_CC
+        m, basis = given(to_cc.pair()), TO_CC
     elif seen is None:  # the fixes' own cc: what each fix's state is, not what this machine needs
-        m, basis = given(max((cap(s.project.to_cc).major, cap(s.project.to_cc).minor) for s in sessions)), DEFAULT
+        m, basis = given(max(CC.of(s.project.to_cc).pair() for s in sessions)), DEFAULT
     else:
         m, basis = seen, NVIDIA_SMI
     versions = {s.project.name: s.version for s in sessions}

@@ -22,17 +22,17 @@ import shutil
 from pathlib import Path
 from typing import NamedTuple
 
+from patchkit.cc import AUTO, CC, Auto
 from patchkit.errors import OK, PROBLEMS, BadInput
 from patchkit.judge.kernels import installed_code, judge
 
 MAX_FILES = 100_000  # shared objects under one PATH folder
-AUTO = "auto"  # --to-cc auto: the GPUs of nvidia-smi
 
 
-def _gpus(to_cc, note: list[str]) -> tuple[list[tuple[int, int]], str | None]:
+def _gpus(to_cc: list[CC | Auto], note: list[str]) -> tuple[list[tuple[int, int]], str | None]:
     """The compute capabilities to judge for: ``--to-cc`` values, or ``auto`` / nothing: the GPUs
     of nvidia-smi (nothing: only when it is on PATH and answers; else no verdict, said in ``note``)."""
-    given = [c for c in to_cc or () if c != AUTO]
+    given = [c.pair() for c in to_cc or () if c is not AUTO]
     if given:
         return sorted(set(given)), "--to-cc"
     from patchkit.gpus.smi import machine

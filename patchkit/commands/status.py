@@ -5,9 +5,11 @@ Returns a ``StatusResult`` per target (``render/status.py`` says it).  Read only
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from patchkit.cc import CC, Key
 from patchkit.digest import sha256
 from patchkit.errors import OK, PatchkitError
 from patchkit.patch.manifest import Shipped
@@ -29,7 +31,25 @@ class FileState(NamedTuple):
         return {"path": self.path, "state": self.state, "bytecode": self.bytecode, "stale_bytecode": self.stale}
 
 
-class StatusResult(NamedTuple):
+class ForCC(NamedTuple):
+    """``status --to-cc``: whether what patchkit applied to this release adds that cc's key."""
+
+    cc: CC  # as given
+    key: Key  # as the project keys it
+    applied: Key | None  # the key patchkit's state for this release adds (None: nothing applied)
+
+    @property
+    def in_effect(self) -> bool:
+        return self.applied == self.key
+
+    def to_json(self) -> dict:
+        return {"cc": str(self.cc), "key": self.key, "applied": self.in_effect}
+
+
+@dataclass(frozen=True, kw_only=True)
+class StatusResult:
+    """What status found at one target."""
+
     where: Where
     label: str  # the project
     project: str
@@ -45,14 +65,16 @@ class StatusResult(NamedTuple):
     shipped: Shipped | None
     no_shipped: str | None  # why no shipped patch fits
     files: tuple[FileState, ...]
-    jit_error: str | None  # why FlashInfer's JIT builds were not checked
+    jit_error: PatchkitError | None  # why FlashInfer's JIT builds were not checked
     builds: tuple  # targets.jit_builds.Build older than the patched sources
     pending: dict | None  # the journal of an interrupted transaction
     running: tuple  # targets.processes.Process that started before the files were written
     exit_code: int = OK
+    for_cc: ForCC | None = None  # --to-cc
 
 
-def status(path: Path, patches: Path | None = None, project: str | None = None, install=None) -> StatusResult:
+def status(path: Path, patches: Path | None = None, project: str | None = None, install=None,
+           to_cc: CC | None = None) -> StatusResult:
     s = Session.open(path, project=project, install=install)
     applied, changed = s.state()
     shipped = s.shipped(patches)
@@ -81,12 +103,15 @@ def status(path: Path, patches: Path | None = None, project: str | None = None, 
     try:
         builds, jit_error = (s.jit_builds(list(recorded)) if recorded else []), None
     except PatchkitError as exc:
-        builds, jit_error = [], str(exc)
+        builds, jit_error = [], exc
     pending = s.store.journal()
     running = s.old_processes(shown)
     install = s.target.install
     return StatusResult(
-        Where.of(s), s.project.label, s.project.name, s.target.kind, install.package if install is not None else None,
-        s.target.root, s.store.root, s.how, applied, changed, tuple(s.store.set_aside_states()), s.store.aside, shipped,
-        no_shipped, tuple(files), jit_error, tuple(builds), pending, tuple(running),
+        where=Where.of(s), label=s.project.label, project=s.project.name, kind=s.target.kind,
+        editable=install.package if install is not None else None, root=s.target.root, state_dir=s.store.root, how=s.how,
+        applied=applied, changed=changed, aside=tuple(s.store.set_aside_states()), aside_dir=s.store.aside, shipped=shipped,
+        no_shipped=no_shipped, files=tuple(files), jit_error=jit_error, builds=tuple(builds), pending=pending,
+        running=tuple(running),
+        for_cc=None if to_cc is None else ForCC(cc=to_cc, key=s.project.key(to_cc), applied=applied.to_cc if applied else None),
     )

@@ -13,6 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
+from patchkit.cc import CC, Key
 from patchkit.errors import OK, BadInput, Refused
 from patchkit.fixes.registry import FIXES, default_fixes, fixes_for, no_rule, rules_for
 from patchkit.git.objects import GitSource
@@ -24,8 +25,9 @@ from patchkit.targets.session import Session
 from patchkit.targets.transaction import Lock
 
 
-def default_branch(to_cc, fixes=("torch-symm-mem",)) -> str:
-    return f"patchkit/sm{str(to_cc).replace('.', '')}0-{'-'.join(fixes)}"
+def default_branch(to_cc: Key, fixes=("torch-symm-mem",)) -> str:
+    """``patchkit/sm120-torch-symm-mem``: the key's architecture (12 and "12.0" are sm120, "12.1" sm121)."""
+    return f"patchkit/sm{CC.of(to_cc).sm()}-{'-'.join(fixes)}"
 
 
 def _steps(s: Session, git: GitSource, head: str, fixes, patches, from_cc, to_cc) -> tuple[list, list]:
@@ -95,8 +97,8 @@ def upstream(
     path: Path,
     branch: str | None = None,
     out: Path = Path("upstream"),
-    from_cc=None,
-    to_cc=None,
+    from_cc: CC | None = None,
+    to_cc: CC | None = None,
     dry_run: bool = False,
     templates: Path | None = None,
     patches: Path | None = None,

@@ -8,9 +8,10 @@ its keys from ``judge.auto`` and runs the same verify for each.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
+from patchkit.cc import CC, Key
 from patchkit.errors import OK, PROBLEMS, PatchkitError
 from patchkit.fixes.registry import FIXES, default_fixes, rules_for
 from patchkit.plan.verify import VerifyPlan, plan_verify
@@ -19,11 +20,14 @@ from patchkit.targets import bytecode
 from patchkit.targets.session import Session
 
 
-class VerifyResult(NamedTuple):
+@dataclass(frozen=True, kw_only=True)
+class VerifyResult:
+    """What verify found at one target, for one cc pair."""
+
     where: Where
     label: str
-    from_cc: object
-    to_cc: object
+    from_cc: Key  # as the project keys it
+    to_cc: Key
     plan: VerifyPlan
 
     @property
@@ -32,12 +36,14 @@ class VerifyResult(NamedTuple):
 
 
 def verify(
-    path: Path, from_cc=None, to_cc=None, project: str | None = None, fixes: tuple[str, ...] | None = None, install=None,
+    path: Path, from_cc: CC | None = None, to_cc: CC | None = None, project: str | None = None, fixes: tuple[str, ...] | None = None, install=None,
     named: tuple[str, ...] | None = None,
 ) -> VerifyResult:
     """``fixes``: the fixes whose lists and gates must be in effect too (default: the
     fixes on by default and those recorded at apply).  ``named``: those asked for by name
-    (None: all); one the release cannot take whole is a problem when named, else a note."""
+    (None: all); one the release cannot take whole is a problem when named, else a note.
+    ``from_cc``, ``to_cc``: the pair to prove, each side not given the one applied, else the
+    project's own (what its fixes copy)."""
     s = Session.open(path, project=project, install=install)
     return verify_session(s, from_cc, to_cc, fixes, named)
 
@@ -55,17 +61,14 @@ def verify_auto(found, fixes, named=()) -> Auto:
                    tuple(verify_session(k.session, f, t, k.fixes) for f, t in k.pairs), k.not_for) for k in keys))
 
 
-def verify_session(s: Session, from_cc=None, to_cc=None, fixes: tuple[str, ...] | None = None,
+def verify_session(s: Session, from_cc: CC | None = None, to_cc: CC | None = None, fixes: tuple[str, ...] | None = None,
                    named: tuple[str, ...] | None = None) -> VerifyResult:
     """``verify`` on the session ``s``."""
     journal = s.store.journal()
     applied, changed = s.state()
     if changed:
         applied = None
-    if from_cc is None:
-        from_cc, to_cc = (applied.from_cc, applied.to_cc) if applied else (s.project.from_cc, s.project.to_cc)
-    else:
-        from_cc, to_cc = s.project.cc_pair(from_cc, to_cc)
+    from_cc, to_cc = s.project.cc_pair(from_cc, to_cc, (applied.from_cc, applied.to_cc) if applied else None)
     ours = applied if applied and applied.from_cc == from_cc and applied.to_cc == to_cc else None
     recorded = [f.path for f in ours.files] if ours else []
     current = s.current(tuple(recorded))
@@ -87,4 +90,4 @@ def verify_session(s: Session, from_cc=None, to_cc=None, fixes: tuple[str, ...] 
         label=s.project.label, journal=journal, journal_file=str(s.store.journal_file), changed=changed, stale=stale,
         jit_builds=tuple(builds), jit_error=jit_error, read=s.reader(), root=s.project.source_root, local=s.target.local,
     )
-    return VerifyResult(Where.of(s), s.project.label, from_cc, to_cc, plan)
+    return VerifyResult(where=Where.of(s), label=s.project.label, from_cc=from_cc, to_cc=to_cc, plan=plan)

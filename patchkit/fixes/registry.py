@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from patchkit.cc import CC, Key, must_differ
 from patchkit.errors import BadInput
 from patchkit.fixes.load import HERE, Rule, read_fixes, read_projects
 
@@ -27,8 +28,8 @@ class Project(NamedTuple):
     tables: tuple[str, ...]
     # How the project spells a compute capability, and the default pair to copy.
     key_style: str  # "major" (10, 12) or "major.minor" ("10.0", "12.0")
-    from_cc: object
-    to_cc: object
+    from_cc: Key
+    to_cc: Key
     # Where its shipped patches live below patches/ ("" = patches/<version>/).
     patches: str
     distribution: str = ""  # what pip installs: flashinfer-python
@@ -41,16 +42,21 @@ class Project(NamedTuple):
         """The glob of its dist-info folders: ``flashinfer_python-*.dist-info``."""
         return f"{self.distribution.replace('-', '_')}-*.dist-info"
 
-    def cc_pair(self, from_cc=None, to_cc=None) -> tuple:
-        """The cc pair to use: this project's defaults filled in, each written this project's way."""
-        from_cc = self.from_cc if from_cc is None else from_cc
-        to_cc = self.to_cc if to_cc is None else to_cc
-        for option, value in (("--from-cc", from_cc), ("--to-cc", to_cc)):
-            if not isinstance(value, type(self.from_cc)):
-                raise BadInput(None, f"{option} {value} is not how {self.label} writes a compute capability: write it like {self.to_cc}")
-        if from_cc == to_cc:
-            raise BadInput(None, f"--to-cc must differ from --from-cc (--from-cc {from_cc}, --to-cc {to_cc})")
-        return from_cc, to_cc
+    def key(self, cc: CC) -> Key:
+        """``cc`` as this project keys it, the one place a cc becomes a project's spelling: 12 for
+        12.0 and 12.1 where it keys by major (SGLang, FlashInfer), "12.1" where by "X.Y" (vLLM)."""
+        return cc.key(self.key_style)
+
+    def cc_pair(self, from_cc: CC | None = None, to_cc: CC | None = None, defaults: tuple | None = None) -> tuple[Key, Key]:
+        """The pair of keys to use, as this project writes them: each cc given, else that side of
+        ``defaults`` (the project's own pair: what its fixes copy).  BadInput when both are one key."""
+        base = (self.from_cc, self.to_cc) if defaults is None else defaults
+        keys = (base[0] if from_cc is None else self.key(from_cc), base[1] if to_cc is None else self.key(to_cc))
+        if keys[0] == keys[1]:
+            shown = (CC.of(keys[0]) if from_cc is None else from_cc, CC.of(keys[1]) if to_cc is None else to_cc)
+            also = f": {self.label} keys both as {keys[0]!r}" if shown[0] != shown[1] else ""
+            raise BadInput(None, must_differ(*shown) + also)
+        return keys
 
     def repo_path(self, package_path: str) -> str:
         """``sglang/x.py`` (as installed) -> ``python/sglang/x.py`` (as in the repository);

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from patchkit.cc import CC, Key
 from patchkit.errors import BadInput
 from patchkit.fixes.effects import read_effects
 from patchkit.fixes.registry import FIXES, Project, fixes_for
@@ -29,16 +30,17 @@ class Keys(NamedTuple):
     """What ``--to-cc auto`` gives the command on one target."""
 
     session: Session
-    pairs: tuple  # (from_cc, to_cc) of each run there, None for the project's own; (): nothing to do
+    pairs: tuple[tuple[CC | None, CC | None], ...]  # (from_cc, to_cc) of each run there, None for the project's own; (): nothing to do
     fixes: tuple[str, ...] | None  # the fixes there (None: as the command line gave them)
     spare: dict[str, str]  # the fixes left out: name -> why they are not needed on this machine
-    held: tuple  # the machine's ccs as the project spells them
+    held: tuple[Key, ...]  # the machine's ccs as the project spells them
     not_for: tuple = ()  # of ``held``, with nothing to do: the keys no fix is for (the release holds the rest)
 
 
-def wanted(project: Project, m: Machine, from_cc=None) -> list:
-    """The machine's ccs for ``project``, less the one its rules copy from."""
-    source = project.from_cc if from_cc is None else from_cc
+def wanted(project: Project, m: Machine, from_cc: CC | None = None) -> list[Key]:
+    """The machine's ccs as ``project`` keys them, less the one its rules copy from (``from_cc``,
+    else the project's own)."""
+    source = project.from_cc if from_cc is None else project.key(from_cc)
     return [cc for cc in spelled(project, m) if not same(cc, source)]
 
 
@@ -66,15 +68,16 @@ def _not_for(s: Session, m: Machine, held: tuple) -> tuple:
     return tuple(cc for cc in held if cc not in holds)
 
 
-def _one(label: str, ccs: list, what: str) -> object:
+def _one(label: str, ccs: list[Key], what: str) -> CC:
+    """The one key of ``ccs``, as the cc the command adds (``CC.of``: the project keys it so again)."""
     if len(ccs) > 1:
         given = " or ".join(f"--to-cc {cc}" for cc in ccs)
         raise BadInput(None, f"this machine's GPUs need {label} keys {', '.join(map(repr, ccs))}; "
                              f"{what} adds one at a time: give {given}")
-    return ccs[0]
+    return CC.of(ccs[0])
 
 
-def for_apply(sessions: list[Session], m: Machine, from_cc, fixes: tuple[str, ...], named=()) -> list[Keys]:
+def for_apply(sessions: list[Session], m: Machine, from_cc: CC | None, fixes: tuple[str, ...], named=()) -> list[Keys]:
     """The key apply adds at each target (one at most: two is one BadInput line naming both),
     and the fixes there.  ``named``: the fixes --fix named, applied even where not needed."""
     out = []
@@ -113,12 +116,12 @@ def for_verify(sessions: list[Session], m: Machine, fixes, defaults: tuple[str, 
         missing, spare = _missing(s, ccs, fixes or defaults, m, named)
         check = [cc for cc in ccs if cc in missing or applied is not None and same(cc, applied.to_cc)]
         asked = fixes if not spare else _less(fixes, applied, spare)
-        out.append(Keys(s, tuple((s.project.from_cc, cc) for cc in check), asked, spare, held,
+        out.append(Keys(s, tuple((CC.of(s.project.from_cc), CC.of(cc)) for cc in check), asked, spare, held,
                         () if check or spare else _not_for(s, m, held)))
     return out
 
 
-def generate_cc(project: Project, from_cc) -> tuple[object | None, Machine]:
+def generate_cc(project: Project, from_cc: CC | None) -> tuple[CC | None, Machine]:
     """The one cc generate writes for this machine (None when the GPUs need none), and the machine."""
     m = read_machine()
     ccs = wanted(project, m, from_cc)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import shutil
 from typing import NamedTuple
 
+from patchkit.cc import CC, Key
 from patchkit.digest import sha256
 from patchkit.errors import PatchkitError, RewriteError
 from patchkit.fixes.effects import Effect, Fails
@@ -32,22 +33,25 @@ NOT_FOR_THESE = "not for these GPUs"
 INCOMPLETE = "incomplete"  # the rules would apply, but a gate on the feature's path still refuses these GPUs
 
 
-def spelled(project: Project, machine: Machine) -> list:
-    """The distinct ccs of the machine's GPUs as ``project`` keys them: 12 (SGLang,
-    FlashInfer: by major) or "12.0", "12.1" (vLLM)."""
-    if project.key_style == "major":
-        return sorted({major for major, _ in machine.ccs()})
-    return [f"{major}.{minor}" for major, minor in machine.ccs()]
+def spelled(project: Project, machine: Machine) -> list[Key]:
+    """The distinct ccs of the machine's GPUs as ``project`` keys them (``Project.key``): 12
+    (SGLang, FlashInfer: by major) or "12.0", "12.1" (vLLM)."""
+    return sorted({project.key(CC(*cc)) for cc in machine.ccs()}, key=lambda k: CC.of(k).pair())
 
 
-def _rules(project: Project, fix: str, cc) -> tuple:
+def _major(rule_cc: Key) -> int:
+    """The major of a rule's cc: 12 of a key (12, "12.0") or of a flag's name ("sm120")."""
+    return CC.parse(str(rule_cc)).major
+
+
+def _rules(project: Project, fix: str, cc: Key) -> tuple:
     """The rules of ``fix`` for ``project`` that add ``cc``; a predicate rule (a flag such
     as _is_sm120_supported) only for the major it names, a backport only for the GPUs it is
     for (its ``to_cc``)."""
-    major = cc if isinstance(cc, int) else int(str(cc).split(".")[0])
+    major = CC.of(cc).major
     return tuple(r for r in rules_for(project.name, (fix,), project.from_cc, cc)
-                 if (r.kind != "predicate" or r.to_cc == f"sm{major}0")
-                 and (r.kind != "backport" or cap(r.to_cc).major == major))
+                 if (r.kind != "predicate" or _major(r.to_cc) == major)
+                 and (r.kind != "backport" or _major(r.to_cc) == major))
 
 
 class FixHere(NamedTuple):
@@ -67,9 +71,7 @@ def _target_major(fix: str, project: Project) -> int | None:
     """The major the fix adds for ``project`` (12): a held key of another major (an H200's
     9) is the release's own, not the fix in effect."""
     for r in rules_for(project.name, (fix,)):
-        if r.kind == "predicate":
-            return int(r.to_cc[2:-1]) if r.to_cc[2:-1].isdigit() else None
-        return cap(r.to_cc).major
+        return _major(r.to_cc)
     return None
 
 

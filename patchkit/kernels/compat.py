@@ -85,14 +85,6 @@ def worst(fits: Iterable[Fit]) -> str:
     return min((f.runs for f in fits), key=order.index, default=SASS)
 
 
-def parse_cc(text: str) -> tuple[int, int]:
-    """``12.0`` or ``12`` -> (12, 0); ``12.1`` -> (12, 1).  ValueError for anything else."""
-    major, dot, minor = text.strip().partition(".")
-    if not major.isdigit() or dot and not minor.isdigit() or not 1 <= int(major) <= 99 or dot and int(minor) > 9:
-        raise ValueError(f"{text!r} is not a compute capability such as 12.0, 12.1 or 9.0")
-    return int(major), int(minor or 0)
-
-
 def near_misses(entries: Iterable[Entry], cc: tuple[int, int]) -> list[str]:
     """Why the code of ``cc``'s own major does not run on it: ``sm_120a runs on 12.0 only``,
     ``sm_121 needs 12.1 or later``."""

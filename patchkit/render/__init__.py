@@ -5,7 +5,10 @@ in a file as ``path:line: text``), ``document(result)`` its --json document.  Th
 command module ``patchkit.commands.X`` is rendered by ``patchkit.render.X`` (its ``to_text``
 and ``to_json``, as pip's ``list`` has its formatters; and its ``failure``, where a result
 can fail although it has something to say); the shapes several commands share (``report.Each``,
-``report.Auto``) here.  ``cli/boundary.py`` adds the envelope.
+``report.Auto``) here.  ``cli/boundary.py`` adds the envelope (``SCHEMA``, the command, ``ok``,
+``exit_code``).  A command of targets (apply, verify, revert, status: its render module says
+``ONE_TARGET``) renders each target's part, and its document holds them in ``targets``, a list
+however many targets there are.
 """
 
 from __future__ import annotations
@@ -13,6 +16,13 @@ from __future__ import annotations
 import importlib
 
 from patchkit.report import Auto, Each
+
+# The version of every --json document's shape (docs/REFERENCE.md, "JSON documents").  The documents
+# before it carried no version: they are 1.  2: every document has ``schema``, ``command``, ``ok`` and
+# ``exit_code``; apply, verify, revert and status always hold their targets in a ``targets`` list;
+# verify's per-target ``ok`` is ``in_effect``.  A change that takes a field away or changes what one
+# means makes it 3; a field added keeps it.
+SCHEMA = 2
 
 
 def text(result, terminal: bool) -> list[str]:
@@ -29,14 +39,26 @@ def text(result, terminal: bool) -> list[str]:
 def document(result) -> dict:
     """The --json document of ``result`` (before the envelope)."""
     if isinstance(result, Each):
-        doc = document(result.results[0]) if len(result.results) == 1 else \
-            {"command": result.command, "targets": [document(r) for r in result.results]}
-        return doc if result.env is None else dict(doc, not_installed=list(result.env.missing))
+        doc = {"targets": [target_document(r) for r in result.results]}
+        env = result.env
+        if env is None:
+            return doc
+        return {"python": str(env.exe), "installed": [{"project": i.project, "how": i.how} for i in env.installs],
+                "not_installed": list(env.missing), **doc}
     if isinstance(result, Auto):
         from patchkit.render import auto
 
         return auto.to_json(result)
-    return _module(result).to_json(result)
+    module = _module(result)
+    return {"targets": [module.to_json(result)]} if getattr(module, "ONE_TARGET", False) else module.to_json(result)
+
+
+def target_document(result) -> dict:
+    """One target's part of a document's ``targets`` (apply, verify, revert, status)."""
+    module = _module(result)
+    if not getattr(module, "ONE_TARGET", False):
+        raise TypeError(f"{type(result).__name__} is not a target's result")
+    return module.to_json(result)
 
 
 def failure(result) -> str | None:

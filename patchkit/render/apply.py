@@ -6,19 +6,61 @@ from __future__ import annotations
 
 from patchkit.patch.write import hunks, split_lines
 from patchkit.plan import APPLY
-from patchkit.targets.processes import restart_lines
+from patchkit.render.servers import restart_json, restart_lines
 from patchkit.text import plural
+
+ONE_TARGET = True  # to_json renders one target: render.document puts it in a list, ``targets``
 
 
 def transaction_lines(r, command: str) -> list[str]:
     """What apply or revert (``command``) says of the lock it took, or of what a real run would
     do without it: an interrupted transaction pending, a state of another release set aside."""
-    if r.locked:
-        return list(r.lock_notes) + ([r.set_aside] if r.set_aside else [])
+    aside = r.set_aside
+    if r.lock is not None:
+        return lock_lines(r.lock) + ([f"{aside.reason}: the old state is set aside in {aside.folder}"] if aside else [])
     lines = ["an interrupted transaction is pending; a real run finishes it first"] if r.pending else []
-    if r.old:
-        lines.append(f"{r.old}: {'a real run sets' if r.dry_run else command + ' sets'} the old state aside")
+    if aside:
+        lines.append(f"{aside.reason}: {'a real run sets' if r.dry_run else command + ' sets'} the old state aside")
     return lines
+
+
+def lock_lines(lock) -> list[str]:
+    """What taking the lock did (``targets.transaction.LockTaken``): that this run waited, what recovery did."""
+    from patchkit.targets.transaction import Finished
+
+    lines = []
+    if lock.waited is not None:
+        holder = f" (pid {lock.waited.pid})" if lock.waited.pid is not None else ""
+        lines.append(f"waited {lock.waited.seconds:.1f}s for another patchkit run{holder} to finish")
+    done = lock.recovered
+    if isinstance(done, Finished):
+        lines.append(f"finished an interrupted {done.op} ({done.files} files)")
+    elif done is not None:
+        lines.append(f"an interrupted {done.op} of {done.name} {done.then} is set aside in {done.folder}: {done.now} is here now")
+    return lines
+
+
+def jit_lines(jit, version: str | None, when: str) -> list[str]:
+    """What became of FlashInfer's stale JIT builds (``targets.jit_builds.JitCheck``); ``when``:
+    how a build came to be stale ("before the patch")."""
+    from patchkit.targets.jit_builds import Drop
+
+    if jit.error is not None:
+        return [f"note: FlashInfer's JIT builds not checked: {jit.error}"]
+    lines = []
+    for d in jit.drops:
+        b = d.build
+        if d.outcome is Drop.PREBUILT:
+            lines.append(f"note: {b.library} is {b.kind}: FlashInfer {version} loads it instead of building "
+                         f"{b.module} from the patched sources; {b.advice}")
+        elif d.outcome is Drop.WOULD_DROP:
+            lines.append(f"would drop stale FlashInfer JIT build {d.path} (built {when})")
+        elif d.outcome is Drop.DROPPED:
+            lines.append(f"dropped stale FlashInfer JIT build {d.path} (built {when})")
+        elif d.outcome is Drop.FAILED:
+            lines.append(f"note: {d.error}")
+    return lines
+
 
 def to_text(r, terminal: bool) -> list[str]:
     plan, local = r.plan, r.local
@@ -39,41 +81,93 @@ def to_text(r, terminal: bool) -> list[str]:
         lines += [f"  {found_line(t)}" for t in plan.tables]
         lines += [effect_line(name, effect, r.project, r.label, r.where.version) for name, effect in r.effects]
         if r.dry_run:
-            for c in plan.changes:
-                rel = local(c.path)
-                lines.append(f"--- a/{rel}\n+++ b/{rel}\n" + hunks(c.before, c.after).decode("utf-8", "replace").rstrip("\n"))
+            lines += [_diff(c, local) for c in plan.changes]
         else:
             lines.append(f"dropped {plural(len(r.dropped), 'cached bytecode file')}")
-    return lines + list(r.jit_lines) + restart_lines(list(r.restart))
+    return lines + jit_lines(r.jit, r.where.version, "before the patch") + restart_lines(list(r.restart))
+
+
+def _diff(c, local) -> str:
+    rel = local(c.path)
+    return f"--- a/{rel}\n+++ b/{rel}\n" + hunks(c.before, c.after).decode("utf-8", "replace").rstrip("\n")
 
 
 def to_json(r) -> dict:
+    """One target's part of apply's document (``render.document`` puts it in ``targets``)."""
     plan, local = r.plan, r.local
-    return r.where.data(
-        "apply",
+    return r.where.fields(
+        project=r.project,
         fixes=list(r.fixes),
-        **plan_fields(plan, r.dry_run, r.old),
+        kept=list(r.kept),
+        **plan_fields(r),
         files=[local(c.path) for c in plan.changes],
+        changes=[dict(path=local(c.path), **_counted(c.before, c.after), **({"diff": _diff(c, local)} if r.dry_run else {}))
+                 for c in plan.changes],
         tables=[(t._replace(path=local(t.path)) if t.path else t).to_json() for t in plan.tables],
+        effects=[{"fix": name, "prevents": [f.says for f in effect.failing(r.project, r.where.version) if f.outcome != "off"],
+                  "needs": [n.says for n in effect.needs]} for name, effect in r.effects],
+        stale_bytecode=[str(p) for p in r.stale],
         bytecode_dropped=[str(p) for p in r.dropped],
-        jit_builds_dropped=list(r.jit_dropped),
-        restart=[p._asdict() for p in r.restart],
+        **jit_fields(r.jit),
+        restart=restart_json(r.restart),
     )
 
 
-def plan_fields(plan, dry_run: bool, set_aside: str | None) -> dict:
-    """What apply's and revert's --json say of their plan (a ``plan.Plan``)."""
-    return {"action": plan.action, "dry_run": dry_run, "source": plan.source, "notes": list(plan.notes), "set_aside": set_aside}
+def plan_fields(r) -> dict:
+    """What apply's and revert's --json say of their plan (a ``plan.Plan``) and their transaction:
+    whether one was pending, what taking the lock did, the state of another release set aside."""
+    plan, aside, lock = r.plan, r.set_aside, r.lock
+    return {
+        "action": plan.action, "dry_run": r.dry_run, "source": plan.source, "notes": list(plan.notes),
+        "pending": r.pending,
+        "lock": None if lock is None else {
+            "waited_s": None if lock.waited is None else round(lock.waited.seconds, 1),
+            "waited_for_pid": None if lock.waited is None else lock.waited.pid,
+            "recovered": _recovered(lock.recovered),
+        },
+        "set_aside": None if aside is None else {
+            "reason": str(aside.reason), "folder": None if aside.folder is None else str(aside.folder)},
+    }
 
 
-def lines_changed(before: bytes, after: bytes) -> str:
-    """How many lines the diff adds and removes: "+6 lines", "-2 lines", "+1 -1 lines"."""
+def _recovered(done) -> dict | None:
+    """What recovery did under the lock, as --json says it: a transaction finished, or one of
+    another release set aside."""
+    from patchkit.targets.transaction import Finished
+
+    if done is None:
+        return None
+    if isinstance(done, Finished):
+        return {"op": done.op, "finished": True, "files": done.files}
+    return {"op": done.op, "finished": False, "release": done.then, "set_aside": str(done.folder)}
+
+
+def jit_fields(jit) -> dict:
+    """What apply's and revert's --json say of FlashInfer's stale JIT builds (``JitCheck``)."""
+    from patchkit.targets.jit_builds import Drop
+
+    return {
+        "jit_builds": [{"module": d.module, "path": str(d.path), "outcome": d.outcome.value, "kind": d.build.kind,
+                        "error": None if d.error is None else str(d.error)} for d in jit.drops],
+        "jit_builds_dropped": [str(d.path) for d in jit.drops if d.outcome is Drop.DROPPED],
+        "jit_error": None if jit.error is None else str(jit.error),
+    }
+
+
+def _counted(before: bytes, after: bytes) -> dict:
     added = removed = 0
     for line in split_lines(hunks(before, after)):
         if line.startswith(b"+"):
             added += 1
         elif line.startswith(b"-"):
             removed += 1
+    return {"added": added, "removed": removed}
+
+
+def lines_changed(before: bytes, after: bytes) -> str:
+    """How many lines the diff adds and removes: "+6 lines", "-2 lines", "+1 -1 lines"."""
+    counted = _counted(before, after)
+    added, removed = counted["added"], counted["removed"]
     if added and removed:
         return f"+{added} -{removed} lines"
     return f"-{plural(removed, 'line')}" if removed else f"+{plural(added, 'line')}"

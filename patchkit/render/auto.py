@@ -49,15 +49,13 @@ def to_text(auto: Auto, terminal: bool) -> list[str]:
 
 
 def to_json(auto: Auto) -> dict:
-    from patchkit.render import document
+    from patchkit.render import target_document
 
     machine = auto.machine.to_json()
     not_needed = [{"path": t.where.path, "project": t.project, "fix": name, "why": why}
                   for t in auto.targets for name, why in t.spare.items()]
-    targets = [document(r) for t in auto.targets for r in t.results]
+    targets = [target_document(r) for t in auto.targets for r in t.results]
     if auto.command == "apply":
         idle = [t.where.path for t in auto.targets if not t.results]
-        return {"command": "apply", "to_cc": "auto", "machine": machine, "nothing_to_do": idle,
-                "not_needed": not_needed, "targets": targets}
-    return {"command": auto.command, "to_cc": "auto", "machine": machine, "ok": auto.exit_code == 0,
-            "not_needed": not_needed, "targets": targets}
+        return {"to_cc": "auto", "machine": machine, "nothing_to_do": idle, "not_needed": not_needed, "targets": targets}
+    return {"to_cc": "auto", "machine": machine, "not_needed": not_needed, "targets": targets}

@@ -95,8 +95,8 @@ def _header(r) -> list[str]:
         lines += [f"  GPU{g.index}  {g.name}  cc {g.cc_text()} ({g.sm()})  {g.bus_id}" for g in seen.gpus]
         lines.append(f"links: {seen.link_summary()}")
     if r.to_cc is not None:
-        cc = _cc(r.to_cc[0])
-        lines.append(f"judged for cc {cc} as given (--to-cc {r.to_cc[1]}) "
+        cc = _cc(r.to_cc.pair())
+        lines.append(f"judged for cc {cc} as given (--to-cc {r.to_cc}) "
                      + (f"instead of the GPUs above: how GPUs of cc {cc} would be linked is not known" if seen
                         else "and not measured: how the GPUs are linked is not known"))
     elif r.basis == DEFAULT:

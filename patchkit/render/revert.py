@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from patchkit.digest import sha256
 from patchkit.plan import REVERT
-from patchkit.render.apply import plan_fields, transaction_lines
-from patchkit.targets.processes import restart_lines
+from patchkit.render.apply import jit_fields, jit_lines, plan_fields, transaction_lines
+from patchkit.render.servers import restart_json, restart_lines
 from patchkit.text import plural
+
+ONE_TARGET = True  # to_json renders one target: render.document puts it in a list, ``targets``
 
 
 def to_text(r, terminal: bool) -> list[str]:
@@ -25,16 +27,17 @@ def to_text(r, terminal: bool) -> list[str]:
         lines += [f"  {verb} {r.local(c.path)} (sha256 {sha256(c.after)[:12]})" for c in plan.changes]
         if not r.dry_run:
             lines.append(f"dropped {plural(len(r.dropped), 'cached bytecode file')}")
-    return lines + list(r.jit_lines) + restart_lines(list(r.restart))
+    return lines + jit_lines(r.jit, r.where.version, "from the patched sources") + restart_lines(list(r.restart))
 
 
 def to_json(r) -> dict:
-    return r.where.data(
-        "revert",
-        **plan_fields(r.plan, r.dry_run, r.old),
+    """One target's part of revert's document (``render.document`` puts it in ``targets``)."""
+    return r.where.fields(
+        **plan_fields(r),
         files=[r.local(c.path) for c in r.plan.changes],
+        changes=[{"path": r.local(c.path), "sha256": sha256(c.after)} for c in r.plan.changes],
         kept_edits=[str(p) for p in r.kept],
         bytecode_dropped=[str(p) for p in r.dropped],
-        jit_builds_dropped=list(r.jit_dropped),
-        restart=[p._asdict() for p in r.restart],
+        **jit_fields(r.jit),
+        restart=restart_json(r.restart),
     )

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from patchkit.text import plural
 
+ONE_TARGET = True  # to_json renders one target: render.document puts it in a list, ``targets``
+
 
 def to_text(r, terminal: bool) -> list[str]:
     plan = r.plan
@@ -33,6 +35,8 @@ def verdict(r) -> str:
 
 
 def to_json(r) -> dict:
+    """One target's part of verify's document: ``in_effect`` is this target's verdict (the
+    envelope's ``ok`` is the whole command's)."""
     plan = r.plan
-    return r.where.data("verify", fixes=list(plan.fixes), from_cc=r.from_cc, to_cc=r.to_cc, ok=not plan.problems,
-                        checked=[c.to_json() for c in plan.checked], notes=list(plan.notes), problems=list(plan.problems))
+    return r.where.fields(fixes=list(plan.fixes), from_cc=r.from_cc, to_cc=r.to_cc, in_effect=not plan.problems,
+                          checked=[c.to_json() for c in plan.checked], notes=list(plan.notes), problems=list(plan.problems))

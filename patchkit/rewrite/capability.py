@@ -1,12 +1,13 @@
-"""The compute-capability value model: how 12, "12.0", (12, 0), 12.0 and 120 compare.
+"""The capability literal model: how a cc (``patchkit.cc.CC``) compares with the capability
+literals of source code (12, 120, (12, 0), 12.0, "12.0").
 
-A cc is given as an int major (12, SGLang's table keys) or an "X.Y" string ("12.0",
-vLLM's).  ``parse_cc`` reads one from the command line, ``cap`` makes it comparable,
-``pair`` makes two comparable with each other.  A capability literal in source code
-(``literal``) is compared with a ``Cap`` by ``sides``; a dict's keys make a capability
-table by ``table_keys``.
+``cap`` makes a ``CC`` (or a cc as a project's source writes it: 12, "12.0") comparable,
+``pair`` makes two comparable with each other.  How the cc was written matters here: a major
+alone (``--cc 12``) compares an "X.Y" literal by its major, "12.0" by (12, 0).  A capability
+literal in source code (``literal``) is compared with a ``Cap`` by ``sides``; a dict's keys make
+a capability table by ``table_keys``.
 
-Plain Python: no LibCST, so the command line can parse a cc without paying for it.
+Plain Python: no LibCST, so the command line can use it without paying for it.
 """
 
 from __future__ import annotations
@@ -14,19 +15,9 @@ from __future__ import annotations
 import re
 from typing import Any, NamedTuple
 
-CC = int | str  # a capability as written: 12 or "12.0"
+from patchkit.cc import CC, Key
 
-_WRITTEN = re.compile(r"\s*([0-9]+)(?:\.([0-9]*))?\s*")
 _DOTTED = re.compile(r"([0-9]+)\.([0-9]+)")
-
-
-def parse_cc(text: str) -> CC:
-    """A cc as written on the command line: ``10`` -> 10 (int keys), ``10.0`` -> "10.0"
-    (string keys).  ValueError for anything else."""
-    m = _WRITTEN.fullmatch(text)
-    if m is None:
-        raise ValueError(f"{text.strip()!r} is not a compute capability such as 12 or 12.0")
-    return int(m.group(1)) if m.group(2) is None else text.strip()
 
 
 class Cap(NamedTuple):
@@ -35,19 +26,20 @@ class Cap(NamedTuple):
     dotted: bool  # given as "X.Y": "X.Y" literals compare as (X, Y), not by major
 
 
-def cap(value: CC) -> Cap:
-    """``12`` -> Cap(12, 0, False); ``"12.0"`` -> Cap(12, 0, True).  ValueError otherwise."""
-    if isinstance(value, str):
-        value = parse_cc(value)
-        if isinstance(value, str):
-            major, _, minor = value.partition(".")
-            return Cap(int(major), int(minor or 0), True)
-    if isinstance(value, int) and not isinstance(value, bool):
-        return Cap(value, 0, False)
-    raise ValueError(f"{value!r} is not a compute capability such as 12 or 12.0")
+def cap(value: CC | Key) -> Cap:
+    """``CC.parse("12")`` or ``12`` -> Cap(12, 0, False); ``CC.parse("12.0")`` or ``"12.0"`` ->
+    Cap(12, 0, True).  ValueError for what is no cc (``CC.of``)."""
+    c = value if isinstance(value, CC) else CC.of(value)
+    return Cap(c.major, c.minor, c.dotted)
 
 
-def pair(from_cc: CC, cc: CC) -> tuple[Cap, Cap]:
+def given(c: CC) -> Key:
+    """A cc as a project's source would write it, the way it was given: 12 for ``12`` (so a
+    table keyed by major matches it), "12.0" for ``12.0`` and ``sm_120a``: what scan looks for."""
+    return c.major if c.dotted is False else f"{c.major}.{c.minor}"
+
+
+def pair(from_cc: CC | Key, cc: CC | Key) -> tuple[Cap, Cap]:
     """Both capabilities, comparable with each other: with 10 and "12.0", "X.Y"
     literals compare the same way for both (as (X, Y))."""
     a, b = cap(from_cc), cap(cc)
@@ -56,7 +48,7 @@ def pair(from_cc: CC, cc: CC) -> tuple[Cap, Cap]:
     return a, b
 
 
-def same(a: CC, b: CC) -> bool:
+def same(a: CC | Key, b: CC | Key) -> bool:
     """One capability written twice?  10 and "10.0" are the same; 12 and "12.1" are not."""
     x, y = pair(a, b)
     return x == y

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from patchkit.cc import Key
 from patchkit.errors import RewriteError
-from patchkit.rewrite.capability import CC as Key
 from patchkit.rewrite.cut import rewrite_cut
 from patchkit.rewrite.output import Found, Rewritten, new_literal, render
 from patchkit.rewrite.scope import Scope, assignments, statements

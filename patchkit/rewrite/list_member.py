@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from patchkit.cc import Key
 from patchkit.errors import RewriteError
-from patchkit.rewrite.capability import CC as Key
 from patchkit.rewrite.cut import rewrite_cut
 from patchkit.rewrite.dict_key import key_value, mentions, one_line, parse
 from patchkit.rewrite.output import LINE_LENGTH, Found, Rewritten, new_literal, render

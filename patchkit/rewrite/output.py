@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from patchkit.cc import Key
 from patchkit.errors import RewriteError
-from patchkit.rewrite.capability import CC as Key
 from patchkit.types import PATCHED
 
 LINE_LENGTH = 88  # black's default, and SGLang's: a longer new line is refused, never re-wrapped

@@ -21,7 +21,8 @@ from typing import Any, NamedTuple
 
 import libcst as cst
 
-from patchkit.rewrite.capability import CC, MAJOR, TUPLE, Cap, Literal, has_key, literal, sides, table_keys
+from patchkit.cc import Key
+from patchkit.rewrite.capability import MAJOR, TUPLE, Cap, Literal, has_key, literal, sides, table_keys
 from patchkit.rewrite.dict_key import key_value
 from patchkit.rewrite.dict_key import one_line as _rewriter_one_line
 from patchkit.rewrite.scope import MODULE, Scope, assignments, header, statements
@@ -89,7 +90,7 @@ class _Hit(NamedTuple):
 class _Gates(cst.CSTVisitor):
     """Collects hits in the statements shown to it, each in its ``scope``."""
 
-    def __init__(self, caps: tuple[Cap, Cap], from_cc: CC, tables: frozenset[str]) -> None:
+    def __init__(self, caps: tuple[Cap, Cap], from_cc: Key, tables: frozenset[str]) -> None:
         super().__init__()
         self.caps = caps
         self.from_cc = from_cc
@@ -346,7 +347,7 @@ def _fits(subject: cst.BaseExpression, lit: Literal) -> bool:
 
 
 def visit(
-    module: cst.Module, path: str, caps, from_cc: CC, tables, line0: int = 0, scope: Scope = MODULE
+    module: cst.Module, path: str, caps, from_cc: Key, tables, line0: int = 0, scope: Scope = MODULE
 ) -> list[Finding]:
     """The findings in ``module`` (its line 1 is line ``line0 + 1`` of ``path``), whose
     statements stand in ``scope``."""

@@ -43,7 +43,8 @@ import bisect
 import re
 from typing import Any
 
-from patchkit.rewrite.capability import CC, Cap, pair
+from patchkit.cc import Key
+from patchkit.rewrite.capability import Cap, pair
 from patchkit.scan.classify import words
 from patchkit.scan.finding import PREPROCESSOR, Finding, short
 
@@ -333,7 +334,7 @@ def _literal_names(tree, target: Cap) -> bool:
     return False
 
 
-def scan(source: bytes, path: str, from_cc: CC, cc: CC) -> tuple[list[Finding], bool]:
+def scan(source: bytes, path: str, from_cc: Key, cc: Key) -> tuple[list[Finding], bool]:
     """(findings in line order, read?) of one C/C++/CUDA file.  Pure; never raises for the
     file's content (a directive it cannot read is no finding).
 

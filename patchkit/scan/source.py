@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import libcst as cst
 
-from patchkit.rewrite.capability import CC, pair
+from patchkit.cc import Key
+from patchkit.rewrite.capability import pair
 from patchkit.scan import prefilter, preprocessor, statement_cutter
 from patchkit.scan.finding import Finding
 from patchkit.scan.gate_visitor import visit
 
 
-def scan(source: bytes, path: str, from_cc: CC, cc: CC, tables) -> tuple[list[Finding], bool]:
+def scan(source: bytes, path: str, from_cc: Key, cc: Key, tables) -> tuple[list[Finding], bool]:
     """(findings, parsed?) by the fast path.  Raises for source neither ast nor LibCST can parse."""
     caps = pair(from_cc, cc)
     if caps[0] == caps[1]:
@@ -53,7 +54,7 @@ def scan(source: bytes, path: str, from_cc: CC, cc: CC, tables) -> tuple[list[Fi
     return _fallback(source, path, caps, from_cc, tables), True
 
 
-def _whole_file(source: bytes, path: str, caps, from_cc: CC, tables) -> list[Finding]:
+def _whole_file(source: bytes, path: str, caps, from_cc: Key, tables) -> list[Finding]:
     found = visit(cst.parse_module(source), path, caps, from_cc, tables)
     found.sort(key=lambda f: f.line)
     return found
@@ -65,7 +66,7 @@ _fallback = _whole_file
 
 
 def scan_source(
-    source: bytes, path: str, from_cc: CC, cc: CC, tables: tuple[str, ...] = (), *, whole_file: bool = False
+    source: bytes, path: str, from_cc: Key, cc: Key, tables: tuple[str, ...] = (), *, whole_file: bool = False
 ) -> list[Finding]:
     """The findings in one file's source.  Pure.
 
@@ -80,7 +81,7 @@ def scan_source(
     return scan(source, path, from_cc, cc, tables)[0]
 
 
-def scan_any(source: bytes, path: str, from_cc: CC, cc: CC, tables=()) -> tuple[list[Finding], bool]:
+def scan_any(source: bytes, path: str, from_cc: Key, cc: Key, tables=()) -> tuple[list[Finding], bool]:
     """(findings, read?) of one file, by its extension: *.py by the fast path (``scan``), a
     C/C++/CUDA file by ``preprocessor.scan``; any other file has none (and is not read)."""
     suffix = path[path.rfind(".") :].lower() if "." in path.rsplit("/", 1)[-1] else ""
@@ -92,7 +93,7 @@ def scan_any(source: bytes, path: str, from_cc: CC, cc: CC, tables=()) -> tuple[
     return [], False
 
 
-def scan_file(source: bytes, path: str, from_cc: CC, cc: CC, tables: tuple[str, ...] = ()) -> list[Finding]:
+def scan_file(source: bytes, path: str, from_cc: Key, cc: Key, tables: tuple[str, ...] = ()) -> list[Finding]:
     """The findings in one file, in line order, chosen by the extension of ``path`` (its
     path relative to the tree, "/"-separated: it is the findings' ``path``, and a folder or
     file name such as ``*_sm120.py`` counts for their class).  Pure.

@@ -11,7 +11,8 @@ from typing import Any
 
 import libcst as cst
 
-from patchkit.rewrite.capability import CC, pair
+from patchkit.cc import Key
+from patchkit.rewrite.capability import pair
 from patchkit.scan.finding import Finding
 from patchkit.scan.preprocessor import EXTENSIONS
 from patchkit.scan.source import scan_any
@@ -52,7 +53,7 @@ def in_scan(rel: str) -> bool:
     return name.endswith(SUFFIXES) and not any(d.startswith(".") or d in SKIP_DIRS for d in folders)
 
 
-def _scan_file(full: str, rel: str, from_cc: CC, cc: CC, tables) -> tuple[list[Finding], bool, str | None]:
+def _scan_file(full: str, rel: str, from_cc: Key, cc: Key, tables) -> tuple[list[Finding], bool, str | None]:
     """(findings, parsed?, why it was skipped or None)."""
     try:
         with open(full, "rb") as fh:
@@ -62,7 +63,7 @@ def _scan_file(full: str, rel: str, from_cc: CC, cc: CC, tables) -> tuple[list[F
     return _scan_bytes(data, rel, from_cc, cc, tables)
 
 
-def _scan_bytes(data: bytes, rel: str, from_cc: CC, cc: CC, tables) -> tuple[list[Finding], bool, str | None]:
+def _scan_bytes(data: bytes, rel: str, from_cc: Key, cc: Key, tables) -> tuple[list[Finding], bool, str | None]:
     try:
         found, parsed = scan_any(data, rel, from_cc, cc, tables)
     except cst.ParserSyntaxError as exc:
@@ -84,8 +85,8 @@ def _scan_chunk(args) -> list[tuple[list[Finding], bool, str | None]]:
 
 def scan_sources(
     sources: list[tuple[str, bytes]],
-    from_cc: CC,
-    cc: CC,
+    from_cc: Key,
+    cc: Key,
     tables: tuple[str, ...] = (),
     jobs: int | None = None,
 ) -> list[tuple[list[Finding], bool, str | None]]:
@@ -121,8 +122,8 @@ def _collect(rels: list[str], results, skipped) -> tuple[list[Finding], int, int
 
 def scan_tree(
     root: Path,
-    from_cc: CC,
-    cc: CC,
+    from_cc: Key,
+    cc: Key,
     tables: tuple[str, ...] = (),
     skipped: list[tuple[str, str]] | None = None,
     jobs: int | None = None,

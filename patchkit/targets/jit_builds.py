@@ -45,11 +45,12 @@ import re
 import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from enum import Enum
 from itertools import islice
 from pathlib import Path
 from typing import NamedTuple
 
-from patchkit.errors import BadInput, Refused, UnsafePath
+from patchkit.errors import BadInput, PatchkitError, Refused, UnsafePath
 from patchkit.versions import at_least, is_version
 
 CACHED = "cached JIT build"  # below ~/.cache/flashinfer
@@ -95,6 +96,29 @@ class Build(NamedTuple):
     reason: str  # why FlashInfer would use it instead of compiling the patched sources
     advice: str  # for a build patchkit does not drop: what does
     root: Path | None  # the cache root a drop stays inside
+
+
+class Drop(str, Enum):
+    """What apply or revert did with a stale build of a module whose sources it wrote."""
+
+    DROPPED = "dropped"
+    WOULD_DROP = "would drop"  # a dry run
+    GONE = "gone"  # gone already when patchkit came to drop it
+    PREBUILT = "prebuilt"  # not patchkit's to drop (``Build.advice`` says what does)
+    FAILED = "failed"  # refused or not removed (``JitDrop.error``)
+
+
+class JitDrop(NamedTuple):
+    module: str
+    path: Path  # the build folder, or the prebuilt .so
+    outcome: Drop
+    build: Build
+    error: PatchkitError | None = None
+
+
+class JitCheck(NamedTuple):  # the stale builds of the files written, what became of each
+    drops: tuple[JitDrop, ...] = ()
+    error: PatchkitError | None = None  # why none were looked for
 
 
 def modules_for(paths: Iterable[str]) -> tuple[str, ...]:

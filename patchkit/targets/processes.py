@@ -2,24 +2,38 @@
 
 Patching files does not change a server that is already running: Python read the
 old sources when it imported them.  After ``apply``/``revert`` and in ``status``,
-patchkit names the Python processes that run the patched project and started
-before the change, so the user knows what to restart.
+patchkit names the Python processes that run the project, started before the change,
+and would run the target's own files, each with its evidence (``evidence.py``: its
+PYTHONPATH, its current folder, its interpreter's environment, the script it runs), so
+the user knows what to restart and why.
 
-Linux only, through /proc, and read-only: nothing is ever signalled.  Where /proc is
-not available the answer is [].  A process that vanishes mid-scan, or whose files
-cannot be read (another user's), is left out silently: this is advice for a report,
-never a check.  Standard library only and cheap to import.
+Linux only, through /proc, read-only and bounded: nothing is ever signalled, run or
+imported, and no file of /proc is read past a cap.  Where /proc is not available the
+answer is [].  A process that is gone by the end of its reading (or whose pid was reused
+meanwhile) is left out: it runs nothing any more.  One whose environment, current folder or
+executable cannot be read (another user's) and that shows no evidence otherwise is named
+with an evidence that says patchkit cannot tell.  Standard library only and cheap to import.
 """
 
 from __future__ import annotations
 
-import glob
+import errno
 import os
 import re
 import time
 from pathlib import Path
 from typing import NamedTuple
 
+from patchkit.targets.evidence import (
+    Evidence,
+    Package,
+    Reason,
+    Seen,
+    absolute,
+    evidence,
+    parse_command,
+    runs_project,
+)
 from patchkit.text import printable
 
 PROC = Path("/proc")
@@ -28,12 +42,17 @@ _PYTHON = re.compile(r"(?:python|pypy)(?:\d+(?:\.\d+)*)?[a-z]*(?:-dbg)?")
 _DELETED = " (deleted)"  # readlink of /proc/PID/exe after the binary was replaced
 _START_FIELD = 22  # starttime in /proc/PID/stat, 1-based (proc(5))
 _NS = 10**9
-
+# What patchkit reads of a process's /proc files at most: a stat line is about 300 bytes; Linux
+# caps one argument at 128 KiB and argv with the environment at a quarter of the stack limit.
+STAT_CAP = 4 << 10
+CMDLINE_CAP = 256 << 10
+ENVIRON_CAP = 1 << 20
 
 class Process(NamedTuple):
     pid: int
-    cmdline: str  # argv joined with spaces, control characters escaped
+    cmdline: str  # argv joined with spaces, control characters escaped (" ..." ends one cut at the cap)
     started_ns: int  # wall-clock start time, ns since epoch (approximate; for display)
+    why: Evidence  # what shows that it runs the target's files, or that patchkit cannot tell
 
 
 def parse_start_ticks(stat: str) -> int:
@@ -49,152 +68,123 @@ def parse_start_ticks(stat: str) -> int:
     return int(fields[_START_FIELD - 3])  # fields[0] is field 3 (state)
 
 
-_VALUE_OPTIONS = ("-X", "-W", "--check-hash-based-pycs")  # interpreter options that take the next argument
-
-
-def runs_project(argv: list[str], project: str) -> bool:
-    """Whether a command line (argv[0] being the interpreter) runs ``project``.
-
-    The interpreter's own options are read as CPython reads them, up to what it runs:
-    ``-m project``, ``-m project.x`` (or the joined ``-mproject.x``), or a script that is a
-    path to a file named ``project`` (a console script, ``/venv/bin/vllm``) or to a ``.py``
-    file below a ``project`` folder (``.../sglang/launch_server.py``).  Arguments of what
-    runs are not scripts (``patchkit generate --repo ~/sglang`` runs patchkit), except a
-    later ``-m project...`` pair, as wrappers such as ``python -m debugpy ... -m sglang.x`` pass it.
-    """
-    args = argv[1:]
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg in _VALUE_OPTIONS:
-            i += 2
-            continue
-        if arg.startswith("-m") or arg.startswith("-c") or not arg.startswith("-") or arg in ("-", "--"):
-            break
-        i += 1
-    rest = args[i:]
-    if not rest or rest[0].startswith("-c") or rest[0] in ("-", "--"):
-        return False
-    if rest[0].startswith("-m"):
-        main = rest[0][2:] or (rest[1] if len(rest) > 1 else "")
-        if main == project or main.startswith(project + "."):
-            return True
-    elif _is_script_of(rest[0], project):
-        return True
-    later = [m for flag, m in zip(rest[1:], rest[2:], strict=False) if flag == "-m"]
-    return any(m == project or m.startswith(project + ".") for m in later)
-
-
-def _is_script_of(arg: str, project: str) -> bool:
-    parts = arg.split("/")
-    if len(parts) < 2:  # a bare word is not a path ("pytest -k sglang")
-        return False
-    return parts[-1] == project or (parts[-1].endswith(".py") and project in parts[:-1])
-
-
 def _looks_like_python(path: str | None) -> bool:
     return bool(path) and _PYTHON.fullmatch(os.path.basename(path)) is not None
 
 
-def _read(path: Path) -> bytes | None:
+def _read(path: Path, cap: int) -> bytes:
+    """At most ``cap + 1`` bytes of a /proc file (one more than the cap tells that it is larger);
+    OSError when it cannot be read (vanished: ENOENT, ESRCH; not ours: EACCES)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     try:
-        return path.read_bytes()
-    except OSError:  # vanished (ENOENT, ESRCH) or not ours (EACCES)
-        return None
+        chunks, total = [], 0
+        while total <= cap:
+            chunk = os.read(fd, min(1 << 16, cap + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
-def _readlink(path: Path) -> str | None:
+def _maybe(path: Path, cap: int) -> bytes | None:
     try:
-        target = os.readlink(path)
+        return _read(path, cap)
     except OSError:
         return None
+
+
+def _readlink(path: Path) -> str:
+    target = os.readlink(path)  # OSError passes through
     return target[: -len(_DELETED)] if target.endswith(_DELETED) else target
 
 
-def _start_ticks(pid: int) -> int | None:
-    raw = _read(PROC / str(pid) / "stat")
+class _Gone(Exception):
+    """The process exited while patchkit read it."""
+
+
+def _unread(path: Path, exc: OSError, unread: list) -> None:
+    """Note why ``path`` could not be read; _Gone when the process has exited (ENOENT, ESRCH)."""
+    if exc.errno in (errno.ENOENT, errno.ESRCH):
+        raise _Gone(str(path)) from None
+    unread.append(Evidence(Reason.UNREADABLE, str(path), exc.strerror or type(exc).__name__))
+
+
+def _link(path: Path, unread: list) -> str | None:
     try:
-        return parse_start_ticks(raw.decode(errors="replace")) if raw else None
+        return _readlink(path)
+    except OSError as exc:
+        _unread(path, exc, unread)
+        return None
+
+
+def _start_ticks(pid: int) -> int | None:
+    """The start tick of a process that runs (None: gone, a zombie, or no stat line)."""
+    raw = _maybe(PROC / str(pid) / "stat", STAT_CAP)
+    try:
+        start = parse_start_ticks(raw.decode(errors="replace")) if raw else None
     except ValueError:
         return None
-
-
-def _argv(pid: int) -> list[str]:
-    """The process's argv; [] for a zombie, a kernel thread or an unreadable one."""
-    raw = _read(PROC / str(pid) / "cmdline")
-    if not raw:
-        return []
-    if raw.endswith(b"\0"):
-        raw = raw[:-1]
-    return [os.fsdecode(arg) for arg in raw.split(b"\0")]
-
-
-def _search_path(pid: int) -> str | None:
-    """PATH from the process's initial environment; None if it cannot be read."""
-    raw = _read(PROC / str(pid) / "environ")
-    if raw is None:
+    if start is None:
         return None
+    state = raw.rpartition(b")")[2].split()[:1]
+    return None if state in ([b"Z"], [b"X"], [b"x"]) else start
+
+
+def _argv(pid: int) -> tuple[list[str], bool]:
+    """(argv, whether it was cut at the cap); [] for a zombie, a kernel thread or an unreadable one."""
+    raw = _maybe(PROC / str(pid) / "cmdline", CMDLINE_CAP)
+    if not raw:
+        return [], False
+    cut = len(raw) > CMDLINE_CAP
+    if cut:
+        raw = raw[:CMDLINE_CAP].rpartition(b"\0")[0]  # whole arguments only
+    elif raw.endswith(b"\0"):
+        raw = raw[:-1]
+    return [os.fsdecode(arg) for arg in raw.split(b"\0")] if raw else [], cut
+
+
+def _environ(path: Path, unread: list) -> dict | None:
+    """The process's initial environment, or None (and why, in ``unread``) when not read whole."""
+    try:
+        raw = _read(path, ENVIRON_CAP)
+    except OSError as exc:
+        _unread(path, exc, unread)
+        return None
+    if len(raw) > ENVIRON_CAP:
+        unread.append(Evidence(Reason.TOO_LARGE, str(path), str(ENVIRON_CAP)))
+        return None
+    found = {}
     for entry in raw.split(b"\0"):
-        if entry.startswith(b"PATH="):
-            return os.fsdecode(entry[5:])
-    return os.defpath  # what execvp searches when there is no PATH
+        name, eq, value = entry.partition(b"=")
+        if eq and name:
+            found.setdefault(os.fsdecode(name), os.fsdecode(value))  # the first, as getenv finds it
+    return found
 
 
-def _absolute(path: str, cwd: str | None) -> str | None:
-    """``path`` made absolute against the process's cwd, lexically (no symlink resolved)."""
-    if os.path.isabs(path):
-        return os.path.normpath(path)
-    return os.path.normpath(os.path.join(cwd, path)) if cwd else None
-
-
-def _interpreter_path(pid: int, argv0: str) -> str | None:
-    """argv[0] of ``pid`` as an absolute path, symlinks not resolved: a venv's
-    ``bin/python`` is a symlink to the base interpreter, and only the link tells
-    which environment runs.  A bare name is looked up in the process's PATH;
-    failing that (or when its environment cannot be read), /proc/PID/exe."""
-    cwd = _readlink(PROC / str(pid) / "cwd")
+def _interpreter_path(argv0: str, cwd: str | None, environ: dict | None, exe: str | None) -> str | None:
+    """argv[0] as an absolute path, symlinks not resolved: a venv's ``bin/python`` is a symlink
+    to the base interpreter, and only the link tells which environment runs.  A bare name is
+    looked up in the process's PATH; failing that (or when its environment or current folder
+    cannot be read), its executable."""
     if "/" in argv0:
-        return _absolute(argv0, cwd)
-    search = _search_path(pid)
+        return absolute(argv0, cwd) or exe
+    search = environ.get("PATH", os.defpath) if environ is not None else None  # execvp's default
     for folder in search.split(os.pathsep) if search is not None else []:
-        candidate = _absolute(os.path.join(folder or ".", argv0), cwd)
+        candidate = absolute(os.path.join(folder or ".", argv0), cwd)
         if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             return candidate
-    return _readlink(PROC / str(pid) / "exe")
+    return exe
 
 
-def _in_venv(interpreter: str) -> bool:
-    """Whether the interpreter at this path starts a virtualenv (pyvenv.cfg beside or above it)."""
-    folder = os.path.dirname(interpreter)
-    return any(os.path.isfile(os.path.join(f, "pyvenv.cfg")) for f in (folder, os.path.dirname(folder)))
-
-
-class _Environment:
-    """Tells whether a process's interpreter is that of the environment at ``prefix``."""
-
-    def __init__(self, prefix: Path) -> None:
-        bin_dir = os.path.join(os.path.abspath(prefix), "bin")
-        self.bin = os.path.realpath(bin_dir)
-        # A system Python (no pyvenv.cfg) may also run under a name outside prefix/bin
-        # (/usr/local/bin/python3 -> ...): then its binary identifies it.
-        system = not os.path.isfile(os.path.join(prefix, "pyvenv.cfg"))
-        pythons = glob.glob(os.path.join(glob.escape(bin_dir), "python*")) if system else []
-        self.binaries = {os.path.realpath(p) for p in pythons}
-
-    def owns(self, pid: int, argv0: str) -> bool:
-        # The interpreter's own link is never followed, but its folder is resolved:
-        # /bin/python3 is in /usr/bin/ where /bin links to /usr/bin.
-        path = _interpreter_path(pid, argv0)
-        if path and os.path.realpath(os.path.dirname(path)) == self.bin:
-            return True
-        if not self.binaries or (path and _in_venv(path)):
-            return False  # a venv on the same base binary runs its own site-packages
-        exe = _readlink(PROC / str(pid) / "exe")
-        return exe is not None and os.path.realpath(exe) in self.binaries
-
-
-def _is_python(pid: int, argv0: str) -> bool:
-    return _looks_like_python(argv0) or _looks_like_python(_readlink(PROC / str(pid) / "exe"))
+def _see(pid: int, argv: list[str], exe: str | None, unread: list) -> Seen:
+    folder = PROC / str(pid)
+    cwd = _link(folder / "cwd", unread)
+    environ = _environ(folder / "environ", unread)
+    interpreter = _interpreter_path(argv[0], cwd, environ, exe)
+    return Seen(parse_command(argv), cwd, environ, interpreter, exe, tuple(unread))
 
 
 def _boot_epoch_ns() -> int:
@@ -222,28 +212,35 @@ def _pids() -> list[int]:
         return []
 
 
-def _stale(pid: int, project: str, changed_ticks: int, environment: _Environment | None):
-    """(argv, start ticks) if ``pid`` is a Python process running ``project`` that
-    started in an earlier clock tick than the change, else None."""
+def _stale(pid: int, project: str, changed_ticks: int, package: Package, sites: dict, boot_ns: int) -> Process | None:
+    """``pid`` as a Process with its evidence if it is a Python process running ``project``
+    that started in an earlier clock tick than the change and runs ``package``'s files, else None."""
     start = _start_ticks(pid)
     if start is None or start >= changed_ticks:
         return None
-    argv = _argv(pid)
-    if not argv or not runs_project(argv, project) or not _is_python(pid, argv[0]):
+    argv, cut = _argv(pid)
+    if not argv or not runs_project(argv, project):
         return None
-    if environment is not None and not environment.owns(pid, argv[0]):
+    unread: list = []
+    try:
+        exe = _link(PROC / str(pid) / "exe", unread)
+        if not (_looks_like_python(argv[0]) or _looks_like_python(exe)):
+            return None
+        why = evidence(_see(pid, argv, exe, unread), package, sites)
+    except _Gone:
         return None
-    if _start_ticks(pid) != start:  # the process exited and its pid was reused mid-read
+    if why is None or _start_ticks(pid) != start:  # not ours; or it exited (its pid maybe reused) meanwhile
         return None
-    return argv, start
+    started_ns = boot_ns + start * _NS // os.sysconf("SC_CLK_TCK")
+    return Process(pid, printable(" ".join(argv)) + (" ..." if cut else ""), started_ns, why)
 
 
-def stale_processes(project: str, changed_ns: int, interpreter_prefix: Path | None) -> list[Process]:
-    """Python processes running `project` that started strictly before `changed_ns`
-    (a wall-clock time in ns, e.g. the newest st_mtime_ns of the files just written).
-    interpreter_prefix: for an installed package, the environment prefix (e.g. the venv
-    folder V for V/lib/python3.11/site-packages): only processes whose interpreter is that
-    environment's count. None (a checkout): any Python counts. Sorted by pid; excludes this process."""
+def stale_processes(project: str, changed_ns: int, package: Package) -> list[Process]:
+    """Python processes running ``project`` that started strictly before ``changed_ns`` (a
+    wall-clock time in ns, e.g. the newest st_mtime_ns of the files just written) and would run
+    the files of ``package`` (the target's package folder; for an installed package, also the
+    prefix of its environment, whose interpreters count), each with its evidence.  Sorted by
+    pid; excludes this process."""
     if not (PROC / "self" / "stat").exists() or not hasattr(time, "CLOCK_BOOTTIME"):
         return []
     ticks_per_s = os.sysconf("SC_CLK_TCK")
@@ -251,23 +248,10 @@ def stale_processes(project: str, changed_ns: int, interpreter_prefix: Path | No
     # The kernel keeps start times in whole ticks since boot: compare in that clock.
     # start < changed_ticks means the process started before the change's tick began.
     changed_ticks = (changed_ns - boot_ns) * ticks_per_s // _NS
-    environment = _Environment(interpreter_prefix) if interpreter_prefix is not None else None
+    sites: dict = {}  # the import paths of the site folders seen, for this scan
     found = []
     for pid in _pids():
-        stale = _stale(pid, project, changed_ticks, environment) if pid != os.getpid() else None
-        if stale:
-            argv, start = stale
-            found.append(Process(pid, printable(" ".join(argv)), boot_ns + start * _NS // ticks_per_s))
+        stale = _stale(pid, project, changed_ticks, package, sites, boot_ns) if pid != os.getpid() else None
+        if stale is not None:
+            found.append(stale)
     return found
-
-
-def restart_lines(procs: list[Process]) -> list[str]:
-    """The report's lines about ``procs``: [] when there are none."""
-    if not procs:
-        return []
-    noun, pronoun = ("process", "it") if len(procs) == 1 else ("processes", "them")
-    head = (
-        f"{len(procs)} running {noun} started before the change and may still run the old code;"
-        f" restart {pronoun} to load the change:"
-    )
-    return [head] + [f"  pid {p.pid}: {p.cmdline}" for p in procs]

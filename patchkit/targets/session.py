@@ -7,19 +7,24 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchkit.bounded import read_file
 from patchkit.data import shipped as shipped_dir
 from patchkit.digest import sha256
 from patchkit.errors import BadInput, PatchkitError, UnsafePath
-from patchkit.fixes.registry import Project, fixes_for
+from patchkit.fixes.registry import Project, fixes_for, rules_for
 from patchkit.patch.manifest import FixStatus, Manifest, Shipped, read_manifest
 from patchkit.plan import release_changed
+from patchkit.plan.apply import Old, Snapshot, with_applied
 from patchkit.targets.locate import INSTALLED, Target, open_install, open_target
 from patchkit.targets.safety import check_relative
 from patchkit.targets.state import Store
 from patchkit.types import CANNOT_APPLY, INCOMPLETE, Applied
 from patchkit.versions import is_version, public
+
+if TYPE_CHECKING:  # for the annotations only
+    from patchkit.targets.jit_builds import JitCheck
 
 SOURCE_CAP = 64 << 20  # a candidate file: SGLang's and FlashInfer's largest are under 5 MiB
 
@@ -51,10 +56,6 @@ class Session:
         release = public(self.version) if self.version else None
         return release if release and is_version(release) else None
 
-    def data(self, command: str, **more) -> dict:
-        """The start of every command's --json document: the command, the target, its version."""
-        return {"command": command, "path": str(self.target.root), "version": self.version, "version_from": self.how, **more}
-
     def describe(self) -> str:
         """The first line of every report: where, what, which version and how it was found."""
         what = f"{self.project.label} {self.version or '(version unknown)'}"
@@ -66,8 +67,11 @@ class Session:
 
     def current(self, extra: tuple[str, ...] = ()) -> dict[str, bytes]:
         """The bytes of every candidate file (and of ``extra`` paths) that exists."""
+        return self._read(set(self.target.candidates()) | set(extra))
+
+    def _read(self, rels) -> dict[str, bytes]:
         out = {}
-        for rel in sorted(set(self.target.candidates()) | set(extra)):
+        for rel in sorted(rels):
             link = self.target.root / self.target.local(rel)
             if link.is_symlink():
                 # Never written through; refused only if it holds a table we would patch.
@@ -107,9 +111,44 @@ class Session:
         applied = self.applied()
         if applied is None or self.store.journal() is not None:  # finishing the transaction comes first
             return applied, None
-        current = self.current(tuple(f.path for f in applied.files))
+        return applied, self._changed(applied, self.current(tuple(f.path for f in applied.files)))
+
+    def _changed(self, applied: Applied, current: dict[str, bytes]):
         installed = self.installed_hashes(f.path for f in applied.files) if self.target.kind == INSTALLED else None
-        return applied, release_changed(applied, current, self.version, installed, self.target.name)
+        return release_changed(applied, current, self.version, installed, self.target.name)
+
+    def snapshot(self, patches: Path | None, fixes: tuple[str, ...] | None = None, from_cc=None, to_cc=None) -> Snapshot:
+        """What apply (``fixes``, the cc pair) or revert (no ``fixes``) decides from, read once: the
+        state and its originals, the files, the shipped patches (for apply: of ``fixes`` and the
+        fixes kept, but those the series' manifest says cannot be applied whole; for revert: the
+        whole series, when nothing is recorded), for apply the stale bytecode (``plan.apply.Snapshot``)."""
+        pending = self.store.journal() is not None
+        recorded = self.applied()
+        candidates = set(self.target.candidates())
+        read = self._read(candidates | {f.path for f in recorded.files} if recorded else candidates)
+        reason = self._changed(recorded, read) if recorded is not None and not pending else None
+        old = Old(recorded, reason) if reason else None
+        applied = None if old else recorded
+        current = {rel: data for rel, data in read.items() if rel in candidates} if old else read
+        asked, kept = with_applied(fixes, applied, old is not None) if fixes is not None else ((), ())
+        blocked, shipped, pair = (), None, None
+        if fixes is not None:
+            blocked = tuple(self.blocked(patches, asked))
+            usable = tuple(f for f in asked if f not in {b.fix for b in blocked})
+            if rules_for(self.project.name, usable, from_cc, to_cc):
+                shipped = self.shipped(patches, from_cc, to_cc, usable)
+                whole = self.shipped(patches) if shipped is None and self.series else None
+                pair = (whole.from_cc, whole.to_cc) if whole else None
+        elif applied is None:
+            shipped = self.shipped(patches)
+        return Snapshot(
+            project=self.project, version=self.version, installed=self.target.kind == INSTALLED, local=self.target.local,
+            state_file=self.store.state_file, objects=self.store.objects, pending=pending, tidy=self.store.tidy(recorded),
+            applied=applied, old=old, fixes=asked, kept=kept, originals=self.originals(applied), current=current,
+            shipped=shipped, series_pair=pair, series=self.series, blocked=blocked,
+            stale=self._stale(current) if fixes is not None else {},
+            read=self.reader(),
+        )
 
     def installed_hashes(self, rels) -> dict[str, str]:
         """repository path -> sha256 (hex) of each of the files ``rels`` as the dist-info
@@ -153,36 +192,29 @@ class Session:
         newest = jit_builds.newest_mtime(self.target.root / self.target.local(r) for r in rels)
         return jit_builds.older_than(builds, newest) if newest is not None else []
 
-    def drop_jit_builds(self, rels, when: str, dry_run: bool = False) -> tuple[list[str], list[str]]:
-        """(lines, paths dropped) for the stale JIT builds of ``rels``: each build folder below
-        FlashInfer's cache is removed (``jit_builds.drop``); a prebuilt one is named with what
-        removes it.  ``when``: how the build came to be stale ("before the patch")."""
-        lines, dropped = [], []
+    def drop_jit_builds(self, rels, dry_run: bool = False) -> JitCheck:
+        """The stale JIT builds of ``rels``, and what became of each: a build folder below
+        FlashInfer's cache is removed (``jit_builds.drop``; with ``dry_run`` it would be), a
+        prebuilt one is left alone (``Build.advice`` says what removes it)."""
+        from patchkit.targets import jit_builds
+        from patchkit.targets.jit_builds import Drop, JitCheck, JitDrop
+
         try:
             builds = self.jit_builds(rels)
         except PatchkitError as exc:
-            return [f"note: FlashInfer's JIT builds not checked: {exc}"], []
-        if not builds:
-            return lines, dropped
-        from patchkit.targets import jit_builds  # (only FlashInfer has JIT builds)
-
+            return JitCheck(error=exc)
+        drops = []
         for b in builds:
-            if not b.droppable:
-                lines.append(f"note: {b.library} is {b.kind}: FlashInfer {self.version} loads it instead of building "
-                             f"{b.module} from the patched sources; {b.advice}")
-                continue
-            if dry_run:
-                lines.append(f"would drop stale FlashInfer JIT build {b.path} (built {when})")
+            if not b.droppable or dry_run:
+                drops.append(JitDrop(b.module, b.path, Drop.WOULD_DROP if b.droppable else Drop.PREBUILT, b))
                 continue
             try:
                 gone = jit_builds.drop(b)
             except PatchkitError as exc:
-                lines.append(f"note: {exc}")
+                drops.append(JitDrop(b.module, b.path, Drop.FAILED, b, exc))
                 continue
-            if gone is not None:
-                dropped.append(str(gone))
-                lines.append(f"dropped stale FlashInfer JIT build {gone} (built {when})")
-        return lines, dropped
+            drops.append(JitDrop(b.module, b.path, Drop.GONE, b) if gone is None else JitDrop(b.module, gone, Drop.DROPPED, b))
+        return JitCheck(tuple(drops))
 
     def old_processes(self, rels) -> list:
         """The running processes of the project that started before the files ``rels`` were
@@ -197,7 +229,8 @@ class Session:
                 continue
         if not times:
             return []
-        return processes.stale_processes(self.project.name, max(times), self.environment())
+        package = self.target.root / self.target.local(self.project.repo_path(self.project.name))
+        return processes.stale_processes(self.project.name, max(times), processes.Package(package, self.environment()))
 
     def environment(self) -> Path | None:
         """For an installed package, the prefix of the environment it is installed in
@@ -209,22 +242,13 @@ class Session:
             return prefix
         return None
 
-    def set_aside(self, applied: Applied, reason: str) -> str:
-        """Set a state of another release aside (lock held); the line to report."""
-        folder = self.store.set_aside(applied)
-        return f"{reason}: the old state is set aside in {folder}"
-
-    def stale_bytecode(self, current: dict[str, bytes]) -> list[Path]:
+    def _stale(self, current: dict[str, bytes]) -> dict[str, tuple[Path, ...]]:
         """The stale cached bytecode of every target file that holds a table."""
         from patchkit.targets import bytecode
 
-        return [
-            pyc.path
-            for rel, data in current.items()
-            if any(name.encode() in data for name in self.project.names)
-            for pyc in bytecode.check(self.target.path(rel), data)
-            if pyc.status == "stale"
-        ]
+        stale = {rel: tuple(pyc.path for pyc in bytecode.check(self.target.path(rel), data) if pyc.status == "stale")
+                 for rel, data in current.items() if any(name.encode() in data for name in self.project.names)}
+        return {rel: paths for rel, paths in stale.items() if paths}
 
     @contextmanager
     def local_errors(self) -> Iterator[None]:
@@ -238,46 +262,38 @@ class Session:
 
     def why_no_shipped(self, patches: Path | None, from_cc, to_cc) -> str:
         """Why no shipped patch fits: none for this version, or one for another cc pair."""
-        what = f"{self.project.label} {self.version or '(version unknown)'}"
-        if self.series and self.series != self.version:
-            what += f" (release {self.series})"
+        from patchkit.plan.apply import why_no_shipped
+
         other = self.shipped(patches) if self.series else None
-        if other is None:
-            return f"no shipped patch for {what}"
-        return (
-            f"no shipped patch for {what} that copies key {from_cc!r} to key {to_cc!r} "
-            f"(the shipped one copies key {other.from_cc!r} to key {other.to_cc!r})"
-        )
+        pair = (other.from_cc, other.to_cc) if other else None
+        return why_no_shipped(self.project.label, self.version, self.series, pair, from_cc, to_cc)
 
     def originals(self, applied: Applied | None) -> dict[str, bytes | None]:
         return {f.path: self.store.get(f.pre_sha256) for f in applied.files} if applied else {}
 
-    def manifest(self, patches: Path | None) -> Manifest | None:
-        """The manifest of this version's shipped series (``patches``: the folder of series;
-        a local version's is its public release's), or None when there is none."""
+    def _manifest(self, patches: Path | None) -> tuple[Path, Manifest] | None:
+        """(the path, the manifest) of this version's shipped series (``patches``: the folder of
+        series; a local version's is its public release's), or None when there is none."""
         if not self.series:
             return None
         path = (patches or shipped_dir("patches")) / self.project.patches / self.series / "manifest.json"
-        return read_manifest(path) if path.is_file() else None
+        return (path, read_manifest(path)) if path.is_file() else None
 
     def blocked(self, patches: Path | None, fixes) -> list[FixStatus]:
         """The fixes of ``fixes`` that the shipped manifest of this version says cannot apply
         here or are incomplete; [] without a manifest."""
-        manifest = self.manifest(patches)
-        return manifest.blocked(set(fixes_for(self.project.name, fixes))) if manifest else []
+        found = self._manifest(patches)
+        return found[1].blocked(set(fixes_for(self.project.name, fixes))) if found else []
 
     def shipped(self, patches: Path | None, from_cc=None, to_cc=None, fixes=None) -> Shipped | None:
         """The shipped patches of this version for ``fixes`` (default: the whole series) and
         cc pair, checked and taken together; None if the series does not hold them all, or
         when two of them patch the same file (apply then generates from the files)."""
-        if not self.series:
+        found = self._manifest(patches)
+        if found is None:
             return None
-        root = patches or shipped_dir("patches")
-        folder = root / self.project.patches / self.series
-        manifest_path = folder / "manifest.json"
-        if not manifest_path.is_file():
-            return None
-        manifest = read_manifest(manifest_path)
+        manifest_path, manifest = found
+        folder = manifest_path.parent
         considered = {f.fix: f.status for f in manifest.fixes}
         if fixes is not None:
             fixes = fixes_for(self.project.name, fixes)

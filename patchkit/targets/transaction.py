@@ -24,11 +24,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 from patchkit.digest import sha256
 from patchkit.errors import BadInput, Interrupted, PatchkitError, Pending, Refused, UnsafePath
 from patchkit.targets import bytecode
-from patchkit.targets.atomic import read_private, remove_temps, write_atomic
+from patchkit.targets.atomic import make_dir, read_private, remove_temps, write_atomic
 from patchkit.targets.locate import INSTALLED, Target
 from patchkit.targets.state import LINK, Store
 from patchkit.types import Applied, Change
@@ -38,6 +39,44 @@ from patchkit.types import Applied, Change
 # makes the write just done there fail as a full disk would (OSError ENOSPC naming ``path``).
 FAULT_ENV = "PATCHKIT_FAULT"
 LOCK_TIMEOUT_ENV = "PATCHKIT_LOCK_TIMEOUT"
+
+
+class Waited(NamedTuple):
+    """This run waited for another one to release the lock."""
+
+    seconds: float
+    pid: int | None  # the other run's, when its lock file said
+
+
+class Finished(NamedTuple):
+    """An interrupted transaction, finished (rolled forward) before anything else."""
+
+    op: str  # apply, revert
+    files: int
+
+
+class JournalSetAside(NamedTuple):
+    """An interrupted transaction of another release, set aside, never finished on these files."""
+
+    op: str
+    name: str  # the project, as the target names it
+    then: str  # the release it was made on
+    now: str  # the release here now
+    folder: Path
+
+
+class LockTaken(NamedTuple):
+    """What taking a target's lock did: whether this run waited, and what recovery did."""
+
+    waited: Waited | None = None
+    recovered: Finished | JournalSetAside | None = None
+
+
+class SetAside(NamedTuple):
+    """A recorded state of another release, set aside (``folder``; None: not yet, a dry run)."""
+
+    folder: Path | None
+    reason: object  # why it belongs to another release (``plan.release_changed``)
 
 
 def fault(point: str, path: Path | None = None) -> None:
@@ -56,21 +95,21 @@ class Lock:
         self.target = target
         self.timeout = float(os.environ.get(LOCK_TIMEOUT_ENV, "5")) if timeout is None else timeout
         self.fd: int | None = None
-        self.waited_for: str | None = None  # who held the lock when we had to wait
-        self.started = 0.0
+        self.waited_for: int | None = None  # the pid of who held the lock when we had to wait
+        self.started: float | None = None  # when this run started to wait
 
-    def waited(self) -> str | None:
-        """A line for the report if this run had to wait for another one."""
-        if self.waited_for is None:
+    def waited(self) -> Waited | None:
+        """How long this run waited for another one, and for which; None if it did not."""
+        if self.started is None:
             return None
-        return f"waited {time.monotonic() - self.started:.1f}s for another patchkit run{self.waited_for} to finish"
+        return Waited(time.monotonic() - self.started, self.waited_for)
 
-    def _holder(self) -> str:
+    def _holder(self) -> int | None:
         try:
             pid = (read_private(self.store.lock_file) or b"")[:32].decode("ascii", "replace").strip()
         except (OSError, PatchkitError):
             pid = ""
-        return f" (pid {pid})" if pid.isdigit() else ""
+        return int(pid) if pid.isdigit() else None
 
     def _open(self) -> int | None:
         """The lock file, created if need be, never through a symlink; None if the state dir
@@ -109,7 +148,7 @@ class Lock:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 os.close(fd)
-                if self.waited_for is None:
+                if self.started is None:
                     self.waited_for = self._holder()
                     self.started = time.monotonic()
                 if time.monotonic() >= deadline:
@@ -138,7 +177,9 @@ class Lock:
 
     def _held_message(self) -> str:
         what = "installed package" if self.target.kind == INSTALLED else "checkout"
-        return f"another patchkit run{self._holder()} is working on this {what}; gave up waiting after {self.timeout:g}s"
+        pid = self._holder()
+        holder = f" (pid {pid})" if pid is not None else ""
+        return f"another patchkit run{holder} is working on this {what}; gave up waiting after {self.timeout:g}s"
 
     def __exit__(self, *exc: object) -> None:
         if self.fd is not None:
@@ -227,17 +268,38 @@ def _finish(target: Target, store: Store, paths: list[str], applied: Applied | N
 
 
 @contextmanager
-def exclusive(target: Target, store: Store, version: str | None = None) -> Iterator[list[str]]:
+def exclusive(target: Target, store: Store, version: str | None = None) -> Iterator[LockTaken]:
     """Hold the target's lock and finish any interrupted transaction first.
 
-    Yields the lines to report: that this run waited, and what recovery did.
+    Yields what that did (``LockTaken``: that this run waited, what recovery did).
     ``version``: the release the target holds now.
     """
     with Lock(store, target) as lock:
-        yield [line for line in (lock.waited(), recover(target, store, version)) if line]
+        waited = lock.waited()
+        yield LockTaken(waited, recover(target, store, version))
 
 
-def recover(target: Target, store: Store, version: str | None = None) -> str | None:
+def set_aside(store: Store, applied: Applied, reason: object) -> SetAside:
+    """Set a state of another release aside (lock held): ``Store.set_aside``, and why."""
+    return SetAside(store.set_aside(applied), reason)
+
+
+def keep_edits(store: Store, changes, applied: Applied | None) -> list[Path]:
+    """``revert --force`` (lock held): a copy of each file of ``changes`` edited after apply (its
+    bytes are not what ``applied`` recorded) in the state dir's ``edited/``, before it is replaced."""
+    posts = {f.path: f.post_sha256 for f in applied.files} if applied else {}
+    kept = []
+    for change in changes:
+        if change.path in posts and sha256(change.before) != posts[change.path]:
+            folder = store.root / "edited"
+            make_dir(folder)  # never through a symlink (the state dir was checked under the lock)
+            copy = folder / f"{Path(change.path).name}.{sha256(change.before)[:12]}"
+            write_atomic(copy, change.before)
+            kept.append(copy)
+    return kept
+
+
+def recover(target: Target, store: Store, version: str | None = None) -> Finished | JournalSetAside | None:
     """Finish a transaction that a kill interrupted.  Returns what was done, or None.
 
     Called with the lock held, so every temp file and unreferenced object in the
@@ -255,7 +317,7 @@ def recover(target: Target, store: Store, version: str | None = None) -> str | N
     if isinstance(then, str) and version and then != version:
         folder = store.set_aside_journal(journal)
         store.prune(_keep(store.applied()))
-        return f"an interrupted {op} of {target.name} {then} is set aside in {folder}: {version} is here now"
+        return JournalSetAside(op, target.name, then, version, folder)
     files = journal.get("files")
     if not isinstance(files, list) or not all(
         isinstance(e, dict) and all(isinstance(e.get(k), str) for k in ("path", "before", "after")) for e in files
@@ -265,7 +327,7 @@ def recover(target: Target, store: Store, version: str | None = None) -> str | N
         return _roll_forward(target, store, journal, files, op)
 
 
-def _roll_forward(target: Target, store: Store, journal: dict, files: list[dict], op: str) -> str:
+def _roll_forward(target: Target, store: Store, journal: dict, files: list[dict], op: str) -> Finished:
     pending: list[tuple[Path, bytes]] = []
     for entry in files:
         path = target.path(entry["path"])
@@ -290,4 +352,4 @@ def _roll_forward(target: Target, store: Store, journal: dict, files: list[dict]
     except (KeyError, TypeError):
         raise BadInput(str(store.journal_file), "corrupt patchkit journal (the state to record)") from None
     _finish(target, store, [e["path"] for e in files], applied)
-    return f"finished an interrupted {op} ({len(files)} files)"
+    return Finished(op, len(files))

@@ -1,5 +1,6 @@
-"""One envelope for every --json document: ``command``, ``ok`` and the ``exit_code`` the process
-exits with, whatever the command (and on a failure, the error document)."""
+"""One envelope for every --json document: ``schema``, ``command``, ``ok`` and the ``exit_code`` the
+process exits with, whatever the command (and on a failure, the error document); apply, verify,
+revert and status hold their targets in a ``targets`` list, one target too."""
 
 from __future__ import annotations
 
@@ -40,22 +41,45 @@ def _commands(venv: Path, repo: Path, tmp: Path) -> list[tuple[str, ...]]:
     return commands
 
 
-def test_every_json_document_has_command_ok_and_the_exit_code(venv: Path, tmp_path: Path) -> None:
+TARGETED = ("status", "verify", "apply", "revert")
+
+
+def test_every_json_document_has_schema_command_ok_and_the_exit_code(venv: Path, tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     env = standin(tmp_path, "rtxpro6000-8pcie")
     seen = set()
     for args in _commands(venv, repo, tmp_path):
         done = invoke(*args, "--json", env=env)
         doc = json.loads(done.stdout)
-        assert list(doc)[0] == "command" and doc["command"] == args[0], args
+        assert list(doc)[:4] == ["schema", "command", "ok", "exit_code"], args
+        assert (doc["schema"], doc["command"]) == (2, args[0]), args
         assert (doc["ok"], doc["exit_code"]) == (done.returncode == 0, done.returncode), args
+        if args[0] in TARGETED:
+            assert isinstance(doc["targets"], list) and doc["targets"], args
         seen.add(done.returncode)
     assert {0, 1} <= seen  # documents of success and of problems alike (verify before apply exits 1)
+
+
+def test_one_target_is_a_list_and_the_envelope_keeps_what_each_target_says(tmp_path: Path) -> None:
+    """A checkout is one target: ``targets`` holds it all the same.  verify's verdict on a target is its
+    ``in_effect``, never overwritten by the envelope's ``ok`` (the process's)."""
+    repo = make_repo(tmp_path / "repo")
+    for command in TARGETED:
+        done = invoke(command, str(repo), "--json")
+        doc = json.loads(done.stdout)
+        assert [t["path"] for t in doc["targets"]] == [str(repo)], command
+        assert "ok" not in doc["targets"][0] and "command" not in doc["targets"][0], command
+    verified = json.loads(invoke("verify", str(repo), "--json").stdout)  # reverted above: not in effect
+    assert (verified["ok"], verified["exit_code"], verified["targets"][0]["in_effect"]) == (False, 1, False)
+    assert invoke("apply", str(repo)).returncode == 0
+    verified = json.loads(invoke("verify", str(repo), "--json").stdout)
+    assert (verified["ok"], verified["exit_code"], verified["targets"][0]["in_effect"]) == (True, 0, True)
 
 
 def test_a_failure_is_the_same_envelope(tmp_path: Path) -> None:
     done = invoke("verify", str(tmp_path / "nowhere"), "--json")
     assert done.returncode == 2
     doc = json.loads(done.stdout)
-    assert doc == {"command": "verify", "ok": False, "exit_code": 2, "error": f"{tmp_path / 'nowhere'}: no such file or directory",
+    assert doc == {"schema": 2, "command": "verify", "ok": False, "exit_code": 2,
+                   "error": f"{tmp_path / 'nowhere'}: no such file or directory",
                    "path": str(tmp_path / "nowhere")}

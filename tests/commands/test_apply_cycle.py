@@ -381,13 +381,21 @@ def test_hostile_or_broken_patches_are_refused_before_any_write(origin, patches,
 def test_json_outputs(origin: Path, tmp_path: Path) -> None:
     repo = clone(origin, tmp_path / "co")
     doc = json.loads(invoke("apply", str(repo), "--json").stdout)
-    assert (doc["command"], doc["action"], doc["version"], doc["files"]) == ("apply", "apply", "0.5.5", [UTILS, COMM])
+    [t] = doc["targets"]  # one target: a list all the same
+    assert (doc["schema"], doc["command"], doc["ok"], doc["exit_code"]) == (2, "apply", True, 0)
+    assert (t["action"], t["version"], t["files"]) == ("apply", "0.5.5", [UTILS, COMM])
+    assert (t["kept"], t["pending"], t["set_aside"], t["jit_builds"], t["jit_error"]) == ([], False, None, [], None)
+    assert t["lock"] == {"waited_s": None, "waited_for_pid": None, "recovered": None}  # taken, to write
+    assert [(c["path"], c["added"], c["removed"]) for c in t["changes"]] == [(UTILS, 4, 0), (COMM, 1, 0)]  # "(+4 lines)", "(+1 line)"
     doc = json.loads(invoke("verify", str(repo), "--json").stdout)
-    assert (doc["ok"], doc["problems"], doc["to_cc"]) == (True, [], 12)
+    [t] = doc["targets"]
+    assert (doc["ok"], t["in_effect"], t["problems"], t["to_cc"]) == (True, True, [], 12)
     doc = json.loads(invoke("status", str(repo), "--json").stdout)
-    assert doc["applied"]["to_cc"] == 12 and [f["state"] for f in doc["files"]] == ["patched", "patched"]
+    [t] = doc["targets"]
+    assert t["applied"]["to_cc"] == 12 and [f["state"] for f in t["files"]] == ["patched", "patched"]
     doc = json.loads(invoke("revert", str(repo), "--json").stdout)
-    assert (doc["action"], doc["files"]) == ("revert", [UTILS, COMM])
+    [t] = doc["targets"]
+    assert (doc["command"], t["action"], t["files"]) == ("revert", "revert", [UTILS, COMM])
 
 
 def test_status_lines(origin: Path, tmp_path: Path) -> None:

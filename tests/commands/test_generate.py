@@ -188,10 +188,11 @@ def test_bad_input(repo: Path, tmp_path: Path, args: list[str], code: int, messa
 
 
 def test_bad_cc_is_a_usage_error(repo: Path, tmp_path: Path) -> None:
-    done = _generate(repo, tmp_path / "o", "--to-cc", "sm120")
+    # sm120 is a cc now (12.0, as nvcc and SGLang's flags name it): a value that is none, in the one line of every command
+    done = _generate(repo, tmp_path / "o", "--to-cc", "sm12x")
     assert done.returncode == 2
-    assert b"'sm120' is not a compute capability such as 12 or 12.0" in done.stderr
-    assert b"Traceback" not in done.stderr
+    assert done.stderr.startswith(b"patchkit: --to-cc 'sm12x' is not the compute capability of an NVIDIA GPU: ")
+    assert b"Traceback" not in done.stderr and len(done.stderr.splitlines()) == 1
 
 
 def test_repo_from_environment_and_work_tree_untouched(repo: Path, tmp_path: Path) -> None:

@@ -120,7 +120,7 @@ def test_upgrade_downgrade_uninstall_install(sglang_venv: Path, tmp_path: Path) 
     assert (forced.returncode, forced.stdout, forced.stderr.decode()) == (3, b"", f"patchkit: {refusal}\n")
     forced = env.pk("revert", "--force", "--json")  # the same refusal as an error document
     assert forced.returncode == 3
-    assert json.loads(forced.stdout) == {"command": "revert", "ok": False, "exit_code": 3, "error": refusal,
+    assert json.loads(forced.stdout) == {"schema": 2, "command": "revert", "ok": False, "exit_code": 3, "error": refusal,
                                          "path": f"{env.site}/.patchkit-sglang/state.json"}
     assert env.files() == new
     assert (env.site / ".patchkit-sglang/state.json").read_bytes() == state  # refused: nothing moved either
@@ -206,7 +206,9 @@ def test_servers_started_before_the_change_are_named(sglang_venv: Path, tmp_path
         line = f"  pid {old.pid}: {env.python} -m sglang.launch_server --port 30000"
         assert line in out, out
         header = out[out.index(line) - 1]  # other servers on this machine may be listed too
-        assert header.startswith(("  pid ", "1 running process started before the change")), out
+        assert header.startswith(("    because ", "    patchkit cannot tell ", "1 running process started before the change")), out
+        because = f"    because it runs {env.python}, a Python of the environment the package is installed in"
+        assert out[out.index(line) + 1] == because
         assert any(h.endswith("may still run the old code; restart it to load the change:")
                    or h.endswith("may still run the old code; restart them to load the change:") for h in out)
         with running(server, standin) as new:
@@ -214,8 +216,10 @@ def test_servers_started_before_the_change_are_named(sglang_venv: Path, tmp_path
                 out = lines(env.pk(command))
                 assert f"  pid {old.pid}: {env.python} -m sglang.launch_server --port 30000" in out, (command, out)
                 assert not any(line.startswith(f"  pid {new.pid}:") for line in out), (command, out)
-            doc = json.loads(env.pk("status", "--json").stdout)
+            [doc] = json.loads(env.pk("status", "--json").stdout)["targets"]
             assert old.pid in [p["pid"] for p in doc["restart"]] and new.pid not in [p["pid"] for p in doc["restart"]]
+            (entry,) = [p for p in doc["restart"] if p["pid"] == old.pid]
+            assert (entry["reason"], entry["evidence"], entry["why"]) == ("interpreter", str(env.python), because.strip())
             after_start(new.pid)
             out = lines(env.pk("revert"))
             assert f"  pid {old.pid}: {env.python} -m sglang.launch_server --port 30000" in out

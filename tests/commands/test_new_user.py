@@ -79,6 +79,28 @@ def test_a_named_fix_adds_to_those_applied(venv) -> None:
     assert (site / COMMUNICATOR).read_bytes() == patched
 
 
+GATE_LEFT = ("allreduce-fusion incomplete on SGLang 0.5.9: the feature's path still refuses the GPU at "
+             "sglang/srt/layers/communicator.py:97: (_is_sm90_supported or _is_sm100_supported or _is_sm120_supported); "
+             "nothing written")
+
+
+def test_a_kept_fix_refused_for_another_cc_says_it_was_applied_before(venv) -> None:
+    """A kept fix that cannot apply with a new cc pair is refused as any fix is, the line saying it
+    was applied before (the refusal names the fix it is about; a fix asked for on the command line,
+    not kept, gets no such words)."""
+    python, site = venv
+    _lines(invoke("apply", "--python", python, "--all-fixes"))
+    patched = {f: (site / f).read_bytes() for f in (COMMUNICATOR, *TABLES, *FLASHINFER)}
+    done = invoke("apply", "--python", python, "--from-cc", "10", "--to-cc", "11")
+    kept = (f"patchkit: {GATE_LEFT} (allreduce-fusion: applied before, it stays until `patchkit revert`; revert, then "
+            "apply the fixes you want)\n")
+    assert (done.returncode, done.stdout, done.stderr.decode()) == (3, b"", kept)
+    assert {f: (site / f).read_bytes() for f in patched} == patched
+    _lines(invoke("revert", "--python", python))
+    done = invoke("apply", "--python", python, "--project", "sglang", "--all-fixes", "--from-cc", "10", "--to-cc", "11")
+    assert (done.returncode, done.stdout, done.stderr.decode()) == (3, b"", f"patchkit: {GATE_LEFT}\n")
+
+
 def _numstat(a: bytes, b: bytes, tmp: Path) -> tuple[int, int]:
     (tmp / "a").write_bytes(a)
     (tmp / "b").write_bytes(b)

@@ -141,21 +141,28 @@ def test_to_cc_wins_over_the_gpus_nvidia_smi_shows(tmp_path: Path, sglang_venv: 
     assert lines(done)[-1] == "nothing GPUs of cc 9.0 need is missing"
 
 
+# One message for every value that is no cc of an NVIDIA GPU, in every command (it was two: "not a compute
+# capability NVIDIA has (1.0 to 15.x)" and "not a compute capability such as 12, 12.0 or 12.1, nor auto").
+NOT_NVIDIA = ("is not the compute capability of an NVIDIA GPU: NVIDIA's are 3.0 3.2 3.5 3.7 5.0 5.2 5.3 6.0 6.1 6.2 7.0 7.2 "
+              "7.5 8.0 8.6 8.7 8.8 8.9 9.0 10.0 10.1 10.3 11.0 12.0 12.1, written like 12.1, 12 (for 12.0) or sm_121a")
+
+
 @pytest.mark.parametrize("value, why", [
-    ("99", "--to-cc '99' is not a compute capability NVIDIA has (1.0 to 15.x)"),
-    ("9999.0", "--to-cc '9999.0' is not a compute capability NVIDIA has (1.0 to 15.x)"),
-    ("0", "--to-cc '0' is not a compute capability NVIDIA has (1.0 to 15.x)"),
-    ("12.10", "--to-cc '12.10' is not a compute capability NVIDIA has (1.0 to 15.x)"),
-    ("abc", "--to-cc 'abc' is not a compute capability such as 12, 12.0 or 12.1, nor auto"),
-    ("", "--to-cc '' is not a compute capability such as 12, 12.0 or 12.1, nor auto"),
-    ("sm120", "--to-cc 'sm120' is not a compute capability such as 12, 12.0 or 12.1, nor auto"),
+    ("99", f"--to-cc '99' {NOT_NVIDIA}"),
+    ("9999.0", f"--to-cc '9999.0' {NOT_NVIDIA}"),
+    ("0", f"--to-cc '0' {NOT_NVIDIA}"),
+    ("12.10", f"--to-cc '12.10' {NOT_NVIDIA}"),
+    ("abc", f"--to-cc 'abc' {NOT_NVIDIA}"),
+    ("", f"--to-cc '' {NOT_NVIDIA}"),
+    ("sm12x", f"--to-cc 'sm12x' {NOT_NVIDIA}"),  # sm120 is a cc now, as nvcc and SGLang's flags name it
+    ("12.5", f"--to-cc '12.5' {NOT_NVIDIA}"),  # was judged for, as a GPU of cc 12.5
 ])
 def test_a_bad_to_cc_is_one_line(tmp_path: Path, sglang_venv: Path, value: str, why: str) -> None:
     python = str(sglang_venv / "bin" / "python")
     done = invoke("doctor", "--python", python, "--to-cc", value, env=no_nvidia_smi(tmp_path))
     assert (done.returncode, done.stdout, done.stderr.decode()) == (2, b"", f"patchkit: {why}\n")
     doc = json.loads(invoke("doctor", "--python", python, "--to-cc", value, "--json", env=no_nvidia_smi(tmp_path)).stdout)
-    assert doc == {"command": "doctor", "ok": False, "exit_code": 2, "error": why, "path": None}
+    assert doc == {"schema": 2, "command": "doctor", "ok": False, "exit_code": 2, "error": why, "path": None}
 
 
 def test_a_bad_time_limit_is_bad_input_even_with_to_cc(tmp_path: Path, sglang_venv: Path) -> None:

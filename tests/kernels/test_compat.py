@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from oracle import FIXTURES
 
-from patchkit.kernels.compat import JIT, NONE, SASS, fit, near_misses, parse_cc, worst
+from patchkit.kernels.compat import JIT, NONE, SASS, fit, near_misses, worst
 from patchkit.kernels.fatbin import read_binary
 
 # (fixture, cc) -> (what the GPU gets, the architectures that serve it)
@@ -58,14 +58,3 @@ def test_words_and_the_worst_verdict() -> None:
     ptx = read_binary(str(FIXTURES / "ptx-only-80.so")).entries
     assert fit(ptx, (12, 0)).words() == "runs on 12.0 after a JIT (compute_80: the driver compiles it at the first start)"
     assert worst([fit(ptx, (12, 0)), fit(entries, (12, 0))]) == JIT
-
-
-@pytest.mark.parametrize("text, cc", [("12.0", (12, 0)), ("12", (12, 0)), ("12.1", (12, 1)), ("9.0", (9, 0))])
-def test_parse_cc(text: str, cc: tuple[int, int]) -> None:
-    assert parse_cc(text) == cc
-
-
-@pytest.mark.parametrize("text", ["", "12.", "twelve", "12.10", "0", "12.0a", "-1"])
-def test_parse_cc_refuses(text: str) -> None:
-    with pytest.raises(ValueError, match="is not a compute capability such as 12.0, 12.1 or 9.0"):
-        parse_cc(text)

@@ -148,6 +148,9 @@ def test_files_restored_by_git_are_not_an_edit(origin: Path, tmp_path: Path) -> 
     assert invoke("apply", str(repo)).returncode == 0
     git(repo, "checkout", "-q", "--", ".")
     assert invoke("verify", str(repo)).returncode == 1
+    [planned] = json.loads(invoke("apply", str(repo), "--dry-run", "--json").stdout)["targets"]
+    reason = "SGLang 0.5.5 was patched; its files were restored since (they are the originals again)"
+    assert (planned["set_aside"], planned["lock"]) == ({"reason": reason, "folder": None}, None)  # a real run would
     done = invoke("apply", str(repo))
     assert done.returncode == 0, done.stderr
     assert out(done)[1].startswith("SGLang 0.5.5 was patched; its files were restored since (they are the originals again): the old state is set aside in ")
@@ -200,3 +203,22 @@ def test_an_interrupted_apply_of_another_release_is_set_aside_not_finished(origi
     (journal,) = (repo / ".git/patchkit/aside").glob("*/journal.json")
     for entry in json.loads(journal.read_bytes())["files"]:
         assert (journal.parent / "objects" / entry["before"]).is_file()
+
+
+def test_what_the_lock_found_is_in_the_json(origin: Path, tmp_path: Path) -> None:
+    """The lines a run says of its lock are values in --json: an interrupted apply finished, one of
+    another release set aside (with its folder), a state of another release set aside."""
+    repo = clone(origin, tmp_path / "co", "v0.5.3")
+    assert run_cli("apply", str(repo), env={"PATCHKIT_FAULT": "file:1"}).returncode == -9
+    [t] = json.loads(invoke("apply", str(repo), "--json").stdout)["targets"]
+    assert (t["pending"], t["action"], t["set_aside"]) == (True, "already applied", None)
+    assert t["lock"] == {"waited_s": None, "waited_for_pid": None, "recovered": {"op": "apply", "finished": True, "files": 2}}
+
+    assert run_cli("revert", str(repo), env={"PATCHKIT_FAULT": "file:1"}).returncode == -9
+    git(repo, "checkout", "-q", "-f", "v0.5.16")
+    [t] = json.loads(invoke("revert", str(repo), "--json").stdout)["targets"]
+    (journal,) = (repo / ".git/patchkit/aside").glob("*/journal.json")
+    assert t["lock"]["recovered"] == {"op": "revert", "finished": False, "release": "0.5.3", "set_aside": str(journal.parent)}
+    (state,) = (repo / ".git/patchkit/aside").glob("*/state.json")
+    assert t["set_aside"] == {"reason": "SGLang 0.5.3 was patched; 0.5.16 is checked out now", "folder": str(state.parent)}
+    assert (t["action"], t["files"], t["pending"]) == ("nothing to revert", [], True)

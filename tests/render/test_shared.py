@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from patchkit.cli.boundary import envelope
 from patchkit.commands.apply import ApplyResult
 from patchkit.commands.scan import TreeScan
 from patchkit.commands.verify import VerifyResult
@@ -20,11 +21,13 @@ from patchkit.gpus import parse
 from patchkit.gpus.smi import Machine
 from patchkit.plan import APPLY, Plan
 from patchkit.plan.verify import VerifyPlan
-from patchkit.render import document, text
+from patchkit.render import document, target_document, text
 from patchkit.report import Auto, AutoTarget, Each, Where
 from patchkit.scan.classify import UNAWARE
 from patchkit.scan.finding import EQUALITY, Finding
 from patchkit.targets.environment import WHEEL, Environment, Install
+from patchkit.targets.jit_builds import JitCheck
+from patchkit.targets.transaction import LockTaken
 
 DATA = Path(__file__).resolve().parent.parent / "gpus" / "data" / "rtxpro6000-8pcie"
 SITE = Path("/v/lib/python3.11/site-packages")
@@ -40,13 +43,15 @@ def where(project: str, label: str, version: str) -> Where:
 
 def verified(project: str, label: str, version: str, problems: tuple[str, ...] = ()) -> VerifyResult:
     """verify of an installed ``project``: nothing checked (no capability tables), or ``problems``."""
-    return VerifyResult(where(project, label, version), label, 10, 12, VerifyPlan((), (), problems, (), (), ()))
+    return VerifyResult(where=where(project, label, version), label=label, from_cc=10, to_cc=12,
+                        plan=VerifyPlan((), (), problems, (), (), ()))
 
 
 def applied(project: str, label: str, version: str) -> ApplyResult:
     """apply of ``PATCH`` that changed no file and dropped no bytecode."""
-    return ApplyResult(where(project, label, version), project, label, ("torch-symm-mem",), (), False, True, False, (), None,
-                       None, Plan(APPLY, PATCH), (), (), (), (), (), (), str)
+    return ApplyResult(where=where(project, label, version), project=project, label=label, fixes=("torch-symm-mem",), kept=(),
+                       dry_run=False, pending=False, lock=LockTaken(), set_aside=None, plan=Plan(APPLY, PATCH), stale=(),
+                       dropped=(), effects=(), jit=JitCheck(), restart=(), local=str)
 
 
 def install(project: str) -> Install:
@@ -64,12 +69,16 @@ def test_each_says_what_the_environment_holds_then_each_target() -> None:
         f"{SITE}/flashinfer: FlashInfer 0.6.4 (installed)", LACKS, "verify: 1 problem",
     ]
     doc = document(each)
-    assert doc == {"command": "verify", "targets": [document(sglang), document(flashinfer)], "not_installed": ["vllm"]}
-    assert [(t["path"], t["version"], t["ok"], t["problems"]) for t in doc["targets"]] == [
+    assert doc == {"python": "/v/bin/python", "installed": [{"project": "sglang", "how": WHEEL}, {"project": "flashinfer", "how": WHEEL}],
+                   "not_installed": ["vllm"], "targets": [target_document(sglang), target_document(flashinfer)]}
+    assert [(t["path"], t["version"], t["in_effect"], t["problems"]) for t in doc["targets"]] == [
         (str(SITE), "0.5.9", True, []), (str(SITE), "0.6.4", False, [LACKS])]
     assert each.exit_code == PROBLEMS
     alone = Each("verify", (sglang,), env._replace(installs=[install("sglang")]))
-    assert document(alone) == dict(document(sglang), not_installed=["vllm"])
+    assert document(alone) == {"python": "/v/bin/python", "installed": [{"project": "sglang", "how": WHEEL}],
+                               "not_installed": ["vllm"], "targets": [target_document(sglang)]}
+    assert document(sglang) == {"targets": [target_document(sglang)]}  # one target: a list too
+    assert envelope("verify", each) == {"schema": 2, "command": "verify", "ok": False, "exit_code": PROBLEMS, **doc}
 
 
 def test_each_member_renders_its_places_piped_as_path_line_text() -> None:
@@ -100,12 +109,13 @@ def test_auto_says_the_machine_then_idle_targets_then_runs_with_the_fixes_left_o
         f"applied {PATCH}",
         "dropped 0 cached bytecode files",
     ]
-    doc = document(auto)
-    assert (doc["command"], doc["to_cc"], doc["nothing_to_do"], doc["targets"]) == ("apply", "auto", [str(SITE)], [document(run)])
-    assert (doc["targets"][0]["command"], doc["targets"][0]["fixes"]) == ("apply", ["torch-symm-mem"])
+    doc = envelope("apply", auto)
+    assert (doc["command"], doc["to_cc"], doc["nothing_to_do"], doc["targets"]) == ("apply", "auto", [str(SITE)],
+                                                                                    [target_document(run)])
+    assert doc["targets"][0]["fixes"] == ["torch-symm-mem"] and "command" not in doc["targets"][0]
     assert doc["not_needed"] == [{"path": str(SITE), "project": "sglang", "fix": "allreduce-fusion",
                                   "why": "no multicast between PCIe GPUs"}]
-    assert document(auto._replace(command="verify"))["ok"] is True
+    assert envelope("verify", auto._replace(command="verify"))["ok"] is True
 
 
 def test_an_idle_target_names_the_keys_no_fix_is_for_apart_from_those_the_release_holds() -> None:

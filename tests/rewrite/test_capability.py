@@ -1,38 +1,32 @@
-"""The capability value model: one cc parser for the command line and scan, and how
-capabilities and capability literals compare."""
+"""The capability literal model: how a cc (``patchkit.cc.CC``), or one as a project keys it,
+compares with the capability literals of source code."""
 
 from __future__ import annotations
 
 import pytest
 
-from patchkit.rewrite.capability import Cap, cap, literal, pair, parse_cc, same, sides, table_keys
-
-
-@pytest.mark.parametrize(
-    "text, cc",
-    [("10", 10), (" 12 ", 12), ("10.0", "10.0"), ("12.1", "12.1"), (" 12.0\n", "12.0"), ("10.", "10.")],
-)
-def test_parse_cc(text: str, cc) -> None:
-    assert parse_cc(text) == cc and type(parse_cc(text)) is type(cc)
-
-
-@pytest.mark.parametrize("text", ["sm120", "", ".5", "1.2.3", "12a", "-1", "\u0661\u0662"])
-def test_parse_cc_refuses(text: str) -> None:
-    with pytest.raises(ValueError, match="is not a compute capability such as 12 or 12.0"):
-        parse_cc(text)
+from patchkit.cc import CC
+from patchkit.rewrite.capability import Cap, cap, given, literal, pair, same, sides, table_keys
 
 
 def test_cap() -> None:
-    assert cap(12) == Cap(12, 0, False)
-    assert cap("12") == Cap(12, 0, False)
-    assert cap("12.1") == Cap(12, 1, True)
-    for bad in (True, 12.0, None, "sm120"):
+    """A cc given (CC) or written as a project keys it (12, "12.1"): a major alone compares "X.Y" by major."""
+    assert cap(CC.parse("12")) == cap(12) == cap("12") == Cap(12, 0, False)
+    assert cap(CC.parse("12.1")) == cap("12.1") == Cap(12, 1, True)
+    assert cap(CC.parse("sm_121a")) == Cap(12, 1, True)
+    for bad in (True, 12.0, None, "sm120", "12.", "12a", ""):
         with pytest.raises(ValueError):
             cap(bad)
 
 
+@pytest.mark.parametrize("text, key", [("12", 12), (" 10 ", 10), ("12.0", "12.0"), ("12.1", "12.1"), ("sm_120a", "12.0"), ("sm121", "12.1")])
+def test_given_is_how_scan_compares_it(text: str, key) -> None:
+    """scan compares --cc 12 by major, --cc 12.0 (or sm_120a) by (major, minor): its literal, as before."""
+    assert given(CC.parse(text)) == key and type(given(CC.parse(text))) is type(key)
+
+
 def test_same_capability() -> None:
-    assert same(10, "10.0") and same("10", 10) and same("12.0", "12.0")
+    assert same(10, "10.0") and same("10", 10) and same("12.0", "12.0") and same(CC.parse("sm_100a"), 10)
     assert not same(12, "12.1") and not same(10, 12)
     assert pair(10, "12.0") == (Cap(10, 0, True), Cap(12, 0, True))  # "X.Y" literals compare alike for both
 

@@ -16,9 +16,12 @@ TICK_NS = 10**9 // TICKS_PER_S
 
 
 @contextmanager
-def running(argv, standin: Path, env: dict | None = None, **popen):
-    """Start argv with the stand-ins importable; yield it once it printed "ready"; kill it."""
+def running(argv, standin: Path | None, env: dict | None = None, **popen):
+    """Start argv with the stand-ins importable (``standin`` its PYTHONPATH; None: no PYTHONPATH,
+    as where the current folder holds them, ``cwd=``); yield it once it printed "ready"; kill it."""
     env = {**os.environ, **(env or {}), "PYTHONPATH": str(standin)}
+    if standin is None:
+        del env["PYTHONPATH"]
     with subprocess.Popen(
         [str(a) for a in argv],
         stdin=subprocess.PIPE,

@@ -95,6 +95,10 @@ def test_the_image_layout_through_apply_verify_revert(origin: Path, backend: Pat
     assert lines[1] == first
     assert f"{TABLES[0]}: TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES has no key 12 (the patch is not applied)" in lines
 
+    # What names the checkout: setuptools' finder (the .pth installs it; uv builds with setuptools too),
+    # or, in pip's compat mode, the .pth's line naming python/.
+    held = f"{checkout}/python" if installer == "pip-compat" else f"{checkout}/python/sglang"
+    editable = f"{held} ({site}/__editable__.sglang-0.5.9.pth)"
     standin = tmp_path / "standin"  # a server that only waits: PYTHONPATH comes before the editable install
     (standin / "sglang").mkdir(parents=True)
     (standin / "sglang/__init__.py").write_text("")
@@ -108,7 +112,8 @@ def test_the_image_layout_through_apply_verify_revert(origin: Path, backend: Pat
         assert [line.rsplit(" (", 1)[0] if "flashinfer/" in line else line for line in lines if line.startswith("  patched")] == [
             f"  patched {TABLES[0]} (+6 lines)", f"  patched {TABLES[1]} (+1 line)", f"  patched {GATE} (+3 -1 lines)",
         ] + [f"  patched {path}" for path in PR_3903_INSTALLED]
-        assert f"  pid {server.pid}: {bin_dir}/python3 -m sglang.launch_server --port 30000" in lines
+        pid = f"  pid {server.pid}: {bin_dir}/python3 -m sglang.launch_server --port 30000"
+        assert lines[lines.index(pid) + 1] == f"    because its interpreter's site-packages hold the editable install of {editable}"
         assert f"{site}/flashinfer: FlashInfer 0.6.4 (installed), from flashinfer_python-0.6.4.dist-info/METADATA" in lines
     for rel in TABLES:
         for table in tables((checkout / rel).read_bytes(), SGLANG.tables, rel).values():

@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 
 from patchkit.errors import BadInput, Refused
+from patchkit.render.apply import lock_lines
 from patchkit.targets import transaction
 from patchkit.targets.locate import DIRECTORY, Target, open_target
 from patchkit.targets.state import Store
-from patchkit.targets.transaction import Lock, commit, exclusive, recover
+from patchkit.targets.transaction import Finished, JournalSetAside, Lock, LockTaken, commit, exclusive, recover
 from patchkit.types import Applied, AppliedFile, Change
 from support.repos import DC
 
@@ -104,7 +105,8 @@ def test_stopped_at_each_point_then_recovered(target: Target, monkeypatch: pytes
         assert said is None and on_disk(target) == BEFORE and store.applied() is None
         assert not store.objects.exists() or list(store.objects.iterdir()) == []
     else:  # rolled forward
-        assert said == "finished an interrupted apply (2 files)"
+        assert said == Finished("apply", 2)
+        assert lock_lines(LockTaken(recovered=said)) == ["finished an interrupted apply (2 files)"]
         assert on_disk(target) == AFTER and store.applied() == APPLIED and pycs(target) == []
         assert sorted(p.name for p in store.objects.iterdir()) == sorted(sha(BEFORE[p]) for p in (A, B))
     assert store.journal() is None
@@ -152,7 +154,8 @@ def test_an_interrupted_transaction_of_another_release_is_set_aside(target: Targ
     journal = store.journal_file.read_bytes()
     said = recover(target, store, "0.5.9")  # upgraded since the kill
     (folder,) = store.aside.iterdir()
-    assert said == f"an interrupted apply of SGLang 0.5.5 is set aside in {folder}: 0.5.9 is here now"
+    assert said == JournalSetAside("apply", "SGLang", "0.5.5", "0.5.9", folder)
+    assert lock_lines(LockTaken(recovered=said)) == [f"an interrupted apply of SGLang 0.5.5 is set aside in {folder}: 0.5.9 is here now"]
     assert (folder / "journal.json").read_bytes() == journal
     assert sorted(p.name for p in (folder / "objects").iterdir()) == sorted({sha(d) for d in (*BEFORE.values(), *AFTER.values())})
     assert on_disk(target) == {A: AFTER[A], B: BEFORE[B]}  # not finished on the other release's files
@@ -196,7 +199,7 @@ def test_a_lock_file_left_by_a_killed_holder_does_not_block(target: Target) -> N
     store.ensure()
     store.lock_file.write_text("999999\n")  # its holder died: the file is there, nobody holds the flock
     with exclusive(target, store, "0.5.5") as said:
-        assert said == []
+        assert said == LockTaken(None, None) and lock_lines(said) == []
         fd = os.open(store.lock_file, os.O_RDWR)
         try:
             with pytest.raises(BlockingIOError):

@@ -112,8 +112,10 @@ check-kernels: test-deps
 	$(PYTEST) tests/kernels/check_wheel.py tests/kernels/check_installed.py
 
 # Speed and memory, side by side with their floors (see benchmarks/bench.py); prints a table.
+# BENCH_ARGS="--only commands" runs a part of it.
+BENCH_ARGS ?=
 bench: sglang-mirror flashinfer-mirror vllm-mirror
-	$(PY) benchmarks/bench.py --mirror $(MIRROR) --flashinfer-mirror $(FI_MIRROR) --vllm-mirror $(VLLM_MIRROR) --patchkit $(PK) --version $(DEMO_VERSION)
+	$(PY) benchmarks/bench.py --mirror $(MIRROR) --flashinfer-mirror $(FI_MIRROR) --vllm-mirror $(VLLM_MIRROR) --patchkit $(PK) --version $(DEMO_VERSION) $(BENCH_ARGS)
 
 # The main job on a real release: fetch SGLang $(DEMO_VERSION) from PyPI into a scratch
 # git checkout (with bytecode, as a used checkout has), then apply, verify, status, revert,

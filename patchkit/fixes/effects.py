@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from patchkit.errors import BadInput
-from patchkit.fixes.load import HERE, _get, _read, _strings
-from patchkit.versions import in_range, is_version, version_key
+from patchkit.fixes.load import HERE, NOT_FIXES, _get, _read, _strings
+from patchkit.versions import after, in_range, is_version
 
 OUTCOMES = ("crash", "warning", "off")
 MACHINE_NEEDS = ("multicast", "nvcc")
@@ -129,7 +129,7 @@ def _versions(entry: dict, path: Path, what: str, *keys: str) -> None:
     for key in keys:
         if not is_version(_get(entry, key, str, path, what)):
             raise BadInput(str(path), f"{what}: {key} {entry[key]!r} is not a release version")
-    if len(keys) == 2 and version_key(entry[keys[0]]) > version_key(entry[keys[1]]):
+    if len(keys) == 2 and after(entry[keys[0]], entry[keys[1]]):
         raise BadInput(str(path), f"{what}: since {entry['since']} is after until {entry['until']}")
 
 
@@ -182,7 +182,7 @@ def read_effects(folder: Path = HERE) -> dict[str, Effect]:
     """fix name -> its Effect, for every fix file of ``folder`` with an ``[effect]`` table."""
     found = {}
     for path in sorted(folder.glob("*.toml")):
-        if path.name != "projects.toml":
+        if path.name not in NOT_FIXES:
             effect = read_effect(path)
             if effect is not None:
                 found[effect.fix] = effect

@@ -31,6 +31,7 @@ from patchkit.fixes.load import HERE, _get, _read, _strings
 from patchkit.versions import in_range, is_version, version_key
 
 OUTCOMES = ("crash", "warning", "off")
+KEY = "{key}"  # in a failure's ``says``: the cc as the release prints it, which is how the project keys it
 MACHINE_NEEDS = ("multicast", "nvcc")
 
 
@@ -49,8 +50,12 @@ class Fails(NamedTuple):
     since: str
     until: str
     outcome: str
-    says: str
+    says: str  # "{key}": the GPU's cc as the project prints it (its key: SGLang 12, vLLM "12.1")
     where: str
+
+    def keyed(self, key) -> Fails:
+        """The failure as the release says it on a GPU the project keys ``key`` (``KEY`` filled in)."""
+        return self._replace(says=self.says.replace(KEY, str(key)))
 
     def covers(self, version: str | None) -> bool:
         return _covers(self.since, self.until, version)
@@ -95,9 +100,14 @@ class Effect(NamedTuple):
     fails: tuple[Fails, ...]
     needs: tuple[Needs, ...]
     default_on: tuple[DefaultOn, ...]
+    keys: dict = {}  # project -> the key its rules add (their ``to_cc``): what ``fails`` print where no GPU is named
+    written: tuple[Fails, ...] = ()  # ``fails`` as the data writes them, ``KEY`` unfilled
 
-    def failing(self, project: str, version: str | None) -> list[Fails]:
-        return [f for f in self.fails if f.project == project and f.covers(version)]
+    def failing(self, project: str, version: str | None, key=None) -> list[Fails]:
+        """What ``project`` ``version`` does without the fix, on a GPU it keys ``key`` (None: the
+        one the fix's rules are for)."""
+        key = self.keys.get(project) if key is None else key
+        return [f.keyed(key) for f in self.written or self.fails if f.project == project and f.covers(version)]
 
     def turned_on(self, project: str, version: str | None) -> list[DefaultOn]:
         return [d for d in self.default_on if d.project == project and d.covers(version)]
@@ -174,8 +184,13 @@ def read_effect(path: Path) -> Effect | None:
         default_on.append(DefaultOn(_get(e, "project", str, path, where), e["since"], e["until"],
                                     _strings(e, "models", path, where), _get(e, "with_project", str, path, where),
                                     e["fixed_in"]))
+    keys: dict = {}
+    for r in doc.get("rules", ()):
+        if isinstance(r, dict) and "project" in r and "to_cc" in r:
+            keys.setdefault(r["project"], r["to_cc"])
     return Effect(name, _get(effect, "changes", str, path, what), _get(effect, "upstream", str, path, what),
-                  _get(effect, "asked_with", str, path, what), tuple(fails), tuple(needs), tuple(default_on))
+                  _get(effect, "asked_with", str, path, what), tuple(f.keyed(keys.get(f.project)) for f in fails), tuple(needs),
+                  tuple(default_on), keys, tuple(fails))
 
 
 def read_effects(folder: Path = HERE) -> dict[str, Effect]:

@@ -190,12 +190,20 @@ def lacks(machine_need: str, m: Machine) -> NoMulticast | NoNvcc | None:
     return None if shutil.which("nvcc") else NoNvcc()
 
 
+def said_key(project: Project, m: Machine) -> Key:
+    """The key of the GPUs judged for, of the major the project's fixes are for, as the release
+    prints it in its messages ("12.1" on a GB10 for vLLM; SGLang's 12): the project's own when
+    they have none of that major."""
+    major = CC.of(project.to_cc).major
+    return next((k for k in spelled(project, m) if CC.of(k).major == major), project.to_cc)
+
+
 def unneeded(effect: Effect | None, project: Project, version: str | None, m: Machine) -> Unneeded | None:
     """Why the fix is not needed on this machine for ``project`` ``version``: the machine lacks
     what the fix needs to take effect, and the release's outcome without the fix is not one the
     fix still helps there (it turns the feature off cleanly by itself).  None when it is
     needed, or when the data does not know how the release fails."""
-    failing = effect.failing(project.name, version) if effect is not None else []
+    failing = effect.failing(project.name, version, said_key(project, m)) if effect is not None else []
     for need in effect.needs if failing else ():
         why = lacks(need.machine, m) if need.decides_need() else None
         if why and not any(f.outcome in need.helps_without for f in failing):
@@ -206,7 +214,7 @@ def unneeded(effect: Effect | None, project: Project, version: str | None, m: Ma
 def clean_start_only(effect: Effect | None, project: Project, version: str | None, m: Machine) -> CleanStartOnly | None:
     """On a machine that lacks what the fix needs, for a release it still helps: that the
     feature cannot speed anything up here, and what the fix does instead.  None otherwise."""
-    failing = effect.failing(project.name, version) if effect is not None else []
+    failing = effect.failing(project.name, version, said_key(project, m)) if effect is not None else []
     for need in effect.needs if failing else ():
         why = lacks(need.machine, m) if need.decides_need() else None
         crashes = [f.says for f in failing if f.outcome == "crash" and f.outcome in need.helps_without]

@@ -343,8 +343,9 @@ def test_a_gb10_on_vllm_0330_gets_key_12_1_when_asked(tmp_path: Path, prebuilt) 
     lines = out(done)
     assert lines[1] == "  GPU0  NVIDIA GB10  cc 12.1 (SM121)  0000000F:01:00.0"
     assert any(l.startswith("  torch-symm-mem (on by default): not needed here, not applied: CUSTOM_ALL_REDUCE_MAX_SIZES lacks '12.1'") for l in lines)
+    # vLLM prints the GPU's capability.as_version_str(): 12.1 here (it read 12.0 before the GB10 was a target of its own).
     why = ("one GPU, no peer to share multicast memory with, and without it vLLM 0.33.0 warns \"SymmMemCommunicator: Device "
-           "capability 12.0 not supported, communicator is not available.\"; with the key the communicator would go on to "
+           "capability 12.1 not supported, communicator is not available.\"; with the key the communicator would go on to "
            "torch_symm_mem.rendezvous, which maps every peer's memory (P2P between the GPUs), and then turn itself off anyway: "
            "a way to fail, and no speed")
     assert f"    not needed because {why}" in lines and lines[-1] == "nothing this machine needs is missing"

@@ -180,7 +180,7 @@ def _machine_lines(effect, r) -> list[str]:
     for need in effect.needs:
         if need.machine == "multicast":
             why = said(no_multicast(m))
-            if m.links is None:
+            if m.links is None and not why:
                 lines.append(f"it needs {need.says}: how the GPUs are linked is not known (none measured); "
                              f"without multicast {need.otherwise}, and {need.then}")
             elif why:

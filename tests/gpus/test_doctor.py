@@ -389,3 +389,18 @@ def test_generate_to_cc_auto_leaves_out_what_is_not_needed_here(tmp_path: Path, 
                   "--fix", "torch-symm-mem", env=env)
     assert done.returncode == 0, done.stderr.decode()
     assert out(done)[1] == f"v0.5.23  patched -> {tmp_path}/named/0.5.23/series: torch-symm-mem 2 tables in 2 files"
+
+
+@pytest.mark.parametrize(("cc", "products"), [("12.0", "RTX PRO 6000 and RTX 50 have no NVLink"), ("12.1", "GB10 is one GPU")])
+def test_an_sm12x_cc_given_is_known_to_lack_multicast(tmp_path: Path, venvs, cc: str, products: str) -> None:
+    """No SM12x product has multicast (gpus/products.py): --to-cc 12.x without GPUs judges SGLang
+    0.5.23's torch-symm-mem not needed, as on the machines themselves (it said "needed" before)."""
+    _, python = env_of(tmp_path, venvs, "0.5.23", None)
+    done = invoke("doctor", "--python", python, "--to-cc", cc, env=no_nvidia_smi(tmp_path))
+    assert done.returncode == 0, done.stdout.decode()
+    lines = out(done)
+    assert lines[4] == (f"  torch-symm-mem (on by default): not needed for cc {cc}, not applied: "
+                        "TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES lacks 12; _WORLD_SIZES_MULTIMEM lacks 12")
+    assert lines[5] == "    not needed because " + NOT_NEEDED_0523.replace(
+        "no multicast between PCIe GPUs", f"no multicast on any GPU of this cc ({products})")
+    assert lines[-1] == f"nothing GPUs of cc {cc} need is missing"

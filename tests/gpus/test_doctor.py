@@ -404,3 +404,17 @@ def test_an_sm12x_cc_given_is_known_to_lack_multicast(tmp_path: Path, venvs, cc:
     assert lines[5] == "    not needed because " + NOT_NEEDED_0523.replace(
         "no multicast between PCIe GPUs", f"no multicast on any GPU of this cc ({products})")
     assert lines[-1] == f"nothing GPUs of cc {cc} need is missing"
+
+
+def test_a_gb10_is_told_of_a_jit_build_of_sm_121a_never_sm_120a(tmp_path: Path, venvs) -> None:
+    """sm_120a runs on 12.0 only: FlashInfer's JIT builds sm_121a for a GB10, with a CUDA whose ptxas
+    knows it (12.9); 12.0 keeps sm_120a and CUDA 12.8."""
+    _, python = env_of(tmp_path, venvs, "0.5.23", "0.7.0")
+    for cc, build in (("12.1", "CUDA 12.9 or later and nvcc, for FlashInfer's JIT build of sm_121a (trtllm_comm.so)"),
+                      ("12.0", "CUDA 12.8 or later and nvcc, for FlashInfer's JIT build of sm_120a (trtllm_comm.so)")):
+        done = invoke("doctor", "--python", python, "--to-cc", cc, env=no_nvidia_smi(tmp_path))
+        assert f"    it needs {build}: no nvcc on PATH; FlashInfer cannot build the comm module for SM120" in out(done)
+        assert (b"sm_120a" in done.stdout) == (cc == "12.0")
+        assert (b"sm_120a" in invoke("doctor", "--python", python, "--to-cc", cc, "--json", env=no_nvidia_smi(tmp_path)).stdout) == (cc == "12.0")
+    done = invoke("doctor", "--python", python, env=standin(tmp_path, "gb10"))
+    assert b"sm_121a" in done.stdout and b"sm_120a" not in done.stdout

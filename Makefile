@@ -9,26 +9,40 @@ VLLM_MIRROR := build/vllm-mirror
 DEMO := build/demo
 DEMO_VERSION := 0.5.9
 
-.PHONY: test test-reliability fuzz demo venv install sglang-mirror flashinfer-mirror vllm-mirror patches check-patches check-kernels bench clean
+.PHONY: test test-reliability fuzz demo venv install test-deps sglang-mirror flashinfer-mirror vllm-mirror patches check-patches check-kernels bench clean
 
-# The virtualenv with the test dependencies; rebuilt when pyproject.toml changes.  It installs
-# patchkit too, from this tree (.fresh tells the install step below that it is done already).
-# setuptools builds in build/lib and keeps what it copied there: a file deleted from patches/
-# would still ship.  Each build starts that folder afresh.
+# The virtualenv with what patchkit runs with (pyproject.toml's dependencies, nothing more);
+# rebuilt when pyproject.toml changes.  It installs patchkit too, from this tree (.fresh tells
+# the install step below that it is done already).  setuptools builds in build/lib and keeps
+# what it copied there: a file deleted from patches/ would still ship.  Each build starts that
+# folder afresh.
 $(VENV)/.deps: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	rm -rf build/lib build/bdist.*
-	$(PY) -m pip install --quiet ".[test]"
+	$(PY) -m pip install --quiet .
 	touch $@ $(VENV)/.fresh
 
 venv: $(VENV)/.deps
 
-# A real (non-editable) install, as a user gets it: shipped patches and templates included;
-# redone when a file (or a folder: a file added or deleted) of the package changed since.
+# The tests' tools (pyproject.toml's `test` extra: pytest, black, ruff, uv, build, ...) in the
+# same virtualenv, for the targets that run tests only: make install leaves them out.  The
+# extra's requirements alone, read from pyproject.toml (patchkit itself is make install's).
+export TEST_EXTRA := import sys; toml = __import__("tomllib" if sys.version_info >= (3, 11) else "tomli"); \
+	print(*toml.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["test"], sep="\n")
+$(VENV)/.test-deps: $(VENV)/.deps
+	$(PY) -c "$$TEST_EXTRA" > $(VENV)/test-requirements.txt
+	$(PY) -m pip install --quiet -r $(VENV)/test-requirements.txt
+	touch $@
+
+test-deps: install $(VENV)/.test-deps
+
+# A real (non-editable) install, as a user gets it: shipped patches and templates included, the
+# fixes' data files parsed at build time (setup.py); redone when a file (or a folder: a file added
+# or deleted) of the package, or setup.py, changed since.
 # (Absolute names: `patches` alone would be the target of that name below.)
 SOURCES := $(shell find $(CURDIR)/patchkit $(CURDIR)/patches $(CURDIR)/templates -name __pycache__ -prune -o -print)
-$(VENV)/.installed: $(VENV)/.deps $(SOURCES)
+$(VENV)/.installed: $(VENV)/.deps $(SOURCES) setup.py
 	if [ -e $(VENV)/.fresh ]; then rm $(VENV)/.fresh; else \
 		rm -rf build/lib build/bdist.* && $(PY) -m pip install --quiet --no-deps --force-reinstall . ; fi
 	touch $@
@@ -45,13 +59,13 @@ TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print(min(8, 2 * len(os.sched_g
 PYTEST := TMPDIR=$(TEST_TMPDIR) $(VENV)/bin/pytest -q -p no:cacheprovider -o tmp_path_retention_policy=failed \
 	-n $(TEST_WORKERS) --dist loadfile
 
-test: install
+test: test-deps
 	$(VENV)/bin/ruff check .
 	$(PYTEST) --durations=20
 
 # The reliability suite at full size: a few hundred SIGKILLs of apply, revert and upstream,
 # races, hostile and broken input (make test runs it with fewer kills). See docs/RELIABILITY.md.
-test-reliability: install
+test-reliability: test-deps
 	PATCHKIT_KILLS=400 $(PYTEST) tests/reliability
 
 # The patch reader under atheris (libFuzzer): any bytes give a patch or a clean error.
@@ -83,7 +97,7 @@ patches: sglang-mirror flashinfer-mirror vllm-mirror
 # tag in order (patch -p1, git apply, git am), compiles, keeps black happy, gives key 12
 # the value of key 10 ("12.0" that of "10.0" for vLLM), opens the fusion gate, and gives
 # FlashInfer upstream 0.6.17's list.
-check-patches: sglang-mirror flashinfer-mirror vllm-mirror
+check-patches: test-deps sglang-mirror flashinfer-mirror vllm-mirror
 	$(PK) generate --repo $(MIRROR) --out patches --check
 	$(PK) generate --project flashinfer --repo $(FI_MIRROR) --out patches/flashinfer --check
 	$(PK) generate --project vllm --repo $(VLLM_MIRROR) --out patches/vllm --check
@@ -93,13 +107,17 @@ check-patches: sglang-mirror flashinfer-mirror vllm-mirror
 
 # The fat binary reader and doctor/diagnose on the whole real sglang-kernel 0.4.10 wheel (1.2 GB of
 # .so files, installed by pip; fetched once and cached): every .so against cuobjdump, doctor on 8 RTX
-# PRO 6000 and on a GB10, diagnose of a missing kernel image.  make test keeps the fixtures and one .so.
-check-kernels: install
+# PRO 6000 and on a GB10, diagnose of a missing kernel image; and the CUDA wheels people install (nvidia-cufft,
+# nvidia-nccl-cu13, cupy-cuda13x, vllm 0.20.2, triton 3.5.1 and 3.6.0: check_wheels.py), each .so against
+# cuobjdump entry by entry.  make test keeps the fixtures, small copies of some of these files and one .so.
+check-kernels: test-deps
 	$(PYTEST) tests/kernels/check_wheel.py tests/kernels/check_installed.py tests/kernels/check_wheels.py
 
 # Speed and memory, side by side with their floors (see benchmarks/bench.py); prints a table.
+# BENCH_ARGS="--only commands" runs a part of it.
+BENCH_ARGS ?=
 bench: sglang-mirror flashinfer-mirror vllm-mirror
-	$(PY) benchmarks/bench.py --mirror $(MIRROR) --flashinfer-mirror $(FI_MIRROR) --vllm-mirror $(VLLM_MIRROR) --patchkit $(PK) --version $(DEMO_VERSION)
+	$(PY) benchmarks/bench.py --mirror $(MIRROR) --flashinfer-mirror $(FI_MIRROR) --vllm-mirror $(VLLM_MIRROR) --patchkit $(PK) --version $(DEMO_VERSION) $(BENCH_ARGS)
 
 # The main job on a real release: fetch SGLang $(DEMO_VERSION) from PyPI into a scratch
 # git checkout (with bytecode, as a used checkout has), then apply, verify, status, revert,

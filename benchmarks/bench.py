@@ -3,7 +3,7 @@
     python benchmarks/bench.py --mirror build/sglang-mirror [--flashinfer-mirror DIR] [--vllm-mirror DIR]
 
 1. generate over every tag of each mirror given (SGLang, FlashInfer, vLLM), against
-   - its parse limit: LibCST's parse of each distinct candidate blob once, plus one
+   - its parse limit: LibCST's parse of each distinct candidate Python blob once, plus one
      interpreter start with libcst, GitPython, jinja2 and click imported, and
    - the checkout loop: check out each tag in a clone and read the candidate files
      (the floor of any work-tree approach);
@@ -26,8 +26,10 @@
 7. the peak memory (max RSS) of each.
 
 Every figure is a median over repeated runs, all in one run of this script; the ratios
-are the headline, absolute times are this machine's.  Prints a markdown table with each
-target and whether it is met.
+are the headline, absolute times are this machine's.  A command and its floor are measured
+in the same rounds (the floor, then the commands, again and again), so that a machine that
+other work loads unevenly loads both alike.  Prints a markdown table with each target and
+whether it is met; ``--only commands,doctor`` runs those parts alone.
 """
 
 from __future__ import annotations
@@ -101,7 +103,10 @@ def verdict(ratio: float, target: float, at_most: bool = True) -> str:
 
 
 def parse_sum(mirror: Path, globs: tuple[str, ...], runs: int) -> tuple[float, int]:
-    """Median over runs of LibCST's summed parse time of every distinct candidate blob."""
+    """Median over runs of LibCST's summed parse time of every distinct candidate Python blob.
+
+    Only Python files are parsed: a backport's other files (FlashInfer's CUDA sources) are
+    patched as text, which LibCST cannot parse and generate never asks it to."""
     import libcst
 
     from patchkit.git.objects import GitSource
@@ -110,7 +115,8 @@ def parse_sum(mirror: Path, globs: tuple[str, ...], runs: int) -> tuple[float, i
     blobs: dict[str, bytes] = {}
     for tag in source.release_tags():
         for f in source.files(tag, globs):
-            blobs.setdefault(f.blob, b"")
+            if f.path.endswith(".py"):
+                blobs.setdefault(f.blob, b"")
     blobs = source.read_many(sorted(blobs))
     sums = []
     for _ in range(runs):
@@ -151,7 +157,7 @@ def bench_generate(project: str, mirror: Path, pk: str, runs: int, loop_runs: in
     return [
         f"| {label}: patchkit generate, {tags} tags | {ms(gen.median)} | {gen.mib} | {verdict(gen.median / limit, 1.5)} its parse limit; "
         f"{verdict(loop.median / gen.median, 30, at_most=False)} faster than the checkout loop |",
-        f"| {label}: parse limit ({distinct} distinct blobs + start with the libraries) | {ms(limit)} | | |",
+        f"| {label}: parse limit ({distinct} distinct Python blobs + start with the libraries) | {ms(limit)} | | |",
         f"| {label}: checkout loop | {ms(loop.median)} | {loop.mib} | |",
     ]
 
@@ -186,13 +192,17 @@ def image_layout(work: Path, sglang: str, flashinfer: str) -> str:
     return str(venv / "bin/python")
 
 
-def bench_commands(mirror: Path, pk: str, version: str, flashinfer: str, runs: int, work: Path, click: Row) -> list[str]:
+def bench_commands(mirror: Path, pk: str, version: str, flashinfer: str, runs: int, work: Path) -> list[str]:
+    """Each round runs the click floor, then the commands: on a machine that other work loads
+    unevenly, a command and its floor are measured under the same load."""
     repo = work / "sglang"
     subprocess.run(["git", "clone", "-q", "-b", f"v{version}", str(mirror), str(repo)], check=True, capture_output=True)
     python = environment(work, version, flashinfer)
     image = image_layout(work, version, flashinfer)
+    click = Row()
     rows = {k: Row() for k in ("apply", "verify", "revert", "env apply", "env verify", "env revert", "image apply", "image verify", "image revert")}
     for _ in range(runs):
+        click.add(measure([sys.executable, "-c", "import click"]))
         rows["apply"].add(measure([pk, "apply", str(repo), "--no-generate"]))
         rows["verify"].add(measure([pk, "verify", str(repo)]))
         rows["revert"].add(measure([pk, "revert", str(repo)]))
@@ -273,16 +283,19 @@ def bench_diagnose(pk: str, runs: int, work: Path, start: Row) -> list[str]:
 # -- 5. doctor ------------------------------------------------------------------------------
 
 
-def bench_doctor(pk: str, version: str, flashinfer: str, runs: int, work: Path, click: Row) -> list[str]:
+def bench_doctor(pk: str, version: str, flashinfer: str, runs: int, work: Path) -> list[str]:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "gpus"))
     from standin import QUERY_ARGS, standin  # the stand-in nvidia-smi the tests use
 
     python = environment(work / "doctor", version, flashinfer)
     env = {**os.environ, **standin(work / "doctor", "rtxpro6000-8pcie")}
     smi = str(work / "doctor" / "bin" / "nvidia-smi")
-    query = sample([smi, *QUERY_ARGS.split()], runs, env=env)
-    topo = sample([smi, "topo", "-m"], runs, env=env)
-    doctor = sample([pk, "doctor", "--python", python], runs, check=False, env=env)  # exit 1: a fix is missing
+    click, query, topo, doctor = Row(), Row(), Row(), Row()
+    for _ in range(runs):  # each round under the same load, as bench_commands
+        click.add(measure([sys.executable, "-c", "import click"]))
+        query.add(measure([smi, *QUERY_ARGS.split()], env=env))
+        topo.add(measure([smi, "topo", "-m"], env=env))
+        doctor.add(measure([pk, "doctor", "--python", python], check=False, env=env))  # exit 1: a fix is missing
     floor = click.median + query.median + topo.median
     return [
         f"| doctor --python, 8 PCIe GPUs (stand-in nvidia-smi), two projects | {ms(doctor.median)} | {doctor.mib} | "
@@ -321,6 +334,9 @@ def bench_kernels(pk: str, runs: int, work: Path) -> list[str]:
     ]
 
 
+SECTIONS = ("generate", "commands", "scan", "diagnose", "doctor", "kernels")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mirror", type=Path, required=True, help="the SGLang mirror")
@@ -334,24 +350,33 @@ def main() -> int:
     parser.add_argument("--generate-runs", type=int, default=5)
     parser.add_argument("--loop-runs", type=int, default=2)
     parser.add_argument("--kernels-runs", type=int, default=5, help="runs of kernels and of cuobjdump (seconds each)")
+    parser.add_argument("--only", default=",".join(SECTIONS), help=f"the parts to run, of {','.join(SECTIONS)} [default: all]")
     args = parser.parse_args()
+    only = set(args.only.split(","))
+    if not only <= set(SECTIONS):
+        parser.error(f"--only: {', '.join(sorted(only - set(SECTIONS)))} is none of {', '.join(SECTIONS)}")
 
     py, pk = sys.executable, args.patchkit
     work = Path(tempfile.mkdtemp(prefix="patchkit-bench-"))
     try:
         start = sample([py, "-c", "pass"], args.runs)
-        start_libs = sample([py, "-c", "import libcst, git, jinja2, click"], args.runs)
-        click = sample([py, "-c", "import click"], args.runs)
         rows = []
-        for project, mirror in (("sglang", args.mirror), ("flashinfer", args.flashinfer_mirror), ("vllm", args.vllm_mirror)):
-            if mirror is not None and mirror.is_dir():
-                rows += bench_generate(project, mirror.resolve(), pk, args.generate_runs, args.loop_runs, work, start_libs)
-        rows += bench_commands(args.mirror.resolve(), pk, args.version, args.flashinfer_version, args.runs, work, click)
-        rows += bench_scan(args.mirror.resolve(), pk, args.scan_tag, args.runs, work, start)
-        rows += bench_diagnose(pk, args.runs, work, start)
-        (work / "doctor").mkdir()
-        rows += bench_doctor(pk, args.version, args.flashinfer_version, args.runs, work, click)
-        rows += bench_kernels(pk, args.kernels_runs, work)
+        if "generate" in only:
+            start_libs = sample([py, "-c", "import libcst, git, jinja2, click"], args.runs)
+            for project, mirror in (("sglang", args.mirror), ("flashinfer", args.flashinfer_mirror), ("vllm", args.vllm_mirror)):
+                if mirror is not None and mirror.is_dir():
+                    rows += bench_generate(project, mirror.resolve(), pk, args.generate_runs, args.loop_runs, work, start_libs)
+        if "commands" in only:
+            rows += bench_commands(args.mirror.resolve(), pk, args.version, args.flashinfer_version, args.runs, work)
+        if "scan" in only:
+            rows += bench_scan(args.mirror.resolve(), pk, args.scan_tag, args.runs, work, start)
+        if "diagnose" in only:
+            rows += bench_diagnose(pk, args.runs, work, start)
+        if "doctor" in only:
+            (work / "doctor").mkdir()
+            rows += bench_doctor(pk, args.version, args.flashinfer_version, args.runs, work)
+        if "kernels" in only:
+            rows += bench_kernels(pk, args.kernels_runs, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(

@@ -5,6 +5,7 @@ Ctrl-C is handled from here on, before the command line's imports: SIGINT raises
 way out), and ``cli.boundary.last_resort`` prints ``patchkit: interrupted`` and exits 130.
 """
 
+import gc
 import signal
 
 from patchkit.errors import INTERRUPTED, SOFTWARE, Interrupted, on_sigint, unexpected
@@ -13,12 +14,19 @@ signal.signal(signal.SIGINT, on_sigint)
 
 
 def main() -> None:
+    # The command line's imports make thousands of objects that live as long as the process and
+    # no garbage: no collection runs while they are made, and none looks at them again (a tenth
+    # of the start-up's time, measured with `python -X importtime` and instruction counts).
+    gc.disable()
     try:
         from patchkit.cli import main as run
     except Interrupted:  # while the command line is imported
         _leave("interrupted", INTERRUPTED)
     except Exception as exc:  # a broken install
         _leave(unexpected(exc), SOFTWARE)
+    finally:
+        gc.freeze()
+        gc.enable()
     run()
 
 

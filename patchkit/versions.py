@@ -15,6 +15,7 @@ from functools import lru_cache
 # patches for and accepts as --version.  packaging parses every version this matches.
 _RELEASE = re.compile(r"\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?")
 _LEADING = re.compile(r"\d+(\.\d+)*")
+_PLAIN = re.compile(r"(\d+(?:\.\d+)*)(?:\.post(\d+))?")
 
 
 def tag_to_version(tag: str) -> str:
@@ -40,6 +41,29 @@ def version_key(version: str) -> tuple:
     return (release, 1, parsed, version)
 
 
+def _numbers(version: str) -> tuple | None:
+    """A final release or its post-release (``0.5.9``, ``0.5.4.post2``) as PEP 440 orders it, which
+    is what packaging compares for it: its numbers, trailing zeros dropped (``0.5`` is ``0.5.0``),
+    then its post number (-1: none, below every post-release).  None for any other version (a
+    pre- or dev-release, an epoch, a local label, another spelling): packaging orders those.  The
+    fixes' ranges are of such releases: the commands compare them without importing packaging."""
+    match = _PLAIN.fullmatch(version)
+    if match is None:
+        return None
+    numbers = [int(n) for n in match.group(1).split(".")]
+    while numbers and numbers[-1] == 0:
+        numbers.pop()
+    return tuple(numbers), -1 if match.group(2) is None else int(match.group(2))
+
+
+def after(a: str, b: str) -> bool:
+    """Whether ``a`` sorts after ``b`` (``version_key``'s order)."""
+    x, y = _numbers(tag_to_version(a)), _numbers(tag_to_version(b))
+    if x is not None and y is not None:
+        return (x, a) > (y, b)  # version_key: the same Version, then the text
+    return version_key(a) > version_key(b)
+
+
 def public(version: str) -> str:
     """The public release of a version: its local label dropped (``0.5.9+cu128`` -> ``0.5.9``),
     a tag's ``v`` too."""
@@ -57,6 +81,10 @@ def in_range(version: str | None, since: str | None, until: str | None) -> bool:
     a local version taken as its public release."""
     if version is None:
         return False
+    plain = [_numbers(public(v)) for v in (version, "0" if since is None else since, "0" if until is None else until)]
+    if None not in plain:
+        key, low, high = plain
+        return (since is None or key >= low) and (until is None or key <= high)
     key = release_key(version)
     return (since is None or key >= release_key(since)) and (until is None or key <= release_key(until))
 

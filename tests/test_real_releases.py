@@ -275,8 +275,9 @@ def test_installed_package_with_pip_bytecode(tmp_path: Path) -> None:
 
 def test_vllm_release_with_string_keys(tmp_path: Path, prebuilt) -> None:
     """A second project: a real vLLM release, tables keyed "9.0"/"10.0", patched with "12.0"."""
-    from patchkit.fixes.registry import VLLM
+    from patchkit.fixes.registry import PROJECTS
 
+    VLLM = PROJECTS["vllm"]
     repo = tmp_path / "vllm"
     shutil.copytree(prebuilt.release("vllm", "0.11.0"), repo, symlinks=True)
     out = tmp_path / "p"

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import itertools
 import random
+import subprocess
+import sys
 
 import pytest
 
-from patchkit.versions import at_least, in_range, is_release_tag, is_version, public, release_key, version_key
+from patchkit.versions import after, at_least, in_range, is_release_tag, is_version, public, release_key, version_key
 from support.repos import ROOT
 
 
@@ -109,3 +111,29 @@ def test_a_range_takes_the_same_release_written_twice_as_one() -> None:
 def test_public_drops_the_local_label_and_the_tags_v() -> None:
     assert [public(v) for v in ("0.5.9+cu128", "v0.5.4.post3+cu129.torch28", "0.5.9", "0.5.x")] == \
         ["0.5.9", "0.5.4.post3", "0.5.9", "0.5.x"]
+
+
+# Final releases and their post-releases compare without packaging (the commands' ranges are of
+# them); every other version is packaging's.  Both orders must be one.
+MIXED = ["0", "0.0", "0.5", "0.5.0", "0.5.4", "0.5.4.post2", "0.5.4.post3", "0.5.4.0.post3", "0.5.5rc0", "0.5.9",
+         "0.5.9+cu128", "v0.5.9", "0.5.9.post0", "0.5.9.post10", "0.5.9-1", "0.5.9.dev1", "0.5.10", "0.5.13.post1",
+         "0.6.0rc1", "0.6.0", "1!0.5", "10.0", "00.5", "0.5.x"]
+
+
+def test_ranges_of_plain_releases_are_packagings_ranges() -> None:
+    def packaging_in(version: str, since: str | None, until: str | None) -> bool:
+        key = release_key(version)
+        return (since is None or key >= release_key(since)) and (until is None or key <= release_key(until))
+
+    for version, since, until in itertools.product(MIXED, [*MIXED, None], [*MIXED, None]):
+        assert in_range(version, since, until) == packaging_in(version, since, until), (version, since, until)
+    for a, b in itertools.product(MIXED, MIXED):
+        assert after(a, b) == (version_key(a) > version_key(b)), (a, b)
+
+
+def test_a_range_of_plain_releases_does_not_import_packaging() -> None:
+    code = ("import sys; from patchkit.versions import after, in_range; "
+            "print(in_range('0.5.9+cu128', '0.5.4.post3', '0.5.13.post1'), after('0.5.14', '0.5.13.post1'), "
+            "'packaging' in sys.modules, in_range('0.6.0rc1', '0.5.9', None), 'packaging' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout == "True True False True True\n"

@@ -17,11 +17,13 @@ import pytest
 from test_real_releases import _black_clean, _checked_file, _patched, _series
 
 from patchkit.data import shipped
-from patchkit.fixes.registry import VLLM
+from patchkit.fixes.registry import PROJECTS
 from patchkit.rewrite.evaluate import tables
 from support.cli import invoke
 from support.mirror import VLLM_RELEASES
 from support.repos import git
+
+VLLM = PROJECTS["vllm"]
 
 pytestmark = pytest.mark.network  # vLLM's real source archives, fetched once into the cache
 

@@ -42,7 +42,7 @@ from patchkit.fixes.effects import Effect, read_effects
 from patchkit.fixes.registry import FIXES
 from patchkit.gpus.smi import Machine, given, timeout
 from patchkit.gpus.smi import machine as read_machine
-from patchkit.judge.here import FixHere, clean_start_only, fixes_here, spelled, unneeded
+from patchkit.judge.here import FixHere, clean_start_only, fixes_here, said_key, spelled, unneeded
 from patchkit.judge.reasons import CleanStartOnly, TurnedOn, Unneeded
 from patchkit.judge.speedups import speedups_here
 from patchkit.report import Where
@@ -146,7 +146,7 @@ def _judged(h: FixHere, s: Session, effect: Effect | None, pulled: dict, m: Mach
     because = pulled.get(h.fix, ()) if missing and spare is None else ()
     said = effect is not None and h.status in (Status.MISSING, Status.IN_EFFECT) and spare is None
     return FixJudged(h, fix.default, effect, need, spare, because,
-                     tuple(effect.failing(s.project.name, s.version)) if said else None,
+                     tuple(effect.failing(s.project.name, s.version, said_key(s.project, m))) if said else None,
                      clean_start_only(effect, s.project, s.version, m) if said else None)
 
 

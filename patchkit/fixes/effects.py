@@ -27,10 +27,11 @@ from pathlib import Path
 from typing import NamedTuple
 
 from patchkit.errors import BadInput
-from patchkit.fixes.load import HERE, _get, _read, _strings
-from patchkit.versions import in_range, is_version, version_key
+from patchkit.fixes.load import HERE, NOT_FIXES, _get, _read, _strings
+from patchkit.versions import after, in_range, is_version
 
 OUTCOMES = ("crash", "warning", "off")
+KEY = "{key}"  # in a failure's ``says``: the cc as the release prints it, which is how the project keys it
 MACHINE_NEEDS = ("multicast", "nvcc")
 
 
@@ -49,8 +50,12 @@ class Fails(NamedTuple):
     since: str
     until: str
     outcome: str
-    says: str
+    says: str  # "{key}": the GPU's cc as the project prints it (its key: SGLang 12, vLLM "12.1")
     where: str
+
+    def keyed(self, key) -> Fails:
+        """The failure as the release says it on a GPU the project keys ``key`` (``KEY`` filled in)."""
+        return self._replace(says=self.says.replace(KEY, str(key)))
 
     def covers(self, version: str | None) -> bool:
         return _covers(self.since, self.until, version)
@@ -66,6 +71,13 @@ class Needs(NamedTuple):
     then: str  # and what follows
     helps_without: tuple[str, ...] = ()  # the outcomes the fix still helps on a machine without it
     adds_without: str = ""  # what the fix adds, on a machine without it, to a release of another outcome
+    for_cc: dict = {}  # "12.1" -> the words ``written``'s {arch} and {cuda} take for GPUs of that cc
+    written: str = ""  # ``says`` as the data writes it ({arch}, {cuda}); ``says`` is it for the fix's own cc (12.0)
+
+    def said_for(self, cc: tuple[int, int]) -> str:
+        """``says`` for GPUs of ``cc`` (``(12, 1)``: FlashInfer's JIT build of sm_121a, not sm_120a)."""
+        words = self.for_cc.get(f"{cc[0]}.{cc[1]}")
+        return self.written.format_map(words) if words and self.written else self.says
 
     def decides_need(self) -> bool:
         """Whether lacking it makes the fix unneeded for some releases."""
@@ -95,9 +107,14 @@ class Effect(NamedTuple):
     fails: tuple[Fails, ...]
     needs: tuple[Needs, ...]
     default_on: tuple[DefaultOn, ...]
+    keys: dict = {}  # project -> the key its rules add (their ``to_cc``): what ``fails`` print where no GPU is named
+    written: tuple[Fails, ...] = ()  # ``fails`` as the data writes them, ``KEY`` unfilled
 
-    def failing(self, project: str, version: str | None) -> list[Fails]:
-        return [f for f in self.fails if f.project == project and f.covers(version)]
+    def failing(self, project: str, version: str | None, key=None) -> list[Fails]:
+        """What ``project`` ``version`` does without the fix, on a GPU it keys ``key`` (None: the
+        one the fix's rules are for)."""
+        key = self.keys.get(project) if key is None else key
+        return [f.keyed(key) for f in self.written or self.fails if f.project == project and f.covers(version)]
 
     def turned_on(self, project: str, version: str | None) -> list[DefaultOn]:
         return [d for d in self.default_on if d.project == project and d.covers(version)]
@@ -129,7 +146,7 @@ def _versions(entry: dict, path: Path, what: str, *keys: str) -> None:
     for key in keys:
         if not is_version(_get(entry, key, str, path, what)):
             raise BadInput(str(path), f"{what}: {key} {entry[key]!r} is not a release version")
-    if len(keys) == 2 and version_key(entry[keys[0]]) > version_key(entry[keys[1]]):
+    if len(keys) == 2 and after(entry[keys[0]], entry[keys[1]]):
         raise BadInput(str(path), f"{what}: since {entry['since']} is after until {entry['until']}")
 
 
@@ -165,8 +182,16 @@ def read_effect(path: Path) -> Effect | None:
             if outcome not in OUTCOMES:
                 raise BadInput(str(path), f"{where}: helps_without {outcome!r} is not one of {', '.join(OUTCOMES)}")
         adds = _get(e, "adds_without", str, path, where) if helps or "adds_without" in e else ""
-        needs.append(Needs(machine, _get(e, "says", str, path, where), _get(e, "otherwise", str, path, where),
-                           _get(e, "then", str, path, where), helps, adds))
+        written = _get(e, "says", str, path, where)
+        for_cc = _get(e, "for_cc", dict, path, where) if "for_cc" in e else {}
+        try:
+            says = written.format_map(for_cc["12.0"]) if for_cc else written
+            for words in for_cc.values():
+                written.format_map(words)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            raise BadInput(str(path), f"{where}: for_cc must give, for 12.0 and each cc, a table of the words says names") from None
+        needs.append(Needs(machine, says, _get(e, "otherwise", str, path, where), _get(e, "then", str, path, where), helps, adds,
+                           for_cc, written if for_cc else ""))
     default_on = []
     for where, e in _tables(effect, "default_on", path, what):
         _versions(e, path, where, "since", "until")
@@ -174,15 +199,20 @@ def read_effect(path: Path) -> Effect | None:
         default_on.append(DefaultOn(_get(e, "project", str, path, where), e["since"], e["until"],
                                     _strings(e, "models", path, where), _get(e, "with_project", str, path, where),
                                     e["fixed_in"]))
+    keys: dict = {}
+    for r in doc.get("rules", ()):
+        if isinstance(r, dict) and "project" in r and "to_cc" in r:
+            keys.setdefault(r["project"], r["to_cc"])
     return Effect(name, _get(effect, "changes", str, path, what), _get(effect, "upstream", str, path, what),
-                  _get(effect, "asked_with", str, path, what), tuple(fails), tuple(needs), tuple(default_on))
+                  _get(effect, "asked_with", str, path, what), tuple(f.keyed(keys.get(f.project)) for f in fails), tuple(needs),
+                  tuple(default_on), keys, tuple(fails))
 
 
 def read_effects(folder: Path = HERE) -> dict[str, Effect]:
     """fix name -> its Effect, for every fix file of ``folder`` with an ``[effect]`` table."""
     found = {}
     for path in sorted(folder.glob("*.toml")):
-        if path.name != "projects.toml":
+        if path.name not in NOT_FIXES:
             effect = read_effect(path)
             if effect is not None:
                 found[effect.fix] = effect

@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 import sys
 from dataclasses import fields
+from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
 
@@ -45,16 +46,13 @@ from patchkit.fixes.kinds import (
     Rule,
 )
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
-
 HERE = Path(__file__).resolve().parent
 EVIDENCE = ("same as upstream ", "part of upstream ", "proposed upstream ", "not upstream")
 _DIFF_MAX = 1 << 20  # a backport's diff is read whole: one upstream change, not a tree
 _DIFF_FILE = re.compile(rb"^diff --git a/(\S+) b/(\S+)$", re.M)
 _LOCATORS = ("call", "keyword", "target", "test")
+# The data files beside the fixes that are not fixes.
+NOT_FIXES = ("projects.toml", "known-failures.toml", "known-speedups.toml", "known-kernels.toml", "known-settings.toml")
 
 
 _CLASSES = {Kind.DICT_KEY: DictKeyRule, Kind.LIST_MEMBER: ListMemberRule, Kind.PREDICATE: PredicateRule,
@@ -99,10 +97,34 @@ class Fix(NamedTuple):
 
 
 def _read(path: Path) -> dict:
+    """The TOML document of ``path``.  The same text is parsed once in a process (the registry,
+    the effects, the signatures and the speedups read the same files): callers share the
+    document and never change it."""
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        return _parse(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError and TOMLDecodeError are ValueErrors
         raise BadInput(str(path), f"not a readable TOML file ({exc})") from None
+
+
+@lru_cache(maxsize=16)
+def _parse(text: str) -> dict:
+    """``text`` as tomllib parses it: as the build parsed it (``_parsed.py``, which setup.py
+    writes into the wheel, keyed by the sha256 of each data file's text) when it is the text
+    that was parsed there, else parsed now."""
+    try:
+        from patchkit.fixes._parsed import DOCS
+    except ImportError:  # a source tree or an editable install: nothing parsed at build time
+        DOCS = {}
+    from patchkit.digest import sha256
+
+    doc = DOCS.get(sha256(text.encode("utf-8")))
+    if doc is not None:
+        return doc
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    return tomllib.loads(text)
 
 
 def _get(doc: dict, key: str, kind: type | tuple, where: Path, what: str):
@@ -245,8 +267,7 @@ def read_fix(path: Path) -> Fix:
 def read_fixes(folder: Path = HERE) -> dict[str, Fix]:
     """Every ``*.toml`` in ``folder`` but projects.toml, known-failures.toml (signatures.py reads
     it), known-speedups.toml (speedups.py) and known-kernels.toml (kernels.py): the default fixes first, then by name."""
-    others = ("projects.toml", "known-failures.toml", "known-speedups.toml", "known-kernels.toml", "known-settings.toml")
-    fixes = [read_fix(p) for p in sorted(folder.glob("*.toml")) if p.name not in others]
+    fixes = [read_fix(p) for p in sorted(folder.glob("*.toml")) if p.name not in NOT_FIXES]
     return {f.name: f for f in sorted(fixes, key=lambda f: (not f.default, f.name))}
 
 

@@ -5,6 +5,9 @@ this module.
   is text of a traceback's last line (``KeyError: 12``), optionally only when the innermost
   frame's file matches one of ``raised_in`` (globs); or ``log`` is text of a log line.
   ``releases`` says where the release mirror has the code that says it, ``cause`` what happened.
+  ``{key}`` in them is the GPU's cc as the release prints it, which is how its project keys it:
+  the signature stands for each SM12x cc (``SM12X``), once per distinct key (vLLM's "12.0" and
+  "12.1", a GB10's; SGLang's 12 once).
 - ``known-failures.toml``: ``[[failures]]`` that no source patch fixes (each with the packages
   a frame can name, a cause and advice) and ``[[effects]]``, warnings that are no failure (each
   with what it means).
@@ -17,10 +20,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
+from patchkit.cc import CC
+from patchkit.cc import KNOWN as KNOWN_CCS
 from patchkit.errors import BadInput
+from patchkit.fixes.effects import KEY
 from patchkit.fixes.load import HERE, _get, _read, _strings
 
 KNOWN = "known-failures.toml"
+SM12X = tuple(CC(major, minor) for major, minor in KNOWN_CCS if major == 12)  # the GPUs the fixes are for: 12.0, 12.1
 
 
 class Signature(NamedTuple):
@@ -63,6 +70,19 @@ class Known(NamedTuple):
 
 def _text(doc: dict, key: str, where: Path, what: str) -> str | None:
     return _get(doc, key, str, where, what) if key in doc else None
+
+
+def _keyed(sig: Signature) -> list[Signature]:
+    """``sig`` once for each distinct key of an SM12x cc in its project's style (``KEY`` filled in)."""
+    texts = (sig.exception, sig.log, sig.cause)
+    if not any(t and KEY in t for t in texts):
+        return [sig]
+    from patchkit.fixes.registry import PROJECTS
+
+    project = PROJECTS.get(sig.project)
+    keys = dict.fromkeys(str(project.key(cc) if project else cc.key("major.minor")) for cc in SM12X)
+    return [sig._replace(exception=sig.exception and sig.exception.replace(KEY, k), log=sig.log and sig.log.replace(KEY, k),
+                         cause=sig.cause.replace(KEY, k)) for k in keys]
 
 
 def _signature(fix: str, doc: object, path: Path, what: str) -> Signature:
@@ -112,7 +132,7 @@ def read_known(folder: Path = HERE) -> Known:
         found = doc.get("signatures", [])
         if not isinstance(found, list):
             raise BadInput(str(path), f"{path.stem}: 'signatures' must be an array of tables ([[signatures]])")
-        signatures += [_signature(path.stem, s, path, f"{path.stem}, signature {i}") for i, s in enumerate(found, 1)]
+        signatures += [k for i, s in enumerate(found, 1) for k in _keyed(_signature(path.stem, s, path, f"{path.stem}, signature {i}"))]
     doc = _read(folder / KNOWN)
     failures = tuple(_failure(f, folder / KNOWN, f"failure {i}") for i, f in enumerate(doc.get("failures", []), 1))
     effects = tuple(_effect(e, folder / KNOWN, f"effect {i}") for i, e in enumerate(doc.get("effects", []), 1))

@@ -158,7 +158,7 @@ def release_tags_at_head(root: Path) -> list[str]:
             return _tags_at_head_with_git(root)
         if target == head:
             found.append(tag)
-    return sorted(found, key=version_key, reverse=True)
+    return _newest_first(found)
 
 
 def _tags_at_head_with_git(root: Path, fmt: tuple[str, str] | None = None) -> list[str]:
@@ -183,4 +183,10 @@ def _tags_at_head_with_git(root: Path, fmt: tuple[str, str] | None = None) -> li
         raise BadInput(str(root), f"a repository with object format {fmt[0]} and ref storage {fmt[1]}, whose tags git "
                                   f"cannot list ({why}): patchkit cannot tell its release; give --version")
     tags = [t for t in done.stdout.decode(errors="replace").split() if is_release_tag(t)]
-    return sorted(tags, key=version_key, reverse=True)
+    return _newest_first(tags)
+
+
+def _newest_first(tags: list[str]) -> list[str]:
+    """The release tags, the newest first; one tag (a checkout at a release) is not ordered, so
+    that the commands' start does not import ``packaging`` for it."""
+    return sorted(tags, key=version_key, reverse=True) if len(tags) > 1 else tags

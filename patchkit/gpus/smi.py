@@ -36,6 +36,12 @@ class Machine(NamedTuple):
     links: tuple[Link, ...] | None  # each pair a < b; None: not known (a machine given, not measured)
     given: tuple[tuple[int, int], ...] = ()  # the ccs given instead of measured (``given``)
 
+    def no_multicast_known(self) -> tuple[str, ...] | None:
+        """For GPUs given, not measured: why no product of their ccs has multicast (``products``), or None."""
+        from patchkit.gpus.products import without_multicast
+
+        return without_multicast(self.given) if self.links is None else None
+
     def ccs(self) -> list[tuple[int, int]]:
         """The distinct compute capabilities, lowest first."""
         return sorted(set(self.given) if self.given else {g.cc for g in self.gpus})
@@ -50,7 +56,8 @@ class Machine(NamedTuple):
     def link_summary(self) -> str:
         """How the GPUs are linked, in one line."""
         if self.links is None:
-            return "not known: no GPU measured"
+            why = self.no_multicast_known()
+            return f"not known: no GPU measured; no multicast on any GPU of this cc ({'; '.join(why)})" if why else "not known: no GPU measured"
         if not self.links:
             return "one GPU: no peer to link to, no multicast"
         kinds: dict[str, int] = {}

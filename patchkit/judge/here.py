@@ -175,7 +175,8 @@ def no_multicast(m: Machine) -> NoMulticast | None:
     """Why the GPUs have no multicast, or None when NVLink might give it, or when how they are
     linked is not known (a machine given, not measured: the fix may take effect there)."""
     if m.links is None:
-        return None
+        products = m.no_multicast_known()  # a cc given (--to-cc 12.x): what every product of it lacks is known
+        return NoMulticast(Peers.NO_PRODUCT, products) if products else None
     if not m.links:
         return NoMulticast(Peers.ONE_GPU)
     if m.pcie_only():
@@ -190,12 +191,20 @@ def lacks(machine_need: str, m: Machine) -> NoMulticast | NoNvcc | None:
     return None if shutil.which("nvcc") else NoNvcc()
 
 
+def said_key(project: Project, m: Machine) -> Key:
+    """The key of the GPUs judged for, of the major the project's fixes are for, as the release
+    prints it in its messages ("12.1" on a GB10 for vLLM; SGLang's 12): the project's own when
+    they have none of that major."""
+    major = CC.of(project.to_cc).major
+    return next((k for k in spelled(project, m) if CC.of(k).major == major), project.to_cc)
+
+
 def unneeded(effect: Effect | None, project: Project, version: str | None, m: Machine) -> Unneeded | None:
     """Why the fix is not needed on this machine for ``project`` ``version``: the machine lacks
     what the fix needs to take effect, and the release's outcome without the fix is not one the
     fix still helps there (it turns the feature off cleanly by itself).  None when it is
     needed, or when the data does not know how the release fails."""
-    failing = effect.failing(project.name, version) if effect is not None else []
+    failing = effect.failing(project.name, version, said_key(project, m)) if effect is not None else []
     for need in effect.needs if failing else ():
         why = lacks(need.machine, m) if need.decides_need() else None
         if why and not any(f.outcome in need.helps_without for f in failing):
@@ -206,7 +215,7 @@ def unneeded(effect: Effect | None, project: Project, version: str | None, m: Ma
 def clean_start_only(effect: Effect | None, project: Project, version: str | None, m: Machine) -> CleanStartOnly | None:
     """On a machine that lacks what the fix needs, for a release it still helps: that the
     feature cannot speed anything up here, and what the fix does instead.  None otherwise."""
-    failing = effect.failing(project.name, version) if effect is not None else []
+    failing = effect.failing(project.name, version, said_key(project, m)) if effect is not None else []
     for need in effect.needs if failing else ():
         why = lacks(need.machine, m) if need.decides_need() else None
         crashes = [f.says for f in failing if f.outcome == "crash" and f.outcome in need.helps_without]

@@ -22,33 +22,44 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from patchkit.kernels.jit import DEEPGEMM, FLASHINFER, TRITON, Compiler, JitInstall
+from patchkit.types import StrEnum
 
-# What a library can do for a GPU.
-BUILDS = "builds"  # its sources admit the cc and its compiler knows the target
-SOME = "some"  # FlashInfer: builds, but some of its modules leave the major out
-REFUSES = "refuses"  # its sources hold nothing for the cc
-COMPILER_LACKS = "compiler-lacks"  # its compiler does not know the target (or is too old for its sources)
-NO_COMPILER = "no-compiler"  # no compiler found where it looks
-UNKNOWN = "unknown"  # its sources are in no form patchkit knows, or its compiler could not be asked
+
+class JitVerdict(StrEnum):
+    """What a library can do for a GPU (a member is its word in --json)."""
+
+    BUILDS = "builds"  # its sources admit the cc and its compiler knows the target
+    SOME = "some"  # FlashInfer: builds, but some of its modules leave the major out
+    REFUSES = "refuses"  # its sources hold nothing for the cc
+    COMPILER_LACKS = "compiler-lacks"  # its compiler does not know the target (or is too old for its sources)
+    NO_COMPILER = "no-compiler"  # no compiler found where it looks
+    UNKNOWN = "unknown"  # its sources are in no form patchkit knows, or its compiler could not be asked
+
+
+class JitWhy(StrEnum):
+    """Why a library gets its verdict (a JitFit's ``why``)."""
+
+    NO_IMPLS = "no-impls"  # DeepGEMM: no impls/sm<major>0_*.cuh
+    UNKNOWN_FORM = "unknown-form"  # FlashInfer: compilation_context.py in no form patchkit knows
+    TOO_OLD = "too-old"  # FlashInfer: nvcc older than its form needs
+    NOT_A_TARGET = "not-a-target"  # the compiler's --help does not list the target
+    NOT_ASKED = "not-asked"  # the compiler could not be asked (Compiler.problem)
+    MODULES_LEAVE_OUT = "modules-leave-out"  # FlashInfer: modules whose supported majors leave this one out
+
+
+BUILDS, SOME, REFUSES, COMPILER_LACKS, NO_COMPILER, UNKNOWN = JitVerdict
+NO_IMPLS, UNKNOWN_FORM, TOO_OLD, NOT_A_TARGET, NOT_ASKED, MODULES_LEAVE_OUT = JitWhy
 FAILING = (REFUSES, COMPILER_LACKS, NO_COMPILER)
-
-# Reasons (a JitFit's ``why``).
-NO_IMPLS = "no-impls"  # DeepGEMM: no impls/sm<major>0_*.cuh
-UNKNOWN_FORM = "unknown-form"  # FlashInfer: compilation_context.py in no form patchkit knows
-TOO_OLD = "too-old"  # FlashInfer: nvcc older than its form needs
-NOT_A_TARGET = "not-a-target"  # the compiler's --help does not list the target
-NOT_ASKED = "not-asked"  # the compiler could not be asked (Compiler.problem)
-MODULES_LEAVE_OUT = "modules-leave-out"  # FlashInfer: modules whose supported majors leave this one out
 
 
 class JitFit(NamedTuple):
     """What one GPU of ``cc`` gets from a JIT library."""
 
     cc: tuple[int, int]
-    verdict: str  # BUILDS, SOME, REFUSES, COMPILER_LACKS, NO_COMPILER, UNKNOWN
+    verdict: JitVerdict
     target: str | None  # the sm_ target it would build ("sm_121a"); None: not known
     compiler: Compiler | None  # the compiler it would call for this cc
-    why: str | None  # a reason code above
+    why: JitWhy | None
     names: tuple[str, ...] = ()  # MODULES_LEAVE_OUT: the module generators; NO_IMPLS: the majors it has
 
     def to_json(self) -> dict:
@@ -56,7 +67,7 @@ class JitFit(NamedTuple):
         return {"cc": f"{self.cc[0]}.{self.cc[1]}", "verdict": self.verdict, "target": self.target, "why": self.why,
                 "names": list(self.names), "compiler": None if c is None else
                 {"tool": c.tool, "path": c.path, "chosen_by": c.chosen_by, "release": c.release,
-                 "knows_target": c.knows(self.target) if self.target else None, "problem": c.problem}}
+                 "found": c.found, "knows_target": c.knows(self.target) if self.target else None, "problem": c.problem}}
 
 
 class JitHere(NamedTuple):
@@ -88,7 +99,7 @@ class JitHere(NamedTuple):
                 "verdict": worst(self.fits), "gpus": [f.to_json() for f in self.fits]}
 
 
-def worst(fits) -> str | None:
+def worst(fits) -> JitVerdict | None:
     order = (NO_COMPILER, REFUSES, COMPILER_LACKS, UNKNOWN, SOME, BUILDS)
     return min((f.verdict for f in fits), key=order.index, default=None)
 
@@ -99,7 +110,7 @@ def _release(text: str | None) -> tuple[int, ...]:
 
 def _compiled(cc, target: str, compiler: Compiler, done: str = BUILDS, names: tuple = (), why: str | None = None) -> JitFit:
     """The compiler's part: found, asked, knowing ``target``."""
-    if compiler.path is None:
+    if not compiler.found:
         return JitFit(cc, NO_COMPILER, target, compiler, None)
     if compiler.problem or compiler.targets is None:
         return JitFit(cc, UNKNOWN, target, compiler, NOT_ASKED)
@@ -116,7 +127,7 @@ def flashinfer_fit(install: JitInstall, cc: tuple[int, int]) -> JitFit:
     target = s.form.targets.get(cc) if major == 12 else f"sm_{major}{minor}{'a' if major >= 9 else ''}"
     if target is None:  # a 12.x GPU other than 12.0 and 12.1
         return JitFit(cc, UNKNOWN, None, nvcc, UNKNOWN_FORM)
-    if major == 12 and s.form.needs and nvcc.path is not None and nvcc.release and _release(nvcc.release) < _release(s.form.needs):
+    if major == 12 and s.form.needs and nvcc.found and nvcc.release and _release(nvcc.release) < _release(s.form.needs):
         return JitFit(cc, COMPILER_LACKS, target, nvcc, TOO_OLD, (s.form.needs,))
     if major == 12 and s.refusing:
         return _compiled(cc, target, nvcc, SOME, s.refusing, MODULES_LEAVE_OUT)
@@ -127,7 +138,7 @@ def deepgemm_fit(install: JitInstall, cc: tuple[int, int]) -> JitFit:
     s, nvcc = install.sources, install.compilers[0]
     if cc[0] not in s.impls:
         return JitFit(cc, REFUSES, None, nvcc, NO_IMPLS, tuple(f"sm{m}0" for m in sorted(s.impls)))
-    if nvcc.path is None:
+    if not nvcc.found:
         return JitFit(cc, NO_COMPILER, None, nvcc, None)
     return JitFit(cc, BUILDS, None, nvcc, None, tuple(s.impls[cc[0]]))
 

@@ -48,12 +48,14 @@ class Peers(StrEnum):
 
     ONE_GPU = "one-gpu"  # no peer to share multicast memory with
     PCIE_ONLY = "pcie-only"
+    NO_PRODUCT = "no-product"  # GPUs given, not measured, of ccs no product of which has multicast (gpus.products)
 
 
 @dataclass(frozen=True)
 class NoMulticast:
     code: ClassVar[Reason] = Reason.NO_MULTICAST
     kind: Peers
+    products: tuple[str, ...] = ()  # NO_PRODUCT: why each cc's products lack it
 
 
 @dataclass(frozen=True)

@@ -63,11 +63,12 @@ class Compiler(NamedTuple):
     """The compiler a JIT library would call, and what it said of itself."""
 
     tool: str  # "nvcc", "ptxas", "ptxas-blackwell"
-    path: str | None  # None: none found
+    path: str | None  # where it is, or was looked for (None: nowhere to look)
     chosen_by: str  # how it was found: "$CUDA_HOME", "PATH", "/usr/local/cuda", "$TRITON_PTXAS_PATH", "bundled"
     release: str | None  # "12.8", from --version
     targets: tuple[str, ...] | None  # the sm_ targets --help allows; None: not known
     problem: str | None  # why it could not be asked
+    found: bool = True  # False: nothing at ``path``
 
     def knows(self, target: str) -> bool | None:
         return None if self.targets is None else target in self.targets
@@ -173,8 +174,8 @@ def ask(tool: str, path: str | None, chosen_by: str, option: str) -> Compiler:
     """``path --version`` and ``path --help``, each bounded: the release and the targets it knows."""
     from patchkit.bounded import run
 
-    if path is None:
-        return Compiler(tool, None, chosen_by, None, None, "not found")
+    if path is None or not os.path.isfile(path):
+        return Compiler(tool, path, chosen_by, None, None, "not found", found=False)
     answers = []
     for flag in ("--version", "--help"):
         try:
@@ -191,7 +192,7 @@ def ask(tool: str, path: str | None, chosen_by: str, option: str) -> Compiler:
 
 def find_nvcc(env: dict) -> tuple[str | None, str]:
     """The nvcc FlashInfer and DeepGEMM would call (``get_cuda_path``): $CUDA_HOME/bin/nvcc, the nvcc
-    on PATH, /usr/local/cuda/bin/nvcc; (path, how it was found), path None when there is none."""
+    on PATH, /usr/local/cuda/bin/nvcc; (path, how it was found): the path looked at, there or not."""
     import shutil
 
     for key in ("CUDA_HOME", "CUDA_PATH"):
@@ -200,8 +201,7 @@ def find_nvcc(env: dict) -> tuple[str | None, str]:
     found = shutil.which("nvcc", path=env.get("PATH", ""))
     if found:
         return found, "PATH"
-    default = "/usr/local/cuda/bin/nvcc"
-    return (default if os.path.exists(default) else None), "/usr/local/cuda"
+    return "/usr/local/cuda/bin/nvcc", "/usr/local/cuda"
 
 
 def triton_ptxas(package: Path, tool: str, env: dict) -> tuple[str | None, str]:
@@ -210,8 +210,7 @@ def triton_ptxas(package: Path, tool: str, env: dict) -> tuple[str | None, str]:
     key = f"TRITON_{tool.upper().replace('-', '_')}_PATH"
     if env.get(key):
         return env[key], f"${key}"
-    bundled = package / "backends" / "nvidia" / "bin" / tool
-    return (str(bundled) if bundled.is_file() else None), "bundled with Triton"
+    return str(package / "backends" / "nvidia" / "bin" / tool), "bundled with Triton"
 
 
 def _dist_versions(site: Path) -> dict[str, tuple[str, str]]:

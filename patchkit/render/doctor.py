@@ -177,6 +177,12 @@ def _effect_line(j, label: str) -> str | None:
     return "; ".join(words)
 
 
+def _for_gpus(need, m) -> str:
+    """What the fix needs, for the GPUs judged for: each SM12x cc's words (12.1: sm_121a), joined."""
+    said = dict.fromkeys(need.said_for(cc) for cc in m.ccs() if cc[0] == 12)
+    return " and ".join(said) if said else need.says
+
+
 def _machine_lines(effect, r) -> list[str]:
     """What the fix needs of the machine, and what this machine gives."""
     m = r.machine
@@ -184,7 +190,7 @@ def _machine_lines(effect, r) -> list[str]:
     for need in effect.needs:
         if need.machine == "multicast":
             why = said(no_multicast(m))
-            if m.links is None:
+            if m.links is None and not why:
                 lines.append(f"it needs {need.says}: how the GPUs are linked is not known (none measured); "
                              f"without multicast {need.otherwise}, and {need.then}")
             elif why:
@@ -193,7 +199,7 @@ def _machine_lines(effect, r) -> list[str]:
                 lines.append(f"it needs {need.says}: NVLink links these GPUs, but topo -m does not show NVSwitch; "
                              f"without multicast {need.otherwise}, and {need.then}")
         elif need.machine == "nvcc":
-            lines.append(f"it needs {need.says}: " + (f"nvcc is {r.nvcc}" if r.nvcc else f"no nvcc on PATH; {need.otherwise}"))
+            lines.append(f"it needs {_for_gpus(need, m)}: " + (f"nvcc is {r.nvcc}" if r.nvcc else f"no nvcc on PATH; {need.otherwise}"))
     return lines
 
 

@@ -31,8 +31,8 @@ def heading(jit) -> str:
 
 def compiler_words(c) -> str:
     """``nvcc 13.0 (/usr/local/cuda/bin/nvcc, $CUDA_HOME)``."""
-    if c.path is None:
-        return f"no {c.tool} ({c.chosen_by})"
+    if not c.found:
+        return f"{c.tool}, none at {c.path} ({c.chosen_by})"
     return f"{c.tool}{' ' + c.release if c.release else ''} ({c.path}, {c.chosen_by})"
 
 
@@ -64,7 +64,7 @@ def fit_words(j, f) -> str:
             other = f"; Triton calls the ptxas ${'TRITON_PTXAS_BLACKWELL_PATH' if c.tool == 'ptxas-blackwell' else 'TRITON_PTXAS_PATH'} names instead"
         return f"{cc}: cannot build {f.target}: {c.tool} {c.release or ''} ({c.path}) does not know it{other}".replace("  ", " ")
     if f.verdict == NO_COMPILER:
-        return f"{cc}: cannot build: no {c.tool} found (looked for by {c.chosen_by})"
+        return f"{cc}: cannot build: no {c.tool} at {c.path}"
     if f.verdict == UNKNOWN and f.why == UNKNOWN_FORM:
         return f"{cc}: cannot tell: flashinfer/compilation_context.py is in no form patchkit knows"
     if f.verdict == UNKNOWN and f.why == NOT_ASKED:

@@ -6,10 +6,8 @@ diagnose's too."""
 from __future__ import annotations
 
 from patchkit.kernels.compat import NO_KERNELS, NONE, NOT_REGISTERED, UNKNOWN, near_misses
-from patchkit.render import jit as _jit
+from patchkit.render import jit
 from patchkit.text import plural
-
-jit_lines = _jit.jit_lines
 
 
 def to_text(r, terminal: bool) -> list[str]:
@@ -20,9 +18,9 @@ def to_text(r, terminal: bool) -> list[str]:
         for d in r.found:
             lines += distribution_lines(d, list(r.ccs), listing=True)
         if r.jit:
-            lines.append(_jit.heading(r.jit))
+            lines.append(jit.heading(r.jit))
             for j in r.jit:
-                lines += jit_lines(j)
+                lines += jit.jit_lines(j)
     else:
         lines = [f"{plural(len(r.files), 'file')}{for_gpus}"] + [f"{f.shown}: {verdict(f)}" for f in r.files]
     return lines + list(r.note)
@@ -87,14 +85,17 @@ def distribution_lines(d, ccs: list[tuple[int, int]], listing: bool) -> list[str
     elif listing or not ccs:
         lines.append(f"  {d.label}: {counts}{cubins}")
     elif failing:
-        of = f"{len(failing)} of its {plural(len(d.files), 'file')} with CUDA code"
+        of = (f"its {plural(len(d.files), 'file')} with CUDA code" if len(failing) == len(d.files)
+              else f"{len(failing)} of its {plural(len(d.files), 'file')} with CUDA code")
         if d.known.always:
             lines.append(f"  {d.label}: {of} cannot run on {gpus}; {d.known.always}{cubins}")
         else:
             lines.append(f"  {d.label}: {of} cannot run on {gpus}: a start fails only if the server loads one "
                          f"(patchkit does not know when it does){cubins}")
+    elif unknown and len(unknown) == len(d.files):
+        lines.append(f"  {d.label}: cannot tell whether its {counts} run on {gpus} (below){cubins}")
     elif unknown:
-        lines.append(f"  {d.label}: cannot tell whether {plural(len(unknown), 'file')} of its {counts} "
+        lines.append(f"  {d.label}: cannot tell whether {len(unknown)} of its {counts} "
                      f"{'runs' if len(unknown) == 1 else 'run'} on {gpus} (below); the others do{cubins}")
     else:
         lines.append(f"  {d.label}: every file with CUDA code runs on {gpus} ({counts}){cubins}")

@@ -117,7 +117,8 @@ _SENTENCES: dict[type, Callable[..., str]] = {
     judge.NoTableIn: lambda r: f"no table, list or gate of it in {r.label} {r.version}",
     judge.CannotApplyHere: lambda r: r.says,
     judge.GatesLeft: lambda r: r.says,
-    judge.NoMulticast: lambda r: _NO_MULTICAST[r.kind],
+    judge.NoMulticast: lambda r: (f"no multicast on any GPU of this cc ({'; '.join(r.products)})" if r.kind == judge.Peers.NO_PRODUCT
+                                  else _NO_MULTICAST[r.kind]),
     judge.NoNvcc: lambda r: "no nvcc on PATH",
     judge.Unneeded: _unneeded,
     judge.CleanStartOnly: _clean_start_only,

@@ -1,7 +1,8 @@
 """Carry an upstream change (a ``git diff``, any file type) to one file of a release: pure.
 
-A backport rule's diff is split by file (``parse``); ``rewrite`` applies one file's hunks to
-that file's bytes in the release, trying in turn, as quilt and ``git apply -3`` do:
+A backport rule's diff is split by file (``parse``, with ``rewrite/diff.py``, the reader and
+hunk applier of the shipped patches too); ``rewrite`` applies one file's hunks to that file's
+bytes in the release, trying in turn, as quilt and ``git apply -3`` do:
 
 1. **exactly**: every hunk's pre-image (context and removed lines) is at its line;
 2. **at an offset**: at the nearest place after the previous hunk that holds it (GNU patch
@@ -22,26 +23,15 @@ and the hunk: ``cannot apply: <file>: hunk 2 (@@ -414,7 +414,7 @@) conflicts``.
 from __future__ import annotations
 
 import difflib
-import re
 from functools import lru_cache
 from typing import NamedTuple
 
 from patchkit.errors import RewriteError
+from patchkit.rewrite import diff as diffs
+from patchkit.rewrite.diff import Hunk
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
 
 EXACT, OFFSET, MERGED = "exactly", "at an offset", "by a three-way merge"
-_HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
-
-
-class Hunk(NamedTuple):
-    number: int  # 1-based, within its file
-    header: str  # "@@ -414,7 +414,7 @@"
-    old_start: int
-    old: tuple[bytes, ...]  # context and removed lines, each with its line ending
-    new: tuple[bytes, ...]  # context and added lines
-
-    def name(self) -> str:
-        return f"hunk {self.number} ({self.header})"
 
 
 class Applied(NamedTuple):
@@ -53,88 +43,19 @@ class Applied(NamedTuple):
 
 @lru_cache(maxsize=16)  # a fix's diff is parsed once, not once per file and release
 def parse(diff: bytes, name: str) -> dict[str, tuple[Hunk, ...]]:
-    """repository path -> its hunks, in order.  ``name``: the diff's file, for errors."""
-    files: dict[str, list[Hunk]] = {}
-    path = None
-    lines = diff.splitlines(keepends=True)
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if line.startswith(b"diff --git a/"):
-            path = line[len(b"diff --git a/"):].split(b" b/", 1)[0].decode("utf-8", "replace")
-            files[path] = []
-            i += 1
-            continue
-        match = _HUNK.match(line)
-        if not match:
-            i += 1
-            continue
-        if path is None:
-            raise RewriteError(name, "a hunk before any 'diff --git' line")
-        old_len = int(match.group(2) or 1) if match.group(2) != b"0" else 0
-        new_len = int(match.group(4) or 1) if match.group(4) != b"0" else 0
-        old: list[bytes] = []
-        new: list[bytes] = []
-        i += 1
-        while i < len(lines) and (len(old) < old_len or len(new) < new_len):
-            body, mark = lines[i][1:], lines[i][:1]
-            if mark == b"\\":  # "\ No newline at end of file": the line before has none
-                _strip_last(old, new, lines[i - 1][:1])
-            elif mark in (b" ", b"\n", b"\r"):
-                body = body if mark == b" " else lines[i]
-                old.append(body)
-                new.append(body)
-            elif mark == b"-":
-                old.append(body)
-            elif mark == b"+":
-                new.append(body)
-            else:
-                raise RewriteError(name, f"{path}: a hunk ends early ({match.group(0).decode()})")
-            i += 1
-        if len(old) != old_len or len(new) != new_len:
-            raise RewriteError(name, f"{path}: a hunk ends early ({match.group(0).decode()})")
-        if i < len(lines) and lines[i].startswith(b"\\"):
-            _strip_last(old, new, lines[i - 1][:1])
-            i += 1
-        header = match.group(0).decode()
-        files[path].append(Hunk(len(files[path]) + 1, header, int(match.group(1)), tuple(old), tuple(new)))
-    return {p: tuple(h) for p, h in files.items()}
-
-
-def _strip_last(old: list[bytes], new: list[bytes], mark: bytes) -> None:
-    for side in ((old, new) if mark == b" " else (old,) if mark == b"-" else (new,)):
-        if side:
-            side[-1] = side[-1].rstrip(b"\r\n")
-
-
-def _place(lines: list[bytes], want: tuple[bytes, ...], guess: int, start: int) -> int | None:
-    """The line where ``want`` sits, nearest ``guess`` and not before ``start``, or None."""
-    n, size = len(want), len(lines)
-    guess = min(max(guess, start), max(size - n, start))
-    for distance in range(0, size + 1):
-        for p in (guess - distance, guess + distance) if distance else (guess,):
-            if start <= p <= size - n and tuple(lines[p:p + n]) == want:
-                return p
-        if guess - distance < start and guess + distance > size - n:
-            return None
-    return None
+    """repository path -> its hunks, in order (``rewrite/diff.py``, as a shipped patch is read).
+    ``name``: the diff's file, for errors."""
+    try:
+        files = diffs.parse(diff)
+    except diffs.DiffError as exc:
+        raise RewriteError(name, f"corrupt diff: {exc}") from None
+    # A path as the diff's bytes spell it in UTF-8 (the reader keeps every byte as a character).
+    return {f.path.encode("latin-1").decode("utf-8", "replace"): f.hunks for f in files}
 
 
 def _patch(lines: list[bytes], hunks: tuple[Hunk, ...], reverse: bool = False):
-    """(new lines, offsets) with every hunk applied where its pre-image is, or (None, hunk)."""
-    out: list[bytes] = []
-    pos, delta, offsets = 0, 0, []
-    for h in hunks:
-        old, new = (h.new, h.old) if reverse else (h.old, h.new)
-        guess = max(h.old_start - 1, 0) + delta if old else h.old_start + delta
-        p = _place(lines, old, guess, pos)
-        if p is None:
-            return None, h
-        offsets.append(p - guess)
-        out += lines[pos:p] + list(new)
-        pos = p + len(old)
-        delta += p - guess  # positions are the pre-image's: only the offset carries to the next hunk
-    return out + lines[pos:], offsets
+    """(new lines, offsets) with every hunk applied at the nearest place that holds its pre-image, or (None, hunk)."""
+    return diffs.apply_hunks(lines, hunks, reverse=reverse, search=True)
 
 
 def _merge(base: list[bytes], ours: list[bytes], hunks: tuple[Hunk, ...], name: str, path: str) -> list[bytes]:

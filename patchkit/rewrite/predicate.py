@@ -13,8 +13,9 @@ a capability spelling such as ``sm100`` -> ``sm120``:
 
 New names are the old ones with the capability spelling replaced.  Whether the new helper
 exists in the release (the module defines it, the object has the attribute) is the
-caller's to find out (``needed_helper`` says which helper); the rewrite refuses when told
-it does not.  Every other byte stays as it was.
+caller's to find out: the result names the helper it imports or reaches (``helper``), and
+``rules.py`` refuses the rewrite when the release does not define it.  Every other byte
+stays as it was.
 """
 
 from __future__ import annotations
@@ -264,11 +265,11 @@ class AddFlag(cst.CSTTransformer):
     """Add ``new_flag`` after ``flag`` in the or-expressions of every ``def function``, then
     (if any changed) define and import what it needs at module level."""
 
-    def __init__(self, functions: tuple[str, ...], flag: str, old: str, new: str, helper_exists: bool, path: str) -> None:
+    def __init__(self, functions: tuple[str, ...], flag: str, old: str, new: str, path: str) -> None:
         super().__init__()
         self.functions, self.flag, self.old, self.new = functions, flag, old, new
         self.new_flag = flag.replace(old, new)
-        self.helper_exists, self.path = helper_exists, path
+        self.path = path
         self.defs: list[str] = []
         self.seen: list[str] = []  # the defs of those names found
         self.inner: set[int] = set()  # or-nodes inside a longer chain
@@ -322,8 +323,6 @@ class AddFlag(cst.CSTTransformer):
             body.insert(plan.flag_at + 1, plan.definition)
             self.added.append(updated_node.code_for_node(plan.definition.body[0]))
         helper = self.helper = plan.helper
-        if helper is not None and not self.helper_exists:
-            raise RewriteError(self.path, missing(self.new_flag, helper))
         if plan.import_at is not None:
             body[plan.import_at] = _add_import(body[plan.import_at], plan.old_helper, helper.name)
             self.added.append(f"from {helper.module} import {helper.name}")
@@ -343,25 +342,13 @@ def _check(flag: str, old: str, new: str, path: str) -> None:
         raise RewriteError(path, f"flag {flag} does not contain {old!r}")
 
 
-def needed_helper(source: bytes, flag: str, old: str, new: str, path: str = "<source>") -> Helper | None:
-    """The helper whose existence ``rewrite``'s ``helper_exists`` vouches for: the one the
-    new flag's definition would call and the module does not have yet, with the module it
-    would be imported from (``Helper("is_sm120_supported", "sglang.srt.utils", ...)``) or
-    the attribute it is reached by (``Helper("is_sm120", None, "get_platform().is_sm120")``).
-    None when the rewrite needs no helper the module lacks."""
-    _check(flag, old, new, path)
-    if not mentions(source, [flag]):
-        return None
-    return _Plan(parse(source, path), flag, flag.replace(old, new), old, new, path).helper
-
-
 def rewrite(
     source: bytes,
     function: str | tuple[str, ...],
     flag: str,
     old: str,
     new: str,
-    helper_exists: bool,
+    *,
     path: str = "<source>",
     line_length: int | None = LINE_LENGTH,
 ) -> PredicateRewrite:
@@ -369,12 +356,12 @@ def rewrite(
     ``def function`` in ``source``; define the new flag and import its helper when missing.
 
     No such function: the source as it is, and no predicates.  An or-expression that already
-    holds the new flag is ``already upstream``.  ``helper_exists``: whether the helper that
-    ``needed_helper`` names exists in this release.  Raises
+    holds the new flag is ``already upstream``.  The result's ``helper``: the helper the new
+    flag's definition calls that the module does not define (imported next to the flag's
+    helper, or reached as an attribute); the caller checks that the release has it.  Raises
     RewriteError (naming ``path``) for a syntax error, a function without an or-expression
     holding ``flag``, a flag without a module-level definition to copy, a helper that is not
-    imported by ``from ... import``, a new helper that does not exist, or a line the rewrite
-    would make wider than ``line_length``.  ``function`` may name several defs (a gate that
+    imported by ``from ... import``, or a line the rewrite would make wider than ``line_length``.  ``function`` may name several defs (a gate that
     moved between releases): a def without such an or-expression is refused only when none
     of them has one.
     """
@@ -382,7 +369,7 @@ def rewrite(
     functions = (function,) if isinstance(function, str) else tuple(function)
     if not mentions(source, functions):
         return PredicateRewrite(source, ())
-    adder = AddFlag(functions, flag, old, new, helper_exists, path)
+    adder = AddFlag(functions, flag, old, new, path)
 
     def run(data: bytes) -> bytes:
         out = parse(data, path).visit(adder)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Callable, Iterable
+from functools import lru_cache
 from typing import NamedTuple
 
 from patchkit.fixes.kinds import BackportRule, DictKeyRule, Kind, ListMemberRule, PredicateRule, Rule
@@ -164,7 +165,7 @@ def _predicate(data: bytes, path: str, rule: PredicateRule, ctx: _Context) -> tu
     from patchkit.errors import RewriteError
     from patchkit.rewrite import predicate
 
-    result = predicate.rewrite(data, rule.functions, rule.flag, rule.from_cc, rule.to_cc, True, path)
+    result = predicate.rewrite(data, rule.functions, rule.flag, rule.from_cc, rule.to_cc, path=path)
     # The helper matters only when an or-expression changed, and this release must define it.
     if result.helper is not None and not helper_exists(result.helper, path, rule, ctx.read, ctx.root):
         raise RewriteError(path, predicate.missing(result.predicates[0].new_flag, result.helper))
@@ -190,14 +191,59 @@ def helper_exists(helper, path: str, rule: PredicateRule, read: Read | None, roo
     return _defines(_module_files(helper.module, path, root), helper.name, read, root, set())
 
 
-def _imports(data: bytes, name: str) -> bool:
-    """Does a module-level ``from ... import`` (one line, or in parentheses) bind ``name``?"""
-    for names in re.findall(rb"^from \S+ import (\([^)]*\)|[^\n]*)", data, re.M):
-        for item in re.sub(rb"#[^\n]*", b"", names).strip(b"()").split(b","):
-            words = item.split()
-            if words and (words[-1] if len(words) == 3 and words[1] == b"as" else words[0]) == name.encode():
-                return True
-    return False
+_IMPORT = re.compile(rb"^(?:from|import)[ \t\\]", re.M)  # where a module-level import statement starts
+_STAR = re.compile(rb"import[\s\\(]*\*")
+
+
+def _imports(data: bytes) -> Iterable[bytes]:
+    """The text of each module-level import statement of ``data``: its first line, and the
+    lines its parentheses or backslashes carry it over."""
+    for start in _IMPORT.finditer(data):
+        end = start.start()
+        while True:
+            newline = data.find(b"\n", end)
+            end = len(data) if newline < 0 else newline + 1
+            text = data[start.start():end]
+            if end == len(data) or (text.count(b"(") <= text.count(b")") and not text.rstrip().endswith(b"\\")):
+                break
+        yield text
+
+
+@lru_cache(maxsize=64)  # generate asks again for each release that shares a helper module's text
+def _imported(data: bytes, name: str) -> tuple[bool, tuple[str, ...]]:
+    """(whether a module-level import of ``data`` binds ``name``: ``from m import name``,
+    ``... import x as name``, ``import m as name``; the modules it imports ``*`` from), as
+    LibCST reads the statements.  Only an import statement whose text names ``name`` or ``*``
+    is parsed, on its own."""
+    import libcst as cst
+
+    from patchkit.rewrite.predicate import _import_module
+
+    stars = []
+    for text in _imports(data):
+        if name.encode() not in text and not _STAR.search(text):
+            continue
+        try:
+            statement = cst.parse_statement(text.decode("utf-8"))
+        except (cst.ParserSyntaxError, UnicodeDecodeError, RecursionError):
+            continue  # a line of a string that starts like an import, or a file that is no Python
+        for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
+            if isinstance(small, cst.ImportFrom) and isinstance(small.names, cst.ImportStar):
+                stars.append(_import_module(small))
+            elif isinstance(small, (cst.Import, cst.ImportFrom)) and name in _bound(small):
+                return True, ()
+    return False, tuple(stars)
+
+
+def _bound(small) -> list[str]:
+    """The names an import binds as ``helper_exists`` counts them: each name of a ``from``
+    import (its ``as`` name if it has one), each ``as`` name of an ``import``."""
+    import libcst as cst
+
+    if isinstance(small, cst.ImportFrom):
+        return [(a.asname.name if a.asname else a.name).value for a in small.names
+                if isinstance(a.asname.name if a.asname else a.name, cst.Name)]
+    return [a.asname.name.value for a in small.names if a.asname and isinstance(a.asname.name, cst.Name)]
 
 
 def _module_files(module: str, path: str, root: str) -> list[str]:
@@ -221,15 +267,14 @@ def _defines(files: list[str], name: str, read: Read, root: str, seen: set) -> b
         if data is None:
             continue
         escaped = re.escape(name).encode()
-        defined = re.compile(
-            rb"^(?:def|class|async def) " + escaped + rb"\b|^" + escaped + rb"\s*(?::[^=\n]*)?=[^=]"
-            rb"|^import \S+ as " + escaped + rb"\b",
-            re.M,
-        )
-        if defined.search(data) or _imports(data, name):
+        defined = re.compile(rb"^(?:def|class|async def) " + escaped + rb"\b|^" + escaped + rb"\s*(?::[^=\n]*)?=[^=]", re.M)
+        if defined.search(data):
             return True
-        for star in re.findall(rb"^from (\S+) import \*", data, re.M):
-            if _defines(_module_files(star.decode(), file, root), name, read, root, seen):
+        imported, stars = _imported(data, name)
+        if imported:
+            return True
+        for star in stars:
+            if _defines(_module_files(star, file, root), name, read, root, seen):
                 return True
         return False
     return False

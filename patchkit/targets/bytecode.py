@@ -19,6 +19,7 @@ from patchkit.types import FRESH, INVALID, STALE, Status
 # matches "utils_extra.<tag>.pyc", "my_utils.<tag>.pyc" or "utils.pyc.bak".
 _TAG = r"[A-Za-z0-9_-]*[0-9][A-Za-z0-9_-]*"
 _OPT = r"(?:\.opt-[0-9]+)?"
+_CACHED = re.compile(rf"{_TAG}{_OPT}\.pyc")  # what follows "<stem>." in a cached file's name
 _HEADER_SIZE = 16  # PEP 552: magic, flags, then mtime + size or an 8-byte source hash
 
 
@@ -45,10 +46,11 @@ def cached_files(source: Path) -> list[Path]:
         here = source.parent.resolve()
         if not pycache.resolve().is_relative_to(here):
             return sorted(found)
-    pattern = re.compile(rf"{re.escape(source.stem)}\.{_TAG}{_OPT}\.pyc")
+    stem = source.stem + "."
     try:
         with os.scandir(pycache) as entries:
-            found += [Path(e.path) for e in entries if pattern.fullmatch(e.name) and e.is_file()]
+            found += [Path(e.path) for e in entries
+                      if e.name.startswith(stem) and _CACHED.fullmatch(e.name, len(stem)) and e.is_file()]
     except (FileNotFoundError, NotADirectoryError):
         pass
     return sorted(found)

@@ -54,17 +54,10 @@ from patchkit.errors import BadInput, PatchkitError, Refused, UnsafePath
 from patchkit.types import StrEnum
 from patchkit.versions import at_least, is_version
 
-
-class Kind(StrEnum):
-    """Where a build comes from, as the lines name it."""
-
-    CACHED = "cached JIT build"  # below ~/.cache/flashinfer
-    WORKSPACE = "JIT build under FLASHINFER_WORKSPACE_BASE"
-    PREBUILT = "prebuilt by flashinfer-jit-cache"
-    AOT = "prebuilt in flashinfer/data/aot"
-
-
-CACHED, WORKSPACE, PREBUILT, AOT = Kind.CACHED, Kind.WORKSPACE, Kind.PREBUILT, Kind.AOT
+# Where a build comes from, as the lines name it: below ~/.cache/flashinfer or FLASHINFER_WORKSPACE_BASE, or prebuilt.
+Kind = StrEnum("Kind", {"CACHED": "cached JIT build", "WORKSPACE": "JIT build under FLASHINFER_WORKSPACE_BASE",
+                        "PREBUILT": "prebuilt by flashinfer-jit-cache", "AOT": "prebuilt in flashinfer/data/aot"})
+CACHED, WORKSPACE, PREBUILT, AOT = Kind
 UNINSTALL_JIT_CACHE = "pip uninstall flashinfer-jit-cache"
 
 # The files each JIT module is compiled from, as the repository (and an editable install) spells them; a wheel
@@ -86,8 +79,6 @@ MODULE_SOURCES: dict[str, tuple[str, ...]] = {
 MODULE_GENERATORS: dict[str, str] = {"trtllm_comm": "flashinfer/jit/comm.py"}
 
 _WRITES_NINJA_EACH_BUILD = "0.6.11.post1"
-_NORMALIZES_ARCHS = "0.6.7"
-_KEEPS_SM12_MINOR = "0.6.8"
 _MAX_ENTRIES = 4096  # entries read from one folder of the cache
 _MAX_DEPTH = 16  # folders below a build folder
 _NAME = re.compile(r"[A-Za-z0-9_]+")
@@ -159,41 +150,6 @@ def cache_root(env: Mapping[str, str], home: Path) -> tuple[Path, str]:
         what = f"FLASHINFER_WORKSPACE_BASE={base!r}" if kind == WORKSPACE else f"HOME={base!r}"
         raise BadInput(what, "a relative folder: FlashInfer's cache is then below the server's working folder, which patchkit cannot know")
     return Path(base) / ".cache" / "flashinfer", kind
-
-
-def _normalize(version: str, major: int, minor: int) -> tuple[int, str]:
-    """compilation_context.py ``_normalize_cuda_arch`` (0.6.7+), with CUDA >= 12.9 (else FlashInfer cannot import)."""
-    if major == 9:
-        return major, f"{minor}a"
-    if major == 12:
-        return major, "0f" if minor == 0 or not at_least(version, _KEEPS_SM12_MINOR) else f"{minor}a"
-    if major >= 10:
-        return major, f"{minor}a"
-    return major, str(minor)
-
-
-def arch_folder(version: str, arch_list: str | None = None, gpus: Iterable[tuple[int, int]] = ()) -> str | None:
-    """The arch folder FlashInfer ``version`` builds in: from ``FLASHINFER_CUDA_ARCH_LIST`` when given, else from the
-    GPUs' compute capabilities.  None where that value makes FlashInfer fail at import (so nothing is built)."""
-    normalizes = at_least(version, _NORMALIZES_ARCHS)
-    archs: set[tuple[int, str]] = set()
-    try:
-        if arch_list is not None:
-            for arch in arch_list.split(" "):
-                major, minor = arch.split(".")
-                if not normalizes or minor[-1].isalpha():
-                    archs.add((int(major), minor))
-                else:
-                    archs.add(_normalize(version, int(major), int(minor)))
-        else:
-            for major, minor in gpus:
-                if normalizes:
-                    archs.add(_normalize(version, major, minor))
-                else:
-                    archs.add((major, f"{minor}a" if major >= 9 else str(minor)))
-    except (ValueError, IndexError):
-        return None
-    return "_".join(f"{major}{minor}" for major, minor in sorted(archs))
 
 
 def find(

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from patchkit.errors import BadInput
 from patchkit.fixes.registry import PROJECTS, Project
 from patchkit.git.refs import git_dir, release_tags_at_head
-from patchkit.targets.environment import WHEEL, Install
-from patchkit.targets.import_path import read_text
 from patchkit.targets.safety import resolve_inside
 from patchkit.types import StrEnum
 from patchkit.versions import tag_to_version
+
+if TYPE_CHECKING:  # a checkout's commands do not read an environment
+    from patchkit.targets.environment import Install
 
 
 class Kind(StrEnum):
@@ -80,6 +81,8 @@ class Target(NamedTuple):
         for rel, pattern in declared:
             file = self.root / rel
             if file.is_file() and not file.is_symlink():
+                from patchkit.targets.import_path import read_text
+
                 match = re.search(pattern, read_text(file, "version file"), re.MULTILINE)
                 if match:
                     return match.group(1), f"declared in {rel}"
@@ -146,6 +149,8 @@ def open_install(install: Install) -> Target:
     """The target of a project that ``--python`` found: the site-packages folder of a wheel,
     or the checkout around the package folder of an editable install (the folder that holds
     ``python/sglang/``), recorded with the install."""
+    from patchkit.targets.environment import WHEEL
+
     p = PROJECTS[install.project]
     if install.how == WHEEL:
         return open_target(install.site, p.name)

@@ -26,27 +26,46 @@ def check_relative(path: str) -> PurePosixPath:
     return pure
 
 
+def _parts(path: str) -> tuple[str, ...]:
+    """The components of a path ``check_relative`` admits (a plain one is told by its text,
+    without building a PurePosixPath), or its UnsafePath."""
+    parts = tuple(path.split("/"))
+    if path and "\\" not in path and "\0" not in path and path[0] != "/" and all(p not in ("", ".", "..") for p in parts):
+        return parts
+    return check_relative(path).parts
+
+
 def resolve_inside(root: Path, path: str, *, must_exist: bool = True) -> Path:
-    """``root/path`` after checking that no component is a symlink or leaves ``root``."""
-    pure = check_relative(path)
-    current = root
-    for i, part in enumerate(pure.parts):
-        current = current / part
+    """``root/path`` after checking that no component is a symlink or leaves ``root``.
+
+    Walked as strings, one ``os.lstat`` per component and one ``os.stat`` of the file (the
+    commands check every candidate file this way, more than once, before reading it)."""
+    parts = _parts(path)
+    current = os.fspath(root)
+    for i, part in enumerate(parts):
+        current = os.path.join(current, part)
         try:
             info = os.lstat(current)
         except FileNotFoundError:
             if must_exist:
-                raise UnsafePath(str(current), "refused: does not exist") from None
-            return root.joinpath(*pure.parts)
-        last = i == len(pure.parts) - 1
+                raise UnsafePath(str(root.joinpath(*parts[: i + 1])), "refused: does not exist") from None
+            return root.joinpath(*parts)
+        last = i == len(parts) - 1
         if stat.S_ISLNK(info.st_mode):
             what = "target is a symlink" if last else "path goes through a symlinked folder"
-            raise UnsafePath(str(current), f"refused: {what}")
+            raise UnsafePath(str(root.joinpath(*parts[: i + 1])), f"refused: {what}")
         if not last and not stat.S_ISDIR(info.st_mode):
-            raise UnsafePath(str(current), "refused: not a folder")
+            raise UnsafePath(str(root.joinpath(*parts[: i + 1])), "refused: not a folder")
         if last and not stat.S_ISREG(info.st_mode):
-            raise UnsafePath(str(current), "refused: not a regular file")
-    real_root = root.resolve()
-    if real_root not in current.resolve().parents:
-        raise UnsafePath(str(current), "refused: resolves outside the target tree")
-    return current
+            raise UnsafePath(str(root.joinpath(*parts)), "refused: not a regular file")
+    # No component below the root is a link, so the path leads to the file just checked, inside the tree; a
+    # component swapped for a link since (a race) leads elsewhere: to another file, which is refused.
+    try:
+        now = os.stat(current)
+    except FileNotFoundError:  # gone since: the caller's read says so
+        return root.joinpath(*parts)
+    except OSError:  # a loop of links
+        now = None
+    if now is None or (now.st_dev, now.st_ino) != (info.st_dev, info.st_ino):
+        raise UnsafePath(str(root.joinpath(*parts)), "refused: resolves outside the target tree")
+    return root.joinpath(*parts)

@@ -16,8 +16,6 @@ from patchkit.errors import BadInput, PatchkitError, UnsafePath
 from patchkit.fixes.registry import Project, fixes_for, rules_for
 from patchkit.patch.manifest import FixStatus, Manifest, Shipped, read_manifest
 from patchkit.plan import release_changed
-from patchkit.plan.apply import Old, Snapshot, with_applied
-from patchkit.plan.reasons import ReleaseChanged
 from patchkit.targets.locate import INSTALLED, Target, open_install, open_target
 from patchkit.targets.safety import check_relative
 from patchkit.targets.state import Store
@@ -25,6 +23,8 @@ from patchkit.types import CANNOT_APPLY, INCOMPLETE, STALE, Applied
 from patchkit.versions import is_version, public
 
 if TYPE_CHECKING:  # for the annotations only
+    from patchkit.plan.apply import Snapshot
+    from patchkit.plan.reasons import ReleaseChanged
     from patchkit.targets.jit_builds import JitCheck
 
 SOURCE_CAP = 64 << 20  # a candidate file: SGLang's and FlashInfer's largest are under 5 MiB
@@ -123,6 +123,8 @@ class Session:
         state and its originals, the files, the shipped patches (for apply: of ``fixes`` and the
         fixes kept, but those the series' manifest says cannot be applied whole; for revert: the
         whole series, when nothing is recorded), for apply the stale bytecode (``plan.apply.Snapshot``)."""
+        from patchkit.plan.apply import Old, Snapshot, with_applied  # apply's and revert's, not verify's
+
         pending = self.store.journal() is not None
         recorded = self.applied()
         candidates = set(self.target.candidates())

@@ -93,17 +93,15 @@ class Store:
         """
         if self.root.is_dir():
             self.check()
-            import shutil
-
             for path in self.root.glob(".*.patchkit-tmp"):
                 if not path.is_symlink():
                     path.unlink(missing_ok=True)
             for scratch in self.root.glob("upstream-*"):
-                shutil.rmtree(scratch, ignore_errors=True)
+                _remove_tree(scratch)
             for folder in self.aside.glob("*"):
                 if folder.is_dir() and not folder.is_symlink() and not any(
                         (folder / n).is_file() for n in ("state.json", "journal.json")):  # killed
-                    shutil.rmtree(folder, ignore_errors=True)
+                    _remove_tree(folder)
 
     def tidy(self, applied: Applied | None) -> bool:
         """True when nothing here needs the lock: no run holds it or was killed holding it,
@@ -209,3 +207,11 @@ class Store:
 
 def _dumps(doc: dict) -> bytes:
     return (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
+
+
+def _remove_tree(folder: Path) -> None:
+    """``shutil.rmtree``, imported only when a killed run left a folder (shutil imports the
+    compression modules: a run with nothing to clean does without)."""
+    import shutil
+
+    shutil.rmtree(folder, ignore_errors=True)

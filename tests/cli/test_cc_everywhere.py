@@ -22,12 +22,13 @@ from pathlib import Path
 import pytest
 
 from patchkit.data import shipped
-from patchkit.fixes.registry import SGLANG, VLLM
+from patchkit.fixes.registry import PROJECTS, SGLANG
 from patchkit.rewrite.evaluate import tables
 from support.cli import invoke
 from support.mirror import default_cache, fetch_sdist
 from support.venvs import copy_venv
 
+VLLM = PROJECTS["vllm"]
 pytestmark = pytest.mark.network  # the real releases the session builds (and vLLM's source archive), once
 
 SG_UTILS = "python/sglang/srt/distributed/device_communicators/all_reduce_utils.py"

@@ -21,7 +21,10 @@ def test_the_shipped_data() -> None:
         ("torch-symm-mem", "sglang", "KeyError: 12", "0.5.3 - 0.5.4.post2"),
         ("torch-symm-mem", "sglang", "TorchSymmMemCommunicator: Device capability 12 not supported", "0.5.14 - 0.5.23"),
         ("torch-symm-mem", "vllm", "SymmMemCommunicator: Device capability 12.0 not supported", "0.10.2 - 0.33.0"),
+        # vLLM prints capability.as_version_str(): a GB10's 12.1 is a signature too, from the same data.
+        ("torch-symm-mem", "vllm", "SymmMemCommunicator: Device capability 12.1 not supported", "0.10.2 - 0.33.0"),
     ]
+    assert known.signatures[-1].cause == "vLLM's SymmMemCommunicator found no entry for compute capability 12.1 and turned itself off"
     assert [s.raised_in for s in known.signatures[1:3]] == [("*/torch_symm_mem.py",), ("*/device_communicators/symm_mem.py",)]
     failure = known.failures[0]
     assert [p.name for p in failure.packages] == ["sgl_kernel", "flashinfer", "torch"]

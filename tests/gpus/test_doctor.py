@@ -273,7 +273,7 @@ def test_asking_for_torch_symm_mem_still_applies_it(tmp_path: Path, venvs, asked
 
 def test_an_h200_needs_nothing(tmp_path: Path, venvs) -> None:
     venv, python = env_of(tmp_path, venvs, "0.5.9", "0.6.4")
-    env = standin(tmp_path, "h200-1gpu")
+    env = standin(tmp_path, "h200-1gpu") | {"CUDA_HOME": str(tmp_path / "cuda")}  # FlashInfer's nvcc: none there
     before = snapshot(venv)
     done = invoke("doctor", "--python", python, env=env)
     assert done.returncode == 0, done.stdout.decode()
@@ -291,6 +291,11 @@ def test_an_h200_needs_nothing(tmp_path: Path, venvs) -> None:
         "  allreduce-fusion (opt-in): not for these GPUs",  # its backport (FlashInfer PR 3903) is for SM12x
         "",
         f"compiled CUDA code: no distribution installed for {python} carries any",  # the wheels are Python only
+        # FlashInfer compiles at the first start: what its sources admit and where its nvcc is (docs/KERNELS.md)
+        "compiled at the first start (JIT), by what their sources admit and the compiler they call "
+        "(used only where a server calls them; not counted in the exit code): 1 library",
+        f"  flashinfer-python 0.6.4: FlashInfer JIT, compiles with nvcc, none at {tmp_path}/cuda/bin/nvcc ($CUDA_HOME)",
+        f"    9.0: cannot build: no nvcc at {tmp_path}/cuda/bin/nvcc",
         "",
         "nothing this machine needs is missing",
     ]
@@ -343,8 +348,9 @@ def test_a_gb10_on_vllm_0330_gets_key_12_1_when_asked(tmp_path: Path, prebuilt) 
     lines = out(done)
     assert lines[1] == "  GPU0  NVIDIA GB10  cc 12.1 (SM121)  0000000F:01:00.0"
     assert any(l.startswith("  torch-symm-mem (on by default): not needed here, not applied: CUSTOM_ALL_REDUCE_MAX_SIZES lacks '12.1'") for l in lines)
+    # vLLM prints the GPU's capability.as_version_str(): 12.1 here (it read 12.0 before the GB10 was a target of its own).
     why = ("one GPU, no peer to share multicast memory with, and without it vLLM 0.33.0 warns \"SymmMemCommunicator: Device "
-           "capability 12.0 not supported, communicator is not available.\"; with the key the communicator would go on to "
+           "capability 12.1 not supported, communicator is not available.\"; with the key the communicator would go on to "
            "torch_symm_mem.rendezvous, which maps every peer's memory (P2P between the GPUs), and then turn itself off anyway: "
            "a way to fail, and no speed")
     assert f"    not needed because {why}" in lines and lines[-1] == "nothing this machine needs is missing"
@@ -388,3 +394,32 @@ def test_generate_to_cc_auto_leaves_out_what_is_not_needed_here(tmp_path: Path, 
                   "--fix", "torch-symm-mem", env=env)
     assert done.returncode == 0, done.stderr.decode()
     assert out(done)[1] == f"v0.5.23  patched -> {tmp_path}/named/0.5.23/series: torch-symm-mem 2 tables in 2 files"
+
+
+@pytest.mark.parametrize(("cc", "products"), [("12.0", "RTX PRO 6000 and RTX 50 have no NVLink"), ("12.1", "GB10 is one GPU")])
+def test_an_sm12x_cc_given_is_known_to_lack_multicast(tmp_path: Path, venvs, cc: str, products: str) -> None:
+    """No SM12x product has multicast (gpus/products.py): --to-cc 12.x without GPUs judges SGLang
+    0.5.23's torch-symm-mem not needed, as on the machines themselves (it said "needed" before)."""
+    _, python = env_of(tmp_path, venvs, "0.5.23", None)
+    done = invoke("doctor", "--python", python, "--to-cc", cc, env=no_nvidia_smi(tmp_path))
+    assert done.returncode == 0, done.stdout.decode()
+    lines = out(done)
+    assert lines[4] == (f"  torch-symm-mem (on by default): not needed for cc {cc}, not applied: "
+                        "TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES lacks 12; _WORLD_SIZES_MULTIMEM lacks 12")
+    assert lines[5] == "    not needed because " + NOT_NEEDED_0523.replace(
+        "no multicast between PCIe GPUs", f"no multicast on any GPU of this cc ({products})")
+    assert lines[-1] == f"nothing GPUs of cc {cc} need is missing"
+
+
+def test_a_gb10_is_told_of_a_jit_build_of_sm_121a_never_sm_120a(tmp_path: Path, venvs) -> None:
+    """sm_120a runs on 12.0 only: FlashInfer's JIT builds sm_121a for a GB10, with a CUDA whose ptxas
+    knows it (12.9); 12.0 keeps sm_120a and CUDA 12.8."""
+    _, python = env_of(tmp_path, venvs, "0.5.23", "0.7.0")
+    for cc, build in (("12.1", "CUDA 12.9 or later and nvcc, for FlashInfer's JIT build of sm_121a (trtllm_comm.so)"),
+                      ("12.0", "CUDA 12.8 or later and nvcc, for FlashInfer's JIT build of sm_120a (trtllm_comm.so)")):
+        done = invoke("doctor", "--python", python, "--to-cc", cc, env=no_nvidia_smi(tmp_path))
+        assert f"    it needs {build}: no nvcc on PATH; FlashInfer cannot build the comm module for SM120" in out(done)
+        assert (b"sm_120a" in done.stdout) == (cc == "12.0")
+        assert (b"sm_120a" in invoke("doctor", "--python", python, "--to-cc", cc, "--json", env=no_nvidia_smi(tmp_path)).stdout) == (cc == "12.0")
+    done = invoke("doctor", "--python", python, env=standin(tmp_path, "gb10"))
+    assert b"sm_121a" in done.stdout and b"sm_120a" not in done.stdout

@@ -18,24 +18,38 @@ from support.venvs import copy_venv
 QUERY = "`nvidia-smi --query-gpu=index,name,compute_cap,pci.bus_id --format=csv,noheader`"
 CANNOT = ("no GPU seen, so doctor cannot say what this machine needs (the report is for cc 12.0); "
           "give --to-cc with the cc of the GPUs the server will run on")
-MULTICAST = ("    it needs multicast over NVLink (NVSwitch) between the GPUs: how the GPUs are linked is not known (none measured); "
-             "without multicast the communicator will then turn itself off (\"torch symmetric memory multicast operations are not "
-             "supported\"), and the all-reduce stays on NCCL")
-FUSION = [
-    "  allreduce-fusion (opt-in): not applied: _is_sm100_supported in apply_flashinfer_allreduce_fusion() lacks '_is_sm120_supported'",
-    "    not needed by default: only with --enable-flashinfer-allreduce-fusion",
-    "    without it SGLang never runs the fusion on SM120 (SGLang's fusion gate (_is_sm90_supported or _is_sm100_supported), "
-    "communicator.py / add_norm.py)",
-    "    it needs CUDA 12.8 or later and nvcc, for FlashInfer's JIT build of sm_120a (trtllm_comm.so): no nvcc on PATH; "
-    "FlashInfer cannot build the comm module for SM120",
-]
+# A cc given without GPUs is known to lack multicast, as every product of it does (gpus/products.py); before
+# a GB10 was a target of its own these lines said "how the GPUs are linked is not known (none measured)".
+PRODUCTS = {"12.0": "RTX PRO 6000 and RTX 50 have no NVLink", "12.1": "GB10 is one GPU"}
 
 
-def projects(venv: Path, python: str, symm: list[str]) -> list[str]:
+def multicast(cc: str = "12.0") -> list[str]:
+    why = f"no multicast on any GPU of this cc ({PRODUCTS[cc]})"
+    return [f"    the communicator will then turn itself off (\"torch symmetric memory multicast operations are not supported\"): "
+            f"{why}; the all-reduce stays on NCCL",
+            f"    --enable-torch-symm-mem cannot speed anything up here ({why}): the fix only turns KeyError: 12 into a clean start"]
+
+
+# FlashInfer's JIT build for each cc (the fusion's need, for_cc in its data): sm_121a for a GB10.
+BUILDS = {"12.0": "CUDA 12.8 or later and nvcc, for FlashInfer's JIT build of sm_120a",
+          "12.1": "CUDA 12.9 or later and nvcc, for FlashInfer's JIT build of sm_121a"}
+
+
+def fusion(cc: str = "12.0") -> list[str]:
+    return [
+        "  allreduce-fusion (opt-in): not applied: _is_sm100_supported in apply_flashinfer_allreduce_fusion() lacks '_is_sm120_supported'",
+        "    not needed by default: only with --enable-flashinfer-allreduce-fusion",
+        "    without it SGLang never runs the fusion on SM120 (SGLang's fusion gate (_is_sm90_supported or _is_sm100_supported), "
+        "communicator.py / add_norm.py)",
+        f"    it needs {BUILDS[cc]} (trtllm_comm.so): no nvcc on PATH; FlashInfer cannot build the comm module for SM120",
+    ]
+
+
+def projects(venv: Path, python: str, symm: list[str], cc: str = "12.0") -> list[str]:
     """What doctor says of the projects of ``venv`` (SGLang 0.5.9 alone), with ``symm`` the lines of torch-symm-mem."""
     site = next((venv / "lib").glob("python3*/site-packages"))
     return ["", f"{site}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info/METADATA", *symm,
-            *FUSION, "",
+            *fusion(cc), "",
             f"compiled CUDA code: no distribution installed for {python} carries any", ""]
 
 
@@ -43,11 +57,12 @@ def missing(cc: str = "12.0") -> list[str]:
     """torch-symm-mem's lines on SGLang 0.5.9 as released, judged for ``cc``."""
     return [f"  torch-symm-mem (on by default): needed for cc {cc}, not applied: TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES lacks 12; "
             "_WORLD_SIZES_MULTIMEM lacks 12",
-            "    prevents: KeyError: 12 (TorchSymmMemCommunicator.__init__ (torch_symm_mem.py))", MULTICAST]
+            "    prevents: KeyError: 12 (TorchSymmMemCommunicator.__init__ (torch_symm_mem.py))", *multicast(cc)]
 
 
-APPLIED = ["  torch-symm-mem (on by default): applied (by patchkit)",
-           "    prevented: KeyError: 12 (TorchSymmMemCommunicator.__init__ (torch_symm_mem.py))", MULTICAST]
+def applied(cc: str = "12.0") -> list[str]:
+    return ["  torch-symm-mem (on by default): applied (by patchkit)",
+            "    prevented: KeyError: 12 (TorchSymmMemCommunicator.__init__ (torch_symm_mem.py))", *multicast(cc)]
 
 
 def snapshot(root: Path) -> dict[str, str]:
@@ -99,7 +114,7 @@ def test_to_cc_judges_a_host_without_gpus_for_that_cc(tmp_path: Path, sglang_ven
             f"judged for cc {cc} as given (--to-cc {written}) and not measured: how the GPUs are linked is not known"]
     done = invoke("doctor", "--python", python, "--to-cc", written, env=env)
     assert (done.returncode, done.stderr) == (1, b"")
-    assert lines(done) == [*head, *projects(venv, python, missing(cc)),
+    assert lines(done) == [*head, *projects(venv, python, missing(cc), cc),
                            f"needed for cc {cc}: torch-symm-mem; to apply: patchkit apply --python {python} --to-cc 12"]
     doc = json.loads(invoke("doctor", "--python", python, "--to-cc", written, "--json", env=env).stdout)
     assert (doc["ok"], doc["exit_code"], doc["needed"], doc["judged_for"]) == (False, 1, ["torch-symm-mem"], {"ccs": [cc], "from": "--to-cc"})
@@ -109,11 +124,11 @@ def test_to_cc_judges_a_host_without_gpus_for_that_cc(tmp_path: Path, sglang_ven
     assert done.returncode == 0, done.stderr.decode()
     done = invoke("doctor", "--python", python, "--to-cc", written, env=env)
     assert (done.returncode, done.stderr) == (0, b"")
-    assert lines(done) == [*head, *projects(venv, python, APPLIED), f"nothing GPUs of cc {cc} need is missing"]
+    assert lines(done) == [*head, *projects(venv, python, applied(cc), cc), f"nothing GPUs of cc {cc} need is missing"]
     # Without --to-cc it still cannot judge this machine: the state is shown, and the exit stays 2.
     done = invoke("doctor", "--python", python, env=env)
     assert done.returncode == 2 and done.stderr.decode() == f"patchkit: {CANNOT}\n"
-    assert lines(done)[2:] == [*projects(venv, python, APPLIED), "nothing GPUs of cc 12.0 need is missing"]
+    assert lines(done)[2:] == [*projects(venv, python, applied()), "nothing GPUs of cc 12.0 need is missing"]
 
 
 def test_to_cc_wins_over_the_gpus_nvidia_smi_shows(tmp_path: Path, sglang_venv: Path) -> None:

@@ -157,9 +157,10 @@ def test_flashinfer(tmp_path: Path, version: str, targets: tuple, modules: int, 
     assert jit_lines(j)[1] == (f"    12.0: builds {targets[0]}, but {leave_out} of its {modules} modules leave major 12 out of "
                                f"supported_major_versions (gen_cutlass_fused_moe_sm100_module, gen_cutlass_fused_moe_sm103_module, "
                                f"{j.fits[0].names[2]}, {j.fits[0].names[3]} and {leave_out - 4} more)")
-    if not Path("/usr/local/cuda/bin/nvcc").exists():  # no nvcc anywhere FlashInfer looks
-        (none,) = jit_here(jit_installs([site], no_cuda(tmp_path, nvcc=None)), [(12, 0)])
-        assert (none.fits[0].verdict, none.fits[0].compiler.chosen_by) == (NO_COMPILER, "/usr/local/cuda")
+    # $CUDA_HOME first: FlashInfer calls the nvcc there, and there is none.
+    (none,) = jit_here(jit_installs([site], no_cuda(tmp_path) | {"CUDA_HOME": str(tmp_path / "no-cuda")}), [(12, 0)])
+    assert (none.fits[0].verdict, none.fits[0].compiler.chosen_by) == (NO_COMPILER, "$CUDA_HOME")
+    assert jit_lines(none)[1] == f"    12.0: cannot build: no nvcc at {tmp_path}/no-cuda/bin/nvcc"
 
 
 def test_deep_gemm_bundled_in_vllm(tmp_path: Path) -> None:

@@ -113,3 +113,62 @@ def test_vllm_020_for_a_gb10(copies: dict[str, Path]) -> None:
     assert [n for n, f in sorted(by.items()) if f.missing] == ["_flashmla_C.abi3.so", "_flashmla_extension_C.abi3.so",
                                                                "_vllm_fa3_C.abi3.so"]
     assert not by["cumem_allocator.abi3.so"].binary.cuda and not by["_C.cpython-312-x86_64-linux-gnu.so"].binary.cuda
+
+
+def test_doctor_and_diagnose_on_an_installed_cufft(copies: dict[str, Path], tmp_path: Path) -> None:
+    """nvidia-cufft 12.0.0.61 as pip installs it (its RECORD's rows for its shared objects, data/wheels/): doctor's
+    compiled-code lines and diagnose's code behind a missing kernel image say "cannot tell", never "no code"."""
+    from patchkit.commands.diagnose import CodeBehind, Gpus
+    from patchkit.judge.kernels import installed_code
+    from patchkit.render.diagnose import code_lines
+    from patchkit.render.kernels import distribution_lines
+
+    site = tmp_path / "site-packages"
+    info = site / "nvidia_cufft-12.0.0.61.dist-info"
+    info.mkdir(parents=True)
+    (info / "RECORD").write_bytes((Path(__file__).parent / "data" / "wheels" / "nvidia-cufft-12.0.0.61" / "RECORD").read_bytes())
+    (site / "nvidia" / "cu13" / "lib").mkdir(parents=True)
+    for name in ("libcufft.so.12", "libcufftw.so.12"):
+        (site / "nvidia" / "cu13" / "lib" / name).write_bytes(copies[name].read_bytes())
+    (d,) = installed_code([site], [(9, 0)])
+    assert d.failing() == []
+    lines = distribution_lines(d, [(9, 0)], listing=False)
+    assert lines[0] == "  nvidia-cufft 12.0.0.61: cannot tell whether its 2 files with CUDA code run on 9.0 (below)"
+    assert lines[1].startswith("    nvidia/cu13/lib/libcufft.so.12: sm_75: cannot tell for 9.0: kernels loaded another way")
+    said = code_lines(CodeBehind("nvidia", (d,), Gpus(((9, 0),), True)))
+    assert said == ["files: no shared object of nvidia-cufft 12.0.0.61 lacks code for this machine's GPUs (9.0, nvidia-smi); "
+                    "cannot tell for libcufft.so.12, libcufftw.so.12 (kernels loaded another way)"]
+
+
+@pytest.mark.network
+def test_doctor_says_one_thing_of_a_distribution_it_does_not_know(sglang_venv: Path, tmp_path: Path) -> None:
+    """A distribution patchkit knows nothing of (not in known-kernels.toml) with a file that has no code for
+    the GPUs: doctor says it once, what to do if the server loads it, and its last line agrees (exit 0);
+    before, it said "N of M files ... cannot run here", "do: install a build ..." and then "nothing GPUs
+    of cc 9.0 need is missing"."""
+    from support.venvs import copy_venv
+
+    venv = copy_venv(sglang_venv, tmp_path / "V")
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    (site / "some_ext").mkdir()
+    (site / "some_ext" / "_C.so").write_bytes((Path(__file__).parent / "data" / "rdc" / "sm80-only.so").read_bytes())
+    (site / "some_ext-1.0.dist-info").mkdir()
+    (site / "some_ext-1.0.dist-info" / "RECORD").write_text("some_ext/_C.so,,\n")
+    python = str(venv / "bin" / "python")
+    done = invoke("doctor", "--python", python, "--to-cc", "9.0")
+    assert done.returncode == 0, done.stdout.decode()
+    lines = done.stdout.decode().splitlines()
+    start = lines.index(f"compiled CUDA code for 9.0 (1 distribution of {python} carries it):")
+    assert lines[start + 1:start + 4] == [
+        "  some-ext 1.0: its 1 file with CUDA code cannot run on 9.0: a start fails only if the server loads one "
+        "(patchkit does not know when it does)",
+        "    some_ext/_C.so: sm_80: no code for 9.0",
+        "    do (if the server loads them): install a build of it that carries sm_90 (patchkit kernels shows what a build "
+        "carries), or build it from source for these GPUs: for a PyTorch extension, TORCH_CUDA_ARCH_LIST=\"9.0\" "
+        "(torch.utils.cpp_extension reads it)",
+    ]
+    assert lines[-1] == ("nothing GPUs of cc 9.0 need is missing; some-ext 1.0 (_C.so) cannot run on them, which matters "
+                         "only if the server loads them (above)")
+    doc = json.loads(invoke("doctor", "--python", python, "--to-cc", "9.0", "--json").stdout)
+    assert (doc["exit_code"], doc["compiled_code"]["no_code"], doc["compiled_code"]["no_code_if_loaded"]) == (
+        0, [], ["some-ext 1.0 (_C.so)"])

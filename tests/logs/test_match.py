@@ -54,6 +54,19 @@ def test_the_capability_warning_of_later_releases() -> None:
     assert found.what == "TorchSymmMemCommunicator: Device capability 12 not supported, communicator is not available."
 
 
+def test_a_gb10s_capability_warning_is_known_as_12_0s_is() -> None:
+    """vLLM's symm_mem.py logs capability.as_version_str(): "12.1" on a GB10 (research on the 0.27.1
+    wheel, symm_mem.py lines 58-72; vLLM issue 45604's worker prefix)."""
+    line = ("(Worker_TP0_EP0 pid=1158) WARNING [symm_mem.py:67] SymmMemCommunicator: Device capability 12.1 not "
+            "supported, communicator is not available.")
+    matcher = Matcher()
+    matcher.feed(1, line)
+    [found] = matcher.findings
+    assert (found.kind, found.name, found.project, found.releases) == (FIX, "torch-symm-mem", "vllm", "0.10.2 - 0.33.0")
+    assert found.cause == "vLLM's SymmMemCommunicator found no entry for compute capability 12.1 and turned itself off"
+    assert found.what == line
+
+
 def test_apply_commands_point_at_what_ran() -> None:
     checkout = Frame("/root/sglang/python/sglang/srt/x.py", 1, "f")
     installed = Frame("/opt/venv/lib/python3.11/site-packages/flashinfer/jit/comm.py", 1, "f")

@@ -15,7 +15,7 @@ import pytest
 from test_list_member import black_clean
 
 from patchkit.errors import RewriteError
-from patchkit.rewrite.predicate import Helper, needed_helper, rewrite
+from patchkit.rewrite.predicate import Helper, rewrite
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
 from support.mirror import default_cache, fetch_wheel
 
@@ -39,8 +39,8 @@ def _patched(body: bytes) -> bytes:
     return _module(body, IMPORTS_NEW, DEFS_NEW)
 
 
-def _rw(before: bytes, function: str = "use_fusion", helper_exists: bool = True, flag: str = FLAG, old="sm100", new="sm120"):
-    return rewrite(before, function, flag, old, new, helper_exists, "pkg/mod.py")
+def _rw(before: bytes, function: str = "use_fusion", flag: str = FLAG, old="sm100", new="sm120"):
+    return rewrite(before, function, flag, old, new, path="pkg/mod.py")
 
 
 FUSION = (
@@ -217,18 +217,16 @@ def test_reports_what_it_did() -> None:
     assert _rw(_module(FUSION, IMPORTS_NEW, DEFS_NEW)).added == ()
 
 
-def test_needed_helper() -> None:
-    assert needed_helper(_module(FUSION), FLAG, "sm100", "sm120") == Helper(
-        "is_sm120_supported", "pkg.utils", "is_sm120_supported"
-    )
+def test_the_helper_the_release_must_define() -> None:
+    """The rewrite names the helper the new flag's definition calls that the module lacks
+    (rules.py then checks that the release defines it)."""
+    assert _rw(_module(FUSION)).helper == Helper("is_sm120_supported", "pkg.utils", "is_sm120_supported")
     relative = _module(FUSION, IMPORTS.replace(b"pkg.utils", b".utils"))
-    assert needed_helper(relative, FLAG, "sm100", "sm120").module == ".utils"
-    assert needed_helper(_module(FUSION, defs=PLATFORM_DEFS), FLAG, "sm100", "sm120") == Helper(
-        "is_sm120", None, "get_platform().is_sm120"
-    )
-    assert needed_helper(_module(FUSION, IMPORTS_NEW), FLAG, "sm100", "sm120") is None
-    assert needed_helper(_module(FUSION, IMPORTS_NEW, DEFS_NEW), FLAG, "sm100", "sm120") is None
-    assert needed_helper(b"import os\n", FLAG, "sm100", "sm120") is None
+    assert _rw(relative).helper.module == ".utils"
+    assert _rw(_module(FUSION, defs=PLATFORM_DEFS)).helper == Helper("is_sm120", None, "get_platform().is_sm120")
+    assert _rw(_module(FUSION, IMPORTS_NEW)).helper is None
+    assert _rw(_module(FUSION, IMPORTS_NEW, DEFS_NEW)).helper is None
+    assert _rw(b"import os\n").helper is None
 
 
 LEFT_ALONE = [
@@ -247,7 +245,7 @@ LEFT_ALONE = [
 
 @pytest.mark.parametrize("source", LEFT_ALONE)
 def test_leaves_alone(source: bytes) -> None:
-    result = _rw(source, helper_exists=False)
+    result = _rw(source)
     assert result.source == source
     assert not result.changed
     assert result.added == ()
@@ -260,12 +258,6 @@ def test_already_upstream_is_reported() -> None:
 
 _DEFS = b"_is_sm100_supported = "
 ERRORS = [  # (source, options, message after "pkg/mod.py: ")
-    pytest.param(_module(FUSION), {"helper_exists": False},
-                 "cannot add _is_sm120_supported: is_sm120_supported is not defined in pkg.utils in this release",
-                 id="the new helper does not exist"),
-    pytest.param(_module(FUSION, defs=PLATFORM_DEFS), {"helper_exists": False},
-                 "cannot add _is_sm120_supported: get_platform().is_sm120 is not defined in this release",
-                 id="the new attribute does not exist"),
     pytest.param(_module(b"def use_fusion(n):\n    return _is_sm100_supported and n > 0\n"), {},
                  "function use_fusion has no or-expression with _is_sm100_supported", id="the flag in no or-expression"),
     pytest.param(_module(b"def use_fusion(n):\n    return n\n"), {},
@@ -362,11 +354,11 @@ def test_sglang_0_5_9_helper_imported() -> None:
         # sglang.srt.utils re-exports all of sglang.srt.utils.common, which defines the new helper.
         assert b"from sglang.srt.utils.common import *" in wheel.read("sglang/srt/utils/__init__.py")
         exists = _binds(wheel.read("sglang/srt/utils/common.py"), "is_sm120_supported")
-    assert needed_helper(old, FLAG, "sm100", "sm120") == Helper("is_sm120_supported", "sglang.srt.utils", "is_sm120_supported")
     assert exists
 
     function = "apply_flashinfer_allreduce_fusion"
-    result = rewrite(old, function, FLAG, "sm100", "sm120", exists, COMMUNICATOR)
+    result = rewrite(old, function, FLAG, "sm100", "sm120", path=COMMUNICATOR)
+    assert result.helper == Helper("is_sm120_supported", "sglang.srt.utils", "is_sm120_supported")
     assert [(p.function, p.status) for p in result.predicates] == [(function, PATCHED)]
     _check_added(
         old,
@@ -378,7 +370,7 @@ def test_sglang_0_5_9_helper_imported() -> None:
     imported = [a.name for a in utils.names]
     assert imported[imported.index("is_sm100_supported") + 1] == "is_sm120_supported"
 
-    again = rewrite(result.source, function, FLAG, "sm100", "sm120", exists, COMMUNICATOR)
+    again = rewrite(result.source, function, FLAG, "sm100", "sm120", path=COMMUNICATOR)
     assert (again.source, again.changed) == (result.source, False)
 
 
@@ -388,11 +380,11 @@ def test_sglang_0_5_23_helper_reached_as_an_attribute() -> None:
         old = wheel.read(ADD_NORM)
         # The platform's probes are named in sglang.srt.runtime_context.
         exists = "is_sm120" in _strings(wheel.read("sglang/srt/runtime_context.py"))
-    assert needed_helper(old, FLAG, "sm100", "sm120") == Helper("is_sm120", None, "get_platform().is_sm120")
     assert exists
 
     function = "flashinfer_ar_fusion_applies"
-    result = rewrite(old, function, FLAG, "sm100", "sm120", exists, ADD_NORM)
+    result = rewrite(old, function, FLAG, "sm100", "sm120", path=ADD_NORM)
+    assert result.helper == Helper("is_sm120", None, "get_platform().is_sm120")
     assert [(p.function, p.status) for p in result.predicates] == [(function, PATCHED)]
     assert result.added == ("_is_sm120_supported = _is_cuda and get_platform().is_sm120",)
     _check_added(old, result.source, function, [b"_is_sm120_supported = _is_cuda and get_platform().is_sm120\n"])

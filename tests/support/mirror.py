@@ -31,9 +31,9 @@ from pathlib import Path
 
 from patchkit.errors import MirrorError
 from patchkit.fixes.registry import PROJECTS
-from patchkit.git.history import Release, tag_names, write_history
 from patchkit.versions import is_release_tag, version_key
 from support import index
+from support.history import Release, tag_names, write_history
 
 SGLANG_RELEASES = tuple(
     "0.4.10.post2 0.5.1 0.5.1.post1 0.5.1.post2 0.5.1.post3 0.5.2 0.5.3 0.5.3.post1"

@@ -13,9 +13,18 @@ from __future__ import annotations
 
 import ast
 import zipfile
+from collections.abc import Iterable
 from functools import cache
 from pathlib import PurePosixPath
 from types import SimpleNamespace
+
+from patchkit.versions import at_least
+
+# FlashInfer's arch folder, as patchkit.targets.jit_builds's docstring says each release names it
+# (the tests check those facts against each release's text; patchkit itself needs no arch: it
+# looks in every arch folder).
+_NORMALIZES_ARCHS = "0.6.7"
+_KEEPS_SM12_MINOR = "0.6.8"
 
 
 @cache
@@ -130,3 +139,38 @@ def jit_library_path(version: str, env: dict, home: str, archs: set, name: str) 
     fn = function(wheel_text(version, "flashinfer/jit/core.py"), "jit_library_path")
     scope = {"jit_env": jit_env(version, env, home, archs), "self": SimpleNamespace(name=name)}
     return _Evaluator(scope).call(fn)
+
+
+def _normalize(version: str, major: int, minor: int) -> tuple[int, str]:
+    """compilation_context.py ``_normalize_cuda_arch`` (0.6.7+), with CUDA >= 12.9 (else FlashInfer cannot import)."""
+    if major == 9:
+        return major, f"{minor}a"
+    if major == 12:
+        return major, "0f" if minor == 0 or not at_least(version, _KEEPS_SM12_MINOR) else f"{minor}a"
+    if major >= 10:
+        return major, f"{minor}a"
+    return major, str(minor)
+
+
+def arch_folder(version: str, arch_list: str | None = None, gpus: Iterable[tuple[int, int]] = ()) -> str | None:
+    """The arch folder FlashInfer ``version`` builds in: from ``FLASHINFER_CUDA_ARCH_LIST`` when given, else from the
+    GPUs' compute capabilities.  None where that value makes FlashInfer fail at import (so nothing is built)."""
+    normalizes = at_least(version, _NORMALIZES_ARCHS)
+    archs: set[tuple[int, str]] = set()
+    try:
+        if arch_list is not None:
+            for arch in arch_list.split(" "):
+                major, minor = arch.split(".")
+                if not normalizes or minor[-1].isalpha():
+                    archs.add((int(major), minor))
+                else:
+                    archs.add(_normalize(version, int(major), int(minor)))
+        else:
+            for major, minor in gpus:
+                if normalizes:
+                    archs.add(_normalize(version, major, minor))
+                else:
+                    archs.add((major, f"{minor}a" if major >= 9 else str(minor)))
+    except (ValueError, IndexError):
+        return None
+    return "_".join(f"{major}{minor}" for major, minor in sorted(archs))

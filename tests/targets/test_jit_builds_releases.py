@@ -13,9 +13,9 @@ import re
 from pathlib import Path
 
 import pytest
-from flashinfer_text import function, jit_library_path, wheel_text
+from flashinfer_text import arch_folder, function, jit_library_path, wheel_text
 
-from patchkit.targets.jit_builds import CACHED, MODULE_GENERATORS, MODULE_SOURCES, WORKSPACE, arch_folder, find
+from patchkit.targets.jit_builds import CACHED, MODULE_GENERATORS, MODULE_SOURCES, WORKSPACE, find
 
 pytestmark = pytest.mark.network  # FlashInfer's real wheels, fetched once into the cache
 

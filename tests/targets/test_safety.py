@@ -98,3 +98,23 @@ def test_the_tree_itself_may_be_reached_through_a_link(tree: Path, tmp_path: Pat
     (tmp_path / "alias").symlink_to(tree)
     assert resolve_inside(tmp_path / "alias", "python/sglang/x.py") == tmp_path / "alias/python/sglang/x.py"
     assert os.path.samefile(tmp_path / "alias/python/sglang/x.py", tree / "python/sglang/x.py")
+
+
+def test_a_folder_swapped_for_a_link_after_the_walk_is_refused(tree: Path, tmp_path: Path, monkeypatch) -> None:
+    """A component that becomes a link between the walk and the end of the check (a race) leads to
+    another file than the one checked: refused, naming the path."""
+    real_lstat = os.lstat
+
+    def swap_after_walk(path, *args, **kwargs):
+        info = real_lstat(path, *args, **kwargs)
+        if str(path).endswith("python/sglang/x.py"):  # the walk's last step: now swap the folder for a link
+            (tree / "python/sglang").rename(tmp_path / "moved")
+            (tmp_path / "elsewhere").mkdir()
+            (tmp_path / "elsewhere/x.py").write_bytes(b"X = 3\n")
+            (tree / "python/sglang").symlink_to(tmp_path / "elsewhere")
+        return info
+
+    monkeypatch.setattr(os, "lstat", swap_after_walk)
+    with pytest.raises(UnsafePath) as raised:
+        resolve_inside(tree, "python/sglang/x.py")
+    assert (raised.value.path, raised.value.reason) == (str(tree / "python/sglang/x.py"), "refused: resolves outside the target tree")

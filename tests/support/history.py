@@ -3,7 +3,7 @@
 Each release is a root commit of its own, so a tag's commit id depends on that release's
 files, message, identity and time alone: the same releases give the same commit ids, in a
 history of a few releases or of all of them.  The maintainers' mirror (``support.mirror``)
-builds the test and demo histories with it.
+builds the test, demo and bench histories with it (test tooling, not shipped).
 """
 
 from __future__ import annotations

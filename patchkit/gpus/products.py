@@ -1,0 +1,29 @@
+"""What every GPU of a compute capability lacks, known from NVIDIA's product specifications, so a
+cc given without GPUs (``--to-cc 12.1``, an image build) is judged as the machine it can only be.
+
+Multicast (NVLink SHARP through NVSwitch, which torch symmetric memory needs) is had by no
+SM12x product:
+
+- 12.0: RTX PRO 6000 Blackwell (Workstation, Max-Q and Server Editions) and the GeForce RTX 50
+  series have no NVLink connector (NVIDIA's RTX PRO 6000 Blackwell data sheets: "NVLink: No";
+  the RTX 50 series specifications list none); the GPUs meet over PCIe only.
+- 12.1: GB10 is the one GPU of a DGX Spark (NVIDIA's DGX Spark hardware specifications: one GB10
+  Grace Blackwell Superchip); its ConnectX-7 joins two Sparks over the network, not NVLink.
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+# cc -> why no GPU of it has multicast, with the source above.
+NO_MULTICAST: dict[tuple[int, int], str] = {
+    (12, 0): "RTX PRO 6000 and RTX 50 have no NVLink",
+    (12, 1): "GB10 is one GPU",
+}
+
+
+def without_multicast(ccs) -> tuple[str, ...] | None:
+    """Why GPUs of every one of ``ccs`` lack multicast (one reason each), or None when one of them
+    may have it (or none is given)."""
+    why = [NO_MULTICAST.get(tuple(cc)) for cc in ccs]
+    return tuple(why) if why and all(why) else None

@@ -1,0 +1,64 @@
+"""The one build step pyproject.toml cannot say: the data files of ``patchkit/fixes/`` parsed at
+build time, so that a command does not import and run a TOML parser at every start.
+
+The wheel gets ``patchkit/fixes/_parsed.py``: each ``*.toml`` of that folder as tomllib parses it,
+keyed by the sha256 of its text (``fixes/load.py`` takes a document from there only when the
+file's text is the one that was parsed; any other text is parsed when read).  Nothing is
+written into the tree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import sys
+from pathlib import Path
+
+from setuptools import setup
+from setuptools.command.build_py import build_py
+
+MODULE = "_parsed.py"
+
+
+def _literal(value) -> bool:
+    """Whether ``repr(value)`` reads back as the same value (no dates, no inf or nan)."""
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _literal(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(_literal(v) for v in value)
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, (str, int, bool))
+
+
+def parsed_module(folder: Path) -> str:
+    """The text of ``_parsed.py`` for the TOML files of ``folder``."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # Python 3.10: tomli, a build requirement there (pyproject.toml)
+        import tomli as tomllib
+
+    docs = {}
+    for path in sorted(folder.glob("*.toml")):
+        text = path.read_text(encoding="utf-8")
+        try:
+            doc = tomllib.loads(text)
+        except tomllib.TOMLDecodeError:  # left to fixes/load.py, which names the file and the reason
+            continue
+        if _literal(doc):
+            docs[hashlib.sha256(text.encode("utf-8")).hexdigest()] = doc
+    return (
+        '"""Written by setup.py at build time: the TOML files of patchkit/fixes/ as tomllib parses them,\n'
+        'keyed by the sha256 of their text (fixes/load.py reads them from here)."""\n\n'
+        f"DOCS = {docs!r}\n"
+    )
+
+
+class BuildPy(build_py):
+    def run(self) -> None:
+        super().run()
+        fixes = Path(self.build_lib) / "patchkit" / "fixes"  # the data files as the wheel ships them
+        (fixes / MODULE).write_text(parsed_module(fixes), encoding="utf-8")
+
+
+setup(cmdclass={"build_py": BuildPy})

@@ -165,8 +165,14 @@ def verify(path, from_cc, to_cc, python, project, fix_names, all_fixes, as_json)
         return verify_auto(targets(path, python, project).found, fixes, named=tuple(fix_names))
     check_cc(from_cc, to_cc, project)
     named = tuple(fix_names) if fix_names else (() if all_fixes else None)
-    return run_each("verify", targets(path, python, project),
-                    lambda p, name, i: command(p, from_cc, to_cc, name, fixes, i, named), judged=True)
+    given = targets(path, python, project)
+    done = run_each("verify", given, lambda p, name, i: command(p, from_cc, to_cc, name, fixes, i, named), judged=True)
+    if given.env is None:
+        return done
+    from patchkit.commands.settings import verify_settings  # --python: the settings its releases need, too
+
+    settings = verify_settings(given.env, to_cc)
+    return done._replace(results=done.results + (settings,)) if settings.judged else done
 
 
 @cli.command(short_help="Restore the exact original bytes.")

@@ -104,6 +104,7 @@ class DoctorResult(NamedTuple):
     code: CompiledCode | None  # with --python
     speedups: tuple  # judge.speedups.SpeedupHere
     nvcc: str | None  # nvcc on PATH
+    settings: tuple = ()  # judge.settings.SettingHere: with --python, the settings judged for the GPUs
 
     @property
     def measured(self) -> bool:
@@ -188,7 +189,20 @@ def doctor(found: list[tuple], apply_target: str, env=None, to_cc: CC | None = N
         options = "" if keep == defaults else " --all-fixes" if keep == list(FIXES) else "".join(f" --fix {n}" for n in keep)
         command = _apply_command(apply_target, options, None if m is seen else needing)
     return DoctorResult(seen, unseen, to_cc, m, basis, tuple(targets), tuple(needed), command, code,
-                        tuple(speedups_here(m, versions)), shutil.which("nvcc"))
+                        tuple(speedups_here(m, versions)), shutil.which("nvcc"), _settings(env, m))
+
+
+def _settings(env, m: Machine) -> tuple:
+    """The settings (a variable, a flag, an upgrade) judged from what ``--python`` has installed, with
+    the variables of the shell doctor runs in (``judge/settings.py``); not counted in the exit code:
+    ``verify --python`` checks the environment the server starts from."""
+    if env is None:
+        return ()
+    import os
+
+    from patchkit.judge.settings import settings_here
+
+    return tuple(settings_here(list(env.sites), dict(os.environ), m))
 
 
 def _apply_command(target: str, options: str, keys: dict[str, object] | None) -> str:

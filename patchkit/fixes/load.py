@@ -52,7 +52,7 @@ _DIFF_MAX = 1 << 20  # a backport's diff is read whole: one upstream change, not
 _DIFF_FILE = re.compile(rb"^diff --git a/(\S+) b/(\S+)$", re.M)
 _LOCATORS = ("call", "keyword", "target", "test")
 # The data files beside the fixes that are not fixes.
-NOT_FIXES = ("projects.toml", "known-failures.toml", "known-speedups.toml", "known-kernels.toml")
+NOT_FIXES = ("projects.toml", "known-failures.toml", "known-speedups.toml", "known-kernels.toml", "known-settings.toml")
 
 
 _CLASSES = {Kind.DICT_KEY: DictKeyRule, Kind.LIST_MEMBER: ListMemberRule, Kind.PREDICATE: PredicateRule,

@@ -48,10 +48,12 @@ class Package(NamedTuple):
 
 class Failure(NamedTuple):
     name: str
-    exception: str
+    exception: str | None  # text of a traceback's last line; or
     cause: str  # with {package}
     advice: str  # with {package}
     packages: tuple[Package, ...]
+    log: str | None = None  # text of a log line (ptxas's own line)
+    setting: str | None = None  # the setting (known-settings.toml) that cures it
 
 
 class Effect(NamedTuple):
@@ -105,9 +107,13 @@ def _package(doc: object, path: Path, what: str) -> Package:
 def _failure(doc: object, path: Path, what: str) -> Failure:
     if not isinstance(doc, dict):
         raise BadInput(str(path), f"{what}: not a table")
-    packages = tuple(_package(p, path, f"{what}, package {i}") for i, p in enumerate(_get(doc, "packages", list, path, what), 1))
-    return Failure(_get(doc, "name", str, path, what), _get(doc, "exception", str, path, what),
-                   _get(doc, "cause", str, path, what), _get(doc, "advice", str, path, what), packages)
+    packages = tuple(_package(p, path, f"{what}, package {i}") for i, p in enumerate(_get(doc, "packages", list, path, what), 1)) \
+        if "packages" in doc else ()
+    exception, log = _text(doc, "exception", path, what), _text(doc, "log", path, what)
+    if (exception is None) == (log is None):
+        raise BadInput(str(path), f"{what}: a failure names 'exception' or 'log', one of them")
+    return Failure(_get(doc, "name", str, path, what), exception, _get(doc, "cause", str, path, what),
+                   _get(doc, "advice", str, path, what), packages, log, _text(doc, "setting", path, what))
 
 
 def _effect(doc: object, path: Path, what: str) -> Effect:

@@ -50,7 +50,7 @@ def needles(data: Known | None = None) -> tuple[bytes, ...]:
     reads every line)."""
     data = data or known()
     texts = [HEADER] + [s.log or s.exception for s in data.signatures if s.log or not s.raised_in]
-    texts += [e.log for e in data.effects]
+    texts += [e.log for e in data.effects] + [f.log for f in data.failures if f.log]
     return tuple(dict.fromkeys(t.encode() for t in texts))
 
 
@@ -156,7 +156,7 @@ class Matcher:
                                apply_commands(sig.fix, frames))
         for i, part in enumerate(parts):
             for failure in self.data.failures:
-                if failure.exception in part.exception:
+                if failure.exception and failure.exception in part.exception:
                     package, origin = self._package(failure, part.frames or frames, part.exception)
                     return i, (FAILURE, failure.name, part.exception, part.frames, None, "",
                                failure.cause.format(package=package), failure.advice.format(package=package), (), None,
@@ -173,6 +173,11 @@ class Matcher:
                 said = text[text.find(sig.log or sig.exception):]
                 self._add(FIX, sig.fix, number, _message(text), (), sig.project, sig.releases, sig.cause, "",
                           apply_commands(sig.fix, ()), said)
+                return
+        for failure in self.data.failures:  # a line a known failure says by itself (ptxas's)
+            if failure.log and failure.log in text:
+                self._add(FAILURE, failure.name, number, _message(text), (), None, "", failure.cause.format(package=""),
+                          failure.advice.format(package=""), (), text[text.find(failure.log):])
                 return
         for effect in self.data.effects:
             if effect.log in text:

@@ -16,6 +16,8 @@ from patchkit.judge.here import no_multicast
 from patchkit.render import jit
 from patchkit.render.kernels import distribution_lines
 from patchkit.render.reasons import code, said
+from patchkit.render.settings import lines as settings_lines
+from patchkit.render.settings import set_line
 from patchkit.text import plural
 from patchkit.types import Status
 
@@ -49,6 +51,7 @@ def to_text(r, terminal: bool) -> list[str]:
             why += [f"needed because {w}" for w in map(said, j.because)]
             lines += [f"    {line}" for line in why + effect_here(j, t.label, r)]
     lines += _code_lines(r)
+    lines += [""] + settings_lines(r.settings) if r.settings else []
     for s in r.speedups:
         lines += ["", *speedup_lines(s, r.machine)]
     lines.append("")
@@ -87,7 +90,8 @@ def to_json(r) -> dict:
            "machine": r.seen.to_json() if r.seen else None, "no_gpu": r.unseen,
            "judged_for": {"ccs": [_cc(c) for c in r.machine.ccs()], "from": r.basis},
            "targets": targets, "needed": list(r.needed), "apply": r.apply,
-           "recommendation": speedup_json(r.speedups[0]) if r.speedups else None, "compiled_code": code}
+           "recommendation": speedup_json(r.speedups[0]) if r.speedups else None, "compiled_code": code,
+           "settings": [h.to_json() | {"set_line": set_line(h)} for h in r.settings]}
     error = failure(r)
     return doc | {"error": error} if error else doc
 

@@ -19,7 +19,7 @@ else:  # pragma: no cover - Python 3.10
 
 def test_every_data_file_is_parsed_into_the_wheel_as_tomllib_parses_it() -> None:
     files = sorted(load.HERE.glob("*.toml"))
-    assert len(files) == 6  # projects, the two fixes, known failures, speedups and kernels
+    assert len(files) == 7  # projects, the two fixes, known failures, speedups, kernels and settings
     expected = {hashlib.sha256(p.read_bytes()).hexdigest(): tomllib.loads(p.read_text(encoding="utf-8")) for p in files}
     assert _parsed.DOCS == expected
 

@@ -26,10 +26,16 @@ def test_the_shipped_data() -> None:
     ]
     assert known.signatures[-1].cause == "vLLM's SymmMemCommunicator found no entry for compute capability 12.1 and turned itself off"
     assert [s.raised_in for s in known.signatures[1:3]] == [("*/torch_symm_mem.py",), ("*/device_communicators/symm_mem.py",)]
-    [failure] = known.failures
+    failure = known.failures[0]
     assert [p.name for p in failure.packages] == ["sgl_kernel", "flashinfer", "torch"]
+    # The failures a setting cures (known-settings.toml), by a traceback's exception or a line of their own.
+    assert [(f.name, f.setting, f.exception is None, [p.name for p in f.packages]) for f in known.failures[1:]] == [
+        ("triton-ptxas-sm121a", "triton-ptxas", True, []), ("triton-ptxas-error", "triton-ptxas", False, ["triton"]),
+        ("deepgemm-unsupported-architecture", "sglang-deepgemm-off", False, ["vllm", "sglang", "deep_gemm"]),
+        ("flashinfer-trtllm-attention", None, False, ["sglang", "vllm", "flashinfer"]),
+        ("nccl-illegal-address", "nccl-upgrade", True, [])]
     assert [e.name for e in known.effects] == ["no-multicast", "one-gpu"]
-    assert "known-failures" not in read_fixes()  # not a fix
+    assert "known-failures" not in read_fixes() and "known-settings" not in read_fixes()  # not fixes
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,211 @@
+"""The settings (``fixes/settings.py``) judged from what is installed for ``--python`` and the
+environment given: values only, one ``SettingHere`` per setting whose project is installed and
+whose GPUs are among those judged for; ``render/settings.py`` says them.
+
+- Triton's ptxas: the installed Triton's release (its dist-info) picks the spelling; the ptxas that
+  release calls for the GPU (the variable's, else the bundled one: ``ptxas-blackwell`` for 10.0 and
+  later in 3.3.x and 3.6+, ``ptxas`` in 3.4/3.5) is asked ``--help`` (bounded, ``kernels/jit.ask``)
+  whether it knows ``sm_<cc>a``; a ptxas that would do is looked for in the environment
+  (``nvidia/cu13/bin/ptxas``, ``nvidia/cuda_nvcc/bin/ptxas``), ``$CUDA_HOME/bin``, and PATH.
+- DeepGEMM: the ``deep_gemm`` the project loads (vLLM: the top-level one, else its bundled copy)
+  without ``include/deep_gemm/impls/sm120_*.cuh``; SGLang only from the release whose probe the
+  three APIs fool (0.5.21), vLLM only where ``support_deep_gemm`` admits the 12.x family.
+- NCCL: ``nvidia-nccl-cu12``'s version against the first one without the PCIe fault, for GPUs
+  linked by PCIe only (links not known: ``MAYBE``).
+- vLLM's GB10 options: the installed release must hold each (its ``marks``); a flag is never
+  "set" here (the server's command line is not seen).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import NamedTuple
+
+from patchkit.fixes.settings import Check, Setting, SettingKind, Spelling, read_settings
+from patchkit.kernels.jit import Compiler, ask
+from patchkit.types import StrEnum
+from patchkit.versions import at_least
+
+
+class Need(StrEnum):
+    """A setting at this environment, for these GPUs."""
+
+    NEEDED = "needed"  # not set, and the release fails without it
+    SET = "set"  # set in the environment judged, and it does what it should
+    WRONG = "set wrongly"  # set, but to what does not help (a ptxas that does not know the target)
+    MAYBE = "needed if"  # needed under a condition the files cannot tell (how the GPUs are linked)
+    NOT_NEEDED = "not needed"  # the release does it by itself, or its installed parts serve these GPUs
+    ABSENT = "not in this release"  # the release has no such variable or flag
+
+
+SDIRS = ("nvidia/cu13/bin/ptxas", "nvidia/cuda_nvcc/bin/ptxas")  # where nvidia-cuda-nvcc 13.x / -cu12 12.x put ptxas
+DEEPGEMM_APIS = ("fp8_einsum", "m_grouped_fp8_fp4_gemm_nt_contiguous", "transform_sf_into_required_layout")
+
+
+class SettingHere(NamedTuple):
+    setting: Setting
+    version: str  # the installed release of setting.project
+    cc: tuple[int, int]  # the GPU it is judged for
+    need: Need
+    spelling: Spelling | None
+    value: str | None  # what to set: the value, or the path of a ptxas that would do
+    asked: Compiler | None = None  # Triton: the ptxas it calls, asked
+    would_do: tuple[Compiler, ...] = ()  # Triton: ptxas found that would do
+    found: str | None = None  # what was found: the DeepGEMM folder; the variable's value as set
+
+    def to_json(self) -> dict:
+        s, sp = self.setting, self.spelling
+        c = self.asked
+        return {"setting": s.name, "kind": s.kind.value, "project": s.project, "version": self.version,
+                "cc": f"{self.cc[0]}.{self.cc[1]}", "need": self.need.value, "rank": s.rank,
+                "name": sp.name if sp else None, "value": self.value, "found": self.found,
+                "ptxas": None if c is None else {"path": c.path, "release": c.release, "targets": list(c.targets or ()),
+                                                 "problem": c.problem},
+                "would_do": [{"path": w.path, "release": w.release} for w in self.would_do],
+                "evidence": s.evidence, "measured": s.measured}
+
+
+def _versions(sites: list[Path]) -> dict[str, str]:
+    from patchkit.kernels.jit import _dist_versions
+
+    found: dict[str, str] = {}
+    for site in sites:
+        for key, (_, version) in _dist_versions(site).items():
+            found.setdefault(key, version)
+    return found
+
+
+def _holds(path: Path | None, *marks: str) -> bool:
+    """Whether the file at ``path`` (read bounded) holds every one of ``marks``."""
+    from patchkit.kernels.jit import _read
+
+    text = _read(path) if path is not None else None
+    return text is not None and all(m in text for m in marks)
+
+
+def _first(sites: list[Path], rel: str) -> Path | None:
+    return next((s / rel for s in sites if (s / rel).exists()), None)
+
+
+def _ptxas_fits(c: Compiler, target: str, sp: Spelling) -> bool:
+    low, high = sp.ptxas or ("0", None)
+    r = c.release
+    return bool(c.knows(target)) and bool(r) and at_least(r, low) and (high is None or not at_least(r, high))
+
+
+def _candidates(sites: list[Path], env: dict) -> list[tuple[str, str]]:
+    found = [(str(s / rel), "installed " + rel) for s in sites for rel in SDIRS if (s / rel).is_file()]
+    if env.get("CUDA_HOME") and os.path.isfile(os.path.join(env["CUDA_HOME"], "bin", "ptxas")):
+        found.append((os.path.join(env["CUDA_HOME"], "bin", "ptxas"), "$CUDA_HOME"))
+    on_path = shutil.which("ptxas", path=env.get("PATH", ""))
+    if on_path:
+        found.append((on_path, "PATH"))
+    return list(dict(found[::-1]).items())[::-1]  # one per path, the first kept
+
+
+def _triton(s: Setting, version: str, sites: list[Path], env: dict, cc: tuple[int, int]) -> SettingHere | None:
+    sp = s.spelling(version)
+    if sp is None:
+        return None
+    arch = cc[0] * 10 + cc[1]
+    target = f"sm_{arch}{'a' if arch >= 90 else ''}"
+    package = _first(sites, "triton")
+    if package is None:
+        return None
+    blackwell = (package / "backends" / "nvidia" / "bin" / "ptxas-blackwell").is_file() and arch >= 100 and \
+        sp.name != "TRITON_PTXAS_PATH"
+    tool = "ptxas-blackwell" if blackwell else "ptxas"
+    chosen, how = env.get(sp.name), f"${sp.name}"
+    if not chosen:
+        chosen, how = str(package / "backends" / "nvidia" / "bin" / tool), "bundled with Triton"
+    asked = ask(tool, chosen, how, "--gpu-name")
+    if not sp.needed or (how == "bundled with Triton" and asked.knows(target)):
+        return SettingHere(s, version, cc, Need.NOT_NEEDED, sp, None, asked)
+    would = tuple(c for c in (ask("ptxas", p, by, "--gpu-name") for p, by in _candidates(sites, env)) if _ptxas_fits(c, target, sp))
+    value = would[0].path if would else None
+    if how != "bundled with Triton":
+        need = Need.SET if _ptxas_fits(asked, target, sp) else Need.WRONG
+        return SettingHere(s, version, cc, need, sp, value, asked, would, env.get(sp.name))
+    return SettingHere(s, version, cc, Need.NEEDED, sp, value, asked, would)
+
+
+def _deepgemm(s: Setting, version: str, sites: list[Path], env: dict, cc: tuple[int, int]) -> SettingHere | None:
+    sp = s.spelling(version)
+    if sp is None:
+        return None
+    rels = ["deep_gemm"] + (["vllm/third_party/deep_gemm"] if s.project == "vllm" else [])
+    package = next((p for rel in rels for p in [_first(sites, rel)] if p is not None), None)
+    if package is None:
+        return None
+    if s.project == "vllm" and not _holds(_first(sites, "vllm/platforms/cuda.py"), "is_device_capability_family(120)"):
+        return SettingHere(s, version, cc, Need.NOT_NEEDED, sp, sp.value, found=str(package))
+    impls = package / "include" / "deep_gemm" / "impls"
+    has = impls.is_dir() and any(n.startswith(f"sm{cc[0]}0_") and n.endswith(".cuh") for n in os.listdir(impls))
+    if s.project == "sglang" and not _holds(package / "__init__.py", *DEEPGEMM_APIS):
+        has = True  # SGLang's probe refuses it by itself: no setting needed
+    if has:
+        return SettingHere(s, version, cc, Need.NOT_NEEDED, sp, sp.value, found=str(package))
+    current = env.get(sp.name)
+    off = current is not None and current.strip().lower() in ("0", "false", "no", "n")
+    return SettingHere(s, version, cc, Need.SET if off else Need.NEEDED, sp, sp.value, found=str(package))
+
+
+def _nccl(s: Setting, version: str, machine, cc: tuple[int, int]) -> SettingHere | None:
+    sp = s.spelling(version)
+    if sp is None or sp.value is None:
+        return None
+    if at_least(version, sp.value):
+        need = Need.NOT_NEEDED
+    elif machine.links is None:
+        need = Need.MAYBE
+    else:
+        need = Need.NEEDED if machine.pcie_only() else Need.NOT_NEEDED
+    return SettingHere(s, version, cc, need, sp, sp.value)
+
+
+def _release_has(s: Setting, version: str, sites: list[Path], env: dict, cc: tuple[int, int]) -> SettingHere | None:
+    sp = s.spelling(version)
+    if sp is None:
+        return None
+    for rel, mark in sp.marks:
+        if not _holds(_first(sites, rel), mark):
+            return SettingHere(s, version, cc, Need.ABSENT, sp, sp.value)
+    if s.kind == SettingKind.ENV and env.get(sp.name) == sp.value:
+        return SettingHere(s, version, cc, Need.SET, sp, sp.value, found=env.get(sp.name))
+    return SettingHere(s, version, cc, Need.NEEDED, sp, sp.value, found=env.get(sp.name))
+
+
+def settings_here(sites: list[Path], env: dict, machine, settings: tuple[Setting, ...] | None = None) -> list[SettingHere]:
+    """Each setting for each GPU of ``machine`` it is for, whose project is installed in ``sites``;
+    judged with the variables of ``env`` (the environment the server starts from).  Wrong output
+    (rank 1) first, then the rest in the data's order."""
+    from patchkit.kernels.installed import canonical
+
+    versions = _versions(sites)
+    found = []
+    for s in settings if settings is not None else read_settings():
+        version = versions.get(canonical(s.project))
+        if version is None or s.check == Check.LOG_ONLY:
+            continue
+        for cc in machine.ccs():
+            if not any(c.pair() == tuple(cc) for c in s.ccs):
+                continue
+            if s.check == Check.PTXAS:
+                here = _triton(s, version, sites, env, cc)
+            elif s.check == Check.DEEPGEMM:
+                here = _deepgemm(s, version, sites, env, cc)
+            elif s.check == Check.NCCL:
+                here = _nccl(s, version, machine, cc)
+            else:
+                here = _release_has(s, version, sites, env, cc)
+            if here is not None:
+                found.append(here)
+    return sorted(found, key=lambda h: h.setting.rank)
+
+
+def missing(found: list[SettingHere]) -> list[SettingHere]:
+    """The settings this environment lacks: needed and not set, or set wrongly (flags aside:
+    the server's command line is not seen)."""
+    return [h for h in found if h.need in (Need.NEEDED, Need.WRONG) and h.setting.kind != SettingKind.FLAG]

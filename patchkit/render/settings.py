@@ -1,0 +1,108 @@
+"""What doctor and verify say of the settings (``judge.settings.SettingHere``): per setting the
+line to set, shell-quoted, and why; and the line verify prints for one this environment lacks."""
+
+from __future__ import annotations
+
+import shlex
+
+from patchkit.fixes.settings import SettingKind
+from patchkit.judge.settings import Need
+
+
+def _cc(h) -> str:
+    return f"{h.cc[0]}.{h.cc[1]}"
+
+
+def set_line(h) -> str | None:
+    """The line that sets it: ``export NAME=VALUE``; a name ``export`` cannot set (Triton 3.3's
+    ``TRITON_PTXAS-BLACKWELL_PATH``) as ``env 'NAME=VALUE' <command>``; a flag as it is added to the
+    server's command line; an upgrade as pip's command.  None: no value known (no ptxas found)."""
+    sp = h.spelling
+    if sp is None or h.value is None:
+        return None
+    kind = h.setting.kind
+    if kind == SettingKind.FLAG:
+        return f"{sp.name} {shlex.quote(h.value)}"
+    if kind == SettingKind.UPGRADE:
+        return f"pip install {shlex.quote(f'{sp.name}>={h.value}')}"
+    pair = f"{sp.name}={h.value}"
+    if sp.name.replace("_", "a").isalnum() and not sp.name[0].isdigit():
+        return f"export {sp.name}={shlex.quote(h.value)}"
+    return f"env {shlex.quote(pair)} <command>"
+
+
+def _what(h) -> str:
+    s = h.setting
+    if s.check.value == "ptxas-knows-target":
+        c = h.asked
+        said = f"{c.tool} {c.release or '?'} ({c.path})" if c is not None else "its ptxas"
+        knows = "knows" if c is not None and c.knows(f"sm_{h.cc[0]}{h.cc[1]}a") else "does not know"
+        return f"Triton {h.version} calls {said}, which {knows} sm_{h.cc[0]}{h.cc[1]}a"
+    if s.check.value == "deepgemm-without-sm12x":
+        return f"the DeepGEMM it loads ({h.found}) has no include/deep_gemm/impls/sm{h.cc[0]}0_*.cuh"
+    if s.check.value == "nccl-pcie":
+        return f"{s.project} {h.version}"
+    return f"{s.project} {h.version} has {h.spelling.name}" if h.spelling else f"{s.project} {h.version}"
+
+
+def lines(found) -> list[str]:
+    """doctor's settings section: each setting that helps these GPUs, then the rest in one line each."""
+    if not found:
+        return []
+    out = ["settings (a variable, a flag or an upgrade instead of a patch):"]
+    for h in found:
+        s, cc = h.setting, _cc(h)
+        wrong = "wrong output without it, silently; " if s.rank == 1 else ""
+        if h.need in (Need.NEEDED, Need.MAYBE, Need.WRONG):
+            condition = " if its GPUs are linked by PCIe only" if h.need == Need.MAYBE else ""
+            where = "set, but to a ptxas that does not do" if h.need == Need.WRONG else "needed"
+            out.append(f"  {s.name}: {where} for {cc}{condition} ({wrong}{_what(h)}): {s.does}")
+            line = set_line(h)
+            if line is not None:
+                out.append(f"    {line}")
+            else:
+                out.append(f"    no {h.spelling.name} value found here: install a ptxas of CUDA "
+                           f"{h.spelling.ptxas[0] if h.spelling and h.spelling.ptxas else '12.9'} or later "
+                           f"(nvidia-cuda-nvcc-cu12 12.9: nvidia/cuda_nvcc/bin/ptxas"
+                           f"{'' if h.spelling and h.spelling.ptxas and h.spelling.ptxas[1] else '; nvidia-cuda-nvcc 13.x: nvidia/cu13/bin/ptxas'})")
+            for w in h.would_do[1:]:
+                out.append(f"    (also would do: ptxas {w.release} at {w.path})")
+        elif h.need == Need.SET:
+            out.append(f"  {s.name}: set for {cc} ({h.spelling.name}={h.found})")
+        elif h.need == Need.ABSENT:
+            out.append(f"  {s.name}: {s.project} {h.version} has no {h.spelling.name}: nothing to set")
+        else:
+            out.append(f"  {s.name}: not needed for {cc} ({_what(h)})")
+    return out
+
+
+def missing_line(h) -> str:
+    """verify's line for a setting this environment lacks."""
+    s = h.setting
+    if h.need == Need.WRONG:
+        return f"setting {s.name}: {h.spelling.name}={h.found} does not do for {_cc(h)} ({_what(h)})"
+    line = set_line(h)
+    todo = f"set it: {line}" if line else f"set {h.spelling.name} to a ptxas of CUDA 12.9 or later"
+    return f"setting {s.name}: missing for {_cc(h)} ({_what(h)}); {todo}"
+
+
+ONE_TARGET = True  # verify's settings part is one entry of its document's ``targets``
+
+
+def to_text(r, terminal: bool) -> list[str]:
+    """verify's settings part (``commands.settings.SettingsVerified``)."""
+    if r.unseen is not None:
+        return [f"settings of {r.exe}: not judged: no GPU seen ({r.unseen}) and no --to-cc"]
+    ccs = ", ".join(f"{a}.{b}" for a, b in r.ccs)
+    lines = [f"settings of {r.exe} for {ccs}, with this shell's variables:"]
+    lines += [missing_line(h) for h in r.missing]
+    if r.missing:
+        return lines + [f"verify: {len(r.missing)} setting{'s' if len(r.missing) != 1 else ''} missing"]
+    judged = [h for h in r.judged if h.need in (Need.SET, Need.NOT_NEEDED)]
+    return lines + [f"verify: ok ({len(judged)} setting{'s' if len(judged) != 1 else ''} judged, none missing)"]
+
+
+def to_json(r) -> dict:
+    return {"settings_of": r.exe, "ccs": [f"{a}.{b}" for a, b in r.ccs], "in_effect": not r.missing, "not_judged": r.unseen,
+            "settings": [h.to_json() | {"set_line": set_line(h)} for h in r.judged],
+            "problems": [missing_line(h) for h in r.missing]}

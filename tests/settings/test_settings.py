@@ -1,0 +1,204 @@
+"""Settings as fixes (``known-settings.toml``, ``judge/settings.py``, ``render/settings.py``): judged
+from real release files.  Triton 3.5.1's and 3.6.0's dist-info, knobs.py and bundled ptxas binaries
+come from their PyPI wheels (cached; extracted once beside them), the ptxas that would do from
+nvidia-cuda-nvcc 13.5.37's wheel (``nvidia/cu13/bin/ptxas``): the real binaries are asked
+``--version`` and ``--help`` (bounded), and the judgement flips when ``TRITON_PTXAS_PATH`` names
+the 13.5 one.  (The setting itself was proved by compiling: issue 32's research §4c.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from patchkit.fixes.settings import read_settings
+from patchkit.fixes.signatures import read_known
+from patchkit.gpus.smi import given
+from patchkit.judge.settings import Need, settings_here
+from patchkit.render.settings import set_line
+from support.cli import invoke
+from support.mirror import default_cache, fetch_wheel
+from support.venvs import copy_venv, make_venv
+
+TRITON_PLATFORM = "manylinux_2_27_x86_64"
+NVCC = ("nvidia-cuda-nvcc", "13.5.37", "manylinux2014_x86_64")
+
+
+def _extracted(wheel: Path, wanted) -> Path:
+    """The members of ``wheel`` that ``wanted(name)`` picks, extracted once beside it (a folder per wheel)."""
+    dest = wheel.parent / "extracted"
+    if not (dest / ".done").exists():
+        tmp = wheel.parent / f".extracting.{os.getpid()}"
+        with zipfile.ZipFile(wheel) as zf:
+            for info in zf.infolist():
+                if wanted(info.filename):
+                    zf.extract(info, tmp)
+                    if "/bin/" in info.filename:
+                        (tmp / info.filename).chmod(0o755)
+        (tmp / ".done").touch()
+        try:
+            tmp.rename(dest)
+        except OSError:  # another worker was first
+            import shutil
+
+            shutil.rmtree(tmp, ignore_errors=True)
+    return dest
+
+
+def triton_files(version: str) -> Path:
+    wheel = fetch_wheel(version, default_cache(), "triton", platform=TRITON_PLATFORM)
+    return _extracted(wheel, lambda n: ".dist-info/" in n or n == "triton/knobs.py" or n.startswith("triton/backends/nvidia/bin/ptxas"))
+
+
+def nvcc13_files() -> Path:
+    wheel = fetch_wheel(NVCC[1], default_cache(), NVCC[0], platform=NVCC[2])
+    return _extracted(wheel, lambda n: ".dist-info/" in n or n == "nvidia/cu13/bin/ptxas")
+
+
+def venv_with(tmp_path: Path, triton: str, nvcc: bool = False, prebuilt=None) -> tuple[Path, Path]:
+    """A virtualenv whose site-packages link Triton ``triton``'s files (and nvidia-cuda-nvcc 13.5.37's ptxas;
+    and, given ``prebuilt``, the session's SGLang 0.5.9 install: doctor and verify judge a known project)."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    venv = make_venv(tmp_path / "V") if prebuilt is None else copy_venv(prebuilt.sglang_venv(), tmp_path / "V")
+    site = next((venv / "lib").glob("python3*")) / "site-packages"
+    sources = [triton_files(triton)] + ([nvcc13_files()] if nvcc else [])
+    for source in sources:
+        for entry in source.iterdir():
+            if entry.name != ".done" and not (site / entry.name).exists():
+                (site / entry.name).symlink_to(entry)
+    return venv, site
+
+
+def clean_env(**extra: str) -> dict:
+    """This process's environment without a ptxas on PATH, a CUDA_HOME or a Triton variable."""
+    keep = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and not (Path(p) / "ptxas").exists()]
+    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH") and not k.startswith("TRITON_")}
+    return env | {"PATH": os.pathsep.join(keep)} | extra
+
+
+def triton_setting(found):
+    return [h for h in found if h.setting.name == "triton-ptxas"]
+
+
+def test_triton_351_needs_its_ptxas_path_on_a_gb10_only(tmp_path: Path) -> None:
+    venv, site = venv_with(tmp_path, "3.5.1", nvcc=True)
+    bundled = site / "triton" / "backends" / "nvidia" / "bin" / "ptxas"
+    ptxas13 = site / "nvidia" / "cu13" / "bin" / "ptxas"
+    [h] = triton_setting(settings_here([site], clean_env(), given((12, 1))))
+    assert (h.need, h.spelling.name, h.asked.path, h.asked.release) == (Need.NEEDED, "TRITON_PTXAS_PATH", str(bundled), "12.8")
+    assert "sm_121a" not in h.asked.targets and "sm_120a" in h.asked.targets  # the real binary's --help
+    assert (h.value, [w.release for w in h.would_do]) == (str(ptxas13), ["13.5"])
+    assert set_line(h) == f"export TRITON_PTXAS_PATH={ptxas13}"
+    # The judgement flips with the variable set to the 13.5 ptxas; set to the bundled 12.8 one it does not do.
+    [h] = triton_setting(settings_here([site], clean_env(TRITON_PTXAS_PATH=str(ptxas13)), given((12, 1))))
+    assert (h.need, h.asked.release, "sm_121a" in h.asked.targets) == (Need.SET, "13.5", True)
+    [h] = triton_setting(settings_here([site], clean_env(TRITON_PTXAS_PATH=str(bundled)), given((12, 1))))
+    assert h.need == Need.WRONG
+    # 12.0: the bundled ptxas knows sm_120a: the setting is for 12.1 only, not judged there.
+    assert triton_setting(settings_here([site], clean_env(), given((12, 0)))) == []
+
+
+def test_triton_360_needs_nothing_on_a_gb10(tmp_path: Path) -> None:
+    venv, site = venv_with(tmp_path, "3.6.0")
+    [h] = triton_setting(settings_here([site], clean_env(), given((12, 1))))
+    assert (h.need, h.asked.tool, h.asked.release, "sm_121a" in h.asked.targets) == (Need.NOT_NEEDED, "ptxas-blackwell", "12.9", True)
+
+
+def test_doctor_names_the_line_for_12_1_with_triton_351_and_not_otherwise(tmp_path: Path, prebuilt) -> None:
+    venv, site = venv_with(tmp_path, "3.5.1", nvcc=True, prebuilt=prebuilt)
+    python = str(venv / "bin" / "python")
+    ptxas13 = site / "nvidia" / "cu13" / "bin" / "ptxas"
+    done = invoke("doctor", "--python", python, "--to-cc", "12.1", env=clean_env())
+    out = done.stdout.decode()
+    assert f"    export TRITON_PTXAS_PATH={ptxas13}\n" in out, out
+    assert "  triton-ptxas: needed for 12.1 (Triton 3.5.1 calls ptxas 12.8 (" in out
+    doc = json.loads(invoke("doctor", "--python", python, "--to-cc", "12.1", "--json", env=clean_env()).stdout)
+    [s] = [s for s in doc["settings"] if s["setting"] == "triton-ptxas"]
+    assert (s["need"], s["name"], s["value"], s["set_line"]) == ("needed", "TRITON_PTXAS_PATH", str(ptxas13),
+                                                                 f"export TRITON_PTXAS_PATH={ptxas13}")
+    out12 = invoke("doctor", "--python", python, "--to-cc", "12.0", env=clean_env()).stdout.decode()
+    assert "TRITON_PTXAS" not in out12 and "triton-ptxas" not in out12
+    for entry in triton_files("3.5.1").iterdir():  # the same environment with Triton 3.6.0 instead
+        (site / entry.name).unlink(missing_ok=True)
+    for entry in triton_files("3.6.0").iterdir():
+        if entry.name != ".done":
+            (site / entry.name).symlink_to(entry)
+    out36 = invoke("doctor", "--python", python, "--to-cc", "12.1", env=clean_env()).stdout.decode()
+    assert "export TRITON" not in out36 and "  triton-ptxas: not needed for 12.1 (Triton 3.6.0 calls ptxas-blackwell 12.9 (" in out36
+
+
+def test_verify_says_whether_the_environment_has_it(tmp_path: Path, prebuilt) -> None:
+    venv, site = venv_with(tmp_path, "3.5.1", nvcc=True, prebuilt=prebuilt)
+    python = str(venv / "bin" / "python")
+    ptxas13 = site / "nvidia" / "cu13" / "bin" / "ptxas"
+    done = invoke("verify", "--python", python, "--to-cc", "12.1", env=clean_env())
+    lines = done.stdout.decode().splitlines()
+    missing = (f"setting triton-ptxas: missing for 12.1 (Triton 3.5.1 calls ptxas 12.8 "
+               f"({site}/triton/backends/nvidia/bin/ptxas), which does not know sm_121a); "
+               f"set it: export TRITON_PTXAS_PATH={ptxas13}")
+    assert done.returncode == 1 and lines[-3:] == [f"settings of {python} for 12.1, with this shell's variables:", missing,
+                                                   "verify: 1 setting missing"]
+
+    def settings_part(env: dict) -> dict:
+        doc = json.loads(invoke("verify", "--python", python, "--to-cc", "12.1", "--json", env=env).stdout)
+        return next(t for t in doc["targets"] if "settings_of" in t)
+
+    part = settings_part(clean_env())
+    assert (part["in_effect"], part["problems"], [s["need"] for s in part["settings"]]) == (False, [missing], ["needed"])
+    # Set in the shell verify runs in (the server's): in effect.  The SGLang 0.5.9 target, unpatched, still fails.
+    part = settings_part(clean_env(TRITON_PTXAS_PATH=str(ptxas13)))
+    assert (part["in_effect"], part["problems"], [s["need"] for s in part["settings"]]) == (True, [], ["set"])
+    done = invoke("verify", "--python", python, "--to-cc", "12.1", env=clean_env(TRITON_PTXAS_PATH=str(ptxas13)))
+    assert done.stdout.decode().splitlines()[-1] == "verify: ok (1 setting judged, none missing)"
+    done = invoke("verify", "--python", python, "--to-cc", "12.0", env=clean_env())
+    assert "setting" not in done.stdout.decode()  # no setting for 12.0 among these releases: nothing said of settings
+
+
+def test_each_release_spells_it_as_its_files_read_it() -> None:
+    """Triton 3.3.x reads TRITON_PTXAS-BLACKWELL_PATH (compiler.py:34-54), which export cannot set."""
+    from patchkit.judge.settings import SettingHere
+
+    [s] = [s for s in read_settings() if s.name == "triton-ptxas"]
+    spelled = {v: (s.spelling(v).name, s.spelling(v).needed, s.spelling(v).ptxas) for v in ("3.3.1", "3.4.0", "3.5.1", "3.6.0")}
+    assert spelled == {"3.3.1": ("TRITON_PTXAS-BLACKWELL_PATH", True, ("12.9", "13.0")),
+                       "3.4.0": ("TRITON_PTXAS_PATH", True, ("12.9", "13.0")), "3.5.1": ("TRITON_PTXAS_PATH", True, ("12.9", None)),
+                       "3.6.0": ("TRITON_PTXAS_BLACKWELL_PATH", False, None)}
+    here = SettingHere(s, "3.3.1", (12, 1), Need.NEEDED, s.spelling("3.3.1"), "/opt/cuda 12.9/bin/ptxas")
+    assert set_line(here) == "env 'TRITON_PTXAS-BLACKWELL_PATH=/opt/cuda 12.9/bin/ptxas' <command>"
+
+
+def test_every_failure_names_a_setting_that_exists() -> None:
+    names = {s.name for s in read_settings()}
+    named = [f.setting for f in read_known().failures if f.setting]
+    assert named and set(named) <= names
+    assert [s.name for s in read_settings() if s.rank == 1] == ["vllm-fp4-moe-gb10", "vllm-moe-marlin-gb10"]
+
+
+@pytest.mark.parametrize(("line", "name", "advice"), [
+    ("ptxas fatal   : Value 'sm_121a' is not defined for option 'gpu-name'", "triton-ptxas-sm121a", "TRITON_PTXAS_PATH"),
+    ("[rank1] node:1:2 [1] NCCL WARN Cuda failure 'an illegal memory access was encountered'", "nccl-illegal-address",
+     "nvidia-nccl-cu12>=2.31.2"),
+])
+def test_diagnose_names_the_setting(tmp_path: Path, line: str, name: str, advice: str) -> None:
+    log = tmp_path / "server.log"
+    log.write_text(f"INFO starting\n{line}\n")
+    done = invoke("diagnose", str(log), "--json")
+    doc = json.loads(done.stdout)
+    assert done.returncode == 1
+    [f] = doc["logs"][0]["findings"]
+    assert (f["name"], f["line"]) == (name, 2) and advice in f["advice"]
+
+
+def test_diagnose_names_deepgemm_and_the_project_that_ran_it(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("Traceback (most recent call last):\n"
+                   '  File "/venv/lib/python3.12/site-packages/vllm/model_executor/layers/fp8.py", line 10, in forward\n'
+                   "    out = fp8_gemm(a, b)\n"
+                   "RuntimeError: Assertion error (/workspace/.deps/deepgemm-src/csrc/apis/gemm.hpp:120): Unsupported architecture\n")
+    doc = json.loads(invoke("diagnose", str(log), "--json").stdout)
+    [f] = doc["logs"][0]["findings"]
+    assert f["name"] == "deepgemm-unsupported-architecture" and "vllm turned it on" in f["cause"]
+    assert "VLLM_USE_DEEP_GEMM=0" in f["advice"]

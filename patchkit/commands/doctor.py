@@ -79,11 +79,17 @@ class CompiledCode(NamedTuple):
 
     exe: Path
     found: tuple  # judge.kernels.DistributionHere
+    jit: tuple = ()  # judge.jit.JitHere: FlashInfer, DeepGEMM, Triton, judged from their sources and compilers
 
     def no_code(self) -> list[tuple]:
         """(distribution, its files with no code for the GPUs) of each distribution the server
         loads at every start that has such a file."""
         return [(d, missing) for d in self.found for missing in [[f for f in d.files if f.missing]] if d.known.always and missing]
+
+    def maybe_no_code(self) -> list[tuple]:
+        """The same for the distributions not known to be loaded at every start: their files with no
+        code for the GPUs fail a start only if the server loads them."""
+        return [(d, missing) for d in self.found for missing in [[f for f in d.files if f.missing]] if not d.known.always and missing]
 
 
 class DoctorResult(NamedTuple):
@@ -200,9 +206,14 @@ def _compiled_code(env, m: Machine) -> CompiledCode | None:
     """The compiled CUDA code installed for ``--python``, judged for these GPUs."""
     if env is None:
         return None
-    from patchkit.judge.kernels import installed_code
+    import os
 
-    return CompiledCode(env.exe, tuple(installed_code(list(env.sites), m.ccs())))
+    from patchkit.judge.jit import jit_here
+    from patchkit.judge.kernels import installed_code
+    from patchkit.kernels.jit import jit_installs
+
+    sites = list(env.sites)
+    return CompiledCode(env.exe, tuple(installed_code(sites, m.ccs())), tuple(jit_here(jit_installs(sites, dict(os.environ)), m.ccs())))
 
 
 def apply_target(path: Path | None, python: str | None) -> str:

@@ -13,6 +13,7 @@ from patchkit.commands.doctor import DEFAULT
 from patchkit.errors import OK
 from patchkit.fixes.registry import PROJECTS
 from patchkit.judge.here import no_multicast
+from patchkit.render import jit
 from patchkit.render.kernels import distribution_lines
 from patchkit.render.reasons import code, said
 from patchkit.text import plural
@@ -57,7 +58,9 @@ def to_text(r, terminal: bool) -> list[str]:
     if r.needed:
         lines.append(f"needed{'' if r.measured else ' ' + here}: {', '.join(r.needed)}; to apply: {r.apply}")
     elif not no_code:
-        lines.append("nothing this machine needs is missing" if r.measured else f"nothing {these} need is missing")
+        maybe = _no_code(r, maybe=True)
+        lines.append(("nothing this machine needs is missing" if r.measured else f"nothing {these} need is missing")
+                     + (f"; {'; '.join(maybe)} cannot run on them, which matters only if the server loads them (above)" if maybe else ""))
     return lines
 
 
@@ -75,10 +78,11 @@ def to_json(r) -> dict:
              needed_because=[said(b) for b in j.because], effect_here=effect_here(j, t.label, r))
         for j in t.fixes]) for t in r.targets]
     code = None if r.code is None else {
-        "gpus": [_cc(c) for c in r.machine.ccs()], "no_code": _no_code(r),
+        "gpus": [_cc(c) for c in r.machine.ccs()], "no_code": _no_code(r), "no_code_if_loaded": _no_code(r, maybe=True),
         "distributions": [{"name": d.dist.name, "version": d.dist.version, "always": d.known.always,
                            "cubins": d.dist.cubins, "problem": d.dist.problem,
-                           "files": [f.to_json(d.dist) for f in d.files]} for d in r.code.found]}
+                           "files": [f.to_json(d.dist) for f in d.files]} for d in r.code.found],
+        "jit": [j.to_json() for j in r.code.jit]}
     doc = {"command": "doctor", "ok": r.exit_code == OK, "exit_code": r.exit_code,
            "machine": r.seen.to_json() if r.seen else None, "no_gpu": r.unseen,
            "judged_for": {"ccs": [_cc(c) for c in r.machine.ccs()], "from": r.basis},
@@ -189,11 +193,13 @@ def _machine_lines(effect, r) -> list[str]:
     return lines
 
 
-def _no_code(r) -> list[str]:
-    """Each distribution loaded at every start with a file that has no code for the GPUs, and those files."""
+def _no_code(r, maybe: bool = False) -> list[str]:
+    """Each distribution loaded at every start with a file that has no code for the GPUs, and those files
+    (``maybe``: each distribution not known to be, with such files)."""
     if r.code is None:
         return []
-    return [f"{d.label} ({', '.join(Path(f.shown).name for f in missing)})" for d, missing in r.code.no_code()]
+    found = r.code.maybe_no_code() if maybe else r.code.no_code()
+    return [f"{d.label} ({', '.join(Path(f.shown).name for f in missing)})" for d, missing in found]
 
 
 def _code_lines(r) -> list[str]:
@@ -210,6 +216,10 @@ def _code_lines(r) -> list[str]:
                      f"{'carries' if len(cuda) == 1 else 'carry'} it):"]
     for d in found:
         lines += distribution_lines(d, ccs, listing=False)
+    if r.code.jit:
+        lines.append(jit.heading(r.code.jit))
+        for j in r.code.jit:
+            lines += jit.jit_lines(j)
     return lines
 
 

@@ -115,7 +115,8 @@ def test_tests_import_their_helpers_from_the_support_package() -> None:
 
 
 # The strs judge/ and plan/ may return: names, not sentences; and the words of an error raised there.
-NAMES = {("judge/kernels.py", "label"): "a distribution's name and version", ("judge/jit.py", "label"): "a JIT library's name and version", ("plan/__init__.py", "_patch_id"): "a sha256",
+NAMES = {("judge/kernels.py", "label"): "a distribution's name and version", ("judge/jit.py", "label"): "a JIT library's name and version", ("judge/jit.py", "worst"): "a verdict code",
+         ("plan/__init__.py", "_patch_id"): "a sha256",
          ("plan/verify.py", "_qualified"): "a table's name as the evaluator spells it",
          ("plan/apply.py", "why_no_shipped"): "the words of --no-generate's refusal, raised in plan (and of the note beside it)"}
 

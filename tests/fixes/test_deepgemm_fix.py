@@ -11,11 +11,11 @@ import types
 import zipfile
 
 import pytest
-from support.mirror import default_cache, fetch_wheel
 
 from patchkit.fixes.load import read_fixes
 from patchkit.rewrite.rules import rewrite_file
 from patchkit.types import ALREADY_UPSTREAM
+from support.mirror import default_cache, fetch_wheel
 
 PATH = "python/sglang/srt/layers/deep_gemm_wrapper/configurer.py"
 APIS = ("fp8_einsum", "m_grouped_fp8_fp4_gemm_nt_contiguous", "transform_sf_into_required_layout")

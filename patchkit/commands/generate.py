@@ -104,14 +104,14 @@ Cache = dict  # (fix, blob id) -> rules.FileRewrite or PatchkitError, shared acr
 def _variant(fix_rules, version: str) -> tuple:
     """What of the version a fix's rewrite depends on: a backport's landing and refreshes."""
     return tuple((r.landed(version), *(x.covers(version) for x in r.refresh))
-                 for r in fix_rules if isinstance(r, BackportRule))
+                 for r in fix_rules if isinstance(r, BackportRule)) + tuple(r.covers(version) for r in fix_rules)
 
 
 def _fix_changes(current, fix_rules, read, root, cache, fix, base=None, version=None):
     """(changes, entries, already upstream, new bytes) of one fix over the files as they are."""
     changes, entries, upstream, new = [], [], [], {}
     for rule in fix_rules:
-        if isinstance(rule, BackportRule) and not rule.landed(version):
+        if isinstance(rule, BackportRule) and rule.covers(version) and not rule.landed(version):
             missing = [f for f in rule.files if f not in current]
             if missing:
                 raise RewriteError(missing[0], f"not in this release ({rule.origin.cite()} changes it)")

@@ -19,12 +19,14 @@ class Origin(NamedTuple):
     """Where a backport comes from."""
 
     project: str  # the upstream project's label: "FlashInfer"
-    pr: int
-    commit: str
+    pr: int | None  # None: the pull request is not known (only the release it landed in)
+    commit: str | None  # None: not known
     title: str
     landed_in: str  # the first release that has it
 
     def cite(self) -> str:
+        if self.pr is None:
+            return f"{self.project} {self.landed_in}'s change"
         return f"{self.project} PR {self.pr}"
 
 
@@ -50,6 +52,7 @@ class Kind(StrEnum):
     LIST_MEMBER = "list-member"
     PREDICATE = "predicate"
     BACKPORT = "backport"
+    COMPARISON = "comparison"
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,9 @@ class Rule:
     to_cc: object
     evidence: str
     needs: str
+    # The releases the rule is for (None: no bound); outside them it finds nothing.
+    since: str | None = None
+    until: str | None = None
 
     def _replace(self, **changes) -> Rule:
         return replace(self, **changes)
@@ -93,6 +99,13 @@ class Rule:
         """The rule for the pair --from-cc/--to-cc give (None: its own), for a rule that copies
         a key or member; a gate's flag or an upstream change stays as it is."""
         return self
+
+    def covers(self, version: str | None) -> bool:
+        """Whether the rule is for ``version``: every release when unbounded; a bounded rule is
+        for no release it cannot place (an unknown version)."""
+        from patchkit.versions import in_range
+
+        return self.since is None and self.until is None or in_range(version, self.since, self.until)
 
     def landed(self, version: str | None) -> bool:
         """Whether the rule's change is upstream in ``version``, as a release says so by itself
@@ -158,6 +171,28 @@ class PredicateRule(Rule):
     def where(self) -> str:
         inside = f" in {' / '.join(self.functions)}()" if self.functions else ""
         return f"{self.flag} or-expressions{inside}"
+
+    def key_pair(self) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class ComparisonRule(Rule):
+    """What ``from_cc`` has, ``to_cc`` gets: a comparison of ``subject`` (as written:
+    ``sm_version``, ``get_device_sm()``) with the SM int ``from_cc`` (120) also admits ``to_cc``
+    (121): ``== 120`` -> ``in (120, 121)``, ``in (100, 120)`` -> ``in (100, 120, 121)``;
+    optionally only inside ``functions``."""
+
+    kind: ClassVar[Kind] = Kind.COMPARISON
+    subject: str = ""
+    functions: tuple[str, ...] = ()
+
+    def names(self) -> tuple[str, ...]:
+        return (self.subject,)
+
+    def where(self) -> str:
+        inside = f" in {' / '.join(self.functions)}()" if self.functions else ""
+        return f"{self.subject} == {self.from_cc}{inside}"
 
     def key_pair(self) -> None:
         return None

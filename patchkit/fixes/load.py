@@ -13,11 +13,15 @@ time.  The locator depends on the kind:
 - ``predicate``: ``functions`` and the ``flag`` whose or-expressions gain the new flag;
   ``from_cc``/``to_cc`` are the spellings in names ("sm100" -> "sm120"); ``helpers``:
   the files (globs) where a helper reached as an attribute must be defined;
+- ``comparison``: ``subject`` (as written: ``sm_version``, ``get_device_sm()``) compared with
+  the SM int ``from_cc`` (120) also admits ``to_cc`` (121), "what 12.0 has, 12.1 gets";
+  optionally only inside ``functions``;
 - ``backport``: an upstream change carried as its diff (``diff``: a file beside the fix, in
   ``git diff`` form, any file type), its ``origin`` (project, pr, commit, title, the release
   it ``landed_in``) and ``made_on``, the release its pre-image is taken from for a three-way
   merge; ``files`` are the diff's files.  ``from_cc``/``to_cc`` say which GPUs it is for.
 
+Any rule may name the releases it is for (``since``, ``until``): outside them it finds nothing.
 Every rule's ``evidence`` says what it is, in one of four forms: "same as upstream X",
 "part of upstream X (the rest: ...)", "proposed upstream X (not merged ...)", "not upstream...".
 
@@ -37,6 +41,7 @@ from typing import NamedTuple
 from patchkit.errors import BadInput
 from patchkit.fixes.kinds import (
     BackportRule,
+    ComparisonRule,
     DictKeyRule,
     Kind,
     ListMemberRule,
@@ -56,7 +61,7 @@ NOT_FIXES = ("projects.toml", "known-failures.toml", "known-speedups.toml", "kno
 
 
 _CLASSES = {Kind.DICT_KEY: DictKeyRule, Kind.LIST_MEMBER: ListMemberRule, Kind.PREDICATE: PredicateRule,
-            Kind.BACKPORT: BackportRule}
+            Kind.BACKPORT: BackportRule, Kind.COMPARISON: ComparisonRule}
 
 
 class FeaturePath(NamedTuple):
@@ -156,7 +161,7 @@ def _rule(name: str, rule: object, path: Path, what: str) -> Rule:
     if kind not in tuple(Kind):
         raise BadInput(str(path), f"{what}: kind {kind!r} is not one of {', '.join(Kind)}")
     cls = _CLASSES[Kind(kind)]
-    cc = str if cls is PredicateRule else (int, str)
+    cc = str if cls is PredicateRule else int if cls is ComparisonRule else (int, str)
     backport = _backport(rule, path, what) if cls is BackportRule else {}
     values = dict(
         fix=name,
@@ -168,6 +173,9 @@ def _rule(name: str, rule: object, path: Path, what: str) -> Rule:
         evidence=_get(rule, "evidence", str, path, what),
         needs=_optional(rule, "needs", path, what) or "",
         functions=_strings(rule, "functions", path, what, required=cls is PredicateRule),
+        subject=_get(rule, "subject", str, path, what) if cls is ComparisonRule else None,
+        since=_optional(rule, "since", path, what),
+        until=_optional(rule, "until", path, what),
         helpers=_strings(rule, "helpers", path, what, required=False),
         flag=_get(rule, "flag", str, path, what) if cls is PredicateRule else None,
         **{k: _optional(rule, k, path, what) for k in _LOCATORS},
@@ -213,8 +221,10 @@ def _backport(rule: dict, path: Path, what: str) -> dict:
         raise BadInput(str(file), f"{what}: not a diff (no 'diff --git a/X b/X' line)")
     origin = _get(rule, "origin", dict, path, what)
     where = f"{what}, origin"
-    pr = _get(origin, "pr", int, path, where)
-    cited = Origin(_get(origin, "project", str, path, where), pr, _get(origin, "commit", str, path, where),
+    # A pull request or commit nobody could find is said so: "not known" (the release it landed in stays).
+    pr = None if origin.get("pr") == "not known" else _get(origin, "pr", int, path, where)
+    commit = None if origin.get("commit") == "not known" else _get(origin, "commit", str, path, where)
+    cited = Origin(_get(origin, "project", str, path, where), pr, commit,
                    _get(origin, "title", str, path, where), _get(origin, "landed_in", str, path, where))
     refresh = []
     for i, entry in enumerate(rule.get("refresh", []), 1):

@@ -145,7 +145,7 @@ def plan_verify(
         problems += [NotApplied(where, t) for t in result.found if t.patched]
         checked.append(Checked(where, "rules evaluated from source", tuple(t.name for t in result.found)))
     for r in rules:
-        if isinstance(r, BackportRule) and not r.landed(version):
+        if isinstance(r, BackportRule) and r.covers(version) and not r.landed(version):
             problems += [FileMissing(local(f), r.origin.cite()) for f in r.files if f not in current]
     if jit_error is not None:
         notes.append(JitNotChecked(jit_error))

@@ -1,7 +1,7 @@
 """Apply the rules of the fixes to one file: source bytes in, source bytes out.
 
 Pure: the one map from a rule's class to its rewrite (``dict_key``, ``list_member``,
-``predicate``, ``backport``: each kind its own transformer).  Every kind reports what it found as one ``Found``, which
+``predicate``, ``backport``, ``comparison``: each kind its own transformer).  Every kind reports what it found as one ``Found``, which
 stays a value through plan, state and commands; ``Found.to_json`` is the one shape that
 manifests, state and ``--json`` carry::
 
@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from functools import lru_cache
 from typing import NamedTuple
 
-from patchkit.fixes.kinds import BackportRule, DictKeyRule, Kind, ListMemberRule, PredicateRule, Rule
+from patchkit.fixes.kinds import BackportRule, ComparisonRule, DictKeyRule, Kind, ListMemberRule, PredicateRule, Rule
 from patchkit.types import ALREADY_UPSTREAM, PATCHED, Status
 
 Read = Callable[[str], "bytes | None"]
@@ -104,7 +104,7 @@ def rewrite_file(
     from the release it landed in on, and some releases take it refreshed).  Raises RewriteError (naming ``path``) when a rule
     cannot be applied."""
     found: list[Found] = []
-    for rule in rules_of(path, rules):
+    for rule in (r for r in rules_of(path, rules) if r.covers(version)):
         data, more = _REWRITES[type(rule)](data, path, rule, _Context(read, root, base, version))
         found += [Found(rule.fix, rule.kind, *f) for f in more]
     return FileRewrite(data, tuple(found))
@@ -139,7 +139,8 @@ def _backport(data: bytes, path: str, rule: BackportRule, ctx: _Context) -> tupl
 
     version = ctx.version
     hunks = backport.parse(rule.diff, f"{rule.fix}'s diff")[path]
-    name, scope, added, commit = rule.origin.cite(), "the upstream change", plural(len(hunks), "hunk"), rule.origin.commit[:12]
+    name, scope, added, commit = rule.origin.cite(), "the upstream change", plural(len(hunks), "hunk"), \
+        (rule.origin.commit or f"in {rule.origin.landed_in}")[:12]
     if rule.landed(version):
         return data, [(name, scope, ALREADY_UPSTREAM, added, commit, f"upstream since {rule.origin.landed_in}")]
     refreshed = [r for r in rule.refresh if r.file == path and r.covers(version)]
@@ -172,9 +173,17 @@ def _predicate(data: bytes, path: str, rule: PredicateRule, ctx: _Context) -> tu
     return result.source, [_of(p, tuple(result.added)) for p in result.predicates]
 
 
+def _comparison(data: bytes, path: str, rule: ComparisonRule, ctx: _Context) -> tuple[bytes, list[tuple]]:
+    from patchkit.rewrite import comparison
+
+    result = comparison.rewrite(data, rule.subject, rule.from_cc, rule.to_cc, rule.functions, path)
+    return result.source, [_of(t) for t in result.tests]
+
+
 # Each kind of rule, its rewrite.
 _REWRITES: dict[type[Rule], Callable[..., tuple[bytes, list[tuple]]]] = {
     DictKeyRule: _dict_key, ListMemberRule: _list_member, PredicateRule: _predicate, BackportRule: _backport,
+    ComparisonRule: _comparison,
 }
 
 

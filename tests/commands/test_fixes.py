@@ -227,8 +227,8 @@ def test_the_shipped_patches() -> None:
     doc = document(report)
     assert report.exit_code == 0
     assert doc["command"] == "fixes"
-    assert [f["name"] for f in doc["fixes"]] == ["torch-symm-mem", "allreduce-fusion"] == list(FIXES)
-    symm, fusion = doc["fixes"]
+    assert [f["name"] for f in doc["fixes"]] == ["deepgemm-sm12x", "torch-symm-mem", "allreduce-fusion"] == list(FIXES)
+    _deepgemm, symm, fusion = doc["fixes"]
     assert (symm["default"], symm["enable"]) == (True, None)
     assert (fusion["default"], fusion["enable"]) == (False, "--fix allreduce-fusion")
     assert [(r["project"], r["kind"]) for r in symm["rules"]] == [("sglang", "dict-key"), ("vllm", "dict-key")]

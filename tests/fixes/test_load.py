@@ -25,7 +25,7 @@ HEAD = 'title = "A fix"\ndefault = false\nrationale = """\nWhy."""\n'
 
 def test_the_shipped_fixes_and_projects() -> None:
     fixes = read_fixes()
-    assert list(fixes) == ["torch-symm-mem", "allreduce-fusion"]  # the default ones first
+    assert list(fixes) == ["deepgemm-sm12x", "torch-symm-mem", "allreduce-fusion"]  # the default ones first
     fix = fixes["torch-symm-mem"]
     assert fix.default and fix.title == "Add SM120 to the torch symm-mem all-reduce tables"
     assert [(r.project, r.kind, r.from_cc, r.to_cc) for r in fix.rules] == [("sglang", "dict-key", 10, 12), ("vllm", "dict-key", "10.0", "12.0")]
@@ -55,6 +55,7 @@ def test_the_shipped_fixes_and_projects() -> None:
 def test_the_registry_is_built_from_them() -> None:
     sglang, vllm = PROJECTS["sglang"], PROJECTS["vllm"]
     assert sglang.files == (
+        "python/sglang/srt/layers/deep_gemm_wrapper/configurer.py",
         "python/sglang/srt/distributed/device_communicators/*.py",
         "python/sglang/srt/layers/communicator.py",
         "python/sglang/srt/layers/layer_boundary/residual/add_norm.py",

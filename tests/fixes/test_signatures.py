@@ -17,6 +17,7 @@ def test_the_shipped_data() -> None:
     known = read_known()
     assert [(s.fix, s.project, s.exception or s.log, s.releases) for s in known.signatures] == [
         ("allreduce-fusion", "flashinfer", "No supported CUDA architectures found for major versions [9, 10]", "0.5.0 - 0.6.16.post4"),
+        ("deepgemm-sm12x", "sglang", "): Unsupported architecture", "0.5.4 - 0.5.20"),
         ("torch-symm-mem", "sglang", "KeyError: 12", "0.5.4.post3 - 0.5.13.post1"),
         ("torch-symm-mem", "sglang", "KeyError: 12", "0.5.3 - 0.5.4.post2"),
         ("torch-symm-mem", "sglang", "TorchSymmMemCommunicator: Device capability 12 not supported", "0.5.14 - 0.5.23"),
@@ -25,7 +26,7 @@ def test_the_shipped_data() -> None:
         ("torch-symm-mem", "vllm", "SymmMemCommunicator: Device capability 12.1 not supported", "0.10.2 - 0.33.0"),
     ]
     assert known.signatures[-1].cause == "vLLM's SymmMemCommunicator found no entry for compute capability 12.1 and turned itself off"
-    assert [s.raised_in for s in known.signatures[1:3]] == [("*/torch_symm_mem.py",), ("*/device_communicators/symm_mem.py",)]
+    assert [s.raised_in for s in known.signatures[2:4]] == [("*/torch_symm_mem.py",), ("*/device_communicators/symm_mem.py",)]
     failure = known.failures[0]
     assert [p.name for p in failure.packages] == ["sgl_kernel", "flashinfer", "torch"]
     # The failures a setting cures (known-settings.toml), by a traceback's exception or a line of their own.

@@ -1,0 +1,93 @@
+"""The DeepGEMM fix on the real release files: after the default rules, SGLang's
+``_compute_enable_deep_gemm()`` refuses SM120 and SM121 with a DeepGEMM lacking the SM12x APIs
+and still enables SM90 and SM100; 0.5.21 and later are unchanged.  The function is taken out
+of the patched configurer.py with ``ast`` and run with stubs: SGLang is never imported."""
+
+from __future__ import annotations
+
+import ast
+import sys
+import types
+import zipfile
+
+import pytest
+
+from patchkit.fixes.load import read_fixes
+from patchkit.rewrite.rules import rewrite_file
+from patchkit.types import ALREADY_UPSTREAM
+from support.mirror import default_cache, fetch_wheel
+
+PATH = "python/sglang/srt/layers/deep_gemm_wrapper/configurer.py"
+APIS = ("fp8_einsum", "m_grouped_fp8_fp4_gemm_nt_contiguous", "transform_sf_into_required_layout")
+
+
+def _configurer(version: str) -> bytes:
+    with zipfile.ZipFile(fetch_wheel(version, default_cache())) as wheel:
+        return wheel.read(PATH.removeprefix("python/"))
+
+
+def _patched(version: str) -> tuple[bytes, tuple]:
+    rules = read_fixes()["deepgemm-sm12x"].rules
+    result = rewrite_file(_configurer(version), PATH, rules, base=lambda rule, path: _configurer(rule.made_on),
+                          version=version)
+    return result.source, result.found
+
+
+def _enabled(source: bytes, sm: int, apis: tuple[str, ...], monkeypatch) -> bool:
+    """``_compute_enable_deep_gemm()`` of ``source`` on a GPU of ``sm`` with a deep_gemm holding ``apis``."""
+    tree = ast.parse(source)
+    defs = [n for n in tree.body if isinstance(n, ast.FunctionDef)
+            and n.name in ("_compute_enable_deep_gemm", "_sm120_deep_gemm_apis_available")]
+    deep_gemm = types.ModuleType("deep_gemm")
+    for name in apis:
+        setattr(deep_gemm, name, lambda *a: None)
+    monkeypatch.setitem(sys.modules, "deep_gemm", deep_gemm)
+    env = types.SimpleNamespace(SGLANG_ENABLE_JIT_DEEPGEMM=types.SimpleNamespace(get=lambda: True))
+    scope = {"get_device_sm": lambda: sm, "envs": env, "_is_cuda": True, "_is_musa": False}
+    exec(compile(ast.Module(defs, []), "configurer.py", "exec"), scope)
+    return scope["_compute_enable_deep_gemm"]()
+
+
+@pytest.mark.parametrize("version", ["0.5.12", "0.5.13", "0.5.19", "0.5.20"])
+def test_refuses_sm12x_without_the_apis_and_keeps_sm90_sm100(version: str, monkeypatch) -> None:
+    before = _configurer(version)
+    source, _ = _patched(version)
+    assert source != before
+    # Without the fix, GB10 (121) gets DeepGEMM in every one of these releases.
+    assert _enabled(before, 121, (), monkeypatch) is True
+    for sm in (120, 121):
+        assert _enabled(source, sm, (), monkeypatch) is False, sm
+    for sm in (90, 100):
+        assert _enabled(source, sm, (), monkeypatch) is True, sm
+    assert _enabled(source, 89, APIS, monkeypatch) is False
+
+
+def test_0_5_20_admits_a_deepgemm_with_the_sm12x_apis_as_0_5_21_does(monkeypatch) -> None:
+    source, found = _patched("0.5.20")
+    assert [f.value for f in found if f.name == "SGLang PR 39482"] == ["exactly"]
+    assert _enabled(source, 121, APIS, monkeypatch) is True
+    assert _enabled(source, 121, APIS[:1], monkeypatch) is False
+    assert b"get_platform().is_sm100 or get_device_sm() in (120, 121)" in source
+    # The backport gives 0.5.20 0.5.21's gate, byte for byte.
+    assert _function(source) == _function(_configurer("0.5.21"))
+
+
+def test_0_5_13_to_0_5_19_take_the_comparison_rule() -> None:
+    source, found = _patched("0.5.19")
+    assert [(f.name, f.scope, f.value) for f in found if f.patched] == [
+        ("sm_version == 120", "def _compute_enable_deep_gemm", "sm_version in (120, 121)")]
+    assert source.splitlines()[21] == b"    if sm_version in (120, 121):"
+
+
+@pytest.mark.parametrize("version", ["0.5.21", "0.5.23"])
+def test_upstream_from_0_5_21_is_unchanged(version: str) -> None:
+    source, found = _patched(version)
+    assert source == _configurer(version)
+    assert {f.name: f.status for f in found} == {"SGLang 0.5.13's change": ALREADY_UPSTREAM,
+                                                 "SGLang PR 39482": ALREADY_UPSTREAM}
+
+
+def _function(source: bytes) -> str:
+    tree = ast.parse(source)
+    return "\n".join(ast.unparse(n) for n in tree.body if isinstance(n, ast.FunctionDef)
+                     and n.name in ("_compute_enable_deep_gemm", "_sm120_deep_gemm_apis_available"))

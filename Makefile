@@ -107,9 +107,11 @@ check-patches: test-deps sglang-mirror flashinfer-mirror vllm-mirror
 
 # The fat binary reader and doctor/diagnose on the whole real sglang-kernel 0.4.10 wheel (1.2 GB of
 # .so files, installed by pip; fetched once and cached): every .so against cuobjdump, doctor on 8 RTX
-# PRO 6000 and on a GB10, diagnose of a missing kernel image.  make test keeps the fixtures and one .so.
+# PRO 6000 and on a GB10, diagnose of a missing kernel image; and the CUDA wheels people install (nvidia-cufft,
+# nvidia-nccl-cu13, cupy-cuda13x, vllm 0.20.2, triton 3.5.1 and 3.6.0: check_wheels.py), each .so against
+# cuobjdump entry by entry.  make test keeps the fixtures, small copies of some of these files and one .so.
 check-kernels: test-deps
-	$(PYTEST) tests/kernels/check_wheel.py tests/kernels/check_installed.py
+	$(PYTEST) tests/kernels/check_wheel.py tests/kernels/check_installed.py tests/kernels/check_wheels.py
 
 # Speed and memory, side by side with their floors (see benchmarks/bench.py); prints a table.
 # BENCH_ARGS="--only commands" runs a part of it.

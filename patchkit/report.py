@@ -66,7 +66,7 @@ class AutoTarget(NamedTuple):
     project: str
     label: str
     held: tuple  # the machine's ccs as the project spells them
-    spare: dict  # fix -> why it is not needed here
+    spare: dict  # fix -> why it is not needed here (judge.reasons.Unneeded)
     results: tuple[object, ...]  # the command's results, one per key
     not_for: tuple = ()  # of ``held``, with nothing to do: the keys no fix is for (the release holds the rest)
 

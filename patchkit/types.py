@@ -5,22 +5,114 @@ Ground floor: nothing here imports another patchkit module but errors.
 
 from __future__ import annotations
 
+import sys
+from enum import Enum
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from patchkit.cc import Key
 
+if sys.version_info >= (3, 11):
+    from enum import StrEnum
+else:  # pragma: no cover - Python 3.10
+
+    class StrEnum(str, Enum):
+        """A str whose value is what it prints (Python 3.11's enum.StrEnum)."""
+
+        def __str__(self) -> str:
+            return self.value
+
+        __format__ = str.__format__
+
 FORMAT = 1  # of state.json and journal.json
 
-# What became of a table, a release or a target: one name each, in lines and in --json.
-PATCHED = "patched"
-ALREADY_UPSTREAM = "already upstream"
-NOTHING_TO_PATCH = "nothing to patch"
-CANNOT_APPLY = "cannot apply"  # a rule of the fix does not fit this release (it says why)
-INCOMPLETE = "incomplete"  # the rules apply, but a gate on the feature's path still refuses the GPU (named)
-ALREADY_APPLIED = "already applied"
-NOTHING_TO_REVERT = "nothing to revert"
-ERROR = "error"
+
+class Status(StrEnum):
+    """What became of a table, a fix, a release or a target: one name each, in lines, in
+    --json and in the manifests (a member is its word: it prints and compares as it)."""
+
+    PATCHED = "patched"
+    ALREADY_UPSTREAM = "already upstream"
+    NOTHING_TO_PATCH = "nothing to patch"
+    CANNOT_APPLY = "cannot apply"  # a rule of the fix does not fit this release (it says why)
+    INCOMPLETE = "incomplete"  # the rules apply, but a gate on the feature's path still refuses the GPU (named)
+    NOT_NEEDED_HERE = "not needed here"  # --to-cc auto: the machine lacks what the fix needs, the release turns off cleanly
+    ALREADY_APPLIED = "already applied"
+    NOTHING_TO_REVERT = "nothing to revert"
+    ERROR = "error"
+    # A fix at a target, judged for this machine's GPUs (doctor, --to-cc auto)
+    MISSING = "missing"  # its keys, members or flags are missing
+    IN_EFFECT = "in effect"
+    NOT_FOR_THESE = "not for these GPUs"  # no fix for the GPUs' major: the fixes copy SM100's keys for SM12x
+    # A cached bytecode file against its source
+    FRESH = "fresh"
+    STALE = "stale"
+    INVALID = "invalid"
+
+    @classmethod
+    def parse(cls, word: object) -> Status | None:
+        """The status a document spells (a manifest's, a state's), or None if it is none."""
+        try:
+            return cls(word)
+        except (ValueError, TypeError):
+            return None
+
+
+# The names the stages import (each is the Status member, not a second definition).
+PATCHED, ALREADY_UPSTREAM, NOTHING_TO_PATCH = Status.PATCHED, Status.ALREADY_UPSTREAM, Status.NOTHING_TO_PATCH
+CANNOT_APPLY, INCOMPLETE, NOT_NEEDED_HERE = Status.CANNOT_APPLY, Status.INCOMPLETE, Status.NOT_NEEDED_HERE
+ALREADY_APPLIED, NOTHING_TO_REVERT, ERROR = Status.ALREADY_APPLIED, Status.NOTHING_TO_REVERT, Status.ERROR
+FRESH, STALE, INVALID = Status.FRESH, Status.STALE, Status.INVALID
+
+
+class Reason(StrEnum):
+    """Why a fix, a target or a recorded state stands as it does: one code per kind of reason.
+    The judge and the planner return reasons as values (each carries its ``code``); ``render``
+    says them, and every --json judgement gives the code beside the sentence.  docs/REFERENCE.md
+    lists them all."""
+
+    # A fix at a target, judged for the GPUs (judge.here: doctor, --to-cc auto)
+    LACKS_KEY = "lacks-key"  # tables, lists or gates lack the key, member or flag the fix adds
+    NO_TABLE = "no-table"  # the release has no table, list or gate the fix looks for
+    REWRITE_FAILED = "rewrite-failed"  # a file the fix patches cannot be rewritten (it says why)
+    CANNOT_APPLY = "cannot-apply"  # the release's manifest: a rule of the fix does not fit it
+    GATES_LEFT = "gates-left"  # the release's manifest: a gate on the feature's path still refuses the GPU
+    # What this machine lacks, and what follows for a fix
+    NO_MULTICAST = "no-multicast"  # one GPU, or GPUs linked by PCIe only
+    NO_NVCC = "no-nvcc"
+    NOT_NEEDED_HERE = "not-needed-here"  # the machine lacks what the fix needs, and the release turns off cleanly
+    CLEAN_START_ONLY = "clean-start-only"  # the fix only turns a crash into a clean start here
+    TURNED_ON = "turned-on"  # an opt-in fix is needed: the release turns the feature on by itself
+    # A recorded state of another release (plan.release_changed)
+    OTHER_VERSION = "other-version"  # another version is there now
+    ORIGINALS_AGAIN = "originals-again"  # the patched files are the originals again
+    REINSTALLED = "reinstalled"  # a patched file is what pip installed
+    STATE_NO_LONGER_APPLIES = "state-no-longer-applies"  # verify: so the recorded state is not used
+    # What verify finds at a target (plan.verify)
+    PENDING = "pending"  # an interrupted transaction waits to be finished
+    NOT_A_DICT = "not-a-dict"  # a table the fix patches is not a dict
+    NO_KEY = "no-key"  # a table lacks the key (the patch is not applied)
+    KEY_NOT_ADDED = "key-not-added"  # a table has the key, equal to the one it copies, not added by patchkit
+    KEY_DIFFERS = "key-differs"  # a table's key differs from the one it copies
+    STALE_BYTECODE = "stale-bytecode"
+    FILE_MISSING = "file-missing"  # a file an upstream change the fix carries changes is not there
+    JIT_NOT_CHECKED = "jit-not-checked"  # FlashInfer's JIT builds could not be checked
+    STALE_JIT_BUILD = "stale-jit-build"  # built before the patched sources
+    PREBUILT_JIT_BUILD = "prebuilt-jit-build"  # a prebuilt module loaded instead of the patched sources
+    # What apply and revert plan (plan.plan_apply, plan_revert): their notes
+    NO_SHIPPED_PATCH = "no-shipped-patch"  # none for this release or this cc pair: generated from the files
+    LOCAL_EDITS = "local-edits"  # files differ from the shipped patch's pre-image: generated from the files
+    OUTSIDE_SHIPPED_PATCH = "outside-shipped-patch"  # files it leaves alone would change too: generated from the files
+    ALREADY_POST_IMAGE = "already-post-image"  # the files already hold the shipped patch's post-image
+    NOTHING_LOOKED_FOR = "nothing-looked-for"  # nothing the fixes look for in the files
+    NO_RULE = "no-rule"  # no rule of the fixes asked for patches the project
+    LEFT_OUT = "left-out"  # a fix the release's manifest says cannot apply whole, not named: left out
+    RESTORING = "restoring"  # every table already has the key: the originals are restored
+    REPLACING = "replacing"  # the applied patch is replaced (what differs)
+    EDITED_AFTER_APPLY = "edited-after-apply"  # revert --force: the edited copy is kept in the state dir
+    NEITHER_IMAGE = "neither-image"  # revert: a file holds neither the pre- nor the post-image of the shipped patch
+    NO_STATE = "no-state"  # revert: no state, and no shipped patch to recognise the files by
+    ORIGINAL_RELEASE = "original-release"  # revert: the files hold the original release
 
 
 class Change(NamedTuple):

@@ -112,3 +112,36 @@ def test_tests_import_their_helpers_from_the_support_package() -> None:
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             found += [f"{path.relative_to(ROOT)}:{node.lineno} imports {name}" for name in names if name.split(".")[0] in ("conftest", "crash_helpers")]
     assert found == []
+
+
+# The strs judge/ and plan/ may return: names, not sentences; and the words of an error raised there.
+NAMES = {("judge/kernels.py", "label"): "a distribution's name and version",
+         ("judge/jit.py", "label"): "a JIT library's distribution and version", ("plan/__init__.py", "_patch_id"): "a sha256",
+         ("plan/verify.py", "_qualified"): "a table's name as the evaluator spells it",
+         ("plan/apply.py", "why_no_shipped"): "the words of --no-generate's refusal, raised in plan (and of the note beside it)"}
+
+
+def test_judge_and_plan_return_values_not_sentences() -> None:
+    """The judge and the planner return values: a reason is a value (``judge/reasons.py``,
+    ``plan/reasons.py``) that ``render/reasons.py`` alone says.  No function of judge/ or plan/
+    is declared to return a str, returns an f-string or a str literal, or appends one to a list
+    (the notes and problems it returns), but those that return a name (``NAMES``)."""
+    found = []
+    for path in [p for p in MODULES if p.parent.name in ("judge", "plan")]:
+        where = f"{path.parent.name}/{path.name}"
+        for fn in [n for n in ast.walk(ast.parse(path.read_bytes())) if isinstance(n, ast.FunctionDef)]:
+            if (where, fn.name) in NAMES:
+                continue
+            said = [node.lineno for node in ast.walk(fn)
+                    if isinstance(node, ast.Return) and _text(node.value)
+                    or isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in ("append", "extend") and any(map(_text, node.args))]
+            if fn.returns is not None and ast.unparse(fn.returns) in ("str", "str | None"):
+                said.append(fn.lineno)
+            found += [f"{where}:{line} ({fn.name})" for line in said]
+    assert found == []
+
+
+def _text(node) -> bool:
+    """An f-string or a str literal."""
+    return isinstance(node, ast.JoinedStr) or isinstance(node, ast.Constant) and isinstance(node.value, str)

@@ -41,7 +41,7 @@ from patchkit.cli.options import (
     run_each,
     targets,
 )
-from patchkit.errors import BadInput
+from patchkit.errors import BadInput, Refused
 from patchkit.fixes.registry import FIXES, PROJECTS, choose_fixes, no_rule, rules_for
 
 
@@ -80,7 +80,12 @@ def generate(from_cc, to_cc, fix_names, project, repo, tags, out, check, as_json
         to_cc, machine = generate_cc(PROJECTS[project], from_cc)
         if to_cc is None:
             return command.NoKeys(machine, PROJECTS[project].label)
-        skip = generate_skip(PROJECTS[project], machine, tuple(fix_names))
+        from patchkit.render.reasons import said
+
+        unneeded = generate_skip(PROJECTS[project], machine, tuple(fix_names))
+
+        def skip(fix: str, version: str) -> str | None:  # the manifest says why in words
+            return said(unneeded(fix, version))
     check_cc(from_cc, to_cc, project)
     check_out(out)
     target = PROJECTS[project]
@@ -177,14 +182,19 @@ def verify(path, from_cc, to_cc, python, project, fix_names, all_fixes, as_json)
 @JSON_OPT
 def revert(path, force, dry_run, patches, to_cc, python, project, as_json):
     """Restore the exact original bytes at PATH."""
-    from patchkit.commands.revert import applied_for
+    from patchkit.commands.revert import ForceRefused, applied_for
     from patchkit.commands.revert import revert as command
 
     given = targets(path, python, project)
-    if to_cc is not None:  # every target checked before the first is written
-        for p, name, i in given.found:
-            applied_for(p, to_cc, name, i)
-    return run_each("revert", given, lambda p, name, i: command(p, force, dry_run, patches, name, i, to_cc=to_cc))
+    try:
+        if to_cc is not None:  # every target checked before the first is written
+            for p, name, i in given.found:
+                applied_for(p, to_cc, name, i)
+        return run_each("revert", given, lambda p, name, i: command(p, force, dry_run, patches, name, i, to_cc=to_cc))
+    except ForceRefused as exc:  # its line starts with how the state is another release's
+        from patchkit.render.reasons import said
+
+        raise Refused(exc.path, f"{said(exc.changed)}: {exc.reason}") from None
 
 
 @cli.command(short_help="Show version, patch, files and bytecode.")

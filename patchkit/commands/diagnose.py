@@ -52,12 +52,12 @@ class DiagnoseResult(NamedTuple):
     @property
     def failures(self) -> int:
         """The known SM120 failures found (fixes and failures no patch fixes)."""
-        return sum(f.kind != EFFECT for log in self.logs for f in log.findings)
+        return sum(f.kind is not EFFECT for log in self.logs for f in log.findings)
 
     @property
     def effects(self) -> int:
         """The warnings explained."""
-        return sum(f.kind == EFFECT for log in self.logs for f in log.findings)
+        return sum(f.kind is EFFECT for log in self.logs for f in log.findings)
 
     @property
     def exit_code(self) -> int:
@@ -151,7 +151,7 @@ class KernelsBehind:
     def behind(self, f: Finding) -> CodeBehind | None:
         from patchkit.logs.origin import site_of
 
-        where = site_of(f.origin) if f.kind == FAILURE and f.origin else None
+        where = site_of(f.origin) if f.kind is FAILURE and f.origin else None
         if where is None:
             return None
         if where not in self._found:

@@ -38,27 +38,19 @@ from typing import NamedTuple
 
 from patchkit.cc import CC
 from patchkit.errors import BAD_INPUT, OK, PROBLEMS, BadInput
-from patchkit.fixes.effects import DefaultOn, Effect, read_effects
+from patchkit.fixes.effects import Effect, read_effects
 from patchkit.fixes.registry import FIXES
 from patchkit.gpus.smi import Machine, given, timeout
 from patchkit.gpus.smi import machine as read_machine
-from patchkit.judge.here import IN_EFFECT, MISSING, FixHere, clean_start_only, fixes_here, spelled, unneeded
+from patchkit.judge.here import FixHere, clean_start_only, fixes_here, spelled, unneeded
+from patchkit.judge.reasons import CleanStartOnly, TurnedOn, Unneeded
 from patchkit.judge.speedups import speedups_here
 from patchkit.report import Where
 from patchkit.targets.session import Session
+from patchkit.types import Status
 from patchkit.versions import at_least
 
 NVIDIA_SMI, TO_CC, DEFAULT = "nvidia-smi", "--to-cc", "default"  # what the GPUs judged for come from
-
-
-class TurnedOn(NamedTuple):
-    """Why an opt-in fix is needed although nobody asked for it: ``project`` ``version`` turns the
-    feature on by itself on SM120 (``on``), with a release ``other`` of ``on.with_project`` that fails."""
-
-    project: str
-    version: str | None
-    on: DefaultOn
-    other: str
 
 
 class FixJudged(NamedTuple):
@@ -68,10 +60,10 @@ class FixJudged(NamedTuple):
     default: bool  # on by default (else opt-in)
     effect: Effect | None  # what it does (``[effect]``)
     needed: bool  # needed on the GPUs judged for: missing, on by default or turned on by the release, and not spare
-    spare: str | None  # why it is not needed on this machine (``here.unneeded``)
+    spare: Unneeded | None  # why it is not needed on this machine (``here.unneeded``)
     because: tuple[TurnedOn, ...]  # why an opt-in fix is needed
     failing: tuple | None  # what the release does without it (fixes.effects.Fails); None: its effect is not said here
-    clean_only: str | None  # what the fix does instead on a machine that lacks what it needs (``here.clean_start_only``)
+    clean_only: CleanStartOnly | None  # what the fix does instead on a machine that lacks what it needs (``here.clean_start_only``)
 
 
 class DoctorTarget(NamedTuple):
@@ -87,11 +79,17 @@ class CompiledCode(NamedTuple):
 
     exe: Path
     found: tuple  # judge.kernels.DistributionHere
+    jit: tuple = ()  # judge.jit.JitHere: FlashInfer, DeepGEMM, Triton, judged from their sources and compilers
 
     def no_code(self) -> list[tuple]:
         """(distribution, its files with no code for the GPUs) of each distribution the server
         loads at every start that has such a file."""
         return [(d, missing) for d in self.found for missing in [[f for f in d.files if f.missing]] if d.known.always and missing]
+
+    def maybe_no_code(self) -> list[tuple]:
+        """The same for the distributions not known to be loaded at every start: their files with no
+        code for the GPUs fail a start only if the server loads them."""
+        return [(d, missing) for d in self.found for missing in [[f for f in d.files if f.missing]] if not d.known.always and missing]
 
 
 class DoctorResult(NamedTuple):
@@ -141,10 +139,11 @@ def _seen() -> tuple[Machine | None, str | None]:
 def _judged(h: FixHere, s: Session, effect: Effect | None, pulled: dict, m: Machine) -> FixJudged:
     fix = FIXES[h.fix]
     # Not needed on this machine at all: it lacks what the fix needs, and the release turns off cleanly.
-    spare = unneeded(effect, s.project, s.version, m) if h.status == MISSING else None
-    need = h.status == MISSING and (fix.default or h.fix in pulled) and spare is None
-    because = pulled.get(h.fix, ()) if h.status == MISSING and spare is None else ()
-    said = effect is not None and h.status in (MISSING, IN_EFFECT) and spare is None
+    missing = h.status == Status.MISSING
+    spare = unneeded(effect, s.project, s.version, m) if missing else None
+    need = missing and (fix.default or h.fix in pulled) and spare is None
+    because = pulled.get(h.fix, ()) if missing and spare is None else ()
+    said = effect is not None and h.status in (Status.MISSING, Status.IN_EFFECT) and spare is None
     return FixJudged(h, fix.default, effect, need, spare, because,
                      tuple(effect.failing(s.project.name, s.version)) if said else None,
                      clean_start_only(effect, s.project, s.version, m) if said else None)
@@ -207,9 +206,14 @@ def _compiled_code(env, m: Machine) -> CompiledCode | None:
     """The compiled CUDA code installed for ``--python``, judged for these GPUs."""
     if env is None:
         return None
-    from patchkit.judge.kernels import installed_code
+    import os
 
-    return CompiledCode(env.exe, tuple(installed_code(list(env.sites), m.ccs())))
+    from patchkit.judge.jit import jit_here
+    from patchkit.judge.kernels import installed_code
+    from patchkit.kernels.jit import jit_installs
+
+    sites = list(env.sites)
+    return CompiledCode(env.exe, tuple(installed_code(sites, m.ccs())), tuple(jit_here(jit_installs(sites, dict(os.environ)), m.ccs())))
 
 
 def apply_target(path: Path | None, python: str | None) -> str:

@@ -17,7 +17,7 @@ from typing import NamedTuple
 from patchkit import __version__
 from patchkit.digest import blob_id, sha256
 from patchkit.errors import OK, PROBLEMS, REFUSED, PatchkitError, RewriteError, UnsafePath
-from patchkit.fixes.load import BACKPORT, Rule
+from patchkit.fixes.kinds import BackportRule, Rule
 from patchkit.fixes.registry import FIXES, Project
 from patchkit.git.objects import GitSource, SourceFile
 from patchkit.patch import message
@@ -26,21 +26,26 @@ from patchkit.patch.write import FileChange, format_patch, patch_filename
 from patchkit.rewrite.rules import Found, rewrite_file
 from patchkit.scan.feature_path import gates_left
 from patchkit.targets.atomic import remove_temps, write_atomic
-from patchkit.types import ALREADY_UPSTREAM, CANNOT_APPLY, ERROR, INCOMPLETE, NOTHING_TO_PATCH, PATCHED
+from patchkit.types import (
+    ALREADY_UPSTREAM,
+    CANNOT_APPLY,
+    ERROR,
+    INCOMPLETE,
+    NOT_NEEDED_HERE,
+    NOTHING_TO_PATCH,
+    PATCHED,
+    Status,
+)
 from patchkit.versions import tag_to_version
 
 PATCH_AUTHOR = "patchkit <patchkit@users.noreply.invalid>"
 MANIFEST = "manifest.json"
-NOT_NEEDED_HERE = "not needed here"  # --to-cc auto: the machine lacks what the fix needs, the release turns off cleanly
-
-# What a release needs, in the words the per-tag line and --json use.
-
 
 @dataclass
 class TagOutcome:
     tag: str
     version: str
-    status: str
+    status: Status
     outputs: dict[str, bytes] = field(default_factory=dict)  # file name -> bytes
     tables: list[Found] = field(default_factory=list)  # each at its path
     error: str | None = None
@@ -99,14 +104,14 @@ Cache = dict  # (fix, blob id) -> rules.FileRewrite or PatchkitError, shared acr
 def _variant(fix_rules, version: str) -> tuple:
     """What of the version a fix's rewrite depends on: a backport's landing and refreshes."""
     return tuple((r.landed(version), *(x.covers(version) for x in r.refresh))
-                 for r in fix_rules if r.kind == BACKPORT)
+                 for r in fix_rules if isinstance(r, BackportRule))
 
 
 def _fix_changes(current, fix_rules, read, root, cache, fix, base=None, version=None):
     """(changes, entries, already upstream, new bytes) of one fix over the files as they are."""
     changes, entries, upstream, new = [], [], [], {}
     for rule in fix_rules:
-        if rule.kind == BACKPORT and not rule.landed(version):
+        if isinstance(rule, BackportRule) and not rule.landed(version):
             missing = [f for f in rule.files if f not in current]
             if missing:
                 raise RewriteError(missing[0], f"not in this release ({rule.origin.cite()} changes it)")
@@ -219,8 +224,7 @@ def _gates_left(fix, project: Project, version: str, files: dict, fix_rules) -> 
     path = fix.path(project.name, version)
     if path is None:
         return []
-    keyed = next((r for r in fix_rules if r.kind != "predicate"), None)
-    from_cc, to_cc = (keyed.from_cc, keyed.to_cc) if keyed else (project.from_cc, project.to_cc)
+    from_cc, to_cc = next((r.key_pair() for r in fix_rules if r.key_pair()), (project.from_cc, project.to_cc))
     return gates_left({p: data for p, (_, data, _) in files.items()}, path, from_cc, to_cc)
 
 
@@ -232,7 +236,7 @@ def incomplete_reason(gates) -> str:
 
 def _patch(release, tag, version, project, fix, fix_rules, number, entries, changes, upstream, templates):
     """(file name, bytes, SeriesEntry) of one fix's patch."""
-    keyed = next((r for r in fix_rules if r.kind != "predicate"), fix_rules[0])
+    keyed = next((r for r in fix_rules if r.key_pair()), fix_rules[0])
     words = message.fix_fields(fix, fix_rules, project.name, version)
     rules = words["rules"]
     ctx = message.context(
@@ -243,7 +247,7 @@ def _patch(release, tag, version, project, fix, fix_rules, number, entries, chan
     text = message.commit_message(ctx, templates)
     patch = format_patch(author=PATCH_AUTHOR, date=release.date, message=text, changes=changes, signature=f"patchkit {__version__}")
     name = patch_filename(message.subject(text), number)
-    pair = (keyed.from_cc, keyed.to_cc) if keyed.kind != "predicate" else (None, None)
+    pair = keyed.key_pair() or (None, None)
     entry = SeriesEntry(fix=fix.name, patch=name, patch_sha256=sha256(patch), from_cc=pair[0], to_cc=pair[1], rules=rules,
                         files=entries, already_upstream=upstream)
     return name, patch, entry

@@ -5,14 +5,18 @@ Each file's fat binaries are read from their headers (``patchkit.kernels.fatbin`
 architectures and PTX versions, counted once each as ``cuobjdump --list-elf`` / ``--list-ptx``
 name them.  With GPUs (``--to-cc``, or the GPUs ``nvidia-smi`` reports, as doctor reads them)
 each file gets a verdict by NVIDIA's rules (``kernels.compat``): runs (SASS for the GPU),
-runs after a JIT (PTX only), or no code for these GPUs.  With ``--python`` the files are those
-of every installed distribution whose RECORD lists a shared object with CUDA code
-(``kernels.installed``), judged with ``known-kernels.toml`` (when each is loaded).  doctor and
-diagnose use the same judgement (``judge.kernels.installed_code``).  Nothing is loaded or run.
+runs after a JIT (PTX only), no code for these GPUs, or cannot tell (and why).  With ``--python``
+the files are those of every installed distribution whose RECORD lists a shared object with CUDA
+code (``kernels.installed``), judged with ``known-kernels.toml`` (when each is loaded), and the
+libraries that compile their kernels at the first start (FlashInfer, DeepGEMM, Triton) are judged
+from their sources and the compiler they would call (``judge.jit``).  doctor and diagnose use
+the same judgement (``judge.kernels.installed_code``).  Nothing is loaded or run but a
+compiler's ``--version`` and ``--help``.
 
-Exit 0 when every file was read and (with GPUs) runs on them, 1 when a file has no code for
-a GPU or cannot be read, 2 for bad input.  Returns a ``KernelsResult`` (``render/kernels.py``
-says it).
+Exit 0 when every file was read and (with GPUs) runs on them or cannot be told, 1 when a file
+has no code for a GPU or cannot be read, 2 for bad input; what a JIT library can build is said,
+not counted.
+Returns a ``KernelsResult`` (``render/kernels.py`` says it).
 """
 
 from __future__ import annotations
@@ -84,10 +88,14 @@ class KernelsResult(NamedTuple):
     exe: Path | None  # --python: the interpreter whose distributions were read
     found: tuple  # --python: judge.kernels.DistributionHere, one per distribution with CUDA code
     files: tuple  # PATH: judge.kernels.FileHere, one per file
+    jit: tuple = ()  # --python: judge.jit.JitHere, one per JIT library installed
 
     @property
     def failing(self) -> int:
-        """The files that have no code for a GPU they are loaded on, or cannot be read."""
+        """The files that have no code for a GPU they are loaded on, or cannot be read.  A JIT library
+        that cannot build for a GPU is said, not counted: whether a server calls it there is its
+        caller's business (vLLM 0.20.2 bundles a DeepGEMM without SM12x kernels and calls it on 9.0 and
+        10.x only), which this command does not judge."""
         if self.exe is not None:
             return sum(len(d.failing()) for d in self.found)
         return sum(bool(f.missing or f.binary.problem) for f in self.files)
@@ -102,8 +110,12 @@ def kernels(paths: list[Path], python: str | None, to_cc) -> KernelsResult:
     note: list[str] = []
     ccs, source = _gpus(to_cc, note)
     if python is not None:
+        from patchkit.judge.jit import jit_here
+        from patchkit.kernels.jit import jit_installs
         from patchkit.targets.environment import interpreter, site_packages_of
 
         exe = interpreter(python)
-        return KernelsResult(tuple(ccs), source, tuple(note), exe, tuple(installed_code(site_packages_of(exe), ccs)), ())
+        sites = site_packages_of(exe)
+        jit = jit_here(jit_installs(sites, dict(os.environ)), ccs)
+        return KernelsResult(tuple(ccs), source, tuple(note), exe, tuple(installed_code(sites, ccs)), (), tuple(jit))
     return KernelsResult(tuple(ccs), source, tuple(note), None, (), tuple(judge(p, shown, ccs) for p, shown in _paths(paths)))

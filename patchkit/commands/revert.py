@@ -17,10 +17,20 @@ from patchkit.cc import CC
 from patchkit.errors import OK, Refused
 from patchkit.plan import REVERT, Plan, plan_revert
 from patchkit.plan.apply import Snapshot, localized
+from patchkit.plan.reasons import ReleaseChanged
 from patchkit.report import Where
 from patchkit.targets.jit_builds import JitCheck
 from patchkit.targets.session import Session
 from patchkit.targets.transaction import LockTaken, SetAside, commit, exclusive, keep_edits, set_aside
+
+
+class ForceRefused(Refused):
+    """``--force`` on a state of another release (``changed``, said first in the line: ``cli``)."""
+
+    def __init__(self, path: str, changed: ReleaseChanged) -> None:
+        super().__init__(path, "--force would write the originals recorded then into the files of the release here now; "
+                               "refused, nothing written (`patchkit revert` without --force sets the old state aside)")
+        self.changed = changed
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -95,9 +105,7 @@ def _other_key(s: Session, snap: Snapshot, to_cc: CC | None) -> None:
 def _plan(snap: Snapshot, force: bool) -> Plan:
     """The plan from what was read; a state of another release (``snap.old``) is set aside first."""
     if snap.old and force:
-        raise Refused(str(snap.state_file), f"{snap.old.reason}: --force would write the originals recorded then into the "
-                                            "files of the release here now; refused, nothing written (`patchkit revert` "
-                                            "without --force sets the old state aside)")
+        raise ForceRefused(str(snap.state_file), snap.old.reason)
     with localized(snap.local):
         return plan_revert(dict(snap.current), snap.applied, dict(snap.originals), snap.shipped, force)
 

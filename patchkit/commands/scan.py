@@ -128,12 +128,13 @@ def covered_by(f) -> str | None:
     """The fix whose rule patches this finding: a table of a dict-key rule, or a gate in a
     rule's file that names what the rule looks for (paths as the repository or the
     installed package has them)."""
+    from patchkit.fixes.kinds import DictKeyRule
     from patchkit.fixes.registry import FIXES, PROJECTS
     from patchkit.rewrite.rules import matches
 
     for fix in FIXES.values():
         for rule in fix.rules:
-            if rule.kind == "dict-key":
+            if isinstance(rule, DictKeyRule):
                 if f.patchable and f.name and f.name.rsplit(".", 1)[-1] in rule.tables:
                     return fix.name
                 continue

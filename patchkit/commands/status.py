@@ -13,10 +13,11 @@ from patchkit.cc import CC, Key
 from patchkit.digest import sha256
 from patchkit.errors import OK, PatchkitError
 from patchkit.patch.manifest import Shipped
+from patchkit.plan.reasons import ReleaseChanged
 from patchkit.report import Where
 from patchkit.targets import bytecode
 from patchkit.targets.session import Session
-from patchkit.types import PATCHED, Applied
+from patchkit.types import PATCHED, STALE, Applied
 
 
 class FileState(NamedTuple):
@@ -59,7 +60,7 @@ class StatusResult:
     state_dir: Path
     how: str  # how the version was found
     applied: Applied | None  # what patchkit applied for this release
-    changed: str | None  # why the recorded state belongs to another release
+    changed: ReleaseChanged | None  # why the recorded state belongs to another release
     aside: tuple[Path, ...]  # the states of earlier releases set aside (their state files)
     aside_dir: Path
     shipped: Shipped | None
@@ -98,7 +99,7 @@ def status(path: Path, patches: Path | None = None, project: str | None = None, 
         else:
             state = "not recorded"
         pycs = bytecode.check(s.target.path(rel), data)
-        files.append(FileState(s.target.local(rel), state, len(pycs), sum(p.status == "stale" for p in pycs)))
+        files.append(FileState(s.target.local(rel), state, len(pycs), sum(p.status == STALE for p in pycs)))
         shown.append(rel)
     try:
         builds, jit_error = (s.jit_builds(list(recorded)) if recorded else []), None

@@ -21,6 +21,7 @@ from patchkit.patch import message
 from patchkit.patch.write import patch_filename
 from patchkit.plan import APPLY, plan_apply
 from patchkit.targets.atomic import remove_temps, write_atomic
+from patchkit.targets.locate import CHECKOUT
 from patchkit.targets.session import Session
 from patchkit.targets.transaction import Lock
 
@@ -107,7 +108,7 @@ def upstream(
     """One commit per fix (default: the fixes on by default) that changes HEAD, on a new branch."""
     s = Session.open(path)
     from_cc, to_cc = s.project.cc_pair(from_cc, to_cc)
-    if s.target.kind != "git checkout":
+    if s.target.kind is not CHECKOUT:
         raise BadInput(str(path), "not a git checkout: upstream needs git history to branch from")
     git = GitSource(s.target.root)
     head = git.head()

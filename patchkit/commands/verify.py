@@ -13,11 +13,13 @@ from pathlib import Path
 
 from patchkit.cc import CC, Key
 from patchkit.errors import OK, PROBLEMS, PatchkitError
+from patchkit.fixes.kinds import DictKeyRule
 from patchkit.fixes.registry import FIXES, default_fixes, rules_for
 from patchkit.plan.verify import VerifyPlan, plan_verify
 from patchkit.report import Auto, AutoTarget, Where
 from patchkit.targets import bytecode
 from patchkit.targets.session import Session
+from patchkit.types import STALE
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,18 +76,18 @@ def verify_session(s: Session, from_cc: CC | None = None, to_cc: CC | None = Non
     current = s.current(tuple(recorded))
     # The tables to check: every dict-key table of the project, or those of the fixes asked for.
     names = s.project.tables if fixes is None else tuple(
-        dict.fromkeys(n for r in rules_for(s.project.name, fixes) if r.kind == "dict-key" for n in r.tables))
+        dict.fromkeys(n for r in rules_for(s.project.name, fixes) if isinstance(r, DictKeyRule) for n in r.tables))
     if fixes is None:
         recorded_fixes = set(ours.fixes()) if ours else set()
         fixes = tuple(n for n in FIXES if FIXES[n].default or n in recorded_fixes)
-    stale = {rel: [p for p in bytecode.check(s.target.path(rel), data) if p.status == "stale"]
+    stale = {rel: [p for p in bytecode.check(s.target.path(rel), data) if p.status == STALE]
              for rel, data in current.items() if rel in recorded or any(n.encode() in data for n in names)}
     try:
         builds, jit_error = (s.jit_builds(recorded) if ours else []), None
     except PatchkitError as exc:
         builds, jit_error = [], str(exc)
     plan = plan_verify(
-        current, ours, names=names, fixes=fixes, rules=tuple(r for r in rules_for(s.project.name, fixes) if r.kind != "dict-key"),
+        current, ours, names=names, fixes=fixes, rules=tuple(r for r in rules_for(s.project.name, fixes) if not isinstance(r, DictKeyRule)),
         blocked=tuple(s.blocked(None, fixes)), named=named, from_cc=from_cc, to_cc=to_cc, version=s.version,
         label=s.project.label, journal=journal, journal_file=str(s.store.journal_file), changed=changed, stale=stale,
         jit_builds=tuple(builds), jit_error=jit_error, read=s.reader(), root=s.project.source_root, local=s.target.local,

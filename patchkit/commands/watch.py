@@ -38,19 +38,30 @@ from patchkit.logs import phases
 from patchkit.logs.follow import Follower
 from patchkit.logs.match import EFFECT, Matcher
 from patchkit.logs.tracebacks import Traceback
+from patchkit.types import StrEnum
 
 POLL = 0.25
 SETTLE = 1.0  # seconds without a new line before a traceback that has its exception counts as ended
 LAST_LINES = 5
 READY, CRASHED, OUT_OF_TIME = "ready", "crashed", "timed out"  # the outcomes, as --json names them
-WAITING, STARTED_OVER, PHASE = "waiting", "started over", "phase"  # what progress reports
+
+
+class Step(StrEnum):
+    """What progress reports."""
+
+    WAITING = "waiting"
+    STARTED_OVER = "started over"
+    PHASE = "phase"
+
+
+WAITING, STARTED_OVER, PHASE = Step.WAITING, Step.STARTED_OVER, Step.PHASE
 
 
 class Progress(NamedTuple):
     """What the start has shown so far, as it happens (``render.watch.progress_line`` says it):
     the log does not exist yet (WAITING), it started over (STARTED_OVER), or a new phase (PHASE)."""
 
-    kind: str
+    kind: Step
     log: str  # the log, as given
     seconds: float = 0.0  # since watch began
     phase: str | None = None
@@ -74,7 +85,7 @@ class WatchResult(NamedTuple):
 
     @property
     def failures(self) -> int:
-        return sum(f.kind != EFFECT for f in self.findings)
+        return sum(f.kind is not EFFECT for f in self.findings)
 
     @property
     def exit_code(self) -> int:
@@ -164,7 +175,7 @@ def _ends_start(tb: Traceback, matcher: Matcher) -> bool:
     module's own (``--- Logging error ---``)."""
     if tb.logging_error:
         return False
-    known = matcher.verdict is not None and matcher.verdict.kind != EFFECT
+    known = matcher.verdict is not None and matcher.verdict.kind is not EFFECT
     return known or phases.SCHEDULER_EXCEPTION in tb.header or not tb.header.strip()
 
 

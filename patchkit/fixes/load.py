@@ -29,14 +29,24 @@ from __future__ import annotations
 
 import re
 import sys
+from dataclasses import fields
 from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
 
 from patchkit.errors import BadInput
+from patchkit.fixes.kinds import (
+    BackportRule,
+    DictKeyRule,
+    Kind,
+    ListMemberRule,
+    Origin,
+    PredicateRule,
+    Refresh,
+    Rule,
+)
 
 HERE = Path(__file__).resolve().parent
-DICT_KEY, LIST_MEMBER, PREDICATE, BACKPORT = KINDS = ("dict-key", "list-member", "predicate", "backport")
 EVIDENCE = ("same as upstream ", "part of upstream ", "proposed upstream ", "not upstream")
 _DIFF_MAX = 1 << 20  # a backport's diff is read whole: one upstream change, not a tree
 _DIFF_FILE = re.compile(rb"^diff --git a/(\S+) b/(\S+)$", re.M)
@@ -45,83 +55,8 @@ _LOCATORS = ("call", "keyword", "target", "test")
 NOT_FIXES = ("projects.toml", "known-failures.toml", "known-speedups.toml", "known-kernels.toml")
 
 
-class Origin(NamedTuple):
-    """Where a backport comes from."""
-
-    project: str  # the upstream project's label: "FlashInfer"
-    pr: int
-    commit: str
-    title: str
-    landed_in: str  # the first release that has it
-
-    def cite(self) -> str:
-        return f"{self.project} PR {self.pr}"
-
-
-class Refresh(NamedTuple):
-    """How a backport's diff is refreshed for a range of releases: added lines left out."""
-
-    file: str
-    since: str | None
-    until: str | None
-    drop: tuple[str, ...]  # added lines (without their line ending) these releases leave out
-    why: str
-
-    def covers(self, version: str | None) -> bool:
-        from patchkit.versions import in_range
-
-        return in_range(version, self.since, self.until)
-
-
-class Rule(NamedTuple):
-    fix: str
-    project: str
-    kind: str
-    files: tuple[str, ...]
-    tables: tuple[str, ...]  # dict-key: the table names
-    from_cc: object
-    to_cc: object
-    evidence: str
-    needs: str
-    call: str | None = None  # list-member: the locator
-    keyword: str | None = None
-    target: str | None = None
-    test: str | None = None
-    functions: tuple[str, ...] = ()  # list-member: only inside these defs; predicate: the defs
-    flag: str | None = None  # predicate: the source flag
-    helpers: tuple[str, ...] = ()  # predicate: where an attribute helper is defined
-    diff: bytes = b""  # backport: the upstream diff
-    origin: Origin | None = None  # backport: where it comes from
-    made_on: str | None = None  # backport: the release a three-way merge takes its base from
-    refresh: tuple[Refresh, ...] = ()  # backport: how some releases take it
-
-    def landed(self, version: str | None) -> bool:
-        """Whether a backport is upstream in ``version`` (the release it landed in, or later)."""
-        from patchkit.versions import at_least
-
-        return self.origin is not None and bool(version) and at_least(version, self.origin.landed_in)
-
-    def names(self) -> tuple[str, ...]:
-        """The names a file must mention for the rule to find anything in it."""
-        if self.kind == DICT_KEY:
-            return self.tables
-        if self.kind == PREDICATE:
-            return (self.flag,)
-        if self.kind == BACKPORT:
-            return ()  # its files are named exactly
-        return tuple(n for n in (self.call, self.keyword, self.target) if n) or self.functions
-
-    def where(self) -> str:
-        """What the rule rewrites, as a person reads it."""
-        if self.kind == DICT_KEY:
-            return ", ".join(self.tables)
-        if self.kind == BACKPORT:
-            return f"{self.origin.cite()} ({self.origin.title}), in {', '.join(self.files)}"
-        inside = f" in {' / '.join(self.functions)}()" if self.functions else ""
-        if self.kind == PREDICATE:
-            return f"{self.flag} or-expressions{inside}"
-        what = f"{self.call}({self.keyword}=[...])" if self.call else self.target or f"{self.test} in (...)"
-        return what + inside
+_CLASSES = {Kind.DICT_KEY: DictKeyRule, Kind.LIST_MEMBER: ListMemberRule, Kind.PREDICATE: PredicateRule,
+            Kind.BACKPORT: BackportRule}
 
 
 class FeaturePath(NamedTuple):
@@ -213,45 +148,47 @@ def _optional(doc: dict, key: str, where: Path, what: str) -> str | None:
 
 
 def _rule(name: str, rule: object, path: Path, what: str) -> Rule:
+    """The rule a table of a fix's ``rules`` holds, of the class its ``kind`` names: the one
+    place that reads a kind's name."""
     if not isinstance(rule, dict):
         raise BadInput(str(path), f"{what}: not a table")
     kind = _get(rule, "kind", str, path, what)
-    if kind not in KINDS:
-        raise BadInput(str(path), f"{what}: kind {kind!r} is not one of {', '.join(KINDS)}")
-    cc = str if kind == PREDICATE else (int, str)
-    backport = _backport(rule, path, what) if kind == BACKPORT else {}
-    fields = dict(
+    if kind not in tuple(Kind):
+        raise BadInput(str(path), f"{what}: kind {kind!r} is not one of {', '.join(Kind)}")
+    cls = _CLASSES[Kind(kind)]
+    cc = str if cls is PredicateRule else (int, str)
+    backport = _backport(rule, path, what) if cls is BackportRule else {}
+    values = dict(
         fix=name,
         project=_get(rule, "project", str, path, what),
-        kind=kind,
         files=backport.pop("files") if backport else _strings(rule, "files", path, what),
-        tables=_strings(rule, "tables", path, what, required=kind == DICT_KEY),
+        tables=_strings(rule, "tables", path, what, required=cls is DictKeyRule),
         from_cc=_get(rule, "from_cc", cc, path, what),
         to_cc=_get(rule, "to_cc", cc, path, what),
         evidence=_get(rule, "evidence", str, path, what),
         needs=_optional(rule, "needs", path, what) or "",
-        functions=_strings(rule, "functions", path, what, required=kind == PREDICATE),
+        functions=_strings(rule, "functions", path, what, required=cls is PredicateRule),
         helpers=_strings(rule, "helpers", path, what, required=False),
-        flag=_get(rule, "flag", str, path, what) if kind == PREDICATE else None,
+        flag=_get(rule, "flag", str, path, what) if cls is PredicateRule else None,
         **{k: _optional(rule, k, path, what) for k in _LOCATORS},
         **backport,
     )
-    if not fields["evidence"].startswith(EVIDENCE):
+    if not values["evidence"].startswith(EVIDENCE):
         raise BadInput(str(path), f"{what}: evidence must start with one of {', '.join(repr(e.strip()) for e in EVIDENCE)}")
-    if fields["evidence"].startswith("part of") and "(the rest: " not in fields["evidence"]:
+    if values["evidence"].startswith("part of") and "(the rest: " not in values["evidence"]:
         raise BadInput(str(path), f"{what}: evidence 'part of upstream ...' must say '(the rest: ...)'")
-    if fields["evidence"].startswith("proposed") and "not merged" not in fields["evidence"]:
+    if values["evidence"].startswith("proposed") and "not merged" not in values["evidence"]:
         raise BadInput(str(path), f"{what}: evidence 'proposed upstream ...' must say 'not merged'")
-    if kind == LIST_MEMBER:
-        given = (fields["call"] is not None or fields["keyword"] is not None, fields["target"] is not None,
-                 fields["test"] is not None)
-        if sum(given) != 1 or given[0] and (fields["call"] is None or fields["keyword"] is None):
+    if cls is ListMemberRule:
+        given = (values["call"] is not None or values["keyword"] is not None, values["target"] is not None,
+                 values["test"] is not None)
+        if sum(given) != 1 or given[0] and (values["call"] is None or values["keyword"] is None):
             raise BadInput(str(path), f"{what}: a list-member rule names 'call' and 'keyword', or 'target', or 'test'")
-    if kind == PREDICATE and fields["from_cc"] not in fields["flag"]:
-        raise BadInput(str(path), f"{what}: flag {fields['flag']!r} does not contain from_cc {fields['from_cc']!r}")
-    if fields["from_cc"] == fields["to_cc"]:
-        raise BadInput(str(path), f"{what}: from_cc and to_cc are both {fields['from_cc']!r}")
-    return Rule(**fields)
+    if cls is PredicateRule and values["from_cc"] not in values["flag"]:
+        raise BadInput(str(path), f"{what}: flag {values['flag']!r} does not contain from_cc {values['from_cc']!r}")
+    if values["from_cc"] == values["to_cc"]:
+        raise BadInput(str(path), f"{what}: from_cc and to_cc are both {values['from_cc']!r}")
+    return cls(**{f.name: values[f.name] for f in fields(cls)})
 
 
 def _backport(rule: dict, path: Path, what: str) -> dict:

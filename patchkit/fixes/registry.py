@@ -12,7 +12,8 @@ from typing import NamedTuple
 
 from patchkit.cc import CC, Key, must_differ
 from patchkit.errors import BadInput
-from patchkit.fixes.load import HERE, Rule, read_fixes, read_projects
+from patchkit.fixes.kinds import DictKeyRule, Rule
+from patchkit.fixes.load import HERE, read_fixes, read_projects
 
 
 class Project(NamedTuple):
@@ -88,15 +89,15 @@ def _projects() -> dict[str, Project]:
             raise BadInput(str(HERE / "projects.toml"), f"{name}: no rule of any fix patches it")
         style = int if layout["key_style"] == "major" else str
         for r in rules:
-            if r.kind != "predicate" and not (isinstance(r.from_cc, style) and isinstance(r.to_cc, style)):
+            if r.key_pair() is not None and not all(isinstance(cc, style) for cc in r.key_pair()):
                 raise BadInput(str(HERE / f"{r.fix}.toml"), f"{name}: from_cc and to_cc must be written {layout['key_style']}")
-        keyed = next((r for r in rules if r.kind != "predicate"), None)
+        keyed = next((r for r in rules if r.key_pair() is not None), None)
         if keyed is None:
             raise BadInput(str(HERE / "projects.toml"), f"{name}: no rule copies a compute capability key or member")
         projects[name] = Project(
             name, layout["label"], layout["source_root"],
             files=tuple(dict.fromkeys(g for r in rules for g in r.files)),
-            tables=tuple(dict.fromkeys(t for r in rules for t in r.tables)),
+            tables=tuple(dict.fromkeys(t for r in rules if isinstance(r, DictKeyRule) for t in r.tables)),
             key_style=layout["key_style"], from_cc=keyed.from_cc, to_cc=keyed.to_cc, patches=layout["patches"],
             distribution=layout["distribution"], names=tuple(dict.fromkeys(n for r in rules for n in r.names())),
             installed=tuple(layout.get("installed", {}).items()),
@@ -128,11 +129,7 @@ def rules_for(project: str, fixes, from_cc=None, to_cc=None) -> tuple[Rule, ...]
     rules = tuple(r for name in fixes for r in FIXES[name].rules if r.project == project)
     if from_cc is None and to_cc is None:
         return rules
-    return tuple(
-        r if r.kind in ("predicate", "backport") else r._replace(from_cc=r.from_cc if from_cc is None else from_cc,
-                                                   to_cc=r.to_cc if to_cc is None else to_cc)
-        for r in rules
-    )
+    return tuple(r.paired(from_cc, to_cc) for r in rules)
 
 
 def fixes_for(project: str, fixes=None) -> tuple[str, ...]:

@@ -13,15 +13,27 @@ from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 from patchkit.errors import BadInput
+from patchkit.types import StrEnum
 
 CHUNK = 4096  # bytes of names per write: a pipe holds one page at the least
 HASH_BYTES = {"sha1": 20, "sha256": 32}
-_TYPES = (b"blob", b"tree", b"commit", b"tag")
+
+
+class Kind(StrEnum):
+    """A git object's type, as ``git cat-file --batch`` names it."""
+
+    BLOB = "blob"
+    TREE = "tree"
+    COMMIT = "commit"
+    TAG = "tag"
+
+
+_TYPES = {k.encode(): k for k in Kind}
 
 
 class Object(NamedTuple):
     oid: str  # hex
-    kind: str  # "blob", "tree", "commit" or "tag"
+    kind: Kind
     data: bytes
 
 
@@ -101,7 +113,7 @@ class CatFile:
             data = stdout.read(size)
             if len(data) != size or stdout.read(1) != b"\n":
                 self._died()
-            return Object(fields[0].decode("ascii"), fields[1].decode("ascii"), data)
+            return Object(fields[0].decode("ascii"), _TYPES[fields[1]], data)
         if header.endswith((b" missing\n", b" ambiguous\n")):
             return None
         raise BadInput(self._where, f"git cat-file answered {header[:200].decode('utf-8', 'replace').rstrip()!r} for {name!r}")

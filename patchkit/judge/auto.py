@@ -21,9 +21,11 @@ from patchkit.fixes.effects import read_effects
 from patchkit.fixes.registry import FIXES, Project, fixes_for
 from patchkit.gpus.smi import Machine
 from patchkit.gpus.smi import machine as read_machine
-from patchkit.judge.here import MISSING, fix_here, fixes_here, spelled, unneeded
+from patchkit.judge.here import fix_here, fixes_here, spelled, unneeded
+from patchkit.judge.reasons import Unneeded
 from patchkit.rewrite.capability import same
 from patchkit.targets.session import Session
+from patchkit.types import Status
 
 
 class Keys(NamedTuple):
@@ -32,7 +34,7 @@ class Keys(NamedTuple):
     session: Session
     pairs: tuple[tuple[CC | None, CC | None], ...]  # (from_cc, to_cc) of each run there, None for the project's own; (): nothing to do
     fixes: tuple[str, ...] | None  # the fixes there (None: as the command line gave them)
-    spare: dict[str, str]  # the fixes left out: name -> why they are not needed on this machine
+    spare: dict[str, Unneeded]  # the fixes left out: name -> why they are not needed on this machine
     held: tuple[Key, ...]  # the machine's ccs as the project spells them
     not_for: tuple = ()  # of ``held``, with nothing to do: the keys no fix is for (the release holds the rest)
 
@@ -44,7 +46,7 @@ def wanted(project: Project, m: Machine, from_cc: CC | None = None) -> list[Key]
     return [cc for cc in spelled(project, m) if not same(cc, source)]
 
 
-def _missing(s: Session, ccs: list, fixes, m: Machine, named=()) -> tuple[list, dict[str, str]]:
+def _missing(s: Session, ccs: list, fixes, m: Machine, named=()) -> tuple[list, dict[str, Unneeded]]:
     """(those of ``ccs`` that some fix of ``fixes`` lacks at the target of ``s``, the fixes
     left out: name -> why they are not needed on this machine).  A fix ``named`` by --fix is
     never left out."""
@@ -53,7 +55,7 @@ def _missing(s: Session, ccs: list, fixes, m: Machine, named=()) -> tuple[list, 
     found, spare = [], {}
     for name in fixes_for(s.project.name, fixes):
         h = fix_here(s, name, ccs, current)
-        why = unneeded(effects.get(name), s.project, s.version, m) if h.status == MISSING and name not in named else None
+        why = unneeded(effects.get(name), s.project, s.version, m) if h.status == Status.MISSING and name not in named else None
         if why:
             spare[name] = why
         else:
@@ -63,7 +65,7 @@ def _missing(s: Session, ccs: list, fixes, m: Machine, named=()) -> tuple[list, 
 
 def _not_for(s: Session, m: Machine, held: tuple) -> tuple:
     """Of ``held``, the keys no fix for the project of ``s`` is for (an A100's 8:
-    ``here.NOT_FOR_THESE``), where the release holds none of it for itself (an H200's 9)."""
+    ``Status.NOT_FOR_THESE``), where the release holds none of it for itself (an H200's 9)."""
     holds = {cc for h in fixes_here(s, m) for cc in h.held}
     return tuple(cc for cc in held if cc not in holds)
 
@@ -133,7 +135,7 @@ def generate_skip(project: Project, m: Machine, named=()):
     not needed here for that release, or None."""
     effects = read_effects()
 
-    def skip(fix: str, version: str) -> str | None:
+    def skip(fix: str, version: str) -> Unneeded | None:
         return None if fix in named else unneeded(effects.get(fix), project, version, m)
 
     return skip

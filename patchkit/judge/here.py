@@ -19,18 +19,25 @@ from typing import NamedTuple
 from patchkit.cc import CC, Key
 from patchkit.digest import sha256
 from patchkit.errors import PatchkitError, RewriteError
-from patchkit.fixes.effects import Effect, Fails
+from patchkit.fixes.effects import Effect
+from patchkit.fixes.kinds import BackportRule, PredicateRule
 from patchkit.fixes.registry import FIXES, Project, fixes_for, rules_for
 from patchkit.gpus.smi import Machine
+from patchkit.judge.reasons import (
+    CannotApplyHere,
+    CleanStartOnly,
+    GatesLeft,
+    Lacks,
+    NoMulticast,
+    NoNvcc,
+    NoTableIn,
+    Peers,
+    Unneeded,
+)
+from patchkit.plan.reasons import RewriteFailed
 from patchkit.rewrite.capability import cap, same
 from patchkit.targets.session import Session
-
-MISSING = "missing"
-IN_EFFECT = "in effect"
-NOTHING = "nothing to patch"
-CANNOT = "cannot apply"
-NOT_FOR_THESE = "not for these GPUs"
-INCOMPLETE = "incomplete"  # the rules would apply, but a gate on the feature's path still refuses these GPUs
+from patchkit.types import Status
 
 
 def spelled(project: Project, machine: Machine) -> list[Key]:
@@ -50,21 +57,16 @@ def _rules(project: Project, fix: str, cc: Key) -> tuple:
     for (its ``to_cc``)."""
     major = CC.of(cc).major
     return tuple(r for r in rules_for(project.name, (fix,), project.from_cc, cc)
-                 if (r.kind != "predicate" or _major(r.to_cc) == major)
-                 and (r.kind != "backport" or _major(r.to_cc) == major))
+                 if not isinstance(r, (PredicateRule, BackportRule)) or _major(r.to_cc) == major)
 
 
 class FixHere(NamedTuple):
     fix: str
-    status: str  # MISSING, IN_EFFECT, NOTHING, CANNOT, INCOMPLETE or NOT_FOR_THESE
+    status: Status  # MISSING, IN_EFFECT, NOTHING_TO_PATCH, CANNOT_APPLY, INCOMPLETE or NOT_FOR_THESE
     missing: tuple  # the ccs whose keys, members or flags are missing
     held: tuple  # the ccs the release already holds (or copies from)
-    detail: str  # what is missing, or why it cannot apply
+    reason: object  # what is missing, or why it cannot apply (judge.reasons); None in effect or not for these GPUs
     by_patchkit: bool  # in effect because patchkit applied it here
-
-    def to_json(self) -> dict:
-        return {"fix": self.fix, "status": self.status, "missing": list(self.missing), "held": list(self.held),
-                "detail": self.detail, "applied_by_patchkit": self.by_patchkit}
 
 
 def _target_major(fix: str, project: Project) -> int | None:
@@ -75,7 +77,7 @@ def _target_major(fix: str, project: Project) -> int | None:
     return None
 
 
-def _shipped(s: Session, fix: str, cc, current: dict[str, bytes]) -> tuple[bool, list[str]] | None:
+def _shipped(s: Session, fix: str, cc, current: dict[str, bytes]) -> tuple[bool, list[tuple]] | None:
     """(missing, what lacks it) from the shipped patch of this release when every file it
     patches is its pre-image (missing) or its post-image (in effect): no parsing.  None
     when there is no such patch or a file is neither."""
@@ -93,7 +95,7 @@ def _shipped(s: Session, fix: str, cc, current: dict[str, bytes]) -> tuple[bool,
         data = current.get(f.path)
         digest = sha256(data) if data is not None else None
         states.add("pre" if digest == f.pre_sha256 else "post" if digest == f.post_sha256 else "other")
-        lacking += [f"{t.name} lacks {t.added_key!r}" for t in f.tables if t.patched]
+        lacking += [(t.name, t.added_key) for t in f.tables if t.patched]
     if states == {"pre"}:
         return True, lacking
     if states == {"post"}:
@@ -106,10 +108,9 @@ def _parsed(s: Session, fix: str, cc, current: dict[str, bytes]) -> tuple[list, 
     from patchkit.rewrite.rules import rewrite_file  # LibCST, only when the shipped hashes do not tell
 
     rules = _rules(s.project, fix, cc)
-    names = {n for r in rules for n in r.names()}
     found = []
     for rel, data in current.items():
-        if any(n.encode() in data for n in names) or any(r.kind == "backport" and rel in r.files for r in rules):
+        if any(r.wants(rel, data) for r in rules):
             with s.local_errors():
                 found += rewrite_file(data, rel, rules, s.reader(), s.project.source_root, version=s.version).found
     return found, [t for t in found if t.patched]
@@ -135,9 +136,9 @@ def fix_here(s: Session, fix: str, ccs: list, current: dict[str, bytes] | None =
             try:
                 found, gaps = _parsed(s, fix, cc, current)
             except RewriteError as exc:
-                return FixHere(fix, CANNOT, (), (), str(exc), False)
+                return FixHere(fix, Status.CANNOT_APPLY, (), (), RewriteFailed(str(exc)), False)
             found_any = found_any or bool(found)
-            gap, lacks = bool(gaps), [f"{t.name} lacks {t.added_key!r}" for t in gaps]
+            gap, lacks = bool(gaps), [(t.name, t.added_key) for t in gaps]
             if not found:
                 continue
         if gap and target is not None and cap(cc).major != target:
@@ -151,14 +152,16 @@ def fix_here(s: Session, fix: str, ccs: list, current: dict[str, bytes] | None =
     if missing:
         blocked = [b for b in s.blocked(None, (fix,)) if target is not None and any(cap(c).major == target for c in missing)]
         if blocked:  # the release's manifest: the fix cannot be applied whole here
-            status = INCOMPLETE if blocked[0].status == "incomplete" else CANNOT
-            return FixHere(fix, status, tuple(missing), tuple(held), blocked[0].reason, False)
-        return FixHere(fix, MISSING, tuple(missing), tuple(held), "; ".join(dict.fromkeys(lacking)), False)
+            incomplete = blocked[0].status == Status.INCOMPLETE
+            status, why = (Status.INCOMPLETE, GatesLeft) if incomplete else (Status.CANNOT_APPLY, CannotApplyHere)
+            return FixHere(fix, status, tuple(missing), tuple(held), why(blocked[0].reason or ""), False)
+        gaps = tuple({(n, repr(k)): (n, k) for n, k in lacking}.values())  # each once, in the order found
+        return FixHere(fix, Status.MISSING, tuple(missing), tuple(held), Lacks(gaps), False)
     if asked and not found_any:
-        return FixHere(fix, NOTHING, (), tuple(held), f"no table, list or gate of it in {s.project.label} {s.version}", False)
+        return FixHere(fix, Status.NOTHING_TO_PATCH, (), tuple(held), NoTableIn(s.project.label, s.version), False)
     if not ours_here:
-        return FixHere(fix, NOT_FOR_THESE, (), tuple(held), "", False)
-    return FixHere(fix, IN_EFFECT, (), tuple(held), "", fix in ours)
+        return FixHere(fix, Status.NOT_FOR_THESE, (), tuple(held), None, False)
+    return FixHere(fix, Status.IN_EFFECT, (), tuple(held), None, fix in ours)
 
 
 def fixes_here(s: Session, machine: Machine) -> list[FixHere]:
@@ -168,30 +171,26 @@ def fixes_here(s: Session, machine: Machine) -> list[FixHere]:
     return [fix_here(s, name, ccs, current) for name in fixes_for(s.project.name) if name in FIXES]
 
 
-def no_multicast(m: Machine) -> str | None:
+def no_multicast(m: Machine) -> NoMulticast | None:
     """Why the GPUs have no multicast, or None when NVLink might give it, or when how they are
     linked is not known (a machine given, not measured: the fix may take effect there)."""
     if m.links is None:
         return None
     if not m.links:
-        return "one GPU, no peer to share multicast memory with"
+        return NoMulticast(Peers.ONE_GPU)
     if m.pcie_only():
-        return "no multicast between PCIe GPUs"
+        return NoMulticast(Peers.PCIE_ONLY)
     return None
 
 
-def lacks(machine_need: str, m: Machine) -> str | None:
+def lacks(machine_need: str, m: Machine) -> NoMulticast | NoNvcc | None:
     """Why this machine lacks what a fix needs (``[[effect.needs]]``' ``machine``), or None."""
     if machine_need == "multicast":
         return no_multicast(m)
-    return None if shutil.which("nvcc") else "no nvcc on PATH"
+    return None if shutil.which("nvcc") else NoNvcc()
 
 
-def _clean(f: Fails, label: str, version: str) -> str:
-    return f'{label} {version} warns "{f.says}"' if f.outcome == "warning" else f"{label} {version} {f.says}"
-
-
-def unneeded(effect: Effect | None, project: Project, version: str | None, m: Machine) -> str | None:
+def unneeded(effect: Effect | None, project: Project, version: str | None, m: Machine) -> Unneeded | None:
     """Why the fix is not needed on this machine for ``project`` ``version``: the machine lacks
     what the fix needs to take effect, and the release's outcome without the fix is not one the
     fix still helps there (it turns the feature off cleanly by itself).  None when it is
@@ -200,12 +199,11 @@ def unneeded(effect: Effect | None, project: Project, version: str | None, m: Ma
     for need in effect.needs if failing else ():
         why = lacks(need.machine, m) if need.decides_need() else None
         if why and not any(f.outcome in need.helps_without for f in failing):
-            clean = "; ".join(_clean(f, project.label, version) for f in failing)
-            return f"{why}, and without it {clean}; {need.adds_without}"
+            return Unneeded(why, project.label, version, tuple(failing), need.adds_without)
     return None
 
 
-def clean_start_only(effect: Effect | None, project: Project, version: str | None, m: Machine) -> str | None:
+def clean_start_only(effect: Effect | None, project: Project, version: str | None, m: Machine) -> CleanStartOnly | None:
     """On a machine that lacks what the fix needs, for a release it still helps: that the
     feature cannot speed anything up here, and what the fix does instead.  None otherwise."""
     failing = effect.failing(project.name, version) if effect is not None else []
@@ -213,6 +211,5 @@ def clean_start_only(effect: Effect | None, project: Project, version: str | Non
         why = lacks(need.machine, m) if need.decides_need() else None
         crashes = [f.says for f in failing if f.outcome == "crash" and f.outcome in need.helps_without]
         if why and crashes:
-            return (f"{effect.asked_with} cannot speed anything up here ({why}): "
-                    f"the fix only turns {' and '.join(dict.fromkeys(crashes))} into a clean start")
+            return CleanStartOnly(effect.asked_with, why, tuple(dict.fromkeys(crashes)))
     return None

@@ -2,7 +2,11 @@
 
 Each file's fat binaries are read from their headers (``patchkit.kernels.fatbin``) and judged
 by NVIDIA's rules (``kernels.compat``) for each GPU's compute capability: runs (SASS for it),
-runs after a JIT (PTX only), or no code for it.  ``installed_code`` does that for every
+runs after a JIT (PTX, or relocatable code linked at the first start), no code for it, or
+cannot tell.  Where the fat binaries leave a GPU with nothing, the verdict is "cannot tell"
+when the file hands the runtime no fat binary at all (no ``.nvFatBinSegment``): its kernels
+are loaded another way, as cuFFT loads those it keeps in ``.ldata``; or when its cubins hold no
+function at all (``kernels.evidence``).  ``installed_code`` does that for every
 installed distribution whose RECORD lists a shared object with CUDA code
 (``kernels.installed``), with ``known-kernels.toml`` (when each file is loaded).  Values only:
 ``render/kernels.py`` says them (for ``kernels``, ``doctor`` and ``diagnose``).  Nothing is
@@ -15,8 +19,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from patchkit.fixes.kernels import KnownDistribution, KnownFile, known_kernels
-from patchkit.kernels.compat import NONE, Fit, fit, worst
-from patchkit.kernels.fatbin import Binary, read_binary
+from patchkit.kernels.compat import NO_KERNELS, NONE, NOT_REGISTERED, UNKNOWN, Fit, fit, worst
+from patchkit.kernels.evidence import Elsewhere, fat_binaries_elsewhere, kernels_in
+from patchkit.kernels.fatbin import Binary, Entry, read_binary
 from patchkit.kernels.installed import Distribution, distributions
 
 
@@ -27,6 +32,7 @@ class FileHere(NamedTuple):
     binary: Binary
     known: KnownFile | None
     fits: tuple[Fit, ...]  # one per GPU compute capability, lowest first
+    elsewhere: Elsewhere | None = None  # a fat binary outside the fat binary sections (NOT_REGISTERED's evidence)
 
     @property
     def loaded(self) -> bool:
@@ -44,15 +50,43 @@ class FileHere(NamedTuple):
         b = self.binary
         return {"path": self.shown, "file": b.path, "distribution": dist.name if dist else None,
                 "version": dist.version if dist else None, "sass": b.sass(), "ptx": b.ptx(), "compressed": b.compressed(),
-                "entries": len(b.entries), "cuda": b.cuda, "problem": b.problem,
+                "relocatable": b.relocatable(), "lto": b.lto(), "other": b.other(), "registered": b.control if b.elf else None,
+                "names": names_json(b.entries), "entries": len(b.entries), "cuda": b.cuda, "problem": b.problem,
                 "what": self.known.what if self.known else None, "loaded": self.loaded if self.fits else None,
                 "verdict": (None if b.problem or not b.cuda or not self.fits else worst(self.fits)),
+                "elsewhere": {"section": self.elsewhere.section, "offset": self.elsewhere.offset} if self.elsewhere else None,
                 "gpus": [f.to_json() for f in self.fits]}
+
+
+def names_json(entries: tuple[Entry, ...]) -> list[dict]:
+    """Each distinct target once per section and kind, patchkit's name beside cuobjdump's
+    (``--list-elf`` names an sm_120f cubin's file ``x.sm_120.cubin``): what ``--json`` lists."""
+    kinds = {1: "ptx", 2: "sass", 8: "lto"}
+    seen: dict[tuple, dict] = {}
+    for e in entries:
+        key = (e.section, e.kind, e.arch, e.suffix)
+        if key not in seen:
+            seen[key] = {"name": e.name, "cuobjdump": e.listed, "kind": kinds.get(e.kind, f"kind-{e.kind}"),
+                         "section": e.section, "loads": e.loads, "entries": 0}
+        seen[key]["entries"] += 1
+    return [seen[k] for k in sorted(seen, key=lambda k: (k[0] != ".nv_fatbin", k[1] != 2, k[1], k[2], k[3]))]
 
 
 def judge(path: str, shown: str, ccs: list[tuple[int, int]], known: KnownFile | None = None) -> FileHere:
     binary = read_binary(path)
-    return FileHere(shown, binary, known, tuple(fit(binary.entries, cc) for cc in ccs))
+    fits = tuple(fit(binary.entries, cc) for cc in ccs)
+    if binary.problem or not binary.cuda or all(f.runs != NONE for f in fits):
+        return FileHere(shown, binary, known, fits)
+    # No code for a GPU in the fat binaries: known only when they are what the runtime is handed,
+    # and when they hold a kernel at all.
+    elsewhere = None
+    if not binary.control:  # its kernels come from elsewhere
+        why, elsewhere = NOT_REGISTERED, fat_binaries_elsewhere(path)
+    elif kernels_in(path, binary.entries) is False:
+        why = NO_KERNELS
+    else:
+        return FileHere(shown, binary, known, fits)
+    return FileHere(shown, binary, known, tuple(Fit(f.cc, UNKNOWN, (), why) if f.runs == NONE else f for f in fits), elsewhere)
 
 
 class DistributionHere(NamedTuple):

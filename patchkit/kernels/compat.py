@@ -16,9 +16,20 @@ The rules, as NVIDIA documents them:
   Compatibility"); arch-specific PTX (``compute_XYa``) only for X.Y, family PTX
   (``compute_XYf``) only for the family X at or above Y.
 
-A GPU runs a file when some entry runs on it: SASS first, else PTX after a JIT.  The
-architecture number splits as cuobjdump and nvcc spell it: ``sm_120`` is 12.0, ``sm_103``
-10.3, ``sm_121`` 12.1.
+A GPU runs a file when some entry the runtime loads runs on it: SASS of ``.nv_fatbin`` first
+(the executable fat binary, the module the runtime registers), else its PTX after a JIT, else
+the relocatable code of ``__nv_relfatbin`` after a JIT link: the runtime is handed those fat
+binaries too (``crt/link.stub``: the ``__cudaPrelinkedFatbins`` of the wrapper it registers)
+and links them at the first start when ``.nv_fatbin`` has nothing for the GPU.  On an H200 (9.0,
+CUDA 13.0) a kernel whose ``.nv_fatbin`` held sm_80 alone ran from a relocatable sm_90 cubin and
+from relocatable compute_80 or compute_90 PTX, and failed with sm_80 alone ("no kernel image is
+available") and with sm_80 beside LTO IR alone ("named symbol not found"): NVVM IR (``lto_XY``)
+is never counted (``near_misses`` names it).  The architecture number splits as cuobjdump and
+nvcc spell it: ``sm_120`` is 12.0, ``sm_103`` 10.3, ``sm_121`` 12.1.
+
+A verdict of no code can be unknowable: ``UNKNOWN`` with its reason (``NOT_REGISTERED``: the
+file hands the runtime no fat binary, so its kernels are loaded another way; ``NO_KERNELS``: its
+cubins hold no function), decided by ``judge/kernels.py`` from what the file shows.
 """
 
 from __future__ import annotations
@@ -26,9 +37,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from patchkit.kernels.fatbin import ELF, PTX, Entry
+from patchkit.kernels.fatbin import ELF, NVVM_IR, PTX, RELOCATABLE, Entry
 
-SASS, JIT, NONE = "sass", "jit", "none"  # what a GPU gets from a file: its own code, PTX after a JIT, nothing
+# What a GPU gets from a file: its own code, PTX after a JIT, nothing, or what cannot be known.
+SASS, JIT, NONE, UNKNOWN = "sass", "jit", "none", "unknown"
+# Why a verdict cannot be known (UNKNOWN's reason).
+NOT_REGISTERED = "not-registered"  # no .nvFatBinSegment: the runtime is handed none of its fat binaries
+NO_KERNELS = "no-kernels"  # its cubins hold no function: a module no GPU can be missing a kernel of
+# How a JIT verdict comes about (JIT's ``why``): relocatable code the runtime links at the first start.
+LINKED = "linked"
 
 
 def cc_of(arch: int) -> tuple[int, int]:
@@ -37,7 +54,8 @@ def cc_of(arch: int) -> tuple[int, int]:
 
 
 def runs_on(entry: Entry, cc: tuple[int, int]) -> bool:
-    """Whether the code of ``entry`` (SASS as it is, PTX after a JIT) can run on a GPU of ``cc``."""
+    """Whether the code of ``entry`` (SASS as it is, PTX after a JIT) can run on a GPU of ``cc``,
+    were it loaded (``Entry.loads`` says whether it is)."""
     if entry.kind not in (PTX, ELF):
         return False
     major, minor = cc_of(entry.arch)
@@ -52,8 +70,9 @@ class Fit(NamedTuple):
     """What one GPU of ``cc`` gets from a file."""
 
     cc: tuple[int, int]
-    runs: str  # SASS, JIT or NONE
+    runs: str  # SASS, JIT, NONE or UNKNOWN
     by: tuple[str, ...]  # the architectures that serve it (SASS ones for SASS, PTX ones for JIT)
+    why: str | None = None  # UNKNOWN's reason (NOT_REGISTERED); JIT's LINKED for relocatable code
 
     def cc_text(self) -> str:
         return f"{self.cc[0]}.{self.cc[1]}"
@@ -61,37 +80,48 @@ class Fit(NamedTuple):
     def words(self) -> str:
         if self.runs == SASS:
             return f"runs on {self.cc_text()} ({', '.join(self.by)})"
+        if self.runs == JIT and self.why == LINKED:
+            return (f"runs on {self.cc_text()} after a JIT link (relocatable {', '.join(self.by)}: the runtime links "
+                    "__nv_relfatbin's code at the first start)")
         if self.runs == JIT:
             return f"runs on {self.cc_text()} after a JIT ({', '.join(self.by)}: the driver compiles it at the first start)"
+        if self.runs == UNKNOWN:
+            return f"cannot tell for {self.cc_text()}"
         return f"no code for {self.cc_text()}"
 
     def to_json(self) -> dict:
-        return {"cc": self.cc_text(), "runs": self.runs, "by": list(self.by)}
+        return {"cc": self.cc_text(), "runs": self.runs, "by": list(self.by), "why": self.why}
 
 
 def fit(entries: Iterable[Entry], cc: tuple[int, int]) -> Fit:
-    """What a GPU of ``cc`` runs of ``entries``."""
+    """What a GPU of ``cc`` runs of ``entries``: SASS, else PTX of ``.nv_fatbin``, else relocatable
+    code (SASS or PTX) of ``__nv_relfatbin``, linked at the first start."""
     entries = list(entries)
-    for kind, runs in ((ELF, SASS), (PTX, JIT)):
-        by = sorted({(e.arch, e.suffix): e.name for e in entries if e.kind == kind and runs_on(e, cc)}.items())
+    loaded = [e for e in entries if e.loads]
+    relocatable = [e for e in entries if e.section == RELOCATABLE and e.kind in (PTX, ELF)]
+    for pool, kinds, runs, why in ((loaded, (ELF,), SASS, None), (loaded, (PTX,), JIT, None), (relocatable, (ELF, PTX), JIT, LINKED)):
+        by = sorted({(e.kind != ELF, e.arch, e.suffix): e.name for e in pool if e.kind in kinds and runs_on(e, cc)}.items())
         if by:
-            return Fit(cc, runs, tuple(name for _, name in by))
+            return Fit(cc, runs, tuple(name for _, name in by), why)
     return Fit(cc, NONE, ())
 
 
 def worst(fits: Iterable[Fit]) -> str:
     """The verdict of a file for several GPUs: the worst of them."""
-    order = (NONE, JIT, SASS)
+    order = (NONE, UNKNOWN, JIT, SASS)
     return min((f.runs for f in fits), key=order.index, default=SASS)
 
 
 def near_misses(entries: Iterable[Entry], cc: tuple[int, int]) -> list[str]:
     """Why the code of ``cc``'s own major does not run on it: ``sm_120a runs on 12.0 only``,
-    ``sm_121 needs 12.1 or later``."""
+    ``sm_121 needs 12.1 or later``, ``lto_120 is LTO IR, which the runtime does not link``."""
     said: dict[str, str] = {}
     for e in entries:
         major, minor = cc_of(e.arch)
-        if e.kind not in (PTX, ELF) or major != cc[0] or runs_on(e, cc):
+        if major != cc[0]:
             continue
-        said[e.name] = f"{e.name} runs on {major}.{minor} only" if e.suffix == "a" else f"{e.name} needs {major}.{minor} or later"
+        if e.kind == NVVM_IR and minor <= cc[1]:
+            said.setdefault(e.name, f"{e.name} is LTO IR, which the runtime does not link")
+        elif e.kind in (PTX, ELF) and (e.loads or e.section == RELOCATABLE) and not runs_on(e, cc):
+            said[e.name] = f"{e.name} runs on {major}.{minor} only" if e.suffix == "a" else f"{e.name} needs {major}.{minor} or later"
     return [said[name] for name in sorted(said)]

@@ -3,9 +3,17 @@
 Where they are.  NVIDIA's ``fatbinary_section.h`` (CUDA 13.0, ``include/`` of the
 ``nvidia-cuda-nvcc`` wheel) names the sections: ``.nv_fatbin`` holds the fat binaries
 themselves, ``__nv_relfatbin`` the pre-linked relocatable ones (``nvcc -rdc``), and
-``.nvFatBinSegment`` the ``__fatBinC_Wrapper_t`` structures (magic ``0x466243B1``) that
-point into them for the runtime.  Both data sections are read, found by name in the section
-header table; the wrappers are not needed.
+``.nvFatBinSegment`` the ``__fatBinC_Wrapper_t`` structures (magic ``0x466243B1``) that the
+runtime is handed at start-up (``__cudaRegisterFatBinary(&__fatDeviceText)``,
+``crt/host_runtime.h`` and ``bin/crt/link.stub``).  Both data sections are read, found by
+name in the section header table, and every entry keeps the section it came from: only the
+entries of ``.nv_fatbin`` are code the runtime loads (``cuobjdump`` calls it the "executable
+fatbin"); ``__nv_relfatbin`` holds relocatable device code, input for a device link
+(``cuobjdump -all`` lists it), and an NVVM IR entry (``lto_90``) is input for a link-time
+optimisation, which nvlink refuses to JIT ("Link target of 'lto_80' is virtual target that is
+not JIT-able").  Whether ``.nvFatBinSegment`` is there is kept too: a file without it hands the
+runtime no fat binary at all, and loads whatever kernels it runs another way
+(``kernels/evidence.py`` looks for them, bounded: cuFFT keeps thousands in ``.ldata``).
 
 What a section holds: fat binaries one after the other.  Each starts with NVIDIA's
 ``fatBinaryHeader`` (``fatbinary.h``, shipped with earlier toolkits: magic ``0xBA55ED50``,
@@ -41,7 +49,9 @@ import stat
 import struct
 from typing import NamedTuple
 
-FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin")  # fatbinary_section.h: FATBIN_DATA_SECTION_NAME, FATBIN_PRELINK_DATA_SECTION_NAME
+# fatbinary_section.h: FATBIN_DATA_SECTION_NAME, FATBIN_PRELINK_DATA_SECTION_NAME, FATBIN_CONTROL_SECTION_NAME
+EXECUTABLE, RELOCATABLE, CONTROL = ".nv_fatbin", "__nv_relfatbin", ".nvFatBinSegment"
+FATBIN_SECTIONS = (EXECUTABLE, RELOCATABLE)
 FATBIN_MAGIC = 0xBA55ED50
 PTX, ELF, NVVM_IR = 1, 2, 8
 ARCH_SPECIFIC, FAMILY = 0x100000, 0x200000
@@ -52,6 +62,8 @@ MAX_PADDING = 4096  # zero bytes allowed between two fat binaries of a section
 _ENTRY = struct.Struct("<HHIQ8xHHI8xQ")  # kind, version, header size, padded size, minor, major, arch, flags
 ENTRY_HEADER = 64  # the smallest entry header (ZLUDA's FatbinFileHeader)
 _CONTAINER = struct.Struct("<IHHQ")
+SHT_PROGBITS, SHT_NOBITS = 1, 8
+SHF_ALLOC, SHF_EXECINSTR = 0x2, 0x4
 
 
 class Unreadable(ValueError):
@@ -59,18 +71,32 @@ class Unreadable(ValueError):
 
 
 class Entry(NamedTuple):
-    kind: int  # PTX, ELF, or another kind (listed, never counted)
+    kind: int  # PTX, ELF, NVVM_IR, or another kind (listed, never counted)
     arch: int  # 120
     suffix: str  # "", "a" (arch-specific) or "f" (family-specific)
     version: tuple[int, int]  # (major, minor) as cuobjdump's "code version"
     compressed: bool
     offset: int  # of its header in the file
+    section: str = EXECUTABLE  # the section it was found in
+    payload: int = 0  # where its code starts in the file (after its header)
+
+    @property
+    def loads(self) -> bool:
+        """Code the CUDA runtime loads: SASS or PTX of the executable fat binary (``.nv_fatbin``)."""
+        return self.section == EXECUTABLE and self.kind in (PTX, ELF)
 
     @property
     def name(self) -> str:
-        """As cuobjdump spells the architecture (``sm_90a``), ``compute_`` for PTX."""
-        prefix = "sm_" if self.kind == ELF else "compute_" if self.kind == PTX else f"kind-{self.kind}-"
+        """As nvcc spells the target: ``sm_90a`` (SASS), ``compute_120`` (PTX), ``lto_90`` (NVVM IR)."""
+        prefix = {ELF: "sm_", PTX: "compute_", NVVM_IR: "lto_"}.get(self.kind, f"kind-{self.kind}-")
         return f"{prefix}{self.arch}{self.suffix}"
+
+    @property
+    def listed(self) -> str | None:
+        """As ``cuobjdump --list-elf`` / ``--list-ptx`` name its file (``x.sm_120.cubin`` for an
+        sm_120f cubin, ``x.sm_120.ptx`` for compute_120 PTX): the ``f`` dropped, the ``a`` kept.
+        None for a kind those options do not list (NVVM IR)."""
+        return f"sm_{self.arch}{'a' if self.suffix == 'a' else ''}" if self.kind in (PTX, ELF) else None
 
 
 class Binary(NamedTuple):
@@ -82,24 +108,45 @@ class Binary(NamedTuple):
     sections: tuple[str, ...]  # the fat binary sections found
     entries: tuple[Entry, ...]
     problem: str | None  # None: read to the end
+    control: bool = False  # a .nvFatBinSegment: the runtime is handed its fat binary at start-up
 
     @property
     def cuda(self) -> bool:
-        return any(e.kind in (PTX, ELF) for e in self.entries)
+        """Device code of any kind, loaded or not."""
+        return any(e.kind in (PTX, ELF, NVVM_IR) for e in self.entries)
+
+    @property
+    def loads(self) -> bool:
+        """Code the runtime loads (SASS or PTX in ``.nv_fatbin``)."""
+        return any(e.loads for e in self.entries)
 
     def sass(self) -> list[str]:
-        return _names(e for e in self.entries if e.kind == ELF)
+        """The SASS the runtime loads, as ``cuobjdump FILE`` (the executable fat binary) lists it."""
+        return _names(e for e in self.entries if e.loads and e.kind == ELF)
 
     def ptx(self) -> list[str]:
-        return _names(e for e in self.entries if e.kind == PTX)
+        return _names(e for e in self.entries if e.loads and e.kind == PTX)
+
+    def relocatable(self) -> list[str]:
+        """SASS and PTX of ``__nv_relfatbin``: input for a device link, never loaded as it is."""
+        return _names(e for e in self.entries if e.section == RELOCATABLE and e.kind in (PTX, ELF))
+
+    def lto(self) -> list[str]:
+        """NVVM IR for a link-time optimisation (``lto_90``), in either section."""
+        return _names(e for e in self.entries if e.kind == NVVM_IR)
+
+    def other(self) -> list[str]:
+        """Entries of a kind patchkit does not know (listed, never counted)."""
+        return _names(e for e in self.entries if e.kind not in (PTX, ELF, NVVM_IR))
 
     def compressed(self) -> bool:
-        return any(e.compressed for e in self.entries)
+        return any(e.compressed for e in self.entries if e.loads)
 
 
 def _names(entries) -> list[str]:
-    """Distinct architectures, lowest first (sm_90 before sm_90a, sm_100 before sm_100f)."""
-    found = {(e.arch, e.suffix): e.name for e in entries}
+    """Distinct targets, SASS before PTX before the rest, lowest first (sm_90 before sm_90a)."""
+    order = {ELF: 0, PTX: 1, NVVM_IR: 2}
+    found = {(order.get(e.kind, 3), e.kind, e.arch, e.suffix): e.name for e in entries}
     return [found[k] for k in sorted(found)]
 
 
@@ -111,7 +158,7 @@ def read_binary(path: str) -> Binary:
         return Binary(path, 0, False, (), (), f"cannot open it ({exc.strerror or exc})")
     entries: list[Entry] = []
     found: list[str] = []
-    size, elf = 0, False
+    size, elf, control = 0, False, False
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -119,23 +166,32 @@ def read_binary(path: str) -> Binary:
         size = st.st_size
         sections = elf_sections(fd, size)
         elf = True
-        for name, offset, length in sections:
-            if name in FATBIN_SECTIONS:
-                found.append(name)
-                _walk(fd, name, offset, offset + length, entries)
-        return Binary(path, size, True, tuple(found), tuple(entries), None)
+        control = any(s.name == CONTROL for s in sections)
+        for s in sections:
+            if s.name in FATBIN_SECTIONS:
+                found.append(s.name)
+                _walk(fd, s.name, s.offset, s.offset + s.size, entries)
+        return Binary(path, size, True, tuple(found), tuple(entries), None, control)
     except NotElf as exc:
         return Binary(path, size, False, (), (), str(exc))
     except Unreadable as exc:  # an ELF file (it starts with \x7fELF) that cannot be read to its end
-        return Binary(path, size, True, tuple(found), tuple(entries), str(exc))
+        return Binary(path, size, True, tuple(found), tuple(entries), str(exc), control)
     except OSError as exc:
-        return Binary(path, size, elf, tuple(found), tuple(entries), f"cannot read it ({exc.strerror or exc})")
+        return Binary(path, size, elf, tuple(found), tuple(entries), f"cannot read it ({exc.strerror or exc})", control)
     finally:
         os.close(fd)
 
 
 class NotElf(Unreadable):
     """Not an ELF file at all."""
+
+
+class Section(NamedTuple):
+    name: str
+    kind: int  # sh_type: SHT_PROGBITS, SHT_NOBITS, ...
+    flags: int  # sh_flags: SHF_ALLOC, SHF_EXECINSTR, ...
+    offset: int  # in the file
+    size: int
 
 
 def _read(fd: int, offset: int, length: int, what: str) -> bytes:
@@ -145,9 +201,9 @@ def _read(fd: int, offset: int, length: int, what: str) -> bytes:
     return data
 
 
-def elf_sections(fd: int, size: int) -> list[tuple[str, int, int]]:
-    """(name, file offset, size) of each section, from the ELF header
-    and the section header table (ELF32 and ELF64, either byte order)."""
+def elf_sections(fd: int, size: int) -> list[Section]:
+    """Each section, from the ELF header and the section header table (ELF32 and ELF64, either
+    byte order)."""
     ident = os.pread(fd, 64, 0)
     if ident[:4] != b"\x7fELF":
         raise NotElf("not an ELF file (no \\x7fELF at its start)")
@@ -184,15 +240,15 @@ def elf_sections(fd: int, size: int) -> list[tuple[str, int, int]]:
         raise Unreadable(f"truncated: the section name table ({names_size} bytes at byte {names_at}) ends past the end of the file")
     names = _read(fd, names_at, names_size, "the section name table")
     found = []
-    for name_at, kind, _, _, offset, length, *_ in headers:
+    for name_at, kind, flags, _, offset, length, *_ in headers:
         end = names.find(b"\0", name_at)
         name = names[name_at:end if end >= 0 else len(names)].decode("ascii", "replace")
         if name in FATBIN_SECTIONS:
-            if kind == 8:  # SHT_NOBITS: no bytes in the file
+            if kind == SHT_NOBITS:  # no bytes in the file
                 raise Unreadable(f"section {name} has no bytes in the file (SHT_NOBITS)")
             if offset + length > size:
                 raise Unreadable(f"truncated: section {name} ({length} bytes at byte {offset}) ends past the end of the file (byte {size})")
-        found.append((name, offset, length))
+        found.append(Section(name, kind, flags, offset, length))
     return found
 
 
@@ -218,12 +274,12 @@ def _walk(fd: int, section: str, start: int, end: int, entries: list[Entry]) -> 
             if size < ENTRY_HEADER or at + size + padded > stop:
                 raise Unreadable(f"{section}: the entry at byte {at} claims a {size}-byte header and {padded} bytes, "
                                  f"past the end of its fat binary (byte {stop})")
-            if kind in (PTX, ELF) and not 10 <= arch <= 999:
+            if kind in (PTX, ELF, NVVM_IR) and not 10 <= arch <= 999:
                 raise Unreadable(f"{section}: the entry at byte {at} names architecture {arch}")
             if flags & ARCH_SPECIFIC and flags & FAMILY:
                 raise Unreadable(f"{section}: the entry at byte {at} is flagged both arch-specific and family-specific")
             suffix = "a" if flags & ARCH_SPECIFIC else "f" if flags & FAMILY else ""
-            entries.append(Entry(kind, arch, suffix, (major, minor), bool(flags & COMPRESSED), at))
+            entries.append(Entry(kind, arch, suffix, (major, minor), bool(flags & COMPRESSED), at, section, at + size))
             if len(entries) > MAX_ENTRIES:
                 raise Unreadable(f"more than {MAX_ENTRIES} entries: not read further")
             at += size + padded

@@ -22,8 +22,18 @@ from typing import NamedTuple
 from patchkit.fixes.signatures import Known, Signature, read_known
 from patchkit.logs.origin import targets
 from patchkit.logs.tracebacks import HEADER, Frame, Part, Traceback, TracebackReader
+from patchkit.types import StrEnum
 
-FIX, FAILURE, EFFECT = "fix", "failure", "effect"
+
+class Verdict(StrEnum):
+    """What a finding is: a fix's failure, a known failure no patch fixes, or a fix's effect (a warning)."""
+
+    FIX = "fix"
+    FAILURE = "failure"
+    EFFECT = "effect"
+
+
+FIX, FAILURE, EFFECT = Verdict.FIX, Verdict.FAILURE, Verdict.EFFECT
 _RECORD_PREFIX = re.compile(r"\[[^\]]*\] ")  # SGLang's "[2026-02-11 10:03:02 TP3] "
 MAX_LINES = 8  # the log lines kept of a repeated finding
 MAX_JUDGED = 4096  # the verdicts remembered of distinct tracebacks (a log repeats the same one on every rank)
@@ -45,7 +55,7 @@ def needles(data: Known | None = None) -> tuple[bytes, ...]:
 
 
 class Finding(NamedTuple):
-    kind: str  # FIX, FAILURE or EFFECT
+    kind: Verdict
     name: str  # the fix, failure or effect
     line: int  # the first log line it was seen at: the exception's line of a traceback, or the line that says it
     what: str  # the exception, or the log line's message

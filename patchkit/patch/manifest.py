@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from patchkit.errors import BadInput
 from patchkit.rewrite.rules import Found
-from patchkit.types import CANNOT_APPLY, INCOMPLETE
+from patchkit.types import CANNOT_APPLY, INCOMPLETE, NOT_NEEDED_HERE, PATCHED, Status
 
 # What a reader needs of a manifest (written by ``Manifest``, checked by ``read_manifest``):
 # the release, the fixes considered, and the series, one patch per fix that changed something.
@@ -24,7 +24,7 @@ TABLE_KEYS = ("name", "scope", "status", "added_key", "copied_from")
 SERIES = "series"  # quilt's list of the patches, in order
 # The statuses that explain an empty series: a release where no fix patched anything keeps a
 # manifest only for the fixes that cannot apply there (or are incomplete, or not needed here).
-EXPLAINS_NO_PATCH = (CANNOT_APPLY, INCOMPLETE, "not needed here")
+EXPLAINS_NO_PATCH = (CANNOT_APPLY, INCOMPLETE, NOT_NEEDED_HERE)
 
 
 class Corrupt(ValueError):
@@ -67,7 +67,7 @@ class FixStatus(NamedTuple):
     """What became of one fix on the release: patched, already upstream, cannot apply (why)..."""
 
     fix: str
-    status: str
+    status: Status
     reason: str | None = None
     gates: list | None = None  # incomplete: the gates left on its feature path (``scan.finding``'s JSON)
 
@@ -77,9 +77,10 @@ class FixStatus(NamedTuple):
 
     @classmethod
     def from_json(cls, doc) -> FixStatus:
-        if not isinstance(doc, dict) or not isinstance(doc.get("fix"), str) or not isinstance(doc.get("status"), str):
+        status = Status.parse(doc.get("status")) if isinstance(doc, dict) else None
+        if status is None or not isinstance(doc.get("fix"), str):
             raise Corrupt(_PATCH_NEEDS)
-        return cls(doc["fix"], doc["status"], doc.get("reason"), doc.get("gates"))
+        return cls(doc["fix"], status, doc.get("reason"), doc.get("gates"))
 
 
 class FileEntry(NamedTuple):
@@ -169,7 +170,7 @@ def _upgrade(doc: dict) -> dict:
         return doc
     entry = {k: doc.get(k) for k in ("patch", "patch_sha256", "from_cc", "to_cc", "files", "already_upstream")}
     entry.update(fix="torch-symm-mem", rules=[])
-    return dict(doc, fixes=[{"fix": "torch-symm-mem", "status": "patched", "reason": None}], series=[entry])
+    return dict(doc, fixes=[{"fix": "torch-symm-mem", "status": PATCHED, "reason": None}], series=[entry])
 
 
 def read_manifest(path: Path) -> Manifest:

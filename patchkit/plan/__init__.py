@@ -13,6 +13,23 @@ from patchkit import __version__
 from patchkit.digest import sha256
 from patchkit.errors import BadInput, Refused
 from patchkit.patch.manifest import Shipped
+from patchkit.plan.reasons import (
+    AlreadyPostImage,
+    EditedAfterApply,
+    LocalEdits,
+    NeitherImage,
+    NoShippedPatch,
+    NoState,
+    NothingLookedFor,
+    OriginalRelease,
+    OriginalsAgain,
+    OtherVersion,
+    OutsideShippedPatch,
+    Reinstalled,
+    ReleaseChanged,
+    Replacing,
+    Restoring,
+)
 from patchkit.types import (
     ALREADY_APPLIED,
     ALREADY_UPSTREAM,
@@ -21,28 +38,38 @@ from patchkit.types import (
     Applied,
     AppliedFile,
     Change,
+    Status,
+    StrEnum,
 )
 
 if TYPE_CHECKING:  # for the annotations only
     from patchkit.rewrite.rules import Found
 
-APPLY = "apply"
-REVERT = "revert"
+
+
+class Action(StrEnum):
+    """What a plan writes, when it writes anything (else its ``Status`` says why not)."""
+
+    APPLY = "apply"
+    REVERT = "revert"
+
+
+APPLY, REVERT = Action.APPLY, Action.REVERT
 
 
 class Plan(NamedTuple):
-    action: str
+    action: Action | Status
     source: str = ""
     changes: tuple[Change, ...] = ()
     applied: Applied | None = None
-    notes: tuple[str, ...] = ()
+    notes: tuple = ()  # plan.reasons: what the plan notes on the way
     tables: tuple[Found, ...] = ()  # each at its path
 
 
 def release_changed(
     applied: Applied, current: dict[str, bytes], version: str | None, installed: dict[str, str] | None, name: str
-) -> str | None:
-    """Why the recorded state belongs to another release than the one here now, or None.
+) -> ReleaseChanged | None:
+    """How the recorded state is seen to belong to another release than the one here now, or None.
 
     ``installed``: for a pip-installed package, the sha256 of each file as its dist-info
     RECORD lists it (None for a checkout); ``name``: how to call the project.  The state
@@ -51,18 +78,16 @@ def release_changed(
     the same version, a `git checkout -- .`), or when a patched file is what pip installed
     and not what patchkit wrote (a reinstall from another build).
     """
-    now = "installed" if installed is not None else "checked out"
+    seen = (name, applied.version, version, installed is not None)
     if applied.version and version and applied.version != version:
-        return f"{name} {applied.version} was patched; {version} is {now} now"
-    label = f"{name} {applied.version or version or '(version unknown)'}"
+        return OtherVersion(*seen)
     files = applied.files
     if files and all(f.path in current and sha256(current[f.path]) == f.pre_sha256 for f in files):
-        again = "reinstalled" if installed is not None else "restored"
-        return f"{label} was patched; its files were {again} since (they are the originals again)"
+        return OriginalsAgain(*seen)
     for f in files:
         digest = sha256(current[f.path]) if f.path in current else None
         if installed and digest is not None and digest != f.post_sha256 and installed.get(f.path) == digest:
-            return f"{label} was patched; it was reinstalled since ({f.path} is as pip installed it)"
+            return Reinstalled(*seen, path=f.path)
     return None
 
 
@@ -141,7 +166,7 @@ def plan_apply(
     installed; default: as it is); ``files``: what a generated change is made from.
     """
     local = local or (lambda path: path)
-    notes: list[str] = []
+    notes: list = []
     base = dict(current)
     if applied:
         for f in applied.files:
@@ -165,13 +190,13 @@ def plan_apply(
                 f.path in base and sha256(base[f.path]) == f.post_sha256 for f in shipped.files):
             outside = _outside(base, shipped, rules, read, root, version)
         if outside:
-            notes.append(f"{', '.join(map(local, outside))} (outside {shipped.name}) would change too: generated from the files")
+            notes.append(OutsideShippedPatch(shipped.name, tuple(map(local, outside))))
             posts = None
         elif posts is not None:
             source = f"shipped patch {shipped.name}"
             found = [t.at(f.path) for f in shipped.files for t in f.tables]
         elif not applied and outside is not None:
-            return Plan(ALREADY_APPLIED, f"shipped patch {shipped.name}", notes=["the files already hold the shipped patch's post-image"])
+            return Plan(ALREADY_APPLIED, f"shipped patch {shipped.name}", notes=(AlreadyPostImage(),))
         else:
             differing = [f.path for f in shipped.files if sha256(base.get(f.path, b"")) != f.pre_sha256]
             if no_generate:
@@ -180,26 +205,25 @@ def plan_apply(
                     differing[0],
                     f"differs from the pre-image of {shipped.name}{more} (a local edit?); --no-generate refuses to generate a patch",
                 )
-            reason = f"files differ from the pre-image of {shipped.name} (local edits?): {', '.join(map(local, differing))}"
-            notes.append(reason)
+            notes.append(LocalEdits(shipped.name, tuple(map(local, differing))))
     else:
-        missing = missing or f"no shipped patch for version {version or 'unknown'}"
         if no_generate:
+            missing = missing or f"no shipped patch for version {version or 'unknown'}"
             raise Refused(None, f"{missing}; --no-generate refuses to generate one")
-        notes.append(missing)
+        notes.append(NoShippedPatch(version, missing))
 
     if posts is None:
         posts, found = generated(base, rules, read, root, version)
         source = f"generated from {files}"
         if not found:
-            return Plan(NOTHING_TO_PATCH, source, notes=notes + ["nothing the fixes look for in these files"])
+            return Plan(NOTHING_TO_PATCH, source, notes=(*notes, NothingLookedFor()))
 
     desired = {path: posts.get(path, data) for path, data in base.items()}
     changes = [Change(p, current[p], desired[p]) for p in sorted(current) if current[p] != desired[p]]
     patched = {p: d for p, d in desired.items() if d != base[p]}
     if not patched:
         if changes:  # an earlier patch is applied and nothing is left to patch: restore
-            return Plan(APPLY, source, changes, None, notes + ["every table already has the key: restoring the originals"], found)
+            return Plan(APPLY, source, changes, None, (*notes, Restoring()), found)
         return Plan(ALREADY_UPSTREAM, source, notes=notes, tables=found)
     new = Applied(
         version=version,
@@ -216,27 +240,17 @@ def plan_apply(
     if not changes:
         return Plan(ALREADY_APPLIED, applied.source if applied else source, applied=new, tables=found)
     if applied:
-        notes.append(f"replacing the applied patch ({_what_changed(applied, new, local)})")
+        notes.append(_replacing(applied, new, local))
     return Plan(APPLY, source, changes, new, notes, found)
 
 
-def _what_changed(old: Applied, new: Applied, local) -> str:
-    """What differs between the applied patch and the one replacing it, as a user reads it."""
-    parts = []
-    if (old.from_cc, old.to_cc) != (new.from_cc, new.to_cc):
-        parts.append(f"{old.from_cc} -> {old.to_cc} becomes {new.from_cc} -> {new.to_cc}")
+def _replacing(old: Applied, new: Applied, local) -> Replacing:
+    """What differs between the applied patch and the one replacing it."""
     before, after = old.fixes(), new.fixes()
-    if [f for f in after if f not in before]:
-        parts.append(f"adds {', '.join(f for f in after if f not in before)}")
-    if [f for f in before if f not in after]:
-        parts.append(f"takes away {', '.join(f for f in before if f not in after)}")
-    if old.source != new.source:
-        parts.append(f"was {old.source}")
-    if not parts:
-        changed = sorted({f.path for f in old.files} ^ {f.path for f in new.files}
-                         | {f.path for f in old.files for g in new.files if f.path == g.path and f.post_sha256 != g.post_sha256})
-        parts.append(f"{old.from_cc} -> {old.to_cc}, the same fixes, from {old.source}; other bytes for {', '.join(map(local, changed))}")
-    return "; ".join(parts)
+    changed = sorted({f.path for f in old.files} ^ {f.path for f in new.files}
+                     | {f.path for f in old.files for g in new.files if f.path == g.path and f.post_sha256 != g.post_sha256})
+    return Replacing((old.from_cc, old.to_cc), (new.from_cc, new.to_cc), tuple(f for f in after if f not in before),
+                     tuple(f for f in before if f not in after), old.source, new.source, tuple(map(local, changed)))
 
 
 def plan_revert(
@@ -258,7 +272,7 @@ def plan_revert(
             if sha256(data) not in (f.post_sha256, f.pre_sha256):
                 if not force:
                     raise Refused(f.path, "was edited after apply; `patchkit revert --force` restores the original anyway")
-                notes.append(f"{f.path}: edited after apply; the edited copy is kept in the state dir (sha256 {sha256(data)})")
+                notes.append(EditedAfterApply(f.path, sha256(data)))
             original = originals.get(f.path)
             if original is None:
                 raise Refused(f.path, "its original bytes are missing from the state dir; cannot restore them")
@@ -267,7 +281,7 @@ def plan_revert(
         return Plan(REVERT, applied.source, changes, None, notes)
 
     if shipped is None:
-        return Plan(NOTHING_TO_REVERT, notes=["no patchkit state, and no shipped patch for this version to recognise"])
+        return Plan(NOTHING_TO_REVERT, notes=(NoState(),))
     changes = []
     sections = None
     for f in shipped.files:
@@ -276,12 +290,12 @@ def plan_revert(
         if digest == f.pre_sha256:
             continue
         if digest != f.post_sha256:
-            return Plan(NOTHING_TO_REVERT, notes=[f"{f.path} holds neither the pre- nor the post-image of {shipped.name}"])
+            return Plan(NOTHING_TO_REVERT, notes=(NeitherImage(f.path, shipped.name),))
         sections = sections or shipped.sections()
         original = patchread.reverse(data, sections[f.path], shipped.name)
         if sha256(original) != f.pre_sha256:
             raise BadInput(shipped.name, f"corrupt patch: reversing it on {f.path} does not give the pre-image")
         changes.append(Change(f.path, data, original))
     if not changes:
-        return Plan(NOTHING_TO_REVERT, notes=["the files hold the original release"])
+        return Plan(NOTHING_TO_REVERT, notes=(OriginalRelease(),))
     return Plan(REVERT, f"shipped patch {shipped.name} (recognised from the files; no patchkit state)", changes, None)

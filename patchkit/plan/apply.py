@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import NamedTuple
 
 from patchkit.errors import PatchkitError, Refused
-from patchkit.fixes.registry import Project, fixes_for, no_rule, rules_for
+from patchkit.fixes.registry import Project, fixes_for, rules_for
 from patchkit.patch.manifest import FixStatus, Shipped
 from patchkit.plan import APPLY, Plan, plan_apply
+from patchkit.plan.reasons import LeftOut, NoRule, ReleaseChanged
 from patchkit.types import NOTHING_TO_PATCH, Applied
 
 
@@ -40,7 +41,7 @@ class Old(NamedTuple):
     """A recorded state of another release: never used, set aside by apply and revert."""
 
     applied: Applied
-    reason: object  # why (``plan.release_changed``)
+    reason: ReleaseChanged  # why (``plan.release_changed``)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -148,7 +149,7 @@ def _look_at(request: ApplyRequest, snap: Snapshot, fixes: tuple[str, ...]) -> L
     from_cc, to_cc = request.from_cc, request.to_cc
     rules = rules_for(snap.project.name, fixes, from_cc, to_cc)
     if not rules:
-        return Look(Plan(NOTHING_TO_PATCH, notes=(no_rule(snap.project.label, snap.project.name, fixes),)), snap.old, ())
+        return Look(Plan(NOTHING_TO_PATCH, notes=(NoRule(snap.project.label, snap.project.name, tuple(fixes)),)), snap.old, ())
     shipped = snap.shipped
     missing_why = "" if shipped else why_no_shipped(snap.project.label, snap.version, snap.series, snap.series_pair,
                                                     from_cc, to_cc)
@@ -166,7 +167,7 @@ def _look_at(request: ApplyRequest, snap: Snapshot, fixes: tuple[str, ...]) -> L
     return Look(plan, snap.old, stale)
 
 
-def _refuse_blocked(snap: Snapshot, named: tuple[str, ...] | None) -> tuple[tuple[str, ...], list[str]]:
+def _refuse_blocked(snap: Snapshot, named: tuple[str, ...] | None) -> tuple[tuple[str, ...], list[LeftOut]]:
     """(the fixes to apply, notes on those left out).  A fix the release's manifest says cannot
     apply here or is incomplete is applied whole or not at all: refused (exit 3, nothing
     written) when ``named`` (None: every fix of ``fixes`` is), else left out and said."""
@@ -177,7 +178,7 @@ def _refuse_blocked(snap: Snapshot, named: tuple[str, ...] | None) -> tuple[tupl
         others = [f for f in fixes_for(snap.project.name, snap.fixes) if f not in {x.fix for x in blocked}]
         rest = f"; `--fix {' --fix '.join(others)}` applies the others" if others else ""
         raise FixRefused(None, f"{b.fix} {b.status} on {label}: {b.reason}; nothing written{rest}", (b.fix,))
-    notes = [f"{b.fix} left out: {b.status} on {label}: {b.reason}" for b in blocked]
+    notes = [LeftOut(b.fix, b.status, snap.project.label, snap.version, b.reason) for b in blocked]
     return tuple(f for f in snap.fixes if f not in {b.fix for b in blocked}), notes
 
 

@@ -5,7 +5,8 @@ The patch is in effect when (a) every table has the new key, (b) equal to the ke
 add and every upstream change they carry is there, (d) no cached bytecode of a checked file is
 stale, (e) no FlashInfer JIT build older than the patched sources would be loaded, and (f) no
 interrupted transaction is pending.  The command gathers the files, the records, the bytecode
-and the JIT builds (``commands/verify.py``); each problem and note here is one line.
+and the JIT builds (``commands/verify.py``); each problem and note here is one reason
+(``plan.reasons``), which ``render/verify.py`` says in one line.
 """
 
 from __future__ import annotations
@@ -15,6 +16,23 @@ from typing import NamedTuple
 
 from patchkit.digest import sha256
 from patchkit.errors import PatchkitError, RewriteError
+from patchkit.fixes.kinds import BackportRule
+from patchkit.plan.reasons import (
+    Blocked,
+    FileMissing,
+    JitNotChecked,
+    KeyDiffers,
+    KeyNotAdded,
+    NoKey,
+    NoLongerApplies,
+    NotADict,
+    NotApplied,
+    Pending,
+    ReleaseChanged,
+    RewriteFailed,
+    StaleBytecode,
+    StaleJitBuild,
+)
 from patchkit.types import Applied
 
 
@@ -31,8 +49,8 @@ class Checked(NamedTuple):
 
 class VerifyPlan(NamedTuple):
     checked: tuple[Checked, ...]
-    notes: tuple[str, ...]
-    problems: tuple[str, ...]
+    notes: tuple  # plan.reasons: what does not fail verify
+    problems: tuple  # plan.reasons: what does
     fixes: tuple[str, ...]  # the fixes proved: those asked for, less those the release cannot take whole
     names: tuple[str, ...]  # the dict-key tables checked
     rules: tuple  # the other rules of ``fixes`` (fixes.load.Rule): lists, gates, backports
@@ -53,7 +71,7 @@ def plan_verify(
     label: str,
     journal: dict | None = None,
     journal_file: str = "",
-    changed: str | None = None,
+    changed: ReleaseChanged | None = None,
     stale: dict | None = None,
     jit_builds: tuple = (),
     jit_error: str | None = None,
@@ -77,12 +95,12 @@ def plan_verify(
     names a repository path.
     """
     stale = stale or {}
-    problems: list[str] = []
-    notes: list[str] = []
+    problems: list = []
+    notes: list = []
     if journal is not None:
-        problems.append(f"{journal_file}: an interrupted transaction is pending; run `patchkit apply` or `patchkit revert` to finish it")
+        problems.append(Pending(journal_file))
     if changed:
-        notes.append(f"{changed}: that state no longer applies (the next apply or revert sets it aside)")
+        notes.append(NoLongerApplies(changed))
     recorded = {f.path: f for f in ours.files} if ours else {}
     checked: list[Checked] = []
     for rel, data in current.items():
@@ -93,56 +111,45 @@ def plan_verify(
             try:
                 tables = _localized(lambda data=data, rel=rel: _evaluate(data, rel, names), local)
             except RewriteError as exc:
-                problems.append(str(exc))
+                problems.append(RewriteFailed(str(exc)))
                 continue
             if not tables:
                 continue
             added = {_qualified(t) for t in _added_tables(ours, journal, rel)}
             for name, table in tables.items():
-                line = _judge(where, name, table, from_cc, to_cc, name in added)
-                if line:
-                    (notes if line.startswith("note: ") else problems).append(line.removeprefix("note: "))
+                found = _judge(where, name, table, from_cc, to_cc, name in added)
+                if found:
+                    (notes if isinstance(found, KeyNotAdded) or isinstance(found, KeyDiffers) and not found.ours
+                     else problems).append(found)
             checked.append(Checked(where, "tables evaluated from source", tuple(sorted(tables))))
         else:
             continue
-        problems += [f"{pyc.path}: stale bytecode ({pyc.reason}); `patchkit apply` drops it" for pyc in stale.get(rel, ())]
+        problems += [StaleBytecode(pyc.path, pyc.reason) for pyc in stale.get(rel, ())]
     for b in blocked:  # the release's manifest: this fix cannot be applied whole here
-        line = f"{b.fix} {b.status} on {label} {version}: {b.reason}"
-        if named is None or b.fix in named:
-            problems.append(line)
-        else:
-            notes.append(f"{b.fix} left out: {line}")
+        asked = named is None or b.fix in named
+        (problems if asked else notes).append(Blocked(b.fix, b.status, label, version, b.reason, not asked))
     fixes = tuple(f for f in fixes if f not in {b.fix for b in blocked})
     rules = tuple(r for r in rules if r.fix in fixes)
     done = {c.path for c in checked if c.how.startswith("post-image")}
     for rel, data in current.items() if rules else ():
         where = local(rel)
-        carried = any(r.kind == "backport" and rel in r.files for r in rules)
-        if where in done or not carried and not any(n.encode() in data for r in rules for n in r.names()):
+        if where in done or not any(r.wants(rel, data) for r in rules):
             continue
         try:
             result = _localized(lambda data=data, rel=rel: _rewrite(data, rel, rules, read, root, version), local)
         except RewriteError as exc:
-            problems.append(str(exc))
+            problems.append(RewriteFailed(str(exc)))
             continue
         if not result.found:
             continue
-        for t in result.found:
-            if t.patched and t.kind == "backport":
-                problems.append(f"{where}: lacks {t.name} ({t.added_key}; the {t.fix} patch is not applied)")
-            elif t.patched:
-                problems.append(f"{where}: {t.name} lacks {t.added_key!r} (the {t.fix} patch is not applied)")
+        problems += [NotApplied(where, t) for t in result.found if t.patched]
         checked.append(Checked(where, "rules evaluated from source", tuple(t.name for t in result.found)))
     for r in rules:
-        if r.kind == "backport" and not r.landed(version):
-            problems += [f"{local(f)}: missing ({r.origin.cite()} changes it)" for f in r.files if f not in current]
+        if isinstance(r, BackportRule) and not r.landed(version):
+            problems += [FileMissing(local(f), r.origin.cite()) for f in r.files if f not in current]
     if jit_error is not None:
-        notes.append(f"FlashInfer's JIT builds not checked: {jit_error}")
-    for b in jit_builds:
-        if b.droppable:
-            problems.append(f"{b.path}: stale FlashInfer JIT build (built before the patched sources); `patchkit apply` drops it")
-        else:
-            problems.append(f"{b.library}: {b.kind}, loaded instead of the patched sources; {b.advice}")
+        notes.append(JitNotChecked(jit_error))
+    problems += [StaleJitBuild(b) for b in jit_builds]
     return VerifyPlan(tuple(checked), tuple(notes), tuple(problems), fixes, names, rules)
 
 
@@ -156,18 +163,15 @@ def _localized(run, local):
         raise
 
 
-def _judge(path: str, name: str, table, from_cc, to_cc, ours: bool) -> str | None:
-    """A problem line, a "note: " line for a key patchkit did not add, or None when all is well."""
+def _judge(path: str, name: str, table, from_cc, to_cc, ours: bool):
+    """What is wrong with one table (a note for a key patchkit did not add), or None when all is well."""
     if not isinstance(table, dict):
-        return f"{path}: {name} is not a dict"
+        return NotADict(path, name)
     if to_cc not in table:
-        return f"{path}: {name} has no key {to_cc!r} (the patch is not applied)"
+        return NoKey(path, name, to_cc)
     if from_cc not in table or table[to_cc] == table[from_cc]:
-        return None if ours else f"note: {path}: {name} already has key {to_cc!r}, not added by patchkit (equal to key {from_cc!r})"
-    differs = f"{name}[{to_cc!r}] = {table[to_cc]!r} differs from {name}[{from_cc!r}] = {table[from_cc]!r}"
-    if ours:
-        return f"{path}: {differs}"
-    return f"note: {path}: {name} has a key {to_cc!r} that patchkit did not add, left as it is: {differs}"
+        return None if ours else KeyNotAdded(path, name, to_cc, from_cc)
+    return KeyDiffers(path, name, to_cc, table[to_cc], from_cc, table[from_cc], ours)
 
 
 def _added_tables(ours: Applied | None, journal: dict | None, rel: str) -> list[dict]:

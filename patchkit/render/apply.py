@@ -4,8 +4,10 @@ bytecode and JIT builds dropped and the servers to restart; with ``dry_run`` the
 
 from __future__ import annotations
 
+from patchkit.fixes.kinds import Kind
 from patchkit.patch.write import hunks, split_lines
 from patchkit.plan import APPLY
+from patchkit.render.reasons import code, said
 from patchkit.render.servers import restart_json, restart_lines
 from patchkit.text import plural
 
@@ -17,10 +19,10 @@ def transaction_lines(r, command: str) -> list[str]:
     do without it: an interrupted transaction pending, a state of another release set aside."""
     aside = r.set_aside
     if r.lock is not None:
-        return lock_lines(r.lock) + ([f"{aside.reason}: the old state is set aside in {aside.folder}"] if aside else [])
+        return lock_lines(r.lock) + ([f"{said(aside.reason)}: the old state is set aside in {aside.folder}"] if aside else [])
     lines = ["an interrupted transaction is pending; a real run finishes it first"] if r.pending else []
     if aside:
-        lines.append(f"{aside.reason}: {'a real run sets' if r.dry_run else command + ' sets'} the old state aside")
+        lines.append(f"{said(aside.reason)}: {'a real run sets' if r.dry_run else command + ' sets'} the old state aside")
     return lines
 
 
@@ -68,7 +70,7 @@ def to_text(r, terminal: bool) -> list[str]:
     if r.kept:
         lines.append(f"note: keeps {', '.join(r.kept)}, applied before (`patchkit revert` takes the fixes away)")
     lines += transaction_lines(r, "apply")
-    lines += [f"note: {note}" for note in plan.notes]
+    lines += [f"note: {said(note)}" for note in plan.notes]
     if plan.action != APPLY:
         lines.append(f"{plan.action}" + (f" ({plan.source})" if plan.source else "") + ": nothing written")
         if r.stale:
@@ -118,7 +120,8 @@ def plan_fields(r) -> dict:
     whether one was pending, what taking the lock did, the state of another release set aside."""
     plan, aside, lock = r.plan, r.set_aside, r.lock
     return {
-        "action": plan.action, "dry_run": r.dry_run, "source": plan.source, "notes": list(plan.notes),
+        "action": plan.action, "dry_run": r.dry_run, "source": plan.source, "notes": [said(n) for n in plan.notes],
+        "note_reasons": [code(n) for n in plan.notes],
         "pending": r.pending,
         "lock": None if lock is None else {
             "waited_s": None if lock.waited is None else round(lock.waited.seconds, 1),
@@ -126,7 +129,7 @@ def plan_fields(r) -> dict:
             "recovered": _recovered(lock.recovered),
         },
         "set_aside": None if aside is None else {
-            "reason": str(aside.reason), "folder": None if aside.folder is None else str(aside.folder)},
+            "reason": said(aside.reason), "code": code(aside.reason), "folder": None if aside.folder is None else str(aside.folder)},
     }
 
 
@@ -175,12 +178,12 @@ def lines_changed(before: bytes, after: bytes) -> str:
 
 def found_line(t) -> str:
     """One thing a rule found (``rewrite.rules.Found``), as apply says it."""
-    kind = t.kind or "dict-key"
-    if kind == "backport":
+    kind = t.kind or Kind.DICT_KEY
+    if kind == Kind.BACKPORT:
         return f"{t.name}: " + (f"{t.added_key} applied {t.value}" if t.patched else "already there, left alone")
-    if kind == "predicate":
+    if kind == Kind.PREDICATE:
         return f"{t.name}: " + (f"{t.added_key} added" if t.patched else f"already has {t.added_key}, left alone")
-    if kind == "list-member":
+    if kind == Kind.LIST_MEMBER:
         return f"{t.name} ({t.scope}): " + (
             f"member {t.added_key!r} after {t.copied_from!r}" if t.patched else f"already has {t.added_key!r}, left alone")
     if t.patched:

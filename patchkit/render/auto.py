@@ -4,6 +4,7 @@ needed here said under its target's first line."""
 
 from __future__ import annotations
 
+from patchkit.render.reasons import code, said
 from patchkit.report import Auto, AutoTarget
 
 
@@ -15,9 +16,10 @@ def gpus_line(m) -> str:
     return "this machine: " + ", ".join(f"{n} x {name} (cc {cc})" for (name, cc), n in kinds.items())
 
 
-def spare_lines(spare: dict[str, str]) -> list[str]:
-    """One line per fix left out: why it is not needed here, and how to apply it anyway."""
-    return [f"not needed here: {name}: {why} (--fix {name} applies it anyway)" for name, why in spare.items()]
+def spare_lines(spare: dict) -> list[str]:
+    """One line per fix left out: why it is not needed here (``judge.reasons.Unneeded``), and how
+    to apply it anyway."""
+    return [f"not needed here: {name}: {said(why)} (--fix {name} applies it anyway)" for name, why in spare.items()]
 
 
 def _idle(t: AutoTarget) -> list[str]:
@@ -52,7 +54,7 @@ def to_json(auto: Auto) -> dict:
     from patchkit.render import target_document
 
     machine = auto.machine.to_json()
-    not_needed = [{"path": t.where.path, "project": t.project, "fix": name, "why": why}
+    not_needed = [{"path": t.where.path, "project": t.project, "fix": name, "reason": code(why), "why": said(why)}
                   for t in auto.targets for name, why in t.spare.items()]
     targets = [target_document(r) for t in auto.targets for r in t.results]
     if auto.command == "apply":

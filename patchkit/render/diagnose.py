@@ -4,6 +4,9 @@ with no code for the GPUs, then one line: how many known SM120 failures, in whic
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from patchkit.kernels.compat import UNKNOWN
 from patchkit.render.findings import finding_json, finding_lines
 from patchkit.render.kernels import verdict
 from patchkit.report import render
@@ -44,6 +47,10 @@ def code_lines(c) -> list[str]:
         return [f"files: no distribution in that environment lists {c.top}/ in its RECORD"]
     words = gpus_words(c.gpus)
     if not missing:
+        unknown = [Path(x.shown).name for d in c.found for x in d.files if any(fit.runs == UNKNOWN for fit in x.fits)]
+        if unknown:  # kernels loaded another way, or a module without one: no file lacks code, some cannot be told
+            return [f"files: no shared object of {', '.join(d.label for d in c.found)} lacks code for {words}; "
+                    f"cannot tell for {', '.join(unknown)} (kernels loaded another way)"]
         return [f"files: every shared object of {', '.join(d.label for d in c.found)} has code for {words}"]
     return [f"files with no code for {words}:"] + \
         [f"  {x.shown} ({d.label}): {verdict(x)}" + (f" ({x.known.what})" if x.known else "") for d, x in missing]

@@ -12,9 +12,12 @@ from pathlib import Path
 from patchkit.commands.doctor import DEFAULT
 from patchkit.errors import OK
 from patchkit.fixes.registry import PROJECTS
-from patchkit.judge.here import CANNOT, IN_EFFECT, INCOMPLETE, MISSING, NOT_FOR_THESE, NOTHING, no_multicast
+from patchkit.judge.here import no_multicast
+from patchkit.render import jit
 from patchkit.render.kernels import distribution_lines
+from patchkit.render.reasons import code, said
 from patchkit.text import plural
+from patchkit.types import Status
 
 
 def _cc(cc: tuple[int, int]) -> str:
@@ -35,16 +38,16 @@ def to_text(r, terminal: bool) -> list[str]:
         for j in t.fixes:
             h = j.here
             kind = "on by default" if j.default else "opt-in"
-            verdict = (f"needed {here}, " if j.needed else f"not needed {here}, " if j.spare else "") if h.status == MISSING else ""
+            verdict = (f"needed {here}, " if j.needed else f"not needed {here}, " if j.spare else "") if h.status == Status.MISSING else ""
             lines.append(f"  {h.fix} ({kind}): {verdict}{_state(h, these)}")
             if j.spare is not None:
-                said = [f"not needed because {j.spare}"]
-            elif h.status == MISSING and not j.default and not j.because and j.effect is not None:
-                said = [f"not needed by default: only with {j.effect.asked_with}"]
+                why = [f"not needed because {said(j.spare)}"]
+            elif h.status == Status.MISSING and not j.default and not j.because and j.effect is not None:
+                why = [f"not needed by default: only with {j.effect.asked_with}"]
             else:
-                said = []
-            said += [f"needed because {w}" for w in map(_turned_on, j.because)]
-            lines += [f"    {line}" for line in said + effect_here(j, t.label, r)]
+                why = []
+            why += [f"needed because {w}" for w in map(said, j.because)]
+            lines += [f"    {line}" for line in why + effect_here(j, t.label, r)]
     lines += _code_lines(r)
     for s in r.speedups:
         lines += ["", *speedup_lines(s, r.machine)]
@@ -55,7 +58,9 @@ def to_text(r, terminal: bool) -> list[str]:
     if r.needed:
         lines.append(f"needed{'' if r.measured else ' ' + here}: {', '.join(r.needed)}; to apply: {r.apply}")
     elif not no_code:
-        lines.append("nothing this machine needs is missing" if r.measured else f"nothing {these} need is missing")
+        maybe = _no_code(r, maybe=True)
+        lines.append(("nothing this machine needs is missing" if r.measured else f"nothing {these} need is missing")
+                     + (f"; {'; '.join(maybe)} cannot run on them, which matters only if the server loads them (above)" if maybe else ""))
     return lines
 
 
@@ -69,14 +74,15 @@ def failure(r) -> str | None:
 def to_json(r) -> dict:
     these = _here(r)[1]
     targets = [t.where.data("doctor", project=t.project, label=t.label, kind=t.kind, fixes=[
-        dict(j.here.to_json(), default=j.default, needed=j.needed, why=_why(j, these),
-             needed_because=[_turned_on(b) for b in j.because], effect_here=effect_here(j, t.label, r))
+        dict(fix_json(j.here), default=j.default, needed=j.needed, why=_why(j, these), why_reason=_why_reason(j),
+             needed_because=[said(b) for b in j.because], effect_here=effect_here(j, t.label, r))
         for j in t.fixes]) for t in r.targets]
     code = None if r.code is None else {
-        "gpus": [_cc(c) for c in r.machine.ccs()], "no_code": _no_code(r),
+        "gpus": [_cc(c) for c in r.machine.ccs()], "no_code": _no_code(r), "no_code_if_loaded": _no_code(r, maybe=True),
         "distributions": [{"name": d.dist.name, "version": d.dist.version, "always": d.known.always,
                            "cubins": d.dist.cubins, "problem": d.dist.problem,
-                           "files": [f.to_json(d.dist) for f in d.files]} for d in r.code.found]}
+                           "files": [f.to_json(d.dist) for f in d.files]} for d in r.code.found],
+        "jit": [j.to_json() for j in r.code.jit]}
     doc = {"command": "doctor", "ok": r.exit_code == OK, "exit_code": r.exit_code,
            "machine": r.seen.to_json() if r.seen else None, "no_gpu": r.unseen,
            "judged_for": {"ccs": [_cc(c) for c in r.machine.ccs()], "from": r.basis},
@@ -105,38 +111,43 @@ def _header(r) -> list[str]:
     return lines
 
 
+def fix_json(h) -> dict:
+    """A fix judged at a target (``judge.here.FixHere``) in --json: its status, and the code of
+    its reason beside the sentence (``detail``)."""
+    return {"fix": h.fix, "status": h.status, "missing": list(h.missing), "held": list(h.held),
+            "reason": code(h.reason), "detail": said(h.reason) or "", "applied_by_patchkit": h.by_patchkit}
+
+
 def _state(h, these: str = "these GPUs") -> str:
-    if h.status == MISSING:
-        return f"not applied: {h.detail}"
-    if h.status == IN_EFFECT:
+    if h.status == Status.NOT_FOR_THESE:
+        if h.held:
+            return f"not needed: the release holds key {', '.join(map(repr, h.held))} for {these}"
+        return f"not for {these}"
+    if h.status == Status.IN_EFFECT:
         return "applied (by patchkit)" if h.by_patchkit else "in effect (the release has it)"
-    if h.status == CANNOT:
-        return f"cannot apply here: {h.detail}"
-    if h.status == INCOMPLETE:
-        return f"incomplete here, not applied: {h.detail}"
-    if h.status == NOTHING:
-        return f"nothing to patch ({h.detail})"
-    if h.held:
-        return f"not needed: the release holds key {', '.join(map(repr, h.held))} for {these}"
-    return f"not for {these}"
+    return _STATES[h.status].format(said(h.reason))
+
+
+# What doctor says of a fix, by its status, around its reason.
+_STATES = {Status.MISSING: "not applied: {}", Status.CANNOT_APPLY: "cannot apply here: {}",
+           Status.INCOMPLETE: "incomplete here, not applied: {}", Status.NOTHING_TO_PATCH: "nothing to patch ({})"}
 
 
 def _why(j, these: str) -> str:
     """--json's ``why``: why the fix is needed here or not, in one clause."""
     h = j.here
     if j.spare or j.because:
-        return j.spare or "; ".join(map(_turned_on, j.because))
+        return said(j.spare) or "; ".join(map(said, j.because))
     if j.needed:
         return f"on by default, {_state(h, these)}"
-    if h.status == MISSING and not j.default and j.effect is not None:
+    if h.status == Status.MISSING and not j.default and j.effect is not None:
         return f"opt-in: only with {j.effect.asked_with}"
     return _state(h, these)
 
 
-def _turned_on(t) -> str:
-    """A ``commands.doctor.TurnedOn`` in words."""
-    return (f"{PROJECTS[t.project].label} {t.version} turns it on by itself on SM120 for {', '.join(t.on.models)}, "
-            f"with {PROJECTS[t.on.with_project].label} {t.other} (the fix is upstream from {t.on.fixed_in})")
+def _why_reason(j) -> str | None:
+    """The code of the reason ``why`` gives: the fix's spare, what turns it on, else its own reason."""
+    return code(j.spare) if j.spare else code(j.because[0]) if j.because else code(j.here.reason)
 
 
 def effect_here(j, label: str, r) -> list[str]:
@@ -145,19 +156,19 @@ def effect_here(j, label: str, r) -> list[str]:
     if j.failing is None:
         return []
     line = _effect_line(j, label)
-    return ([line] if line else []) + _machine_lines(j.effect, r) + ([j.clean_only] if j.clean_only else [])
+    return ([line] if line else []) + _machine_lines(j.effect, r) + ([said(j.clean_only)] if j.clean_only else [])
 
 
 def _effect_line(j, label: str) -> str | None:
     """What the fix prevents on this release."""
-    if not j.failing or j.here.status in (NOTHING, NOT_FOR_THESE):
+    if not j.failing or j.here.status in (Status.NOTHING_TO_PATCH, Status.NOT_FOR_THESE):
         return None
     words = []
     for f in j.failing:
         if f.outcome == "off":
             words.append(f"without it {label} {f.says} ({f.where})")
         else:
-            verb = "prevents" if j.here.status == MISSING else "prevented"
+            verb = "prevents" if j.here.status == Status.MISSING else "prevented"
             words.append(f"{verb}: {'the warning ' if f.outcome == 'warning' else ''}{f.says} ({f.where})")
     return "; ".join(words)
 
@@ -168,7 +179,7 @@ def _machine_lines(effect, r) -> list[str]:
     lines = []
     for need in effect.needs:
         if need.machine == "multicast":
-            why = no_multicast(m)
+            why = said(no_multicast(m))
             if m.links is None:
                 lines.append(f"it needs {need.says}: how the GPUs are linked is not known (none measured); "
                              f"without multicast {need.otherwise}, and {need.then}")
@@ -182,11 +193,13 @@ def _machine_lines(effect, r) -> list[str]:
     return lines
 
 
-def _no_code(r) -> list[str]:
-    """Each distribution loaded at every start with a file that has no code for the GPUs, and those files."""
+def _no_code(r, maybe: bool = False) -> list[str]:
+    """Each distribution loaded at every start with a file that has no code for the GPUs, and those files
+    (``maybe``: each distribution not known to be, with such files)."""
     if r.code is None:
         return []
-    return [f"{d.label} ({', '.join(Path(f.shown).name for f in missing)})" for d, missing in r.code.no_code()]
+    found = r.code.maybe_no_code() if maybe else r.code.no_code()
+    return [f"{d.label} ({', '.join(Path(f.shown).name for f in missing)})" for d, missing in found]
 
 
 def _code_lines(r) -> list[str]:
@@ -203,6 +216,10 @@ def _code_lines(r) -> list[str]:
                      f"{'carries' if len(cuda) == 1 else 'carry'} it):"]
     for d in found:
         lines += distribution_lines(d, ccs, listing=False)
+    if r.code.jit:
+        lines.append(jit.heading(r.code.jit))
+        for j in r.code.jit:
+            lines += jit.jit_lines(j)
     return lines
 
 

@@ -39,7 +39,7 @@ def headline(f: Finding) -> str:
 def details(f: Finding) -> list[str]:
     """What a finding says under its headline."""
     out = []
-    if f.kind == FIX:
+    if f.kind is FIX:
         fix = FIXES[f.name]
         label = PROJECTS[f.project].label if f.project in PROJECTS else f.project
         out.append(f"cause: {f.cause} ({label} {f.releases})")
@@ -47,7 +47,7 @@ def details(f: Finding) -> list[str]:
         option = "" if fix.default else f" --fix {fix.name}"
         runs = f.commands or (f"patchkit apply PATH{option} (the checkout that wrote this log), or patchkit apply --python EXE{option} (its environment)",)
         out += [f"run: {command}" for command in runs]
-    elif f.kind == FAILURE:
+    elif f.kind is FAILURE:
         out += [f"cause: {f.cause}", f"do: {f.advice}"]
     else:
         out.append(f"means: {f.advice}")
@@ -92,4 +92,4 @@ def finding_json(f: Finding, kernels: list[dict] | None = None) -> dict:
         "cause": f.cause or None,
         "advice": f.advice or None,
         "commands": list(f.commands),
-    } | ({"kernels": kernels} if f.kind == FAILURE else {})
+    } | ({"kernels": kernels} if f.kind is FAILURE else {})

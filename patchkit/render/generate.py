@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from patchkit.commands.generate import NOT_NEEDED_HERE, NoKeys
+from patchkit.commands.generate import NoKeys
+from patchkit.fixes.kinds import Kind
 from patchkit.patch.manifest import SERIES
 from patchkit.text import plural
-from patchkit.types import ALREADY_UPSTREAM, CANNOT_APPLY, ERROR, INCOMPLETE, NOTHING_TO_PATCH, PATCHED
+from patchkit.types import ALREADY_UPSTREAM, CANNOT_APPLY, ERROR, INCOMPLETE, NOT_NEEDED_HERE, NOTHING_TO_PATCH, PATCHED
 
-_NOUNS = {"dict-key": "table", "list-member": "list", "predicate": "gate"}
+_NOUNS = {Kind.DICT_KEY: "table", Kind.LIST_MEMBER: "list", Kind.PREDICATE: "gate"}
 
 
 def tag_line(outcome, width: int, out: Path) -> str:

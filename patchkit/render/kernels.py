@@ -5,7 +5,8 @@ diagnose's too."""
 
 from __future__ import annotations
 
-from patchkit.kernels.compat import NONE, near_misses
+from patchkit.kernels.compat import NO_KERNELS, NONE, NOT_REGISTERED, UNKNOWN, near_misses
+from patchkit.render import jit
 from patchkit.text import plural
 
 
@@ -16,6 +17,10 @@ def to_text(r, terminal: bool) -> list[str]:
         lines = [f"{r.exe}: {plural(len(cuda), 'distribution')} with CUDA code{for_gpus}"]
         for d in r.found:
             lines += distribution_lines(d, list(r.ccs), listing=True)
+        if r.jit:
+            lines.append(jit.heading(r.jit))
+            for j in r.jit:
+                lines += jit.jit_lines(j)
     else:
         lines = [f"{plural(len(r.files), 'file')}{for_gpus}"] + [f"{f.shown}: {verdict(f)}" for f in r.files]
     return lines + list(r.note)
@@ -24,15 +29,19 @@ def to_text(r, terminal: bool) -> list[str]:
 def to_json(r) -> dict:
     files = [f.to_json(d.dist) for d in r.found for f in d.files] if r.exe is not None else [f.to_json(None) for f in r.files]
     return {"command": "kernels", "ok": not r.failing, "exit_code": r.exit_code, "gpus": [f"{a}.{b}" for a, b in r.ccs] or None,
-            "gpus_from": r.source, "note": list(r.note) or None, "files": files}
+            "gpus_from": r.source, "note": list(r.note) or None, "files": files, "jit": [j.to_json() for j in r.jit]}
 
 
 def carries(f) -> str:
-    """The code a file carries (``judge.kernels.FileHere``): its SASS architectures and PTX versions."""
+    """The code a file carries (``judge.kernels.FileHere``): its SASS architectures and PTX versions
+    (what the runtime loads), then what it does not load: relocatable code, LTO IR, other kinds."""
     b = f.binary
     sass, ptx = b.sass(), b.ptx()
     words = ", ".join(sass) if sass else "no SASS"
-    return words + (f", PTX {', '.join(ptx)}" if ptx else "")
+    words += f", PTX {', '.join(ptx)}" if ptx else ""
+    words += f"; relocatable {', '.join(b.relocatable())}" if b.relocatable() else ""
+    unlinked = [f"{label} {', '.join(names)}" for label, names in (("LTO IR", b.lto()), ("of unknown kinds", b.other())) if names]
+    return words + (f" (never loaded: {'; '.join(unlinked)})" if unlinked else "")
 
 
 def verdict(f) -> str:
@@ -43,26 +52,54 @@ def verdict(f) -> str:
     if not b.cuda:
         return "no CUDA code"
     words = [fit.words() + (f" ({'; '.join(near_misses(b.entries, fit.cc))})" if fit.runs == NONE and near_misses(b.entries, fit.cc) else "")
-             for fit in f.fits]
+             for fit in f.fits if fit.runs != UNKNOWN]
+    unknown = [fit for fit in f.fits if fit.runs == UNKNOWN]
+    if unknown:
+        words.append(f"cannot tell for {', '.join(fit.cc_text() for fit in unknown)}: {why_unknown(f, unknown[0].why)}")
     return carries(f) + (": " + "; ".join(words) if words else "")
 
 
+def why_unknown(f, why: str | None) -> str:
+    """Why a file's verdict cannot be known (``kernels.compat``'s reasons), with its evidence."""
+    if why == NOT_REGISTERED:
+        where = f"; it keeps fat binaries in {f.elsewhere.section}" if f.elsewhere else ""
+        return f"kernels loaded another way (no .nvFatBinSegment: the CUDA runtime is never handed its .nv_fatbin{where})"
+    if why == NO_KERNELS:
+        return ("its cubins hold no kernel (no .text section: an empty module), so it launches none of its own; "
+                "any it runs are loaded another way")
+    return "not known"
+
+
 def distribution_lines(d, ccs: list[tuple[int, int]], listing: bool) -> list[str]:
-    """What kernels (``listing``: every file) and doctor (the files with no code for these GPUs,
-    and what to do) say of one distribution (``judge.kernels.DistributionHere``)."""
+    """What kernels (``listing``: every file) and doctor (the files that cannot run on these GPUs or
+    cannot be told, and what to do) say of one distribution (``judge.kernels.DistributionHere``):
+    one statement, which doctor's last line repeats, never contradicts."""
     lines = []
     counts = plural(len(d.files), "file") + " with CUDA code" + (f", {d.without} without" if d.without else "")
     cubins = f"; {plural(d.dist.cubins, 'bare .cubin file')}, not read (patchkit reads the fat binaries of shared objects)" if d.dist.cubins else ""
+    gpus = ", ".join(f"{a}.{b}" for a, b in ccs)
     failing = d.failing()
+    unknown = [f for f in d.files if f not in failing and any(fit.runs == UNKNOWN for fit in f.fits)]
     if d.dist.problem:
         lines.append(f"  {d.label}: {d.dist.problem}")
     elif listing or not ccs:
         lines.append(f"  {d.label}: {counts}{cubins}")
     elif failing:
-        lines.append(f"  {d.label}: {len(failing)} of {counts} cannot run here" + (f"; {d.known.always}" if d.known.always else "") + cubins)
+        of = (f"its {plural(len(d.files), 'file')} with CUDA code" if len(failing) == len(d.files)
+              else f"{len(failing)} of its {plural(len(d.files), 'file')} with CUDA code")
+        if d.known.always:
+            lines.append(f"  {d.label}: {of} cannot run on {gpus}; {d.known.always}{cubins}")
+        else:
+            lines.append(f"  {d.label}: {of} cannot run on {gpus}: a start fails only if the server loads one "
+                         f"(patchkit does not know when it does){cubins}")
+    elif unknown and len(unknown) == len(d.files):
+        lines.append(f"  {d.label}: cannot tell whether its {counts} run on {gpus} (below){cubins}")
+    elif unknown:
+        lines.append(f"  {d.label}: cannot tell whether {len(unknown)} of its {counts} "
+                     f"{'runs' if len(unknown) == 1 else 'run'} on {gpus} (below); the others do{cubins}")
     else:
-        lines.append(f"  {d.label}: every file with CUDA code runs on {', '.join(f'{a}.{b}' for a, b in ccs)} ({counts}){cubins}")
-    shown = d.files if listing else failing
+        lines.append(f"  {d.label}: every file with CUDA code runs on {gpus} ({counts}){cubins}")
+    shown = d.files if listing else failing + unknown
     dos: list[str] = []
     for f in shown:
         what = f" ({f.known.what})" if f.known else ""
@@ -72,5 +109,6 @@ def distribution_lines(d, ccs: list[tuple[int, int]], listing: bool) -> list[str
             do = (f.known.do if f.known and f.known.do else d.known.do).format(cc=f"{cc[0]}.{cc[1]}", sm=f"sm_{cc[0]}{cc[1]}")
             if do not in dos:
                 dos.append(do)
-    lines += [f"    do: {do}" for do in dos]
+    when = "" if d.known.always else " (if the server loads them)"
+    lines += [f"    do{when}: {do}" for do in dos]
     return lines

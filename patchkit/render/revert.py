@@ -7,6 +7,7 @@ from __future__ import annotations
 from patchkit.digest import sha256
 from patchkit.plan import REVERT
 from patchkit.render.apply import jit_fields, jit_lines, plan_fields, transaction_lines
+from patchkit.render.reasons import said
 from patchkit.render.servers import restart_json, restart_lines
 from patchkit.text import plural
 
@@ -17,7 +18,7 @@ def to_text(r, terminal: bool) -> list[str]:
     plan = r.plan
     lines = [r.where.line]
     lines += transaction_lines(r, "revert")
-    lines += [f"note: {note}" for note in plan.notes]
+    lines += [f"note: {said(note)}" for note in plan.notes]
     lines += [f"kept your edited copy in {path}" for path in r.kept]
     if plan.action != REVERT:
         lines.append(f"{plan.action}: nothing written")

@@ -4,6 +4,7 @@ builds, pending work and the servers to restart."""
 
 from __future__ import annotations
 
+from patchkit.render.reasons import code, said
 from patchkit.render.servers import restart_json, restart_lines
 from patchkit.text import plural
 
@@ -16,7 +17,7 @@ def to_text(r, terminal: bool) -> list[str]:
              f"project:  {r.label}",
              f"version:  {r.where.version or 'unknown'} ({r.how})"]
     if r.changed:
-        lines.append(f"applied:  nothing for this release; {r.changed}: that state no longer applies "
+        lines.append(f"applied:  nothing for this release; {said(r.changed)}: that state no longer applies "
                      "(the next apply or revert sets it aside)")
     elif r.applied:
         a = r.applied
@@ -60,7 +61,8 @@ def to_json(r) -> dict:
         no_shipped=r.no_shipped,
         files=[f.to_json() for f in r.files],
         pending=r.pending,
-        set_aside_reason=None if r.changed is None else str(r.changed),
+        set_aside_reason=said(r.changed),
+        set_aside_code=code(r.changed),
         set_aside=[str(p.parent) for p in r.aside],
         restart=restart_json(r.running),
         stale_jit_builds=[str(b.path) for b in r.builds],

@@ -3,6 +3,8 @@ checked and how, the notes, one line per problem, and the verdict."""
 
 from __future__ import annotations
 
+from patchkit.fixes.kinds import BackportRule
+from patchkit.render.reasons import code, said
 from patchkit.text import plural
 
 ONE_TARGET = True  # to_json renders one target: render.document puts it in a list, ``targets``
@@ -12,8 +14,8 @@ def to_text(r, terminal: bool) -> list[str]:
     plan = r.plan
     lines = [r.where.line]
     lines += [f"checked {c.path}: {', '.join(c.tables)} ({c.how})" for c in plan.checked]
-    lines += [f"note: {n}" for n in plan.notes]
-    lines += plan.problems
+    lines += [f"note: {said(n)}" for n in plan.notes]
+    lines += map(said, plan.problems)
     return lines + [verdict(r)]
 
 
@@ -25,7 +27,7 @@ def verdict(r) -> str:
     if not plan.checked:
         return f"verify: ok, nothing to patch (no capability tables in {r.label} {r.where.version or '(version unknown)'})"
     if not plan.names:
-        carried = [rule.origin.cite() for rule in plan.rules if rule.kind == "backport"]
+        carried = [rule.origin.cite() for rule in plan.rules if isinstance(rule, BackportRule)]
         what = f"{', '.join(carried)} in every file it changes" if carried and len(carried) == len(plan.rules) else \
             f"{r.to_cc!r} in every list and gate of {', '.join(plan.fixes)}"
         return f"verify: ok ({what})"
@@ -39,4 +41,6 @@ def to_json(r) -> dict:
     envelope's ``ok`` is the whole command's)."""
     plan = r.plan
     return r.where.fields(fixes=list(plan.fixes), from_cc=r.from_cc, to_cc=r.to_cc, in_effect=not plan.problems,
-                          checked=[c.to_json() for c in plan.checked], notes=list(plan.notes), problems=list(plan.problems))
+                          checked=[c.to_json() for c in plan.checked], notes=[said(n) for n in plan.notes],
+                          note_reasons=[code(n) for n in plan.notes], problems=[said(p) for p in plan.problems],
+                          problem_reasons=[code(p) for p in plan.problems])

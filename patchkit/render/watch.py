@@ -14,9 +14,9 @@ from patchkit.text import escaped, plural
 def progress_line(p) -> str:
     """A ``commands.watch.Progress`` in words."""
     shown = escaped(p.log)
-    if p.kind == WAITING:
+    if p.kind is WAITING:
         return f"waiting for {shown} to appear"
-    if p.kind == STARTED_OVER:
+    if p.kind is STARTED_OVER:
         return f"{p.seconds:.0f} s: {shown} started over (truncated or replaced); reading it from its start"
     return f"{p.seconds:.0f} s: {p.phase} (line {p.line})"  # PHASE
 

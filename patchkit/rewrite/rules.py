@@ -1,7 +1,7 @@
 """Apply the rules of the fixes to one file: source bytes in, source bytes out.
 
-Pure: the one dispatch from a rule's kind to its rewrite (``dict_key``, ``list_member``,
-``predicate``, ``backport``).  Every kind reports what it found as one ``Found``, which
+Pure: the one map from a rule's class to its rewrite (``dict_key``, ``list_member``,
+``predicate``, ``backport``: each kind its own transformer).  Every kind reports what it found as one ``Found``, which
 stays a value through plan, state and commands; ``Found.to_json`` is the one shape that
 manifests, state and ``--json`` carry::
 
@@ -21,8 +21,8 @@ from collections.abc import Callable, Iterable
 from functools import lru_cache
 from typing import NamedTuple
 
-from patchkit.fixes.load import BACKPORT, DICT_KEY, LIST_MEMBER, PREDICATE, Rule
-from patchkit.types import ALREADY_UPSTREAM, PATCHED
+from patchkit.fixes.kinds import BackportRule, DictKeyRule, Kind, ListMemberRule, PredicateRule, Rule
+from patchkit.types import ALREADY_UPSTREAM, PATCHED, Status
 
 Read = Callable[[str], "bytes | None"]
 # A backport's three-way merge base: (rule, repository path) -> the file in the release the
@@ -34,10 +34,10 @@ class Found(NamedTuple):
     """What one rule found in one file: a table, a list, a gate or an upstream change."""
 
     fix: str | None  # None in a manifest older than series (its tables name neither fix nor kind)
-    kind: str | None  # the rule's kind: dict-key, list-member, predicate, backport (None: dict-key, as above)
+    kind: Kind | None  # the rule's kind (None: dict-key, as above)
     name: str  # "MAX_SIZES", "_is_sm100_supported in fusion_applies()", "upstream commit abc (#1)"
     scope: str  # what encloses it: "module", "class A", "def f"; a backport's "the upstream change"
-    status: str  # PATCHED or ALREADY_UPSTREAM
+    status: Status  # PATCHED or ALREADY_UPSTREAM
     added_key: object  # what was added: a key, a member, a flag, a backport's "3 hunks"
     copied_from: object  # what it copies: a key, a member, a flag, a backport's commit
     value: object  # as it reads now, on one line (a backport: how it applied)
@@ -61,9 +61,15 @@ class Found(NamedTuple):
 
     @classmethod
     def from_json(cls, doc: dict) -> Found:
-        """A recorded one (a manifest's: checked by its reader)."""
+        """A recorded one (a manifest's: checked by its reader, which a kind or status that is
+        none makes a ValueError)."""
         added = doc.get("added")
-        return cls(doc.get("fix"), doc.get("kind"), doc["name"], doc["scope"], doc["status"],
+        kind, status = doc.get("kind"), Status.parse(doc["status"])
+        if kind is not None and kind not in tuple(Kind):
+            raise ValueError(f"a table's kind {kind!r} is no kind of rule ({', '.join(Kind)})")
+        if status not in (PATCHED, ALREADY_UPSTREAM):
+            raise ValueError(f"a table's status {doc['status']!r} is not {PATCHED} or {ALREADY_UPSTREAM}")
+        return cls(doc.get("fix"), None if kind is None else Kind(kind), doc["name"], doc["scope"], status,
                    doc["added_key"], doc["copied_from"], doc.get("value"), None if added is None else tuple(added),
                    doc.get("path"))
 
@@ -99,9 +105,19 @@ def rewrite_file(
     cannot be applied."""
     found: list[Found] = []
     for rule in rules_of(path, rules):
-        data, more = _backport(data, path, rule, base, version) if rule.kind == BACKPORT else _apply(data, path, rule, read, root)
+        data, more = _REWRITES[type(rule)](data, path, rule, _Context(read, root, base, version))
         found += [Found(rule.fix, rule.kind, *f) for f in more]
     return FileRewrite(data, tuple(found))
+
+
+class _Context(NamedTuple):
+    """What a rewrite may need beside the file: another file of the release (a predicate's
+    helper), where its packages sit, a backport's merge base and the release."""
+
+    read: Read | None
+    root: str
+    base: Base | None
+    version: str | None
 
 
 def _of(f, added: tuple[str, ...] | None = None) -> tuple:
@@ -110,35 +126,30 @@ def _of(f, added: tuple[str, ...] | None = None) -> tuple:
     return (doc["name"], doc["scope"], doc["status"], doc["added_key"], doc["copied_from"], doc["value"], added)
 
 
-def _apply(data: bytes, path: str, rule: Rule, read: Read | None, root: str) -> tuple[bytes, list[tuple]]:
-    if rule.kind == DICT_KEY:
-        from patchkit.rewrite import dict_key
+def _dict_key(data: bytes, path: str, rule: DictKeyRule, ctx: _Context) -> tuple[bytes, list[tuple]]:
+    from patchkit.rewrite import dict_key
 
-        result = dict_key.rewrite(data, rule.tables, rule.from_cc, rule.to_cc, path)
-        return result.source, [_of(t) for t in result.tables]
-    if rule.kind == LIST_MEMBER:
-        return _list_member(data, path, rule)
-    if rule.kind == PREDICATE:
-        return _predicate(data, path, rule, read, root)
-    raise ValueError(rule.kind)
+    result = dict_key.rewrite(data, rule.tables, rule.from_cc, rule.to_cc, path)
+    return result.source, [_of(t) for t in result.tables]
 
 
-def _backport(data: bytes, path: str, rule: Rule, base: Base | None, version: str | None) -> tuple[bytes, list[tuple]]:
+def _backport(data: bytes, path: str, rule: BackportRule, ctx: _Context) -> tuple[bytes, list[tuple]]:
     from patchkit.rewrite import backport
     from patchkit.text import plural
 
+    version = ctx.version
     hunks = backport.parse(rule.diff, f"{rule.fix}'s diff")[path]
     name, scope, added, commit = rule.origin.cite(), "the upstream change", plural(len(hunks), "hunk"), rule.origin.commit[:12]
     if rule.landed(version):
         return data, [(name, scope, ALREADY_UPSTREAM, added, commit, f"upstream since {rule.origin.landed_in}")]
     refreshed = [r for r in rule.refresh if r.file == path and r.covers(version)]
     hunks = backport.refresh(hunks, tuple(line for r in refreshed for line in r.drop))
-    result = backport.rewrite(data, path, hunks, base(rule, path) if base else None, rule.made_on or "")
+    result = backport.rewrite(data, path, hunks, ctx.base(rule, path) if ctx.base else None, rule.made_on or "")
     how = result.how + "".join(f", refreshed: {r.why}" for r in refreshed)
     return result.source, [(name, scope, result.status, added, commit, how)]
 
 
-def _list_member(data: bytes, path: str, rule: Rule) -> tuple[bytes, list[tuple]]:
+def _list_member(data: bytes, path: str, rule: ListMemberRule, ctx: _Context) -> tuple[bytes, list[tuple]]:
     from patchkit.rewrite.list_member import Locator, rewrite
 
     found = []
@@ -150,18 +161,24 @@ def _list_member(data: bytes, path: str, rule: Rule) -> tuple[bytes, list[tuple]
     return data, found
 
 
-def _predicate(data: bytes, path: str, rule: Rule, read: Read | None, root: str) -> tuple[bytes, list[tuple]]:
+def _predicate(data: bytes, path: str, rule: PredicateRule, ctx: _Context) -> tuple[bytes, list[tuple]]:
     from patchkit.errors import RewriteError
     from patchkit.rewrite import predicate
 
     result = predicate.rewrite(data, rule.functions, rule.flag, rule.from_cc, rule.to_cc, path=path)
     # The helper matters only when an or-expression changed, and this release must define it.
-    if result.helper is not None and not helper_exists(result.helper, path, rule, read, root):
+    if result.helper is not None and not helper_exists(result.helper, path, rule, ctx.read, ctx.root):
         raise RewriteError(path, predicate.missing(result.predicates[0].new_flag, result.helper))
     return result.source, [_of(p, tuple(result.added)) for p in result.predicates]
 
 
-def helper_exists(helper, path: str, rule: Rule, read: Read | None, root: str) -> bool:
+# Each kind of rule, its rewrite.
+_REWRITES: dict[type[Rule], Callable[..., tuple[bytes, list[tuple]]]] = {
+    DictKeyRule: _dict_key, ListMemberRule: _list_member, PredicateRule: _predicate, BackportRule: _backport,
+}
+
+
+def helper_exists(helper, path: str, rule: PredicateRule, read: Read | None, root: str) -> bool:
     """Whether the release defines the helper the new flag needs: a module-level name of the
     module it is imported from (following ``from .x import *``), or an attribute named in
     one of the rule's ``helpers`` files (a def, an assignment or a string key)."""

@@ -55,7 +55,7 @@ def releases(source, tags: list[str], from_cc, cc, tables, classify: Callable[[F
 
 def key(f: Finding) -> tuple:
     """What makes two findings of two releases the same gate."""
-    return (f.path, f.kind, f.name) if f.kind == TABLE and f.name else (f.path, f.kind, f.snippet)
+    return (f.path, f.kind, f.name) if f.kind is TABLE and f.name else (f.path, f.kind, f.snippet)
 
 
 def compare(before: Release, after: Release) -> Changes:

@@ -27,13 +27,23 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-TABLE = "table"
-MEMBERSHIP = "membership"
-EQUALITY = "equality"
-COMPARISON = "comparison"
-PLATFORM_FLAG = "platform-flag"
-PREPROCESSOR = "preprocessor"
-KINDS = (TABLE, MEMBERSHIP, EQUALITY, COMPARISON, PLATFORM_FLAG, PREPROCESSOR)
+from patchkit.types import StrEnum
+
+
+class Kind(StrEnum):
+    """What a finding is: a table keyed by cc, or a gate of one of five shapes."""
+
+    TABLE = "table"
+    MEMBERSHIP = "membership"
+    EQUALITY = "equality"
+    COMPARISON = "comparison"
+    PLATFORM_FLAG = "platform-flag"
+    PREPROCESSOR = "preprocessor"
+
+
+TABLE, MEMBERSHIP, EQUALITY, COMPARISON = Kind.TABLE, Kind.MEMBERSHIP, Kind.EQUALITY, Kind.COMPARISON
+PLATFORM_FLAG, PREPROCESSOR = Kind.PLATFORM_FLAG, Kind.PREPROCESSOR
+KINDS = tuple(Kind)
 
 SNIPPET_MAX = 160
 
@@ -41,7 +51,7 @@ SNIPPET_MAX = 160
 class Finding(NamedTuple):
     path: str  # relative to the scanned root, "/"-separated
     line: int
-    kind: str  # one of KINDS
+    kind: Kind
     snippet: str  # the code on one line (comments dropped), cut at SNIPPET_MAX
     values: tuple  # table: its keys; gates: the capability literals compared with
     name: str | None  # table: the assigned name (Scope.qualify: "Class.NAME"), None inline; gates: the subject's code

@@ -1,6 +1,6 @@
 """Find, check and drop cached bytecode (.pyc) of source files patchkit rewrote.
 
-Standard library only and cheap to import: the CLI imports it at start-up.
+The standard library and the status names only, cheap to import: the CLI imports it at start-up.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NamedTuple
+
+from patchkit.types import FRESH, INVALID, STALE, Status
 
 # Interpreter cache tags look like "cpython-311", "pypy39", "pypy39-pp73",
 # "graalpy231-310": a name that contains a digit, no dots.  Optimized pycs add
@@ -23,7 +25,7 @@ _HEADER_SIZE = 16  # PEP 552: magic, flags, then mtime + size or an 8-byte sourc
 
 class Pyc(NamedTuple):
     path: Path
-    status: str  # "fresh", "stale" or "invalid"
+    status: Status  # FRESH, STALE or INVALID
     reason: str
 
 
@@ -118,18 +120,18 @@ def check(source: Path, source_bytes: bytes | None = None) -> list[Pyc]:
     return results
 
 
-def _judge(header: bytes, st: os.stat_result, source_hash: Callable[[bytes], bytes]) -> tuple[str, str]:
+def _judge(header: bytes, st: os.stat_result, source_hash: Callable[[bytes], bytes]) -> tuple[Status, str]:
     magic, flags = header[:4], int.from_bytes(header[4:8], "little")
     if len(header) < _HEADER_SIZE:
-        return "invalid", f"header is {len(header)} bytes, expected {_HEADER_SIZE}"
+        return INVALID, f"header is {len(header)} bytes, expected {_HEADER_SIZE}"
     if magic[2:] != b"\r\n":
-        return "invalid", f"bad magic number {magic!r}"
+        return INVALID, f"bad magic number {magic!r}"
     if flags & ~0b11:  # importlib rejects unknown flag bits too
-        return "invalid", f"unknown flags {flags:#x}"
+        return INVALID, f"unknown flags {flags:#x}"
     if flags & 0b1:  # hash-based; bit 1 only says whether Python checks it when importing
         if header[8:16] == source_hash(magic):
-            return "fresh", "source hash matches"
-        return "stale", "source hash differs"
+            return FRESH, "source hash matches"
+        return STALE, "source hash differs"
     mtime, size = int.from_bytes(header[8:12], "little"), int.from_bytes(header[12:16], "little")
     now_mtime, now_size = int(st.st_mtime) & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF
     problems = []
@@ -138,5 +140,5 @@ def _judge(header: bytes, st: os.stat_result, source_hash: Callable[[bytes], byt
     if size != now_size:
         problems.append(f"source size {size} != {now_size}")
     if problems:
-        return "stale", "; ".join(problems)
-    return "fresh", "source mtime and size match"
+        return STALE, "; ".join(problems)
+    return FRESH, "source mtime and size match"

@@ -51,12 +51,13 @@ from pathlib import Path
 from typing import NamedTuple
 
 from patchkit.errors import BadInput, PatchkitError, Refused, UnsafePath
+from patchkit.types import StrEnum
 from patchkit.versions import at_least, is_version
 
-CACHED = "cached JIT build"  # below ~/.cache/flashinfer
-WORKSPACE = "JIT build under FLASHINFER_WORKSPACE_BASE"
-PREBUILT = "prebuilt by flashinfer-jit-cache"
-AOT = "prebuilt in flashinfer/data/aot"
+# Where a build comes from, as the lines name it: below ~/.cache/flashinfer or FLASHINFER_WORKSPACE_BASE, or prebuilt.
+Kind = StrEnum("Kind", {"CACHED": "cached JIT build", "WORKSPACE": "JIT build under FLASHINFER_WORKSPACE_BASE",
+                        "PREBUILT": "prebuilt by flashinfer-jit-cache", "AOT": "prebuilt in flashinfer/data/aot"})
+CACHED, WORKSPACE, PREBUILT, AOT = Kind
 UNINSTALL_JIT_CACHE = "pip uninstall flashinfer-jit-cache"
 
 # The files each JIT module is compiled from, as the repository (and an editable install) spells them; a wheel
@@ -87,7 +88,7 @@ _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
 class Build(NamedTuple):
     module: str
-    kind: str  # CACHED, WORKSPACE, PREBUILT or AOT
+    kind: Kind
     path: Path  # the module's build folder (cached, workspace) or the prebuilt .so
     library: Path  # the .so FlashInfer loads (a half-done build folder may have none)
     mtime: float | None  # of the .so, else of build.ninja, else of the folder; None: unreadable
@@ -202,7 +203,7 @@ def _prebuilt(version: str, sites: Sequence[Path], env: Mapping[str, str], modul
     return builds
 
 
-def _cached(version: str, root: Path, kind: str, modules: list[str]) -> list[Build]:
+def _cached(version: str, root: Path, kind: Kind, modules: list[str]) -> list[Build]:
     here = root / version
     try:
         with os.scandir(here) as entries:
@@ -255,7 +256,7 @@ def older_than(builds: Iterable[Build], sources_mtime: float) -> list[Build]:
     """The builds made before the sources were last written (``newest_mtime`` of the patched files): built from
     what the files held before.  A flashinfer-jit-cache .so always is: pip dates it by the install, but it was
     compiled from the release's own sources.  A build whose time cannot be read is left out."""
-    return [b for b in builds if b.kind == PREBUILT or (b.mtime is not None and b.mtime < sources_mtime)]
+    return [b for b in builds if b.kind is PREBUILT or (b.mtime is not None and b.mtime < sources_mtime)]
 
 
 def drop(build: Build) -> Path | None:

@@ -11,21 +11,29 @@ from patchkit.errors import BadInput
 from patchkit.fixes.registry import PROJECTS, Project
 from patchkit.git.refs import git_dir, release_tags_at_head
 from patchkit.targets.safety import resolve_inside
+from patchkit.types import StrEnum
 from patchkit.versions import tag_to_version
 
 if TYPE_CHECKING:  # a checkout's commands do not read an environment
     from patchkit.targets.environment import Install
 
-CHECKOUT = "git checkout"
-DIRECTORY = "directory"
-INSTALLED = "installed package"
+
+class Kind(StrEnum):
+    """What a target is, as the lines name it."""
+
+    CHECKOUT = "git checkout"
+    DIRECTORY = "directory"
+    INSTALLED = "installed package"
+
+
+CHECKOUT, DIRECTORY, INSTALLED = Kind.CHECKOUT, Kind.DIRECTORY, Kind.INSTALLED
 
 _VERSION = r"""^__version__\s*(?::[^=]*)?=\s*(?:version\s*=\s*)?["']([^"']+)["']"""
 
 
 class Target(NamedTuple):
     root: Path  # the checkout, or the site-packages folder of an installed package
-    kind: str  # CHECKOUT, DIRECTORY or INSTALLED
+    kind: Kind
     state_dir: Path
     project: Project
     install: Install | None = None  # how --python found it, when it is an editable install
@@ -33,11 +41,11 @@ class Target(NamedTuple):
     @property
     def name(self) -> str:
         """How messages call the project: its distribution name when installed ("sglang"), else its label."""
-        return self.project.name if self.kind == INSTALLED else self.project.label
+        return self.project.name if self.kind is INSTALLED else self.project.label
 
     def local(self, repo_path: str) -> str:
         """Where a repository path is below ``root`` (an installed package has no ``python/``)."""
-        return self.project.package_path(repo_path) if self.kind == INSTALLED else repo_path
+        return self.project.package_path(repo_path) if self.kind is INSTALLED else repo_path
 
     def path(self, repo_path: str, must_exist: bool = True) -> Path:
         """Where a repository path of the patch lives here (checked: inside, no symlinks)."""
@@ -50,16 +58,16 @@ class Target(NamedTuple):
             for path in self.root.glob(self.local(pattern)):
                 if path.is_file():
                     rel = path.relative_to(self.root).as_posix()
-                    found.add(self.project.repo_path(rel) if self.kind == INSTALLED else rel)
+                    found.add(self.project.repo_path(rel) if self.kind is INSTALLED else rel)
         return sorted(found)
 
     def version(self, override: str | None = None) -> tuple[str | None, str]:
         """(version, how it was found)."""
         if override:
             return override, "given with --version"
-        if self.kind == INSTALLED:
+        if self.kind is INSTALLED:
             return _metadata_version(sorted(self.root.glob(f"{self.project.dist_info()}/METADATA")))
-        if self.kind == CHECKOUT:
+        if self.kind is CHECKOUT:
             tags = release_tags_at_head(self.root)
             if tags:
                 return tag_to_version(tags[0]), f"tag {tags[0]} at HEAD"
@@ -129,7 +137,7 @@ def open_target(path: Path, project: str | None = None, install: Install | None 
     for folder in (start, *start.parents):
         for p in projects:
             target = _recognise(folder, p)
-            if target is not None and (folder == start or not (target.kind == INSTALLED and target.root == folder)):
+            if target is not None and (folder == start or not (target.kind is INSTALLED and target.root == folder)):
                 return target if install is None else target._replace(install=install)
     raise BadInput(
         str(path),
@@ -150,7 +158,7 @@ def open_install(install: Install) -> Target:
     if p.source_root:
         root = root.parent if root.name == p.source_root else None
     target = _recognise(root, p) if root is not None else None
-    if target is None or target.kind == INSTALLED:
+    if target is None or target.kind is INSTALLED:
         raise BadInput(
             str(install.via),
             f"an editable install of {p.label} from {install.package}, which is not laid out as its repository "

@@ -19,11 +19,12 @@ from patchkit.plan import release_changed
 from patchkit.targets.locate import INSTALLED, Target, open_install, open_target
 from patchkit.targets.safety import check_relative
 from patchkit.targets.state import Store
-from patchkit.types import CANNOT_APPLY, INCOMPLETE, Applied
+from patchkit.types import CANNOT_APPLY, INCOMPLETE, STALE, Applied
 from patchkit.versions import is_version, public
 
 if TYPE_CHECKING:  # for the annotations only
     from patchkit.plan.apply import Snapshot
+    from patchkit.plan.reasons import ReleaseChanged
     from patchkit.targets.jit_builds import JitCheck
 
 SOURCE_CAP = 64 << 20  # a candidate file: SGLang's and FlashInfer's largest are under 5 MiB
@@ -61,7 +62,7 @@ class Session:
         what = f"{self.project.label} {self.version or '(version unknown)'}"
         if self.target.install is not None:
             return f"{self.target.install.package}: {what} (editable install of {self.target.root}, {self.how})"
-        if self.target.kind == INSTALLED:
+        if self.target.kind is INSTALLED:
             return f"{self.target.root / self.project.name}: {what} (installed), {self.how}"
         return f"{self.target.root}: {what}, {self.how}"
 
@@ -102,7 +103,7 @@ class Session:
                 raise BadInput(str(self.store.state_file), f"corrupt patchkit state: {f.path!r} is not a target file")
         return applied
 
-    def state(self) -> tuple[Applied | None, str | None]:
+    def state(self) -> tuple[Applied | None, ReleaseChanged | None]:
         """(what patchkit applied here, why that state belongs to another release or None).
 
         A state of another release is never used: commands treat the target as fresh, and
@@ -114,7 +115,7 @@ class Session:
         return applied, self._changed(applied, self.current(tuple(f.path for f in applied.files)))
 
     def _changed(self, applied: Applied, current: dict[str, bytes]):
-        installed = self.installed_hashes(f.path for f in applied.files) if self.target.kind == INSTALLED else None
+        installed = self.installed_hashes(f.path for f in applied.files) if self.target.kind is INSTALLED else None
         return release_changed(applied, current, self.version, installed, self.target.name)
 
     def snapshot(self, patches: Path | None, fixes: tuple[str, ...] | None = None, from_cc=None, to_cc=None) -> Snapshot:
@@ -144,7 +145,7 @@ class Session:
         elif applied is None:
             shipped = self.shipped(patches)
         return Snapshot(
-            project=self.project, version=self.version, installed=self.target.kind == INSTALLED, local=self.target.local,
+            project=self.project, version=self.version, installed=self.target.kind is INSTALLED, local=self.target.local,
             state_file=self.store.state_file, objects=self.store.objects, pending=pending, tidy=self.store.tidy(recorded),
             applied=applied, old=old, fixes=asked, kept=kept, originals=self.originals(applied), current=current,
             shipped=shipped, series_pair=pair, series=self.series, blocked=blocked,
@@ -188,7 +189,7 @@ class Session:
         modules = jit_builds.modules_for(self.target.local(r) for r in rels)
         if not modules:
             return []
-        sites = [self.target.root] if self.target.kind == INSTALLED else []
+        sites = [self.target.root] if self.target.kind is INSTALLED else []
         package = self.target.root / self.target.local(self.project.name)
         builds = jit_builds.find(self.version, sites, os.environ, Path.home(), modules, package=package)
         newest = jit_builds.newest_mtime(self.target.root / self.target.local(r) for r in rels)
@@ -237,7 +238,7 @@ class Session:
     def environment(self) -> Path | None:
         """For an installed package, the prefix of the environment it is installed in
         (``V`` for ``V/lib/python3.11/site-packages``) if that prefix has a Python; else None."""
-        if self.target.kind != INSTALLED:
+        if self.target.kind is not INSTALLED:
             return None
         prefix = self.target.root.parent.parent.parent
         if self.target.root.parent.name.startswith("python") and any((prefix / "bin").glob("python*")):
@@ -248,7 +249,7 @@ class Session:
         """The stale cached bytecode of every target file that holds a table."""
         from patchkit.targets import bytecode
 
-        stale = {rel: tuple(pyc.path for pyc in bytecode.check(self.target.path(rel), data) if pyc.status == "stale")
+        stale = {rel: tuple(pyc.path for pyc in bytecode.check(self.target.path(rel), data) if pyc.status == STALE)
                  for rel, data in current.items() if any(name.encode() in data for name in self.project.names)}
         return {rel: paths for rel, paths in stale.items() if paths}
 

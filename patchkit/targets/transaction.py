@@ -176,7 +176,7 @@ class Lock:
         return self
 
     def _held_message(self) -> str:
-        what = "installed package" if self.target.kind == INSTALLED else "checkout"
+        what = "installed package" if self.target.kind is INSTALLED else "checkout"
         pid = self._holder()
         holder = f" (pid {pid})" if pid is not None else ""
         return f"another patchkit run{holder} is working on this {what}; gave up waiting after {self.timeout:g}s"

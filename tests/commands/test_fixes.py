@@ -9,23 +9,24 @@ import pytest
 
 from patchkit.commands import fixes as command
 from patchkit.errors import BadInput
-from patchkit.fixes.load import Fix, Rule
+from patchkit.fixes.kinds import DictKeyRule, ListMemberRule, PredicateRule
+from patchkit.fixes.load import Fix
 from patchkit.fixes.registry import FIXES, PROJECTS
 from patchkit.render import document, text
 
 # Two fixes written for these tests: one on by default (a dict-key rule for SGLang and one
 # for vLLM), one opt-in (a list-member rule for FlashInfer, a predicate rule for SGLang).
 TABLES = Fix("tables", "Add SM120 to the tables", "Why.", True, (
-    Rule("tables", "sglang", "dict-key", ("python/pkg/comm/*.py",), ("MAX_SIZES", "_SIZES"), 10, 12,
-         "not upstream; copied from SM100, untuned", "NVLink"),
-    Rule("tables", "vllm", "dict-key", ("vllm/comm/*.py",), ("MAX_SIZES",), "10.0", "12.0",
-         "not upstream; copied from SM100, untuned", ""),
+    DictKeyRule("tables", "sglang", ("python/pkg/comm/*.py",), 10, 12, "not upstream; copied from SM100, untuned", "NVLink",
+                tables=("MAX_SIZES", "_SIZES")),
+    DictKeyRule("tables", "vllm", ("vllm/comm/*.py",), "10.0", "12.0", "not upstream; copied from SM100, untuned", "",
+                tables=("MAX_SIZES",)),
 ))
 FUSION = Fix("fusion", "Allow the fusion on SM120", "Why not.", False, (
-    Rule("fusion", "flashinfer", "list-member", ("flashinfer/jit/comm.py",), (), 10, 12, "upstream in 0.6.17",
-         "nvcc with sm_120", call="get_nvcc_flags_list", keyword="supported_major_versions", functions=("gen_module",)),
-    Rule("fusion", "sglang", "predicate", ("python/pkg/a.py", "python/pkg/b.py"), (), "sm100", "sm120",
-         "not upstream", "the FlashInfer rule", functions=("f", "g"), flag="_is_sm100_supported"),
+    ListMemberRule("fusion", "flashinfer", ("flashinfer/jit/comm.py",), 10, 12, "upstream in 0.6.17",
+                   "nvcc with sm_120", call="get_nvcc_flags_list", keyword="supported_major_versions", functions=("gen_module",)),
+    PredicateRule("fusion", "sglang", ("python/pkg/a.py", "python/pkg/b.py"), "sm100", "sm120",
+                  "not upstream", "the FlashInfer rule", functions=("f", "g"), flag="_is_sm100_supported"),
 ))
 
 

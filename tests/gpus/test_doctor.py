@@ -112,6 +112,8 @@ def test_eight_pcie_rtx_pro_6000_with_sglang_059_and_flashinfer_064(tmp_path: Pa
     symm = sglang["fixes"][0]
     assert (symm["fix"], symm["status"], symm["missing"], symm["needed"]) == ("torch-symm-mem", "missing", [12], True)
     assert symm["why"] == "on by default, not applied: TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES lacks 12; _WORLD_SIZES_MULTIMEM lacks 12"
+    assert (symm["reason"], symm["detail"], symm["why_reason"]) == (
+        "lacks-key", "TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES lacks 12; _WORLD_SIZES_MULTIMEM lacks 12", "lacks-key")
     assert symm["effect_here"][-1] == CLEAN_START
     assert [(f["fix"], f["status"], f["needed"]) for f in flashinfer["fixes"]] == [("allreduce-fusion", "missing", False)]
     assert flashinfer["fixes"][0]["why"] == "opt-in: only with --enable-flashinfer-allreduce-fusion"
@@ -190,6 +192,7 @@ def test_sglang_0523_needs_no_symm_mem_on_pcie_and_gets_the_pcie_ipc_all_reduce(
         "torch-symm-mem", "missing", False, NOT_NEEDED_0523, [])
     fusion = doc["targets"][0]["fixes"][1]
     assert (fusion["fix"], fusion["status"], fusion["detail"]) == ("allreduce-fusion", "incomplete", INCOMPLETE_0523)
+    assert (symm["reason"], symm["why_reason"], fusion["reason"]) == ("lacks-key", "not-needed-here", "gates-left")
     advice = doc["recommendation"]
     assert (advice["available"], advice["upgrade"], advice["installed"]) == (True, [], {"sglang": "0.5.23", "flashinfer": "0.7.0"})
     assert snapshot(site / "sglang") == before
@@ -241,7 +244,8 @@ def test_apply_to_cc_auto_leaves_sglang_0523_alone_on_pcie(tmp_path: Path, venvs
         assert snapshot(site / "sglang") == before  # its tables left alone, byte for byte
     doc = json.loads(invoke("apply", "--python", python, "--to-cc", "auto", "--json", env=env).stdout)
     assert (doc["command"], doc["targets"], doc["nothing_to_do"]) == ("apply", [], [str(site)])
-    assert doc["not_needed"] == [{"path": str(site), "project": "sglang", "fix": "torch-symm-mem", "why": NOT_NEEDED_0523}]
+    assert doc["not_needed"] == [{"path": str(site), "project": "sglang", "fix": "torch-symm-mem", "reason": "not-needed-here",
+                                  "why": NOT_NEEDED_0523}]
     # --all-fixes names no fix: the fusion, incomplete on 0.5.23 (its resolver and its multicast
     # preflight refuse SM120 after the gate), is left out and said; asked for by name, it is refused whole.
     done = invoke("apply", "--python", python, "--to-cc", "auto", "--all-fixes", env=env)
@@ -269,7 +273,7 @@ def test_asking_for_torch_symm_mem_still_applies_it(tmp_path: Path, venvs, asked
 
 def test_an_h200_needs_nothing(tmp_path: Path, venvs) -> None:
     venv, python = env_of(tmp_path, venvs, "0.5.9", "0.6.4")
-    env = standin(tmp_path, "h200-1gpu")
+    env = standin(tmp_path, "h200-1gpu") | {"CUDA_HOME": str(tmp_path / "cuda")}  # FlashInfer's nvcc: none there
     before = snapshot(venv)
     done = invoke("doctor", "--python", python, env=env)
     assert done.returncode == 0, done.stdout.decode()
@@ -287,6 +291,11 @@ def test_an_h200_needs_nothing(tmp_path: Path, venvs) -> None:
         "  allreduce-fusion (opt-in): not for these GPUs",  # its backport (FlashInfer PR 3903) is for SM12x
         "",
         f"compiled CUDA code: no distribution installed for {python} carries any",  # the wheels are Python only
+        # FlashInfer compiles at the first start: what its sources admit and where its nvcc is (docs/KERNELS.md)
+        "compiled at the first start (JIT), by what their sources admit and the compiler they call "
+        "(used only where a server calls them; not counted in the exit code): 1 library",
+        f"  flashinfer-python 0.6.4: FlashInfer JIT, compiles with nvcc, none at {tmp_path}/cuda/bin/nvcc ($CUDA_HOME)",
+        f"    9.0: cannot build: no nvcc at {tmp_path}/cuda/bin/nvcc",
         "",
         "nothing this machine needs is missing",
     ]

@@ -78,9 +78,9 @@ def test_a_detached_grandchild_holding_the_pipe_does_not_hold_patchkit(tmp_path:
 def test_1024_gpus_are_read_in_linear_time(tmp_path: Path, monkeypatch) -> None:
     query, topo = wide(tmp_path, 1024)
     monkeypatch.setenv("PATH", scripted(tmp_path, f"exec cat '{query}'", f"exec cat '{topo}'")["PATH"])
-    started = time.monotonic()
+    started = time.process_time()  # this process's CPU time: what other processes on a busy machine take is not counted
     m = machine(limit=30)
-    assert time.monotonic() - started < 10  # the cubic reading took 22 s
+    assert time.process_time() - started < 10  # the cubic reading took 22 s
     assert len(m.gpus) == 1024 and len(m.links) == 1024 * 1023 // 2
     assert m.link_summary() == "every pair through PCIe (PIX 512, SYS 523264): no NVLink, so no multicast between these GPUs"
 

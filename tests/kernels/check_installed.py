@@ -70,7 +70,7 @@ def test_doctor_on_eight_rtx_pro_6000_names_fa3(venv: Path, tmp_path: Path) -> N
     lines = done.stdout.decode().splitlines()
     assert doctor_section(lines) == [
         f"compiled CUDA code for 12.0 (1 distribution of {python_of(venv)} carries it):",
-        f"  sglang-kernel 0.4.10: 2 of 6 files with CUDA code cannot run here; {ALWAYS}",
+        f"  sglang-kernel 0.4.10: 2 of its 6 files with CUDA code cannot run on 12.0; {ALWAYS}",
         f"    {FA3}: no code for 12.0 (FA3: used with --attention-backend fa3)",
         f"    {MLA}: no code for 12.0 (FlashMLA: used with --attention-backend flashmla)",
         FA3_DO,
@@ -95,7 +95,7 @@ def test_doctor_on_a_gb10_names_common_ops(venv: Path, tmp_path: Path) -> None:
     lines = done.stdout.decode().splitlines()
     section = doctor_section(lines)
     assert section[:2] == [f"compiled CUDA code for 12.1 (1 distribution of {python_of(venv)} carries it):",
-                           f"  sglang-kernel 0.4.10: 5 of 6 files with CUDA code cannot run here; {ALWAYS}"]
+                           f"  sglang-kernel 0.4.10: 5 of its 6 files with CUDA code cannot run on 12.1; {ALWAYS}"]
     assert (f"    sgl_kernel/sm100/common_ops.abi3.so: {COMMON}: no code for 12.1 (sm_120a runs on 12.0 only) "
             "(common ops: loaded by `import sgl_kernel` on every GPU but 9.0 (sgl_kernel/load_utils.py))") in section
     assert not any("sm90/common_ops" in line for line in section)  # loaded on 9.0 only

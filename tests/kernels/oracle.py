@@ -55,12 +55,18 @@ def cuobjdump() -> Path:
     return exe
 
 
-def headers(path: Path) -> list[tuple[str, str, tuple[int, int], bool]]:
-    """(kind, arch, code version, compressed) of every entry, as ``cuobjdump FILE`` prints them."""
-    done = subprocess.run([str(cuobjdump()), str(path)], capture_output=True, text=True, timeout=120)
+def headers(path: Path, *options: str) -> list[tuple[str, str, tuple[int, int], bool]]:
+    """(kind, arch, code version, compressed) of every entry, as ``cuobjdump FILE`` prints them
+    (``-all``: of every fat binary section, ``__nv_relfatbin`` too)."""
+    done = subprocess.run([str(cuobjdump()), *options, str(path)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
+    return parse_headers(done.stdout)
+
+
+def parse_headers(text: str) -> list[tuple[str, str, tuple[int, int], bool]]:
+    """The same, from cuobjdump's output ``text``."""
     found = []
-    for block in re.split(r"\n(?=Fatbin (?:elf|ptx) code:)", done.stdout):
+    for block in re.split(r"\n(?=Fatbin (?:elf|ptx) code:)", text):
         kind = re.match(r"\s*Fatbin (elf|ptx) code:", block)
         if kind is None:
             continue
@@ -70,13 +76,18 @@ def headers(path: Path) -> list[tuple[str, str, tuple[int, int], bool]]:
     return found
 
 
-def lists(path: Path) -> tuple[set[str], set[str]]:
+def lists(path: Path, *options: str) -> tuple[set[str], set[str]]:
     """The architectures ``cuobjdump --list-elf`` and ``--list-ptx`` name (``sm_120`` from ``x.1.sm_120.cubin``)."""
     out = []
     for option, ext in (("--list-elf", "cubin"), ("--list-ptx", "ptx")):
-        done = subprocess.run([str(cuobjdump()), option, str(path)], capture_output=True, text=True, timeout=120)
+        done = subprocess.run([str(cuobjdump()), *options, option, str(path)], capture_output=True, text=True, timeout=600)
         out.append(set(re.findall(rf"\.(sm_\w+?)\.{ext}$", done.stdout, re.M)))
     return out[0], out[1]
+
+
+def parse_lists(text: str) -> tuple[set[str], set[str]]:
+    """The same from the output of ``cuobjdump -lelf -lptx``."""
+    return set(re.findall(r"\.(sm_\w+?)\.cubin$", text, re.M)), set(re.findall(r"\.(sm_\w+?)\.ptx$", text, re.M))
 
 
 def recorded_lists(name: str) -> tuple[set[str], set[str]]:

@@ -168,3 +168,23 @@ def test_any_corruption_reads_or_gets_a_verdict(tmp_path: Path, flips) -> None:
     b = read_binary(copy(tmp_path, "fuzz.so", bytes(data)))
     assert b.problem is None or isinstance(b.problem, str) and b.problem
     assert all(e.kind != ELF or 10 <= e.arch <= 999 for e in b.entries)
+
+
+def test_where_the_f_of_sm_120f_comes_from() -> None:
+    """The three builds of one kernel for sm_120, sm_120a and sm_120f (nvcc 13.0) differ in their fat
+    binary entry header's flags (bits 0x100000 and 0x200000), not in their cubins' ELF headers: the
+    e_flags of each pair of cubins are 0x5007802 and 0x6007802 for all three, and only nvlink's note
+    (.note.nv.tkinfo) repeats the -arch.  cuobjdump FILE prints arch = sm_120f from the same header;
+    its --list-elf names the file x.sm_120.cubin (docs/KERNELS.md)."""
+    seen = {}
+    for name in ("sm120-plus-ptx", "sm120a-only", "sm120f"):
+        data = (FIXTURES / f"{name}.so").read_bytes()
+        for e in read_binary(str(FIXTURES / f"{name}.so")).entries:
+            if e.kind == ELF:
+                flags, = struct.unpack_from("<Q", data, e.offset + 0x28)
+                e_flags, = struct.unpack_from("<I", data, e.payload + 0x30)
+                tool = data[e.payload:e.payload + 4096].split(b"-arch ")[1].split(b" ")[0].decode()
+                seen.setdefault(e.name, set()).add((hex(flags), hex(e_flags), tool))
+    assert seen == {"sm_120": {("0x1000011", "0x5007802", "sm_120"), ("0x1000011", "0x6007802", "sm_120")},
+                    "sm_120a": {("0x1100011", "0x5007802", "sm_120a"), ("0x1100011", "0x6007802", "sm_120a")},
+                    "sm_120f": {("0x1200011", "0x5007802", "sm_120f"), ("0x1200011", "0x6007802", "sm_120f")}}

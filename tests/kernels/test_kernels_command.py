@@ -82,9 +82,17 @@ def test_json(tmp_path: Path) -> None:
     fat, family = doc["files"]
     assert fat == {"path": f"{folder}/fat-compressed.so", "file": f"{folder}/fat-compressed.so", "distribution": None,
                    "version": None, "sass": ["sm_80", "sm_90", "sm_100", "sm_120", "sm_121a"], "ptx": ["compute_120"],
-                   "compressed": True, "entries": 11, "cuda": True, "problem": None, "what": None, "loaded": True,
-                   "verdict": "sass", "gpus": [{"cc": "12.1", "runs": "sass", "by": ["sm_120", "sm_121a"]}]}
+                   "compressed": True, "relocatable": [], "lto": [], "other": [], "registered": True,
+                   "names": [{"name": n, "cuobjdump": c, "kind": k, "section": ".nv_fatbin", "loads": True, "entries": e}
+                             for n, c, k, e in (("sm_80", "sm_80", "sass", 2), ("sm_90", "sm_90", "sass", 2),
+                                                ("sm_100", "sm_100", "sass", 2), ("sm_120", "sm_120", "sass", 2),
+                                                ("sm_121a", "sm_121a", "sass", 2), ("compute_120", "sm_120", "ptx", 1))],
+                   "entries": 11, "cuda": True, "problem": None, "what": None, "loaded": True, "verdict": "sass",
+                   "elsewhere": None, "gpus": [{"cc": "12.1", "runs": "sass", "by": ["sm_120", "sm_121a"], "why": None}]}
     assert (family["sass"], family["compressed"], family["verdict"]) == (["sm_120f"], False, "sass")
+    # patchkit's name beside cuobjdump's: --list-elf names the family cubin's file x.sm_120.cubin (data/sm120f.cuobjdump.txt).
+    assert [(n["name"], n["cuobjdump"]) for n in family["names"]] == [("sm_120f", "sm_120")]
+    assert doc["jit"] == []
 
 
 def test_broken_and_other_files_get_a_verdict_line(tmp_path: Path) -> None:

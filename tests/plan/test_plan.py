@@ -21,6 +21,7 @@ from patchkit.fixes.registry import rules_for
 from patchkit.patch.manifest import FileEntry, Shipped
 from patchkit.patch.write import FileChange, format_patch
 from patchkit.plan import APPLY, REVERT, Plan, plan_apply, plan_revert
+from patchkit.render.reasons import said
 from patchkit.rewrite.rules import Found
 from patchkit.types import (
     ALREADY_APPLIED,
@@ -123,10 +124,10 @@ def plan(action, source="", changes_=(), applied_=None, notes=(), tables=()) -> 
 
 
 def same(got: Plan) -> Plan:
-    """``got`` with tuples for lists, what the rules found as recorded (``Found.to_json``) and
-    no patch_id (compared on its own below)."""
+    """``got`` with tuples for lists, its notes as apply and revert say them (``render.reasons``),
+    what the rules found as recorded (``Found.to_json``) and no patch_id (compared on its own below)."""
     state = got.applied._replace(patch_id="") if got.applied else None
-    return Plan(got.action, got.source, tuple(got.changes), state, tuple(got.notes), tuple(t.to_json() for t in got.tables))
+    return Plan(got.action, got.source, tuple(got.changes), state, tuple(map(said, got.notes)), tuple(t.to_json() for t in got.tables))
 
 
 S12 = applied(SHIPPED_SOURCE, PRE, P12, T12)

@@ -1,6 +1,7 @@
 """State belongs to the release it was written for.
 
-In-process tests of the pure decision (``plan.release_changed``) and of the state
+In-process tests of the pure decision (``plan.release_changed``: a typed value, said by
+``render.reasons``, with its code) and of the state
 store (``Store.set_aside``), then the commands on git checkouts built in the test:
 another tag checked out, the files restored by git, a key 12 that patchkit did not
 add, stale bytecode, a read-only target with nothing to do, running processes.
@@ -16,6 +17,7 @@ import pytest
 
 from patchkit.digest import sha256
 from patchkit.plan import release_changed
+from patchkit.render.reasons import code, said
 from patchkit.targets.state import Store
 from patchkit.types import Applied, AppliedFile
 from support.cli import invoke, run_cli
@@ -54,12 +56,25 @@ ORIGINAL = {"a.py": b"old a", "b.py": b"old b"}
     ],
 )
 def test_release_changed(version, current, installed, expected) -> None:
-    assert release_changed(applied(), current, version, installed, "SGLang") == expected
+    assert said(release_changed(applied(), current, version, installed, "SGLang")) == expected
+
+
+def test_each_way_to_tell_another_release_is_a_value_with_its_code() -> None:
+    """The planner returns what it saw, not a sentence: the version here, the originals again,
+    a file as pip installed it; --json gives each one's code."""
+    seen = [release_changed(applied(), current, version, installed, "SGLang") for version, current, installed in (
+        ("0.5.23", PATCHED, {}), ("0.5.9", ORIGINAL, None), ("0.5.9", {"a.py": b"rebuilt", "b.py": b"new b"}, {"a.py": sha256(b"rebuilt")}))]
+    assert [(type(r).__name__, r.recorded, r.found, r.installed, code(r)) for r in seen] == [
+        ("OtherVersion", "0.5.9", "0.5.23", True, "other-version"),
+        ("OriginalsAgain", "0.5.9", "0.5.9", False, "originals-again"),
+        ("Reinstalled", "0.5.9", "0.5.9", True, "reinstalled"),
+    ]
+    assert seen[2].path == "a.py"
 
 
 def test_a_state_without_a_version_is_judged_by_its_files() -> None:
     assert release_changed(applied(None), PATCHED, "0.5.9", None, "SGLang") is None
-    assert release_changed(applied(None), ORIGINAL, "0.5.9", None, "SGLang") == (
+    assert said(release_changed(applied(None), ORIGINAL, "0.5.9", None, "SGLang")) == (
         "SGLang 0.5.9 was patched; its files were restored since (they are the originals again)"
     )
 
@@ -150,7 +165,7 @@ def test_files_restored_by_git_are_not_an_edit(origin: Path, tmp_path: Path) -> 
     assert invoke("verify", str(repo)).returncode == 1
     [planned] = json.loads(invoke("apply", str(repo), "--dry-run", "--json").stdout)["targets"]
     reason = "SGLang 0.5.5 was patched; its files were restored since (they are the originals again)"
-    assert (planned["set_aside"], planned["lock"]) == ({"reason": reason, "folder": None}, None)  # a real run would
+    assert (planned["set_aside"], planned["lock"]) == ({"reason": reason, "code": "originals-again", "folder": None}, None)  # a real run would
     done = invoke("apply", str(repo))
     assert done.returncode == 0, done.stderr
     assert out(done)[1].startswith("SGLang 0.5.5 was patched; its files were restored since (they are the originals again): the old state is set aside in ")
@@ -220,5 +235,6 @@ def test_what_the_lock_found_is_in_the_json(origin: Path, tmp_path: Path) -> Non
     (journal,) = (repo / ".git/patchkit/aside").glob("*/journal.json")
     assert t["lock"]["recovered"] == {"op": "revert", "finished": False, "release": "0.5.3", "set_aside": str(journal.parent)}
     (state,) = (repo / ".git/patchkit/aside").glob("*/state.json")
-    assert t["set_aside"] == {"reason": "SGLang 0.5.3 was patched; 0.5.16 is checked out now", "folder": str(state.parent)}
+    assert t["set_aside"] == {"reason": "SGLang 0.5.3 was patched; 0.5.16 is checked out now", "code": "other-version",
+                              "folder": str(state.parent)}
     assert (t["action"], t["files"], t["pending"]) == ("nothing to revert", [], True)

@@ -2,7 +2,7 @@
 
 plan_verify is pure: the candidate files, what was applied or is pending, the release's
 manifest verdicts, the stale bytecode and JIT builds go in; the files checked, the notes and
-one line per problem come out.  The post-images are written out by hand (key 12 = key 10
+one reason per problem come out (said here by ``render.reasons``, as verify prints them).  The post-images are written out by hand (key 12 = key 10
 right after key 10), not taken from the rewriter.  The same decisions through files and the
 command line are in tests/commands/test_apply_cycle.py and tests/commands/test_new_user.py.
 """
@@ -14,7 +14,9 @@ from pathlib import Path
 
 from patchkit.fixes.registry import PROJECTS
 from patchkit.patch.manifest import FixStatus
+from patchkit.plan.reasons import OtherVersion
 from patchkit.plan.verify import Checked, plan_verify
+from patchkit.render.reasons import said
 from patchkit.targets.bytecode import Pyc
 from patchkit.targets.jit_builds import CACHED, Build
 from patchkit.types import Applied, AppliedFile
@@ -43,8 +45,10 @@ def ours(files=P12) -> Applied:
 
 
 def verify(current, applied=None, **more):
+    """The plan, its problems and notes as verify says them."""
     options = dict(names=NAMES, fixes=("torch-symm-mem",), rules=(), from_cc=10, to_cc=12, version="0.5.9", label="SGLang")
-    return plan_verify(current, applied, **{**options, **more})
+    plan = plan_verify(current, applied, **{**options, **more})
+    return plan._replace(problems=tuple(map(said, plan.problems)), notes=tuple(map(said, plan.notes)))
 
 
 def test_the_release_as_shipped_lacks_key_12_in_each_table() -> None:
@@ -85,7 +89,7 @@ def test_a_key_12_that_differs_from_key_10_is_a_problem_where_patchkit_added_it(
 def test_a_pending_transaction_a_state_of_another_release_and_paths_as_the_target_names_them() -> None:
     installed = {rel: rel.removeprefix("python/") for rel in PRE}
     plan = verify(P12, journal={"op": "apply"}, journal_file="/s/.patchkit-sglang/journal.json",
-                  changed="SGLang 0.5.8 was patched; 0.5.9 is installed now", local=installed.__getitem__)
+                  changed=OtherVersion("SGLang", "0.5.8", "0.5.9", True), local=installed.__getitem__)
     assert plan.problems == ("/s/.patchkit-sglang/journal.json: an interrupted transaction is pending; "
                              "run `patchkit apply` or `patchkit revert` to finish it",)
     assert plan.notes[0] == ("SGLang 0.5.8 was patched; 0.5.9 is installed now: that state no longer applies "

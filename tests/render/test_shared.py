@@ -17,31 +17,39 @@ from patchkit.commands.apply import ApplyResult
 from patchkit.commands.scan import TreeScan
 from patchkit.commands.verify import VerifyResult
 from patchkit.errors import PROBLEMS
+from patchkit.fixes.kinds import Kind
 from patchkit.gpus import parse
 from patchkit.gpus.smi import Machine
+from patchkit.judge.reasons import NoMulticast, Peers
 from patchkit.plan import APPLY, Plan
+from patchkit.plan.reasons import NotApplied
 from patchkit.plan.verify import VerifyPlan
 from patchkit.render import document, target_document, text
 from patchkit.report import Auto, AutoTarget, Each, Where
+from patchkit.rewrite.rules import Found
 from patchkit.scan.classify import UNAWARE
 from patchkit.scan.finding import EQUALITY, Finding
 from patchkit.targets.environment import WHEEL, Environment, Install
 from patchkit.targets.jit_builds import JitCheck
 from patchkit.targets.transaction import LockTaken
+from patchkit.types import PATCHED
 
 DATA = Path(__file__).resolve().parent.parent / "gpus" / "data" / "rtxpro6000-8pcie"
 SITE = Path("/v/lib/python3.11/site-packages")
 PATCH = "shipped patch patches/0.5.9/0001-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch"
-# What verify says of FlashInfer 0.6.4 as released with --all-fixes (tests/test_real_releases.py).
+# What verify says of FlashInfer 0.6.4 as released with --all-fixes (tests/test_real_releases.py), and
+# what it found there.
 LACKS = ("flashinfer/data/include/flashinfer/comm/trtllm_allreduce.cuh: lacks FlashInfer PR 3903 (14 hunks; the "
          "allreduce-fusion patch is not applied)")
+NOT_APPLIED = NotApplied("flashinfer/data/include/flashinfer/comm/trtllm_allreduce.cuh", Found(
+    "allreduce-fusion", Kind.BACKPORT, "FlashInfer PR 3903", "the upstream change", PATCHED, "14 hunks", "0123456789ab", "exactly"))
 
 
 def where(project: str, label: str, version: str) -> Where:
     return Where(f"{SITE}/{project}: {label} {version} (installed)", str(SITE), version, "METADATA")
 
 
-def verified(project: str, label: str, version: str, problems: tuple[str, ...] = ()) -> VerifyResult:
+def verified(project: str, label: str, version: str, problems: tuple = ()) -> VerifyResult:
     """verify of an installed ``project``: nothing checked (no capability tables), or ``problems``."""
     return VerifyResult(where=where(project, label, version), label=label, from_cc=10, to_cc=12,
                         plan=VerifyPlan((), (), problems, (), (), ()))
@@ -61,7 +69,7 @@ def install(project: str) -> Install:
 def test_each_says_what_the_environment_holds_then_each_target() -> None:
     env = Environment(Path("/v/bin/python"), [SITE], [install("sglang"), install("flashinfer")], ["vllm"])
     sglang = verified("sglang", "SGLang", "0.5.9")
-    flashinfer = verified("flashinfer", "FlashInfer", "0.6.4", (LACKS,))
+    flashinfer = verified("flashinfer", "FlashInfer", "0.6.4", (NOT_APPLIED,))
     each = Each("verify", (sglang, flashinfer), env)
     assert text(each, terminal=False) == [
         "/v/bin/python: SGLang (wheel), FlashInfer (wheel); not installed: vLLM",
@@ -98,7 +106,7 @@ def test_auto_says_the_machine_then_idle_targets_then_runs_with_the_fixes_left_o
                       "FlashInfer", (12,), {}, ())
     run = applied("sglang", "SGLang", "0.5.9")
     busy = AutoTarget(Where(f"{SITE}/sglang: SGLang 0.5.9 (installed)", str(SITE), "0.5.9", "METADATA"), "sglang", "SGLang",
-                      (12,), {"allreduce-fusion": "no multicast between PCIe GPUs"}, (run,))
+                      (12,), {"allreduce-fusion": NoMulticast(Peers.PCIE_ONLY)}, (run,))
     auto = Auto("apply", machine, (busy, idle))
     assert text(auto, terminal=False) == [
         "this machine: 8 x NVIDIA RTX PRO 6000 Blackwell Workstation Edition (cc 12.0)",
@@ -113,7 +121,7 @@ def test_auto_says_the_machine_then_idle_targets_then_runs_with_the_fixes_left_o
     assert (doc["command"], doc["to_cc"], doc["nothing_to_do"], doc["targets"]) == ("apply", "auto", [str(SITE)],
                                                                                     [target_document(run)])
     assert doc["targets"][0]["fixes"] == ["torch-symm-mem"] and "command" not in doc["targets"][0]
-    assert doc["not_needed"] == [{"path": str(SITE), "project": "sglang", "fix": "allreduce-fusion",
+    assert doc["not_needed"] == [{"path": str(SITE), "project": "sglang", "fix": "allreduce-fusion", "reason": "no-multicast",
                                   "why": "no multicast between PCIe GPUs"}]
     assert envelope("verify", auto._replace(command="verify"))["ok"] is True
 

@@ -11,19 +11,19 @@ from __future__ import annotations
 import pytest
 
 from patchkit.errors import RewriteError
-from patchkit.fixes.load import Rule
+from patchkit.fixes.kinds import DictKeyRule, ListMemberRule, PredicateRule
 from patchkit.rewrite.rules import matches, rewrite_file, rules_of
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
 
 # --- the rules ----------------------------------------------------------------------------
 
-TABLES = Rule("tables", "sglang", "dict-key", ("python/pkg/comm/*.py",), ("MAX_SIZES", "_WORLD_SIZES"), 10, 12,
-              "not upstream", "")
-NVCC = Rule("fusion", "flashinfer", "list-member", ("flashinfer/jit/comm.py",), (), 10, 12, "upstream", "",
-            call="get_nvcc_flags_list", keyword="supported_major_versions", functions=("gen_comm_module",))
-GATE = Rule("fusion", "sglang", "predicate", ("python/pkg/layers/*.py",), (), "sm100", "sm120", "not upstream", "",
-            functions=("gather_states", "fusion_applies"), flag="_is_sm100_supported",
-            helpers=("python/pkg/platform.py",))
+TABLES = DictKeyRule("tables", "sglang", ("python/pkg/comm/*.py",), 10, 12, "not upstream", "",
+                     tables=("MAX_SIZES", "_WORLD_SIZES"))
+NVCC = ListMemberRule("fusion", "flashinfer", ("flashinfer/jit/comm.py",), 10, 12, "upstream", "",
+                      call="get_nvcc_flags_list", keyword="supported_major_versions", functions=("gen_comm_module",))
+GATE = PredicateRule("fusion", "sglang", ("python/pkg/layers/*.py",), "sm100", "sm120", "not upstream", "",
+                     functions=("gather_states", "fusion_applies"), flag="_is_sm100_supported",
+                     helpers=("python/pkg/platform.py",))
 COMM_PY = "python/pkg/comm/utils.py"
 JIT_PY = "flashinfer/jit/comm.py"
 LAYER_PY = "python/pkg/layers/norm.py"

@@ -1,0 +1,189 @@
+"""The rules of the fixes as values: one class per kind of rule.
+
+Every rule has its fix, the project and files it patches, its cc pair, its evidence and what
+it needs at run time (``Rule``); each kind's class holds its locator, says which names a file
+must mention for it to find anything (``names``) and what it rewrites (``where``), and whether
+it copies a key (``key_pair``).  ``load.py`` is the one place that reads a kind's name from the
+data files and picks the class; ``rewrite.rules`` maps each class to its rewrite.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import ClassVar, NamedTuple
+
+from patchkit.types import StrEnum
+
+
+class Origin(NamedTuple):
+    """Where a backport comes from."""
+
+    project: str  # the upstream project's label: "FlashInfer"
+    pr: int
+    commit: str
+    title: str
+    landed_in: str  # the first release that has it
+
+    def cite(self) -> str:
+        return f"{self.project} PR {self.pr}"
+
+
+class Refresh(NamedTuple):
+    """How a backport's diff is refreshed for a range of releases: added lines left out."""
+
+    file: str
+    since: str | None
+    until: str | None
+    drop: tuple[str, ...]  # added lines (without their line ending) these releases leave out
+    why: str
+
+    def covers(self, version: str | None) -> bool:
+        from patchkit.versions import in_range
+
+        return in_range(version, self.since, self.until)
+
+
+class Kind(StrEnum):
+    """The kinds of rule, as the data files name them (``kind = "dict-key"``)."""
+
+    DICT_KEY = "dict-key"
+    LIST_MEMBER = "list-member"
+    PREDICATE = "predicate"
+    BACKPORT = "backport"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What every rule has: its fix, the project and files it patches, its cc pair, its
+    evidence and what it needs at run time.  One subclass per kind holds its locator and says
+    what a file must mention (``names``) and what it rewrites (``where``); ``rewrite.rules``
+    maps each class to its rewrite."""
+
+    kind: ClassVar[Kind]
+    fix: str
+    project: str
+    files: tuple[str, ...]
+    from_cc: object
+    to_cc: object
+    evidence: str
+    needs: str
+
+    def _replace(self, **changes) -> Rule:
+        return replace(self, **changes)
+
+    def names(self) -> tuple[str, ...]:
+        """The names a file must mention for the rule to find anything in it."""
+        raise NotImplementedError
+
+    def where(self) -> str:
+        """What the rule rewrites, as a person reads it."""
+        raise NotImplementedError
+
+    def wants(self, path: str, data: bytes) -> bool:
+        """Whether the rule may find something in the file ``path`` holding ``data``: it
+        mentions one of the names."""
+        return any(n.encode() in data for n in self.names())
+
+    def key_pair(self) -> tuple[object, object] | None:
+        """(from_cc, to_cc) as the project keys them; None for a rule whose pair is spelled in
+        names (a predicate's "sm100" -> "sm120")."""
+        return self.from_cc, self.to_cc
+
+    def paired(self, from_cc=None, to_cc=None) -> Rule:
+        """The rule for the pair --from-cc/--to-cc give (None: its own), for a rule that copies
+        a key or member; a gate's flag or an upstream change stays as it is."""
+        return self
+
+    def landed(self, version: str | None) -> bool:
+        """Whether the rule's change is upstream in ``version``, as a release says so by itself
+        (only a backport knows the release it landed in)."""
+        return False
+
+
+@dataclass(frozen=True)
+class DictKeyRule(Rule):
+    """Adds a key that copies another to the dicts ``tables`` (keyed by compute capability)."""
+
+    kind: ClassVar[Kind] = Kind.DICT_KEY
+    tables: tuple[str, ...] = ()
+
+    def names(self) -> tuple[str, ...]:
+        return self.tables
+
+    def where(self) -> str:
+        return ", ".join(self.tables)
+
+    def paired(self, from_cc=None, to_cc=None) -> Rule:
+        return replace(self, from_cc=self.from_cc if from_cc is None else from_cc, to_cc=self.to_cc if to_cc is None else to_cc)
+
+
+@dataclass(frozen=True)
+class ListMemberRule(Rule):
+    """Adds a member after another: a call's keyword argument (``call`` + ``keyword``), an
+    assignment (``target``) or the left side of a membership test (``test``); optionally only
+    inside ``functions``."""
+
+    kind: ClassVar[Kind] = Kind.LIST_MEMBER
+    call: str | None = None
+    keyword: str | None = None
+    target: str | None = None
+    test: str | None = None
+    functions: tuple[str, ...] = ()
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(n for n in (self.call, self.keyword, self.target) if n) or self.functions
+
+    def where(self) -> str:
+        inside = f" in {' / '.join(self.functions)}()" if self.functions else ""
+        what = f"{self.call}({self.keyword}=[...])" if self.call else self.target or f"{self.test} in (...)"
+        return what + inside
+
+    paired = DictKeyRule.paired
+
+
+@dataclass(frozen=True)
+class PredicateRule(Rule):
+    """Adds a flag to the or-expressions of ``flag`` in ``functions``; ``from_cc``/``to_cc`` are
+    the spellings in names ("sm100" -> "sm120"); ``helpers``: where a helper reached as an
+    attribute must be defined."""
+
+    kind: ClassVar[Kind] = Kind.PREDICATE
+    functions: tuple[str, ...] = ()
+    flag: str = ""
+    helpers: tuple[str, ...] = ()
+
+    def names(self) -> tuple[str, ...]:
+        return (self.flag,)
+
+    def where(self) -> str:
+        inside = f" in {' / '.join(self.functions)}()" if self.functions else ""
+        return f"{self.flag} or-expressions{inside}"
+
+    def key_pair(self) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class BackportRule(Rule):
+    """An upstream change carried as its diff, to exactly the files it names."""
+
+    kind: ClassVar[Kind] = Kind.BACKPORT
+    diff: bytes = b""  # the upstream diff
+    origin: Origin | None = None  # where it comes from
+    made_on: str | None = None  # the release a three-way merge takes its base from
+    refresh: tuple[Refresh, ...] = ()  # how some releases take it
+
+    def names(self) -> tuple[str, ...]:
+        return ()  # its files are named exactly
+
+    def where(self) -> str:
+        return f"{self.origin.cite()} ({self.origin.title}), in {', '.join(self.files)}"
+
+    def wants(self, path: str, data: bytes) -> bool:
+        return path in self.files
+
+    def landed(self, version: str | None) -> bool:
+        """Whether it is upstream in ``version`` (the release it landed in, or later)."""
+        from patchkit.versions import at_least
+
+        return self.origin is not None and bool(version) and at_least(version, self.origin.landed_in)

@@ -1,0 +1,100 @@
+"""Why a fix stands as it does on this machine, as values: what ``here.py`` returns in place
+of sentences.  Each reason carries its ``code`` (``types.Reason``); ``render/reasons.py``
+says it, and --json gives the code beside the sentence."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from patchkit.types import Reason, StrEnum
+
+
+@dataclass(frozen=True)
+class Lacks:
+    """The tables, lists or gates of the files that lack what the fix adds: (name, key) each."""
+
+    code: ClassVar[Reason] = Reason.LACKS_KEY
+    gaps: tuple[tuple[str, object], ...]
+
+
+@dataclass(frozen=True)
+class NoTableIn:
+    """The release has nothing the fix looks for."""
+
+    code: ClassVar[Reason] = Reason.NO_TABLE
+    label: str  # the project, as people write it
+    version: str | None
+
+
+@dataclass(frozen=True)
+class CannotApplyHere:
+    """The release's manifest says a rule of the fix does not fit it, and why (its words)."""
+
+    code: ClassVar[Reason] = Reason.CANNOT_APPLY
+    says: str
+
+
+@dataclass(frozen=True)
+class GatesLeft:
+    """The release's manifest says a gate on the feature's path still refuses the GPU (its words)."""
+
+    code: ClassVar[Reason] = Reason.GATES_LEFT
+    says: str
+
+
+class Peers(StrEnum):
+    """Why GPUs have no multicast."""
+
+    ONE_GPU = "one-gpu"  # no peer to share multicast memory with
+    PCIE_ONLY = "pcie-only"
+
+
+@dataclass(frozen=True)
+class NoMulticast:
+    code: ClassVar[Reason] = Reason.NO_MULTICAST
+    kind: Peers
+
+
+@dataclass(frozen=True)
+class NoNvcc:
+    code: ClassVar[Reason] = Reason.NO_NVCC
+
+
+@dataclass(frozen=True)
+class Unneeded:
+    """The fix is not needed on this machine: it ``lack``s what the fix needs, and ``label``
+    ``version`` turns the feature off cleanly without it (``failing``: ``fixes.effects.Fails``);
+    ``adds_without``: what the fix would add here instead."""
+
+    code: ClassVar[Reason] = Reason.NOT_NEEDED_HERE
+    lack: NoMulticast | NoNvcc
+    label: str
+    version: str | None
+    failing: tuple
+    adds_without: str
+
+
+@dataclass(frozen=True)
+class CleanStartOnly:
+    """On a machine that ``lack``s what the fix needs, for a release it still helps: the feature
+    (turned on ``asked_with``) cannot speed anything up here; the fix only turns the crashes it
+    ``says`` into a clean start."""
+
+    code: ClassVar[Reason] = Reason.CLEAN_START_ONLY
+    asked_with: str
+    lack: NoMulticast | NoNvcc
+    crashes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TurnedOn:
+    """Why an opt-in fix is needed although nobody asked for it: ``project`` ``version`` turns the
+    feature on by itself on SM120 (``on``: ``fixes.effects.DefaultOn``), with a release ``other``
+    of ``on.with_project`` that fails."""
+
+    code: ClassVar[Reason] = Reason.TURNED_ON
+    project: str
+    version: str | None
+    on: object
+    other: str

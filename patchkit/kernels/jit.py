@@ -1,0 +1,261 @@
+"""What the libraries that compile their kernels at the first start (JIT) are installed with: their
+sources, as facts, and the compiler each would call, asked what it knows.  Nothing is imported,
+nothing of theirs is run, and no compiler compiles anything: a compiler is asked ``--version`` and
+``--help`` (bounded in time and bytes), whose "Allowed values for this option" list the targets
+it knows.
+
+- **FlashInfer** (``flashinfer/``): what ``CompilationContext`` builds for a GPU of compute
+  capability 12.x is read from ``flashinfer/compilation_context.py``, matched against the three
+  forms its releases have had (``FLASHINFER_FORMS``, each with the release it was read in); which
+  of its JIT modules admit major 12 from the ``supported_major_versions=[...]`` lists its module
+  generators pass to ``get_nvcc_flags_list`` (a module without one admits every major).  Its
+  compiler is nvcc, found as ``flashinfer/jit/cpp_ext.py``'s ``get_cuda_path`` finds it:
+  ``$CUDA_HOME`` (or ``$CUDA_PATH``), else the nvcc on PATH, else ``/usr/local/cuda``.
+- **DeepGEMM** (``deep_gemm/``, or the copy vLLM bundles in ``vllm/third_party/deep_gemm/``): its
+  JIT compiles the kernel templates of ``include/deep_gemm/impls/sm<NN>_*.cuh`` for the GPU's
+  major, and its APIs assert "Unsupported architecture" on a major with none (``csrc/apis/*.hpp``,
+  compiled into ``_C``): the impls present say which majors it serves.  Compiler: nvcc, found as
+  FlashInfer finds it.
+- **Triton** (``triton/``): ``sm_arch_from_capability`` (``triton/backends/nvidia/compiler.py``)
+  targets ``sm_<cc>a`` from 9.0 on; its PTX goes to ``ptxas``, ``$TRITON_PTXAS_PATH`` or the one
+  bundled in ``triton/backends/nvidia/bin/``, and from Triton 3.6, for 10.0 and later, to
+  ``ptxas-blackwell`` (``$TRITON_PTXAS_BLACKWELL_PATH`` or the bundled one): ``get_ptxas`` in
+  ``compiler.py``, ``env_nvidia_tool`` in ``triton/knobs.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import NamedTuple
+
+FLASHINFER, DEEPGEMM, TRITON = "flashinfer", "deep-gemm", "triton"
+ASK_SECONDS, ASK_BYTES = 10.0, 1 << 20  # one --version or --help
+MAX_SOURCE = 4 << 20  # bytes of one source file read
+MAX_SOURCES = 5000  # FlashInfer .py files read for their arch lists
+
+
+class Form(NamedTuple):
+    """One form of FlashInfer's ``CompilationContext``: the lines that tell it (whitespace collapsed),
+    what it builds for 12.0 and 12.1, and the nvcc release it needs for 12.x."""
+
+    release: str  # where it was read
+    marks: tuple[str, ...]
+    targets: dict  # cc -> sm_ target
+    needs: str | None  # nvcc release, else it raises "SM 12.x requires CUDA >= 12.9"
+
+
+# flashinfer/compilation_context.py, as the flashinfer-python wheels have it.
+FLASHINFER_FORMS = (
+    # 0.6.11 (also 0.7.0): _normalize_cuda_arch: "if minor == 0: return (major, "0f") else: return (major, str(minor) + "a")".
+    Form("0.6.11", ('elif major == 12:', 'if minor == 0: return (major, "0f") else: return (major, str(minor) + "a")'),
+         {(12, 0): "sm_120f", (12, 1): "sm_121a"}, "12.9"),
+    # 0.6.7: "SM 12.x -> always normalized to SM 120 with 'f' suffix", under is_cuda_version_at_least("12.9").
+    Form("0.6.7", ('elif major == 12:', 'if is_cuda_version_at_least("12.9"): return (major, "0f")'),
+         {(12, 0): "sm_120f", (12, 1): "sm_120f"}, "12.9"),
+    # 0.5.0 and 0.6.4: __init__: "if major >= 9: minor = str(minor) + "a"" for each GPU.
+    Form("0.6.4", ('if major >= 9: minor = str(minor) + "a"',), {(12, 0): "sm_120a", (12, 1): "sm_121a"}, None),
+)
+
+
+class Compiler(NamedTuple):
+    """The compiler a JIT library would call, and what it said of itself."""
+
+    tool: str  # "nvcc", "ptxas", "ptxas-blackwell"
+    path: str | None  # where it is, or was looked for (None: nowhere to look)
+    chosen_by: str  # how it was found: "$CUDA_HOME", "PATH", "/usr/local/cuda", "$TRITON_PTXAS_PATH", "bundled"
+    release: str | None  # "12.8", from --version
+    targets: tuple[str, ...] | None  # the sm_ targets --help allows; None: not known
+    problem: str | None  # why it could not be asked
+    found: bool = True  # False: nothing at ``path``
+
+    def knows(self, target: str) -> bool | None:
+        return None if self.targets is None else target in self.targets
+
+
+class FlashInferSources(NamedTuple):
+    where: Path
+    form: Form | None  # None: compilation_context.py in no form patchkit knows
+    modules: int  # module generators that name their majors, or none (every major)
+    refusing: tuple[str, ...]  # those whose list leaves 12 out (their function names)
+    arch_list: str | None  # $FLASHINFER_CUDA_ARCH_LIST, which FlashInfer builds for instead of the GPUs
+
+
+class DeepGemmSources(NamedTuple):
+    where: Path  # the deep_gemm package folder
+    impls: dict  # major -> the impls/sm<NN>_*.cuh file names for it
+
+
+class TritonSources(NamedTuple):
+    where: Path
+    blackwell: bool  # knobs.py has ptxas-blackwell (Triton 3.6+): used for 10.0 and later
+
+
+class JitInstall(NamedTuple):
+    """One JIT library found in site-packages: its distribution, its sources, its compiler(s)."""
+
+    kind: str  # FLASHINFER, DEEPGEMM, TRITON
+    distribution: str  # "flashinfer-python", "vllm" (DeepGEMM bundled in it)
+    version: str
+    sources: object  # FlashInferSources, DeepGemmSources or TritonSources
+    compilers: tuple[Compiler, ...]  # nvcc; Triton: ptxas, and ptxas-blackwell from 3.6
+
+
+def _read(path: Path) -> str | None:
+    from patchkit.bounded import read_file
+    from patchkit.errors import BadInput
+
+    try:
+        return read_file(path, MAX_SOURCE, "source file").decode("utf-8", "replace")
+    except (BadInput, OSError):
+        return None
+
+
+def _collapsed(text: str) -> str:
+    return " ".join(text.split())
+
+
+def flashinfer_sources(package: Path, env: dict) -> FlashInferSources:
+    text = _read(package / "compilation_context.py") or ""
+    flat = _collapsed(text)
+    form = next((f for f in FLASHINFER_FORMS if all(m in flat for m in f.marks)), None)
+    modules, refusing = 0, []
+    for path in sorted(package.rglob("*.py"))[:MAX_SOURCES]:
+        source = _read(path)
+        if not source or "get_nvcc_flags_list(" not in source:
+            continue
+        for call in re.finditer(r"get_nvcc_flags_list\(([^)]*)\)", source):
+            modules += 1
+            found = re.search(r"supported_major_versions\s*=\s*\[([0-9,\s]*)\]", call.group(1))
+            if found and 12 not in {int(n) for n in re.findall(r"\d+", found.group(1))}:
+                owners = re.findall(r"^\s*def (\w+)", source[:call.start()], re.M)  # the module generator calling it
+                refusing.append(next((o for o in reversed(owners) if o.startswith("gen_")), owners[-1] if owners else path.name))
+    return FlashInferSources(package, form, modules, tuple(sorted(set(refusing))), env.get("FLASHINFER_CUDA_ARCH_LIST"))
+
+
+def deepgemm_sources(package: Path) -> DeepGemmSources:
+    impls: dict[int, list[str]] = {}
+    try:
+        names = sorted(os.listdir(package / "include" / "deep_gemm" / "impls"))
+    except OSError:
+        names = []
+    for name in names:
+        found = re.fullmatch(r"sm(\d+)_\w+\.cuh", name)
+        if found:
+            impls.setdefault(int(found.group(1)) // 10, []).append(name)
+    return DeepGemmSources(package, {major: tuple(v) for major, v in impls.items()})
+
+
+def triton_sources(package: Path) -> TritonSources:
+    return TritonSources(package, 'env_nvidia_tool("ptxas-blackwell")' in (_read(package / "knobs.py") or ""))
+
+
+def allowed_targets(help_text: str, option: str) -> tuple[str, ...] | None:
+    """The ``sm_`` values of ``option``'s "Allowed values for this option:" in a ``--help`` text
+    (ptxas's ``--gpu-name``, nvcc's ``--gpu-architecture``); None when it has none."""
+    lines = help_text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith(option + " ") or line == option), None)
+    if start is None:
+        return None
+    block = []
+    for line in lines[start + 1:]:
+        if line.startswith("-") or not line.strip():
+            break
+        block.append(line)
+    text = " ".join(block)
+    at = text.find("Allowed values for this option:")
+    if at < 0:
+        return None
+    return tuple(v for v in re.findall(r"'([^']+)'", text[at:]) if v.startswith("sm_"))
+
+
+def ask(tool: str, path: str | None, chosen_by: str, option: str) -> Compiler:
+    """``path --version`` and ``path --help``, each bounded: the release and the targets it knows."""
+    from patchkit.bounded import run
+
+    if path is None or not os.path.isfile(path):
+        return Compiler(tool, path, chosen_by, None, None, "not found", found=False)
+    answers = []
+    for flag in ("--version", "--help"):
+        try:
+            done = run([path, flag], ASK_SECONDS, ASK_BYTES)
+        except OSError as exc:
+            return Compiler(tool, path, chosen_by, None, None, f"cannot run it ({exc.strerror or exc})")
+        if done.stopped or done.returncode != 0:
+            why = f"stopped: {done.stopped}" if done.stopped else f"exit {done.returncode}"
+            return Compiler(tool, path, chosen_by, None, None, f"`{Path(path).name} {flag}` failed ({why})")
+        answers.append((done.out + done.err).decode("utf-8", "replace"))
+    release = re.search(r"release (\d+\.\d+)", answers[0])
+    return Compiler(tool, path, chosen_by, release.group(1) if release else None, allowed_targets(answers[1], option), None)
+
+
+def find_nvcc(env: dict) -> tuple[str | None, str]:
+    """The nvcc FlashInfer and DeepGEMM would call (``get_cuda_path``): $CUDA_HOME/bin/nvcc, the nvcc
+    on PATH, /usr/local/cuda/bin/nvcc; (path, how it was found): the path looked at, there or not."""
+    import shutil
+
+    for key in ("CUDA_HOME", "CUDA_PATH"):
+        if env.get(key):
+            return os.path.join(env[key], "bin", "nvcc"), f"${key}"
+    found = shutil.which("nvcc", path=env.get("PATH", ""))
+    if found:
+        return found, "PATH"
+    return "/usr/local/cuda/bin/nvcc", "/usr/local/cuda"
+
+
+def triton_ptxas(package: Path, tool: str, env: dict) -> tuple[str | None, str]:
+    """The ptxas Triton would call: ``$TRITON_PTXAS_PATH`` (``$TRITON_PTXAS_BLACKWELL_PATH`` for
+    ptxas-blackwell) when set, else the one bundled beside it (Triton falls back to that too)."""
+    key = f"TRITON_{tool.upper().replace('-', '_')}_PATH"
+    if env.get(key):
+        return env[key], f"${key}"
+    return str(package / "backends" / "nvidia" / "bin" / tool), "bundled with Triton"
+
+
+def _dist_versions(site: Path) -> dict[str, tuple[str, str]]:
+    """canonical distribution name -> (name, version), from the dist-info folders of ``site``."""
+    from patchkit.kernels.installed import _DIST_INFO, canonical
+
+    found = {}
+    try:
+        names = os.listdir(site)
+    except OSError:
+        return found
+    for folder in names:
+        match = _DIST_INFO.fullmatch(folder)
+        if match:
+            found.setdefault(canonical(match["name"]), (canonical(match["name"]), match["version"]))
+    return found
+
+
+def jit_installs(sites: list[Path], env: dict) -> list[JitInstall]:
+    """FlashInfer, DeepGEMM (its own or vLLM's copy) and Triton in ``sites`` (the first site that has
+    a package wins, as on sys.path), each with the compilers it would call, asked."""
+    found: dict[str, JitInstall] = {}
+    nvcc = None
+    for site in sites:
+        dists = _dist_versions(site)
+
+        def owner(*names: str, dists: dict = dists) -> tuple[str, str]:
+            return next((dists[n] for n in names if n in dists), (names[0], "?"))
+
+        places = ((FLASHINFER, site / "flashinfer", ("flashinfer-python", "flashinfer"), "compilation_context.py"),
+                  (DEEPGEMM, site / "deep_gemm", ("deep-gemm", "deep_gemm"), "include/deep_gemm/impls"),
+                  (DEEPGEMM + " (vllm)", site / "vllm" / "third_party" / "deep_gemm", ("vllm",), "include/deep_gemm/impls"),
+                  (TRITON, site / "triton", ("triton",), "backends/nvidia"))
+        for key, package, names, mark in places:
+            if key in found or not (package / mark).exists():
+                continue
+            name, version = owner(*names)
+            if key == TRITON:
+                sources = triton_sources(package)
+                tools = ("ptxas", "ptxas-blackwell") if sources.blackwell else ("ptxas",)
+                compilers = tuple(ask(t, *triton_ptxas(package, t, env), "--gpu-name") for t in tools)
+            else:
+                if nvcc is None:
+                    nvcc = ask("nvcc", *find_nvcc(env), "--gpu-architecture")
+                compilers = (nvcc,)
+                sources = flashinfer_sources(package, env) if key == FLASHINFER else deepgemm_sources(package)
+            found[key] = JitInstall(key.split(" ")[0], name, version, sources, compilers)
+    return [found[k] for k in sorted(found)]

@@ -1,0 +1,86 @@
+"""What ``kernels`` and doctor say of the libraries that compile their kernels at the first start
+(``judge.jit.JitHere``): per library the compiler it would call, then per GPU what its sources
+admit and whether that compiler knows the target."""
+
+from __future__ import annotations
+
+from patchkit.judge.jit import (
+    BUILDS,
+    COMPILER_LACKS,
+    MODULES_LEAVE_OUT,
+    NO_COMPILER,
+    NO_IMPLS,
+    NOT_A_TARGET,
+    NOT_ASKED,
+    REFUSES,
+    SOME,
+    TOO_OLD,
+    UNKNOWN,
+    UNKNOWN_FORM,
+)
+from patchkit.kernels.jit import DEEPGEMM, FLASHINFER, TRITON
+from patchkit.text import plural
+
+SHOWN = 4  # module names shown before "and N more"
+
+
+def heading(jit) -> str:
+    return (f"compiled at the first start (JIT), by what their sources admit and the compiler they call "
+            f"(used only where a server calls them; not counted in the exit code): {plural(len(jit), 'library', 'libraries')}")
+
+
+def compiler_words(c) -> str:
+    """``nvcc 13.0 (/usr/local/cuda/bin/nvcc, $CUDA_HOME)``."""
+    if not c.found:
+        return f"{c.tool}, none at {c.path} ({c.chosen_by})"
+    return f"{c.tool}{' ' + c.release if c.release else ''} ({c.path}, {c.chosen_by})"
+
+
+def _names(names) -> str:
+    shown = ", ".join(names[:SHOWN])
+    return shown + (f" and {len(names) - SHOWN} more" if len(names) > SHOWN else "")
+
+
+def fit_words(j, f) -> str:
+    """What one GPU gets from a JIT library (``judge.jit.JitFit``), in words."""
+    cc, kind = f"{f.cc[0]}.{f.cc[1]}", j.install.kind
+    c = f.compiler
+    if f.verdict == BUILDS and kind == DEEPGEMM:
+        return f"{cc}: builds, from impls/sm{f.cc[0]}0_*.cuh ({plural(len(f.names), 'kernel template')})"
+    if f.verdict == BUILDS:
+        return f"{cc}: builds {f.target}"
+    if f.verdict == SOME and f.why == MODULES_LEAVE_OUT:
+        return (f"{cc}: builds {f.target}, but {len(f.names)} of its {j.install.sources.modules} modules leave major "
+                f"{f.cc[0]} out of supported_major_versions ({_names(f.names)})")
+    if f.verdict == REFUSES and f.why == NO_IMPLS:
+        return (f"{cc}: nothing to build: its kernel templates are for {', '.join(f.names) or 'no GPU'} only "
+                f"(include/deep_gemm/impls), so its APIs assert \"Unsupported architecture\" on {cc}")
+    if f.verdict == COMPILER_LACKS and f.why == TOO_OLD:
+        return (f"{cc}: cannot build {f.target}: it needs nvcc {f.names[0]} or later (else FlashInfer raises "
+                f"\"SM 12.x requires CUDA >= 12.9\"), and nvcc is {c.release}")
+    if f.verdict == COMPILER_LACKS and f.why == NOT_A_TARGET:
+        other = ""
+        if kind == TRITON:
+            other = f"; Triton calls the ptxas ${'TRITON_PTXAS_BLACKWELL_PATH' if c.tool == 'ptxas-blackwell' else 'TRITON_PTXAS_PATH'} names instead"
+        return f"{cc}: cannot build {f.target}: {c.tool} {c.release or ''} ({c.path}) does not know it{other}".replace("  ", " ")
+    if f.verdict == NO_COMPILER:
+        return f"{cc}: cannot build: no {c.tool} at {c.path}"
+    if f.verdict == UNKNOWN and f.why == UNKNOWN_FORM:
+        return f"{cc}: cannot tell: flashinfer/compilation_context.py is in no form patchkit knows"
+    if f.verdict == UNKNOWN and f.why == NOT_ASKED:
+        return f"{cc}: cannot tell: {c.tool} could not be asked ({c.problem or 'its --help lists no targets'})"
+    return f"{cc}: {f.verdict}"
+
+
+def jit_lines(j) -> list[str]:
+    """A JIT library's lines: what it is and which compiler it calls, then one line per GPU."""
+    i = j.install
+    what = {FLASHINFER: "FlashInfer", DEEPGEMM: "DeepGEMM", TRITON: "Triton"}[i.kind]
+    tools = "; ".join(compiler_words(c) for c in i.compilers)
+    note = ""
+    if i.kind == FLASHINFER and i.sources.arch_list:
+        note = f"; FLASHINFER_CUDA_ARCH_LIST={i.sources.arch_list} is set here: it builds for that list instead of the GPU"
+    if i.kind == TRITON and i.sources.blackwell:
+        note = "; ptxas-blackwell for 10.0 and later"
+    lines = [f"  {j.label}: {what} JIT, compiles with {tools}{note}"]
+    return lines + [f"    {fit_words(j, f)}" for f in j.fits]

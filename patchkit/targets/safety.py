@@ -38,8 +38,8 @@ def _parts(path: str) -> tuple[str, ...]:
 def resolve_inside(root: Path, path: str, *, must_exist: bool = True) -> Path:
     """``root/path`` after checking that no component is a symlink or leaves ``root``.
 
-    Walked as strings, one ``os.lstat`` per component and one ``os.stat`` of the file (the
-    commands check every candidate file this way, more than once, before reading it)."""
+    Walked as strings (``os.lstat`` of each component, then ``realpath`` of the root and of the
+    file): the commands check every candidate file this way, more than once, before reading it."""
     parts = _parts(path)
     current = os.fspath(root)
     for i, part in enumerate(parts):
@@ -58,14 +58,8 @@ def resolve_inside(root: Path, path: str, *, must_exist: bool = True) -> Path:
             raise UnsafePath(str(root.joinpath(*parts[: i + 1])), "refused: not a folder")
         if last and not stat.S_ISREG(info.st_mode):
             raise UnsafePath(str(root.joinpath(*parts)), "refused: not a regular file")
-    # No component below the root is a link, so the path leads to the file just checked, inside the tree; a
-    # component swapped for a link since (a race) leads elsewhere: to another file, which is refused.
-    try:
-        now = os.stat(current)
-    except FileNotFoundError:  # gone since: the caller's read says so
-        return root.joinpath(*parts)
-    except OSError:  # a loop of links
-        now = None
-    if now is None or (now.st_dev, now.st_ino) != (info.st_dev, info.st_ino):
+    # A folder swapped for a link since the walk (a race) is caught here: the file's real path leaves the tree.
+    inside = os.path.join(os.path.realpath(root), "")  # the real root and a separator: what the real path starts with
+    if not os.path.realpath(current).startswith(inside):
         raise UnsafePath(str(root.joinpath(*parts)), "refused: resolves outside the target tree")
     return root.joinpath(*parts)

@@ -50,7 +50,9 @@ def fix_fields(fix, rules, project: str | None = None, version: str | None = Non
     with ``project``, also its effect on that project's ``version`` (``effect_fields``)."""
     return {
         "fix": {"name": fix.name, "title": fix.title, "rationale": fix.rationale, "default": fix.default},
-        "rules": [{"kind": r.kind, "where": r.where(), "evidence": r.evidence, "needs": r.needs} for r in rules],
+        # With a release, the rules for it alone (a backport refreshed per release range names its range).
+        "rules": [{"kind": r.kind, "where": r.where(), "evidence": r.evidence, "needs": r.needs} for r in rules
+                  if version is None or r.covers(version)],
         "effect": effect_fields(fix.name, project, version) if project else None,
     }
 

@@ -48,7 +48,8 @@ def _enabled(source: bytes, sm: int, apis: tuple[str, ...], monkeypatch) -> bool
     return scope["_compute_enable_deep_gemm"]()
 
 
-@pytest.mark.parametrize("version", ["0.5.12", "0.5.13", "0.5.19", "0.5.20"])
+@pytest.mark.parametrize("version", ["0.5.4", "0.5.9", "0.5.10.post1", "0.5.11", "0.5.12", "0.5.13", "0.5.19",
+                                     "0.5.20"])
 def test_refuses_sm12x_without_the_apis_and_keeps_sm90_sm100(version: str, monkeypatch) -> None:
     before = _configurer(version)
     source, _ = _patched(version)
@@ -70,6 +71,23 @@ def test_0_5_20_admits_a_deepgemm_with_the_sm12x_apis_as_0_5_21_does(monkeypatch
     assert b"get_platform().is_sm100 or get_device_sm() in (120, 121)" in source
     # The backport gives 0.5.20 0.5.21's gate, byte for byte.
     assert _function(source) == _function(_configurer("0.5.21"))
+
+
+@pytest.mark.parametrize("version", ["0.5.4", "0.5.10.post1", "0.5.11", "0.5.12.post1"])
+def test_before_0_5_13_the_refusal_is_carried_in_the_form_the_release_has(version: str) -> None:
+    """0.5.13's three lines, refreshed per form of the function, apply exactly; the comparison rule
+    then widens ``== 120`` to 121, as in 0.5.13 - 0.5.19."""
+    before = _configurer(version)
+    source, found = _patched(version)
+    assert [(f.name, f.value) for f in found if f.name == "SGLang 0.5.13's change"] == [
+        ("SGLang 0.5.13's change", "exactly")]
+    added = [line for line in source.splitlines() if line not in before.splitlines()]
+    assert added == [b"    # DeepGEMM requires TMEM/tcgen05 (SM100+datacenter), not available on SM120",
+                     b"    if sm_version in (120, 121):"]
+    # Nothing else of the file moved: the old text is the new one without the three lines.
+    lines = source.splitlines(keepends=True)
+    at = lines.index(b"    if sm_version in (120, 121):\n")
+    assert b"".join(lines[:at - 1] + lines[at + 2:]) == before
 
 
 def test_0_5_13_to_0_5_19_take_the_comparison_rule() -> None:

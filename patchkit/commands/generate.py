@@ -112,7 +112,7 @@ def _fix_changes(current, fix_rules, read, root, cache, fix, base=None, version=
     changes, entries, upstream, new = [], [], [], {}
     for rule in fix_rules:
         if isinstance(rule, BackportRule) and rule.covers(version) and not rule.landed(version):
-            missing = [f for f in rule.files if f not in current]
+            missing = rule.missing_from(current)
             if missing:
                 raise RewriteError(missing[0], f"not in this release ({rule.origin.cite()} changes it)")
     variant = _variant(fix_rules, version) if version else ()

@@ -217,6 +217,13 @@ class BackportRule(Rule):
     def wants(self, path: str, data: bytes) -> bool:
         return path in self.files
 
+    def missing_from(self, present) -> tuple[str, ...]:
+        """The files it changes that ``present`` lacks, when it holds some of them: a release
+        holding none has nothing of the change to carry (as a table rule finds no table), one
+        holding some would get half of it."""
+        gone = tuple(f for f in self.files if f not in present)
+        return gone if len(gone) < len(self.files) else ()
+
     def landed(self, version: str | None) -> bool:
         """Whether it is upstream in ``version`` (the release it landed in, or later)."""
         from patchkit.versions import at_least

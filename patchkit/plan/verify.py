@@ -146,7 +146,7 @@ def plan_verify(
         checked.append(Checked(where, "rules evaluated from source", tuple(t.name for t in result.found)))
     for r in rules:
         if isinstance(r, BackportRule) and r.covers(version) and not r.landed(version):
-            problems += [FileMissing(local(f), r.origin.cite()) for f in r.files if f not in current]
+            problems += [FileMissing(local(f), r.origin.cite()) for f in r.missing_from(current)]
     if jit_error is not None:
         notes.append(JitNotChecked(jit_error))
     problems += [StaleJitBuild(b) for b in jit_builds]

@@ -109,3 +109,14 @@ def _function(source: bytes) -> str:
     tree = ast.parse(source)
     return "\n".join(ast.unparse(n) for n in tree.body if isinstance(n, ast.FunctionDef)
                      and n.name in ("_compute_enable_deep_gemm", "_sm120_deep_gemm_apis_available"))
+
+
+def test_a_backport_whose_files_are_all_absent_has_nothing_to_carry_and_one_half_there_is_refused() -> None:
+    """A release (or a tree) without configurer.py has no DeepGEMM gate: nothing of the change to
+    carry.  A backport of two files with one of them there would carry half the upstream change."""
+    rule = next(r for r in read_fixes()["deepgemm-sm12x"].rules if r.made_on == "0.5.10.post1")
+    assert rule.missing_from({}) == ()
+    assert rule.missing_from({PATH: b""}) == ()
+    two = rule._replace(files=(PATH, "python/sglang/srt/utils/common.py"))
+    assert two.missing_from({PATH: b""}) == ("python/sglang/srt/utils/common.py",)
+    assert two.missing_from({}) == ()

@@ -100,6 +100,17 @@ class Rule:
         a key or member; a gate's flag or an upstream change stays as it is."""
         return self
 
+    def for_gpu(self, cc) -> bool:
+        """Whether the rule is for a GPU of ``cc`` (a ``CC``): a rule that copies a key or member
+        is keyed per GPU by the caller."""
+        return True
+
+    def _for_major(self, cc) -> bool:
+        """For the major its ``to_cc`` names (12 of "sm120", of 12): a gate's flag, an upstream change."""
+        from patchkit.cc import CC
+
+        return CC.parse(str(self.to_cc)).major == cc.major
+
     def covers(self, version: str | None) -> bool:
         """Whether the rule is for ``version``: every release when unbounded; a bounded rule is
         for no release it cannot place (an unknown version)."""
@@ -175,6 +186,9 @@ class PredicateRule(Rule):
     def key_pair(self) -> None:
         return None
 
+    def for_gpu(self, cc) -> bool:
+        return self._for_major(cc)
+
 
 @dataclass(frozen=True)
 class ComparisonRule(Rule):
@@ -197,6 +211,10 @@ class ComparisonRule(Rule):
     def key_pair(self) -> None:
         return None
 
+    def for_gpu(self, cc) -> bool:
+        """For the GPU whose SM int is ``to_cc`` (121: a GB10) alone: ``from_cc``'s GPU has it."""
+        return cc.major * 10 + cc.minor == int(self.to_cc)
+
 
 @dataclass(frozen=True)
 class BackportRule(Rule):
@@ -216,6 +234,9 @@ class BackportRule(Rule):
 
     def wants(self, path: str, data: bytes) -> bool:
         return path in self.files
+
+    def for_gpu(self, cc) -> bool:
+        return self._for_major(cc)
 
     def missing_from(self, present) -> tuple[str, ...]:
         """The files it changes that ``present`` lacks, when it holds some of them: a release

@@ -21,7 +21,7 @@ from patchkit.fixes.effects import read_effects
 from patchkit.fixes.registry import FIXES, Project, fixes_for
 from patchkit.gpus.smi import Machine
 from patchkit.gpus.smi import machine as read_machine
-from patchkit.judge.here import fix_here, fixes_here, spelled, unneeded
+from patchkit.judge.here import fix_here, fixes_here, gpus, spelled, unneeded
 from patchkit.judge.reasons import Unneeded
 from patchkit.rewrite.capability import same
 from patchkit.targets.session import Session
@@ -54,7 +54,7 @@ def _missing(s: Session, ccs: list, fixes, m: Machine, named=()) -> tuple[list, 
     effects = read_effects()
     found, spare = [], {}
     for name in fixes_for(s.project.name, fixes):
-        h = fix_here(s, name, ccs, current)
+        h = fix_here(s, name, ccs, current, gpus(m))
         why = unneeded(effects.get(name), s.project, s.version, m) if h.status == Status.MISSING and name not in named else None
         if why:
             spare[name] = why

@@ -20,7 +20,6 @@ from patchkit.cc import CC, Key
 from patchkit.digest import sha256
 from patchkit.errors import PatchkitError, RewriteError
 from patchkit.fixes.effects import Effect
-from patchkit.fixes.kinds import BackportRule, PredicateRule
 from patchkit.fixes.registry import FIXES, Project, fixes_for, rules_for
 from patchkit.gpus.smi import Machine
 from patchkit.judge.reasons import (
@@ -51,13 +50,13 @@ def _major(rule_cc: Key) -> int:
     return CC.parse(str(rule_cc)).major
 
 
-def _rules(project: Project, fix: str, cc: Key) -> tuple:
-    """The rules of ``fix`` for ``project`` that add ``cc``; a predicate rule (a flag such
-    as _is_sm120_supported) only for the major it names, a backport only for the GPUs it is
-    for (its ``to_cc``)."""
-    major = CC.of(cc).major
-    return tuple(r for r in rules_for(project.name, (fix,), project.from_cc, cc)
-                 if not isinstance(r, (PredicateRule, BackportRule)) or _major(r.to_cc) == major)
+def _rules(project: Project, fix: str, cc: Key, gpus: tuple[CC, ...] = ()) -> tuple:
+    """The rules of ``fix`` for ``project`` that add ``cc``, each for the GPUs it is for
+    (``Rule.for_gpu``: a flag such as _is_sm120_supported for its major, a comparison that
+    admits 121 for a GB10).  ``gpus``: the machine's own ccs, where the project's key (SGLang's
+    major 12) does not tell a GB10 from an RTX PRO 6000; without them, the cc the key names."""
+    mine = tuple(g for g in gpus if same(project.key(g), cc)) or (CC.of(cc),)
+    return tuple(r for r in rules_for(project.name, (fix,), project.from_cc, cc) if any(r.for_gpu(g) for g in mine))
 
 
 class FixHere(NamedTuple):
@@ -103,11 +102,11 @@ def _shipped(s: Session, fix: str, cc, current: dict[str, bytes]) -> tuple[bool,
     return None
 
 
-def _parsed(s: Session, fix: str, cc, current: dict[str, bytes]) -> tuple[list, list]:
+def _parsed(s: Session, fix: str, cc, current: dict[str, bytes], gpus: tuple[CC, ...]) -> tuple[list, list]:
     """(what the rules found, what they would add) in the files as they are, by LibCST."""
     from patchkit.rewrite.rules import rewrite_file  # LibCST, only when the shipped hashes do not tell
 
-    rules = _rules(s.project, fix, cc)
+    rules = _rules(s.project, fix, cc, gpus)
     found = []
     for rel, data in current.items():
         if any(r.wants(rel, data) for r in rules):
@@ -116,15 +115,17 @@ def _parsed(s: Session, fix: str, cc, current: dict[str, bytes]) -> tuple[list, 
     return found, [t for t in found if t.patched]
 
 
-def fix_here(s: Session, fix: str, ccs: list, current: dict[str, bytes] | None = None) -> FixHere:
-    """Whether ``fix`` is in effect at the target of ``s`` for each of ``ccs``."""
+def fix_here(s: Session, fix: str, ccs: list, current: dict[str, bytes] | None = None,
+             gpus: tuple[CC, ...] = ()) -> FixHere:
+    """Whether ``fix`` is in effect at the target of ``s`` for each of ``ccs`` (project keys),
+    on a machine whose GPUs are ``gpus`` (their ccs; none: those the keys name)."""
     current = s.current() if current is None else current
     applied = s.applied()
     ours = set(applied.fixes()) if applied else set()
     target = _target_major(fix, s.project)
     missing, held, lacking, found_any, asked, ours_here = [], [], [], False, False, False
     for cc in ccs:
-        if same(cc, s.project.from_cc) or not _rules(s.project, fix, cc):
+        if same(cc, s.project.from_cc) or not _rules(s.project, fix, cc, gpus):
             held += [cc] if same(cc, s.project.from_cc) else []
             continue
         asked = True
@@ -134,7 +135,7 @@ def fix_here(s: Session, fix: str, ccs: list, current: dict[str, bytes] | None =
             found_any = True
         else:
             try:
-                found, gaps = _parsed(s, fix, cc, current)
+                found, gaps = _parsed(s, fix, cc, current, gpus)
             except RewriteError as exc:
                 return FixHere(fix, Status.CANNOT_APPLY, (), (), RewriteFailed(str(exc)), False)
             found_any = found_any or bool(found)
@@ -168,7 +169,12 @@ def fixes_here(s: Session, machine: Machine) -> list[FixHere]:
     """Every fix that patches the project of ``s``, judged for this machine's GPUs."""
     ccs = spelled(s.project, machine)
     current = s.current()
-    return [fix_here(s, name, ccs, current) for name in fixes_for(s.project.name) if name in FIXES]
+    return [fix_here(s, name, ccs, current, gpus(machine)) for name in fixes_for(s.project.name) if name in FIXES]
+
+
+def gpus(machine: Machine) -> tuple[CC, ...]:
+    """The machine's distinct ccs (its GPUs', or those given)."""
+    return tuple(CC(*cc) for cc in machine.ccs())
 
 
 def no_multicast(m: Machine) -> NoMulticast | None:

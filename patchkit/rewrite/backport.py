@@ -23,6 +23,7 @@ and the hunk: ``cannot apply: <file>: hunk 2 (@@ -414,7 +414,7 @@) conflicts``.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -102,9 +103,11 @@ def refresh(hunks: tuple[Hunk, ...], drop: tuple[str, ...]) -> tuple[Hunk, ...]:
     return tuple(out)
 
 
-def rewrite(data: bytes, path: str, hunks: tuple[Hunk, ...], base: bytes | None = None, base_name: str = "") -> Applied:
+def rewrite(data: bytes, path: str, hunks: tuple[Hunk, ...], base: bytes | Callable[[], bytes | None] | None = None,
+            base_name: str = "") -> Applied:
     """``data`` (the file at ``path``) with the hunks applied (see the module's docstring).
-    ``base``: the file in the release the change was made on (``base_name``), for a merge."""
+    ``base``: the file in the release the change was made on (``base_name``), for a merge, or a
+    function that reads it, called only when a merge is needed (that release may not be at hand)."""
     lines = data.splitlines(keepends=True)
     new, offsets = _patch(lines, hunks)
     if new is not None:
@@ -116,6 +119,8 @@ def rewrite(data: bytes, path: str, hunks: tuple[Hunk, ...], base: bytes | None 
         back, _ = _patch(lines, hunks, reverse=True)
         if back is not None:
             return Applied(data, ALREADY_UPSTREAM, "already there", len(hunks))
+        if callable(base):
+            base = base()
         if base is None:
             merged = f" (its shipped patch merges it against {base_name})" if base_name else ""
             raise RewriteError(path, f"{failed.name()} does not apply as text{merged}")

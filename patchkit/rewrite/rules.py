@@ -145,7 +145,7 @@ def _backport(data: bytes, path: str, rule: BackportRule, ctx: _Context) -> tupl
         return data, [(name, scope, ALREADY_UPSTREAM, added, commit, f"upstream since {rule.origin.landed_in}")]
     refreshed = [r for r in rule.refresh if r.file == path and r.covers(version)]
     hunks = backport.refresh(hunks, tuple(line for r in refreshed for line in r.drop))
-    result = backport.rewrite(data, path, hunks, ctx.base(rule, path) if ctx.base else None, rule.made_on or "")
+    result = backport.rewrite(data, path, hunks, (lambda: ctx.base(rule, path)) if ctx.base else None, rule.made_on or "")
     how = result.how + "".join(f", refreshed: {r.why}" for r in refreshed)
     return result.source, [(name, scope, result.status, added, commit, how)]
 

@@ -18,6 +18,9 @@ from support.venvs import copy_venv
 
 PCIE = ("the communicator will then turn itself off (\"torch symmetric memory multicast operations are not supported\"): "
         "no multicast between PCIe GPUs; the all-reduce stays on NCCL")
+# SGLang 0.5.4 - 0.5.20 turn JIT DeepGEMM on for SM12x (the DeepGEMM fix, on by default, prevents it).
+DEEPGEMM_FAILS = ("RuntimeError: Assertion error (.../csrc/apis/attention.hpp:219): Unsupported architecture (the first "
+                  "forward, in DeepGEMM's architecture dispatch (csrc/apis/*.hpp), with a DeepGEMM lacking the SM12x kernels)")
 CLEAN_START = ("--enable-torch-symm-mem cannot speed anything up here (no multicast between PCIe GPUs): "
                "the fix only turns KeyError: 12 into a clean start")
 # What the SGLang authors measured, as pcie_ipc_ar.py's docstring says it (known-speedups.toml).
@@ -81,8 +84,10 @@ def test_eight_pcie_rtx_pro_6000_with_sglang_059_and_flashinfer_064(tmp_path: Pa
     assert lines[1] == "  GPU0  NVIDIA RTX PRO 6000 Blackwell Workstation Edition  cc 12.0 (SM120)  00000000:01:00.0"
     assert len([l for l in lines if "(SM120)" in l]) == 8
     assert lines[9] == "links: every pair through PCIe (NODE 8, PIX 4, SYS 16): no NVLink, so no multicast between these GPUs"
-    assert lines[11:17] == [
+    assert lines[11:19] == [
         f"{site}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info/METADATA",
+        "  deepgemm-sm12x (on by default): needed here, not applied: SGLang 0.5.13's change lacks '1 hunk'; sm_version == 120 lacks 121",
+        f"    prevents: {DEEPGEMM_FAILS}",
         "  torch-symm-mem (on by default): needed here, not applied: TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES lacks 12; _WORLD_SIZES_MULTIMEM lacks 12",
         "    prevents: KeyError: 12 (TorchSymmMemCommunicator.__init__ (torch_symm_mem.py))",
         f"    {PCIE}",
@@ -99,17 +104,18 @@ def test_eight_pcie_rtx_pro_6000_with_sglang_059_and_flashinfer_064(tmp_path: Pa
     assert lines[start - 1:-2] == ["", *PCIE_IPC,
                                    "  it needs SGLang 0.5.21 or later and FlashInfer 0.7.0 or later (SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1): "
                                    "upgrade sglang (0.5.9 here), upgrade flashinfer-python (0.6.4 here)", SERVES, *MEASURED]
-    assert lines[-2:] == ["", f"needed: torch-symm-mem; to apply: patchkit apply --python {python} --to-cc auto"]
+    assert lines[-2:] == ["", f"needed: deepgemm-sm12x, torch-symm-mem; to apply: patchkit apply --python {python} --to-cc auto"]
     assert snapshot(venv) == before  # read only
 
     doc = json.loads(invoke("doctor", "--python", python, "--json", env=env).stdout)
-    assert (doc["command"], doc["ok"], doc["exit_code"], doc["needed"]) == ("doctor", False, 1, ["torch-symm-mem"])
+    assert (doc["command"], doc["ok"], doc["exit_code"], doc["needed"]) == ("doctor", False, 1, ["deepgemm-sm12x", "torch-symm-mem"])
     assert doc["apply"] == f"patchkit apply --python {python} --to-cc auto"
     assert doc["machine"]["pcie_only"] is True and len(doc["machine"]["links"]) == 28
     assert doc["machine"]["gpus"][7] == {"index": 7, "name": "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "cc": "12.0", "bus_id": "00000000:C2:00.0"}
     sglang, flashinfer = doc["targets"]
     assert (sglang["label"], sglang["version"], flashinfer["label"], flashinfer["version"]) == ("SGLang", "0.5.9", "FlashInfer", "0.6.4")
-    symm = sglang["fixes"][0]
+    deepgemm, symm = sglang["fixes"][:2]
+    assert (deepgemm["fix"], deepgemm["status"], deepgemm["missing"], deepgemm["needed"]) == ("deepgemm-sm12x", "missing", [12], True)
     assert (symm["fix"], symm["status"], symm["missing"], symm["needed"]) == ("torch-symm-mem", "missing", [12], True)
     assert symm["why"] == "on by default, not applied: TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES lacks 12; _WORLD_SIZES_MULTIMEM lacks 12"
     assert (symm["reason"], symm["detail"], symm["why_reason"]) == (
@@ -153,7 +159,8 @@ def test_sglang_057_turns_the_fusion_on_by_itself(tmp_path: Path, venvs) -> None
     assert lines.count(because) == 2  # SGLang's gate and FlashInfer's list
     assert ("    it needs CUDA 12.8 or later and nvcc, for FlashInfer's JIT build of sm_120a (trtllm_comm.so): "
             "no nvcc on PATH; FlashInfer cannot build the comm module for SM120") in lines
-    assert lines[-1] == f"needed: torch-symm-mem, allreduce-fusion; to apply: patchkit apply --python {python} --to-cc auto --all-fixes"
+    assert lines[-1] == (f"needed: deepgemm-sm12x, torch-symm-mem, allreduce-fusion; to apply: patchkit apply --python {python} "
+                         "--to-cc auto --all-fixes")
 
 
 def test_flashinfer_0617_has_the_fusion_upstream(tmp_path: Path, venvs) -> None:
@@ -174,23 +181,25 @@ def test_sglang_0523_needs_no_symm_mem_on_pcie_and_gets_the_pcie_ipc_all_reduce(
     done = invoke("doctor", "--python", python, env=env)
     assert done.returncode == 0, done.stderr.decode()
     lines = out(done)
-    assert lines[11:14] == [
+    assert lines[11:15] == [
         f"{site}/sglang: SGLang 0.5.23 (installed), from sglang-0.5.23.dist-info/METADATA",
+        "  deepgemm-sm12x (on by default): in effect (the release has it)",  # 0.5.21's probe of the SM12x APIs
         "  torch-symm-mem (on by default): not needed here, not applied: TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES lacks 12; _WORLD_SIZES_MULTIMEM lacks 12",
         f"    not needed because {NOT_NEEDED_0523}",
     ]
     assert not any("prevents: the warning" in l for l in lines)
     # The fusion: its rules would open SGLang's gate, but the resolver after it still refuses SM120.
-    assert lines[14] == f"  allreduce-fusion (opt-in): incomplete here, not applied: {INCOMPLETE_0523}"
+    assert lines[15] == f"  allreduce-fusion (opt-in): incomplete here, not applied: {INCOMPLETE_0523}"
     start = lines.index(PCIE_IPC[0])
     assert lines[start:] == [*PCIE_IPC, "  SGLang 0.5.23 and FlashInfer 0.7.0 have it: start the server with SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1",
                              SERVES, *MEASURED, "", "nothing this machine needs is missing"]
     doc = json.loads(invoke("doctor", "--python", python, "--json", env=env).stdout)
     assert (doc["ok"], doc["needed"], doc["apply"]) == (True, [], None)
-    symm = doc["targets"][0]["fixes"][0]
+    assert doc["targets"][0]["fixes"][0]["fix"] == "deepgemm-sm12x"
+    symm = doc["targets"][0]["fixes"][1]
     assert (symm["fix"], symm["status"], symm["needed"], symm["why"], symm["effect_here"]) == (
         "torch-symm-mem", "missing", False, NOT_NEEDED_0523, [])
-    fusion = doc["targets"][0]["fixes"][1]
+    fusion = doc["targets"][0]["fixes"][2]
     assert (fusion["fix"], fusion["status"], fusion["detail"]) == ("allreduce-fusion", "incomplete", INCOMPLETE_0523)
     assert (symm["reason"], symm["why_reason"], fusion["reason"]) == ("lacks-key", "not-needed-here", "gates-left")
     advice = doc["recommendation"]
@@ -216,7 +225,8 @@ def test_one_gpu_sm12x_gets_no_all_reduce_advice(tmp_path: Path, venvs) -> None:
     done = invoke("doctor", "--python", python, env=standin(tmp_path, "gb10"))
     assert done.returncode == 0, done.stdout.decode()
     lines = out(done)
-    assert lines[6] == "    not needed because " + NOT_NEEDED_0523.replace("no multicast between PCIe GPUs", "one GPU, no peer to share multicast memory with")
+    assert lines[5] == "  deepgemm-sm12x (on by default): in effect (the release has it)"  # 0.5.21's probe admits 121
+    assert lines[7] == "    not needed because " + NOT_NEEDED_0523.replace("no multicast between PCIe GPUs", "one GPU, no peer to share multicast memory with")
     assert not any(l.startswith("all-reduce on these GPUs") for l in lines)
     assert json.loads(invoke("doctor", "--python", python, "--json", env=standin(tmp_path, "gb10")).stdout)["recommendation"] is None
 
@@ -284,6 +294,7 @@ def test_an_h200_needs_nothing(tmp_path: Path, venvs) -> None:
     assert lines[3:] == [
         "",
         f"{site}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info/METADATA",
+        "  deepgemm-sm12x (on by default): not for these GPUs",
         "  torch-symm-mem (on by default): not needed: the release holds key 9 for these GPUs",
         "  allreduce-fusion (opt-in): not for these GPUs",
         "",
@@ -307,7 +318,7 @@ def test_an_h200_needs_nothing(tmp_path: Path, venvs) -> None:
                          f"{site}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info/METADATA",
                          "nothing to do: SGLang already holds key 9 for this machine's GPUs",
                          f"{site}/flashinfer: FlashInfer 0.6.4 (installed), from flashinfer_python-0.6.4.dist-info/METADATA",
-                         "note: no rule of torch-symm-mem patches FlashInfer; allreduce-fusion does (--fix NAME)",
+                         "note: no rule of deepgemm-sm12x, torch-symm-mem patches FlashInfer; allreduce-fusion does (--fix NAME)",
                          "nothing to patch: nothing written"]
     done = invoke("apply", "--python", python, "--to-cc", "auto", "--all-fixes", env=env)
     assert done.returncode == 0
@@ -377,17 +388,21 @@ def test_generate_to_cc_auto_leaves_out_what_is_not_needed_here(tmp_path: Path, 
     done = invoke("generate", "--repo", str(mirror), *tags, "--out", str(tmp_path / "out"), "--to-cc", "auto", env=env)
     assert done.returncode == 0, done.stderr.decode()
     assert out(done) == [
-        f"v0.5.9   patched -> {tmp_path}/out/0.5.9/series: torch-symm-mem 2 tables in 2 files; allreduce-fusion 1 gate in 1 file",
-        f"v0.5.23  nothing to patch: torch-symm-mem not needed here ({NOT_NEEDED_0523}); "
+        f"v0.5.9   patched -> {tmp_path}/out/0.5.9/series: deepgemm-sm12x 2 changes in 1 file; torch-symm-mem 2 tables "
+        "in 2 files; allreduce-fusion 1 gate in 1 file",
+        # 0.5.23 has the DeepGEMM fix upstream (0.5.21's probe): the tag is "already upstream", not "nothing to patch".
+        f"v0.5.23  already upstream: torch-symm-mem not needed here ({NOT_NEEDED_0523}); "
         f"allreduce-fusion incomplete ({INCOMPLETE_0523})",
-        "2 tags: 1 patched, 1 nothing to patch, 0 already upstream, 0 errors",
+        "2 tags: 1 patched, 0 nothing to patch, 1 already upstream, 0 errors",
     ]
     assert sorted(p.name for p in (tmp_path / "out/0.5.23").iterdir()) == ["manifest.json"]  # it says why, no patch
-    assert (tmp_path / "out/0.5.9/series").read_text().splitlines()[0] == "0001-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch"
+    assert (tmp_path / "out/0.5.9/series").read_text().splitlines()[:2] == [
+        "0001-Keep-DeepGEMM-off-on-SM120-SM121-unless-it-has-their.patch", "0002-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch"]
     manifest = json.loads((tmp_path / "out/0.5.23/manifest.json").read_text())
-    assert manifest["fixes"][0] == {"fix": "torch-symm-mem", "status": "not needed here", "reason": NOT_NEEDED_0523}
-    assert (manifest["fixes"][1]["status"], manifest["fixes"][1]["reason"], manifest["series"]) == ("incomplete", INCOMPLETE_0523, [])
-    assert manifest["fixes"][1]["gates"][0] == {
+    assert manifest["fixes"][0] == {"fix": "deepgemm-sm12x", "status": "already upstream", "reason": None}
+    assert manifest["fixes"][1] == {"fix": "torch-symm-mem", "status": "not needed here", "reason": NOT_NEEDED_0523}
+    assert (manifest["fixes"][2]["status"], manifest["fixes"][2]["reason"], manifest["series"]) == ("incomplete", INCOMPLETE_0523, [])
+    assert manifest["fixes"][2]["gates"][0] == {
         "path": "python/sglang/srt/layers/flashinfer_comm_fusion.py", "line": 48, "function": "_resolve_backend",
         "snippet": "not (get_platform().is_sm90 or get_platform().is_sm100)"}
     done = invoke("generate", "--repo", str(mirror), *tags, "--out", str(tmp_path / "named"), "--to-cc", "auto",
@@ -404,9 +419,10 @@ def test_an_sm12x_cc_given_is_known_to_lack_multicast(tmp_path: Path, venvs, cc:
     done = invoke("doctor", "--python", python, "--to-cc", cc, env=no_nvidia_smi(tmp_path))
     assert done.returncode == 0, done.stdout.decode()
     lines = out(done)
-    assert lines[4] == (f"  torch-symm-mem (on by default): not needed for cc {cc}, not applied: "
+    assert lines[4] == "  deepgemm-sm12x (on by default): in effect (the release has it)"
+    assert lines[5] == (f"  torch-symm-mem (on by default): not needed for cc {cc}, not applied: "
                         "TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES lacks 12; _WORLD_SIZES_MULTIMEM lacks 12")
-    assert lines[5] == "    not needed because " + NOT_NEEDED_0523.replace(
+    assert lines[6] == "    not needed because " + NOT_NEEDED_0523.replace(
         "no multicast between PCIe GPUs", f"no multicast on any GPU of this cc ({products})")
     assert lines[-1] == f"nothing GPUs of cc {cc} need is missing"
 

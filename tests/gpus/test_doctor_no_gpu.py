@@ -53,15 +53,24 @@ def projects(venv: Path, python: str, symm: list[str], cc: str = "12.0") -> list
             f"compiled CUDA code: no distribution installed for {python} carries any", ""]
 
 
+# The DeepGEMM fix (on by default since issue 32): SGLang 0.5.9 enables JIT DeepGEMM on SM12x; its shipped
+# patch carries 0.5.13's refusal of SM120 and widens it to 121.
+DEEPGEMM_FAILS = ("RuntimeError: Assertion error (.../csrc/apis/attention.hpp:219): Unsupported architecture (the first "
+                  "forward, in DeepGEMM's architecture dispatch (csrc/apis/*.hpp), with a DeepGEMM lacking the SM12x kernels)")
+
+
 def missing(cc: str = "12.0") -> list[str]:
-    """torch-symm-mem's lines on SGLang 0.5.9 as released, judged for ``cc``."""
-    return [f"  torch-symm-mem (on by default): needed for cc {cc}, not applied: TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES lacks 12; "
+    """The default fixes' lines on SGLang 0.5.9 as released, judged for ``cc``."""
+    return [f"  deepgemm-sm12x (on by default): needed for cc {cc}, not applied: SGLang 0.5.13's change lacks '1 hunk'; "
+            "sm_version == 120 lacks 121", f"    prevents: {DEEPGEMM_FAILS}",
+            f"  torch-symm-mem (on by default): needed for cc {cc}, not applied: TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES lacks 12; "
             "_WORLD_SIZES_MULTIMEM lacks 12",
             "    prevents: KeyError: 12 (TorchSymmMemCommunicator.__init__ (torch_symm_mem.py))", *multicast(cc)]
 
 
 def applied(cc: str = "12.0") -> list[str]:
-    return ["  torch-symm-mem (on by default): applied (by patchkit)",
+    return ["  deepgemm-sm12x (on by default): applied (by patchkit)", f"    prevented: {DEEPGEMM_FAILS}",
+            "  torch-symm-mem (on by default): applied (by patchkit)",
             "    prevented: KeyError: 12 (TorchSymmMemCommunicator.__init__ (torch_symm_mem.py))", *multicast(cc)]
 
 
@@ -94,14 +103,14 @@ def test_a_host_without_gpus_reports_the_projects_and_exits_2(tmp_path: Path, sg
         "cannot say what this machine needs: each fix below is judged for cc 12.0, the GPUs the fixes are for "
         "(--to-cc CC judges for GPUs of that cc)",
         *projects(sglang_venv, python, missing()),
-        f"needed for cc 12.0: torch-symm-mem; to apply: patchkit apply --python {python} --to-cc 12",
+        f"needed for cc 12.0: deepgemm-sm12x, torch-symm-mem; to apply: patchkit apply --python {python} --to-cc 12",
     ]
     doc = json.loads(invoke("doctor", "--python", python, "--json", env=env).stdout)
     assert (doc["command"], doc["ok"], doc["exit_code"], doc["machine"], doc["error"]) == ("doctor", False, 2, None, CANNOT)
     assert doc["no_gpu"] == why.format(exe=tmp_path / "bin" / "nvidia-smi")
     assert doc["judged_for"] == {"ccs": ["12.0"], "from": "default"}
     assert [(f["fix"], f["status"], f["needed"]) for f in doc["targets"][0]["fixes"]] == [
-        ("torch-symm-mem", "missing", True), ("allreduce-fusion", "missing", False)]
+        ("deepgemm-sm12x", "missing", True), ("torch-symm-mem", "missing", True), ("allreduce-fusion", "missing", False)]
     assert snapshot(sglang_venv) == before
 
 
@@ -115,9 +124,9 @@ def test_to_cc_judges_a_host_without_gpus_for_that_cc(tmp_path: Path, sglang_ven
     done = invoke("doctor", "--python", python, "--to-cc", written, env=env)
     assert (done.returncode, done.stderr) == (1, b"")
     assert lines(done) == [*head, *projects(venv, python, missing(cc), cc),
-                           f"needed for cc {cc}: torch-symm-mem; to apply: patchkit apply --python {python} --to-cc 12"]
+                           f"needed for cc {cc}: deepgemm-sm12x, torch-symm-mem; to apply: patchkit apply --python {python} --to-cc 12"]
     doc = json.loads(invoke("doctor", "--python", python, "--to-cc", written, "--json", env=env).stdout)
-    assert (doc["ok"], doc["exit_code"], doc["needed"], doc["judged_for"]) == (False, 1, ["torch-symm-mem"], {"ccs": [cc], "from": "--to-cc"})
+    assert (doc["ok"], doc["exit_code"], doc["needed"], doc["judged_for"]) == (False, 1, ["deepgemm-sm12x", "torch-symm-mem"], {"ccs": [cc], "from": "--to-cc"})
     assert doc["apply"] == f"patchkit apply --python {python} --to-cc 12" and "error" not in doc
 
     done = invoke("apply", "--python", python, "--to-cc", "12", env=env)
@@ -144,14 +153,15 @@ def test_to_cc_wins_over_the_gpus_nvidia_smi_shows(tmp_path: Path, sglang_venv: 
     assert lines(done) == [
         *gpus, "judged for cc 12.0 as given (--to-cc 12) instead of the GPUs above: how GPUs of cc 12.0 would be linked is not known",
         *projects(sglang_venv, python, missing()),
-        f"needed for cc 12.0: torch-symm-mem; to apply: patchkit apply --python {python} --to-cc 12"]
+        f"needed for cc 12.0: deepgemm-sm12x, torch-symm-mem; to apply: patchkit apply --python {python} --to-cc 12"]
     doc = json.loads(invoke("doctor", "--python", python, "--to-cc", "12", "--json", env=env).stdout)
     assert doc["machine"]["gpus"] == [{"index": 0, "name": "NVIDIA H200", "cc": "9.0", "bus_id": "00000000:00:06.0"}]
     assert (doc["no_gpu"], doc["judged_for"], doc["exit_code"]) == (None, {"ccs": ["12.0"], "from": "--to-cc"}, 1)
     # --to-cc 9.0: the H200's own cc, given: the release holds key 9.
     done = invoke("doctor", "--python", python, "--to-cc", "9.0", env=env)
     assert done.returncode == 0
-    assert lines(done)[6:8] == ["  torch-symm-mem (on by default): not needed: the release holds key 9 for GPUs of cc 9.0",
+    assert lines(done)[6:9] == ["  deepgemm-sm12x (on by default): not for GPUs of cc 9.0",
+                                "  torch-symm-mem (on by default): not needed: the release holds key 9 for GPUs of cc 9.0",
                                 "  allreduce-fusion (opt-in): not for GPUs of cc 9.0"]
     assert lines(done)[-1] == "nothing GPUs of cc 9.0 need is missing"
 
@@ -191,6 +201,7 @@ def not_for(venv: Path, python: str, cc: str) -> list[str]:
     """What doctor says of SGLang 0.5.9 as released, judged for GPUs of ``cc``, a cc the fixes are not for."""
     site = next((venv / "lib").glob("python3*/site-packages"))
     return ["", f"{site}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info/METADATA",
+            f"  deepgemm-sm12x (on by default): not for GPUs of cc {cc}",
             f"  torch-symm-mem (on by default): not for GPUs of cc {cc}",
             f"  allreduce-fusion (opt-in): not for GPUs of cc {cc}", "",
             f"compiled CUDA code: no distribution installed for {python} carries any", "",
@@ -210,6 +221,7 @@ def test_to_cc_of_gpus_the_fixes_are_not_for(tmp_path: Path, sglang_venv: Path, 
     doc = json.loads(invoke("doctor", "--python", python, "--to-cc", written, "--json", env=no_nvidia_smi(tmp_path)).stdout)
     assert (doc["ok"], doc["exit_code"], doc["needed"], doc["apply"]) == (True, 0, [], None)
     assert [(f["fix"], f["status"], f["missing"], f["needed"], f["why"]) for f in doc["targets"][0]["fixes"]] == [
+        ("deepgemm-sm12x", "not for these GPUs", [], False, f"not for GPUs of cc {cc}"),
         ("torch-symm-mem", "not for these GPUs", [], False, f"not for GPUs of cc {cc}"),
         ("allreduce-fusion", "not for these GPUs", [], False, f"not for GPUs of cc {cc}")]
     # Over the real H200's output: the H200 is listed, and the judgement is the same.

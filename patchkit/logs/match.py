@@ -85,6 +85,18 @@ def _raised_in(sig: Signature, frames: tuple[Frame, ...]) -> bool:
     return not sig.raised_in or bool(frames) and any(fnmatchcase(frames[-1].path, g) for g in sig.raised_in)
 
 
+def _ran(sig: Signature, frames: tuple[Frame, ...]) -> bool:
+    """Whether the traceback may have run the signature's project: not when its frames show
+    another project and none of this one (DeepGEMM's "Unsupported architecture" under vLLM is not
+    SGLang's gate); a file run from elsewhere (``/tmp/u/torch_symm_mem.py``) tells nothing."""
+    from patchkit.fixes.registry import PROJECTS
+
+    paths = [f.path for f in frames]
+    mine = [(p.name, p.source_root) for p in PROJECTS.values() if p.name == sig.project]
+    others = [(p.name, p.source_root) for p in PROJECTS.values() if p.name != sig.project]
+    return not paths or bool(targets(paths, mine)) or not targets(paths, others)
+
+
 def apply_commands(fix: str, frames: tuple[Frame, ...]) -> tuple[str, ...]:
     """``patchkit apply`` for each checkout or environment of the fix's projects that the frames show,
     as a shell command line (``shlex.join``: the paths are the log's, and may hold spaces or ``;``)."""
@@ -151,7 +163,8 @@ class Matcher:
         frames = tuple(f for part in parts for f in part.frames)
         for i, part in enumerate(parts):
             for sig in self.data.signatures:
-                if sig.exception and _ends_with(part.exception, sig.exception) and _raised_in(sig, part.frames):
+                if sig.exception and _ends_with(part.exception, sig.exception) and _raised_in(sig, part.frames) \
+                        and _ran(sig, frames):
                     return i, (FIX, sig.fix, part.exception, part.frames, sig.project, sig.releases, sig.cause, "",
                                apply_commands(sig.fix, frames))
         for i, part in enumerate(parts):

@@ -202,3 +202,18 @@ def test_diagnose_names_deepgemm_and_the_project_that_ran_it(tmp_path: Path) -> 
     [f] = doc["logs"][0]["findings"]
     assert f["name"] == "deepgemm-unsupported-architecture" and "vllm turned it on" in f["cause"]
     assert "VLLM_USE_DEEP_GEMM=0" in f["advice"]
+
+
+def test_diagnose_names_the_deepgemm_fix_where_sglang_ran_it(tmp_path: Path) -> None:
+    """The same assertion raised under SGLang (its wrapper's call, entrypoint.py:98 in the 0.5.9 wheel) is
+    the gate the DeepGEMM fix closes; under vLLM (above) it is not."""
+    log = tmp_path / "server.log"
+    log.write_text("Traceback (most recent call last):\n"
+                   '  File "/venv/lib/python3.12/site-packages/sglang/srt/layers/deep_gemm_wrapper/entrypoint.py", line 98, '
+                   "in gemm_nt_f8f8bf16\n"
+                   "    deep_gemm.fp8_gemm_nt(\n"
+                   "RuntimeError: Assertion error (/workspace/.deps/deepgemm-src/csrc/apis/gemm.hpp:120): Unsupported architecture\n")
+    doc = json.loads(invoke("diagnose", str(log), "--json").stdout)
+    [f] = doc["logs"][0]["findings"]
+    assert (f["name"], f["project"]) == ("deepgemm-sm12x", "sglang")
+    assert f["commands"] == ["patchkit apply --python /venv/bin/python"]

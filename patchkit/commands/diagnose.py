@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
 from patchkit.errors import OK, PROBLEMS
-from patchkit.logs.match import EFFECT, FAILURE, Finding, Matcher, needles
+from patchkit.logs.match import EFFECT, FAILURE, FIX, Finding, Matcher, needles
 from patchkit.logs.read import Scan, Stream, open_log
 
 STDIN = "<stdin>"
@@ -42,22 +42,30 @@ class LogRead(NamedTuple):
     tracebacks: int
     findings: tuple  # logs.match.Finding
     code: tuple  # one per finding
+    ready: int | None = None  # the line the server said it was ready at
+
+    def started_after(self, f: Finding) -> bool:
+        """Whether the server was ready after ``f``, a warning of a fix's (a log line, no
+        traceback): the start went on without the fix, so it is no failure."""
+        return f.kind is FIX and f.start is None and self.ready is not None and f.line < self.ready
 
 
 class DiagnoseResult(NamedTuple):
     """Each log diagnosed (``render/diagnose.py`` says it)."""
 
     logs: tuple[LogRead, ...]
+    python: str | None = None  # the server's interpreter, as --python gave it
 
     @property
     def failures(self) -> int:
-        """The known SM120 failures found (fixes and failures no patch fixes)."""
-        return sum(f.kind is not EFFECT for log in self.logs for f in log.findings)
+        """The known SM120 failures found (fixes and failures no patch fixes; not a fix's warning
+        the server was ready after)."""
+        return sum(f.kind is not EFFECT and not log.started_after(f) for log in self.logs for f in log.findings)
 
     @property
     def effects(self) -> int:
-        """The warnings explained."""
-        return sum(f.kind is EFFECT for log in self.logs for f in log.findings)
+        """The warnings explained (a fix's warning the server was ready after among them)."""
+        return sum(f.kind is EFFECT or log.started_after(f) for log in self.logs for f in log.findings)
 
     @property
     def exit_code(self) -> int:
@@ -81,8 +89,8 @@ def diagnose(logs: list[str], stdin: BinaryIO | None = None, python: str | None 
             if label != STDIN:
                 stream.close()
     code = KernelsBehind(python)
-    return DiagnoseResult(tuple(LogRead(label, n, m.tracebacks, tuple(m.findings), tuple(map(code.behind, m.findings)))
-                                for label, n, m in results))
+    return DiagnoseResult(tuple(LogRead(label, n, m.tracebacks, tuple(m.findings), tuple(map(code.behind, m.findings)), m.ready)
+                                for label, n, m in results), python)
 
 
 def _stdin(stdin: BinaryIO | None) -> BinaryIO:

@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 from patchkit.fixes.signatures import Known, Signature, read_known
 from patchkit.logs.origin import targets
+from patchkit.logs.phases import READY, ready, sglang_record
 from patchkit.logs.tracebacks import HEADER, Frame, Part, Traceback, TracebackReader
 from patchkit.types import StrEnum
 
@@ -50,7 +51,7 @@ def needles(data: Known | None = None) -> tuple[bytes, ...]:
     reads every line)."""
     data = data or known()
     texts = [HEADER] + [s.log or s.exception for s in data.signatures if s.log or not s.raised_in]
-    texts += [e.log for e in data.effects] + [f.log for f in data.failures if f.log]
+    texts += [e.log for e in data.effects] + [f.log for f in data.failures if f.log] + list(READY)
     return tuple(dict.fromkeys(t.encode() for t in texts))
 
 
@@ -117,6 +118,7 @@ class Matcher:
         self.verdict: Finding | None = None  # what the last traceback that ended was
         self._found: dict[tuple, list] = {}  # key -> [the first Finding, count, lines]
         self._judged: dict[tuple, tuple | None] = {}  # a traceback's frames and exceptions -> what it is
+        self.ready: int | None = None  # the line the server said it was ready at (the first)
 
     @property
     def findings(self) -> list[Finding]:
@@ -129,6 +131,8 @@ class Matcher:
         if ended is not None:
             self.verdict = self.judge(ended)
         if not reader.open:
+            if self.ready is None and ready(text, sglang_record(text)):
+                self.ready = number
             self._line(number, text)
         return ended
 

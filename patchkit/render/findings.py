@@ -11,6 +11,7 @@ escapes control characters itself).
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 
 from patchkit.fixes.registry import FIXES, PROJECTS
@@ -36,30 +37,45 @@ def headline(f: Finding) -> str:
     return f"{what} raised at {f.frame.path}:{f.frame.line}" + (f" ({project})" if project else "")
 
 
-def details(f: Finding) -> list[str]:
-    """What a finding says under its headline."""
+def details(f: Finding, started: int | None = None, python: str | None = None) -> list[str]:
+    """What a finding says under its headline; ``started``: the line the server was ready at after
+    it (a fix's warning that did not stop the start); ``python``: the server's interpreter, given."""
     out = []
     if f.kind is FIX:
         fix = FIXES[f.name]
         label = PROJECTS[f.project].label if f.project in PROJECTS else f.project
         out.append(f"cause: {f.cause} ({label} {f.releases})")
         out.append(f"fix: {fix.name}" + ("" if fix.default else " (opt-in)") + f": {fix.title}")
-        option = "" if fix.default else f" --fix {fix.name}"
-        runs = f.commands or (f"patchkit apply PATH{option} (the checkout that wrote this log), or patchkit apply --python EXE{option} (its environment)",)
+        option = [] if fix.default else ["--fix", fix.name]
+        doctor = shlex.join(["patchkit", "doctor", *(["--python", python] if python else [])])
+        if started is not None:
+            out.append(f"started: the server was ready at line {started}, after this warning: it did not stop the start; "
+                       f"whether this machine needs {fix.name}: {doctor}")
+            return out + _seen(f)
+        runs = f.commands or ((shlex.join(["patchkit", "apply", "--python", python, *option]),) if python else ())
         out += [f"run: {command}" for command in runs]
+        if not runs:
+            out.append(f"run: patchkit apply for the {label} that wrote this log: the log does not show where it is "
+                       "(diagnose --python EXE, the server's Python, names the command)")
     elif f.kind is FAILURE:
         out += [f"cause: {f.cause}", f"do: {f.advice}"]
     else:
         out.append(f"means: {f.advice}")
+    return out + _seen(f)
+
+
+def _seen(f: Finding) -> list[str]:
     if f.count > 1:
         more = ", ".join(map(str, f.lines)) + (", ..." if f.count > len(f.lines) else "")
-        out.append(f"seen {f.count} times: lines {more}")
-    return out
+        return [f"seen {f.count} times: lines {more}"]
+    return []
 
 
-def finding_lines(label: str, findings: Sequence[Finding], under: Sequence[list[str]] = ()) -> list[str]:
+def finding_lines(label: str, findings: Sequence[Finding], under: Sequence[list[str]] = (),
+                  started: Sequence[int | None] = (), python: str | None = None) -> list[str]:
     """The findings of one log, grouped under its name (piped: ``log:line: ...``); ``under``: the
-    lines to add under each finding (as many as findings, or none)."""
+    lines to add under each finding (as many as findings, or none); ``started``: for each, the line
+    the server was ready at after it (None: not)."""
     if not findings:
         return []
     label = escaped(label)
@@ -67,7 +83,7 @@ def finding_lines(label: str, findings: Sequence[Finding], under: Sequence[list[
     for i, f in enumerate(findings):
         head = escaped(headline(f))
         lines.append(Place(f"  {f.line}: {head}", label, f.line, head))
-        more = details(f) + (under[i] if under else [])
+        more = details(f, started[i] if started else None, python) + (under[i] if under else [])
         lines += [Place(f"      {d}", label, f.line, d) for d in map(escaped, more)]
     return lines
 

@@ -286,7 +286,17 @@ class Session:
         """The fixes of ``fixes`` that the shipped manifest of this version says cannot apply
         here or are incomplete; [] without a manifest."""
         found = self._manifest(patches)
-        return found[1].blocked(set(fixes_for(self.project.name, fixes))) if found else []
+        return [self._here(f) for f in found[1].blocked(set(fixes_for(self.project.name, fixes)))] if found else []
+
+    def _here(self, f: FixStatus) -> FixStatus:
+        """A manifest's status with its gates' repository paths as they are here (``sglang/...``
+        in an installed package, not ``python/sglang/...``)."""
+        gates = [g for g in f.gates or () if isinstance(g, dict) and isinstance(g.get("path"), str)]
+        reason = f.reason
+        for path in {g["path"] for g in gates}:
+            reason = reason.replace(f"{path}:", f"{self.target.local(path)}:") if reason else reason
+        local = [dict(g, path=self.target.local(g["path"])) for g in gates]
+        return f._replace(reason=reason, gates=local if f.gates is not None else None)
 
     def shipped(self, patches: Path | None, from_cc=None, to_cc=None, fixes=None) -> Shipped | None:
         """The shipped patches of this version for ``fixes`` (default: the whole series) and

@@ -131,7 +131,10 @@ def test_the_real_gpu_run(tmp_path: Path) -> None:
     assert done.returncode == PROBLEMS
     lines = done.stdout.decode().splitlines()
     assert lines[0] == f"{FIXTURE}:9: KeyError: 12 raised at /tmp/u/torch_symm_mem.py:83 (SGLang)"  # the exception's line
-    assert lines[3] == f"{FIXTURE}:9: run: patchkit apply PATH (the checkout that wrote this log), or patchkit apply --python EXE (its environment)"
+    # The frames are in /tmp/u (the file was run from there): no checkout or environment to name, and no
+    # placeholder command (it said "run: patchkit apply PATH (the checkout that wrote this log), ...").
+    assert lines[3] == (f"{FIXTURE}:9: run: patchkit apply for the SGLang that wrote this log: the log does not show "
+                        "where it is (diagnose --python EXE, the server's Python, names the command)")
     assert lines[4].startswith(f"{FIXTURE}:13: WARNING sglang.srt.distributed.device_communicators.torch_symm_mem: "
                                "TorchSymmMemCommunicator: World size 1 not supported")
     assert lines[6] == f"{FIXTURE}:16: gen_trtllm_comm_module: RuntimeError: No supported CUDA architectures found for major versions [9, 10]."
@@ -209,3 +212,27 @@ def test_a_finding_points_at_the_exception_line(tmp_path: Path) -> None:
     at = len(r.START) + 1 + r.FUSION.index("RuntimeError: No supported CUDA architectures found for major versions [9, 10].")
     [finding] = json.loads(invoke("diagnose", str(log), "--json").stdout)["logs"][0]["findings"]
     assert (finding["line"], finding["traceback_line"]) == (at, len(r.START) + 1)
+
+
+def test_a_warning_the_server_was_ready_after_is_a_start_not_a_failure(tmp_path: Path) -> None:
+    """SGLang 0.5.14+ warn that the communicator is off (torch_symm_mem.py) and go on: with the ready line
+    after the warning the start succeeded (exit 0, said as such); without it the warning stays a finding."""
+    log = write(tmp_path, r.START, r.CAPABILITY_OFF, r.LOAD, r.READY)
+    at = len(r.START) + 1
+    ready = at + len(r.LOAD) + 1
+    done = invoke("diagnose", str(log))
+    assert (done.returncode, done.stderr) == (OK, b"")
+    assert done.stdout.decode().splitlines()[3:] == [
+        f"{log}:{at}: started: the server was ready at line {ready}, after this warning: it did not stop the start; "
+        "whether this machine needs torch-symm-mem: patchkit doctor",
+        f"no known SM120 failure in {log}; 1 warning explained"]
+    doc = json.loads(invoke("diagnose", str(log), "--json").stdout)
+    assert (doc["ok"], doc["exit_code"], doc["failures"], doc["effects"]) == (True, OK, 0, 1)
+    [f] = doc["logs"][0]["findings"]
+    assert (doc["logs"][0]["ready_line"], f["name"], f["line"], f["started_after"]) == (ready, "torch-symm-mem", at, True)
+
+    cut = write(tmp_path, r.START, r.CAPABILITY_OFF, r.LOAD, name="cut.log")
+    done = invoke("diagnose", str(cut), "--python", sys.executable)
+    assert done.returncode == PROBLEMS
+    assert done.stdout.decode().splitlines()[3:] == [f"{cut}:{at}: run: patchkit apply --python {sys.executable}",
+                                                     f"1 known SM120 failure in {cut}"]

@@ -37,7 +37,7 @@ PR_3903_INSTALLED = (
     "flashinfer/data/include/flashinfer/comm/trtllm_allreduce_fusion.cuh",
     "flashinfer/data/include/flashinfer/comm/trtllm_moe_allreduce_fusion.cuh", "flashinfer/data/include/flashinfer/utils.cuh",
 )
-SERIES = "patches/0.5.9/0001-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch + patches/0.5.9/0002-Allow-the-FlashInfer-all-reduce-fusion-on-SM120.patch"
+SERIES = "patches/0.5.9/0001-Keep-DeepGEMM-off-on-SM120-SM121-unless-it-has-their.patch + patches/0.5.9/0002-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch + patches/0.5.9/0003-Allow-the-FlashInfer-all-reduce-fusion-on-SM120.patch"
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,8 @@ from support.mirror import default_cache, fetch_wheel
 from support.venvs import make_venv, pip_install
 
 DC = "sglang/srt/distributed/device_communicators"
-SYMM = "0001-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch"
+DEEPGEMM = "0001-Keep-DeepGEMM-off-on-SM120-SM121-unless-it-has-their.patch"  # the DeepGEMM fix, on by default
+SYMM = "0002-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch"
 EFFECT = ("effect: torch-symm-mem prevents \"KeyError: 12\" on SGLang {version}; it takes effect with multicast over NVLink "
           "(NVSwitch) between the GPUs, else the communicator will then turn itself off (\"torch symmetric memory "
           "multicast operations are not supported\"): the all-reduce stays on NCCL (`patchkit doctor` says what this "
@@ -82,13 +83,13 @@ def test_a_local_build_of_0_5_9_takes_0_5_9s_shipped_series(tmp_path: Path) -> N
     status = invoke("status", "--python", str(python))
     assert status.returncode == 0, status.stderr
     assert status.stdout.decode().splitlines()[4] == (  # target, project, version, applied, shipped
-        f"shipped:  patches/0.5.9/{SYMM} + patches/0.5.9/0002-Allow-the-FlashInfer-all-reduce-fusion-on-SM120.patch")
+        f"shipped:  patches/0.5.9/{DEEPGEMM} + patches/0.5.9/{SYMM} + patches/0.5.9/0003-Allow-the-FlashInfer-all-reduce-fusion-on-SM120.patch")
 
     done = invoke("apply", "--python", str(python))
     assert done.returncode == 0, done.stderr
     assert done.stdout.decode().splitlines() == [
         first,
-        f"applied shipped patch patches/0.5.9/{SYMM}",
+        f"applied shipped patch patches/0.5.9/{DEEPGEMM} + patches/0.5.9/{SYMM}",
         f"  patched {DC}/all_reduce_utils.py (+6 lines)",
         f"  patched {DC}/torch_symm_mem.py (+1 line)",
         "  TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES (module): key 12 = key 10",
@@ -101,7 +102,7 @@ def test_a_local_build_of_0_5_9_takes_0_5_9s_shipped_series(tmp_path: Path) -> N
     assert verified.returncode == 0 and verified.stdout.decode().splitlines()[-1] == "verify: ok (key 12 = key 10 in every table)"
     reverted = invoke("revert", "--python", str(python))
     assert reverted.returncode == 0, reverted.stderr
-    assert reverted.stdout.decode().splitlines()[:2] == [first, f"reverted shipped patch patches/0.5.9/{SYMM}"]
+    assert reverted.stdout.decode().splitlines()[:2] == [first, f"reverted shipped patch patches/0.5.9/{DEEPGEMM} + patches/0.5.9/{SYMM}"]
     assert {rel: sha(site / rel) for rel in files} == {rel: f["pre_sha256"] for rel, f in files.items()}
 
 
@@ -141,5 +142,5 @@ def test_the_last_release_of_a_failure_range_with_a_local_label(tmp_path: Path) 
     assert done.returncode == 0, done.stderr
     lines = done.stdout.decode().splitlines()
     assert lines[:2] == [f"{site}/sglang: SGLang 0.5.13.post1+cu129 (installed), from sglang-0.5.13.post1+cu129.dist-info/METADATA",
-                         f"applied shipped patch patches/0.5.13.post1/{SYMM}"]
+                         f"applied shipped patch patches/0.5.13.post1/{DEEPGEMM} + patches/0.5.13.post1/{SYMM}"]
     assert EFFECT.format(version="0.5.13.post1+cu129") in lines

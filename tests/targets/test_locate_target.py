@@ -343,7 +343,7 @@ def test_apply_and_status_from_inside_an_installed_package(venv: Path, tmp_path:
     assert done.returncode == 0, done.stderr
     assert out(done)[:2] == [
         described(site),
-        "applied shipped patch patches/0.5.9/0001-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch",
+        "applied shipped patch patches/0.5.9/0001-Keep-DeepGEMM-off-on-SM120-SM121-unless-it-has-their.patch + patches/0.5.9/0002-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch",
     ]
     assert (site / ".patchkit-sglang/state.json").is_file()
     done = invoke("status", str(site / "sglang/srt"))

@@ -146,7 +146,7 @@ def apply(path, patches, no_generate, from_cc, to_cc, dry_run, version, python, 
               help=f"The cc whose keys the new ones must equal ({CC_HELP}) [default: what was applied, else what the fixes copy from].")
 @click.option("--to-cc", type=CCType(auto=True), default=None,
               help=f"The cc whose keys must be there ({CC_HELP}); auto: the cc of this machine's GPUs "
-                   "[default: what was applied, else the fixes' own].")
+                   "[default: auto where nvidia-smi shows SM12x GPUs, else what was applied, else the fixes' own].")
 @python_opt("Verify")
 @PROJECT_OPT
 @click.option("--fix", "fix_names", multiple=True, metavar="NAME",
@@ -155,14 +155,15 @@ def apply(path, patches, no_generate, from_cc, to_cc, dry_run, version, python, 
 @JSON_OPT
 def verify(path, from_cc, to_cc, python, project, fix_names, all_fixes, as_json):
     """Exit 0 only if the patch is in effect at PATH; else 1, a line per problem."""
+    from patchkit.commands.verify import sm12x_gpus, verify_auto
     from patchkit.commands.verify import verify as command
-    from patchkit.commands.verify import verify_auto
 
     fixes = choose_fixes(fix_names, all_fixes) if fix_names or all_fixes else None
-    if to_cc is AUTO:
+    found = None if to_cc is not None or from_cc is not None else sm12x_gpus()
+    if to_cc is AUTO or found is not None:  # given auto, or SM12x GPUs here: proved for them
         if from_cc is not None:
             raise BadInput(None, "--to-cc auto checks each GPU's key against the project's own --from-cc: give no --from-cc")
-        return verify_auto(targets(path, python, project).found, fixes, named=tuple(fix_names))
+        return verify_auto(targets(path, python, project).found, fixes, named=tuple(fix_names), m=found)
     check_cc(from_cc, to_cc, project)
     named = tuple(fix_names) if fix_names else (() if all_fixes else None)
     given = targets(path, python, project)

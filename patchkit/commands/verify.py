@@ -50,12 +50,32 @@ def verify(
     return verify_session(s, from_cc, to_cc, fixes, named)
 
 
-def verify_auto(found, fixes, named=()) -> Auto:
-    """``verify --to-cc auto``: each key this machine's GPUs need at each target (``judge.auto``),
-    proved as ``verify`` proves a key given; ``named``: the fixes --fix named."""
+def sm12x_gpus():
+    """This machine (``gpus.smi.Machine``) when nvidia-smi shows an SM12x GPU, the GPUs the fixes
+    are for: a plain ``verify`` then proves for them (a GB10's 12.1, not the 12.0 applied) as
+    ``--to-cc auto`` does.  None without nvidia-smi, when it fails, or for other GPUs (a build
+    machine's H100 says nothing of the GPUs the patch was applied for)."""
+    import shutil
+
+    if shutil.which("nvidia-smi") is None:
+        return None
+    from patchkit.errors import PatchkitError
     from patchkit.judge import auto
 
-    m = auto.read_machine()
+    try:
+        m = auto.read_machine()
+    except PatchkitError:
+        return None
+    return m if any(g.cc[0] == 12 for g in m.gpus) else None
+
+
+def verify_auto(found, fixes, named=(), m=None) -> Auto:
+    """``verify --to-cc auto``: each key this machine's GPUs need at each target (``judge.auto``),
+    proved as ``verify`` proves a key given; ``named``: the fixes --fix named; ``m``: the machine,
+    read already."""
+    from patchkit.judge import auto
+
+    m = auto.read_machine() if m is None else m
     sessions = [Session.open(path, project=name, install=install) for path, name, install in found]
     keys = auto.for_verify(sessions, m, fixes, default_fixes(), named)
     return Auto("verify", m, tuple(

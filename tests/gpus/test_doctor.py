@@ -439,3 +439,29 @@ def test_a_gb10_is_told_of_a_jit_build_of_sm_121a_never_sm_120a(tmp_path: Path, 
         assert (b"sm_120a" in invoke("doctor", "--python", python, "--to-cc", cc, "--json", env=no_nvidia_smi(tmp_path)).stdout) == (cc == "12.0")
     done = invoke("doctor", "--python", python, env=standin(tmp_path, "gb10"))
     assert b"sm_121a" in done.stdout and b"sm_120a" not in done.stdout
+
+
+def test_plain_verify_proves_for_the_sm12x_gpus_it_finds(tmp_path: Path, prebuilt) -> None:
+    """vLLM 0.33.0 applied with key '12.0' (an RTX PRO 6000's): on a GB10 a plain verify proves for
+    12.1, as --to-cc auto does (it said "ok" for the '12.0' applied); with no GPU seen, or on an H200
+    (a build machine), it proves what was applied."""
+    import subprocess
+
+    checkout = tmp_path / "vllm"
+    subprocess.run(["git", "clone", "-q", "--branch", "v0.33.0", str(prebuilt.mirror("vllm")), str(checkout)], check=True,
+                   capture_output=True)
+    assert invoke("apply", str(checkout), "--to-cc", "12.0", env=no_nvidia_smi(tmp_path)).returncode == 0
+    gb10 = standin(tmp_path / "gb10", "gb10")
+    done = invoke("verify", str(checkout), "--fix", "torch-symm-mem", env=gb10)
+    assert done.returncode == 1, done.stdout.decode()
+    lines = out(done)
+    assert lines[0] == "this machine: 1 x NVIDIA GB10 (cc 12.1)"
+    assert ("vllm/distributed/device_communicators/symm_mem.py: SymmMemCommunicator._WORLD_SIZES_MULTIMEM has no key '12.1' "
+            "(the patch is not applied)") in lines
+    assert lines[-1] == "verify: 3 problems"
+    # Without --fix, the GB10 does not need torch-symm-mem (one GPU): ok, and said why, as doctor says it.
+    done = invoke("verify", str(checkout), env=gb10)
+    assert done.returncode == 0 and out(done)[2].startswith("not needed here: torch-symm-mem: one GPU, no peer"), done.stdout.decode()
+    for env in (no_nvidia_smi(tmp_path), standin(tmp_path / "h200", "h200-1gpu")):
+        done = invoke("verify", str(checkout), "--fix", "torch-symm-mem", env=env)
+        assert (done.returncode, out(done)[-1]) == (0, "verify: ok (key '12.0' = key '10.0' in every table)")

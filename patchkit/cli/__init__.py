@@ -254,12 +254,13 @@ def list_fixes(patches, as_json):
     return command(patches)
 
 
-@cli.command(short_help="List code that treats --cc unlike --from-cc.")
+@cli.command(short_help="List code that treats --to-cc unlike --from-cc.")
 @click.argument("path", type=click.Path(path_type=Path), default=None, required=False)
-@click.option("--cc", type=CCType(), default="12", show_default=True,
-              help="The new compute capability (12.0, 12.1, sm_120a...; 12, a major alone, compares \"X.Y\" by major).")
+@click.option("--to-cc", "--cc", "cc", type=CCType(), default="12", show_default=True,
+              help="The new compute capability (12.0, 12.1, sm_120a...; 12, a major alone, compares \"X.Y\" by major; "
+                   "12.1 after --from-cc 12.0: what names 12.0 and not 12.1 is unaware).")
 @click.option("--from-cc", type=CCType(), default="10", show_default=True, help="The one it should behave like.")
-@click.option("--unaware-only", is_flag=True, help="Only the gates that do not name --cc (neither aware nor covered).")
+@click.option("--unaware-only", is_flag=True, help="Only the gates that do not name --to-cc (neither aware nor covered).")
 @click.option("--repo", type=click.Path(path_type=Path), default=None, help="Compare two releases of this git repository (with two --tag).")
 @click.option("--tag", "tags", multiple=True, help="A release tag to compare (give it twice, the older first; needs --repo).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
@@ -274,7 +275,7 @@ def scan(path, cc, from_cc, unaware_only, repo, tags, as_json, markdown):
         raise BadInput(None, "give --json or --markdown, not both")
     from patchkit.rewrite.capability import given
 
-    check_cc(from_cc, cc, None, "--cc")  # scan compares 10 with 12.0 as 10.0 with 12.0
+    check_cc(from_cc, cc, None, "--to-cc")  # scan compares 10 with 12.0 as 10.0 with 12.0
     tables = tuple(dict.fromkeys(t for p in PROJECTS.values() for t in p.tables))
     fmt = "json" if as_json else "markdown" if markdown else "text"
     return command(path, given(cc), given(from_cc), fmt, tables, unaware_only, repo, tags)

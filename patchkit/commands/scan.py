@@ -107,7 +107,7 @@ def scan(
     except ValueError as exc:
         raise BadInput(None, str(exc)) from None
     if one_capability:
-        raise BadInput(None, f"--cc {cc!r} and --from-cc {from_cc!r} are the same capability")
+        raise BadInput(None, f"--to-cc {cc!r} and --from-cc {from_cc!r} are the same capability")
     tables = SGLANG.tables if tables is None else tuple(tables)
     if repo is not None:
         return _compare(Path(repo), tuple(tags), cc, from_cc, fmt == "markdown", tables, unaware_only)
@@ -116,9 +116,9 @@ def scan(
         raise BadInput(str(path), "no such directory")
     skipped: list[tuple[str, str]] = []
     findings, seen, parsed = scan_tree(path, from_cc, cc, tables, skipped=skipped)
-    target = pair(from_cc, cc)[1]
+    source, target = pair(from_cc, cc)
     fixes = [covered_by(f) for f in findings]
-    classes = [classify(f, target, fix) for f, fix in zip(findings, fixes, strict=True)]
+    classes = [classify(f, target, fix, source.major == target.major) for f, fix in zip(findings, fixes, strict=True)]
     rows = [r for r in zip(findings, classes, fixes, strict=True) if not unaware_only or r[1] == UNAWARE]
     return TreeScan(path, cc, from_cc, unaware_only, fmt == "markdown", seen, parsed, tuple(findings), tuple(classes),
                     tuple(rows), tuple(skipped))
@@ -149,10 +149,11 @@ def _compare(repo: Path, tags: tuple[str, str], cc, from_cc, markdown: bool, tab
     from patchkit.git.objects import GitSource
     from patchkit.scan.compare import compare, releases
 
-    target = pair(from_cc, cc)[1]
+    source, target = pair(from_cc, cc)
     skipped: list[tuple[str, str, str]] = []
     before, after = releases(
-        GitSource(repo), list(tags), from_cc, cc, tables, lambda f: classify(f, target, covered_by(f)), skipped
+        GitSource(repo), list(tags), from_cc, cc, tables,
+        lambda f: classify(f, target, covered_by(f), source.major == target.major), skipped
     )
     ch = compare(before, after)
     appeared = [(f, c, covered_by(f)) for f, c in ch.appeared if not unaware_only or c == UNAWARE]

@@ -50,27 +50,50 @@ def literal_major(lit: Literal) -> int | None:
     return None
 
 
+def literal_cc(lit: Literal) -> tuple[int, int] | None:
+    """The (major, minor) a capability literal stands for: 121, (12, 1), "12.1", 12.1 -> (12, 1);
+    None for a major alone (12)."""
+    if lit.kind == SM:
+        return divmod(lit.value, 10)
+    if lit.kind in (TUPLE, DOTTED):
+        return tuple(lit.value)
+    if lit.kind == FLOAT:
+        return int(lit.value), round((lit.value - int(lit.value)) * 10)
+    return None
+
+
+def literal_names(lit: Literal, c: Cap, exact: bool) -> bool:
+    """Whether a literal names the cc ``c``: its major (``--cc 12`` after 10), or, ``exact``
+    (a cc of the same major as the one it should behave like: 12.1 after 12.0), the cc itself:
+    ``== 120`` names 12.0, not 12.1."""
+    return literal_cc(lit) == (c.major, c.minor) if exact else literal_major(lit) == c.major
+
+
 # Names of the SM12x family that say "consumer / workstation Blackwell" without its number.
 _ALIASES_12 = r"|rtx_?pro|rtx_?50[0-9]0|geforce|gb10(?![0-9])|(?:consumer|workstation|client)_?blackwell|blackwell_?(?:consumer|workstation|client|geforce|rtx)"
 
 
 @lru_cache(maxsize=8)
-def words(major: int) -> re.Pattern:
+def words(major: int, minor: int | None = None) -> re.Pattern:
     """What names ``major`` in a name, a string or a path: ``sm120``, ``sm_120``,
-    ``SM12x``, ``sm121``, ``Sm12`` (not ``sm1200``, ``sm_12345``); case-insensitive."""
+    ``SM12x``, ``sm121``, ``Sm12`` (not ``sm1200``, ``sm_12345``); case-insensitive.  With
+    ``minor``, that cc alone: ``sm121``, ``sm_121a``, and ``gb10`` for 12.1."""
+    if minor is not None:
+        return re.compile(rf"sm_?{major}{minor}(?![0-9])" + ("|gb10(?![0-9])" if (major, minor) == (12, 1) else ""), re.I)
     aliases = _ALIASES_12 if major == 12 else ""
     return re.compile(rf"sm_?{major}(?:[0-9x](?![0-9])|(?![0-9])){aliases}", re.I)
 
 
-def path_names(path: str, c: Cap) -> bool:
-    """Does a folder or the file name of ``path`` name the capability?"""
-    return words(c.major).search(path) is not None
+def path_names(path: str, c: Cap, exact: bool = False) -> bool:
+    """Does a folder or the file name of ``path`` name the capability (``exact``: see ``literal_names``)?"""
+    return words(c.major, c.minor if exact else None).search(path) is not None
 
 
-def classify(finding, c: Cap, fix: str | None) -> str:
-    """The class of ``finding`` for the capability ``c``; ``fix``: the fix that covers it, or None."""
+def classify(finding, c: Cap, fix: str | None, exact: bool = False) -> str:
+    """The class of ``finding`` for the capability ``c``; ``fix``: the fix that covers it, or None;
+    ``exact``: ``c`` has the major of the cc it should behave like (see ``literal_names``)."""
     if fix:
         return COVERED
-    if finding.names_cc or path_names(finding.path, c):
+    if finding.names_cc or path_names(finding.path, c, exact):
         return AWARE
     return UNAWARE

@@ -77,7 +77,7 @@ def gates_left(files: dict[str, bytes], feature, from_cc, to_cc) -> list[Gate]:
             left.append(Gate(path, 0, f"cannot be scanned ({type(exc).__name__})", None))
             continue
         for f in found:
-            if classify(f, new, None) != UNAWARE:
+            if classify(f, new, None, cap(from_cc).major == new.major) != UNAWARE:
                 continue
             function = _function(data, f.line) if path.endswith(".py") else None
             if not whole and function not in functions:

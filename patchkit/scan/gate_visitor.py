@@ -27,7 +27,7 @@ from patchkit.rewrite.dict_key import key_value
 from patchkit.rewrite.dict_key import one_line as _rewriter_one_line
 from patchkit.rewrite.scope import MODULE, Scope, assignments, header, statements
 from patchkit.scan import flag_gates
-from patchkit.scan.classify import literal_major, words
+from patchkit.scan.classify import literal_names, words
 from patchkit.scan.finding import COMPARISON, EQUALITY, MEMBERSHIP, PLATFORM_FLAG, TABLE, Finding, short
 from patchkit.scan.flags import flag
 
@@ -99,7 +99,9 @@ class _Gates(cst.CSTVisitor):
         self.assigned: dict[int, tuple[cst.CSTNode, str, str]] = {}
         self.hits: list[_Hit] = []
         # What names the cc (``patchkit.scan.classify``): the statements that do, by id.
-        self.words = words(caps[1].major)
+        # 12.1 after 12.0: only what names 12.1 itself (``literal_names``).
+        self.exact = caps[0].major == caps[1].major
+        self.words = words(caps[1].major, caps[1].minor if self.exact else None)
         self.key = 0  # the statement being visited
         self.chains: dict[int, int] = {}  # an if/elif chain's clauses -> its first ``if``
         self.naming: set[int] = set()
@@ -236,9 +238,9 @@ class _Gates(cst.CSTVisitor):
         if not any(subjects):
             return
         if self.key not in self.naming:  # a capability compared with the cc's major
-            major = self.caps[1].major
             for lit in lits:
-                if lit is not None and any(literal_major(x) == major for x in (lit if isinstance(lit, list) else [lit])):
+                if lit is not None and any(literal_names(x, self.caps[1], self.exact)
+                                           for x in (lit if isinstance(lit, list) else [lit])):
                     self.naming.add(self.key)
                     break
         kinds = set()

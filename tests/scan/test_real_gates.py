@@ -235,3 +235,24 @@ def test_flashinfer_releases_compared_from_git_objects(flashinfer: dict, tmp_pat
         (n, "preprocessor", "unaware") for n in GUARD_LINES
     ]
     assert doc["before"]["files_seen"] == doc["before"]["files_parsed"] == 1
+
+
+# --- 12.1 after 12.0: what names 12.0 and not 12.1 ------------------------------------------------
+
+def test_sglang_0523_gates_of_12_0_that_leave_12_1_out(sglang_0523: Path) -> None:
+    """``scan --from-cc 12.0 --to-cc 12.1``: a comparison that names 12.0 alone (``== 120``,
+    ``== (12, 0)``) is unaware of a GB10; one that names 12.1 (``== (12, 1)``, ``is_sm121()``) is aware.
+    With ``--to-cc 12`` after 10 the same comparisons name the major, and are aware."""
+    done = invoke("scan", str(sglang_0523), "--from-cc", "12.0", "--to-cc", "12.1")
+    assert done.returncode == 1, done.stderr
+    lines = done.stdout.decode().splitlines()
+    assert f"{sglang_0523}/sglang/srt/model_loader/utils.py:284: unaware: equality: get_device_sm() == 120" in lines
+    assert f"{sglang_0523}/sglang/srt/utils/common.py:343: unaware: equality: torch.cuda.get_device_capability() == (12, 0)" in lines
+    assert f"{sglang_0523}/sglang/srt/utils/common.py:350: aware: equality: torch.cuda.get_device_capability() == (12, 1)" in lines
+    assert f"{sglang_0523}/sglang/srt/layers/attention/qwen_sparse_attn_backend.py:85: aware: platform-flag: is_sm121()" in lines
+    assert lines[-1] == ("18 capability gates in 15 files (14 unaware, 4 aware, 0 covered; 0 patchable by patchkit); "
+                         "scanned 5029 files, parsed 69")
+    # --cc is the same option as --to-cc.
+    assert invoke("scan", str(sglang_0523), "--from-cc", "12.0", "--cc", "12.1").stdout == done.stdout
+    major = invoke("scan", str(sglang_0523), "--to-cc", "12").stdout.decode().splitlines()
+    assert f"{sglang_0523}/sglang/srt/model_loader/utils.py:284: aware: equality: get_device_sm() == 120" in major

@@ -22,6 +22,17 @@ NO_MULTICAST: dict[tuple[int, int], str] = {
 }
 
 
+# cc -> why two or more GPUs of it meet over PCIe only (no NVLink), with the source above.  A GB10
+# is one GPU: nothing to all-reduce with inside a Spark.
+PCIE_ONLY: dict[tuple[int, int], str] = {(12, 0): "RTX PRO 6000 and RTX 50 have no NVLink"}
+
+
+def pcie_only(ccs) -> tuple[str, ...] | None:
+    """Why two or more GPUs of every one of ``ccs`` meet over PCIe only (one reason each), or None."""
+    why = [PCIE_ONLY.get(tuple(cc)) for cc in ccs]
+    return tuple(why) if why and all(why) else None
+
+
 def without_multicast(ccs) -> tuple[str, ...] | None:
     """Why GPUs of every one of ``ccs`` lack multicast (one reason each), or None when one of them
     may have it (or none is given)."""

@@ -28,8 +28,15 @@ class SpeedupHere(NamedTuple):
 
 
 def for_machine(sp: Speedup, m: Machine) -> bool:
-    """Whether ``m`` is the machine ``sp`` is for."""
-    return all(g.cc[0] == sp.major for g in m.gpus) and sp.links == "pcie" and m.pcie_only()
+    """Whether ``m`` is the machine ``sp`` is for; a cc given without GPUs (``--to-cc 12.0``) is,
+    where two or more GPUs of it can only meet over PCIe (``gpus.products``)."""
+    if sp.links != "pcie":
+        return False
+    if not m.gpus and m.given:
+        from patchkit.gpus.products import pcie_only
+
+        return all(cc[0] == sp.major for cc in m.given) and pcie_only(m.given) is not None
+    return all(g.cc[0] == sp.major for g in m.gpus) and m.pcie_only()
 
 
 def speedups_here(m: Machine, versions: dict[str, str | None]) -> list[SpeedupHere]:

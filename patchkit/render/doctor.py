@@ -245,7 +245,14 @@ def _action(project: str, version: str | None) -> str:
 def speedup_lines(s, m) -> list[str]:
     """What doctor says of a known speedup for machine ``m`` (``judge.speedups.SpeedupHere``)."""
     sp, installed = s.speedup, s.installed
-    lines = [f"all-reduce on these GPUs ({_gpus(m)}, linked through PCIe only: no NVLink, no multicast): {sp.what}"]
+    if m.gpus:
+        lines = [f"all-reduce on these GPUs ({_gpus(m)}, linked through PCIe only: no NVLink, no multicast): {sp.what}"]
+    else:  # a cc given: for a server on two or more such GPUs
+        from patchkit.gpus.products import pcie_only
+
+        ccs = ", ".join(f"{a}.{b}" for a, b in m.given)
+        lines = [f"all-reduce on two or more GPUs of cc {ccs} (linked through PCIe only: {'; '.join(pcie_only(m.given))}): "
+                 f"{sp.what}"]
     have = " and ".join(f"{PROJECTS[r.project].label} {installed[r.project]}" for r in sp.requires)
     needs = " and ".join(f"{PROJECTS[r.project].label} {r.since} or later" for r in sp.requires)
     if s.available:

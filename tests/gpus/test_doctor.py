@@ -465,3 +465,21 @@ def test_plain_verify_proves_for_the_sm12x_gpus_it_finds(tmp_path: Path, prebuil
     for env in (no_nvidia_smi(tmp_path), standin(tmp_path / "h200", "h200-1gpu")):
         done = invoke("verify", str(checkout), "--fix", "torch-symm-mem", env=env)
         assert (done.returncode, out(done)[-1]) == (0, "verify: ok (key '12.0' = key '10.0' in every table)")
+
+
+def test_a_cc_given_gets_the_pcie_all_reduce_where_its_gpus_meet_over_pcie_only(tmp_path: Path, venvs) -> None:
+    """Without GPUs, --to-cc 12.0 is a machine whose GPUs can only meet over PCIe (no RTX PRO 6000 or RTX 50 has
+    NVLink): SGLang 0.5.23 with FlashInfer 0.7.0 are told of SGLANG_ENABLE_PCIE_IPC_ALLREDUCE (it was never named
+    there); a GB10 (12.1) is one GPU, with nothing to all-reduce with."""
+    venv = venvs("0.5.23", "0.7.0")
+    python = str(venv / "bin" / "python")
+    lines = out(invoke("doctor", "--python", python, "--to-cc", "12.0", env=no_nvidia_smi(tmp_path)))
+    start = lines.index("all-reduce on two or more GPUs of cc 12.0 (linked through PCIe only: RTX PRO 6000 and RTX 50 have "
+                        "no NVLink): FlashInfer's PCIe-IPC all-reduce (pcie_ipc_comm), which SGLang uses for the tensor-parallel "
+                        "all-reduce")
+    assert lines[start + 1:start + 3] == [
+        "  SGLang 0.5.23 and FlashInfer 0.7.0 have it: start the server with SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1", SERVES]
+    doc = json.loads(invoke("doctor", "--python", python, "--to-cc", "12.0", "--json", env=no_nvidia_smi(tmp_path)).stdout)
+    assert (doc["recommendation"]["name"], doc["recommendation"]["available"]) == ("pcie-ipc-allreduce", True)
+    gb10 = out(invoke("doctor", "--python", python, "--to-cc", "12.1", env=no_nvidia_smi(tmp_path)))
+    assert not any(line.startswith("all-reduce on") for line in gb10)

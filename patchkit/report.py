@@ -16,18 +16,21 @@ from patchkit.errors import OK
 
 
 class Where(NamedTuple):
-    """The target a result is about: its first line (``Session.describe``: where, what,
-    which version and how it was found) and what --json says of it."""
+    """The target a result is about: where, what, which version and how it was found (its first
+    line, as ``render/where.py`` says it) and what --json says of it."""
 
-    line: str
+    shown: str  # the folder a report names: the package of an install, else the checkout
+    label: str  # the project, as people write it
+    kind: str  # "checkout", "installed" or "editable"
     path: str
     version: str | None
     version_from: str
+    editable_of: str | None = None  # an editable install: the checkout it runs from
 
     @classmethod
     def of(cls, s) -> Where:
         """The target of a ``targets.session.Session``."""
-        return cls(s.describe(), str(s.target.root), s.version, s.how)
+        return cls(**s.where_fields())
 
     def fields(self, **more) -> dict:
         """The start of a target's part of a --json document: the target, its version, how it was found."""

@@ -20,6 +20,7 @@ from patchkit.git.objects import GitSource
 from patchkit.patch import message
 from patchkit.patch.write import patch_filename
 from patchkit.plan import APPLY, plan_apply
+from patchkit.report import Where
 from patchkit.targets.atomic import remove_temps, write_atomic
 from patchkit.targets.locate import CHECKOUT
 from patchkit.targets.session import Session
@@ -79,7 +80,7 @@ class Made(NamedTuple):
 
 
 class UpstreamResult(NamedTuple):
-    target: str  # the target's first line (``Session.describe``)
+    target: Where  # the checkout (``render/where.py`` says its first line)
     path: str
     head: str
     skipped: tuple  # (fix, what its plan said) of each fix that changes nothing at HEAD
@@ -124,7 +125,7 @@ def upstream(
     pr_context = dict(contexts[0], commits=[dict(ctx, subject=message.subject(t)) for ctx, t in zip(contexts, texts, strict=True)])
     body = message.pr_body(pr_context, templates)
     files = sorted({c.path for _, plan in steps for c in plan.changes})
-    planned = UpstreamResult(s.describe(), str(s.target.root), head, tuple(skipped), name, dry_run, tuple(fix for fix, _ in steps),
+    planned = UpstreamResult(Where.of(s), str(s.target.root), head, tuple(skipped), name, dry_run, tuple(fix for fix, _ in steps),
                              tuple(texts), body, tuple(files), tuple((len(plan.changes), plan.source) for _, plan in steps))
     if dry_run:
         return planned

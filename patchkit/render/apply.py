@@ -9,6 +9,7 @@ from patchkit.patch.write import hunks, split_lines
 from patchkit.plan import APPLY
 from patchkit.render.reasons import code, said
 from patchkit.render.servers import restart_json, restart_lines
+from patchkit.render.where import where_line
 from patchkit.text import plural
 
 ONE_TARGET = True  # to_json renders one target: render.document puts it in a list, ``targets``
@@ -66,7 +67,7 @@ def jit_lines(jit, version: str | None, when: str) -> list[str]:
 
 def to_text(r, terminal: bool) -> list[str]:
     plan, local = r.plan, r.local
-    lines = [r.where.line]
+    lines = [where_line(r.where)]
     if r.kept:
         lines.append(f"note: keeps {', '.join(r.kept)}, applied before (`patchkit revert` takes the fixes away)")
     lines += transaction_lines(r, "apply")

@@ -5,6 +5,7 @@ needed here said under its target's first line."""
 from __future__ import annotations
 
 from patchkit.render.reasons import code, said
+from patchkit.render.where import where_line
 from patchkit.report import Auto, AutoTarget
 
 
@@ -24,14 +25,14 @@ def spare_lines(spare: dict) -> list[str]:
 
 def _idle(t: AutoTarget) -> list[str]:
     if t.spare:
-        return [t.where.line, *spare_lines(t.spare)]
+        return [where_line(t.where), *spare_lines(t.spare)]
     has = ", ".join(repr(cc) for cc in t.held if cc not in t.not_for)
     other = ", ".join(map(repr, t.not_for))
     said = f"{t.label} already holds key {has} for this machine's GPUs" if has else ""
     if other:
         said += (f", and no fix for it is for those of key {other}" if has
                  else f"no fix for {t.label} is for this machine's GPUs (key {other})")
-    return [t.where.line, f"nothing to do: {said}"]
+    return [where_line(t.where), f"nothing to do: {said}"]
 
 
 def to_text(auto: Auto, terminal: bool) -> list[str]:

@@ -18,6 +18,7 @@ from patchkit.render.kernels import distribution_lines
 from patchkit.render.reasons import code, said
 from patchkit.render.settings import lines as settings_lines
 from patchkit.render.settings import set_line
+from patchkit.render.where import where_line
 from patchkit.text import plural
 from patchkit.types import Status
 
@@ -36,7 +37,7 @@ def to_text(r, terminal: bool) -> list[str]:
     lines = _header(r)
     here, these = _here(r)
     for t in r.targets:
-        lines += ["", t.where.line]
+        lines += ["", where_line(t.where)]
         for j in t.fixes:
             h = j.here
             kind = "on by default" if j.default else "opt-in"

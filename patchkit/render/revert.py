@@ -9,6 +9,7 @@ from patchkit.plan import REVERT
 from patchkit.render.apply import jit_fields, jit_lines, plan_fields, transaction_lines
 from patchkit.render.reasons import said
 from patchkit.render.servers import restart_json, restart_lines
+from patchkit.render.where import where_line
 from patchkit.text import plural
 
 ONE_TARGET = True  # to_json renders one target: render.document puts it in a list, ``targets``
@@ -16,7 +17,7 @@ ONE_TARGET = True  # to_json renders one target: render.document puts it in a li
 
 def to_text(r, terminal: bool) -> list[str]:
     plan = r.plan
-    lines = [r.where.line]
+    lines = [where_line(r.where)]
     lines += transaction_lines(r, "revert")
     lines += [f"note: {said(note)}" for note in plan.notes]
     lines += [f"kept your edited copy in {path}" for path in r.kept]

@@ -5,11 +5,12 @@ commit made, the mboxes and PR.md written, and what to do next."""
 from __future__ import annotations
 
 from patchkit.patch import message
+from patchkit.render.where import where_line
 from patchkit.text import plural
 
 
 def to_text(r, terminal: bool) -> list[str]:
-    lines = [f"{r.target}; HEAD {r.head[:12]}"]
+    lines = [f"{where_line(r.target)}; HEAD {r.head[:12]}"]
     lines += [f"note: {fix}: {action}, no commit" for fix, action in r.skipped]
     if r.made is None:
         lines.append(f"would create branch {r.branch} with {plural(len(r.messages), 'commit')}:" if len(r.messages) > 1

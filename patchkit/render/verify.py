@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from patchkit.fixes.kinds import BackportRule
 from patchkit.render.reasons import code, said
+from patchkit.render.where import where_line
 from patchkit.text import plural
 
 ONE_TARGET = True  # to_json renders one target: render.document puts it in a list, ``targets``
@@ -12,7 +13,7 @@ ONE_TARGET = True  # to_json renders one target: render.document puts it in a li
 
 def to_text(r, terminal: bool) -> list[str]:
     plan = r.plan
-    lines = [r.where.line]
+    lines = [where_line(r.where)]
     lines += [f"checked {c.path}: {', '.join(c.tables)} ({c.how})" for c in plan.checked]
     lines += [f"note: {said(n)}" for n in plan.notes]
     lines += map(said, plan.problems)

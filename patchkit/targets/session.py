@@ -57,14 +57,15 @@ class Session:
         release = public(self.version) if self.version else None
         return release if release and is_version(release) else None
 
-    def describe(self) -> str:
-        """The first line of every report: where, what, which version and how it was found."""
-        what = f"{self.project.label} {self.version or '(version unknown)'}"
+    def where_fields(self) -> dict:
+        """Where the target is, what, which version and how it was found (``report.Where``'s fields)."""
+        fields = {"label": self.project.label, "path": str(self.target.root), "version": self.version,
+                  "version_from": self.how}
         if self.target.install is not None:
-            return f"{self.target.install.package}: {what} (editable install of {self.target.root}, {self.how})"
+            return dict(fields, shown=str(self.target.install.package), kind="editable", editable_of=str(self.target.root))
         if self.target.kind is INSTALLED:
-            return f"{self.target.root / self.project.name}: {what} (installed), {self.how}"
-        return f"{self.target.root}: {what}, {self.how}"
+            return dict(fields, shown=str(self.target.root / self.project.name), kind="installed")
+        return dict(fields, shown=str(self.target.root), kind="checkout")
 
     def current(self, extra: tuple[str, ...] = ()) -> dict[str, bytes]:
         """The bytes of every candidate file (and of ``extra`` paths) that exists."""

@@ -25,6 +25,7 @@ from patchkit.plan import APPLY, Plan
 from patchkit.plan.reasons import NotApplied
 from patchkit.plan.verify import VerifyPlan
 from patchkit.render import document, target_document, text
+from patchkit.render.where import where_line
 from patchkit.report import Auto, AutoTarget, Each, Where
 from patchkit.rewrite.rules import Found
 from patchkit.scan.classify import UNAWARE
@@ -46,7 +47,7 @@ NOT_APPLIED = NotApplied("flashinfer/data/include/flashinfer/comm/trtllm_allredu
 
 
 def where(project: str, label: str, version: str) -> Where:
-    return Where(f"{SITE}/{project}: {label} {version} (installed)", str(SITE), version, "METADATA")
+    return Where(f"{SITE}/{project}", label, "installed", str(SITE), version, f"from {project}-{version}.dist-info/METADATA")
 
 
 def verified(project: str, label: str, version: str, problems: tuple = ()) -> VerifyResult:
@@ -73,8 +74,8 @@ def test_each_says_what_the_environment_holds_then_each_target() -> None:
     each = Each("verify", (sglang, flashinfer), env)
     assert text(each, terminal=False) == [
         "/v/bin/python: SGLang (wheel), FlashInfer (wheel); not installed: vLLM",
-        f"{SITE}/sglang: SGLang 0.5.9 (installed)", "verify: ok, nothing to patch (no capability tables in SGLang 0.5.9)", "",
-        f"{SITE}/flashinfer: FlashInfer 0.6.4 (installed)", LACKS, "verify: 1 problem",
+        f"{SITE}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info/METADATA", "verify: ok, nothing to patch (no capability tables in SGLang 0.5.9)", "",
+        f"{SITE}/flashinfer: FlashInfer 0.6.4 (installed), from flashinfer-0.6.4.dist-info/METADATA", LACKS, "verify: 1 problem",
     ]
     doc = document(each)
     assert doc == {"python": "/v/bin/python", "installed": [{"project": "sglang", "how": WHEEL}, {"project": "flashinfer", "how": WHEEL}],
@@ -102,17 +103,17 @@ def test_each_member_renders_its_places_piped_as_path_line_text() -> None:
 def test_auto_says_the_machine_then_idle_targets_then_runs_with_the_fixes_left_out() -> None:
     gpus = parse.gpus((DATA / "query.csv").read_text())
     machine = Machine("nvidia-smi", tuple(gpus), tuple(parse.links((DATA / "topo-m.txt").read_text(), len(gpus))))
-    idle = AutoTarget(Where(f"{SITE}/flashinfer: FlashInfer 0.6.4 (installed)", str(SITE), "0.6.4", "METADATA"), "flashinfer",
+    idle = AutoTarget(where("flashinfer", "FlashInfer", "0.6.4"), "flashinfer",
                       "FlashInfer", (12,), {}, ())
     run = applied("sglang", "SGLang", "0.5.9")
-    busy = AutoTarget(Where(f"{SITE}/sglang: SGLang 0.5.9 (installed)", str(SITE), "0.5.9", "METADATA"), "sglang", "SGLang",
+    busy = AutoTarget(where("sglang", "SGLang", "0.5.9"), "sglang", "SGLang",
                       (12,), {"allreduce-fusion": NoMulticast(Peers.PCIE_ONLY)}, (run,))
     auto = Auto("apply", machine, (busy, idle))
     assert text(auto, terminal=False) == [
         "this machine: 8 x NVIDIA RTX PRO 6000 Blackwell Workstation Edition (cc 12.0)",
-        f"{SITE}/flashinfer: FlashInfer 0.6.4 (installed)",
+        f"{SITE}/flashinfer: FlashInfer 0.6.4 (installed), from flashinfer-0.6.4.dist-info/METADATA",
         "nothing to do: FlashInfer already holds key 12 for this machine's GPUs",
-        f"{SITE}/sglang: SGLang 0.5.9 (installed)",
+        f"{SITE}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info/METADATA",
         "not needed here: allreduce-fusion: no multicast between PCIe GPUs (--fix allreduce-fusion applies it anyway)",
         f"applied {PATCH}",
         "dropped 0 cached bytecode files",
@@ -129,10 +130,10 @@ def test_auto_says_the_machine_then_idle_targets_then_runs_with_the_fixes_left_o
 def test_an_idle_target_names_the_keys_no_fix_is_for_apart_from_those_the_release_holds() -> None:
     gpus = parse.gpus((DATA / "query.csv").read_text())
     machine = Machine("nvidia-smi", tuple(gpus), tuple(parse.links((DATA / "topo-m.txt").read_text(), len(gpus))))
-    where = Where(f"{SITE}/sglang: SGLang 0.5.9 (installed)", str(SITE), "0.5.9", "METADATA")
-    none = AutoTarget(where, "sglang", "SGLang", (8,), {}, (), (8,))
-    some = AutoTarget(where, "sglang", "SGLang", (8, 9), {}, (), (8,))
+    at = where("sglang", "SGLang", "0.5.9")
+    none = AutoTarget(at, "sglang", "SGLang", (8,), {}, (), (8,))
+    some = AutoTarget(at, "sglang", "SGLang", (8, 9), {}, (), (8,))
     assert text(Auto("verify", machine, (none, some)), terminal=True)[1:] == [
-        where.line, "nothing to do: no fix for SGLang is for this machine's GPUs (key 8)",
-        where.line, "nothing to do: SGLang already holds key 9 for this machine's GPUs, and no fix for it is for those of key 8",
+        where_line(at), "nothing to do: no fix for SGLang is for this machine's GPUs (key 8)",
+        where_line(at), "nothing to do: SGLang already holds key 9 for this machine's GPUs, and no fix for it is for those of key 8",
     ]

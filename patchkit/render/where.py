@@ -1,0 +1,13 @@
+"""The first line of every report on a target (``report.Where``): where, what, which version and
+how it was found."""
+
+from __future__ import annotations
+
+
+def where_line(w) -> str:
+    what = f"{w.label} {w.version or '(version unknown)'}"
+    if w.kind == "editable":
+        return f"{w.shown}: {what} (editable install of {w.editable_of}, {w.version_from})"
+    if w.kind == "installed":
+        return f"{w.shown}: {what} (installed), {w.version_from}"
+    return f"{w.shown}: {what}, {w.version_from}"

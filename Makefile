@@ -38,11 +38,11 @@ $(VENV)/.test-deps: $(VENV)/.deps
 test-deps: install $(VENV)/.test-deps
 
 # A real (non-editable) install, as a user gets it: shipped patches and templates included, the
-# fixes' data files parsed at build time (setup.py); redone when a file (or a folder: a file added
-# or deleted) of the package, or setup.py, changed since.
+# fixes' data files parsed at build time (patchkit/_build.py); redone when a file (or a folder: a file
+# added or deleted) of the package changed since.
 # (Absolute names: `patches` alone would be the target of that name below.)
 SOURCES := $(shell find $(CURDIR)/patchkit $(CURDIR)/patches $(CURDIR)/templates -name __pycache__ -prune -o -print)
-$(VENV)/.installed: $(VENV)/.deps $(SOURCES) setup.py
+$(VENV)/.installed: $(VENV)/.deps $(SOURCES)
 	if [ -e $(VENV)/.fresh ]; then rm $(VENV)/.fresh; else \
 		rm -rf build/lib build/bdist.* && $(PY) -m pip install --quiet --no-deps --force-reinstall . ; fi
 	touch $@

@@ -1,4 +1,4 @@
-"""The fixes' data files parsed at build time (setup.py writes ``patchkit/fixes/_parsed.py`` into
+"""The fixes' data files parsed at build time (patchkit/_build.py writes ``patchkit/fixes/_parsed.py`` into
 the wheel): the installed package reads its TOML files from there, the document tomllib makes of
 each, and parses any other text when it reads it; reading the fixes imports no TOML parser."""
 

@@ -1,5 +1,7 @@
-"""The one build step pyproject.toml cannot say: the data files of ``patchkit/fixes/`` parsed at
-build time, so that a command does not import and run a TOML parser at every start.
+"""The build backend (``pyproject.toml``: setuptools' own, from the tree through ``backend-path``)
+and the one build step its configuration names but cannot say (``[tool.setuptools.cmdclass]``): the data files of ``patchkit/fixes/`` parsed at
+build time, so that a command does not import and run a TOML parser at every start.  Imported by
+setuptools while it builds, never by patchkit.
 
 The wheel gets ``patchkit/fixes/_parsed.py``: each ``*.toml`` of that folder as tomllib parses it,
 keyed by the sha256 of its text (``fixes/load.py`` takes a document from there only when the
@@ -14,7 +16,7 @@ import math
 import sys
 from pathlib import Path
 
-from setuptools import setup
+from setuptools.build_meta import *  # noqa: F403 - the build backend pyproject.toml names is setuptools', with this step
 from setuptools.command.build_py import build_py
 
 MODULE = "_parsed.py"
@@ -48,7 +50,7 @@ def parsed_module(folder: Path) -> str:
         if _literal(doc):
             docs[hashlib.sha256(text.encode("utf-8")).hexdigest()] = doc
     return (
-        '"""Written by setup.py at build time: the TOML files of patchkit/fixes/ as tomllib parses them,\n'
+        '"""Written by patchkit/_build.py at build time: the TOML files of patchkit/fixes/ as tomllib parses them,\n'
         'keyed by the sha256 of their text (fixes/load.py reads them from here)."""\n\n'
         f"DOCS = {docs!r}\n"
     )
@@ -60,5 +62,3 @@ class BuildPy(build_py):
         fixes = Path(self.build_lib) / "patchkit" / "fixes"  # the data files as the wheel ships them
         (fixes / MODULE).write_text(parsed_module(fixes), encoding="utf-8")
 
-
-setup(cmdclass={"build_py": BuildPy})

@@ -188,7 +188,10 @@ def doctor(found: list[tuple], apply_target: str, env=None, to_cc: CC | None = N
     if needed:
         # Keep what is in effect by patchkit too: apply replaces what it applied before.
         keep = [n for n in FIXES if n in needed or any(h.fix == n and h.by_patchkit for _, hs in states for h in hs)]
-        defaults = [n for n in FIXES if FIXES[n].default]
+        # The fixes on by default that a plain apply writes: those kept, and those missing somewhere (one
+        # the releases already have, or that has nothing to patch, needs no --fix to be left as it is).
+        defaults = [n for n in FIXES if FIXES[n].default and (n in keep or any(
+            h.fix == n and h.status == Status.MISSING for _, hs in states for h in hs))]
         options = "" if keep == defaults else " --all-fixes" if keep == list(FIXES) else "".join(f" --fix {n}" for n in keep)
         command = _apply_command(apply_target, options, None if m is seen else needing)
     return DoctorResult(seen, unseen, to_cc, m, basis, tuple(targets), tuple(needed), command, code,

@@ -13,6 +13,7 @@ import zipfile
 
 import pytest
 
+from patchkit.data import shipped
 from patchkit.digest import blob_id
 from patchkit.fixes.load import read_fixes
 from patchkit.rewrite.diff import parse
@@ -201,3 +202,23 @@ def test_each_diff_is_made_on_the_real_file_of_its_release() -> None:
         assert diff.path == PATH
         before, (after, _) = _server_args(rule.made_on), _patched(rule.made_on)
         assert f"index {blob_id(before)}..{blob_id(after)} 100644".encode() in rule.diff
+
+
+def test_the_shipped_series_carry_it_and_the_fusions_patch_says_it_stops_the_release() -> None:
+    """SGLang 0.5.7's series: the fix second (on by default, by name); allreduce-fusion's message says
+    that 0.5.7 turns the fusion on by itself and that this fix keeps it from doing so."""
+    series = shipped("patches") / "0.5.7"
+    names = (series / "series").read_text().splitlines()
+    assert names == ["0001-Keep-DeepGEMM-off-on-SM120-SM121-unless-it-has-their.patch",
+                     "0002-Keep-SGLang-from-turning-the-all-reduce-fusion-on-by.patch",
+                     "0003-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch",
+                     "0004-Allow-the-FlashInfer-all-reduce-fusion-on-SM120.patch"]
+    ours = (series / names[1]).read_bytes()
+    assert b"Subject: [PATCH] Keep SGLang from turning the all-reduce fusion on by itself on SM12x\n" in ours
+    assert b"-            and (is_sm90_supported() or is_blackwell_supported())\n" \
+           b"+            and (is_sm90_supported() or is_sm100_supported())\n" in ours
+    fusion = (series / names[3]).read_text()
+    assert ("SGLang 0.5.7 turns the fusion on by itself on SM120 for\nDeepseekV3ForCausalLM, GptOssForCausalLM, "
+            "Glm4MoeForCausalLM,\nQwen3MoeForCausalLM (with FlashInfer below 0.6.17 installed, the server\nthen fails); "
+            "the fusion-self-enable fix keeps it from doing so.\n") in fusion
+    assert not (shipped("patches") / "0.5.8" / "series").read_text().count("Keep-SGLang-from-turning")

@@ -488,7 +488,8 @@ def test_one_environment_sglang_and_flashinfer(tmp_path: Path) -> None:
     assert default.returncode == 0, default.stderr
     assert (site / files[2]).read_bytes() == original[files[2]]  # the default: torch-symm-mem only
     assert all((site / f).read_bytes() == original[f] for f in installed.values())
-    assert "note: no rule of deepgemm-sm12x, torch-symm-mem patches FlashInfer; allreduce-fusion does (--fix NAME)" in default.stdout.decode()
+    assert ("note: no rule of deepgemm-sm12x, fusion-self-enable, torch-symm-mem patches FlashInfer; allreduce-fusion does "
+            "(--fix NAME)") in default.stdout.decode()
 
     done = invoke("apply", "--python", python, "--all-fixes")
     assert done.returncode == 0, done.stderr

@@ -118,12 +118,15 @@ class DoctorResult(NamedTuple):
         return PROBLEMS if self.needed or (self.code is not None and self.code.no_code()) else OK
 
 
-def _turned_on(effect: Effect, s: Session, versions: dict[str, str | None], m: Machine) -> tuple:
+def _turned_on(effect: Effect, s: Session, versions: dict[str, str | None], m: Machine, hs: list[FixHere]) -> tuple:
     """Why an opt-in fix is needed here although nobody asked for it: the release turns the
-    feature on by itself on these GPUs, with a version of the other project that fails."""
+    feature on by itself on these GPUs, with a version of the other project that fails.  Not
+    where the fix that keeps the release from it (``prevented_by``) is in effect at the target."""
     if not any(major == 12 for major, _ in m.ccs()):
         return ()
+    kept = {h.fix for h in hs if h.status == Status.IN_EFFECT}
     return tuple(TurnedOn(s.project.name, s.version, d, other) for d in effect.turned_on(s.project.name, s.version)
+                 if not d.prevented_by or d.prevented_by not in kept
                  for other in [versions.get(d.with_project)] if other and not at_least(other, d.fixed_in))
 
 
@@ -168,7 +171,7 @@ def doctor(found: list[tuple], apply_target: str, env=None, to_cc: CC | None = N
     states = [(s, fixes_here(s, m)) for s in sessions]
     # An opt-in fix is needed here when one of the projects turns its feature on by itself.
     pulled = {h.fix: why for s, hs in states for h in hs if h.fix in effects and not FIXES[h.fix].default
-              for why in [_turned_on(effects[h.fix], s, versions, m)] if why}
+              for why in [_turned_on(effects[h.fix], s, versions, m, hs)] if why}
     needed: list[str] = []
     needing: dict[str, object] = {}  # project -> its key for the GPUs judged, where a fix is needed
     targets = []
@@ -185,7 +188,10 @@ def doctor(found: list[tuple], apply_target: str, env=None, to_cc: CC | None = N
     if needed:
         # Keep what is in effect by patchkit too: apply replaces what it applied before.
         keep = [n for n in FIXES if n in needed or any(h.fix == n and h.by_patchkit for _, hs in states for h in hs)]
-        defaults = [n for n in FIXES if FIXES[n].default]
+        # The fixes on by default that a plain apply writes: those kept, and those missing somewhere (one
+        # the releases already have, or that has nothing to patch, needs no --fix to be left as it is).
+        defaults = [n for n in FIXES if FIXES[n].default and (n in keep or any(
+            h.fix == n and h.status == Status.MISSING for _, hs in states for h in hs))]
         options = "" if keep == defaults else " --all-fixes" if keep == list(FIXES) else "".join(f" --fix {n}" for n in keep)
         command = _apply_command(apply_target, options, None if m is seen else needing)
     return DoctorResult(seen, unseen, to_cc, m, basis, tuple(targets), tuple(needed), command, code,

@@ -16,7 +16,8 @@ of tables:
   not need the fix, and ``adds_without`` says what the fix would add there instead;
 - ``[[effect.default_on]]``: the releases of a project (``since``/``until``) that turn the
   fixed feature on by themselves for ``models`` (architectures), when ``with_project`` is
-  installed beside them below ``fixed_in``.
+  installed beside them below ``fixed_in``; ``prevented_by`` (optional) names the fix that
+  keeps the release from doing so (where it is in effect, the release no longer does).
 
 A fix without ``[effect]`` has no effects to tell.  A wrong table is one BadInput line.
 """
@@ -91,6 +92,7 @@ class DefaultOn(NamedTuple):
     models: tuple[str, ...]
     with_project: str
     fixed_in: str
+    prevented_by: str = ""  # the fix that keeps the release from turning it on ("": none)
 
     def covers(self, version: str | None) -> bool:
         return _covers(self.since, self.until, version)
@@ -139,7 +141,8 @@ def failure_words(f: Fails, label: str) -> str:
 
 
 def on_by_itself_words(d: DefaultOn, label: str, other: str) -> str:
-    return f"{label} {d.releases()} turns it on by itself on SM120 for {', '.join(d.models)}, with {other} below {d.fixed_in}"
+    kept = f"; {d.prevented_by} keeps it off" if d.prevented_by else ""
+    return f"{label} {d.releases()} turns it on by itself on SM120 for {', '.join(d.models)}, with {other} below {d.fixed_in}{kept}"
 
 
 def _versions(entry: dict, path: Path, what: str, *keys: str) -> None:
@@ -196,9 +199,13 @@ def read_effect(path: Path) -> Effect | None:
     for where, e in _tables(effect, "default_on", path, what):
         _versions(e, path, where, "since", "until")
         _versions(e, path, where, "fixed_in")
+        prevented_by = _get(e, "prevented_by", str, path, where) if "prevented_by" in e else ""
+        if prevented_by and (prevented_by == name or f"{prevented_by}.toml" in NOT_FIXES
+                             or not (path.parent / f"{prevented_by}.toml").is_file()):
+            raise BadInput(str(path), f"{where}: prevented_by {prevented_by!r} is not another fix")
         default_on.append(DefaultOn(_get(e, "project", str, path, where), e["since"], e["until"],
                                     _strings(e, "models", path, where), _get(e, "with_project", str, path, where),
-                                    e["fixed_in"]))
+                                    e["fixed_in"], prevented_by))
     keys: dict = {}
     for r in doc.get("rules", ()):
         if isinstance(r, dict) and "project" in r and "to_cc" in r:

@@ -88,8 +88,9 @@ def _stale_jit_build(r: plan.StaleJitBuild) -> str:
 def _turned_on(r: judge.TurnedOn) -> str:
     from patchkit.fixes.registry import PROJECTS  # the projects' labels: read only when one is said
 
+    until = f", until {r.on.prevented_by} is applied" if r.on.prevented_by else ""
     return (f"{PROJECTS[r.project].label} {r.version} turns it on by itself on SM120 for {', '.join(r.on.models)}, "
-            f"with {PROJECTS[r.on.with_project].label} {r.other} (the fix is upstream from {r.on.fixed_in})")
+            f"with {PROJECTS[r.on.with_project].label} {r.other} (the fix is upstream from {r.on.fixed_in}){until}")
 
 
 def _replacing(r: plan.Replacing) -> str:

@@ -227,8 +227,14 @@ def test_the_shipped_patches() -> None:
     doc = document(report)
     assert report.exit_code == 0
     assert doc["command"] == "fixes"
-    assert [f["name"] for f in doc["fixes"]] == ["deepgemm-sm12x", "torch-symm-mem", "allreduce-fusion"] == list(FIXES)
-    _deepgemm, symm, fusion = doc["fixes"]
+    assert [f["name"] for f in doc["fixes"]] == ["deepgemm-sm12x", "fusion-self-enable", "torch-symm-mem", "allreduce-fusion"] == list(FIXES)
+    _deepgemm, self_enable, symm, fusion = doc["fixes"]
+    # SGLang 0.5.8's narrowing of the fusion it turns on by itself: on by default, patched up to 0.5.7, upstream from 0.5.8.
+    assert (self_enable["default"], self_enable["enable"]) == (True, None)
+    assert [(r["project"], r["kind"]) for r in self_enable["rules"]] == [("sglang", "backport")] * 3
+    shipped = next(r for r in self_enable["releases"] if r["project"] == "sglang")
+    assert {"0.5.4.post2", "0.5.7"} <= set(shipped["patched"]) and {"0.5.8", "0.5.23"} <= set(shipped["already_upstream"])
+    assert not {"0.5.4.post1", "0.5.8"} & set(shipped["patched"])
     assert (symm["default"], symm["enable"]) == (True, None)
     assert (fusion["default"], fusion["enable"]) == (False, "--fix allreduce-fusion")
     assert [(r["project"], r["kind"]) for r in symm["rules"]] == [("sglang", "dict-key"), ("vllm", "dict-key")]
@@ -256,9 +262,17 @@ def test_each_fix_says_what_it_does_and_when() -> None:
         "  needs:    multicast over NVLink (NVSwitch) between the GPUs; without it the communicator will then turn itself off "
         "(\"torch symmetric memory multicast operations are not supported\"): the all-reduce stays on NCCL",
     ]
+    # Since fusion-self-enable (on by default), the releases that turn the fusion on by themselves name the fix that stops them.
     assert ("  on by itself: SGLang 0.5.7 turns it on by itself on SM120 for DeepseekV3ForCausalLM, GptOssForCausalLM, "
-            "Glm4MoeForCausalLM, Qwen3MoeForCausalLM, with FlashInfer below 0.6.17") in lines
+            "Glm4MoeForCausalLM, Qwen3MoeForCausalLM, with FlashInfer below 0.6.17; fusion-self-enable keeps it off") in lines
     doc = {f["name"]: f for f in document(command.fixes())["fixes"]}
     assert doc["allreduce-fusion"]["effect"]["default_on"][0] == {
         "project": "sglang", "since": "0.5.4.post2", "until": "0.5.6.post2", "models": ["GptOssForCausalLM"],
-        "with_project": "flashinfer", "fixed_in": "0.6.17"}
+        "with_project": "flashinfer", "fixed_in": "0.6.17", "prevented_by": "fusion-self-enable"}
+    start = lines.index("  upstream: SGLang 0.5.8 turns it on by itself on SM90 and SM100 only (SGLang PR 16283, for SGLang issue 15650)")
+    assert lines[start + 1:start + 3] == [
+        "  without it (with enable_flashinfer_allreduce_fusion, which server_args.py sets by itself):",
+        "    SGLang 0.5.4.post2 - 0.5.6.post2 crashes with No supported CUDA architectures found for major versions [9, 10]. "
+        "(CUDA graph capture (\"Capture cuda graph failed\", SGLang issue 15650), in FlashInfer's JIT build of the TRT-LLM comm "
+        "module (FlashInfer below 0.6.17): server_args.py turns the fusion on by itself for GptOssForCausalLM under "
+        "is_blackwell_supported())"]

@@ -30,7 +30,9 @@ def test_generate_every_tag(repo: Path, tmp_path: Path) -> None:
     lines = done.stdout.decode().splitlines()
     assert lines[0].split() == ["v0.5.2", "nothing", "to", "patch"]
     assert lines[1].startswith("v0.5.3          patched -> ")
-    assert lines[1].endswith("/0.5.3/series: deepgemm-sm12x nothing to patch; torch-symm-mem 2 tables in 2 files; allreduce-fusion nothing to patch")
+    # fusion-self-enable (on by default) has nothing to patch in a tree without server_args.py, as intended
+    assert lines[1].endswith("/0.5.3/series: deepgemm-sm12x nothing to patch; fusion-self-enable nothing to patch; "
+                             "torch-symm-mem 2 tables in 2 files; allreduce-fusion nothing to patch")
     assert lines[-1] == "4 tags: 3 patched, 1 nothing to patch, 0 already upstream, 0 errors"
     assert sorted(p.name for p in out.iterdir()) == ["0.5.16", "0.5.3", "0.5.5"]
     for version in ("0.5.3", "0.5.5", "0.5.16"):
@@ -71,6 +73,7 @@ def test_patch_content_and_manifest(repo: Path, tmp_path: Path) -> None:
     commit = git(repo, "rev-parse", "v0.5.16^{commit}").strip()
     assert manifest["tag"] == "v0.5.16" and manifest["commit"] == commit
     assert manifest["fixes"] == [{"fix": "deepgemm-sm12x", "status": "nothing to patch", "reason": None},
+                                 {"fix": "fusion-self-enable", "status": "nothing to patch", "reason": None},
                                  {"fix": "torch-symm-mem", "status": "patched", "reason": None},
                                  {"fix": "allreduce-fusion", "status": "nothing to patch", "reason": None}]
     (series,) = manifest["series"]

@@ -76,10 +76,11 @@ def test_upstream_leaves_the_user_state_and_makes_one_commit(origin: Path, tmp_p
     lines = done.stdout.decode().splitlines()
     head = before["head"].strip()
     assert lines[0] == f"{repo}: SGLang 0.5.5, tag v0.5.5 at HEAD; HEAD {head[:12]}"
-    # The DeepGEMM fix (on by default) has nothing to patch in 0.5.5's fixture files: a note, no commit.
-    assert lines[1] == "note: deepgemm-sm12x: nothing to patch, no commit"
-    assert lines[2].startswith(f"created branch {BRANCH} at ")
-    assert lines[3].startswith("  author Jane Dev <jane@example.invalid>; 2 files changed")
+    # The DeepGEMM and self-enabled fusion fixes (on by default) have nothing to patch in 0.5.5's fixture files
+    # (no configurer.py, no server_args.py): a note each, no commit.
+    assert lines[1:3] == ["note: deepgemm-sm12x: nothing to patch, no commit", "note: fusion-self-enable: nothing to patch, no commit"]
+    assert lines[3].startswith(f"created branch {BRANCH} at ")
+    assert lines[4].startswith("  author Jane Dev <jane@example.invalid>; 2 files changed")
     assert snapshot(repo) == before
     assert sorted(branches(repo)) == sorted(["main", "work", BRANCH])
     assert not (repo / ".git/patchkit").exists()
@@ -137,7 +138,7 @@ def test_existing_branch_name_is_made_unique(origin: Path, tmp_path: Path) -> No
     git(repo, "branch", BRANCH)
     done = invoke("upstream", str(repo), "--out", str(tmp_path / "up"))
     assert done.returncode == 0, done.stderr
-    assert done.stdout.decode().splitlines()[2].startswith(f"created branch {BRANCH}-2 at ")
+    assert done.stdout.decode().splitlines()[3].startswith(f"created branch {BRANCH}-2 at ")  # after the two notes
     assert git(repo, "rev-parse", BRANCH) == git(repo, "rev-parse", "HEAD")  # the old branch untouched
 
 
@@ -159,7 +160,8 @@ def test_named_branch_and_dry_run(origin: Path, tmp_path: Path) -> None:
         (lambda r: None, NO_IDENTITY | {"HOME": "{tmp}", "GIT_CONFIG_GLOBAL": os.devnull, "XDG_CONFIG_HOME": "{tmp}"},
          2, "patchkit: {repo}: no git identity: set it with `git config user.name \"Your Name\"` and `git config user.email you@example.com`\n"),
         (lambda r: (invoke("apply", str(r)), git(r, "commit", "-qam", "already patched")), {},
-         3, "patchkit: {repo}: nothing to change at HEAD ({head}): deepgemm-sm12x: nothing to patch; torch-symm-mem: already upstream\n"),
+         3, "patchkit: {repo}: nothing to change at HEAD ({head}): deepgemm-sm12x: nothing to patch; fusion-self-enable: nothing to patch; "
+         "torch-symm-mem: already upstream\n"),
         (lambda r: None, {}, 2, None),
     ],
     ids=["no git identity", "nothing to change", "bad branch name"],

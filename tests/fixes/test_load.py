@@ -25,7 +25,8 @@ HEAD = 'title = "A fix"\ndefault = false\nrationale = """\nWhy."""\n'
 
 def test_the_shipped_fixes_and_projects() -> None:
     fixes = read_fixes()
-    assert list(fixes) == ["deepgemm-sm12x", "torch-symm-mem", "allreduce-fusion"]  # the default ones first
+    # the default ones first (fusion-self-enable: on by default, added with SGLang 0.5.8's narrowing of the self-enabled fusion)
+    assert list(fixes) == ["deepgemm-sm12x", "fusion-self-enable", "torch-symm-mem", "allreduce-fusion"]
     fix = fixes["torch-symm-mem"]
     assert fix.default and fix.title == "Add SM120 to the torch symm-mem all-reduce tables"
     assert [(r.project, r.kind, r.from_cc, r.to_cc) for r in fix.rules] == [("sglang", "dict-key", 10, 12), ("vllm", "dict-key", "10.0", "12.0")]
@@ -56,6 +57,7 @@ def test_the_registry_is_built_from_them() -> None:
     sglang, vllm = PROJECTS["sglang"], PROJECTS["vllm"]
     assert sglang.files == (
         "python/sglang/srt/layers/deep_gemm_wrapper/configurer.py",
+        "python/sglang/srt/server_args.py",  # fusion-self-enable's backports
         "python/sglang/srt/distributed/device_communicators/*.py",
         "python/sglang/srt/layers/communicator.py",
         "python/sglang/srt/layers/layer_boundary/residual/add_norm.py",

@@ -137,3 +137,47 @@ def test_a_need_without_the_keys_decides_nothing(tmp_path: Path) -> None:
     path.write_text(NEED)
     (need,) = read_effect(path).needs
     assert (need.helps_without, need.adds_without, need.decides_need()) == ((), "", False)
+
+
+DEFAULT_ON = '''[effect]
+asked_with = "--x"
+changes = "c"
+upstream = "u"
+[[effect.default_on]]
+project = "sglang"
+since = "0.5.7"
+until = "0.5.7"
+models = ["M"]
+with_project = "flashinfer"
+fixed_in = "0.6.17"
+'''
+
+
+def test_the_fusion_sglang_turns_on_by_itself_names_the_fix_that_stops_it() -> None:
+    """SGLang 0.5.4.post2 - 0.5.7 turn the fusion on by themselves; fusion-self-enable (on by default)
+    carries 0.5.8's narrowing to them, so allreduce-fusion's entries name it."""
+    fusion = read_effects()["allreduce-fusion"]
+    assert [(d.releases(), d.prevented_by) for d in fusion.default_on] == [
+        ("0.5.4.post2 - 0.5.6.post2", "fusion-self-enable"), ("0.5.7", "fusion-self-enable")]
+    assert read_fixes()["fusion-self-enable"].default
+
+
+@pytest.mark.parametrize(("more", "reason"), [
+    ('prevented_by = "no-such-fix"\n', "prevented_by 'no-such-fix' is not another fix"),
+    ('prevented_by = "known-failures"\n', "prevented_by 'known-failures' is not another fix"),  # a data file, no fix
+    ('prevented_by = "allreduce-fusion"\n', "prevented_by 'allreduce-fusion' is not another fix"),  # itself
+    ("prevented_by = 3\n", "'prevented_by' is missing or not str"),
+])
+def test_a_wrong_prevented_by_is_one_line(tmp_path: Path, more: str, reason: str) -> None:
+    for name in ("fusion-self-enable.toml", "known-failures.toml"):
+        shutil.copy(HERE / name, tmp_path / name)
+    path = tmp_path / "allreduce-fusion.toml"
+    path.write_text(DEFAULT_ON + more)
+    with pytest.raises(BadInput) as exc:
+        read_effect(path)
+    assert str(exc.value) == f"{path}: allreduce-fusion, effect, default_on 1: {reason}"
+    path.write_text(DEFAULT_ON + 'prevented_by = "fusion-self-enable"\n')
+    (d,) = read_effect(path).default_on
+    assert d.prevented_by == "fusion-self-enable"
+    path.write_text(DEFAULT_ON)
+    assert read_effect(path).default_on[0].prevented_by == ""

@@ -19,7 +19,7 @@ else:  # pragma: no cover - Python 3.10
 
 def test_every_data_file_is_parsed_into_the_wheel_as_tomllib_parses_it() -> None:
     files = sorted(load.HERE.glob("*.toml"))
-    assert len(files) == 8  # projects, the three fixes, known failures, speedups, kernels and settings
+    assert len(files) == 9  # projects, the four fixes, known failures, speedups, kernels and settings
     expected = {hashlib.sha256(p.read_bytes()).hexdigest(): tomllib.loads(p.read_text(encoding="utf-8")) for p in files}
     assert _parsed.DOCS == expected
 
@@ -37,4 +37,4 @@ def test_a_data_file_is_read_from_the_build_and_another_text_is_parsed(tmp_path:
 def test_reading_the_fixes_imports_no_toml_parser(tmp_path: Path) -> None:
     code = "import sys; from patchkit.fixes import registry; print(len(registry.FIXES), 'tomllib' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path)
-    assert done.stdout == "3 False\n"
+    assert done.stdout == "4 False\n"  # four fixes since fusion-self-enable

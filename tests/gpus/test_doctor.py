@@ -84,10 +84,11 @@ def test_eight_pcie_rtx_pro_6000_with_sglang_059_and_flashinfer_064(tmp_path: Pa
     assert lines[1] == "  GPU0  NVIDIA RTX PRO 6000 Blackwell Workstation Edition  cc 12.0 (SM120)  00000000:01:00.0"
     assert len([l for l in lines if "(SM120)" in l]) == 8
     assert lines[9] == "links: every pair through PCIe (NODE 8, PIX 4, SYS 16): no NVLink, so no multicast between these GPUs"
-    assert lines[11:19] == [
+    assert lines[11:20] == [
         f"{site}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info/METADATA",
         "  deepgemm-sm12x (on by default): needed here, not applied: SGLang 0.5.13's change lacks '1 hunk'; sm_version == 120 lacks 121",
         f"    prevents: {DEEPGEMM_FAILS}",
+        "  fusion-self-enable (on by default): in effect (the release has it)",  # 0.5.8's narrowing: upstream in 0.5.9
         "  torch-symm-mem (on by default): needed here, not applied: TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES lacks 12; _WORLD_SIZES_MULTIMEM lacks 12",
         "    prevents: KeyError: 12 (TorchSymmMemCommunicator.__init__ (torch_symm_mem.py))",
         f"    {PCIE}",
@@ -114,7 +115,8 @@ def test_eight_pcie_rtx_pro_6000_with_sglang_059_and_flashinfer_064(tmp_path: Pa
     assert doc["machine"]["gpus"][7] == {"index": 7, "name": "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "cc": "12.0", "bus_id": "00000000:C2:00.0"}
     sglang, flashinfer = doc["targets"]
     assert (sglang["label"], sglang["version"], flashinfer["label"], flashinfer["version"]) == ("SGLang", "0.5.9", "FlashInfer", "0.6.4")
-    deepgemm, symm = sglang["fixes"][:2]
+    deepgemm, self_enable, symm = sglang["fixes"][:3]
+    assert (self_enable["fix"], self_enable["status"], self_enable["needed"]) == ("fusion-self-enable", "in effect", False)
     assert (deepgemm["fix"], deepgemm["status"], deepgemm["missing"], deepgemm["needed"]) == ("deepgemm-sm12x", "missing", [12], True)
     assert (symm["fix"], symm["status"], symm["missing"], symm["needed"]) == ("torch-symm-mem", "missing", [12], True)
     assert symm["why"] == "on by default, not applied: TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES lacks 12; _WORLD_SIZES_MULTIMEM lacks 12"
@@ -148,19 +150,51 @@ def test_eight_pcie_rtx_pro_6000_with_sglang_059_and_flashinfer_064(tmp_path: Pa
     assert lines[-1] == "nothing this machine needs is missing"
 
 
+# What SGLang 0.5.7 does on SM12x when it turns the fusion on by itself (fusion-self-enable's [[effect.fails]]).
+SELF_ENABLED_FAILS = (
+    "No supported CUDA architectures found for major versions [9, 10]. (CUDA graph capture (\"Capture cuda graph failed\", "
+    "SGLang issue 15650), in FlashInfer's JIT build of the TRT-LLM comm module (FlashInfer below 0.6.17): server_args.py turns "
+    "the fusion on by itself for DeepseekV3ForCausalLM, GptOssForCausalLM, Glm4MoeForCausalLM and Qwen3MoeForCausalLM under "
+    "is_sm90_supported() or is_blackwell_supported())")
+
+
 def test_sglang_057_turns_the_fusion_on_by_itself(tmp_path: Path, venvs) -> None:
-    _, python = env_of(tmp_path, venvs, "0.5.7", "0.6.4")
-    done = invoke("doctor", "--python", python, env=standin(tmp_path, "rtxpro6000-8pcie"))
+    venv, python = env_of(tmp_path, venvs, "0.5.7", "0.6.4")
+    env = standin(tmp_path, "rtxpro6000-8pcie")
+    done = invoke("doctor", "--python", python, env=env)
     assert done.returncode == 1, done.stderr.decode()
     lines = out(done)
+    # The fix on by default that keeps 0.5.7 from it (0.5.8's narrowing), and what it prevents.
+    at = lines.index("  fusion-self-enable (on by default): needed here, not applied: SGLang PR 16283 lacks '2 hunks'")
+    assert lines[at + 1] == f"    prevents: {SELF_ENABLED_FAILS}"
     assert lines.count("  allreduce-fusion (opt-in): needed here, not applied: _is_sm100_supported in _gather_hidden_states_and_residual() lacks '_is_sm120_supported'") == 1
+    # Still true as released; since fusion-self-enable, the line says what ends it (intended).
     because = ("    needed because SGLang 0.5.7 turns it on by itself on SM120 for DeepseekV3ForCausalLM, GptOssForCausalLM, "
-               "Glm4MoeForCausalLM, Qwen3MoeForCausalLM, with FlashInfer 0.6.4 (the fix is upstream from 0.6.17)")
+               "Glm4MoeForCausalLM, Qwen3MoeForCausalLM, with FlashInfer 0.6.4 (the fix is upstream from 0.6.17), "
+               "until fusion-self-enable is applied")
     assert lines.count(because) == 2  # SGLang's gate and FlashInfer's list
     assert ("    it needs CUDA 12.8 or later and nvcc, for FlashInfer's JIT build of sm_120a (trtllm_comm.so): "
             "no nvcc on PATH; FlashInfer cannot build the comm module for SM120") in lines
-    assert lines[-1] == (f"needed: deepgemm-sm12x, torch-symm-mem, allreduce-fusion; to apply: patchkit apply --python {python} "
-                         "--to-cc auto --all-fixes")
+    assert lines[-1] == (f"needed: deepgemm-sm12x, fusion-self-enable, torch-symm-mem, allreduce-fusion; to apply: patchkit apply "
+                         f"--python {python} --to-cc auto --all-fixes")
+
+    # After the fixes on by default, 0.5.7 no longer turns the fusion on by itself on SM12x: the
+    # opt-in fix is not needed, and nothing says it is.
+    done = invoke("apply", "--python", python, "--to-cc", "auto", env=env)
+    assert done.returncode == 0, done.stderr.decode()
+    assert "  SGLang PR 16283: 2 hunks applied exactly" in out(done)
+    server_args = (next((venv / "lib").glob("python3*/site-packages")) / "sglang/srt/server_args.py").read_bytes()
+    assert b"            and (is_sm90_supported() or is_sm100_supported())\n" in server_args
+    done = invoke("doctor", "--python", python, env=env)
+    assert done.returncode == 0, done.stderr.decode()
+    lines = out(done)
+    at = lines.index("  fusion-self-enable (on by default): applied (by patchkit)")
+    assert lines[at + 1] == f"    prevented: {SELF_ENABLED_FAILS}"
+    assert not any(l.startswith("    needed because") for l in lines)
+    assert lines.count("    not needed by default: only with --enable-flashinfer-allreduce-fusion") == 2
+    assert lines[-1] == "nothing this machine needs is missing"
+    doc = json.loads(invoke("doctor", "--python", python, "--json", env=env).stdout)
+    assert (doc["ok"], doc["needed"], doc["apply"]) == (True, [], None)
 
 
 def test_flashinfer_0617_has_the_fusion_upstream(tmp_path: Path, venvs) -> None:
@@ -181,25 +215,26 @@ def test_sglang_0523_needs_no_symm_mem_on_pcie_and_gets_the_pcie_ipc_all_reduce(
     done = invoke("doctor", "--python", python, env=env)
     assert done.returncode == 0, done.stderr.decode()
     lines = out(done)
-    assert lines[11:15] == [
+    assert lines[11:16] == [
         f"{site}/sglang: SGLang 0.5.23 (installed), from sglang-0.5.23.dist-info/METADATA",
         "  deepgemm-sm12x (on by default): in effect (the release has it)",  # 0.5.21's probe of the SM12x APIs
+        "  fusion-self-enable (on by default): in effect (the release has it)",  # upstream since 0.5.8
         "  torch-symm-mem (on by default): not needed here, not applied: TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES lacks 12; _WORLD_SIZES_MULTIMEM lacks 12",
         f"    not needed because {NOT_NEEDED_0523}",
     ]
     assert not any("prevents: the warning" in l for l in lines)
     # The fusion: its rules would open SGLang's gate, but the resolver after it still refuses SM120.
-    assert lines[15] == f"  allreduce-fusion (opt-in): incomplete here, not applied: {INCOMPLETE_0523}"
+    assert lines[16] == f"  allreduce-fusion (opt-in): incomplete here, not applied: {INCOMPLETE_0523}"
     start = lines.index(PCIE_IPC[0])
     assert lines[start:] == [*PCIE_IPC, "  SGLang 0.5.23 and FlashInfer 0.7.0 have it: start the server with SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1",
                              SERVES, *MEASURED, "", "nothing this machine needs is missing"]
     doc = json.loads(invoke("doctor", "--python", python, "--json", env=env).stdout)
     assert (doc["ok"], doc["needed"], doc["apply"]) == (True, [], None)
-    assert doc["targets"][0]["fixes"][0]["fix"] == "deepgemm-sm12x"
-    symm = doc["targets"][0]["fixes"][1]
+    assert [f["fix"] for f in doc["targets"][0]["fixes"][:2]] == ["deepgemm-sm12x", "fusion-self-enable"]
+    symm = doc["targets"][0]["fixes"][2]
     assert (symm["fix"], symm["status"], symm["needed"], symm["why"], symm["effect_here"]) == (
         "torch-symm-mem", "missing", False, NOT_NEEDED_0523, [])
-    fusion = doc["targets"][0]["fixes"][2]
+    fusion = doc["targets"][0]["fixes"][3]
     assert (fusion["fix"], fusion["status"], fusion["detail"]) == ("allreduce-fusion", "incomplete", INCOMPLETE_0523)
     assert (symm["reason"], symm["why_reason"], fusion["reason"]) == ("lacks-key", "not-needed-here", "gates-left")
     advice = doc["recommendation"]
@@ -226,7 +261,8 @@ def test_one_gpu_sm12x_gets_no_all_reduce_advice(tmp_path: Path, venvs) -> None:
     assert done.returncode == 0, done.stdout.decode()
     lines = out(done)
     assert lines[5] == "  deepgemm-sm12x (on by default): in effect (the release has it)"  # 0.5.21's probe admits 121
-    assert lines[7] == "    not needed because " + NOT_NEEDED_0523.replace("no multicast between PCIe GPUs", "one GPU, no peer to share multicast memory with")
+    assert lines[6] == "  fusion-self-enable (on by default): in effect (the release has it)"  # 0.5.8's narrowing holds for 121 too
+    assert lines[8] == "    not needed because " + NOT_NEEDED_0523.replace("no multicast between PCIe GPUs", "one GPU, no peer to share multicast memory with")
     assert not any(l.startswith("all-reduce on these GPUs") for l in lines)
     assert json.loads(invoke("doctor", "--python", python, "--json", env=standin(tmp_path, "gb10")).stdout)["recommendation"] is None
 
@@ -295,6 +331,7 @@ def test_an_h200_needs_nothing(tmp_path: Path, venvs) -> None:
         "",
         f"{site}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info/METADATA",
         "  deepgemm-sm12x (on by default): not for these GPUs",
+        "  fusion-self-enable (on by default): not for these GPUs",
         "  torch-symm-mem (on by default): not needed: the release holds key 9 for these GPUs",
         "  allreduce-fusion (opt-in): not for these GPUs",
         "",
@@ -318,7 +355,7 @@ def test_an_h200_needs_nothing(tmp_path: Path, venvs) -> None:
                          f"{site}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info/METADATA",
                          "nothing to do: SGLang already holds key 9 for this machine's GPUs",
                          f"{site}/flashinfer: FlashInfer 0.6.4 (installed), from flashinfer_python-0.6.4.dist-info/METADATA",
-                         "note: no rule of deepgemm-sm12x, torch-symm-mem patches FlashInfer; allreduce-fusion does (--fix NAME)",
+                         "note: no rule of deepgemm-sm12x, fusion-self-enable, torch-symm-mem patches FlashInfer; allreduce-fusion does (--fix NAME)",
                          "nothing to patch: nothing written"]
     done = invoke("apply", "--python", python, "--to-cc", "auto", "--all-fixes", env=env)
     assert done.returncode == 0
@@ -388,8 +425,8 @@ def test_generate_to_cc_auto_leaves_out_what_is_not_needed_here(tmp_path: Path, 
     done = invoke("generate", "--repo", str(mirror), *tags, "--out", str(tmp_path / "out"), "--to-cc", "auto", env=env)
     assert done.returncode == 0, done.stderr.decode()
     assert out(done) == [
-        f"v0.5.9   patched -> {tmp_path}/out/0.5.9/series: deepgemm-sm12x 2 changes in 1 file; torch-symm-mem 2 tables "
-        "in 2 files; allreduce-fusion 1 gate in 1 file",
+        f"v0.5.9   patched -> {tmp_path}/out/0.5.9/series: deepgemm-sm12x 2 changes in 1 file; fusion-self-enable already "
+        "upstream; torch-symm-mem 2 tables in 2 files; allreduce-fusion 1 gate in 1 file",
         # 0.5.23 has the DeepGEMM fix upstream (0.5.21's probe): the tag is "already upstream", not "nothing to patch".
         f"v0.5.23  already upstream: torch-symm-mem not needed here ({NOT_NEEDED_0523}); "
         f"allreduce-fusion incomplete ({INCOMPLETE_0523})",
@@ -400,9 +437,10 @@ def test_generate_to_cc_auto_leaves_out_what_is_not_needed_here(tmp_path: Path, 
         "0001-Keep-DeepGEMM-off-on-SM120-SM121-unless-it-has-their.patch", "0002-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch"]
     manifest = json.loads((tmp_path / "out/0.5.23/manifest.json").read_text())
     assert manifest["fixes"][0] == {"fix": "deepgemm-sm12x", "status": "already upstream", "reason": None}
-    assert manifest["fixes"][1] == {"fix": "torch-symm-mem", "status": "not needed here", "reason": NOT_NEEDED_0523}
-    assert (manifest["fixes"][2]["status"], manifest["fixes"][2]["reason"], manifest["series"]) == ("incomplete", INCOMPLETE_0523, [])
-    assert manifest["fixes"][2]["gates"][0] == {
+    assert manifest["fixes"][1] == {"fix": "fusion-self-enable", "status": "already upstream", "reason": None}
+    assert manifest["fixes"][2] == {"fix": "torch-symm-mem", "status": "not needed here", "reason": NOT_NEEDED_0523}
+    assert (manifest["fixes"][3]["status"], manifest["fixes"][3]["reason"], manifest["series"]) == ("incomplete", INCOMPLETE_0523, [])
+    assert manifest["fixes"][3]["gates"][0] == {
         "path": "python/sglang/srt/layers/flashinfer_comm_fusion.py", "line": 48, "function": "_resolve_backend",
         "snippet": "not (get_platform().is_sm90 or get_platform().is_sm100)"}
     done = invoke("generate", "--repo", str(mirror), *tags, "--out", str(tmp_path / "named"), "--to-cc", "auto",
@@ -420,9 +458,10 @@ def test_an_sm12x_cc_given_is_known_to_lack_multicast(tmp_path: Path, venvs, cc:
     assert done.returncode == 0, done.stdout.decode()
     lines = out(done)
     assert lines[4] == "  deepgemm-sm12x (on by default): in effect (the release has it)"
-    assert lines[5] == (f"  torch-symm-mem (on by default): not needed for cc {cc}, not applied: "
+    assert lines[5] == "  fusion-self-enable (on by default): in effect (the release has it)"
+    assert lines[6] == (f"  torch-symm-mem (on by default): not needed for cc {cc}, not applied: "
                         "TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES lacks 12; _WORLD_SIZES_MULTIMEM lacks 12")
-    assert lines[6] == "    not needed because " + NOT_NEEDED_0523.replace(
+    assert lines[7] == "    not needed because " + NOT_NEEDED_0523.replace(
         "no multicast between PCIe GPUs", f"no multicast on any GPU of this cc ({products})")
     assert lines[-1] == f"nothing GPUs of cc {cc} need is missing"
 

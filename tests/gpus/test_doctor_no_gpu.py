@@ -59,17 +59,22 @@ DEEPGEMM_FAILS = ("RuntimeError: Assertion error (.../csrc/apis/attention.hpp:21
                   "forward, in DeepGEMM's architecture dispatch (csrc/apis/*.hpp), with a DeepGEMM lacking the SM12x kernels)")
 
 
+# The fix that keeps SGLang from turning the all-reduce fusion on by itself on SM12x (on by default since
+# issue 32): 0.5.9 has upstream's narrowing (0.5.8), for 12.0 and 12.1 alike.
+SELF_ENABLE = "  fusion-self-enable (on by default): in effect (the release has it)"
+
+
 def missing(cc: str = "12.0") -> list[str]:
     """The default fixes' lines on SGLang 0.5.9 as released, judged for ``cc``."""
     return [f"  deepgemm-sm12x (on by default): needed for cc {cc}, not applied: SGLang 0.5.13's change lacks '1 hunk'; "
-            "sm_version == 120 lacks 121", f"    prevents: {DEEPGEMM_FAILS}",
+            "sm_version == 120 lacks 121", f"    prevents: {DEEPGEMM_FAILS}", SELF_ENABLE,
             f"  torch-symm-mem (on by default): needed for cc {cc}, not applied: TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES lacks 12; "
             "_WORLD_SIZES_MULTIMEM lacks 12",
             "    prevents: KeyError: 12 (TorchSymmMemCommunicator.__init__ (torch_symm_mem.py))", *multicast(cc)]
 
 
 def applied(cc: str = "12.0") -> list[str]:
-    return ["  deepgemm-sm12x (on by default): applied (by patchkit)", f"    prevented: {DEEPGEMM_FAILS}",
+    return ["  deepgemm-sm12x (on by default): applied (by patchkit)", f"    prevented: {DEEPGEMM_FAILS}", SELF_ENABLE,
             "  torch-symm-mem (on by default): applied (by patchkit)",
             "    prevented: KeyError: 12 (TorchSymmMemCommunicator.__init__ (torch_symm_mem.py))", *multicast(cc)]
 
@@ -110,7 +115,8 @@ def test_a_host_without_gpus_reports_the_projects_and_exits_2(tmp_path: Path, sg
     assert doc["no_gpu"] == why.format(exe=tmp_path / "bin" / "nvidia-smi")
     assert doc["judged_for"] == {"ccs": ["12.0"], "from": "default"}
     assert [(f["fix"], f["status"], f["needed"]) for f in doc["targets"][0]["fixes"]] == [
-        ("deepgemm-sm12x", "missing", True), ("torch-symm-mem", "missing", True), ("allreduce-fusion", "missing", False)]
+        ("deepgemm-sm12x", "missing", True), ("fusion-self-enable", "in effect", False), ("torch-symm-mem", "missing", True),
+        ("allreduce-fusion", "missing", False)]
     assert snapshot(sglang_venv) == before
 
 
@@ -160,7 +166,8 @@ def test_to_cc_wins_over_the_gpus_nvidia_smi_shows(tmp_path: Path, sglang_venv: 
     # --to-cc 9.0: the H200's own cc, given: the release holds key 9.
     done = invoke("doctor", "--python", python, "--to-cc", "9.0", env=env)
     assert done.returncode == 0
-    assert lines(done)[6:9] == ["  deepgemm-sm12x (on by default): not for GPUs of cc 9.0",
+    assert lines(done)[6:10] == ["  deepgemm-sm12x (on by default): not for GPUs of cc 9.0",
+                                "  fusion-self-enable (on by default): not for GPUs of cc 9.0",
                                 "  torch-symm-mem (on by default): not needed: the release holds key 9 for GPUs of cc 9.0",
                                 "  allreduce-fusion (opt-in): not for GPUs of cc 9.0"]
     assert lines(done)[-1] == "nothing GPUs of cc 9.0 need is missing"
@@ -202,6 +209,7 @@ def not_for(venv: Path, python: str, cc: str) -> list[str]:
     site = next((venv / "lib").glob("python3*/site-packages"))
     return ["", f"{site}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info/METADATA",
             f"  deepgemm-sm12x (on by default): not for GPUs of cc {cc}",
+            f"  fusion-self-enable (on by default): not for GPUs of cc {cc}",
             f"  torch-symm-mem (on by default): not for GPUs of cc {cc}",
             f"  allreduce-fusion (opt-in): not for GPUs of cc {cc}", "",
             f"compiled CUDA code: no distribution installed for {python} carries any", "",
@@ -222,6 +230,7 @@ def test_to_cc_of_gpus_the_fixes_are_not_for(tmp_path: Path, sglang_venv: Path, 
     assert (doc["ok"], doc["exit_code"], doc["needed"], doc["apply"]) == (True, 0, [], None)
     assert [(f["fix"], f["status"], f["missing"], f["needed"], f["why"]) for f in doc["targets"][0]["fixes"]] == [
         ("deepgemm-sm12x", "not for these GPUs", [], False, f"not for GPUs of cc {cc}"),
+        ("fusion-self-enable", "not for these GPUs", [], False, f"not for GPUs of cc {cc}"),
         ("torch-symm-mem", "not for these GPUs", [], False, f"not for GPUs of cc {cc}"),
         ("allreduce-fusion", "not for these GPUs", [], False, f"not for GPUs of cc {cc}")]
     # Over the real H200's output: the H200 is listed, and the judgement is the same.

@@ -287,9 +287,11 @@ class UpstreamChecks:
             assert len(made) == 1, made
             name = made.pop()
             self.branch_ok(name, new_branches(repo)[name])
-            # The synthetic releases have no DeepGEMM gate (configurer.py): that fix makes no commit.
-            assert lines(done)[1] == "note: deepgemm-sm12x: nothing to patch, no commit"
-            assert lines(done)[2].startswith(f"created branch {name} at ")
+            # The synthetic releases have no DeepGEMM gate (configurer.py) and no server_args.py: those
+            # fixes make no commit.
+            assert lines(done)[1:3] == ["note: deepgemm-sm12x: nothing to patch, no commit",
+                                        "note: fusion-self-enable: nothing to patch, no commit"]
+            assert lines(done)[3].startswith(f"created branch {name} at ")
             temps = sorted(p.name for p in self.out.iterdir() if p.name.endswith(".patchkit-tmp"))
             if temps:
                 self.breaches.append(f"{what}: temp files left in --out after the next upstream: {temps}")

@@ -113,7 +113,7 @@ def _read(path: Path) -> dict:
 
 @lru_cache(maxsize=16)
 def _parse(text: str) -> dict:
-    """``text`` as tomllib parses it: as the build parsed it (``_parsed.py``, which setup.py
+    """``text`` as tomllib parses it: as the build parsed it (``_parsed.py``, which patchkit/_build.py
     writes into the wheel, keyed by the sha256 of each data file's text) when it is the text
     that was parsed there, else parsed now."""
     try:

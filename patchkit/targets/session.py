@@ -140,7 +140,9 @@ class Session:
             usable = tuple(f for f in asked if f not in {b.fix for b in blocked})
             if rules_for(self.project.name, usable, from_cc, to_cc):
                 shipped = self.shipped(patches, from_cc, to_cc, usable)
-                whole = self.shipped(patches) if shipped is None and self.series else None
+                # The pair of the shipped patches of these fixes, where only the pair is why none fits
+                # (not the whole series': its pair is no reason where it holds none of these fixes).
+                whole = self.shipped(patches, fixes=usable) if shipped is None and self.series else None
                 pair = (whole.from_cc, whole.to_cc) if whole else None
         elif applied is None:
             shipped = self.shipped(patches)

@@ -146,10 +146,15 @@ class Session:
                 pair = (whole.from_cc, whole.to_cc) if whole else None
         elif applied is None:
             shipped = self.shipped(patches)
+        originals = self.originals(applied)
+        # Read without the lock, originals missing here most likely belong to a state that a run holding
+        # the lock ended meanwhile (a revert prunes them after the state was read): not tidy, so apply and
+        # revert look again under the lock, where missing originals are a refusal.
+        tidy = self.store.tidy(recorded) and None not in originals.values()
         return Snapshot(
             project=self.project, version=self.version, installed=self.target.kind is INSTALLED, local=self.target.local,
-            state_file=self.store.state_file, objects=self.store.objects, pending=pending, tidy=self.store.tidy(recorded),
-            applied=applied, old=old, fixes=asked, kept=kept, originals=self.originals(applied), current=current,
+            state_file=self.store.state_file, objects=self.store.objects, pending=pending, tidy=tidy,
+            applied=applied, old=old, fixes=asked, kept=kept, originals=originals, current=current,
             shipped=shipped, series_pair=pair, series=self.series, blocked=blocked,
             stale=self._stale(current) if fixes is not None else {},
             read=self.reader(),

@@ -146,12 +146,12 @@ demo: install
 	$(PK) revert $(DEMO)/sglang
 	git -C $(DEMO)/sglang --no-pager diff --exit-code --stat
 	@echo
-	@echo "== upstream: a branch with one commit, an mbox and PR.md (scratch identity for the demo)"
+	@echo "== upstream: a branch with one commit per fix (DeepGEMM's, the tables'), an mbox each and PR.md (scratch identity for the demo)"
 	git -C $(DEMO)/sglang config user.name "patchkit demo"
 	git -C $(DEMO)/sglang config user.email demo@patchkit.invalid
 	$(PK) upstream $(DEMO)/sglang --out $(DEMO)/upstream
-	git -C $(DEMO)/sglang --no-pager log --stat -1 patchkit/sm120-torch-symm-mem
-	@echo "demo done: $(DEMO)/sglang is v$(DEMO_VERSION) again; the fix waits on branch patchkit/sm120-torch-symm-mem"
+	git -C $(DEMO)/sglang --no-pager log --stat -2 patchkit/sm120-deepgemm-sm12x-torch-symm-mem
+	@echo "demo done: $(DEMO)/sglang is v$(DEMO_VERSION) again; the fixes wait on branch patchkit/sm120-deepgemm-sm12x-torch-symm-mem"
 
 clean:
 	rm -rf build $(VENV) *.egg-info

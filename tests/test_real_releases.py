@@ -96,7 +96,8 @@ def _checked_file(clone: Path, path: str, tag: str) -> bytes:
 
 
 def test_each_patch_applies_at_its_tag(mirror: Path, generated: Path, tmp_path: Path) -> None:
-    """Each series applies in order (patch -p1, git apply); torch-symm-mem gives key 12 = key 10
+    """Each series applies in order (patch -p1, git apply); deepgemm-sm12x (0.5.4 - 0.5.20, first in
+    the series) refuses SM120 and SM121 in configurer.py; torch-symm-mem gives key 12 = key 10
     in every table; allreduce-fusion adds the SM120 flag to the gate, defined and imported."""
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", "--no-checkout", str(mirror), str(clone)], check=True)
@@ -106,8 +107,18 @@ def test_each_patch_applies_at_its_tag(mirror: Path, generated: Path, tmp_path: 
         if not (folder / "series").exists():
             continue
         git(clone, "checkout", "-q", "-f", tag)
-        torch, *rest = _series(folder)
-        assert torch.name == "0001-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch", tag
+        series = _series(folder)
+        number = 1
+        gated = version_key("0.5.4") <= version_key(tag) < version_key("0.5.21")  # the fix's releases
+        assert (series[0].name == "0001-Keep-DeepGEMM-off-on-SM120-SM121-unless-it-has-their.patch") == gated, tag
+        if gated:
+            deepgemm, *series = series
+            (row,) = _patched(clone, deepgemm)
+            assert row[2] == "python/sglang/srt/layers/deep_gemm_wrapper/configurer.py", (tag, row)
+            assert "sm_version in (120, 121)" in _checked_file(clone, row[2], tag).decode(), tag
+            number = 2
+        torch, *rest = series
+        assert torch.name == f"000{number}-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch", tag
         numstat = _patched(clone, torch)
         assert len(numstat) == 2 and all(removed == "0" for _, removed, _ in numstat), (tag, numstat)
         for _, _, path in numstat:
@@ -116,7 +127,7 @@ def test_each_patch_applies_at_its_tag(mirror: Path, generated: Path, tmp_path: 
             for name, table in found.items():
                 assert table[12] == table[10], (tag, path, name)
         for patch in rest:
-            assert patch.name == "0002-Allow-the-FlashInfer-all-reduce-fusion-on-SM120.patch", tag
+            assert patch.name == f"000{number + 1}-Allow-the-FlashInfer-all-reduce-fusion-on-SM120.patch", tag
             (row,) = _patched(clone, patch)
             after = _checked_file(clone, row[2], tag).decode()
             assert "_is_sm100_supported or _is_sm120_supported" in after, tag
@@ -163,6 +174,7 @@ def test_apply_cycle_on_a_real_checkout(mirror: Path, tmp_path: Path) -> None:
     repo = tmp_path / "sglang"
     subprocess.run(["git", "clone", "-q", "-b", tag, str(mirror), str(repo)], check=True, capture_output=True)
     assert compileall.compile_dir(repo / "python/sglang/srt/distributed", quiet=1)
+    assert compileall.compile_dir(repo / "python/sglang/srt/layers/deep_gemm_wrapper", quiet=1)  # the DeepGEMM fix's file
     before = {p: p.read_bytes() for p in repo.rglob("*.pyc")}
     done = invoke("apply", str(repo), "--no-generate")
     assert done.returncode == 0, done.stderr
@@ -183,7 +195,8 @@ def test_apply_cycle_on_a_real_checkout(mirror: Path, tmp_path: Path) -> None:
 
 
 def test_upstream_on_a_real_checkout(mirror: Path, tmp_path: Path) -> None:
-    """The upstream "Done when": dirty real clone untouched, one commit, git am reproduces it."""
+    """The upstream "Done when": dirty real clone untouched, one commit per default fix (the DeepGEMM
+    fix, then the tables), git am reproduces them."""
     tag = "v0.5.9" if "v0.5.9" in _tags(mirror) else _tags(mirror)[-1]
     repo = tmp_path / "sglang"
     subprocess.run(["git", "clone", "-q", "-b", tag, str(mirror), str(repo)], check=True, capture_output=True)
@@ -196,11 +209,14 @@ def test_upstream_on_a_real_checkout(mirror: Path, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert (git(repo, "status", "--porcelain"), git(repo, "rev-parse", "HEAD")) == (status, head)
     assert git(repo, "symbolic-ref", "--short", "HEAD").strip() == "mine"
-    branch = "patchkit/sm120-torch-symm-mem"
-    assert git(repo, "rev-list", "--count", f"HEAD..{branch}").strip() == "1"
+    branch = "patchkit/sm120-deepgemm-sm12x-torch-symm-mem"
+    assert git(repo, "rev-list", "--count", f"HEAD..{branch}").strip() == "2"
+    mboxes = sorted(out.glob("*.patch"))
+    assert [p.name for p in mboxes] == ["0001-Keep-DeepGEMM-off-on-SM120-SM121-unless-it-has-their.patch",
+                                        "0002-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch"]
     fresh = tmp_path / "fresh"
     subprocess.run(["git", "clone", "-q", "-b", tag, str(mirror), str(fresh)], check=True, capture_output=True)
-    git(fresh, "am", "-q", str(next(out.glob("0001-*.patch"))))
+    git(fresh, "am", "-q", *map(str, mboxes))
     assert git(fresh, "rev-parse", "HEAD^{tree}") == git(repo, "rev-parse", f"{branch}^{{tree}}")
     for path in git(repo, "diff", "--name-only", "HEAD", branch).split():
         assert _black_clean((fresh / path).read_bytes()), path
@@ -218,22 +234,24 @@ def test_upstream_one_commit_per_fix(mirror: Path, tmp_path: Path) -> None:
     out = tmp_path / "up"
     done = invoke("upstream", str(repo), "--out", str(out), "--all-fixes")
     assert done.returncode == 0, done.stderr
-    branch = "patchkit/sm120-torch-symm-mem-allreduce-fusion"
+    branch = "patchkit/sm120-deepgemm-sm12x-torch-symm-mem-allreduce-fusion"
     subjects = git(repo, "log", "--format=%s", f"HEAD..{branch}").splitlines()
-    assert subjects == ["Allow the FlashInfer all-reduce fusion on SM120", "Add SM120 to the torch symm-mem all-reduce tables"]
+    assert subjects == ["Allow the FlashInfer all-reduce fusion on SM120", "Add SM120 to the torch symm-mem all-reduce tables",
+                        "Keep DeepGEMM off on SM120/SM121 unless it has their APIs"]
     mboxes = sorted(out.glob("*.patch"))
-    assert [p.name for p in mboxes] == ["0001-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch",
-                                        "0002-Allow-the-FlashInfer-all-reduce-fusion-on-SM120.patch"]
+    assert [p.name for p in mboxes] == ["0001-Keep-DeepGEMM-off-on-SM120-SM121-unless-it-has-their.patch",
+                                        "0002-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch",
+                                        "0003-Allow-the-FlashInfer-all-reduce-fusion-on-SM120.patch"]
     fresh = tmp_path / "fresh"
     subprocess.run(["git", "clone", "-q", "-b", tag, str(mirror), str(fresh)], check=True, capture_output=True)
     git(fresh, "am", "-q", *map(str, mboxes))
     assert git(fresh, "rev-parse", "HEAD^{tree}") == git(repo, "rev-parse", f"{branch}^{{tree}}")
-    # The fusion commit is the shipped 0002 patch's change.
+    # The fusion commit is the shipped 0003 patch's change.
     assert git(repo, "diff", "--name-only", f"{branch}^", branch).split() == ["python/sglang/srt/layers/communicator.py"]
     pr = (out / "PR.md").read_text()
-    assert "### 2. Allow the FlashInfer all-reduce fusion on SM120" in pr
+    assert "### 3. Allow the FlashInfer all-reduce fusion on SM120" in pr
     assert pr.count("Evidence: not upstream; copied from SM100, untuned.") == 2
-    assert "patchkit apply . --fix torch-symm-mem --fix allreduce-fusion" in pr
+    assert "patchkit apply . --fix deepgemm-sm12x --fix torch-symm-mem --fix allreduce-fusion" in pr
     again = invoke("upstream", str(repo), "--out", str(tmp_path / "up2"), "--fix", "allreduce-fusion", "--dry-run")
     assert again.returncode == 0, again.stderr
     assert again.stdout.decode().splitlines()[1] == "would create branch patchkit/sm120-allreduce-fusion with one commit:"
@@ -263,7 +281,7 @@ def test_installed_package_with_pip_bytecode(tmp_path: Path) -> None:
     assert lines[0] == f"{package}: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info/METADATA"
     assert lines[1] == "applied shipped patch patches/0.5.9/0001-Keep-DeepGEMM-off-on-SM120-SM121-unless-it-has-their.patch + patches/0.5.9/0002-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch"
     gone = {p for p in pycs_before if not p.exists()}
-    assert sorted(p.name.split(".")[0] for p in gone) == ["all_reduce_utils", "torch_symm_mem"]
+    assert sorted(p.name.split(".")[0] for p in gone) == ["all_reduce_utils", "configurer", "torch_symm_mem"]
     assert all(p.read_bytes() == data for p, data in pycs_before.items() if p not in gone)
     assert (site / ".patchkit-sglang/state.json").is_file()
     assert invoke("verify", "--python", python).returncode == 0

@@ -63,7 +63,7 @@ class Snapshot:
     originals: Mapping[str, bytes | None]  # the bytes ``applied`` replaced, by repository path
     current: Mapping[str, bytes]  # every candidate file (and each file of ``applied``) that exists
     shipped: Shipped | None  # the shipped patches for ``fixes`` but ``blocked`` and the cc pair, or None
-    series_pair: tuple | None  # without ``shipped``: the cc pair of the whole shipped series (None: none)
+    series_pair: tuple | None  # without ``shipped``: the cc pair of the shipped patches of ``fixes`` (None: none)
     series: str | None  # the release whose series is this version's
     blocked: tuple[FixStatus, ...]  # those of ``fixes`` the series' manifest says cannot be applied whole
     stale: Mapping[str, tuple[Path, ...]]  # the stale bytecode of each file that holds a table

@@ -141,14 +141,21 @@ class Session:
             usable = tuple(f for f in asked if f not in {b.fix for b in blocked})
             if rules_for(self.project.name, usable, from_cc, to_cc):
                 shipped = self.shipped(patches, from_cc, to_cc, usable)
-                whole = self.shipped(patches) if shipped is None and self.series else None
+                # The pair of the shipped patches of these fixes, where only the pair is why none fits
+                # (not the whole series': its pair is no reason where it holds none of these fixes).
+                whole = self.shipped(patches, fixes=usable) if shipped is None and self.series else None
                 pair = (whole.from_cc, whole.to_cc) if whole else None
         elif applied is None:
             shipped = self.shipped(patches)
+        originals = self.originals(applied)
+        # Read without the lock, originals missing here most likely belong to a state that a run holding
+        # the lock ended meanwhile (a revert prunes them after the state was read): not tidy, so apply and
+        # revert look again under the lock, where missing originals are a refusal.
+        tidy = self.store.tidy(recorded) and None not in originals.values()
         return Snapshot(
             project=self.project, version=self.version, installed=self.target.kind is INSTALLED, local=self.target.local,
-            state_file=self.store.state_file, objects=self.store.objects, pending=pending, tidy=self.store.tidy(recorded),
-            applied=applied, old=old, fixes=asked, kept=kept, originals=self.originals(applied), current=current,
+            state_file=self.store.state_file, objects=self.store.objects, pending=pending, tidy=tidy,
+            applied=applied, old=old, fixes=asked, kept=kept, originals=originals, current=current,
             shipped=shipped, series_pair=pair, series=self.series, blocked=blocked,
             stale=self._stale(current) if fixes is not None else {},
             read=self.reader(),

@@ -32,6 +32,7 @@ VLLM = PROJECTS["vllm"]
 pytestmark = pytest.mark.network  # the real releases the session builds (and vLLM's source archive), once
 
 SG_UTILS = "python/sglang/srt/distributed/device_communicators/all_reduce_utils.py"
+SG_DEEPGEMM = "python/sglang/srt/layers/deep_gemm_wrapper/configurer.py"
 VL_UTILS = "vllm/distributed/device_communicators/all_reduce_utils.py"
 NOT_NVIDIA = ("is not the compute capability of an NVIDIA GPU: NVIDIA's are 3.0 3.2 3.5 3.7 5.0 5.2 5.3 6.0 6.1 6.2 7.0 7.2 "
               "7.5 8.0 8.6 8.7 8.8 8.9 9.0 10.0 10.1 10.3 11.0 12.0 12.1, written like 12.1, 12 (for 12.0) or sm_121a")
@@ -69,11 +70,14 @@ def vllm(prebuilt, tmp_path: Path) -> Path:
 def test_verify_takes_to_cc_alone_and_apply_takes_12_1_on_sglang(sglang: Path) -> None:
     done = invoke("verify", str(sglang), "--to-cc", "12")  # was: "give both --from-cc and --to-cc, or neither", exit 2
     assert (done.returncode, done.stderr) == (1, b""), done.stderr.decode()
-    assert lines(done)[-3:] == [
+    assert lines(done)[-5:] == [
         f"{SG_UTILS}: TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES has no key 12 (the patch is not applied)",
         "python/sglang/srt/distributed/device_communicators/torch_symm_mem.py: TorchSymmMemCommunicator._WORLD_SIZES_MULTIMEM "
         "has no key 12 (the patch is not applied)",
-        "verify: 2 problems"]
+        # The DeepGEMM fix (on by default) is for 0.5.9 too.
+        f"{SG_DEEPGEMM}: lacks SGLang 0.5.13's change (1 hunk; the deepgemm-sm12x patch is not applied)",
+        f"{SG_DEEPGEMM}: sm_version == 120 lacks 121 (the deepgemm-sm12x patch is not applied)",
+        "verify: 4 problems"]
 
     done = invoke("apply", str(sglang), "--to-cc", "12.1")  # was: "not how SGLang writes a compute capability: write it like 12"
     assert (done.returncode, done.stderr) == (0, b""), done.stderr.decode()

@@ -157,6 +157,7 @@ def test_json_is_one_document(tmp_path: Path) -> None:
         "releases": "0.5.4.post3 - 0.5.13.post1",
         "cause": "TorchSymmMemCommunicator looks compute capability 12 up in its tables, which know 9 and 10",
         "advice": None, "commands": ["patchkit apply /root/sglang"],
+        "started_after": False,  # no ready line after it: the server did not start
     }
 
 

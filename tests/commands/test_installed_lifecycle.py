@@ -29,6 +29,13 @@ from support.venvs import copy_venv
 
 DC = "sglang/srt/distributed/device_communicators"
 FILES = (f"{DC}/all_reduce_utils.py", f"{DC}/torch_symm_mem.py")
+# The shipped series apply writes by default: 0.5.9's has the DeepGEMM fix (on by default) first; 0.5.23
+# has that fix upstream (0.5.21's probe of the SM12x APIs), its series is the tables alone.
+SHIPPED = {
+    "0.5.9": "patches/0.5.9/0001-Keep-DeepGEMM-off-on-SM120-SM121-unless-it-has-their.patch + "
+             "patches/0.5.9/0002-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch",
+    "0.5.23": "patches/0.5.23/0001-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch",
+}
 
 
 def wheel_files(wheel: Path) -> dict[str, bytes]:
@@ -81,9 +88,9 @@ def apply_verify_revert(env: Env, version: str, wheel: dict[str, bytes], aside_l
     assert out[0] == env.first_line(version)
     if aside_line:
         assert out[1].startswith(f"{aside_line}: the old state is set aside in {env.site}/.patchkit-sglang/aside/"), out
-        assert out[2] == f"applied shipped patch patches/{version}/0001-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch"
+        assert out[2] == f"applied shipped patch {SHIPPED[version]}"
     else:
-        assert out[1] == f"applied shipped patch patches/{version}/0001-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch"
+        assert out[1] == f"applied shipped patch {SHIPPED[version]}"
     assert_patched(env, wheel)
     assert env.pk("verify").returncode == 0
     assert env.pk("revert").returncode == 0
@@ -156,13 +163,14 @@ def test_upgrade_downgrade_uninstall_install(sglang_venv: Path, tmp_path: Path) 
 
 def test_a_key_12_put_there_by_hand_is_left_alone(sglang_venv: Path, tmp_path: Path) -> None:
     """A key 12 with other values than key 10 (tuned by hand, or upstream): verify accepts
-    it and says so, apply writes nothing, and `verify || apply` ends accepted."""
+    it and says so, apply writes nothing, and `verify || apply` ends accepted.  The tables' fix alone
+    (--fix torch-symm-mem): the DeepGEMM fix, on by default, would patch 0.5.9's configurer.py."""
     env = Env(sglang_venv, tmp_path / "V")
     utils, comm = (env.site / rel for rel in FILES)
     utils.write_bytes(utils.read_bytes().replace(b"    10: {\n", b"    12: {\n        8: 256 * MiB,\n    },\n    10: {\n", 1))
     comm.write_bytes(comm.read_bytes().replace(b"        10: [6, 8],\n", b"        10: [6, 8],\n        12: [6, 8],\n", 1))
     edited = env.files()
-    done = env.pk("verify")
+    done = env.pk("verify", "--fix", "torch-symm-mem")
     assert done.returncode == 0, done.stdout.decode()
     out = lines(done)
     assert f"note: {FILES[0]}: TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES has a key 12 that patchkit did not add, left as it is: " \
@@ -170,11 +178,11 @@ def test_a_key_12_put_there_by_hand_is_left_alone(sglang_venv: Path, tmp_path: P
         "{2: 67108864, 4: 67108864, 6: 134217728, 8: 134217728}" in out
     assert f"note: {FILES[1]}: TorchSymmMemCommunicator._WORLD_SIZES_MULTIMEM already has key 12, not added by patchkit (equal to key 10)" in out
     assert out[-1] == "verify: ok (key 12 = key 10 in every table patchkit added)"
-    done = env.pk("apply")
+    done = env.pk("apply", "--fix", "torch-symm-mem")
     assert done.returncode == 0
     assert lines(done)[-1] == "already upstream (generated from the installed files): nothing written"
     assert env.files() == edited
-    assert invoke("verify", str(env.site)).returncode == 0
+    assert invoke("verify", str(env.site), "--fix", "torch-symm-mem").returncode == 0
 
     assert not (env.site / ".patchkit-sglang").exists()  # nothing was written, not even a state dir
 
@@ -242,7 +250,7 @@ def test_one_round_of_verify_or_apply_after_a_hand_edit_of_one_table(sglang_venv
     done = env.pk("apply")
     assert done.returncode == 0, done.stderr.decode()
     out = lines(done)
-    assert f"note: files differ from the pre-image of patches/0.5.9/0001-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch (local edits?): {FILES[0]}" in out
+    assert f"note: files differ from the pre-image of {SHIPPED['0.5.9']} (local edits?): {FILES[0]}" in out
     assert "applied generated from the installed files" in out
     assert f"  patched {FILES[1]} (+1 line)" in out
     assert "dropped 2 cached bytecode files" in out  # the patched file's and the edited file's

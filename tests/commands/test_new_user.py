@@ -21,7 +21,9 @@ COMMUNICATOR = "sglang/srt/layers/communicator.py"
 TABLES = ("sglang/srt/distributed/device_communicators/all_reduce_utils.py",
           "sglang/srt/distributed/device_communicators/torch_symm_mem.py")
 FLASHINFER = ("flashinfer/jit/comm.py", "flashinfer/aot.py", "flashinfer/data/include/flashinfer/utils.cuh")
-SHIPPED = "patches/0.5.9/0001-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch"
+# What a plain apply writes to 0.5.9: the DeepGEMM fix (on by default) and the tables.
+SHIPPED = ("patches/0.5.9/0001-Keep-DeepGEMM-off-on-SM120-SM121-unless-it-has-their.patch + "
+           "patches/0.5.9/0002-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch")
 
 
 @pytest.fixture(scope="module")

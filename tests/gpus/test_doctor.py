@@ -224,7 +224,7 @@ def test_sglang_0523_needs_no_symm_mem_on_pcie_and_gets_the_pcie_ipc_all_reduce(
     ]
     assert not any("prevents: the warning" in l for l in lines)
     # The fusion: its rules would open SGLang's gate, but the resolver after it still refuses SM120.
-    assert lines[16] == f"  allreduce-fusion (opt-in): incomplete here, not applied: {INCOMPLETE_0523}"
+    assert lines[16] == f"  allreduce-fusion (opt-in): incomplete here, not applied: {INCOMPLETE_0523_INSTALLED}"
     start = lines.index(PCIE_IPC[0])
     assert lines[start:] == [*PCIE_IPC, "  SGLang 0.5.23 and FlashInfer 0.7.0 have it: start the server with SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1",
                              SERVES, *MEASURED, "", "nothing this machine needs is missing"]
@@ -235,7 +235,7 @@ def test_sglang_0523_needs_no_symm_mem_on_pcie_and_gets_the_pcie_ipc_all_reduce(
     assert (symm["fix"], symm["status"], symm["needed"], symm["why"], symm["effect_here"]) == (
         "torch-symm-mem", "missing", False, NOT_NEEDED_0523, [])
     fusion = doc["targets"][0]["fixes"][3]
-    assert (fusion["fix"], fusion["status"], fusion["detail"]) == ("allreduce-fusion", "incomplete", INCOMPLETE_0523)
+    assert (fusion["fix"], fusion["status"], fusion["detail"]) == ("allreduce-fusion", "incomplete", INCOMPLETE_0523_INSTALLED)
     assert (symm["reason"], symm["why_reason"], fusion["reason"]) == ("lacks-key", "not-needed-here", "gates-left")
     advice = doc["recommendation"]
     assert (advice["available"], advice["upgrade"], advice["installed"]) == (True, [], {"sglang": "0.5.23", "flashinfer": "0.7.0"})
@@ -273,6 +273,8 @@ INCOMPLETE_0523 = (
     "not (get_platform().is_sm90 or get_platform().is_sm100); python/sglang/srt/layers/flashinfer_comm_fusion.py:54 in "
     "_resolve_backend(): not get_platform().is_sm100; python/sglang/srt/layers/flashinfer_comm_fusion.py:63 in "
     "_resolve_backend(): get_platform().is_sm100 (and 2 more)")
+# The same where the target is an installed package: its gates' paths as the wheel has them.
+INCOMPLETE_0523_INSTALLED = INCOMPLETE_0523.replace("python/sglang/", "sglang/")
 
 
 def test_apply_to_cc_auto_leaves_sglang_0523_alone_on_pcie(tmp_path: Path, venvs) -> None:
@@ -296,10 +298,13 @@ def test_apply_to_cc_auto_leaves_sglang_0523_alone_on_pcie(tmp_path: Path, venvs
     # preflight refuse SM120 after the gate), is left out and said; asked for by name, it is refused whole.
     done = invoke("apply", "--python", python, "--to-cc", "auto", "--all-fixes", env=env)
     assert done.returncode == 0, done.stdout.decode()
-    assert f"note: allreduce-fusion left out: incomplete on SGLang 0.5.23: {INCOMPLETE_0523}" in out(done)
+    assert f"note: allreduce-fusion left out: incomplete on SGLang 0.5.23: {INCOMPLETE_0523_INSTALLED}" in out(done)
+    # The DeepGEMM fix alone is left (upstream in 0.5.23, no patch of it shipped): no cc pair is why, so
+    # none is named (it said "... that copies key 10 to key 12 (the shipped one copies key 10 to key 12)").
+    assert "note: no shipped patch for SGLang 0.5.23" in out(done)
     done = invoke("apply", "--python", python, "--to-cc", "auto", "--fix", "allreduce-fusion", env=env)
     assert done.returncode == 3, done.stdout.decode()
-    assert done.stderr.decode() == f"patchkit: allreduce-fusion incomplete on SGLang 0.5.23: {INCOMPLETE_0523}; nothing written\n"
+    assert done.stderr.decode() == f"patchkit: allreduce-fusion incomplete on SGLang 0.5.23: {INCOMPLETE_0523_INSTALLED}; nothing written\n"
     assert snapshot(site / "sglang") == before
 
 

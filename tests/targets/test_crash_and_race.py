@@ -355,3 +355,34 @@ def test_concurrent_runs_serialise(world: World, tmp_path: Path, ops: tuple[str,
         assert _serialisable(start, runs, final), (start, runs, final)
         if final == "patched":
             revert_to_original(w, repo)
+
+
+@pytest.mark.parametrize("op", ["apply", "revert"])
+def test_a_state_ended_between_two_reads_is_read_again_under_the_lock(
+        world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, op: str) -> None:
+    """apply and revert read the state, then its originals, without the lock.  A revert that runs to its
+    end in between prunes those originals: the apply+apply+revert race above once refused "its original
+    bytes are missing from .../objects" (exit 3).  Such a read is not tidy: the run reads again under the
+    lock and does what it would do after that revert."""
+    from patchkit.targets.state import Store
+
+    w = world
+    repo = w.checkout(tmp_path / "co", "patched")
+    get = Store.get
+
+    def revert_meanwhile(store: Store, digest: str) -> bytes | None:
+        monkeypatch.setattr(Store, "get", get)  # once: the first original read, without the lock
+        assert run(*apply_args(w, repo, "revert")).returncode == 0  # another process, to its end
+        return get(store, digest)
+
+    monkeypatch.setattr(Store, "get", revert_meanwhile)
+    done = pk(*apply_args(w, repo, op))
+    assert (done.returncode, done.stderr) == (0, b""), done.stderr.decode()
+    assert Store.get is get  # the read it raced with happened
+    if op == "apply":
+        assert lines(done)[1].startswith("applied shipped patch "), lines(done)
+        assert settled(repo, w) == "patched"
+        revert_to_original(w, repo)
+    else:
+        assert lines(done)[-1] == "nothing to revert: nothing written", lines(done)
+        assert settled(repo, w) == "original"

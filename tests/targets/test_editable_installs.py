@@ -29,6 +29,7 @@ from support.venvs import make_venv, pip_install
 DC = "python/sglang/srt/distributed/device_communicators"
 TABLES = (f"{DC}/all_reduce_utils.py", f"{DC}/torch_symm_mem.py")
 GATE = "python/sglang/srt/layers/communicator.py"
+DEEPGEMM = "python/sglang/srt/layers/deep_gemm_wrapper/configurer.py"
 COMM = "flashinfer/jit/comm.py"
 # The files of FlashInfer PR 3903 (the allreduce-fusion backport) where a wheel has them.
 PR_3903_INSTALLED = (
@@ -111,6 +112,7 @@ def test_the_image_layout_through_apply_verify_revert(origin: Path, backend: Pat
         assert lines[1] == f"applied shipped patch {SERIES}"
         assert [line.rsplit(" (", 1)[0] if "flashinfer/" in line else line for line in lines if line.startswith("  patched")] == [
             f"  patched {TABLES[0]} (+6 lines)", f"  patched {TABLES[1]} (+1 line)", f"  patched {GATE} (+3 -1 lines)",
+            f"  patched {DEEPGEMM} (+3 lines)",  # the DeepGEMM fix, on by default
         ] + [f"  patched {path}" for path in PR_3903_INSTALLED]
         pid = f"  pid {server.pid}: {bin_dir}/python3 -m sglang.launch_server --port 30000"
         assert lines[lines.index(pid) + 1] == f"    because its interpreter's site-packages hold the editable install of {editable}"
@@ -177,7 +179,8 @@ def test_a_checkout_between_tags_takes_the_installed_version_and_generates(origi
     assert done.returncode == 0, done.stderr.decode()
     lines = out(done)
     assert lines[0] == f"{checkout}/python/sglang: SGLang 0.5.9 (editable install of {checkout}, from sglang-0.5.9.dist-info/METADATA)"
-    assert lines[1] == ("note: files differ from the pre-image of patches/0.5.9/0001-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch"
+    assert lines[1] == ("note: files differ from the pre-image of patches/0.5.9/0001-Keep-DeepGEMM-off-on-SM120-SM121-unless-it-has-"
+                        "their.patch + patches/0.5.9/0002-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch"
                         f" (local edits?): {TABLES[1]}")
     assert lines[2] == "applied generated from the checkout's files"
     assert invoke("verify", "--python", str(venv)).returncode == 0

@@ -92,8 +92,13 @@ def test_a_local_build_of_0_5_9_takes_0_5_9s_shipped_series(tmp_path: Path) -> N
         f"applied shipped patch patches/0.5.9/{DEEPGEMM} + patches/0.5.9/{SYMM}",
         f"  patched {DC}/all_reduce_utils.py (+6 lines)",
         f"  patched {DC}/torch_symm_mem.py (+1 line)",
+        "  patched sglang/srt/layers/deep_gemm_wrapper/configurer.py (+3 lines)",
+        "  SGLang 0.5.13's change: 1 hunk applied exactly",
+        "  sm_version == 120 (def _compute_enable_deep_gemm): key 121 = key 120",
         "  TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES (module): key 12 = key 10",
         "  _WORLD_SIZES_MULTIMEM (class TorchSymmMemCommunicator): key 12 = key 10",
+        'effect: deepgemm-sm12x prevents "RuntimeError: Assertion error (.../csrc/apis/attention.hpp:219): Unsupported '
+        'architecture" on SGLang 0.5.9+cu128 (`patchkit doctor` says what this machine has)',
         EFFECT.format(version="0.5.9+cu128"),
         "dropped 0 cached bytecode files",
     ]
@@ -114,12 +119,14 @@ def test_a_local_build_whose_files_are_not_the_releases_is_generated_from_them(t
         f.write(b"# built for CUDA 12.8\n")
     refused = invoke("apply", "--python", str(python), "--no-generate")
     assert refused.returncode == 3 and refused.stderr.decode() == (
-        f"patchkit: {DC}/torch_symm_mem.py: differs from the pre-image of patches/0.5.9/{SYMM} (a local edit?); "
+        f"patchkit: {DC}/torch_symm_mem.py: differs from the pre-image of patches/0.5.9/{DEEPGEMM} + patches/0.5.9/{SYMM} "
+        "(a local edit?); "
         "--no-generate refuses to generate a patch\n")
     done = invoke("apply", "--python", str(python))
     assert done.returncode == 0, done.stderr
     assert done.stdout.decode().splitlines()[1:3] == [
-        f"note: files differ from the pre-image of patches/0.5.9/{SYMM} (local edits?): {DC}/torch_symm_mem.py",
+        f"note: files differ from the pre-image of patches/0.5.9/{DEEPGEMM} + patches/0.5.9/{SYMM} (local edits?): "
+        f"{DC}/torch_symm_mem.py",
         "applied generated from the installed files",
     ]
     assert (site / DC / "torch_symm_mem.py").read_bytes().endswith(b"# built for CUDA 12.8\n")

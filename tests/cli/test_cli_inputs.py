@@ -152,9 +152,10 @@ CC_CASES = [
     ("generate", ["--to-cc", "10"], SAME),
     ("generate", ["--from-cc", "12", "--to-cc", "12.1"], f"{SAME} (--from-cc 12, --to-cc 12.1): SGLang keys both as 12"),
     ("generate", ["--project", "vllm", "--to-cc", "10"], f"{SAME} (--from-cc 10.0, --to-cc 10)"),
-    ("scan", ["--cc", "10"], "--cc must differ from --from-cc (--from-cc 10, --cc 10)"),
-    ("scan", ["--cc", "10.0", "--from-cc", "10"], "--cc must differ from --from-cc (--from-cc 10, --cc 10.0)"),
-    ("scan", ["--cc", "12.0", "--from-cc", "12"], "--cc must differ from --from-cc"),
+    # scan's --cc is its --to-cc (one option, two names): the message names --to-cc.
+    ("scan", ["--cc", "10"], "--to-cc must differ from --from-cc (--from-cc 10, --to-cc 10)"),
+    ("scan", ["--to-cc", "10.0", "--from-cc", "10"], "--to-cc must differ from --from-cc (--from-cc 10, --to-cc 10.0)"),
+    ("scan", ["--to-cc", "12.0", "--from-cc", "12"], "--to-cc must differ from --from-cc"),
 ]
 
 
@@ -199,7 +200,7 @@ NO_SUCH_CC = [
     ("generate", ["--from-cc", "99", "--to-cc", "auto"], "--from-cc '99'"),
     ("upstream", ["--to-cc", "99"], "--to-cc '99'"),
     ("upstream", ["--from-cc", "0"], "--from-cc '0'"),
-    ("scan", ["--cc", "99"], "--cc '99'"),
+    ("scan", ["--cc", "99"], "--to-cc '99'"),
     ("scan", ["--from-cc", "16.0", "--cc", "12.0"], "--from-cc '16.0'"),
     ("kernels", ["--to-cc", "99"], "--to-cc '99'"),
     ("kernels", ["--to-cc", "12.0", "--to-cc", "16.0"], "--to-cc '16.0'"),

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from standin import no_nvidia_smi, standin
+from test_doctor import MEASURED, SERVES
 
 from patchkit.digest import sha256
 from support.cli import invoke
@@ -79,6 +80,18 @@ def applied(cc: str = "12.0") -> list[str]:
             "    prevented: KeyError: 12 (TorchSymmMemCommunicator.__init__ (torch_symm_mem.py))", *multicast(cc)]
 
 
+def advice(cc: str) -> list[str]:
+    """The PCIe all-reduce doctor names for a cc given whose GPUs can only meet over PCIe (12.0: no RTX PRO 6000
+    or RTX 50 has NVLink), for SGLang 0.5.9 alone; none for a GB10 (12.1), one GPU."""
+    if cc != "12.0":
+        return []
+    return ["all-reduce on two or more GPUs of cc 12.0 (linked through PCIe only: RTX PRO 6000 and RTX 50 have no NVLink): "
+            "FlashInfer's PCIe-IPC all-reduce (pcie_ipc_comm), which SGLang uses for the tensor-parallel all-reduce",
+            "  it needs SGLang 0.5.21 or later and FlashInfer 0.7.0 or later (SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1): upgrade sglang "
+            "(0.5.9 here), install flashinfer-python (not among the targets; `--python` finds every one installed)",
+            SERVES, *MEASURED, ""]
+
+
 def snapshot(root: Path) -> dict[str, str]:
     return {str(p.relative_to(root)): sha256(p.read_bytes()) for p in sorted(root.rglob("*")) if p.is_file()}
 
@@ -107,7 +120,7 @@ def test_a_host_without_gpus_reports_the_projects_and_exits_2(tmp_path: Path, sg
         "no GPU seen: " + why.format(exe=tmp_path / "bin" / "nvidia-smi"),
         "cannot say what this machine needs: each fix below is judged for cc 12.0, the GPUs the fixes are for "
         "(--to-cc CC judges for GPUs of that cc)",
-        *projects(sglang_venv, python, missing()),
+        *projects(sglang_venv, python, missing()), *advice("12.0"),
         f"needed for cc 12.0: deepgemm-sm12x, torch-symm-mem; to apply: patchkit apply --python {python} --to-cc 12",
     ]
     doc = json.loads(invoke("doctor", "--python", python, "--json", env=env).stdout)
@@ -129,7 +142,7 @@ def test_to_cc_judges_a_host_without_gpus_for_that_cc(tmp_path: Path, sglang_ven
             f"judged for cc {cc} as given (--to-cc {written}) and not measured: how the GPUs are linked is not known"]
     done = invoke("doctor", "--python", python, "--to-cc", written, env=env)
     assert (done.returncode, done.stderr) == (1, b"")
-    assert lines(done) == [*head, *projects(venv, python, missing(cc), cc),
+    assert lines(done) == [*head, *projects(venv, python, missing(cc), cc), *advice(cc),
                            f"needed for cc {cc}: deepgemm-sm12x, torch-symm-mem; to apply: patchkit apply --python {python} --to-cc 12"]
     doc = json.loads(invoke("doctor", "--python", python, "--to-cc", written, "--json", env=env).stdout)
     assert (doc["ok"], doc["exit_code"], doc["needed"], doc["judged_for"]) == (False, 1, ["deepgemm-sm12x", "torch-symm-mem"], {"ccs": [cc], "from": "--to-cc"})
@@ -139,11 +152,11 @@ def test_to_cc_judges_a_host_without_gpus_for_that_cc(tmp_path: Path, sglang_ven
     assert done.returncode == 0, done.stderr.decode()
     done = invoke("doctor", "--python", python, "--to-cc", written, env=env)
     assert (done.returncode, done.stderr) == (0, b"")
-    assert lines(done) == [*head, *projects(venv, python, applied(cc), cc), f"nothing GPUs of cc {cc} need is missing"]
+    assert lines(done) == [*head, *projects(venv, python, applied(cc), cc), *advice(cc), f"nothing GPUs of cc {cc} need is missing"]
     # Without --to-cc it still cannot judge this machine: the state is shown, and the exit stays 2.
     done = invoke("doctor", "--python", python, env=env)
     assert done.returncode == 2 and done.stderr.decode() == f"patchkit: {CANNOT}\n"
-    assert lines(done)[2:] == [*projects(venv, python, applied()), "nothing GPUs of cc 12.0 need is missing"]
+    assert lines(done)[2:] == [*projects(venv, python, applied()), *advice("12.0"), "nothing GPUs of cc 12.0 need is missing"]
 
 
 def test_to_cc_wins_over_the_gpus_nvidia_smi_shows(tmp_path: Path, sglang_venv: Path) -> None:
@@ -158,7 +171,7 @@ def test_to_cc_wins_over_the_gpus_nvidia_smi_shows(tmp_path: Path, sglang_venv: 
     assert (done.returncode, done.stderr) == (1, b"")
     assert lines(done) == [
         *gpus, "judged for cc 12.0 as given (--to-cc 12) instead of the GPUs above: how GPUs of cc 12.0 would be linked is not known",
-        *projects(sglang_venv, python, missing()),
+        *projects(sglang_venv, python, missing()), *advice("12.0"),
         f"needed for cc 12.0: deepgemm-sm12x, torch-symm-mem; to apply: patchkit apply --python {python} --to-cc 12"]
     doc = json.loads(invoke("doctor", "--python", python, "--to-cc", "12", "--json", env=env).stdout)
     assert doc["machine"]["gpus"] == [{"index": 0, "name": "NVIDIA H200", "cc": "9.0", "bus_id": "00000000:00:06.0"}]

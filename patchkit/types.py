@@ -26,6 +26,89 @@ else:  # pragma: no cover - Python 3.10
 
 FORMAT = 1  # of state.json and journal.json
 
+_NO_DEFAULT = object()
+
+
+class FrozenError(AttributeError):
+    """A field of a ``Value`` was assigned or deleted after it was made."""
+
+
+class Value:
+    """An immutable value with named fields, what a frozen dataclass is, made at import without
+    compiling code (a dataclass generates and compiles its methods when it is defined: about
+    4 M instructions each, at every start of patchkit).
+
+    The fields are the annotated names of the class and its bases, bases first, but a
+    ``ClassVar``'s; a field given a value in the class body has it as its default.  ``Sub(1, b=2)``
+    (``class Sub(Value, kw_only=True)``: by keyword only); equal to a value of the same class with
+    equal fields, hashed as them, ``Sub(a=1, b=2)`` as its repr, ``_replace(**changes)`` a copy."""
+
+    __slots__ = ()
+    _fields: tuple[str, ...] = ()
+    _defaults: dict[str, object] = {}
+    _kw_only = False
+
+    def __init_subclass__(cls, kw_only: bool = False, **kw) -> None:
+        super().__init_subclass__(**kw)
+        fields, defaults = list(cls._fields), dict(cls._defaults)
+        own = cls.__dict__.get("__annotations__", {})
+        for name, hint in own.items():
+            if (hint if isinstance(hint, str) else repr(hint)).startswith(("ClassVar", "typing.ClassVar")):
+                continue
+            if name not in fields:
+                fields.append(name)
+            defaults.pop(name, None)
+            if name in cls.__dict__:
+                defaults[name] = cls.__dict__[name]
+        cls._kw_only = kw_only or cls._kw_only
+        if not cls._kw_only:  # positional: a field without a default comes before those with one
+            required = [n for n in fields if n not in defaults]
+            if fields[: len(required)] != required:
+                raise TypeError(f"{cls.__name__}: a field without a default follows one with a default")
+        cls._fields, cls._defaults = tuple(fields), defaults
+
+    def __init__(self, *args, **kw) -> None:
+        fields = self._fields
+        name = type(self).__name__
+        if args and self._kw_only or len(args) > len(fields):
+            raise TypeError(f"{name}() takes {0 if self._kw_only else len(fields)} positional arguments, {len(args)} given")
+        values = dict(zip(fields, args, strict=False))  # fewer args: the rest by keyword or default
+        for key in kw:
+            if key in values or key not in fields:
+                raise TypeError(f"{name}() got {'multiple values for' if key in values else 'an unexpected'} argument {key!r}")
+        values.update(kw)
+        if len(values) < len(fields):
+            for key in fields:
+                if key not in values:
+                    value = self._defaults.get(key, _NO_DEFAULT)
+                    if value is _NO_DEFAULT:
+                        raise TypeError(f"{name}() missing argument {key!r}")
+                    values[key] = value
+        self.__dict__.update(values)
+
+    def _values(self) -> tuple:
+        return tuple(self.__dict__[f] for f in self._fields)
+
+    def _replace(self, **changes):
+        return type(self)(**{**self.__dict__, **changes})
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__qualname__}({', '.join(f'{f}={self.__dict__[f]!r}' for f in self._fields)})"
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise FrozenError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenError(f"cannot delete field {name!r}")
+
 
 class Status(StrEnum):
     """What became of a table, a fix, a release or a target: one name each, in lines, in

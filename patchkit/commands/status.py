@@ -5,7 +5,6 @@ Returns a ``StatusResult`` per target (``render/status.py`` says it).  Read only
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
@@ -17,7 +16,7 @@ from patchkit.plan.reasons import ReleaseChanged
 from patchkit.report import Where
 from patchkit.targets import bytecode
 from patchkit.targets.session import Session
-from patchkit.types import PATCHED, STALE, Applied
+from patchkit.types import PATCHED, STALE, Applied, Value
 
 
 class FileState(NamedTuple):
@@ -47,8 +46,7 @@ class ForCC(NamedTuple):
         return {"cc": str(self.cc), "key": self.key, "applied": self.in_effect}
 
 
-@dataclass(frozen=True, kw_only=True)
-class StatusResult:
+class StatusResult(Value, kw_only=True):
     """What status found at one target."""
 
     where: Where

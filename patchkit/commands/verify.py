@@ -8,7 +8,6 @@ its keys from ``judge.auto`` and runs the same verify for each.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from patchkit.cc import CC, Key
@@ -19,11 +18,10 @@ from patchkit.plan.verify import VerifyPlan, plan_verify
 from patchkit.report import Auto, AutoTarget, Where
 from patchkit.targets import bytecode
 from patchkit.targets.session import Session
-from patchkit.types import STALE
+from patchkit.types import STALE, Value
 
 
-@dataclass(frozen=True, kw_only=True)
-class VerifyResult:
+class VerifyResult(Value, kw_only=True):
     """What verify found at one target, for one cc pair."""
 
     where: Where

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import fields
 from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
@@ -196,7 +195,7 @@ def _rule(name: str, rule: object, path: Path, what: str) -> Rule:
         raise BadInput(str(path), f"{what}: flag {values['flag']!r} does not contain from_cc {values['from_cc']!r}")
     if values["from_cc"] == values["to_cc"]:
         raise BadInput(str(path), f"{what}: from_cc and to_cc are both {values['from_cc']!r}")
-    return cls(**{f.name: values[f.name] for f in fields(cls)})
+    return cls(**{f: values[f] for f in cls._fields})
 
 
 def _backport(rule: dict, path: Path, what: str) -> dict:

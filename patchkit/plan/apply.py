@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
@@ -21,11 +20,10 @@ from patchkit.fixes.registry import Project, fixes_for, rules_for
 from patchkit.patch.manifest import FixStatus, Shipped
 from patchkit.plan import APPLY, Plan, plan_apply
 from patchkit.plan.reasons import LeftOut, NoRule, ReleaseChanged
-from patchkit.types import NOTHING_TO_PATCH, Applied
+from patchkit.types import NOTHING_TO_PATCH, Applied, Value
 
 
-@dataclass(frozen=True, kw_only=True)
-class ApplyRequest:
+class ApplyRequest(Value, kw_only=True):
     """What the command line asked of one target."""
 
     fixes: tuple[str, ...] | None  # the fixes asked for (None: those on by default; the kept ones are the snapshot's)
@@ -44,8 +42,7 @@ class Old(NamedTuple):
     reason: ReleaseChanged  # why (``plan.release_changed``)
 
 
-@dataclass(frozen=True, kw_only=True)
-class Snapshot:
+class Snapshot(Value, kw_only=True):
     """What was read of one target, once, for one command (``Session.snapshot``)."""
 
     project: Project

@@ -21,7 +21,8 @@ from patchkit.targets import bytecode
 from patchkit.targets.jit_builds import JitCheck
 from patchkit.targets.session import Session
 from patchkit.targets.transaction import LockTaken, SetAside, commit, exclusive, set_aside
-from patchkit.types import ALREADY_APPLIED, Value
+from patchkit.types import ALREADY_APPLIED
+from patchkit.values import Value
 
 
 class ApplyResult(Value, kw_only=True):

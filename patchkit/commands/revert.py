@@ -21,7 +21,7 @@ from patchkit.report import Where
 from patchkit.targets.jit_builds import JitCheck
 from patchkit.targets.session import Session
 from patchkit.targets.transaction import LockTaken, SetAside, commit, exclusive, keep_edits, set_aside
-from patchkit.types import Value
+from patchkit.values import Value
 
 
 class ForceRefused(Refused):

@@ -16,7 +16,8 @@ from patchkit.plan.reasons import ReleaseChanged
 from patchkit.report import Where
 from patchkit.targets import bytecode
 from patchkit.targets.session import Session
-from patchkit.types import PATCHED, STALE, Applied, Value
+from patchkit.types import PATCHED, STALE, Applied
+from patchkit.values import Value
 
 
 class FileState(NamedTuple):

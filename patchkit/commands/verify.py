@@ -18,7 +18,8 @@ from patchkit.plan.verify import VerifyPlan, plan_verify
 from patchkit.report import Auto, AutoTarget, Where
 from patchkit.targets import bytecode
 from patchkit.targets.session import Session
-from patchkit.types import STALE, Value
+from patchkit.types import STALE
+from patchkit.values import Value
 
 
 class VerifyResult(Value, kw_only=True):

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import ClassVar, NamedTuple
 
-from patchkit.types import StrEnum, Value
+from patchkit.types import StrEnum
+from patchkit.values import Value
 
 
 class Origin(NamedTuple):

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from patchkit.types import Reason, StrEnum, Value
+from patchkit.types import Reason, StrEnum
+from patchkit.values import Value
 
 
 class Lacks(Value):

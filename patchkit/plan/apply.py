@@ -20,7 +20,8 @@ from patchkit.fixes.registry import Project, fixes_for, rules_for
 from patchkit.patch.manifest import FixStatus, Shipped
 from patchkit.plan import APPLY, Plan, plan_apply
 from patchkit.plan.reasons import LeftOut, NoRule, ReleaseChanged
-from patchkit.types import NOTHING_TO_PATCH, Applied, Value
+from patchkit.types import NOTHING_TO_PATCH, Applied
+from patchkit.values import Value
 
 
 class ApplyRequest(Value, kw_only=True):

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from patchkit.types import CANNOT_APPLY, Reason, Status, Value
+from patchkit.types import CANNOT_APPLY, Reason, Status
+from patchkit.values import Value
 
 
 class ReleaseChanged(Value):

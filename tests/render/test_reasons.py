@@ -13,7 +13,8 @@ from patchkit.judge import reasons as judge
 from patchkit.plan import reasons as plan
 from patchkit.render import reasons
 from patchkit.render.reasons import code, said
-from patchkit.types import CANNOT_APPLY, INCOMPLETE, Reason, Value
+from patchkit.types import CANNOT_APPLY, INCOMPLETE, Reason
+from patchkit.values import Value
 from support.repos import ROOT
 
 CLASSES = [c for m in (judge, plan) for _, c in inspect.getmembers(m, inspect.isclass)

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import enum
 import re
-from typing import NamedTuple
+
+from patchkit.values import Record
 
 # The compute capabilities of the GPUs NVIDIA has shipped that CUDA 12 and 13 still build for, from
 # the CUDA C++ Programming Guide ("Compute Capabilities", the per-capability feature and
@@ -68,10 +69,9 @@ def must_differ(from_cc: CC, to_cc: CC, to_opt: str = "--to-cc") -> str:
     return f"{to_opt} must differ from --from-cc (--from-cc {from_cc}, {to_opt} {to_cc})"
 
 
-class CC(NamedTuple):
+class CC(Record):
     """A GPU's compute capability: ``CC(12, 1)``.  Two are equal when major and minor are: 12,
-    12.0 and sm_120a are one cc, written three ways.  (A NamedTuple, not a dataclass: the
-    command line builds this class at every start.)"""
+    12.0 and sm_120a are one cc, written three ways."""
 
     major: int
     minor: int = 0

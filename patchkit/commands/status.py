@@ -6,7 +6,6 @@ Returns a ``StatusResult`` per target (``render/status.py`` says it).  Read only
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NamedTuple
 
 from patchkit.cc import CC, Key
 from patchkit.digest import sha256
@@ -17,10 +16,10 @@ from patchkit.report import Where
 from patchkit.targets import bytecode
 from patchkit.targets.session import Session
 from patchkit.types import PATCHED, STALE, Applied
-from patchkit.values import Value
+from patchkit.values import Record, Value
 
 
-class FileState(NamedTuple):
+class FileState(Record):
     """A target file that holds a table, or that patchkit or the shipped patch knows."""
 
     path: str  # as the target names it
@@ -32,7 +31,7 @@ class FileState(NamedTuple):
         return {"path": self.path, "state": self.state, "bytecode": self.bytecode, "stale_bytecode": self.stale}
 
 
-class ForCC(NamedTuple):
+class ForCC(Record):
     """``status --to-cc``: whether what patchkit applied to this release adds that cc's key."""
 
     cc: CC  # as given

@@ -9,13 +9,13 @@ data files and picks the class; ``rewrite.rules`` maps each class to its rewrite
 
 from __future__ import annotations
 
-from typing import ClassVar, NamedTuple
+from typing import ClassVar
 
 from patchkit.types import StrEnum
-from patchkit.values import Value
+from patchkit.values import Record, Value
 
 
-class Origin(NamedTuple):
+class Origin(Record):
     """Where a backport comes from."""
 
     project: str  # the upstream project's label: "FlashInfer"
@@ -30,7 +30,7 @@ class Origin(NamedTuple):
         return f"{self.project} PR {self.pr}"
 
 
-class Refresh(NamedTuple):
+class Refresh(Record):
     """How a backport's diff is refreshed for a range of releases: added lines left out."""
 
     file: str

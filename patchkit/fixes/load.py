@@ -35,7 +35,6 @@ import re
 import sys
 from functools import lru_cache
 from pathlib import Path
-from typing import NamedTuple
 
 from patchkit.errors import BadInput
 from patchkit.fixes.kinds import (
@@ -49,6 +48,7 @@ from patchkit.fixes.kinds import (
     Refresh,
     Rule,
 )
+from patchkit.values import Record
 
 HERE = Path(__file__).resolve().parent
 EVIDENCE = ("same as upstream ", "part of upstream ", "proposed upstream ", "not upstream")
@@ -63,7 +63,7 @@ _CLASSES = {Kind.DICT_KEY: DictKeyRule, Kind.LIST_MEMBER: ListMemberRule, Kind.P
             Kind.BACKPORT: BackportRule, Kind.COMPARISON: ComparisonRule}
 
 
-class FeaturePath(NamedTuple):
+class FeaturePath(Record):
     """The files a fix's feature goes through in a range of releases of one project, from
     the flag to the kernel sources: after the rules, no gate there may still refuse the GPU."""
 
@@ -87,7 +87,7 @@ class FeaturePath(NamedTuple):
         return project == self.project and in_range(version, self.since, self.until)
 
 
-class Fix(NamedTuple):
+class Fix(Record):
     name: str
     title: str
     rationale: str

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import NamedTuple
 
 from patchkit.errors import PatchkitError, Refused
 from patchkit.fixes.registry import Project, fixes_for, rules_for
@@ -21,7 +20,7 @@ from patchkit.patch.manifest import FixStatus, Shipped
 from patchkit.plan import APPLY, Plan, plan_apply
 from patchkit.plan.reasons import LeftOut, NoRule, ReleaseChanged
 from patchkit.types import NOTHING_TO_PATCH, Applied
-from patchkit.values import Value
+from patchkit.values import Record, Value
 
 
 class ApplyRequest(Value, kw_only=True):
@@ -36,7 +35,7 @@ class ApplyRequest(Value, kw_only=True):
     dry_run: bool
 
 
-class Old(NamedTuple):
+class Old(Record):
     """A recorded state of another release: never used, set aside by apply and revert."""
 
     applied: Applied
@@ -76,7 +75,7 @@ class FixRefused(Refused):
         self.fixes = fixes
 
 
-class Look(NamedTuple):
+class Look(Record):
     """What apply found, before writing anything."""
 
     plan: Plan

@@ -19,10 +19,10 @@ import fnmatch
 import re
 from collections.abc import Callable, Iterable
 from functools import lru_cache
-from typing import NamedTuple
 
 from patchkit.fixes.kinds import BackportRule, ComparisonRule, DictKeyRule, Kind, ListMemberRule, PredicateRule, Rule
 from patchkit.types import ALREADY_UPSTREAM, PATCHED, Status
+from patchkit.values import Record
 
 Read = Callable[[str], "bytes | None"]
 # A backport's three-way merge base: (rule, repository path) -> the file in the release the
@@ -30,7 +30,7 @@ Read = Callable[[str], "bytes | None"]
 Base = Callable[[Rule, str], "bytes | None"]
 
 
-class Found(NamedTuple):
+class Found(Record):
     """What one rule found in one file: a table, a list, a gate or an upstream change."""
 
     fix: str | None  # None in a manifest older than series (its tables name neither fix nor kind)
@@ -74,7 +74,7 @@ class Found(NamedTuple):
                    doc.get("path"))
 
 
-class FileRewrite(NamedTuple):
+class FileRewrite(Record):
     source: bytes
     found: tuple[Found, ...]
 
@@ -110,7 +110,7 @@ def rewrite_file(
     return FileRewrite(data, tuple(found))
 
 
-class _Context(NamedTuple):
+class _Context(Record):
     """What a rewrite may need beside the file: another file of the release (a predicate's
     helper), where its packages sit, a backport's merge base and the release."""
 

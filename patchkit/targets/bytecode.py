@@ -9,9 +9,9 @@ import os
 import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import NamedTuple
 
 from patchkit.types import FRESH, INVALID, STALE, Status
+from patchkit.values import Record
 
 # Interpreter cache tags look like "cpython-311", "pypy39", "pypy39-pp73",
 # "graalpy231-310": a name that contains a digit, no dots.  Optimized pycs add
@@ -23,7 +23,7 @@ _CACHED = re.compile(rf"{_TAG}{_OPT}\.pyc")  # what follows "<stem>." in a cache
 _HEADER_SIZE = 16  # PEP 552: magic, flags, then mtime + size or an 8-byte source hash
 
 
-class Pyc(NamedTuple):
+class Pyc(Record):
     path: Path
     status: Status  # FRESH, STALE or INVALID
     reason: str

@@ -32,10 +32,10 @@ import os
 import re
 from enum import Enum
 from pathlib import Path
-from typing import NamedTuple
 
 from patchkit.errors import PatchkitError
 from patchkit.targets.import_path import ImportPath, import_path, mapping
+from patchkit.values import Record
 
 
 class Reason(str, Enum):
@@ -53,13 +53,13 @@ class Reason(str, Enum):
 CANNOT_TELL = (Reason.UNREADABLE, Reason.TOO_LARGE)
 
 
-class Evidence(NamedTuple):
+class Evidence(Record):
     reason: Reason
     path: str
     detail: str = ""
 
 
-class Package(NamedTuple):
+class Package(Record):
     """The files a process must run to be named: a target's package folder (``/x/python/sglang``
     of a checkout, ``site-packages/sglang`` of an install), and for an installed package the
     prefix of its environment (``V`` for ``V/lib/python3.11/site-packages``), else None."""
@@ -68,7 +68,7 @@ class Package(NamedTuple):
     environment: Path | None = None
 
 
-class Command(NamedTuple):
+class Command(Record):
     """An interpreter's command line as CPython reads it: its one-letter options, then what runs."""
 
     flags: frozenset  # one-letter options without a value (E, I, P, s, ...)
@@ -144,7 +144,7 @@ def _is_script_of(arg: str, project: str) -> bool:
     return parts[-1] == project or (parts[-1].endswith(".py") and project in parts[:-1])
 
 
-class Seen(NamedTuple):
+class Seen(Record):
     """What patchkit read of a running process (``processes.py``); None where it could not."""
 
     command: Command

@@ -48,10 +48,10 @@ from contextlib import contextmanager
 from enum import Enum
 from itertools import islice
 from pathlib import Path
-from typing import NamedTuple
 
 from patchkit.errors import BadInput, PatchkitError, Refused, UnsafePath
 from patchkit.types import StrEnum
+from patchkit.values import Record
 from patchkit.versions import at_least, is_version
 
 # Where a build comes from, as the lines name it: below ~/.cache/flashinfer or FLASHINFER_WORKSPACE_BASE, or prebuilt.
@@ -86,7 +86,7 @@ _LOCAL = re.compile(r"[a-z0-9]+(\.[a-z0-9]+)*")  # a local label in PEP 440's no
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
 
-class Build(NamedTuple):
+class Build(Record):
     module: str
     kind: Kind
     path: Path  # the module's build folder (cached, workspace) or the prebuilt .so
@@ -109,7 +109,7 @@ class Drop(str, Enum):
     FAILED = "failed"  # refused or not removed (``JitDrop.error``)
 
 
-class JitDrop(NamedTuple):
+class JitDrop(Record):
     module: str
     path: Path  # the build folder, or the prebuilt .so
     outcome: Drop
@@ -117,7 +117,7 @@ class JitDrop(NamedTuple):
     error: PatchkitError | None = None
 
 
-class JitCheck(NamedTuple):  # the stale builds of the files written, what became of each
+class JitCheck(Record):  # the stale builds of the files written, what became of each
     drops: tuple[JitDrop, ...] = ()
     error: PatchkitError | None = None  # why none were looked for
 

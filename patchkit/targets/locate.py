@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from patchkit.errors import BadInput
 from patchkit.fixes.registry import PROJECTS, Project
 from patchkit.git.refs import git_dir, release_tags_at_head
 from patchkit.targets.safety import resolve_inside
 from patchkit.types import StrEnum
+from patchkit.values import Record
 from patchkit.versions import tag_to_version
 
 if TYPE_CHECKING:  # a checkout's commands do not read an environment
@@ -31,7 +32,7 @@ CHECKOUT, DIRECTORY, INSTALLED = Kind.CHECKOUT, Kind.DIRECTORY, Kind.INSTALLED
 _VERSION = r"""^__version__\s*(?::[^=]*)?=\s*(?:version\s*=\s*)?["']([^"']+)["']"""
 
 
-class Target(NamedTuple):
+class Target(Record):
     root: Path  # the checkout, or the site-packages folder of an installed package
     kind: Kind
     state_dir: Path

@@ -22,7 +22,6 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import NamedTuple
 
 from patchkit.targets.evidence import (
     Evidence,
@@ -35,6 +34,7 @@ from patchkit.targets.evidence import (
     runs_project,
 )
 from patchkit.text import printable
+from patchkit.values import Record
 
 PROC = Path("/proc")
 # python, python3, python3.11, python3.13t, python3.11-dbg, pypy, pypy3, pypy3.10
@@ -48,7 +48,7 @@ STAT_CAP = 4 << 10
 CMDLINE_CAP = 256 << 10
 ENVIRON_CAP = 1 << 20
 
-class Process(NamedTuple):
+class Process(Record):
     pid: int
     cmdline: str  # argv joined with spaces, control characters escaped (" ..." ends one cut at the cap)
     started_ns: int  # wall-clock start time, ns since epoch (approximate; for display)

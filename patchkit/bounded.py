@@ -21,11 +21,12 @@ import stat
 from pathlib import Path
 
 from patchkit.errors import BadInput, held_interrupts
+from patchkit.text import Pattern
 from patchkit.values import Record
 
 MAX_DEPTH = 64  # JSON nesting: patchkit's own documents and PEP 610's are 5 deep at most
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
-_BRACKET = re.compile(rb"[\[\]{}]")
+_STRING = Pattern(rb'"(?:[^"\\]|\\.)*"', re.S)
+_BRACKET = Pattern(rb"[\[\]{}]")
 
 
 def _kind(mode: int) -> str:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import enum
 import re
 
+from patchkit.text import Pattern
 from patchkit.values import Record
 
 # The compute capabilities of the GPUs NVIDIA has shipped that CUDA 12 and 13 still build for, from
@@ -54,8 +55,8 @@ class Auto(enum.Enum):
 
 AUTO = Auto.AUTO
 
-_WRITTEN = re.compile(r"([1-9][0-9]?)(?:\.([0-9]))?", re.ASCII)  # 12, 12.0, 12.1
-_ARCH = re.compile(r"sm_?([1-9][0-9]?)([0-9])([af]?)", re.ASCII | re.IGNORECASE)  # sm_120, sm_121a, sm100, sm_100f
+_WRITTEN = Pattern(r"([1-9][0-9]?)(?:\.([0-9]))?", re.ASCII)  # 12, 12.0, 12.1
+_ARCH = Pattern(r"sm_?([1-9][0-9]?)([0-9])([af]?)", re.ASCII | re.IGNORECASE)  # sm_120, sm_121a, sm100, sm_100f
 
 
 def not_one(shown: str) -> str:

@@ -1,5 +1,6 @@
 """patchkit.values: ``Value`` behaves as the frozen dataclass it replaces, ``Record`` as the
-``typing.NamedTuple`` it replaces (each checked against its twin)."""
+``typing.NamedTuple`` it replaces (each checked against its twin); ``text.Pattern`` as the
+pattern ``re.compile`` makes."""
 
 from __future__ import annotations
 
@@ -133,3 +134,16 @@ def test_a_subclass_of_a_record_adds_methods_not_fields() -> None:
     assert More("a", 1).third() == "aaa" and More._fields == Pair._fields
     with pytest.raises(TypeError):
         type("Fields", (Pair,), {"__annotations__": {"x": "int"}})
+
+
+def test_a_pattern_is_compiled_at_its_first_use_as_re_compiles_it() -> None:
+    import re
+
+    from patchkit.text import Pattern
+
+    lazy = Pattern(rb"^(?:from|import)[ \t]", re.M)
+    assert "finditer" not in vars(lazy)  # nothing compiled yet
+    text = b"import os\nx = 1\nfrom a import b\n"
+    assert [m.start() for m in lazy.finditer(text)] == [m.start() for m in re.compile(rb"^(?:from|import)[ \t]", re.M).finditer(text)]
+    assert "finditer" in vars(lazy) and lazy.pattern == rb"^(?:from|import)[ \t]" and lazy.flags & re.M
+    assert Pattern(r"\d+").fullmatch("12").group() == "12" and Pattern(r"\d+").fullmatch("1a") is None

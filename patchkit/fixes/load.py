@@ -48,12 +48,13 @@ from patchkit.fixes.kinds import (
     Refresh,
     Rule,
 )
+from patchkit.text import Pattern
 from patchkit.values import Record
 
 HERE = Path(__file__).resolve().parent
 EVIDENCE = ("same as upstream ", "part of upstream ", "proposed upstream ", "not upstream")
 _DIFF_MAX = 1 << 20  # a backport's diff is read whole: one upstream change, not a tree
-_DIFF_FILE = re.compile(rb"^diff --git a/(\S+) b/(\S+)$", re.M)
+_DIFF_FILE = Pattern(rb"^diff --git a/(\S+) b/(\S+)$", re.M)
 _LOCATORS = ("call", "keyword", "target", "test")
 # The data files beside the fixes that are not fixes.
 NOT_FIXES = ("projects.toml", "known-failures.toml", "known-speedups.toml", "known-kernels.toml", "known-settings.toml")

@@ -10,12 +10,12 @@ out; a diff that cannot be read raises ``DiffError`` (its reason), which the cal
 from __future__ import annotations
 
 import io
-import re
 
+from patchkit.text import Pattern
 from patchkit.values import Record
 
 # A hunk's header where a line starts, as unidiff splits the text into lines (at \n, \r\n and \r).
-_HEADER = re.compile(r"(?:^|(?<=[\r\n]))@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
+_HEADER = Pattern(r"(?:^|(?<=[\r\n]))@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
 
 
 class DiffError(ValueError):

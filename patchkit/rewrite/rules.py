@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from functools import lru_cache
 
 from patchkit.fixes.kinds import BackportRule, ComparisonRule, DictKeyRule, Kind, ListMemberRule, PredicateRule, Rule
+from patchkit.text import Pattern
 from patchkit.types import ALREADY_UPSTREAM, PATCHED, Status
 from patchkit.values import Record
 
@@ -200,8 +201,8 @@ def helper_exists(helper, path: str, rule: PredicateRule, read: Read | None, roo
     return _defines(_module_files(helper.module, path, root), helper.name, read, root, set())
 
 
-_IMPORT = re.compile(rb"^(?:from|import)[ \t\\]", re.M)  # where a module-level import statement starts
-_STAR = re.compile(rb"import[\s\\(]*\*")
+_IMPORT = Pattern(rb"^(?:from|import)[ \t\\]", re.M)  # where a module-level import statement starts
+_STAR = Pattern(rb"import[\s\\(]*\*")
 
 
 def _imports(data: bytes) -> Iterable[bytes]:

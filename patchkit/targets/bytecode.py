@@ -6,10 +6,10 @@ The standard library and the status names only, cheap to import: the CLI imports
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from patchkit.text import Pattern
 from patchkit.types import FRESH, INVALID, STALE, Status
 from patchkit.values import Record
 
@@ -19,7 +19,7 @@ from patchkit.values import Record
 # matches "utils_extra.<tag>.pyc", "my_utils.<tag>.pyc" or "utils.pyc.bak".
 _TAG = r"[A-Za-z0-9_-]*[0-9][A-Za-z0-9_-]*"
 _OPT = r"(?:\.opt-[0-9]+)?"
-_CACHED = re.compile(rf"{_TAG}{_OPT}\.pyc")  # what follows "<stem>." in a cached file's name
+_CACHED = Pattern(rf"{_TAG}{_OPT}\.pyc")  # what follows "<stem>." in a cached file's name
 _HEADER_SIZE = 16  # PEP 552: magic, flags, then mtime + size or an 8-byte source hash
 
 

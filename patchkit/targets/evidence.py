@@ -29,12 +29,12 @@ from __future__ import annotations
 
 import glob
 import os
-import re
 from enum import Enum
 from pathlib import Path
 
 from patchkit.errors import PatchkitError
 from patchkit.targets.import_path import ImportPath, import_path, mapping
+from patchkit.text import Pattern
 from patchkit.values import Record
 
 
@@ -190,7 +190,7 @@ class Environment:
         return exe is not None and os.path.realpath(exe) in self.binaries
 
 
-_VERSIONED = re.compile(r"(?:python|pypy)(\d+\.\d+)")
+_VERSIONED = Pattern(r"(?:python|pypy)(\d+\.\d+)")
 
 
 def site_folders(seen: Seen) -> list[Path]:

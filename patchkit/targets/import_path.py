@@ -24,10 +24,11 @@ from pathlib import Path
 
 from patchkit.bounded import read_file
 from patchkit.errors import BadInput
+from patchkit.text import Pattern
 from patchkit.values import Record
 
 TEXT_CAP = 4 << 20  # a .pth, a finder, direct_url.json, an .egg-link, METADATA (dist_info.py): a few KiB each in real installs
-_FINDER_LINE = re.compile(r"import\s+(__editable___[\w]+_finder)\s*;\s*\1\s*\.\s*install\s*\(\s*\)\s*$")
+_FINDER_LINE = Pattern(r"import\s+(__editable___[\w]+_finder)\s*;\s*\1\s*\.\s*install\s*\(\s*\)\s*$")
 
 
 def read_text(path: Path, what: str) -> str:

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import re
 import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -50,6 +49,7 @@ from itertools import islice
 from pathlib import Path
 
 from patchkit.errors import BadInput, PatchkitError, Refused, UnsafePath
+from patchkit.text import Pattern
 from patchkit.types import StrEnum
 from patchkit.values import Record
 from patchkit.versions import at_least, is_version
@@ -81,8 +81,8 @@ MODULE_GENERATORS: dict[str, str] = {"trtllm_comm": "flashinfer/jit/comm.py"}
 _WRITES_NINJA_EACH_BUILD = "0.6.11.post1"
 _MAX_ENTRIES = 4096  # entries read from one folder of the cache
 _MAX_DEPTH = 16  # folders below a build folder
-_NAME = re.compile(r"[A-Za-z0-9_]+")
-_LOCAL = re.compile(r"[a-z0-9]+(\.[a-z0-9]+)*")  # a local label in PEP 440's normal form (cu128, cu128.torch27)
+_NAME = Pattern(r"[A-Za-z0-9_]+")
+_LOCAL = Pattern(r"[a-z0-9]+(\.[a-z0-9]+)*")  # a local label in PEP 440's normal form (cu128, cu128.torch27)
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import time
 from pathlib import Path
 
@@ -33,12 +32,12 @@ from patchkit.targets.evidence import (
     parse_command,
     runs_project,
 )
-from patchkit.text import printable
+from patchkit.text import Pattern, printable
 from patchkit.values import Record
 
 PROC = Path("/proc")
 # python, python3, python3.11, python3.13t, python3.11-dbg, pypy, pypy3, pypy3.10
-_PYTHON = re.compile(r"(?:python|pypy)(?:\d+(?:\.\d+)*)?[a-z]*(?:-dbg)?")
+_PYTHON = Pattern(r"(?:python|pypy)(?:\d+(?:\.\d+)*)?[a-z]*(?:-dbg)?")
 _DELETED = " (deleted)"  # readlink of /proc/PID/exe after the binary was replaced
 _START_FIELD = 22  # starttime in /proc/PID/stat, 1-based (proc(5))
 _NS = 10**9

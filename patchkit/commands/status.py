@@ -75,7 +75,8 @@ class StatusResult(Value, kw_only=True):
 def status(path: Path, patches: Path | None = None, project: str | None = None, install=None,
            to_cc: CC | None = None) -> StatusResult:
     s = Session.open(path, project=project, install=install)
-    applied, changed = s.state()
+    read: dict[str, bytes] = {}
+    applied, changed = s.state(read)
     shipped = s.shipped(patches)
     if changed:
         applied = None
@@ -84,7 +85,9 @@ def status(path: Path, patches: Path | None = None, project: str | None = None, 
     known = {f.path: f for f in shipped.files} if shipped else {}
     files: list[FileState] = []
     shown: list[str] = []
-    for rel, data in s.current(tuple(recorded)).items():
+    # The files the state was told by are the ones to show, when it is used: read once (none were
+    # read while a transaction is pending).
+    for rel, data in (read if applied and read else s.current(tuple(recorded))).items():
         if rel not in recorded and rel not in known and not any(n.encode() in data for n in s.project.tables):
             continue
         digest = sha256(data)

@@ -27,15 +27,17 @@ tell.  Nothing of the process is run or imported.
 
 from __future__ import annotations
 
-import glob
 import os
 from enum import Enum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchkit.errors import PatchkitError
-from patchkit.targets.import_path import ImportPath, import_path, mapping
 from patchkit.text import Pattern
 from patchkit.values import Record
+
+if TYPE_CHECKING:  # the site folders are read only for a process that may run the project
+    from patchkit.targets.import_path import ImportPath
 
 
 class Reason(str, Enum):
@@ -172,6 +174,8 @@ class Environment:
     """Tells whether a process's interpreter is that of the environment at ``prefix``."""
 
     def __init__(self, prefix: Path) -> None:
+        import glob
+
         bin_dir = os.path.join(os.path.abspath(prefix), "bin")
         self.bin = os.path.realpath(bin_dir)
         # A system Python (no pyvenv.cfg) may also run under a name outside prefix/bin
@@ -198,6 +202,8 @@ def site_folders(seen: Seen) -> list[Path]:
     virtualenv's; outside one, the user's (unless -s, -I or PYTHONNOUSERSITE) then its prefix's."""
     if seen.interpreter is None:
         return []
+    import glob
+
     venv = in_venv(seen.interpreter)
     if venv is not None:
         return [Path(p) for p in sorted(glob.glob(os.path.join(glob.escape(venv), "lib", "*", "site-packages")))]
@@ -227,6 +233,8 @@ def _inside(path: str, real: str) -> bool:
 def _import_path(folders: tuple, cache: dict | None) -> ImportPath:
     """The import path of these site folders (remembered in ``cache``); a .pth file that cannot
     be read (over import_path's cap, unreadable) leaves nothing to find there."""
+    from patchkit.targets.import_path import ImportPath, import_path
+
     if cache is not None and folders in cache:
         return cache[folders]
     try:
@@ -241,6 +249,8 @@ def _import_path(folders: tuple, cache: dict | None) -> ImportPath:
 def _editable(path: ImportPath, package: str, name: str) -> Evidence | None:
     """An editable install of ``package`` among the site folders: a .pth line naming the folder
     that holds it, or a setuptools finder mapping ``name`` to it."""
+    from patchkit.targets.import_path import mapping
+
     holder = os.path.dirname(package)
     for entry in path.entries:
         if entry.pth is not None and _same(entry.folder, holder):

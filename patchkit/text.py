@@ -4,7 +4,6 @@ and the patterns text is matched with, compiled at their first use."""
 from __future__ import annotations
 
 import re
-import unicodedata
 from functools import lru_cache
 
 
@@ -37,6 +36,8 @@ def _escape(c: str) -> str:
         return "^?"
     if o < 0xA0:
         return "M-^" + chr(o - 0x40)
+    import unicodedata  # here: only text with a character that is not printable needs it
+
     if unicodedata.category(c) == "Zs":  # a space of another width: shown as it is
         return c
     return f"\\u{o:04x}" if o <= 0xFFFF else f"\\U{o:08x}"

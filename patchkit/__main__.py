@@ -7,6 +7,7 @@ way out), and ``cli.boundary.last_resort`` prints ``patchkit: interrupted`` and 
 
 import gc
 import signal
+import sys
 
 from patchkit.errors import INTERRUPTED, SOFTWARE, Interrupted, on_sigint, unexpected
 
@@ -20,6 +21,9 @@ def main() -> None:
     gc.disable()
     try:
         from patchkit.cli import main as run
+        from patchkit.cli import preload
+
+        preload(sys.argv[1:])  # the module of the command named: its imports too
     except Interrupted:  # while the command line is imported
         _leave("interrupted", INTERRUPTED)
     except Exception as exc:  # a broken install
@@ -31,8 +35,6 @@ def main() -> None:
 
 
 def _leave(line: str, code: int) -> None:
-    import sys
-
     sys.stderr.write(f"patchkit: {line}\n")
     sys.exit(code)
 

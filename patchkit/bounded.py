@@ -19,13 +19,14 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import NamedTuple
 
 from patchkit.errors import BadInput, held_interrupts
+from patchkit.text import Pattern
+from patchkit.values import Record
 
 MAX_DEPTH = 64  # JSON nesting: patchkit's own documents and PEP 610's are 5 deep at most
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
-_BRACKET = re.compile(rb"[\[\]{}]")
+_STRING = Pattern(rb'"(?:[^"\\]|\\.)*"', re.S)
+_BRACKET = Pattern(rb"[\[\]{}]")
 
 
 def _kind(mode: int) -> str:
@@ -108,7 +109,7 @@ def load_json(data: bytes | str):
         raise ValueError("nested too deeply") from None
 
 
-class Ran(NamedTuple):
+class Ran(Record):
     """What a child process did within its bounds."""
 
     returncode: int | None  # None: it had not exited when patchkit stopped reading

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import enum
 import re
-from typing import NamedTuple
+
+from patchkit.text import Pattern
+from patchkit.values import Record
 
 # The compute capabilities of the GPUs NVIDIA has shipped that CUDA 12 and 13 still build for, from
 # the CUDA C++ Programming Guide ("Compute Capabilities", the per-capability feature and
@@ -53,8 +55,8 @@ class Auto(enum.Enum):
 
 AUTO = Auto.AUTO
 
-_WRITTEN = re.compile(r"([1-9][0-9]?)(?:\.([0-9]))?", re.ASCII)  # 12, 12.0, 12.1
-_ARCH = re.compile(r"sm_?([1-9][0-9]?)([0-9])([af]?)", re.ASCII | re.IGNORECASE)  # sm_120, sm_121a, sm100, sm_100f
+_WRITTEN = Pattern(r"([1-9][0-9]?)(?:\.([0-9]))?", re.ASCII)  # 12, 12.0, 12.1
+_ARCH = Pattern(r"sm_?([1-9][0-9]?)([0-9])([af]?)", re.ASCII | re.IGNORECASE)  # sm_120, sm_121a, sm100, sm_100f
 
 
 def not_one(shown: str) -> str:
@@ -68,10 +70,9 @@ def must_differ(from_cc: CC, to_cc: CC, to_opt: str = "--to-cc") -> str:
     return f"{to_opt} must differ from --from-cc (--from-cc {from_cc}, {to_opt} {to_cc})"
 
 
-class CC(NamedTuple):
+class CC(Record):
     """A GPU's compute capability: ``CC(12, 1)``.  Two are equal when major and minor are: 12,
-    12.0 and sm_120a are one cc, written three ways.  (A NamedTuple, not a dataclass: the
-    command line builds this class at every start.)"""
+    12.0 and sm_120a are one cc, written three ways."""
 
     major: int
     minor: int = 0

@@ -10,12 +10,11 @@ the lines that name a place in a file (``Place``, grouped under its ``Heading`` 
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from patchkit.errors import OK
+from patchkit.values import Record
 
 
-class Where(NamedTuple):
+class Where(Record):
     """The target a result is about: where, what, which version and how it was found (its first
     line, as ``render/where.py`` says it) and what --json says of it."""
 
@@ -41,7 +40,7 @@ class Where(NamedTuple):
         return {"command": command, **self.fields(**more)}
 
 
-class Each(NamedTuple):
+class Each(Record):
     """One command run on several targets (the projects of one environment): rendered one after
     the other, their documents in ``targets``, the worst exit code.  ``env``: the environment
     ``--python`` read, when the text starts with what it holds (``not_installed`` in the
@@ -61,7 +60,7 @@ def combine(command: str, results: list):
     return results[0] if len(results) == 1 else Each(command, tuple(results))
 
 
-class AutoTarget(NamedTuple):
+class AutoTarget(Record):
     """What ``--to-cc auto`` made of one target: the ordinary command's results there (none:
     nothing to do), and the fixes it left out as not needed on this machine."""
 
@@ -74,7 +73,7 @@ class AutoTarget(NamedTuple):
     not_for: tuple = ()  # of ``held``, with nothing to do: the keys no fix is for (the release holds the rest)
 
 
-class Auto(NamedTuple):
+class Auto(Record):
     """``apply`` or ``verify`` with ``--to-cc auto``: the machine's GPUs, then each target."""
 
     command: str

@@ -1,8 +1,9 @@
-"""Words for people: one readable line, text from outside made safe to print, and counted nouns."""
+"""Words for people: one readable line, text from outside made safe to print, and counted nouns;
+and the patterns text is matched with, compiled at their first use."""
 
 from __future__ import annotations
 
-import unicodedata
+import re
 from functools import lru_cache
 
 
@@ -35,6 +36,8 @@ def _escape(c: str) -> str:
         return "^?"
     if o < 0xA0:
         return "M-^" + chr(o - 0x40)
+    import unicodedata  # here: only text with a character that is not printable needs it
+
     if unicodedata.category(c) == "Zs":  # a space of another width: shown as it is
         return c
     return f"\\u{o:04x}" if o <= 0xFFFF else f"\\U{o:08x}"
@@ -43,3 +46,18 @@ def _escape(c: str) -> str:
 def plural(n: int, noun: str, many: str | None = None) -> str:
     """``plural(1, "file")`` -> "1 file"; ``plural(2, "file")`` -> "2 files"; ``many`` for irregular nouns."""
     return f"{n} {noun}" if n == 1 else f"{n} {many or noun + 's'}"
+
+
+class Pattern:
+    """A regular expression compiled at its first use, with the compiled pattern's methods
+    (``Pattern(r"\\d+").fullmatch(text)``).  ``re.compile`` runs the expression compiler, which is
+    written in Python: about 1 M instructions a pattern, at every start for a module-level one.
+    A command pays for the patterns it matches with, not for every pattern of the modules it imports."""
+
+    def __init__(self, source: str | bytes, flags: int = 0) -> None:
+        self._source, self._flags = source, flags
+
+    def __getattr__(self, name: str):
+        value = getattr(re.compile(self._source, self._flags), name)
+        setattr(self, name, value)  # found on the instance from now on, without this call
+        return value

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import sys
 from enum import Enum
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
+
+from patchkit.values import Record
 
 if TYPE_CHECKING:
     from patchkit.cc import Key
@@ -115,7 +117,7 @@ class Reason(StrEnum):
     ORIGINAL_RELEASE = "original-release"  # revert: the files hold the original release
 
 
-class Change(NamedTuple):
+class Change(Record):
     """One file's bytes before and after a transaction."""
 
     path: str  # repository path
@@ -123,14 +125,14 @@ class Change(NamedTuple):
     after: bytes
 
 
-class AppliedFile(NamedTuple):
+class AppliedFile(Record):
     path: str
     pre_sha256: str
     post_sha256: str
     tables: list = []  # never mutated
 
 
-class Applied(NamedTuple):
+class Applied(Record):
     """The patch that is applied to a target."""
 
     version: str | None

@@ -8,14 +8,15 @@ local label (``<=0.5.9`` admits ``0.5.9+cu128``)."""
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
+
+from patchkit.text import Pattern
 
 # The normal form of a public release (PEP 440, no epoch, no local part): what patchkit ships
 # patches for and accepts as --version.  packaging parses every version this matches.
-_RELEASE = re.compile(r"\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?")
-_LEADING = re.compile(r"\d+(\.\d+)*")
-_PLAIN = re.compile(r"(\d+(?:\.\d+)*)(?:\.post(\d+))?")
+_RELEASE = Pattern(r"\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?")
+_LEADING = Pattern(r"\d+(\.\d+)*")
+_PLAIN = Pattern(r"(\d+(?:\.\d+)*)(?:\.post(\d+))?")
 
 
 def tag_to_version(tag: str) -> str:

@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from importlib import import_module
 from typing import NoReturn
 
 import click
@@ -104,7 +105,43 @@ class Command(click.Command):
 
 
 class Group(click.Group):
+    """The command line: each command is defined by its module (``lazy``: the command's name and
+    its module), imported when the command line names it; ``commands`` (``--help``, a name that
+    is none) imports them all."""
+
     command_class = Command
+
+    def __init__(self, *args, lazy: Mapping[str, str] | None = None, **kwargs) -> None:
+        self._lazy = dict(lazy or {})
+        super().__init__(*args, **kwargs)
+
+    @property
+    def commands(self) -> dict[str, click.Command]:
+        for name in self._lazy:
+            self._define(name)
+        return self._commands
+
+    @commands.setter
+    def commands(self, commands: dict[str, click.Command]) -> None:  # click.Group.__init__ sets it
+        self._commands = commands
+
+    def _define(self, name: str) -> None:
+        if name not in self._commands and name in self._lazy:
+            import_module(self._lazy[name])
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        """As click's, into the commands defined so far: a module that defines one defines no other."""
+        name = name or cmd.name
+        if name is None:
+            raise TypeError("Command has no name.")
+        self._commands[name] = cmd
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        self._define(cmd_name)
+        return self._commands.get(cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self._lazy, *self._commands})
 
 
 def last_resort(run: Callable[[], object]) -> NoReturn:

@@ -4,13 +4,14 @@ need more than one option; ``targets`` and ``run_each``: the targets of PATH or 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 import click
 
 from patchkit.cc import AUTO, CC, must_differ
 from patchkit.errors import BadInput
 from patchkit.fixes.registry import PROJECTS
+from patchkit.values import Record
 from patchkit.versions import is_version
 
 if TYPE_CHECKING:
@@ -69,7 +70,7 @@ def check_out(out: Path) -> None:
             raise BadInput(str(out), "not a directory" if folder == out else f"{folder} is not a directory")
 
 
-class Targets(NamedTuple):
+class Targets(Record):
     """What the command line names: each target's (folder, project, install), and the
     environment ``--python`` read (None for a PATH)."""
 

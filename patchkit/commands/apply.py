@@ -10,7 +10,6 @@ its keys from ``judge.auto`` and runs the same apply.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
 from pathlib import Path
 
 from patchkit.errors import OK
@@ -23,10 +22,10 @@ from patchkit.targets.jit_builds import JitCheck
 from patchkit.targets.session import Session
 from patchkit.targets.transaction import LockTaken, SetAside, commit, exclusive, set_aside
 from patchkit.types import ALREADY_APPLIED
+from patchkit.values import Value
 
 
-@dataclass(frozen=True, kw_only=True)
-class ApplyResult:
+class ApplyResult(Value, kw_only=True):
     """What apply did (or, with ``dry_run``, would do) at one target."""
 
     where: Where
@@ -111,7 +110,7 @@ def apply_all(sessions: list[Session], request: ApplyRequest, keys=None) -> list
     asked = []
     for s, pair, f in runs:
         from_cc, to_cc = s.project.cc_pair(*pair)
-        asked.append((s, replace(request, fixes=f, from_cc=from_cc, to_cc=to_cc)))
+        asked.append((s, request._replace(fixes=f, from_cc=from_cc, to_cc=to_cc)))
     firsts: list = [None] * len(asked)
     if len(asked) > 1:
         firsts = [(snap, look(r, snap)) for snap, r in ((_read(s, r), r) for s, r in asked)]

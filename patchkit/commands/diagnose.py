@@ -24,16 +24,17 @@ import os
 import stat
 import sys
 from pathlib import Path
-from typing import BinaryIO, NamedTuple
+from typing import BinaryIO
 
 from patchkit.errors import OK, PROBLEMS
 from patchkit.logs.match import EFFECT, FAILURE, FIX, Finding, Matcher, needles
 from patchkit.logs.read import Scan, Stream, open_log
+from patchkit.values import Record
 
 STDIN = "<stdin>"
 
 
-class LogRead(NamedTuple):
+class LogRead(Record):
     """One log, read: its name (``<stdin>``), how many lines and tracebacks it held, what patchkit
     knows in it, and for each finding the compiled code behind it (``CodeBehind``, or None)."""
 
@@ -50,7 +51,7 @@ class LogRead(NamedTuple):
         return f.kind is FIX and f.start is None and self.ready is not None and f.line < self.ready
 
 
-class DiagnoseResult(NamedTuple):
+class DiagnoseResult(Record):
     """Each log diagnosed (``render/diagnose.py`` says it)."""
 
     logs: tuple[LogRead, ...]
@@ -103,7 +104,7 @@ def _stdin(stdin: BinaryIO | None) -> BinaryIO:
     return stream if regular else Stream(None, STDIN, source=stream)
 
 
-class Gpus(NamedTuple):
+class Gpus(Record):
     """The GPUs the code behind a missing kernel image is judged for: those nvidia-smi reports
     (``seen``), or, when it is not on PATH (``why`` None) or does not answer (``why``), 12.0 and 12.1."""
 
@@ -112,7 +113,7 @@ class Gpus(NamedTuple):
     why: str | None = None
 
 
-class CodeBehind(NamedTuple):
+class CodeBehind(Record):
     """The shared objects behind a missing kernel image (a known failure raised from an installed
     package): the distributions that installed the package folder ``top``, judged for ``gpus``."""
 

@@ -34,7 +34,6 @@ from __future__ import annotations
 import shlex
 import shutil
 from pathlib import Path
-from typing import NamedTuple
 
 from patchkit.cc import CC
 from patchkit.errors import BAD_INPUT, OK, PROBLEMS, BadInput
@@ -48,12 +47,13 @@ from patchkit.judge.speedups import speedups_here
 from patchkit.report import Where
 from patchkit.targets.session import Session
 from patchkit.types import Status
+from patchkit.values import Record
 from patchkit.versions import at_least
 
 NVIDIA_SMI, TO_CC, DEFAULT = "nvidia-smi", "--to-cc", "default"  # what the GPUs judged for come from
 
 
-class FixJudged(NamedTuple):
+class FixJudged(Record):
     """One fix at one target, judged for the GPUs."""
 
     here: FixHere
@@ -66,7 +66,7 @@ class FixJudged(NamedTuple):
     clean_only: CleanStartOnly | None  # what the fix does instead on a machine that lacks what it needs (``here.clean_start_only``)
 
 
-class DoctorTarget(NamedTuple):
+class DoctorTarget(Record):
     where: Where
     project: str
     label: str
@@ -74,7 +74,7 @@ class DoctorTarget(NamedTuple):
     fixes: tuple[FixJudged, ...]
 
 
-class CompiledCode(NamedTuple):
+class CompiledCode(Record):
     """The compiled CUDA code installed for ``--python``, judged for the GPUs."""
 
     exe: Path
@@ -92,7 +92,7 @@ class CompiledCode(NamedTuple):
         return [(d, missing) for d in self.found for missing in [[f for f in d.files if f.missing]] if not d.known.always and missing]
 
 
-class DoctorResult(NamedTuple):
+class DoctorResult(Record):
     seen: Machine | None  # nvidia-smi's GPUs
     unseen: str | None  # why no GPU was seen
     to_cc: CC | None  # --to-cc, as it was written

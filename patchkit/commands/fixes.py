@@ -10,7 +10,6 @@ says it).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NamedTuple
 
 from patchkit.data import shipped
 from patchkit.errors import OK
@@ -20,6 +19,7 @@ from patchkit.fixes.registry import FIXES, PROJECTS, Project
 from patchkit.patch.manifest import Manifest, read_manifest
 from patchkit.text import plural
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
+from patchkit.values import Record
 from patchkit.versions import is_version, version_key
 
 
@@ -79,7 +79,7 @@ def releases(fix: Fix, project: Project, series: dict[str, Manifest]) -> dict:
     }
 
 
-class FixShipped(NamedTuple):
+class FixShipped(Record):
     """One fix, what it does (its ``[effect]``) and the releases its shipped series cover."""
 
     fix: Fix
@@ -87,7 +87,7 @@ class FixShipped(NamedTuple):
     releases: tuple[dict, ...]  # ``releases`` of each project its rules patch
 
 
-class FixesResult(NamedTuple):
+class FixesResult(Record):
     patches: Path  # the folder of series read
     fixes: tuple[FixShipped, ...]
     exit_code: int = OK

@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import NamedTuple
 
 from patchkit import __version__
 from patchkit.digest import blob_id, sha256
@@ -36,6 +35,7 @@ from patchkit.types import (
     PATCHED,
     Status,
 )
+from patchkit.values import Record
 from patchkit.versions import tag_to_version
 
 PATCH_AUTHOR = "patchkit <patchkit@users.noreply.invalid>"
@@ -90,7 +90,7 @@ class GenerateResult:
         return {"tags": len(self.outcomes), **counts}
 
 
-class NoKeys(NamedTuple):
+class NoKeys(Record):
     """``generate --to-cc auto`` on a machine whose GPUs need no key of the project."""
 
     machine: object  # gpus.smi.Machine

@@ -24,11 +24,11 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import NamedTuple
 
 from patchkit.cc import AUTO, CC, Auto
 from patchkit.errors import OK, PROBLEMS, BadInput
 from patchkit.judge.kernels import installed_code, judge
+from patchkit.values import Record
 
 MAX_FILES = 100_000  # shared objects under one PATH folder
 
@@ -79,7 +79,7 @@ def _paths(given: list[Path]) -> list[tuple[str, str]]:
     return found
 
 
-class KernelsResult(NamedTuple):
+class KernelsResult(Record):
     """The shared objects read and, with GPUs, judged for them."""
 
     ccs: tuple  # the GPUs' compute capabilities, lowest first (none: no verdict)

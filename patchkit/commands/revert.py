@@ -10,7 +10,6 @@ nothing written), every target checked first (``applied_for``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from patchkit.cc import CC
@@ -22,6 +21,7 @@ from patchkit.report import Where
 from patchkit.targets.jit_builds import JitCheck
 from patchkit.targets.session import Session
 from patchkit.targets.transaction import LockTaken, SetAside, commit, exclusive, keep_edits, set_aside
+from patchkit.values import Value
 
 
 class ForceRefused(Refused):
@@ -33,8 +33,7 @@ class ForceRefused(Refused):
         self.changed = changed
 
 
-@dataclass(frozen=True, kw_only=True)
-class RevertResult:
+class RevertResult(Value, kw_only=True):
     """What revert did (or, with ``dry_run``, would do) at one target."""
 
     where: Where

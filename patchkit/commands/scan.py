@@ -19,18 +19,18 @@ them: grouped text, markdown tables, or the --json document).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NamedTuple
 
 from patchkit.errors import OK, PROBLEMS, BadInput
 from patchkit.fixes.registry import SGLANG
 from patchkit.rewrite.capability import pair, same
 from patchkit.scan.classify import UNAWARE, classify
 from patchkit.scan.tree import scan_tree
+from patchkit.values import Record
 
 FORMATS = ("text", "markdown", "json")
 
 
-class TreeScan(NamedTuple):
+class TreeScan(Record):
     """The gates of one tree: every finding with its class, and the rows shown."""
 
     path: Path
@@ -50,7 +50,7 @@ class TreeScan(NamedTuple):
         return PROBLEMS if self.rows else OK
 
 
-class CompareScan(NamedTuple):
+class CompareScan(Record):
     """What changed between two releases: the gates that appeared, disappeared or changed class."""
 
     repo: Path

@@ -10,12 +10,12 @@ setting missing."""
 from __future__ import annotations
 
 import os
-from typing import NamedTuple
 
 from patchkit.errors import OK, PROBLEMS, BadInput
+from patchkit.values import Record
 
 
-class SettingsVerified(NamedTuple):
+class SettingsVerified(Record):
     exe: str
     ccs: tuple  # the GPUs judged for; () when none
     judged: tuple  # judge.settings.SettingHere

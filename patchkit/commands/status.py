@@ -5,9 +5,7 @@ Returns a ``StatusResult`` per target (``render/status.py`` says it).  Read only
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 from patchkit.cc import CC, Key
 from patchkit.digest import sha256
@@ -18,9 +16,10 @@ from patchkit.report import Where
 from patchkit.targets import bytecode
 from patchkit.targets.session import Session
 from patchkit.types import PATCHED, STALE, Applied
+from patchkit.values import Record, Value
 
 
-class FileState(NamedTuple):
+class FileState(Record):
     """A target file that holds a table, or that patchkit or the shipped patch knows."""
 
     path: str  # as the target names it
@@ -32,7 +31,7 @@ class FileState(NamedTuple):
         return {"path": self.path, "state": self.state, "bytecode": self.bytecode, "stale_bytecode": self.stale}
 
 
-class ForCC(NamedTuple):
+class ForCC(Record):
     """``status --to-cc``: whether what patchkit applied to this release adds that cc's key."""
 
     cc: CC  # as given
@@ -47,8 +46,7 @@ class ForCC(NamedTuple):
         return {"cc": str(self.cc), "key": self.key, "applied": self.in_effect}
 
 
-@dataclass(frozen=True, kw_only=True)
-class StatusResult:
+class StatusResult(Value, kw_only=True):
     """What status found at one target."""
 
     where: Where
@@ -77,7 +75,8 @@ class StatusResult:
 def status(path: Path, patches: Path | None = None, project: str | None = None, install=None,
            to_cc: CC | None = None) -> StatusResult:
     s = Session.open(path, project=project, install=install)
-    applied, changed = s.state()
+    read: dict[str, bytes] = {}
+    applied, changed = s.state(read)
     shipped = s.shipped(patches)
     if changed:
         applied = None
@@ -86,7 +85,9 @@ def status(path: Path, patches: Path | None = None, project: str | None = None, 
     known = {f.path: f for f in shipped.files} if shipped else {}
     files: list[FileState] = []
     shown: list[str] = []
-    for rel, data in s.current(tuple(recorded)).items():
+    # The files the state was told by are the ones to show, when it is used: read once (none were
+    # read while a transaction is pending).
+    for rel, data in (read if applied and read else s.current(tuple(recorded))).items():
         if rel not in recorded and rel not in known and not any(n.encode() in data for n in s.project.tables):
             continue
         digest = sha256(data)

@@ -11,7 +11,6 @@ import os
 from datetime import date
 from functools import partial
 from pathlib import Path
-from typing import NamedTuple
 
 from patchkit.cc import CC, Key
 from patchkit.errors import OK, BadInput, Refused
@@ -25,6 +24,7 @@ from patchkit.targets.atomic import remove_temps, write_atomic
 from patchkit.targets.locate import CHECKOUT
 from patchkit.targets.session import Session
 from patchkit.targets.transaction import Lock
+from patchkit.values import Record
 
 
 def default_branch(to_cc: Key, fixes=("torch-symm-mem",)) -> str:
@@ -67,7 +67,7 @@ def _context(s: Session, fix: str, plan, head: str, name: str, from_cc, to_cc) -
     )
 
 
-class Made(NamedTuple):
+class Made(Record):
     """What a real run made: the branch (the next free name if another run took the planned one),
     its commits, an mbox per commit and PR.md."""
 
@@ -79,7 +79,7 @@ class Made(NamedTuple):
     waited: str | None  # what taking the lock said, if it waited
 
 
-class UpstreamResult(NamedTuple):
+class UpstreamResult(Record):
     target: Where  # the checkout (``render/where.py`` says its first line)
     path: str
     head: str

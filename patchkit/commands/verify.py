@@ -8,7 +8,6 @@ its keys from ``judge.auto`` and runs the same verify for each.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from patchkit.cc import CC, Key
@@ -20,10 +19,10 @@ from patchkit.report import Auto, AutoTarget, Where
 from patchkit.targets import bytecode
 from patchkit.targets.session import Session
 from patchkit.types import STALE
+from patchkit.values import Value
 
 
-@dataclass(frozen=True, kw_only=True)
-class VerifyResult:
+class VerifyResult(Value, kw_only=True):
     """What verify found at one target, for one cc pair."""
 
     where: Where
@@ -87,13 +86,16 @@ def verify_session(s: Session, from_cc: CC | None = None, to_cc: CC | None = Non
                    named: tuple[str, ...] | None = None) -> VerifyResult:
     """``verify`` on the session ``s``."""
     journal = s.store.journal()
-    applied, changed = s.state()
+    read: dict[str, bytes] = {}
+    applied, changed = s.state(read)
     if changed:
         applied = None
     from_cc, to_cc = s.project.cc_pair(from_cc, to_cc, (applied.from_cc, applied.to_cc) if applied else None)
     ours = applied if applied and applied.from_cc == from_cc and applied.to_cc == to_cc else None
     recorded = [f.path for f in ours.files] if ours else []
-    current = s.current(tuple(recorded))
+    # The files the state was told by are the ones to check, when it is ours: read once (none
+    # were read while a transaction is pending).
+    current = read if ours and read else s.current(tuple(recorded))
     # The tables to check: every dict-key table of the project, or those of the fixes asked for.
     names = s.project.tables if fixes is None else tuple(
         dict.fromkeys(n for r in rules_for(s.project.name, fixes) if isinstance(r, DictKeyRule) for n in r.tables))

@@ -31,7 +31,6 @@ import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
 
 from patchkit.errors import OK, PROBLEMS, TIMED_OUT, BadInput
 from patchkit.logs import phases
@@ -39,6 +38,7 @@ from patchkit.logs.follow import Follower
 from patchkit.logs.match import EFFECT, Matcher
 from patchkit.logs.tracebacks import Traceback
 from patchkit.types import StrEnum
+from patchkit.values import Record
 
 POLL = 0.25
 SETTLE = 1.0  # seconds without a new line before a traceback that has its exception counts as ended
@@ -57,7 +57,7 @@ class Step(StrEnum):
 WAITING, STARTED_OVER, PHASE = Step.WAITING, Step.STARTED_OVER, Step.PHASE
 
 
-class Progress(NamedTuple):
+class Progress(Record):
     """What the start has shown so far, as it happens (``render.watch.progress_line`` says it):
     the log does not exist yet (WAITING), it started over (STARTED_OVER), or a new phase (PHASE)."""
 
@@ -68,7 +68,7 @@ class Progress(NamedTuple):
     line: int | None = None  # the phase's line
 
 
-class WatchResult(NamedTuple):
+class WatchResult(Record):
     """How the watch ended (``render/watch.py`` says it): ``outcome`` READY, CRASHED or OUT_OF_TIME,
     after ``seconds`` (the time-out when it timed out), with what the log said that patchkit knows."""
 

@@ -25,10 +25,10 @@ A fix without ``[effect]`` has no effects to tell.  A wrong table is one BadInpu
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NamedTuple
 
 from patchkit.errors import BadInput
 from patchkit.fixes.load import HERE, NOT_FIXES, _get, _read, _strings
+from patchkit.values import Record
 from patchkit.versions import after, in_range, is_version
 
 OUTCOMES = ("crash", "warning", "off")
@@ -46,7 +46,7 @@ def _releases(since: str, until: str) -> str:
     return since if since == until else f"{since} - {until}"
 
 
-class Fails(NamedTuple):
+class Fails(Record):
     project: str
     since: str
     until: str
@@ -65,7 +65,7 @@ class Fails(NamedTuple):
         return _releases(self.since, self.until)
 
 
-class Needs(NamedTuple):
+class Needs(Record):
     machine: str
     says: str
     otherwise: str  # what the code does when the machine lacks it
@@ -85,7 +85,7 @@ class Needs(NamedTuple):
         return bool(self.helps_without)
 
 
-class DefaultOn(NamedTuple):
+class DefaultOn(Record):
     project: str
     since: str
     until: str
@@ -101,7 +101,7 @@ class DefaultOn(NamedTuple):
         return _releases(self.since, self.until)
 
 
-class Effect(NamedTuple):
+class Effect(Record):
     fix: str
     changes: str
     upstream: str

@@ -15,15 +15,15 @@ from __future__ import annotations
 from fnmatch import fnmatchcase
 from functools import lru_cache
 from pathlib import Path
-from typing import NamedTuple
 
 from patchkit.errors import BadInput
 from patchkit.fixes.load import HERE, _get, _read
+from patchkit.values import Record
 
 KERNELS = "known-kernels.toml"
 
 
-class KnownFile(NamedTuple):
+class KnownFile(Record):
     glob: str
     what: str
     only_on: tuple[tuple[int, int], ...]
@@ -34,7 +34,7 @@ class KnownFile(NamedTuple):
         return (not self.only_on or cc in self.only_on) and cc not in self.not_on
 
 
-class KnownDistribution(NamedTuple):
+class KnownDistribution(Record):
     name: str
     always: str | None  # why the server loads it at every start; None: only when asked for
     do: str
@@ -45,7 +45,7 @@ class KnownDistribution(NamedTuple):
         return next((f for f in self.files if fnmatchcase(path, f.glob)), None)
 
 
-class Kernels(NamedTuple):
+class Kernels(Record):
     default: str  # what to do for a distribution not named
     distributions: dict[str, KnownDistribution]
 

@@ -9,13 +9,13 @@ data files and picks the class; ``rewrite.rules`` maps each class to its rewrite
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import ClassVar, NamedTuple
+from typing import ClassVar
 
 from patchkit.types import StrEnum
+from patchkit.values import Record, Value
 
 
-class Origin(NamedTuple):
+class Origin(Record):
     """Where a backport comes from."""
 
     project: str  # the upstream project's label: "FlashInfer"
@@ -30,7 +30,7 @@ class Origin(NamedTuple):
         return f"{self.project} PR {self.pr}"
 
 
-class Refresh(NamedTuple):
+class Refresh(Record):
     """How a backport's diff is refreshed for a range of releases: added lines left out."""
 
     file: str
@@ -55,8 +55,7 @@ class Kind(StrEnum):
     COMPARISON = "comparison"
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(Value):
     """What every rule has: its fix, the project and files it patches, its cc pair, its
     evidence and what it needs at run time.  One subclass per kind holds its locator and says
     what a file must mention (``names``) and what it rewrites (``where``); ``rewrite.rules``
@@ -73,9 +72,6 @@ class Rule:
     # The releases the rule is for (None: no bound); outside them it finds nothing.
     since: str | None = None
     until: str | None = None
-
-    def _replace(self, **changes) -> Rule:
-        return replace(self, **changes)
 
     def names(self) -> tuple[str, ...]:
         """The names a file must mention for the rule to find anything in it."""
@@ -124,7 +120,6 @@ class Rule:
         return False
 
 
-@dataclass(frozen=True)
 class DictKeyRule(Rule):
     """Adds a key that copies another to the dicts ``tables`` (keyed by compute capability)."""
 
@@ -138,10 +133,9 @@ class DictKeyRule(Rule):
         return ", ".join(self.tables)
 
     def paired(self, from_cc=None, to_cc=None) -> Rule:
-        return replace(self, from_cc=self.from_cc if from_cc is None else from_cc, to_cc=self.to_cc if to_cc is None else to_cc)
+        return self._replace(from_cc=self.from_cc if from_cc is None else from_cc, to_cc=self.to_cc if to_cc is None else to_cc)
 
 
-@dataclass(frozen=True)
 class ListMemberRule(Rule):
     """Adds a member after another: a call's keyword argument (``call`` + ``keyword``), an
     assignment (``target``) or the left side of a membership test (``test``); optionally only
@@ -165,7 +159,6 @@ class ListMemberRule(Rule):
     paired = DictKeyRule.paired
 
 
-@dataclass(frozen=True)
 class PredicateRule(Rule):
     """Adds a flag to the or-expressions of ``flag`` in ``functions``; ``from_cc``/``to_cc`` are
     the spellings in names ("sm100" -> "sm120"); ``helpers``: where a helper reached as an
@@ -190,7 +183,6 @@ class PredicateRule(Rule):
         return self._for_major(cc)
 
 
-@dataclass(frozen=True)
 class ComparisonRule(Rule):
     """What ``from_cc`` has, ``to_cc`` gets: a comparison of ``subject`` (as written:
     ``sm_version``, ``get_device_sm()``) with the SM int ``from_cc`` (120) also admits ``to_cc``
@@ -216,7 +208,6 @@ class ComparisonRule(Rule):
         return cc.major * 10 + cc.minor == int(self.to_cc)
 
 
-@dataclass(frozen=True)
 class BackportRule(Rule):
     """An upstream change carried as its diff, to exactly the files it names."""
 

@@ -33,10 +33,8 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import fields
 from functools import lru_cache
 from pathlib import Path
-from typing import NamedTuple
 
 from patchkit.errors import BadInput
 from patchkit.fixes.kinds import (
@@ -50,11 +48,13 @@ from patchkit.fixes.kinds import (
     Refresh,
     Rule,
 )
+from patchkit.text import Pattern
+from patchkit.values import Record
 
 HERE = Path(__file__).resolve().parent
 EVIDENCE = ("same as upstream ", "part of upstream ", "proposed upstream ", "not upstream")
 _DIFF_MAX = 1 << 20  # a backport's diff is read whole: one upstream change, not a tree
-_DIFF_FILE = re.compile(rb"^diff --git a/(\S+) b/(\S+)$", re.M)
+_DIFF_FILE = Pattern(rb"^diff --git a/(\S+) b/(\S+)$", re.M)
 _LOCATORS = ("call", "keyword", "target", "test")
 # The data files beside the fixes that are not fixes.
 NOT_FIXES = ("projects.toml", "known-failures.toml", "known-speedups.toml", "known-kernels.toml", "known-settings.toml")
@@ -64,7 +64,7 @@ _CLASSES = {Kind.DICT_KEY: DictKeyRule, Kind.LIST_MEMBER: ListMemberRule, Kind.P
             Kind.BACKPORT: BackportRule, Kind.COMPARISON: ComparisonRule}
 
 
-class FeaturePath(NamedTuple):
+class FeaturePath(Record):
     """The files a fix's feature goes through in a range of releases of one project, from
     the flag to the kernel sources: after the rules, no gate there may still refuse the GPU."""
 
@@ -88,7 +88,7 @@ class FeaturePath(NamedTuple):
         return project == self.project and in_range(version, self.since, self.until)
 
 
-class Fix(NamedTuple):
+class Fix(Record):
     name: str
     title: str
     rationale: str
@@ -196,7 +196,7 @@ def _rule(name: str, rule: object, path: Path, what: str) -> Rule:
         raise BadInput(str(path), f"{what}: flag {values['flag']!r} does not contain from_cc {values['from_cc']!r}")
     if values["from_cc"] == values["to_cc"]:
         raise BadInput(str(path), f"{what}: from_cc and to_cc are both {values['from_cc']!r}")
-    return cls(**{f.name: values[f.name] for f in fields(cls)})
+    return cls(**{f: values[f] for f in cls._fields})
 
 
 def _backport(rule: dict, path: Path, what: str) -> dict:

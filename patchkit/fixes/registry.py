@@ -8,15 +8,14 @@ repository; an installed package has the same files below ``site-packages/<name>
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from patchkit.cc import CC, Key, must_differ
 from patchkit.errors import BadInput
 from patchkit.fixes.kinds import DictKeyRule, Rule
 from patchkit.fixes.load import HERE, read_fixes, read_projects
+from patchkit.values import Record
 
 
-class Project(NamedTuple):
+class Project(Record):
     name: str  # import package name (and the project's name in patchkit)
     label: str  # how people write it
     # Where the import package sits in the repository ("python" holds python/sglang/).

@@ -7,12 +7,12 @@ the file and the key."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NamedTuple
 
 from patchkit.cc import CC
 from patchkit.errors import BadInput
 from patchkit.fixes.load import HERE, _get, _optional, _read
 from patchkit.types import StrEnum
+from patchkit.values import Record
 from patchkit.versions import at_least, is_version
 
 SETTINGS = "known-settings.toml"
@@ -36,7 +36,7 @@ class Check(StrEnum):
     LOG_ONLY = "from-log-only"  # nothing installed tells: only a log (a hang) does
 
 
-class Spelling(NamedTuple):
+class Spelling(Record):
     """How one range of releases (``since`` <= version < ``before``) spells the setting."""
 
     since: str
@@ -51,7 +51,7 @@ class Spelling(NamedTuple):
         return at_least(version, self.since) and (self.before is None or not at_least(version, self.before))
 
 
-class Setting(NamedTuple):
+class Setting(Record):
     name: str
     kind: SettingKind
     project: str  # the distribution whose release decides it

@@ -18,19 +18,19 @@ A wrong file is one BadInput line naming the file and the key.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NamedTuple
 
 from patchkit.cc import CC
 from patchkit.cc import KNOWN as KNOWN_CCS
 from patchkit.errors import BadInput
 from patchkit.fixes.effects import KEY
 from patchkit.fixes.load import HERE, _get, _read, _strings
+from patchkit.values import Record
 
 KNOWN = "known-failures.toml"
 SM12X = tuple(CC(major, minor) for major, minor in KNOWN_CCS if major == 12)  # the GPUs the fixes are for: 12.0, 12.1
 
 
-class Signature(NamedTuple):
+class Signature(Record):
     fix: str
     project: str
     exception: str | None  # text of a traceback's last line
@@ -40,13 +40,13 @@ class Signature(NamedTuple):
     cause: str
 
 
-class Package(NamedTuple):
+class Package(Record):
     name: str
     frames: str  # a folder of a frame's path: "sgl_kernel"
     message: str | None  # text of the exception that names the package without a frame
 
 
-class Failure(NamedTuple):
+class Failure(Record):
     name: str
     exception: str | None  # text of a traceback's last line; or
     cause: str  # with {package}
@@ -56,13 +56,13 @@ class Failure(NamedTuple):
     setting: str | None = None  # the setting (known-settings.toml) that cures it
 
 
-class Effect(NamedTuple):
+class Effect(Record):
     name: str
     log: str
     means: str
 
 
-class Known(NamedTuple):
+class Known(Record):
     signatures: tuple[Signature, ...]
     failures: tuple[Failure, ...]
     effects: tuple[Effect, ...]

@@ -10,17 +10,17 @@ every pair through PCIe only), with the first release of each project that has i
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NamedTuple
 
 from patchkit.errors import BadInput
 from patchkit.fixes.load import HERE, _get, _read, _strings, read_projects
+from patchkit.values import Record
 from patchkit.versions import at_least, is_version
 
 SPEEDUPS = "known-speedups.toml"
 LINKS = ("pcie",)
 
 
-class Requires(NamedTuple):
+class Requires(Record):
     project: str
     since: str  # the first release that has it
     otherwise: str  # what the server does with an older one ("" when nothing is known)
@@ -29,7 +29,7 @@ class Requires(NamedTuple):
         return at_least(version, self.since)
 
 
-class Speedup(NamedTuple):
+class Speedup(Record):
     name: str
     what: str
     major: int  # every GPU's compute capability major

@@ -10,10 +10,10 @@ patchkit waits on git.  Tree objects are parsed here too, with the repository's 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import NamedTuple
 
 from patchkit.errors import BadInput
 from patchkit.types import StrEnum
+from patchkit.values import Record
 
 CHUNK = 4096  # bytes of names per write: a pipe holds one page at the least
 HASH_BYTES = {"sha1": 20, "sha256": 32}
@@ -31,13 +31,13 @@ class Kind(StrEnum):
 _TYPES = {k.encode(): k for k in Kind}
 
 
-class Object(NamedTuple):
+class Object(Record):
     oid: str  # hex
     kind: Kind
     data: bytes
 
 
-class Entry(NamedTuple):
+class Entry(Record):
     """One entry of a tree object."""
 
     mode: str  # "100644", "100755", "40000", "120000", "160000"

@@ -18,7 +18,8 @@ from __future__ import annotations
 import re
 from functools import partial
 from itertools import repeat
-from typing import NamedTuple
+
+from patchkit.values import Record
 
 QUERY = "index,name,compute_cap,pci.bus_id"
 NO_DEVICES = "No devices were found"  # what nvidia-smi prints on a machine whose driver sees no GPU
@@ -33,7 +34,7 @@ CC_MAJORS = range(1, 16)  # NVIDIA's compute capabilities: 1.0 (Tesla) to 12.x (
 _DEVICE = re.compile(r"GPU([0-9]+)")
 
 
-class GPU(NamedTuple):
+class GPU(Record):
     index: int
     name: str
     cc: tuple[int, int]  # (12, 0)
@@ -46,7 +47,7 @@ class GPU(NamedTuple):
         return f"SM{self.cc[0]}{self.cc[1]}"
 
 
-class Link(NamedTuple):
+class Link(Record):
     a: int
     b: int
     kind: str  # as topo -m writes it: NV18, PIX, NODE, SYS, ...

@@ -19,18 +19,18 @@ from __future__ import annotations
 import math
 import os
 import shutil
-from typing import NamedTuple
 
 from patchkit import bounded
 from patchkit.errors import BadInput
 from patchkit.gpus.parse import GPU, NO_DEVICES, QUERY, Link, gpus, links
+from patchkit.values import Record
 
 TIMEOUT_ENV = "PATCHKIT_NVIDIA_SMI_TIMEOUT"
 DEFAULT_TIMEOUT = 15.0
 MAX_OUTPUT = 16 << 20  # `topo -m` of MAX_GPUS GPUs is about 6 MiB
 
 
-class Machine(NamedTuple):
+class Machine(Record):
     nvidia_smi: str | None  # the program that answered; None for a machine given, not measured
     gpus: tuple[GPU, ...]
     links: tuple[Link, ...] | None  # each pair a < b; None: not known (a machine given, not measured)

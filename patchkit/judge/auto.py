@@ -13,8 +13,6 @@ No nvidia-smi or no GPU is one BadInput line (exit 2).
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from patchkit.cc import CC, Key
 from patchkit.errors import BadInput
 from patchkit.fixes.effects import read_effects
@@ -26,9 +24,10 @@ from patchkit.judge.reasons import Unneeded
 from patchkit.rewrite.capability import same
 from patchkit.targets.session import Session
 from patchkit.types import Status
+from patchkit.values import Record
 
 
-class Keys(NamedTuple):
+class Keys(Record):
     """What ``--to-cc auto`` gives the command on one target."""
 
     session: Session

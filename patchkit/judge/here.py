@@ -14,7 +14,6 @@ A100's 8: the fixes copy SM100's keys for SM12x) is not missing: the fix is not 
 from __future__ import annotations
 
 import shutil
-from typing import NamedTuple
 
 from patchkit.cc import CC, Key
 from patchkit.digest import sha256
@@ -37,6 +36,7 @@ from patchkit.plan.reasons import RewriteFailed
 from patchkit.rewrite.capability import cap, same
 from patchkit.targets.session import Session
 from patchkit.types import Status
+from patchkit.values import Record
 
 
 def spelled(project: Project, machine: Machine) -> list[Key]:
@@ -59,7 +59,7 @@ def _rules(project: Project, fix: str, cc: Key, gpus: tuple[CC, ...] = ()) -> tu
     return tuple(r for r in rules_for(project.name, (fix,), project.from_cc, cc) if any(r.for_gpu(g) for g in mine))
 
 
-class FixHere(NamedTuple):
+class FixHere(Record):
     fix: str
     status: Status  # MISSING, IN_EFFECT, NOTHING_TO_PATCH, CANNOT_APPLY, INCOMPLETE or NOT_FOR_THESE
     missing: tuple  # the ccs whose keys, members or flags are missing

@@ -19,10 +19,9 @@ Per library:
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from patchkit.kernels.jit import DEEPGEMM, FLASHINFER, TRITON, Compiler, JitInstall
 from patchkit.types import StrEnum
+from patchkit.values import Record
 
 
 class JitVerdict(StrEnum):
@@ -52,7 +51,7 @@ NO_IMPLS, UNKNOWN_FORM, TOO_OLD, NOT_A_TARGET, NOT_ASKED, MODULES_LEAVE_OUT = Ji
 FAILING = (REFUSES, COMPILER_LACKS, NO_COMPILER)
 
 
-class JitFit(NamedTuple):
+class JitFit(Record):
     """What one GPU of ``cc`` gets from a JIT library."""
 
     cc: tuple[int, int]
@@ -70,7 +69,7 @@ class JitFit(NamedTuple):
                  "found": c.found, "knows_target": c.knows(self.target) if self.target else None, "problem": c.problem}}
 
 
-class JitHere(NamedTuple):
+class JitHere(Record):
     """A JIT library installed for ``--python``, judged for the GPUs."""
 
     install: JitInstall

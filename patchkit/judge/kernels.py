@@ -16,16 +16,16 @@ loaded or run.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NamedTuple
 
 from patchkit.fixes.kernels import KnownDistribution, KnownFile, known_kernels
 from patchkit.kernels.compat import NO_KERNELS, NONE, NOT_REGISTERED, UNKNOWN, Fit, fit, worst
 from patchkit.kernels.evidence import Elsewhere, fat_binaries_elsewhere, kernels_in
 from patchkit.kernels.fatbin import Binary, Entry, read_binary
 from patchkit.kernels.installed import Distribution, distributions
+from patchkit.values import Record
 
 
-class FileHere(NamedTuple):
+class FileHere(Record):
     """One shared object, read and judged for the GPUs ``ccs``."""
 
     shown: str  # relative to site-packages for an installed file, else as given
@@ -89,7 +89,7 @@ def judge(path: str, shown: str, ccs: list[tuple[int, int]], known: KnownFile | 
     return FileHere(shown, binary, known, tuple(Fit(f.cc, UNKNOWN, (), why) if f.runs == NONE else f for f in fits), elsewhere)
 
 
-class DistributionHere(NamedTuple):
+class DistributionHere(Record):
     """An installed distribution whose shared objects carry CUDA code, judged."""
 
     dist: Distribution

@@ -4,22 +4,20 @@ says it, and --json gives the code beside the sentence."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from patchkit.types import Reason, StrEnum
+from patchkit.values import Value
 
 
-@dataclass(frozen=True)
-class Lacks:
+class Lacks(Value):
     """The tables, lists or gates of the files that lack what the fix adds: (name, key) each."""
 
     code: ClassVar[Reason] = Reason.LACKS_KEY
     gaps: tuple[tuple[str, object], ...]
 
 
-@dataclass(frozen=True)
-class NoTableIn:
+class NoTableIn(Value):
     """The release has nothing the fix looks for."""
 
     code: ClassVar[Reason] = Reason.NO_TABLE
@@ -27,16 +25,14 @@ class NoTableIn:
     version: str | None
 
 
-@dataclass(frozen=True)
-class CannotApplyHere:
+class CannotApplyHere(Value):
     """The release's manifest says a rule of the fix does not fit it, and why (its words)."""
 
     code: ClassVar[Reason] = Reason.CANNOT_APPLY
     says: str
 
 
-@dataclass(frozen=True)
-class GatesLeft:
+class GatesLeft(Value):
     """The release's manifest says a gate on the feature's path still refuses the GPU (its words)."""
 
     code: ClassVar[Reason] = Reason.GATES_LEFT
@@ -51,20 +47,17 @@ class Peers(StrEnum):
     NO_PRODUCT = "no-product"  # GPUs given, not measured, of ccs no product of which has multicast (gpus.products)
 
 
-@dataclass(frozen=True)
-class NoMulticast:
+class NoMulticast(Value):
     code: ClassVar[Reason] = Reason.NO_MULTICAST
     kind: Peers
     products: tuple[str, ...] = ()  # NO_PRODUCT: why each cc's products lack it
 
 
-@dataclass(frozen=True)
-class NoNvcc:
+class NoNvcc(Value):
     code: ClassVar[Reason] = Reason.NO_NVCC
 
 
-@dataclass(frozen=True)
-class Unneeded:
+class Unneeded(Value):
     """The fix is not needed on this machine: it ``lack``s what the fix needs, and ``label``
     ``version`` turns the feature off cleanly without it (``failing``: ``fixes.effects.Fails``);
     ``adds_without``: what the fix would add here instead."""
@@ -77,8 +70,7 @@ class Unneeded:
     adds_without: str
 
 
-@dataclass(frozen=True)
-class CleanStartOnly:
+class CleanStartOnly(Value):
     """On a machine that ``lack``s what the fix needs, for a release it still helps: the feature
     (turned on ``asked_with``) cannot speed anything up here; the fix only turns the crashes it
     ``says`` into a clean start."""
@@ -89,8 +81,7 @@ class CleanStartOnly:
     crashes: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class TurnedOn:
+class TurnedOn(Value):
     """Why an opt-in fix is needed although nobody asked for it: ``project`` ``version`` turns the
     feature on by itself on SM120 (``on``: ``fixes.effects.DefaultOn``), with a release ``other``
     of ``on.with_project`` that fails."""

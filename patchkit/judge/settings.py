@@ -21,11 +21,11 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import NamedTuple
 
 from patchkit.fixes.settings import Check, Setting, SettingKind, Spelling, read_settings
 from patchkit.kernels.jit import Compiler, ask
 from patchkit.types import StrEnum
+from patchkit.values import Record
 from patchkit.versions import at_least
 
 
@@ -44,7 +44,7 @@ SDIRS = ("nvidia/cu13/bin/ptxas", "nvidia/cuda_nvcc/bin/ptxas")  # where nvidia-
 DEEPGEMM_APIS = ("fp8_einsum", "m_grouped_fp8_fp4_gemm_nt_contiguous", "transform_sf_into_required_layout")
 
 
-class SettingHere(NamedTuple):
+class SettingHere(Record):
     setting: Setting
     version: str  # the installed release of setting.project
     cc: tuple[int, int]  # the GPU it is judged for

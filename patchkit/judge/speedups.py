@@ -9,13 +9,12 @@ the projects it requires are too old (or not among the targets).
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from patchkit.fixes.speedups import Speedup, read_speedups
 from patchkit.gpus.smi import Machine
+from patchkit.values import Record
 
 
-class SpeedupHere(NamedTuple):
+class SpeedupHere(Record):
     """A known speedup for this machine, with the targets' releases of the projects it requires."""
 
     speedup: Speedup

@@ -35,9 +35,9 @@ cubins hold no function), decided by ``judge/kernels.py`` from what the file sho
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import NamedTuple
 
 from patchkit.kernels.fatbin import ELF, NVVM_IR, PTX, RELOCATABLE, Entry
+from patchkit.values import Record
 
 # What a GPU gets from a file: its own code, PTX after a JIT, nothing, or what cannot be known.
 SASS, JIT, NONE, UNKNOWN = "sass", "jit", "none", "unknown"
@@ -66,7 +66,7 @@ def runs_on(entry: Entry, cc: tuple[int, int]) -> bool:
     return entry.kind == PTX and cc >= (major, minor)
 
 
-class Fit(NamedTuple):
+class Fit(Record):
     """What one GPU of ``cc`` gets from a file."""
 
     cc: tuple[int, int]

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import NamedTuple
 
 from patchkit.kernels.fatbin import (
     _CONTAINER,
@@ -37,6 +36,7 @@ from patchkit.kernels.fatbin import (
     Unreadable,
     elf_sections,
 )
+from patchkit.values import Record
 
 SCAN_WINDOW = 1 << 20  # bytes read of each other data section
 MAX_CUBINS = 64  # cubins whose section headers are read before giving up
@@ -49,7 +49,7 @@ def _open(path: str) -> int | None:
         return None
 
 
-class Elsewhere(NamedTuple):
+class Elsewhere(Record):
     """A fat binary found outside the fat binary sections: code a library loads itself."""
 
     section: str  # ".ldata"

@@ -47,7 +47,8 @@ from __future__ import annotations
 import os
 import stat
 import struct
-from typing import NamedTuple
+
+from patchkit.values import Record
 
 # fatbinary_section.h: FATBIN_DATA_SECTION_NAME, FATBIN_PRELINK_DATA_SECTION_NAME, FATBIN_CONTROL_SECTION_NAME
 EXECUTABLE, RELOCATABLE, CONTROL = ".nv_fatbin", "__nv_relfatbin", ".nvFatBinSegment"
@@ -70,7 +71,7 @@ class Unreadable(ValueError):
     """What is wrong with a file, in words (its verdict)."""
 
 
-class Entry(NamedTuple):
+class Entry(Record):
     kind: int  # PTX, ELF, NVVM_IR, or another kind (listed, never counted)
     arch: int  # 120
     suffix: str  # "", "a" (arch-specific) or "f" (family-specific)
@@ -99,7 +100,7 @@ class Entry(NamedTuple):
         return f"sm_{self.arch}{'a' if self.suffix == 'a' else ''}" if self.kind in (PTX, ELF) else None
 
 
-class Binary(NamedTuple):
+class Binary(Record):
     """What a file holds: its fat binaries' entries, or why it cannot be read."""
 
     path: str
@@ -186,7 +187,7 @@ class NotElf(Unreadable):
     """Not an ELF file at all."""
 
 
-class Section(NamedTuple):
+class Section(Record):
     name: str
     kind: int  # sh_type: SHT_PROGBITS, SHT_NOBITS, ...
     flags: int  # sh_flags: SHF_ALLOC, SHF_EXECINSTR, ...

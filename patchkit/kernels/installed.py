@@ -14,9 +14,9 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import NamedTuple
 
 from patchkit.errors import BadInput
+from patchkit.values import Record
 
 SHARED = re.compile(r"\.so(\.[0-9]+)*$")
 _DIST_INFO = re.compile(r"(?P<name>[^-]+)-(?P<version>[^-]+)\.dist-info$")
@@ -27,7 +27,7 @@ def canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-class Distribution(NamedTuple):
+class Distribution(Record):
     name: str  # canonical: "sglang-kernel"
     version: str
     site: Path

@@ -28,7 +28,8 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import NamedTuple
+
+from patchkit.values import Record
 
 FLASHINFER, DEEPGEMM, TRITON = "flashinfer", "deep-gemm", "triton"
 ASK_SECONDS, ASK_BYTES = 10.0, 1 << 20  # one --version or --help
@@ -36,7 +37,7 @@ MAX_SOURCE = 4 << 20  # bytes of one source file read
 MAX_SOURCES = 5000  # FlashInfer .py files read for their arch lists
 
 
-class Form(NamedTuple):
+class Form(Record):
     """One form of FlashInfer's ``CompilationContext``: the lines that tell it (whitespace collapsed),
     what it builds for 12.0 and 12.1, and the nvcc release it needs for 12.x."""
 
@@ -59,7 +60,7 @@ FLASHINFER_FORMS = (
 )
 
 
-class Compiler(NamedTuple):
+class Compiler(Record):
     """The compiler a JIT library would call, and what it said of itself."""
 
     tool: str  # "nvcc", "ptxas", "ptxas-blackwell"
@@ -74,7 +75,7 @@ class Compiler(NamedTuple):
         return None if self.targets is None else target in self.targets
 
 
-class FlashInferSources(NamedTuple):
+class FlashInferSources(Record):
     where: Path
     form: Form | None  # None: compilation_context.py in no form patchkit knows
     modules: int  # module generators that name their majors, or none (every major)
@@ -82,17 +83,17 @@ class FlashInferSources(NamedTuple):
     arch_list: str | None  # $FLASHINFER_CUDA_ARCH_LIST, which FlashInfer builds for instead of the GPUs
 
 
-class DeepGemmSources(NamedTuple):
+class DeepGemmSources(Record):
     where: Path  # the deep_gemm package folder
     impls: dict  # major -> the impls/sm<NN>_*.cuh file names for it
 
 
-class TritonSources(NamedTuple):
+class TritonSources(Record):
     where: Path
     blackwell: bool  # knobs.py has ptxas-blackwell (Triton 3.6+): used for 10.0 and later
 
 
-class JitInstall(NamedTuple):
+class JitInstall(Record):
     """One JIT library found in site-packages: its distribution, its sources, its compiler(s)."""
 
     kind: str  # FLASHINFER, DEEPGEMM, TRITON

@@ -17,13 +17,13 @@ import re
 import shlex
 from fnmatch import fnmatchcase
 from functools import lru_cache
-from typing import NamedTuple
 
 from patchkit.fixes.signatures import Known, Signature, read_known
 from patchkit.logs.origin import targets
 from patchkit.logs.phases import READY, ready, sglang_record
 from patchkit.logs.tracebacks import HEADER, Frame, Part, Traceback, TracebackReader
 from patchkit.types import StrEnum
+from patchkit.values import Record
 
 
 class Verdict(StrEnum):
@@ -55,7 +55,7 @@ def needles(data: Known | None = None) -> tuple[bytes, ...]:
     return tuple(dict.fromkeys(t.encode() for t in texts))
 
 
-class Finding(NamedTuple):
+class Finding(Record):
     kind: Verdict
     name: str  # the fix, failure or effect
     line: int  # the first log line it was seen at: the exception's line of a traceback, or the line that says it

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from typing import NamedTuple
+
+from patchkit.values import Record
 
 HEADER = "Traceback (most recent call last):"
 CHAINS = (
@@ -38,19 +39,19 @@ _FRAMES, _MESSAGE, _GAP, _CHAIN, _DONE = range(5)  # the states of the open part
 _TAIL = ()  # no frames past the head yet (a deque of the innermost ones once there are)
 
 
-class Frame(NamedTuple):
+class Frame(Record):
     path: str
     line: int
     func: str
 
 
-class Part(NamedTuple):
+class Part(Record):
     frames: tuple[Frame, ...]  # outermost first (at most HEAD_FRAMES + TAIL_FRAMES of them)
     exception: str  # "KeyError: 12"; a message of several lines joined with "\n"
     line: int = 0  # the log line of the exception's first line (0: the log ended before it)
 
 
-class Traceback(NamedTuple):
+class Traceback(Record):
     line: int  # the log line of its first "Traceback (most recent call last):"
     header: str  # what came before that on the line
     parts: tuple[Part, ...]  # the first raised first, as Python prints a chain

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import NamedTuple
 
 from patchkit.errors import BadInput
 from patchkit.rewrite.rules import Found
 from patchkit.types import CANNOT_APPLY, INCOMPLETE, NOT_NEEDED_HERE, PATCHED, Status
+from patchkit.values import Record
 
 # What a reader needs of a manifest (written by ``Manifest``, checked by ``read_manifest``):
 # the release, the fixes considered, and the series, one patch per fix that changed something.
@@ -63,7 +63,7 @@ def _cc(value):
     return value
 
 
-class FixStatus(NamedTuple):
+class FixStatus(Record):
     """What became of one fix on the release: patched, already upstream, cannot apply (why)..."""
 
     fix: str
@@ -83,7 +83,7 @@ class FixStatus(NamedTuple):
         return cls(doc["fix"], status, doc.get("reason"), doc.get("gates"))
 
 
-class FileEntry(NamedTuple):
+class FileEntry(Record):
     path: str
     mode: str | None  # (None: a manifest older than series does not say)
     pre_blob: str | None
@@ -100,7 +100,7 @@ class FileEntry(NamedTuple):
                    _text(doc["post_sha256"]), tables)
 
 
-class SeriesEntry(NamedTuple):
+class SeriesEntry(Record):
     """One patch of the series: the fix it carries, its rules and what it does, file by file.
     A file's pre-image is what the patches before it in the series leave."""
 
@@ -122,7 +122,7 @@ class SeriesEntry(NamedTuple):
                    doc.get("rules") or [], files, upstream)
 
 
-class Manifest(NamedTuple):
+class Manifest(Record):
     project: str | None  # (None: a manifest older than series does not say)
     version: str
     tag: str | None
@@ -181,7 +181,7 @@ def read_manifest(path: Path) -> Manifest:
         raise BadInput(str(path), f"corrupt manifest: {exc}") from None
 
 
-class Shipped(NamedTuple):
+class Shipped(Record):
     """The shipped patches of one version for the fixes chosen, taken together: their
     ``files`` (each file in one patch only), ``fixes`` and cc pair; ``data`` their bytes, one
     after the other (each sha256 already checked)."""

@@ -7,16 +7,16 @@ their own encoding (a latin-1 source gives latin-1 lines).
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
 
 from patchkit.text import plural
+from patchkit.values import Record
 
 CONTEXT = 3
 NO_NEWLINE = b"\\ No newline at end of file\n"
 ZERO_COMMIT = "0" * 40
 
 
-class FileChange(NamedTuple):
+class FileChange(Record):
     path: str
     mode: str
     old: bytes

@@ -7,7 +7,7 @@ apply wrote is in effect.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from patchkit import __version__
 from patchkit.digest import sha256
@@ -41,6 +41,7 @@ from patchkit.types import (
     Status,
     StrEnum,
 )
+from patchkit.values import Record
 
 if TYPE_CHECKING:  # for the annotations only
     from patchkit.rewrite.rules import Found
@@ -57,7 +58,7 @@ class Action(StrEnum):
 APPLY, REVERT = Action.APPLY, Action.REVERT
 
 
-class Plan(NamedTuple):
+class Plan(Record):
     action: Action | Status
     source: str = ""
     changes: tuple[Change, ...] = ()

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 from patchkit.errors import PatchkitError, Refused
 from patchkit.fixes.registry import Project, fixes_for, rules_for
@@ -22,10 +20,10 @@ from patchkit.patch.manifest import FixStatus, Shipped
 from patchkit.plan import APPLY, Plan, plan_apply
 from patchkit.plan.reasons import LeftOut, NoRule, ReleaseChanged
 from patchkit.types import NOTHING_TO_PATCH, Applied
+from patchkit.values import Record, Value
 
 
-@dataclass(frozen=True, kw_only=True)
-class ApplyRequest:
+class ApplyRequest(Value, kw_only=True):
     """What the command line asked of one target."""
 
     fixes: tuple[str, ...] | None  # the fixes asked for (None: those on by default; the kept ones are the snapshot's)
@@ -37,15 +35,14 @@ class ApplyRequest:
     dry_run: bool
 
 
-class Old(NamedTuple):
+class Old(Record):
     """A recorded state of another release: never used, set aside by apply and revert."""
 
     applied: Applied
     reason: ReleaseChanged  # why (``plan.release_changed``)
 
 
-@dataclass(frozen=True, kw_only=True)
-class Snapshot:
+class Snapshot(Value, kw_only=True):
     """What was read of one target, once, for one command (``Session.snapshot``)."""
 
     project: Project
@@ -78,7 +75,7 @@ class FixRefused(Refused):
         self.fixes = fixes
 
 
-class Look(NamedTuple):
+class Look(Record):
     """What apply found, before writing anything."""
 
     plan: Plan

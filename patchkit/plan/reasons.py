@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from patchkit.types import CANNOT_APPLY, Reason, Status
+from patchkit.values import Value
 
 
-@dataclass(frozen=True)
-class ReleaseChanged:
+class ReleaseChanged(Value):
     """A recorded state belongs to another release than the one here now (``release_changed``):
     one subclass for each way to tell."""
 
@@ -21,14 +20,12 @@ class ReleaseChanged:
     installed: bool  # a pip-installed package (else a checkout)
 
 
-@dataclass(frozen=True)
 class OtherVersion(ReleaseChanged):
     """Another version is there now: an upgrade, a downgrade, another tag checked out."""
 
     code: ClassVar[Reason] = Reason.OTHER_VERSION
 
 
-@dataclass(frozen=True)
 class OriginalsAgain(ReleaseChanged):
     """Every patched file is its recorded original again: a reinstall of the same version, a
     ``git checkout -- .``."""
@@ -36,7 +33,6 @@ class OriginalsAgain(ReleaseChanged):
     code: ClassVar[Reason] = Reason.ORIGINALS_AGAIN
 
 
-@dataclass(frozen=True)
 class Reinstalled(ReleaseChanged):
     """A patched file is what pip installed, not what patchkit wrote: a reinstall from another build."""
 
@@ -44,47 +40,41 @@ class Reinstalled(ReleaseChanged):
     path: str = ""  # that file
 
 
-@dataclass(frozen=True)
-class NoLongerApplies:
+class NoLongerApplies(Value):
     """verify: the recorded state is another release's (``changed``), so it is not used."""
 
     code: ClassVar[Reason] = Reason.STATE_NO_LONGER_APPLIES
     changed: ReleaseChanged
 
 
-@dataclass(frozen=True)
-class RewriteFailed:
+class RewriteFailed(Value):
     """A file cannot be rewritten or evaluated: the error's line."""
 
     code: ClassVar[Reason] = Reason.REWRITE_FAILED
     error: str
 
 
-@dataclass(frozen=True)
-class Pending:
+class Pending(Value):
     """An interrupted transaction is pending (its journal)."""
 
     code: ClassVar[Reason] = Reason.PENDING
     journal: str
 
 
-@dataclass(frozen=True)
-class NotADict:
+class NotADict(Value):
     code: ClassVar[Reason] = Reason.NOT_A_DICT
     path: str
     name: str
 
 
-@dataclass(frozen=True)
-class NoKey:
+class NoKey(Value):
     code: ClassVar[Reason] = Reason.NO_KEY
     path: str
     name: str
     key: object
 
 
-@dataclass(frozen=True)
-class KeyNotAdded:
+class KeyNotAdded(Value):
     """The table has the key, equal to the one it copies (or without that one), not added by patchkit."""
 
     code: ClassVar[Reason] = Reason.KEY_NOT_ADDED
@@ -94,8 +84,7 @@ class KeyNotAdded:
     copies: object
 
 
-@dataclass(frozen=True)
-class KeyDiffers:
+class KeyDiffers(Value):
     """``name[key]`` is not ``name[copies]``: a problem where patchkit added the key (``ours``), else a note."""
 
     code: ClassVar[Reason] = Reason.KEY_DIFFERS
@@ -108,15 +97,13 @@ class KeyDiffers:
     ours: bool
 
 
-@dataclass(frozen=True)
-class StaleBytecode:
+class StaleBytecode(Value):
     code: ClassVar[Reason] = Reason.STALE_BYTECODE
     path: object  # the .pyc
     why: str  # targets.bytecode's reason: "source mtime 1 != 2"
 
 
-@dataclass(frozen=True)
-class Blocked:
+class Blocked(Value):
     """The release's manifest says ``fix`` cannot be applied whole on ``label`` ``version``
     (``status``: cannot apply or incomplete; ``says``: why, in its words); ``left_out``: not
     asked for by name, so verify leaves it out (a note)."""
@@ -133,8 +120,7 @@ class Blocked:
         return Reason.CANNOT_APPLY if self.status == CANNOT_APPLY else Reason.GATES_LEFT
 
 
-@dataclass(frozen=True)
-class NotApplied:
+class NotApplied(Value):
     """A list, gate or upstream change of a fix lacks what the fix adds (``found``: a
     ``rewrite.rules.Found`` that would patch), at ``path``."""
 
@@ -143,8 +129,7 @@ class NotApplied:
     found: object
 
 
-@dataclass(frozen=True)
-class FileMissing:
+class FileMissing(Value):
     """A file an upstream change the fix carries changes (``cite``: the change) is not there."""
 
     code: ClassVar[Reason] = Reason.FILE_MISSING
@@ -152,14 +137,12 @@ class FileMissing:
     cite: str
 
 
-@dataclass(frozen=True)
-class JitNotChecked:
+class JitNotChecked(Value):
     code: ClassVar[Reason] = Reason.JIT_NOT_CHECKED
     error: str
 
 
-@dataclass(frozen=True)
-class StaleJitBuild:
+class StaleJitBuild(Value):
     """A FlashInfer JIT build (``targets.jit_builds.Build``) older than the patched sources:
     dropped by apply, or (not droppable) a prebuilt module loaded instead of them."""
 
@@ -170,8 +153,7 @@ class StaleJitBuild:
         return Reason.STALE_JIT_BUILD if self.build.droppable else Reason.PREBUILT_JIT_BUILD
 
 
-@dataclass(frozen=True)
-class NoShippedPatch:
+class NoShippedPatch(Value):
     """No shipped patch fits: ``why`` in the target's words (``targets.session``), else none for ``version``."""
 
     code: ClassVar[Reason] = Reason.NO_SHIPPED_PATCH
@@ -179,8 +161,7 @@ class NoShippedPatch:
     why: str = ""
 
 
-@dataclass(frozen=True)
-class LocalEdits:
+class LocalEdits(Value):
     """Files (``paths``, as the target names them) differ from the pre-image of the shipped ``patch``."""
 
     code: ClassVar[Reason] = Reason.LOCAL_EDITS
@@ -188,8 +169,7 @@ class LocalEdits:
     paths: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class OutsideShippedPatch:
+class OutsideShippedPatch(Value):
     """Files the shipped ``patch`` leaves alone (``paths``) would change too."""
 
     code: ClassVar[Reason] = Reason.OUTSIDE_SHIPPED_PATCH
@@ -197,18 +177,15 @@ class OutsideShippedPatch:
     paths: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class AlreadyPostImage:
+class AlreadyPostImage(Value):
     code: ClassVar[Reason] = Reason.ALREADY_POST_IMAGE
 
 
-@dataclass(frozen=True)
-class NothingLookedFor:
+class NothingLookedFor(Value):
     code: ClassVar[Reason] = Reason.NOTHING_LOOKED_FOR
 
 
-@dataclass(frozen=True)
-class NoRule:
+class NoRule(Value):
     """No rule of ``fixes`` patches the project (``label``, ``project``): the words of
     ``fixes.registry.no_rule``, which the errors that refuse it say too."""
 
@@ -218,8 +195,7 @@ class NoRule:
     fixes: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class LeftOut:
+class LeftOut(Value):
     """apply: ``fix`` is left out, its ``status`` on ``label`` ``version`` (the release's manifest says why: ``says``)."""
 
     code: ClassVar[Reason] = Reason.LEFT_OUT
@@ -230,13 +206,11 @@ class LeftOut:
     says: str | None
 
 
-@dataclass(frozen=True)
-class Restoring:
+class Restoring(Value):
     code: ClassVar[Reason] = Reason.RESTORING
 
 
-@dataclass(frozen=True)
-class Replacing:
+class Replacing(Value):
     """The applied patch is replaced: its cc pair and the new one, the fixes the new one ``adds``
     and ``takes_away``, the sources, and the files whose bytes differ (``other_bytes``)."""
 
@@ -250,8 +224,7 @@ class Replacing:
     other_bytes: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class EditedAfterApply:
+class EditedAfterApply(Value):
     """revert --force: ``path`` was edited after apply; the edited copy (``sha256``) is kept."""
 
     code: ClassVar[Reason] = Reason.EDITED_AFTER_APPLY
@@ -259,18 +232,15 @@ class EditedAfterApply:
     sha256: str
 
 
-@dataclass(frozen=True)
-class NeitherImage:
+class NeitherImage(Value):
     code: ClassVar[Reason] = Reason.NEITHER_IMAGE
     path: str
     patch: str
 
 
-@dataclass(frozen=True)
-class NoState:
+class NoState(Value):
     code: ClassVar[Reason] = Reason.NO_STATE
 
 
-@dataclass(frozen=True)
-class OriginalRelease:
+class OriginalRelease(Value):
     code: ClassVar[Reason] = Reason.ORIGINAL_RELEASE

@@ -12,7 +12,6 @@ and the JIT builds (``commands/verify.py``); each problem and note here is one r
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
 
 from patchkit.digest import sha256
 from patchkit.errors import PatchkitError, RewriteError
@@ -34,9 +33,10 @@ from patchkit.plan.reasons import (
     StaleJitBuild,
 )
 from patchkit.types import Applied
+from patchkit.values import Record
 
 
-class Checked(NamedTuple):
+class Checked(Record):
     """One file verify looked at, how, and the tables, lists or gates it found there."""
 
     path: str  # as the target names it
@@ -47,7 +47,7 @@ class Checked(NamedTuple):
         return {"path": self.path, "how": self.how, "tables": list(self.tables)}
 
 
-class VerifyPlan(NamedTuple):
+class VerifyPlan(Record):
     checked: tuple[Checked, ...]
     notes: tuple  # plan.reasons: what does not fail verify
     problems: tuple  # plan.reasons: what does

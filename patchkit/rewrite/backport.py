@@ -25,17 +25,17 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable
 from functools import lru_cache
-from typing import NamedTuple
 
 from patchkit.errors import RewriteError
 from patchkit.rewrite import diff as diffs
 from patchkit.rewrite.diff import Hunk
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
+from patchkit.values import Record
 
 EXACT, OFFSET, MERGED = "exactly", "at an offset", "by a three-way merge"
 
 
-class Applied(NamedTuple):
+class Applied(Record):
     source: bytes
     status: str  # PATCHED or ALREADY_UPSTREAM
     how: str  # EXACT, "at an offset of +3 lines", MERGED

@@ -13,14 +13,15 @@ Plain Python: no LibCST, so the command line can use it without paying for it.
 from __future__ import annotations
 
 import re
-from typing import Any, NamedTuple
+from typing import Any
 
 from patchkit.cc import CC, Key
+from patchkit.values import Record
 
 _DOTTED = re.compile(r"([0-9]+)\.([0-9]+)")
 
 
-class Cap(NamedTuple):
+class Cap(Record):
     major: int
     minor: int
     dotted: bool  # given as "X.Y": "X.Y" literals compare as (X, Y), not by major
@@ -63,7 +64,7 @@ DOTTED = "str"  # "X.Y" with X 7..13, compared as (X, Y), or by X when the cc is
 FLOAT = "float"  # 7.0 <= X.Y < 14
 
 
-class Literal(NamedTuple):
+class Literal(Record):
     kind: str  # MAJOR, SM, TUPLE, DOTTED or FLOAT
     value: Any  # comparable with a Cap's side (see ``sides``)
     written: Any  # the value as written in the source

@@ -10,18 +10,19 @@ out; a diff that cannot be read raises ``DiffError`` (its reason), which the cal
 from __future__ import annotations
 
 import io
-import re
-from typing import NamedTuple
+
+from patchkit.text import Pattern
+from patchkit.values import Record
 
 # A hunk's header where a line starts, as unidiff splits the text into lines (at \n, \r\n and \r).
-_HEADER = re.compile(r"(?:^|(?<=[\r\n]))@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
+_HEADER = Pattern(r"(?:^|(?<=[\r\n]))@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
 
 
 class DiffError(ValueError):
     """Why a diff cannot be read, in the words after "corrupt patch: "."""
 
 
-class Hunk(NamedTuple):
+class Hunk(Record):
     number: int  # 1-based, within its file
     header: str  # "@@ -414,7 +414,7 @@", as the diff writes it
     old_start: int
@@ -42,7 +43,7 @@ class Hunk(NamedTuple):
         return f"hunk {self.number} ({self.header})"
 
 
-class FilePatch(NamedTuple):
+class FilePatch(Record):
     path: str
     hunks: tuple[Hunk, ...]
 

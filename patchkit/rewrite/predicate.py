@@ -21,7 +21,6 @@ stays as it was.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import libcst as cst
 
@@ -31,6 +30,7 @@ from patchkit.rewrite.dict_key import mentions, one_line, parse
 from patchkit.rewrite.list_member import insert_after, multiline
 from patchkit.rewrite.output import LINE_LENGTH, render
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
+from patchkit.values import Record
 
 # What a walk outside the gate's defs never needs to enter.
 _LEAVES = (cst.BaseSmallStatement, cst.BaseExpression, cst.Decorator, cst.Parameters)
@@ -118,7 +118,7 @@ def _insert_flag(root: cst.BooleanOperation, k: int, new_flag: str) -> cst.Boole
     return node.with_changes(lpar=root.lpar, rpar=rpar)
 
 
-class Helper(NamedTuple):
+class Helper(Record):
     """The helper the new flag's definition calls, when the module does not have it yet."""
 
     name: str  # is_sm120_supported

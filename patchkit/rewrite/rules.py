@@ -19,10 +19,11 @@ import fnmatch
 import re
 from collections.abc import Callable, Iterable
 from functools import lru_cache
-from typing import NamedTuple
 
 from patchkit.fixes.kinds import BackportRule, ComparisonRule, DictKeyRule, Kind, ListMemberRule, PredicateRule, Rule
+from patchkit.text import Pattern
 from patchkit.types import ALREADY_UPSTREAM, PATCHED, Status
+from patchkit.values import Record
 
 Read = Callable[[str], "bytes | None"]
 # A backport's three-way merge base: (rule, repository path) -> the file in the release the
@@ -30,7 +31,7 @@ Read = Callable[[str], "bytes | None"]
 Base = Callable[[Rule, str], "bytes | None"]
 
 
-class Found(NamedTuple):
+class Found(Record):
     """What one rule found in one file: a table, a list, a gate or an upstream change."""
 
     fix: str | None  # None in a manifest older than series (its tables name neither fix nor kind)
@@ -74,7 +75,7 @@ class Found(NamedTuple):
                    doc.get("path"))
 
 
-class FileRewrite(NamedTuple):
+class FileRewrite(Record):
     source: bytes
     found: tuple[Found, ...]
 
@@ -110,7 +111,7 @@ def rewrite_file(
     return FileRewrite(data, tuple(found))
 
 
-class _Context(NamedTuple):
+class _Context(Record):
     """What a rewrite may need beside the file: another file of the release (a predicate's
     helper), where its packages sit, a backport's merge base and the release."""
 
@@ -200,8 +201,8 @@ def helper_exists(helper, path: str, rule: PredicateRule, read: Read | None, roo
     return _defines(_module_files(helper.module, path, root), helper.name, read, root, set())
 
 
-_IMPORT = re.compile(rb"^(?:from|import)[ \t\\]", re.M)  # where a module-level import statement starts
-_STAR = re.compile(rb"import[\s\\(]*\*")
+_IMPORT = Pattern(rb"^(?:from|import)[ \t\\]", re.M)  # where a module-level import statement starts
+_STAR = Pattern(rb"import[\s\\(]*\*")
 
 
 def _imports(data: bytes) -> Iterable[bytes]:

@@ -11,16 +11,17 @@ own way, all derived here: ``label`` ("module", "class A.B"), ``qualify`` ("A.B.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import NamedTuple
 
 import libcst as cst
+
+from patchkit.values import Record
 
 CLASS = "class"
 DEF = "def"
 BLOCK = "block"  # any other compound statement: if, for, while, with, try, match
 
 
-class Scope(NamedTuple):
+class Scope(Record):
     classes: tuple[str, ...] = ()  # the enclosing classes, outermost first (a function starts afresh)
     plain: bool = True  # only module level and class bodies enclose it
 

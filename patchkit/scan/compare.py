@@ -12,15 +12,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-from typing import NamedTuple
 
 from patchkit.scan.finding import TABLE, Finding
 from patchkit.scan.tree import in_scan, scan_sources
+from patchkit.values import Record
 
 GLOBS = ("*", "**/*")  # every file, once; ``in_scan`` keeps the ones ``scan_tree`` scans
 
 
-class Release(NamedTuple):
+class Release(Record):
     tag: str
     findings: list[Finding]
     classes: list[str]  # the class of each finding
@@ -28,7 +28,7 @@ class Release(NamedTuple):
     parsed: int
 
 
-class Changes(NamedTuple):
+class Changes(Record):
     appeared: list[tuple[Finding, str]]  # (gate of B, its class)
     disappeared: list[tuple[Finding, str]]  # (gate of A, its class in A)
     changed: list[tuple[Finding, Finding, str, str]]  # (in A, in B, class in A, class in B)

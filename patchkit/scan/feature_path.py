@@ -13,17 +13,17 @@ with such a gate left is *incomplete*.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
 
 from patchkit.rewrite.capability import cap
 from patchkit.rewrite.rules import matches
 from patchkit.scan.classify import UNAWARE, classify
 from patchkit.scan.source import scan_file
+from patchkit.values import Record
 
 _DEF = re.compile(rb"^([ \t]*)(?:async[ \t]+)?def[ \t]+(\w+)", re.M)
 
 
-class Gate(NamedTuple):
+class Gate(Record):
     path: str
     line: int
     snippet: str

@@ -25,9 +25,8 @@ compare).
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from patchkit.types import StrEnum
+from patchkit.values import Record
 
 
 class Kind(StrEnum):
@@ -48,7 +47,7 @@ KINDS = tuple(Kind)
 SNIPPET_MAX = 160
 
 
-class Finding(NamedTuple):
+class Finding(Record):
     path: str  # relative to the scanned root, "/"-separated
     line: int
     kind: Kind

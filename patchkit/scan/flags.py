@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import NamedTuple
 
 from patchkit.rewrite.capability import Cap
+from patchkit.values import Record
 
 _ARCH = r"(?:sm_?[0-9]{1,3}[afx]?|hopper|blackwell)"
 _FLAG = re.compile(
@@ -42,7 +42,7 @@ _SM = re.compile(r"sm_?([0-9]{1,3})([afx]?)", re.I)
 _BLACKWELL = frozenset({10, 11, 12})
 
 
-class Flag(NamedTuple):
+class Flag(Record):
     name: str
     majors: frozenset  # the majors it holds for
     exact: frozenset  # the (major, minor) it holds for

@@ -17,7 +17,7 @@ from __future__ import annotations
 import operator
 import re
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import libcst as cst
 
@@ -30,6 +30,7 @@ from patchkit.scan import flag_gates
 from patchkit.scan.classify import literal_names, words
 from patchkit.scan.finding import COMPARISON, EQUALITY, MEMBERSHIP, PLATFORM_FLAG, TABLE, Finding, short
 from patchkit.scan.flags import flag
+from patchkit.values import Record
 
 # What the code of a gate's subject looks like: capability, major, sm_version, sm,
 # cc, cap, arch (at a word start: not "search").  Case-insensitive.
@@ -77,7 +78,7 @@ def _container(node: cst.BaseExpression) -> list[Literal] | None:
     return out
 
 
-class _Hit(NamedTuple):
+class _Hit(Record):
     node: cst.CSTNode  # whose line is reported
     kind: str
     snippet: str

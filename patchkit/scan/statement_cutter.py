@@ -15,16 +15,16 @@ import re
 import tokenize
 import warnings
 from collections.abc import Iterator
-from typing import NamedTuple
 
 from patchkit.rewrite.scope import BLOCK, CLASS, DEF, MODULE, Scope
+from patchkit.values import Record
 
 _TRY = (ast.Try,) + ((ast.TryStar,) if hasattr(ast, "TryStar") else ())
 _DEF = (ast.FunctionDef, ast.AsyncFunctionDef)
 _NEWLINE = re.compile(rb"\r\n|\r|\n")
 
 
-class Piece(NamedTuple):
+class Piece(Record):
     text: bytes  # one statement, or a compound statement's header with a ``pass`` body
     line0: int  # the piece's line 1 is line0 + 1 of the file
     scope: Scope  # where the statement stands in the file

@@ -11,7 +11,6 @@ that descriptor.  The state dir and what is in it are read the same way (``read_
 from __future__ import annotations
 
 import errno
-import fcntl
 import os
 import stat
 from pathlib import Path
@@ -84,6 +83,8 @@ def write_atomic(path: Path, data: bytes, mode: int | None = None, durable: bool
     never half of one) for output that can be regenerated, such as generate's patches.  An
     OSError names ``path`` (a full disk: the temp file is removed, ``path`` is as it was).
     """
+    import fcntl  # here: the commands that only read never lock
+
     path = Path(path)
     folder = open_dir(path.parent)
     try:
@@ -143,6 +144,8 @@ def remove_temps(path: Path) -> None:
     """Remove the temp files a killed write_atomic of ``path`` left: regular files of its name
     pattern that no live write holds locked (a link or a folder at such a name, and a temp
     file another run is writing, stay)."""
+    import fcntl
+
     try:
         entries = [e for e in os.scandir(path.parent) if is_temp(e.name, path.name) and e.is_file(follow_symlinks=False)]
     except OSError:

@@ -6,12 +6,12 @@ The standard library and the status names only, cheap to import: the CLI imports
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import NamedTuple
 
+from patchkit.text import Pattern
 from patchkit.types import FRESH, INVALID, STALE, Status
+from patchkit.values import Record
 
 # Interpreter cache tags look like "cpython-311", "pypy39", "pypy39-pp73",
 # "graalpy231-310": a name that contains a digit, no dots.  Optimized pycs add
@@ -19,11 +19,11 @@ from patchkit.types import FRESH, INVALID, STALE, Status
 # matches "utils_extra.<tag>.pyc", "my_utils.<tag>.pyc" or "utils.pyc.bak".
 _TAG = r"[A-Za-z0-9_-]*[0-9][A-Za-z0-9_-]*"
 _OPT = r"(?:\.opt-[0-9]+)?"
-_CACHED = re.compile(rf"{_TAG}{_OPT}\.pyc")  # what follows "<stem>." in a cached file's name
+_CACHED = Pattern(rf"{_TAG}{_OPT}\.pyc")  # what follows "<stem>." in a cached file's name
 _HEADER_SIZE = 16  # PEP 552: magic, flags, then mtime + size or an 8-byte source hash
 
 
-class Pyc(NamedTuple):
+class Pyc(Record):
     path: Path
     status: Status  # FRESH, STALE or INVALID
     reason: str

@@ -15,18 +15,18 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import NamedTuple
 
 from patchkit.bounded import TIME, load_json, read_file, run
 from patchkit.errors import BadInput
 from patchkit.fixes.registry import PROJECTS, Project
 from patchkit.targets.import_path import TEXT_CAP, ImportPath, candidates, import_path, mapping, read_text
+from patchkit.values import Record
 
 WHEEL = "wheel"
 EDITABLE = "editable"
 
 
-class Install(NamedTuple):
+class Install(Record):
     """One project installed for an interpreter."""
 
     project: str  # the project's name in patchkit ("sglang")
@@ -42,7 +42,7 @@ class Install(NamedTuple):
         return self.site if self.how == WHEEL else self.package
 
 
-class Environment(NamedTuple):
+class Environment(Record):
     """What ``--python EXE`` holds: the interpreter, where it imports from, what is installed."""
 
     exe: Path
@@ -98,7 +98,7 @@ def interpreter(python: str) -> Path:
     return exe
 
 
-class _Venv(NamedTuple):
+class _Venv(Record):
     folder: Path
     sees_system: bool  # include-system-site-packages = true
     version: str | None  # "3.11" from its version (venv) or version_info (uv, virtualenv) line

@@ -27,15 +27,17 @@ tell.  Nothing of the process is run or imported.
 
 from __future__ import annotations
 
-import glob
 import os
-import re
 from enum import Enum
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING
 
 from patchkit.errors import PatchkitError
-from patchkit.targets.import_path import ImportPath, import_path, mapping
+from patchkit.text import Pattern
+from patchkit.values import Record
+
+if TYPE_CHECKING:  # the site folders are read only for a process that may run the project
+    from patchkit.targets.import_path import ImportPath
 
 
 class Reason(str, Enum):
@@ -53,13 +55,13 @@ class Reason(str, Enum):
 CANNOT_TELL = (Reason.UNREADABLE, Reason.TOO_LARGE)
 
 
-class Evidence(NamedTuple):
+class Evidence(Record):
     reason: Reason
     path: str
     detail: str = ""
 
 
-class Package(NamedTuple):
+class Package(Record):
     """The files a process must run to be named: a target's package folder (``/x/python/sglang``
     of a checkout, ``site-packages/sglang`` of an install), and for an installed package the
     prefix of its environment (``V`` for ``V/lib/python3.11/site-packages``), else None."""
@@ -68,7 +70,7 @@ class Package(NamedTuple):
     environment: Path | None = None
 
 
-class Command(NamedTuple):
+class Command(Record):
     """An interpreter's command line as CPython reads it: its one-letter options, then what runs."""
 
     flags: frozenset  # one-letter options without a value (E, I, P, s, ...)
@@ -144,7 +146,7 @@ def _is_script_of(arg: str, project: str) -> bool:
     return parts[-1] == project or (parts[-1].endswith(".py") and project in parts[:-1])
 
 
-class Seen(NamedTuple):
+class Seen(Record):
     """What patchkit read of a running process (``processes.py``); None where it could not."""
 
     command: Command
@@ -172,6 +174,8 @@ class Environment:
     """Tells whether a process's interpreter is that of the environment at ``prefix``."""
 
     def __init__(self, prefix: Path) -> None:
+        import glob
+
         bin_dir = os.path.join(os.path.abspath(prefix), "bin")
         self.bin = os.path.realpath(bin_dir)
         # A system Python (no pyvenv.cfg) may also run under a name outside prefix/bin
@@ -190,7 +194,7 @@ class Environment:
         return exe is not None and os.path.realpath(exe) in self.binaries
 
 
-_VERSIONED = re.compile(r"(?:python|pypy)(\d+\.\d+)")
+_VERSIONED = Pattern(r"(?:python|pypy)(\d+\.\d+)")
 
 
 def site_folders(seen: Seen) -> list[Path]:
@@ -198,6 +202,8 @@ def site_folders(seen: Seen) -> list[Path]:
     virtualenv's; outside one, the user's (unless -s, -I or PYTHONNOUSERSITE) then its prefix's."""
     if seen.interpreter is None:
         return []
+    import glob
+
     venv = in_venv(seen.interpreter)
     if venv is not None:
         return [Path(p) for p in sorted(glob.glob(os.path.join(glob.escape(venv), "lib", "*", "site-packages")))]
@@ -227,6 +233,8 @@ def _inside(path: str, real: str) -> bool:
 def _import_path(folders: tuple, cache: dict | None) -> ImportPath:
     """The import path of these site folders (remembered in ``cache``); a .pth file that cannot
     be read (over import_path's cap, unreadable) leaves nothing to find there."""
+    from patchkit.targets.import_path import ImportPath, import_path
+
     if cache is not None and folders in cache:
         return cache[folders]
     try:
@@ -241,6 +249,8 @@ def _import_path(folders: tuple, cache: dict | None) -> ImportPath:
 def _editable(path: ImportPath, package: str, name: str) -> Evidence | None:
     """An editable install of ``package`` among the site folders: a .pth line naming the folder
     that holds it, or a setuptools finder mapping ``name`` to it."""
+    from patchkit.targets.import_path import mapping
+
     holder = os.path.dirname(package)
     for entry in path.entries:
         if entry.pth is not None and _same(entry.folder, holder):

@@ -21,13 +21,14 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import NamedTuple
 
 from patchkit.bounded import read_file
 from patchkit.errors import BadInput
+from patchkit.text import Pattern
+from patchkit.values import Record
 
 TEXT_CAP = 4 << 20  # a .pth, a finder, direct_url.json, an .egg-link, METADATA (dist_info.py): a few KiB each in real installs
-_FINDER_LINE = re.compile(r"import\s+(__editable___[\w]+_finder)\s*;\s*\1\s*\.\s*install\s*\(\s*\)\s*$")
+_FINDER_LINE = Pattern(r"import\s+(__editable___[\w]+_finder)\s*;\s*\1\s*\.\s*install\s*\(\s*\)\s*$")
 
 
 def read_text(path: Path, what: str) -> str:
@@ -35,7 +36,7 @@ def read_text(path: Path, what: str) -> str:
     return read_file(path, TEXT_CAP, what).decode("utf-8", "replace")
 
 
-class Entry(NamedTuple):
+class Entry(Record):
     """One folder of ``sys.path``."""
 
     folder: Path
@@ -43,7 +44,7 @@ class Entry(NamedTuple):
     pth: Path | None  # the .pth file that names it; None for the site folder itself
 
 
-class Finder(NamedTuple):
+class Finder(Record):
     """An editable finder that a .pth line appends to ``sys.meta_path``."""
 
     pth: Path  # the __editable__.*.pth whose line installs it
@@ -51,7 +52,7 @@ class Finder(NamedTuple):
     site: Path
 
 
-class ImportPath(NamedTuple):
+class ImportPath(Record):
     entries: list[Entry]
     finders: list[Finder]
     reordering: list[Path]  # .pth files with code that rewrites sys.path
@@ -116,7 +117,7 @@ def mapping(finder: Path, label: str) -> dict:
     return found
 
 
-class Found(NamedTuple):
+class Found(Record):
     """A place that would give ``import NAME``."""
 
     package: Path  # the package folder (its __init__.py inside), or a zipped egg on the path
@@ -135,7 +136,7 @@ class Found(NamedTuple):
         return self.entry.pth or self.package
 
 
-class Candidates(NamedTuple):
+class Candidates(Record):
     """Every place that would give ``import NAME``, in the order Python asks them."""
 
     found: list[Found]  # regular packages on the path first, then the editable finders that map it

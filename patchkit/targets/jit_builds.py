@@ -41,17 +41,17 @@ from __future__ import annotations
 
 import fcntl
 import os
-import re
 import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from enum import Enum
 from itertools import islice
 from pathlib import Path
-from typing import NamedTuple
 
 from patchkit.errors import BadInput, PatchkitError, Refused, UnsafePath
+from patchkit.text import Pattern
 from patchkit.types import StrEnum
+from patchkit.values import Record
 from patchkit.versions import at_least, is_version
 
 # Where a build comes from, as the lines name it: below ~/.cache/flashinfer or FLASHINFER_WORKSPACE_BASE, or prebuilt.
@@ -81,12 +81,12 @@ MODULE_GENERATORS: dict[str, str] = {"trtllm_comm": "flashinfer/jit/comm.py"}
 _WRITES_NINJA_EACH_BUILD = "0.6.11.post1"
 _MAX_ENTRIES = 4096  # entries read from one folder of the cache
 _MAX_DEPTH = 16  # folders below a build folder
-_NAME = re.compile(r"[A-Za-z0-9_]+")
-_LOCAL = re.compile(r"[a-z0-9]+(\.[a-z0-9]+)*")  # a local label in PEP 440's normal form (cu128, cu128.torch27)
+_NAME = Pattern(r"[A-Za-z0-9_]+")
+_LOCAL = Pattern(r"[a-z0-9]+(\.[a-z0-9]+)*")  # a local label in PEP 440's normal form (cu128, cu128.torch27)
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
 
-class Build(NamedTuple):
+class Build(Record):
     module: str
     kind: Kind
     path: Path  # the module's build folder (cached, workspace) or the prebuilt .so
@@ -109,7 +109,7 @@ class Drop(str, Enum):
     FAILED = "failed"  # refused or not removed (``JitDrop.error``)
 
 
-class JitDrop(NamedTuple):
+class JitDrop(Record):
     module: str
     path: Path  # the build folder, or the prebuilt .so
     outcome: Drop
@@ -117,7 +117,7 @@ class JitDrop(NamedTuple):
     error: PatchkitError | None = None
 
 
-class JitCheck(NamedTuple):  # the stale builds of the files written, what became of each
+class JitCheck(Record):  # the stale builds of the files written, what became of each
     drops: tuple[JitDrop, ...] = ()
     error: PatchkitError | None = None  # why none were looked for
 

@@ -3,15 +3,18 @@ its version and its state dir."""
 
 from __future__ import annotations
 
+import os
 import re
+from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from patchkit.errors import BadInput
 from patchkit.fixes.registry import PROJECTS, Project
 from patchkit.git.refs import git_dir, release_tags_at_head
 from patchkit.targets.safety import resolve_inside
 from patchkit.types import StrEnum
+from patchkit.values import Record
 from patchkit.versions import tag_to_version
 
 if TYPE_CHECKING:  # a checkout's commands do not read an environment
@@ -31,7 +34,7 @@ CHECKOUT, DIRECTORY, INSTALLED = Kind.CHECKOUT, Kind.DIRECTORY, Kind.INSTALLED
 _VERSION = r"""^__version__\s*(?::[^=]*)?=\s*(?:version\s*=\s*)?["']([^"']+)["']"""
 
 
-class Target(NamedTuple):
+class Target(Record):
     root: Path  # the checkout, or the site-packages folder of an installed package
     kind: Kind
     state_dir: Path
@@ -55,10 +58,8 @@ class Target(NamedTuple):
         """Repository paths of the project's candidate files present here, sorted."""
         found = set()
         for pattern in self.project.files:
-            for path in self.root.glob(self.local(pattern)):
-                if path.is_file():
-                    rel = path.relative_to(self.root).as_posix()
-                    found.add(self.project.repo_path(rel) if self.kind is INSTALLED else rel)
+            for rel in _matching(self.root, self.local(pattern)):
+                found.add(self.project.repo_path(rel) if self.kind is INSTALLED else rel)
         return sorted(found)
 
     def version(self, override: str | None = None) -> tuple[str | None, str]:
@@ -117,6 +118,24 @@ def _recognise(folder: Path, p: Project) -> Target | None:
             return Target(folder, CHECKOUT, gdir / "patchkit", p)
         return Target(folder, DIRECTORY, folder / ".patchkit", p)
     return None
+
+
+def _matching(root: Path, pattern: str) -> list[str]:
+    """The files (or links to files) below ``root`` that ``pattern`` names, relative: what
+    ``root.glob(pattern)`` finds that is a file, read as strings when only the last component
+    of the pattern is a wildcard (``python/.../device_communicators/*.py``), as the fixes write them."""
+    folder, _, name = pattern.rpartition("/")
+    if any(c in folder for c in "*?[") or "//" in pattern or pattern.startswith("/") or "." in folder.split("/"):
+        return [p.relative_to(root).as_posix() for p in root.glob(pattern) if p.is_file()]
+    base = os.path.join(root, folder)
+    if any(c in name for c in "*?["):
+        try:
+            names = [n for n in os.listdir(base) if fnmatchcase(n, name)]
+        except OSError:  # no such folder, or not one to read: nothing there, as glob finds
+            return []
+    else:
+        names = [name]
+    return [f"{folder}/{n}" if folder else n for n in names if os.path.isfile(os.path.join(base, n))]
 
 
 def open_target(path: Path, project: str | None = None, install: Install | None = None) -> Target:

@@ -19,10 +19,7 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import time
-from pathlib import Path
-from typing import NamedTuple
 
 from patchkit.targets.evidence import (
     Evidence,
@@ -34,11 +31,12 @@ from patchkit.targets.evidence import (
     parse_command,
     runs_project,
 )
-from patchkit.text import printable
+from patchkit.text import Pattern, printable
+from patchkit.values import Record
 
-PROC = Path("/proc")
+PROC = "/proc"  # (a str: every path below it is made per process, the cheapest way)
 # python, python3, python3.11, python3.13t, python3.11-dbg, pypy, pypy3, pypy3.10
-_PYTHON = re.compile(r"(?:python|pypy)(?:\d+(?:\.\d+)*)?[a-z]*(?:-dbg)?")
+_PYTHON = Pattern(r"(?:python|pypy)(?:\d+(?:\.\d+)*)?[a-z]*(?:-dbg)?")
 _DELETED = " (deleted)"  # readlink of /proc/PID/exe after the binary was replaced
 _START_FIELD = 22  # starttime in /proc/PID/stat, 1-based (proc(5))
 _NS = 10**9
@@ -48,7 +46,7 @@ STAT_CAP = 4 << 10
 CMDLINE_CAP = 256 << 10
 ENVIRON_CAP = 1 << 20
 
-class Process(NamedTuple):
+class Process(Record):
     pid: int
     cmdline: str  # argv joined with spaces, control characters escaped (" ..." ends one cut at the cap)
     started_ns: int  # wall-clock start time, ns since epoch (approximate; for display)
@@ -72,7 +70,7 @@ def _looks_like_python(path: str | None) -> bool:
     return bool(path) and _PYTHON.fullmatch(os.path.basename(path)) is not None
 
 
-def _read(path: Path, cap: int) -> bytes:
+def _read(path: str, cap: int) -> bytes:
     """At most ``cap + 1`` bytes of a /proc file (one more than the cap tells that it is larger);
     OSError when it cannot be read (vanished: ENOENT, ESRCH; not ours: EACCES)."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
@@ -89,14 +87,14 @@ def _read(path: Path, cap: int) -> bytes:
         os.close(fd)
 
 
-def _maybe(path: Path, cap: int) -> bytes | None:
+def _maybe(path: str, cap: int) -> bytes | None:
     try:
         return _read(path, cap)
     except OSError:
         return None
 
 
-def _readlink(path: Path) -> str:
+def _readlink(path: str) -> str:
     target = os.readlink(path)  # OSError passes through
     return target[: -len(_DELETED)] if target.endswith(_DELETED) else target
 
@@ -105,14 +103,14 @@ class _Gone(Exception):
     """The process exited while patchkit read it."""
 
 
-def _unread(path: Path, exc: OSError, unread: list) -> None:
+def _unread(path: str, exc: OSError, unread: list) -> None:
     """Note why ``path`` could not be read; _Gone when the process has exited (ENOENT, ESRCH)."""
     if exc.errno in (errno.ENOENT, errno.ESRCH):
-        raise _Gone(str(path)) from None
-    unread.append(Evidence(Reason.UNREADABLE, str(path), exc.strerror or type(exc).__name__))
+        raise _Gone(path) from None
+    unread.append(Evidence(Reason.UNREADABLE, path, exc.strerror or type(exc).__name__))
 
 
-def _link(path: Path, unread: list) -> str | None:
+def _link(path: str, unread: list) -> str | None:
     try:
         return _readlink(path)
     except OSError as exc:
@@ -122,7 +120,7 @@ def _link(path: Path, unread: list) -> str | None:
 
 def _start_ticks(pid: int) -> int | None:
     """The start tick of a process that runs (None: gone, a zombie, or no stat line)."""
-    raw = _maybe(PROC / str(pid) / "stat", STAT_CAP)
+    raw = _maybe(f"{PROC}/{pid}/stat", STAT_CAP)
     try:
         start = parse_start_ticks(raw.decode(errors="replace")) if raw else None
     except ValueError:
@@ -133,20 +131,21 @@ def _start_ticks(pid: int) -> int | None:
     return None if state in ([b"Z"], [b"X"], [b"x"]) else start
 
 
+def _cmdline(pid: int) -> tuple[bytes, bool]:
+    """Its arguments, each ended by a NUL, and whether they were cut at the cap (whole arguments
+    only); b"" for a zombie, a kernel thread or an unreadable one."""
+    raw = _maybe(f"{PROC}/{pid}/cmdline", CMDLINE_CAP) or b""
+    cut = len(raw) > CMDLINE_CAP
+    return (raw[:CMDLINE_CAP].rpartition(b"\0")[0] if cut else raw.removesuffix(b"\0")), cut
+
+
 def _argv(pid: int) -> tuple[list[str], bool]:
     """(argv, whether it was cut at the cap); [] for a zombie, a kernel thread or an unreadable one."""
-    raw = _maybe(PROC / str(pid) / "cmdline", CMDLINE_CAP)
-    if not raw:
-        return [], False
-    cut = len(raw) > CMDLINE_CAP
-    if cut:
-        raw = raw[:CMDLINE_CAP].rpartition(b"\0")[0]  # whole arguments only
-    elif raw.endswith(b"\0"):
-        raw = raw[:-1]
+    raw, cut = _cmdline(pid)
     return [os.fsdecode(arg) for arg in raw.split(b"\0")] if raw else [], cut
 
 
-def _environ(path: Path, unread: list) -> dict | None:
+def _environ(path: str, unread: list) -> dict | None:
     """The process's initial environment, or None (and why, in ``unread``) when not read whole."""
     try:
         raw = _read(path, ENVIRON_CAP)
@@ -154,7 +153,7 @@ def _environ(path: Path, unread: list) -> dict | None:
         _unread(path, exc, unread)
         return None
     if len(raw) > ENVIRON_CAP:
-        unread.append(Evidence(Reason.TOO_LARGE, str(path), str(ENVIRON_CAP)))
+        unread.append(Evidence(Reason.TOO_LARGE, path, str(ENVIRON_CAP)))
         return None
     found = {}
     for entry in raw.split(b"\0"):
@@ -180,9 +179,9 @@ def _interpreter_path(argv0: str, cwd: str | None, environ: dict | None, exe: st
 
 
 def _see(pid: int, argv: list[str], exe: str | None, unread: list) -> Seen:
-    folder = PROC / str(pid)
-    cwd = _link(folder / "cwd", unread)
-    environ = _environ(folder / "environ", unread)
+    folder = f"{PROC}/{pid}"
+    cwd = _link(f"{folder}/cwd", unread)
+    environ = _environ(f"{folder}/environ", unread)
     interpreter = _interpreter_path(argv[0], cwd, environ, exe)
     return Seen(parse_command(argv), cwd, environ, interpreter, exe, tuple(unread))
 
@@ -215,6 +214,9 @@ def _pids() -> list[int]:
 def _stale(pid: int, project: str, changed_ticks: int, package: Package, sites: dict, boot_ns: int) -> Process | None:
     """``pid`` as a Process with its evidence if it is a Python process running ``project``
     that started in an earlier clock tick than the change and runs ``package``'s files, else None."""
+    # A command line that runs the project names it: the one file read of every other process.
+    if os.fsencode(project) not in _cmdline(pid)[0]:
+        return None
     start = _start_ticks(pid)
     if start is None or start >= changed_ticks:
         return None
@@ -223,7 +225,7 @@ def _stale(pid: int, project: str, changed_ticks: int, package: Package, sites: 
         return None
     unread: list = []
     try:
-        exe = _link(PROC / str(pid) / "exe", unread)
+        exe = _link(f"{PROC}/{pid}/exe", unread)
         if not (_looks_like_python(argv[0]) or _looks_like_python(exe)):
             return None
         why = evidence(_see(pid, argv, exe, unread), package, sites)
@@ -241,7 +243,7 @@ def stale_processes(project: str, changed_ns: int, package: Package) -> list[Pro
     the files of ``package`` (the target's package folder; for an installed package, also the
     prefix of its environment, whose interpreters count), each with its evidence.  Sorted by
     pid; excludes this process."""
-    if not (PROC / "self" / "stat").exists() or not hasattr(time, "CLOCK_BOOTTIME"):
+    if not os.path.exists(f"{PROC}/self/stat") or not hasattr(time, "CLOCK_BOOTTIME"):
         return []
     ticks_per_s = os.sysconf("SC_CLK_TCK")
     boot_ns = _boot_epoch_ns()

@@ -104,16 +104,21 @@ class Session:
                 raise BadInput(str(self.store.state_file), f"corrupt patchkit state: {f.path!r} is not a target file")
         return applied
 
-    def state(self) -> tuple[Applied | None, ReleaseChanged | None]:
+    def state(self, read: dict[str, bytes] | None = None) -> tuple[Applied | None, ReleaseChanged | None]:
         """(what patchkit applied here, why that state belongs to another release or None).
 
         A state of another release is never used: commands treat the target as fresh, and
-        apply and revert set the old state aside (``Store.set_aside``).
+        apply and revert set the old state aside (``Store.set_aside``).  ``read``, when given,
+        gets the files read to tell (``current`` of the state's files; none when there is no
+        state or a transaction is pending): verify and status check the same bytes.
         """
         applied = self.applied()
         if applied is None or self.store.journal() is not None:  # finishing the transaction comes first
             return applied, None
-        return applied, self._changed(applied, self.current(tuple(f.path for f in applied.files)))
+        current = self.current(tuple(f.path for f in applied.files))
+        if read is not None:
+            read.update(current)
+        return applied, self._changed(applied, current)
 
     def _changed(self, applied: Applied, current: dict[str, bytes]):
         installed = self.installed_hashes(f.path for f in applied.files) if self.target.kind is INSTALLED else None

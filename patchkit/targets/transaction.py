@@ -24,7 +24,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import NamedTuple
 
 from patchkit.digest import sha256
 from patchkit.errors import BadInput, Interrupted, PatchkitError, Pending, Refused, UnsafePath
@@ -33,6 +32,7 @@ from patchkit.targets.atomic import make_dir, read_private, remove_temps, write_
 from patchkit.targets.locate import INSTALLED, Target
 from patchkit.targets.state import LINK, Store
 from patchkit.types import Applied, Change
+from patchkit.values import Record
 
 # Test hook: PATCHKIT_FAULT=<point> makes this process SIGKILL itself at that point
 # (objects, journal, file:1, file:2, ..., state, bytecode); PATCHKIT_FAULT=enospc@<point>
@@ -41,21 +41,21 @@ FAULT_ENV = "PATCHKIT_FAULT"
 LOCK_TIMEOUT_ENV = "PATCHKIT_LOCK_TIMEOUT"
 
 
-class Waited(NamedTuple):
+class Waited(Record):
     """This run waited for another one to release the lock."""
 
     seconds: float
     pid: int | None  # the other run's, when its lock file said
 
 
-class Finished(NamedTuple):
+class Finished(Record):
     """An interrupted transaction, finished (rolled forward) before anything else."""
 
     op: str  # apply, revert
     files: int
 
 
-class JournalSetAside(NamedTuple):
+class JournalSetAside(Record):
     """An interrupted transaction of another release, set aside, never finished on these files."""
 
     op: str
@@ -65,14 +65,14 @@ class JournalSetAside(NamedTuple):
     folder: Path
 
 
-class LockTaken(NamedTuple):
+class LockTaken(Record):
     """What taking a target's lock did: whether this run waited, and what recovery did."""
 
     waited: Waited | None = None
     recovered: Finished | JournalSetAside | None = None
 
 
-class SetAside(NamedTuple):
+class SetAside(Record):
     """A recorded state of another release, set aside (``folder``; None: not yet, a dry run)."""
 
     folder: Path | None

@@ -379,3 +379,15 @@ def test_no_shipped_patch_for_that_cc_pair_says_so(checkout: Path, tmp_path: Pat
     one_line(done, REFUSED, "no shipped patch for SGLang 0.5.16 that copies key 9 to key 12 "
              "(the shipped one copies key 10 to key 12); --no-generate refuses to generate one")
     assert snapshot(checkout) == before
+
+
+def test_a_command_line_imports_the_module_of_its_command_alone(tmp_path: Path) -> None:
+    """Each command is defined in its module, imported when the command line names it; --help
+    lists every command, from every module."""
+    code = ("import sys; from patchkit.cli import cli, preload; preload(sys.argv[1:]); "
+            "print(sorted(m for m in sys.modules if m.startswith('patchkit.cli.') and m not in "
+            "('patchkit.cli.boundary', 'patchkit.cli.options')))")
+    for args, imported in ((["verify", "--json", "."], ["patchkit.cli.verify"]), (["--json", "apply"], ["patchkit.cli.apply"]),
+                           (["--help"], []), (["nosuch"], [])):
+        done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True, cwd=tmp_path)
+        assert done.stdout == f"{imported}\n", args

@@ -3,7 +3,6 @@ code; docs/REFERENCE.md lists the codes."""
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import re
 
@@ -15,10 +14,11 @@ from patchkit.plan import reasons as plan
 from patchkit.render import reasons
 from patchkit.render.reasons import code, said
 from patchkit.types import CANNOT_APPLY, INCOMPLETE, Reason
+from patchkit.values import Value
 from support.repos import ROOT
 
 CLASSES = [c for m in (judge, plan) for _, c in inspect.getmembers(m, inspect.isclass)
-           if dataclasses.is_dataclass(c) and c.__module__ == m.__name__]
+           if issubclass(c, Value) and c.__module__ == m.__name__]
 
 
 def test_the_reference_lists_exactly_the_reason_codes() -> None:

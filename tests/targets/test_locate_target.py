@@ -377,3 +377,26 @@ def test_python_finds_vllm_without_project(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr.decode()
     assert out(done)[0] == f"{site / 'vllm'}: vLLM 0.11.0 (installed), from vllm-0.11.0.dist-info/METADATA"
     assert "  would patch vllm/distributed/device_communicators/all_reduce_utils.py (+4 lines)" in out(done)
+
+
+def test_the_candidate_files_are_what_glob_finds_that_is_a_file(tmp_path: Path) -> None:
+    """``_matching`` reads the folder of a pattern whose last component alone is a wildcard;
+    what it finds is what ``Path.glob`` finds that is a file (links to files included, dotfiles
+    matched by ``*``, folders and broken links not)."""
+    from patchkit.targets.locate import _matching
+
+    dc = tmp_path / "python/sglang/srt/dc"
+    dc.mkdir(parents=True)
+    for name in ("a.py", ".hidden.py", "b.txt", "c.PY"):
+        (dc / name).write_text("x")
+    (dc / "folder.py").mkdir()
+    (dc / "link.py").symlink_to(dc / "a.py")
+    (dc / "broken.py").symlink_to(dc / "missing.py")
+    (tmp_path / "top.py").write_text("x")
+    (tmp_path / "file").write_text("x")
+    patterns = ["python/sglang/srt/dc/*.py", "python/sglang/srt/dc/a.py", "python/sglang/srt/dc/?.py", "python/sglang/srt/dc/[ab].*",
+                "python/sglang/srt/dc/missing.py", "python/sglang/srt/nowhere/*.py", "file/*.py", "file/a.py", "*.py", "top.py",
+                "python/*/srt/dc/*.py", "python/sglang/srt/dc/folder.py"]
+    for pattern in patterns:
+        assert sorted(_matching(tmp_path, pattern)) == sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.glob(pattern)
+                                                              if p.is_file()), pattern

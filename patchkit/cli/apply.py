@@ -1,0 +1,55 @@
+"""``patchkit apply``: patch a checkout or package, all or nothing."""
+
+from __future__ import annotations
+
+import click
+
+from patchkit.cc import AUTO
+from patchkit.cli import cli
+from patchkit.cli.options import (
+    ALL_FIXES_OPT,
+    DRY_RUN_OPT,
+    FIX_OPT,
+    FROM_CC_OPT,
+    JSON_OPT,
+    PATCHES_OPT,
+    PATH_ARG,
+    PROJECT_OPT,
+    PYTHON_OPT,
+    TO_CC_AUTO_OPT,
+    check_cc,
+    check_version,
+    targets,
+)
+from patchkit.fixes.registry import choose_fixes
+
+
+@cli.command(short_help="Patch a checkout or package, all or nothing.")
+@PATH_ARG
+@PATCHES_OPT
+@click.option("--no-generate", is_flag=True, help="Only a shipped patch whose pre-image matches; never generate.")
+@FROM_CC_OPT
+@TO_CC_AUTO_OPT
+@DRY_RUN_OPT
+@click.option("--version", "version", default=None, help="Treat the target as this release version (such as 0.5.9).")
+@PYTHON_OPT
+@PROJECT_OPT
+@FIX_OPT
+@ALL_FIXES_OPT
+@JSON_OPT
+def apply(path, patches, no_generate, from_cc, to_cc, dry_run, version, python, project, fix_names, all_fixes, as_json):
+    """Patch the checkout or installed package at PATH (default: here), all or nothing;
+    with --python, every project patchkit knows that is installed for EXE."""
+    from patchkit.commands.apply import apply_auto, apply_targets
+
+    check_version(version)
+    fixes = choose_fixes(fix_names, all_fixes)
+    if to_cc is AUTO:
+        check_cc(from_cc, None, project)
+        return apply_auto(targets(path, python, project).found, patches, no_generate, from_cc, dry_run, version, fixes,
+                          named=tuple(fix_names))
+    check_cc(from_cc, to_cc, project)
+    # --all-fixes names no fix: one a release cannot take whole is left out there, and said.
+    named = tuple(fix_names) if fix_names else (() if all_fixes else None)
+    return apply_targets(targets(path, python, project).found, patches, no_generate, from_cc, to_cc, dry_run, version, fixes,
+                         named=named)

@@ -1,0 +1,36 @@
+"""``patchkit doctor``: what the fixes do on this machine's GPUs; what is missing."""
+
+from __future__ import annotations
+
+import click
+
+from patchkit.cc import AUTO
+from patchkit.cli import cli
+from patchkit.cli.options import (
+    JSON_OPT,
+    PATH_ARG,
+    PROJECT_OPT,
+    CCType,
+    python_opt,
+    targets,
+)
+
+
+@cli.command(short_help="What the fixes do on this machine's GPUs; what is missing.")
+@PATH_ARG
+@python_opt("Judge the fixes for")
+@PROJECT_OPT
+@click.option("--to-cc", type=CCType(auto=True), default=AUTO.value, show_default=True, metavar="CC|auto",
+              help="The GPUs to judge for: auto (those nvidia-smi shows), or a compute capability (12, 12.0, 12.1) "
+                   "judged as given, with no GPU needed (an image build has none).")
+@JSON_OPT
+def doctor(path, python, project, to_cc, as_json):
+    """The GPUs (nvidia-smi), how they are linked, the projects at PATH (default: here) or
+    installed for --python, each fix: needed here or not, applied or not, and what it does
+    on this machine.  Read only.  Exit 1 when something this machine needs is missing; with
+    no GPU seen and no --to-cc, the projects and fixes are still shown, and the exit is 2."""
+    from patchkit.commands.doctor import apply_target
+    from patchkit.commands.doctor import doctor as command
+
+    given = targets(path, python, project)
+    return command(given.found, apply_target(path, python), given.env, to_cc=None if to_cc is AUTO else to_cc)

@@ -1,0 +1,33 @@
+"""``patchkit status``: version, patch, files and bytecode."""
+
+from __future__ import annotations
+
+import click
+
+from patchkit.cli import cli
+from patchkit.cli.options import (
+    CC_HELP,
+    JSON_OPT,
+    PATCHES_OPT,
+    PATH_ARG,
+    PROJECT_OPT,
+    CCType,
+    python_opt,
+    run_each,
+    targets,
+)
+
+
+@cli.command(short_help="Show version, patch, files and bytecode.")
+@PATH_ARG
+@PATCHES_OPT
+@click.option("--to-cc", type=CCType(), default=None,
+              help=f"Also say whether what is applied adds this cc, as each project keys it ({CC_HELP}).")
+@python_opt("Show")
+@PROJECT_OPT
+@JSON_OPT
+def status(path, patches, to_cc, python, project, as_json):
+    """Version, applied patch, files, bytecode and pending work at PATH."""
+    from patchkit.commands.status import status as command
+
+    return run_each("status", targets(path, python, project), lambda p, name, i: command(p, patches, name, i, to_cc=to_cc))

@@ -1,0 +1,58 @@
+"""``patchkit verify``: exit 0 only if the patch is in effect."""
+
+from __future__ import annotations
+
+import click
+
+from patchkit.cc import AUTO
+from patchkit.cli import cli
+from patchkit.cli.options import (
+    ALL_FIXES_OPT,
+    CC_HELP,
+    JSON_OPT,
+    PATH_ARG,
+    PROJECT_OPT,
+    CCType,
+    check_cc,
+    python_opt,
+    run_each,
+    targets,
+)
+from patchkit.errors import BadInput
+from patchkit.fixes.registry import choose_fixes
+
+
+@cli.command(short_help="Exit 0 only if the patch is in effect.")
+@PATH_ARG
+@click.option("--from-cc", type=CCType(), default=None,
+              help=f"The cc whose keys the new ones must equal ({CC_HELP}) [default: what was applied, else what the fixes copy from].")
+@click.option("--to-cc", type=CCType(auto=True), default=None,
+              help=f"The cc whose keys must be there ({CC_HELP}); auto: the cc of this machine's GPUs "
+                   "[default: auto where nvidia-smi shows SM12x GPUs, else what was applied, else the fixes' own].")
+@python_opt("Verify")
+@PROJECT_OPT
+@click.option("--fix", "fix_names", multiple=True, metavar="NAME",
+              help="A fix that must be in effect (repeatable) [default: the default fixes and those applied].")
+@ALL_FIXES_OPT
+@JSON_OPT
+def verify(path, from_cc, to_cc, python, project, fix_names, all_fixes, as_json):
+    """Exit 0 only if the patch is in effect at PATH; else 1, a line per problem."""
+    from patchkit.commands.verify import sm12x_gpus, verify_auto
+    from patchkit.commands.verify import verify as command
+
+    fixes = choose_fixes(fix_names, all_fixes) if fix_names or all_fixes else None
+    found = None if to_cc is not None or from_cc is not None else sm12x_gpus()
+    if to_cc is AUTO or found is not None:  # given auto, or SM12x GPUs here: proved for them
+        if from_cc is not None:
+            raise BadInput(None, "--to-cc auto checks each GPU's key against the project's own --from-cc: give no --from-cc")
+        return verify_auto(targets(path, python, project).found, fixes, named=tuple(fix_names), m=found)
+    check_cc(from_cc, to_cc, project)
+    named = tuple(fix_names) if fix_names else (() if all_fixes else None)
+    given = targets(path, python, project)
+    done = run_each("verify", given, lambda p, name, i: command(p, from_cc, to_cc, name, fixes, i, named), judged=True)
+    if given.env is None:
+        return done
+    from patchkit.commands.settings import verify_settings  # --python: the settings its releases need, too
+
+    settings = verify_settings(given.env, to_cc)
+    return done._replace(results=done.results + (settings,)) if settings.judged else done

@@ -1,0 +1,35 @@
+"""``patchkit watch``: follow a server's log until it is ready, crashes or times out."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from patchkit.cli import cli
+from patchkit.cli.options import (
+    JSON_OPT,
+)
+
+
+@cli.command(short_help="Follow a server's log until it is ready, crashes or times out.")
+@click.argument("log", type=click.Path(path_type=Path))
+@click.option("--timeout", default=None, metavar="SECONDS",
+              help="Give up after this long, a finite number of seconds above 0 (exit 124) [default: wait].")
+@JSON_OPT
+def watch(log, timeout, as_json):
+    """Follow LOG as the server writes it (it may not exist yet, or start over; a FIFO is read
+    without waiting): exit 0 at the ready line of the project the log is of, 1 with the
+    diagnosis at a crash, 124 at the time-out.  Starts, signals and kills nothing."""
+    from patchkit.commands.watch import seconds
+    from patchkit.commands.watch import watch as command
+
+    timeout = seconds(timeout)  # checked before anything is read: nan, inf, 0 and -1 are one line, exit 2
+
+    def progress(event) -> None:  # on a terminal only
+        from patchkit.render.watch import progress_line
+
+        click.echo(progress_line(event), err=True)
+
+    return command(log, timeout, progress if sys.stderr.isatty() and not as_json else None)

@@ -48,6 +48,19 @@ class FilePatch(Record):
     hunks: tuple[Hunk, ...]
 
 
+def count_hunks(data: bytes, path: str) -> int:
+    """How many hunks a ``git diff`` holds for ``path``, without reading it whole (a change already
+    upstream is only counted): the ``@@ -`` headers of that file's section."""
+    count, mine = 0, False
+    header = f"diff --git a/{path} ".encode()
+    for line in data.splitlines():
+        if line.startswith(b"diff --git "):
+            mine = line.startswith(header)
+        elif mine and line.startswith(b"@@ -"):
+            count += 1
+    return count
+
+
 def parse(data: bytes, paths: list[str] | None = None) -> list[FilePatch]:
     """The file sections of a ``git diff`` / ``git format-patch``, with their hunks.  ``paths``:
     the file each section must be, in order (the ``diff --git`` lines a strict reader checked).

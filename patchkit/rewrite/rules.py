@@ -135,15 +135,19 @@ def _dict_key(data: bytes, path: str, rule: DictKeyRule, ctx: _Context) -> tuple
 
 
 def _backport(data: bytes, path: str, rule: BackportRule, ctx: _Context) -> tuple[bytes, list[tuple]]:
-    from patchkit.rewrite import backport
     from patchkit.text import plural
 
     version = ctx.version
-    hunks = backport.parse(rule.diff, f"{rule.fix}'s diff")[path]
-    name, scope, added, commit = rule.origin.cite(), "the upstream change", plural(len(hunks), "hunk"), \
-        (rule.origin.commit or f"in {rule.origin.landed_in}")[:12]
-    if rule.landed(version):
+    name, scope, commit = rule.origin.cite(), "the upstream change", (rule.origin.commit or f"in {rule.origin.landed_in}")[:12]
+    if rule.landed(version):  # counted, not read: the diff reader is imported where a change is carried
+        from patchkit.rewrite.diff import count_hunks
+
+        added = plural(count_hunks(rule.diff, path), "hunk")
         return data, [(name, scope, ALREADY_UPSTREAM, added, commit, f"upstream since {rule.origin.landed_in}")]
+    from patchkit.rewrite import backport
+
+    hunks = backport.parse(rule.diff, f"{rule.fix}'s diff")[path]
+    added = plural(len(hunks), "hunk")
     refreshed = [r for r in rule.refresh if r.file == path and r.covers(version)]
     hunks = backport.refresh(hunks, tuple(line for r in refreshed for line in r.drop))
     result = backport.rewrite(data, path, hunks, (lambda: ctx.base(rule, path)) if ctx.base else None, rule.made_on or "")

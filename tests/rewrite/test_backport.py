@@ -128,3 +128,18 @@ def test_a_release_at_or_after_the_landing_is_upstream() -> None:
         result = rewrite_file(data, "include/flashinfer/utils.cuh", (RULE,), version=version)
         assert result.source == data and not result.changed
         assert result.found[0].status == ALREADY_UPSTREAM and result.found[0].value == "upstream since 0.6.17"
+
+
+def test_the_hunks_of_an_upstream_change_are_counted_as_the_reader_reads_them() -> None:
+    """A change already upstream is counted without the diff reader: the count is the reader's, for every
+    file of every shipped backport."""
+    from patchkit.fixes.kinds import BackportRule
+    from patchkit.fixes.load import read_fixes
+    from patchkit.rewrite.diff import count_hunks
+
+    rules = [r for fix in read_fixes().values() for r in fix.rules if isinstance(r, BackportRule)]
+    assert len(rules) >= 6
+    for rule in rules:
+        for path, hunks in backport.parse(rule.diff, rule.fix).items():
+            assert count_hunks(rule.diff, path) == len(hunks), (rule.fix, path)
+    assert count_hunks(rules[0].diff, "not/a/file.py") == 0

@@ -6,12 +6,11 @@ way out), and ``cli.boundary.last_resort`` prints ``patchkit: interrupted`` and 
 """
 
 import gc
-import signal
 import sys
 
-from patchkit.errors import INTERRUPTED, SOFTWARE, Interrupted, on_sigint, unexpected
+from patchkit.errors import INTERRUPTED, SOFTWARE, Interrupted, catch_sigint, unexpected
 
-signal.signal(signal.SIGINT, on_sigint)
+catch_sigint()
 
 
 def main() -> None:

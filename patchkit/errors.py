@@ -89,10 +89,18 @@ def on_sigint(signum, frame) -> None:
     interrupt()
 
 
-def interrupt() -> None:
-    import signal
+def catch_sigint() -> None:
+    """Ctrl-C raises Interrupted from here on (``on_sigint``).  Through ``_signal``, the C module
+    Python starts with: ``signal`` would build its enums first, at every start."""
+    import _signal
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the cleanup short
+    _signal.signal(_signal.SIGINT, on_sigint)
+
+
+def interrupt() -> None:
+    import _signal
+
+    _signal.signal(_signal.SIGINT, _signal.SIG_IGN)  # a second Ctrl-C must not cut the cleanup short
     raise Interrupted()
 
 

@@ -25,8 +25,16 @@ COMMANDS = {name: f"patchkit.cli.{name}" for name in (
     "apply", "diagnose", "doctor", "fixes", "generate", "kernels", "revert", "scan", "status", "upstream", "verify", "watch")}
 
 
+def show_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    """``--version``: as click's ``version_option`` prints it, without asking gettext for the words."""
+    if value and not ctx.resilient_parsing:
+        click.echo(f"patchkit, version {__version__}", color=ctx.color)
+        ctx.exit()
+
+
 @click.group(cls=Group, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="patchkit")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=show_version,
+              help="Show the version and exit.")
 def cli() -> None:
     """Generate, apply and upstream patches that teach SGLang new GPU architectures."""
 

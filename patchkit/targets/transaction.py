@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import errno
 import os
-import signal
 import stat
 import time
 from collections.abc import Iterator
@@ -82,6 +81,8 @@ class SetAside(Record):
 def fault(point: str, path: Path | None = None) -> None:
     wanted = os.environ.get(FAULT_ENV)
     if wanted == point:
+        import signal
+
         os.kill(os.getpid(), signal.SIGKILL)
     if wanted == f"enospc@{point}":
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), None if path is None else str(path))

@@ -1,0 +1,78 @@
+"""What apply, verify and revert leave out at start-up (docs/ARCHITECTURE.md, "Start-up"): a
+module a command does not use costs every run its import.  Each run here is the real command in a
+new process on a real checkout; the modules it imported are read back when it exits."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+
+from patchkit import __version__
+from patchkit.cli.options import PathType
+from support.cli import PROCESS_ENV, invoke
+from support.repos import GIT_ENV
+
+# Run patchkit's entry point, then write the names of the modules it imported to argv[1].
+_PROBE = """
+import atexit, sys
+out = sys.argv.pop(1)
+atexit.register(lambda: open(out, "w").write("\\n".join(sorted(sys.modules))))
+from patchkit.__main__ import main
+main()
+"""
+
+# Each with the reason it stays out: what brings it in, and what the command does instead.
+NOT_AT_START = {
+    "locale": "gettext's first translation (click's help and version options, click.Path's name)",
+    "signal": "its enums, built at import: patchkit sets SIGINT through _signal",
+}
+
+
+def _imported(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, set[str]]:
+    out = tmp_path / "modules.txt"
+    env = {**os.environ, **GIT_ENV, **{k: v for k, v in PROCESS_ENV.items() if v is not None}}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    proc = subprocess.run([sys.executable, "-c", _PROBE, str(out), *args], env=env, capture_output=True)
+    return proc, set(out.read_text().split("\n"))
+
+
+@pytest.mark.parametrize("command", ["apply", "verify", "revert"])
+def test_a_command_leaves_out_what_it_does_not_use(prebuilt, tmp_path: Path, command: str) -> None:
+    """SGLang 0.5.9 from PyPI, its shipped patch applied (``make bench``'s case; verify and
+    revert after apply, as a user runs them)."""
+    repo = tmp_path / "sglang"
+    shutil.copytree(prebuilt.release("sglang", "0.5.9"), repo, symlinks=True)
+    args = (command, str(repo), *(["--no-generate"] if command == "apply" else []))
+    if command != "apply":
+        assert invoke("apply", str(repo), "--no-generate").returncode == 0
+    proc, modules = _imported(tmp_path, *args)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert "patchkit.commands." + command in modules  # the probe saw the command run
+    assert {name: why for name, why in NOT_AT_START.items() if name in modules} == {}
+
+
+def test_path_type_is_clicks_path(tmp_path: Path) -> None:
+    """PathType holds what click.Path(path_type=Path) holds, field for field, and says what it says."""
+    assert vars(PathType()) == vars(click.Path(path_type=Path))
+    assert vars(PathType(dir_only=True)) == vars(click.Path(path_type=Path, file_okay=False))
+    afile = tmp_path / "a-file"
+    afile.write_text("")
+    with pytest.raises(click.BadParameter) as caught:
+        PathType(dir_only=True).convert(str(afile), None, None)
+    assert caught.value.message == f"Directory {click.format_filename(afile)!r} is a file."
+
+
+def test_version_and_help_say_what_clicks_options_say() -> None:
+    version = invoke("--version")
+    assert (version.returncode, version.stdout) == (0, f"patchkit, version {__version__}\n".encode())
+    for flag in ("-h", "--help"):
+        shown = invoke("apply", flag)
+        assert shown.returncode == 0
+        assert shown.stdout.startswith(b"Usage: patchkit apply [OPTIONS] [PATH]\n")
+        assert b"  -h, --help " in shown.stdout and shown.stdout.rstrip().endswith(b"Show this message and exit.")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchkit.errors import OK
 from patchkit.fixes.registry import default_fixes
@@ -18,11 +19,13 @@ from patchkit.plan import APPLY, Plan
 from patchkit.plan.apply import ApplyRequest, Look, Snapshot, look
 from patchkit.report import Auto, AutoTarget, Where, combine
 from patchkit.targets import bytecode
-from patchkit.targets.jit_builds import JitCheck
 from patchkit.targets.session import Session
 from patchkit.targets.transaction import LockTaken, SetAside, commit, exclusive, set_aside
 from patchkit.types import ALREADY_APPLIED
 from patchkit.values import Value
+
+if TYPE_CHECKING:
+    from patchkit.targets.jit_builds import JitCheck
 
 
 class ApplyResult(Value, kw_only=True):
@@ -41,7 +44,7 @@ class ApplyResult(Value, kw_only=True):
     stale: tuple[Path, ...]  # stale bytecode of the files the plan does not write
     dropped: tuple[Path, ...]  # bytecode files dropped
     effects: tuple  # (fix, fixes.effects.Effect) of each fix patched here that has one
-    jit: JitCheck  # FlashInfer's stale JIT builds of the files written: dropped, or named
+    jit: JitCheck | None  # FlashInfer's stale JIT builds of the files written: dropped, or named (None: not FlashInfer, or nothing written)
     restart: tuple  # targets.processes.Process that started before the change
     local: Callable[[str], str]  # how the target names a repository path
     exit_code: int = OK
@@ -74,7 +77,7 @@ def apply_one(s: Session, request: ApplyRequest, first: tuple[Snapshot, Look] | 
         where=Where.of(s), project=s.project.name, label=s.project.label, fixes=snap.fixes, kept=snap.kept,
         dry_run=request.dry_run, pending=before.pending, lock=lock, set_aside=aside, plan=plan, stale=found.stale,
         dropped=dropped, effects=_effects([t.fix for t in plan.tables if t.patched]) if plan.action == APPLY else (),
-        jit=s.drop_jit_builds(written, request.dry_run) if written is not None else JitCheck(),
+        jit=s.drop_jit_builds(written, request.dry_run) if written is not None else None,
         restart=tuple(s.old_processes(written)) if written is not None and not request.dry_run else (),
         local=s.target.local,
     )

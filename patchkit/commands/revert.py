@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchkit.cc import CC
 from patchkit.errors import OK, Refused
@@ -18,10 +19,12 @@ from patchkit.plan import REVERT, Plan, plan_revert
 from patchkit.plan.apply import Snapshot, localized
 from patchkit.plan.reasons import ReleaseChanged
 from patchkit.report import Where
-from patchkit.targets.jit_builds import JitCheck
 from patchkit.targets.session import Session
 from patchkit.targets.transaction import LockTaken, SetAside, commit, exclusive, keep_edits, set_aside
 from patchkit.values import Value
+
+if TYPE_CHECKING:
+    from patchkit.targets.jit_builds import JitCheck
 
 
 class ForceRefused(Refused):
@@ -44,7 +47,7 @@ class RevertResult(Value, kw_only=True):
     plan: Plan
     kept: tuple[Path, ...]  # --force: the copies of files edited after apply
     dropped: tuple[Path, ...]  # bytecode files dropped
-    jit: JitCheck  # FlashInfer's stale JIT builds of the files written: dropped, or named
+    jit: JitCheck | None  # FlashInfer's stale JIT builds of the files written: dropped, or named (None: not FlashInfer, or nothing written)
     restart: tuple  # targets.processes.Process that started before the change
     local: Callable[[str], str]  # how the target names a repository path
     exit_code: int = OK
@@ -78,7 +81,7 @@ def revert(
     written = [c.path for c in plan.changes] if plan.action == REVERT else None
     return RevertResult(
         where=Where.of(s), dry_run=dry_run, pending=before.pending, lock=lock, set_aside=aside, plan=plan, kept=tuple(kept),
-        dropped=tuple(dropped), jit=s.drop_jit_builds(written, dry_run) if written is not None else JitCheck(),
+        dropped=tuple(dropped), jit=s.drop_jit_builds(written, dry_run) if written is not None else None,
         restart=tuple(s.old_processes(written)) if written is not None and not dry_run else (), local=s.target.local,
     )
 

@@ -45,7 +45,9 @@ def lock_lines(lock) -> list[str]:
 
 def jit_lines(jit, version: str | None, when: str) -> list[str]:
     """What became of FlashInfer's stale JIT builds (``targets.jit_builds.JitCheck``); ``when``:
-    how a build came to be stale ("before the patch")."""
+    how a build came to be stale ("before the patch"); None: a project without JIT builds."""
+    if jit is None:
+        return []
     from patchkit.targets.jit_builds import Drop
 
     if jit.error is not None:
@@ -147,7 +149,10 @@ def _recovered(done) -> dict | None:
 
 
 def jit_fields(jit) -> dict:
-    """What apply's and revert's --json say of FlashInfer's stale JIT builds (``JitCheck``)."""
+    """What apply's and revert's --json say of FlashInfer's stale JIT builds (``JitCheck``; None:
+    a project without JIT builds, the same fields, empty)."""
+    if jit is None:
+        return {"jit_builds": [], "jit_builds_dropped": [], "jit_error": None}
     from patchkit.targets.jit_builds import Drop
 
     return {

@@ -72,17 +72,23 @@ class Session:
         return self._read(set(self.target.candidates()) | set(extra))
 
     def _read(self, rels) -> dict[str, bytes]:
+        """The bytes of each of ``rels`` that exists, each checked (``Target.path``) then read."""
         out = {}
         for rel in sorted(rels):
-            link = self.target.root / self.target.local(rel)
-            if link.is_symlink():
+            try:
+                path = self.target.path(rel, must_exist=False)
+            except UnsafePath:
+                link = self.target.root / self.target.local(rel)
+                if not link.is_symlink():
+                    raise
                 # Never written through; refused only if it holds a table we would patch.
                 if any(name.encode() in read_file(link, SOURCE_CAP, "source file") for name in self.project.names):
-                    raise UnsafePath(str(link), "refused: target is a symlink")
+                    raise UnsafePath(str(link), "refused: target is a symlink") from None
                 continue
-            path = self.target.path(rel, must_exist=False)
-            if path.is_file():
+            try:
                 out[rel] = read_file(path, SOURCE_CAP, "source file")
+            except FileNotFoundError:
+                continue
         return out
 
     def reader(self):
@@ -208,10 +214,13 @@ class Session:
         newest = jit_builds.newest_mtime(self.target.root / self.target.local(r) for r in rels)
         return jit_builds.older_than(builds, newest) if newest is not None else []
 
-    def drop_jit_builds(self, rels, dry_run: bool = False) -> JitCheck:
+    def drop_jit_builds(self, rels, dry_run: bool = False) -> JitCheck | None:
         """The stale JIT builds of ``rels``, and what became of each: a build folder below
         FlashInfer's cache is removed (``jit_builds.drop``; with ``dry_run`` it would be), a
-        prebuilt one is left alone (``Build.advice`` says what removes it)."""
+        prebuilt one is left alone (``Build.advice`` says what removes it).  None for a project
+        that has no JIT builds (all but FlashInfer): nothing to look for, nothing imported."""
+        if self.project.name != "flashinfer":
+            return None
         from patchkit.targets import jit_builds
         from patchkit.targets.jit_builds import Drop, JitCheck, JitDrop
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from patchkit.errors import OK
 from patchkit.fixes.registry import default_fixes
 from patchkit.plan import APPLY, Plan
-from patchkit.plan.apply import ApplyRequest, Look, Snapshot, look
+from patchkit.plan.apply import ApplyRequest, Look, Snapshot, look, unchanged
 from patchkit.report import Auto, AutoTarget, Where, combine
 from patchkit.targets import bytecode
 from patchkit.targets.session import Session
@@ -64,7 +64,8 @@ def apply_one(s: Session, request: ApplyRequest, first: tuple[Snapshot, Look] | 
     if found is None or not request.dry_run and found.writes():
         with exclusive(s.target, s.store, s.version) as lock:
             snap = _read(s, request)
-            found = look(request, snap)
+            if found is None or not unchanged(before, snap):  # else the look without the lock is this one's
+                found = look(request, snap)
             aside = set_aside(s.store, *found.old) if found.old else None
             plan = found.plan
             wrote = commit(s.target, s.store, plan.changes, plan.applied, "apply", s.version) if plan.action == APPLY else []

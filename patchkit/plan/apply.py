@@ -111,6 +111,17 @@ def why_no_shipped(label: str, version: str | None, series: str | None, series_p
             f"(the shipped one copies key {series_pair[0]!r} to key {series_pair[1]!r})")
 
 
+def unchanged(first: Snapshot, again: Snapshot) -> bool:
+    """Whether ``again`` (read under the lock) holds what ``first`` held, every field a look reads
+    (``tidy`` is the lock's business: the lock's own file is there now) and each file that a look
+    at ``first`` read through ``first.read`` (its ``seen``): ``look`` is pure, so the look at
+    ``first`` is then the look at ``again``, and need not be made twice."""
+    seen = getattr(first.read, "seen", None)
+    if seen is None or first._replace(read=None, tidy=None) != again._replace(read=None, tidy=None):
+        return False
+    return all(again.read(rel) == data for rel, data in seen.items())
+
+
 def look(request: ApplyRequest, snap: Snapshot) -> Look:
     """What apply writes at the target ``snap`` was read from; a refusal on account of a fix kept
     from an earlier apply says how to go without it."""

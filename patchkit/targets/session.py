@@ -92,14 +92,21 @@ class Session:
         return out
 
     def reader(self):
-        """The bytes of a file of the target by repository path, or None (a rule's helper)."""
+        """The bytes of a file of the target by repository path, or None (a rule's helper); what it
+        read is in its ``seen`` (``plan.apply.unchanged`` compares it with a second look)."""
+        seen: dict[str, bytes | None] = {}
+
         def read(rel: str) -> bytes | None:
             try:
                 path = self.target.path(rel, must_exist=False)
             except PatchkitError:
-                return None
-            return read_file(path, SOURCE_CAP, "source file") if path.is_file() and not path.is_symlink() else None
+                data = None
+            else:
+                data = read_file(path, SOURCE_CAP, "source file") if path.is_file() and not path.is_symlink() else None
+            seen[rel] = data
+            return data
 
+        read.seen = seen
         return read
 
     def applied(self) -> Applied | None:

@@ -16,7 +16,6 @@ from patchkit.text import Pattern
 # patches for and accepts as --version.  packaging parses every version this matches.
 _RELEASE = Pattern(r"\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?")
 _LEADING = Pattern(r"\d+(\.\d+)*")
-_PLAIN = Pattern(r"(\d+(?:\.\d+)*)(?:\.post(\d+))?")
 
 
 def tag_to_version(tag: str) -> str:
@@ -48,13 +47,14 @@ def _numbers(version: str) -> tuple | None:
     then its post number (-1: none, below every post-release).  None for any other version (a
     pre- or dev-release, an epoch, a local label, another spelling): packaging orders those.  The
     fixes' ranges are of such releases: the commands compare them without importing packaging."""
-    match = _PLAIN.fullmatch(version)
-    if match is None:
+    head, post, number = version.partition(".post")  # read as text: no expression compiled at start-up
+    parts = head.split(".")
+    if post and not number.isdecimal() or not all(p.isdecimal() for p in parts):
         return None
-    numbers = [int(n) for n in match.group(1).split(".")]
+    numbers = [int(n) for n in parts]
     while numbers and numbers[-1] == 0:
         numbers.pop()
-    return tuple(numbers), -1 if match.group(2) is None else int(match.group(2))
+    return tuple(numbers), int(number) if post else -1
 
 
 def after(a: str, b: str) -> bool:

@@ -31,7 +31,6 @@ naming the file and the key.
 
 from __future__ import annotations
 
-import re
 import sys
 from functools import lru_cache
 from pathlib import Path
@@ -48,13 +47,12 @@ from patchkit.fixes.kinds import (
     Refresh,
     Rule,
 )
-from patchkit.text import Pattern
+from patchkit.text import named
 from patchkit.values import Record
 
 HERE = Path(__file__).resolve().parent
 EVIDENCE = ("same as upstream ", "part of upstream ", "proposed upstream ", "not upstream")
 _DIFF_MAX = 1 << 20  # a backport's diff is read whole: one upstream change, not a tree
-_DIFF_FILE = Pattern(rb"^diff --git a/(\S+) b/(\S+)$", re.M)
 _LOCATORS = ("call", "keyword", "target", "test")
 # The data files beside the fixes that are not fixes.
 NOT_FIXES = ("projects.toml", "known-failures.toml", "known-speedups.toml", "known-kernels.toml", "known-settings.toml")
@@ -199,6 +197,18 @@ def _rule(name: str, rule: object, path: Path, what: str) -> Rule:
     return cls(**{f: values[f] for f in cls._fields})
 
 
+def _diff_files(diff: bytes) -> list[tuple[bytes, bytes]]:
+    """(A, B) of each line ``diff --git a/A b/B`` of ``diff``, A and B without white space: what the
+    expression ``^diff --git a/(\\S+) b/(\\S+)$`` finds, read as text (no expression compiled at start-up)."""
+    found = []
+    for line in diff.split(b"\n"):
+        if line.startswith(b"diff --git a/"):
+            a, space, b = line[13:].partition(b" ")
+            if space and b.startswith(b"b/") and a and b[2:] and a.split() == [a] and b[2:].split() == [b[2:]]:
+                found.append((a, b[2:]))
+    return found
+
+
 def _backport(rule: dict, path: Path, what: str) -> dict:
     """A backport's diff (read beside the fix), its files, origin and base release."""
     name = _get(rule, "diff", str, path, what)
@@ -213,7 +223,7 @@ def _backport(rule: dict, path: Path, what: str) -> dict:
     if len(diff) > _DIFF_MAX:
         raise BadInput(str(file), f"{what}: the diff is over {_DIFF_MAX} bytes")
     files = []
-    for a, b in _DIFF_FILE.findall(diff):
+    for a, b in _diff_files(diff):
         if a != b:
             raise BadInput(str(file), f"{what}: renames are not carried ({a.decode()} -> {b.decode()})")
         files.append(a.decode("utf-8", "replace"))
@@ -277,7 +287,7 @@ def read_fix(path: Path) -> Fix:
 def read_fixes(folder: Path = HERE) -> dict[str, Fix]:
     """Every ``*.toml`` in ``folder`` but projects.toml, known-failures.toml (signatures.py reads
     it), known-speedups.toml (speedups.py) and known-kernels.toml (kernels.py): the default fixes first, then by name."""
-    fixes = [read_fix(p) for p in sorted(folder.glob("*.toml")) if p.name not in NOT_FIXES]
+    fixes = [read_fix(p) for p in named(folder, "*.toml") if p.name not in NOT_FIXES]
     return {f.name: f for f in sorted(fixes, key=lambda f: (not f.default, f.name))}
 
 

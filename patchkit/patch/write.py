@@ -27,7 +27,9 @@ class FileChange(Record):
 
 def split_lines(data: bytes) -> list[bytes]:
     """Lines with their endings; only ``\\n`` ends a line, as in git."""
-    return re.findall(rb"[^\n]*\n|[^\n]+$", data)
+    lines = data.split(b"\n")
+    last = lines.pop()
+    return [line + b"\n" for line in lines] + ([last] if last else [])
 
 
 def _range(start: int, length: int) -> str:

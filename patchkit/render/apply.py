@@ -164,6 +164,19 @@ def jit_fields(jit) -> dict:
 
 
 def _counted(before: bytes, after: bytes) -> dict:
+    """The lines the diff from ``before`` to ``after`` adds and removes.  A change that only adds
+    or only removes lines in one place (a table's new key: most of what apply writes) is counted
+    from the lines the two share at each end, without making the diff: the fewest lines, as
+    ``git diff --stat`` counts them."""
+    a, b = split_lines(before), split_lines(after)
+    start, most = 0, min(len(a), len(b))
+    while start < most and a[start] == b[start]:
+        start += 1
+    end = 0
+    while end < most - start and a[-1 - end] == b[-1 - end]:
+        end += 1
+    if start + end == most:  # one side is all shared lines: the rest of the other is the change
+        return {"added": len(b) - most, "removed": len(a) - most}
     added = removed = 0
     for line in split_lines(hunks(before, after)):
         if line.startswith(b"+"):

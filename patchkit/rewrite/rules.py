@@ -15,13 +15,12 @@ the bytes of another file of the release (a repository path; None if there is no
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from collections.abc import Callable, Iterable
 from functools import lru_cache
 
 from patchkit.fixes.kinds import BackportRule, ComparisonRule, DictKeyRule, Kind, ListMemberRule, PredicateRule, Rule
-from patchkit.text import Pattern
+from patchkit.text import Pattern, wildcard
 from patchkit.types import ALREADY_UPSTREAM, PATCHED, Status
 from patchkit.values import Record
 
@@ -86,7 +85,7 @@ class FileRewrite(Record):
 
 def matches(path: str, pattern: str) -> bool:
     """Does the repository path match the rule's glob (``*`` stays inside one folder)?"""
-    return path.count("/") == pattern.count("/") and fnmatch.fnmatchcase(path, pattern)
+    return path.count("/") == pattern.count("/") and wildcard(path, pattern)
 
 
 def rules_of(path: str, rules: Iterable[Rule]) -> list[Rule]:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from patchkit.bounded import read_file
 from patchkit.errors import BadInput
-from patchkit.text import Pattern
+from patchkit.text import Pattern, wildcard
 from patchkit.values import Record
 
 TEXT_CAP = 4 << 20  # a .pth, a finder, direct_url.json, an .egg-link, METADATA (dist_info.py): a few KiB each in real installs
@@ -153,13 +153,11 @@ class Candidates(Record):
 def candidates(name: str, path: ImportPath, label: str, egg: str) -> Candidates:
     """The places on ``path`` that hold the package ``name``.  ``egg``: a glob of the project's
     egg names (a zipped egg on the path is a file Python imports from)."""
-    import fnmatch
-
     found: list[Found] = []
     namespace = None
     for entry in path.entries:
         if entry.folder.is_file():
-            if fnmatch.fnmatch(entry.folder.name, egg):
+            if wildcard(entry.folder.name, egg):
                 found.append(Found(entry.folder, entry, None))
             continue
         package = entry.folder / name

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,6 +12,7 @@ from patchkit.errors import BadInput
 from patchkit.fixes.registry import PROJECTS, Project
 from patchkit.git.refs import git_dir, release_tags_at_head
 from patchkit.targets.safety import resolve_inside
+from patchkit.text import wildcard
 from patchkit.types import StrEnum
 from patchkit.values import Record
 from patchkit.versions import tag_to_version
@@ -130,7 +130,7 @@ def _matching(root: Path, pattern: str) -> list[str]:
     base = os.path.join(root, folder)
     if any(c in name for c in "*?["):
         try:
-            names = [n for n in os.listdir(base) if fnmatchcase(n, name)]
+            names = [n for n in os.listdir(base) if wildcard(n, name)]
         except OSError:  # no such folder, or not one to read: nothing there, as glob finds
             return []
     else:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fnmatch
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,6 +18,7 @@ from patchkit.plan import release_changed
 from patchkit.targets.locate import INSTALLED, Target, open_install, open_target
 from patchkit.targets.safety import check_relative
 from patchkit.targets.state import Store
+from patchkit.text import wildcard
 from patchkit.types import CANNOT_APPLY, INCOMPLETE, STALE, Applied
 from patchkit.versions import is_version, public
 
@@ -113,7 +113,7 @@ class Session:
         """What patchkit applied here; its paths must be target files of the project."""
         applied = self.store.applied()
         for f in applied.files if applied else ():
-            if not isinstance(f.path, str) or not any(fnmatch.fnmatchcase(f.path, g) for g in self.project.files):
+            if not isinstance(f.path, str) or not any(wildcard(f.path, g) for g in self.project.files):
                 raise BadInput(str(self.store.state_file), f"corrupt patchkit state: {f.path!r} is not a target file")
         return applied
 
@@ -362,7 +362,7 @@ class Session:
                 raise BadInput(str(patch_path), "does not match the sha256 in manifest.json (edited after generation?)")
             for f in entry.files:
                 check_relative(f.path)
-                if not any(fnmatch.fnmatchcase(f.path, g) for g in self.project.files):
+                if not any(wildcard(f.path, g) for g in self.project.files):
                     raise UnsafePath(f.path, f"refused: {manifest_path} names a file outside patchkit's target files")
             names.append(str(patch_path) if patches else "/".join(x for x in ("patches", self.project.patches, self.series, name) if x))
             data += raw

@@ -26,6 +26,7 @@ from patchkit.bounded import load_json
 from patchkit.digest import sha256
 from patchkit.errors import BadInput, UnsafePath
 from patchkit.targets.atomic import STATE_LINK, fsync_dir, make_dir, read_private, write_atomic
+from patchkit.text import named
 from patchkit.types import FORMAT, Applied
 
 LINK = STATE_LINK
@@ -93,12 +94,12 @@ class Store:
         """
         if self.root.is_dir():
             self.check()
-            for path in self.root.glob(".*.patchkit-tmp"):
+            for path in named(self.root, ".*.patchkit-tmp"):
                 if not path.is_symlink():
                     path.unlink(missing_ok=True)
-            for scratch in self.root.glob("upstream-*"):
+            for scratch in named(self.root, "upstream-*"):
                 _remove_tree(scratch)
-            for folder in self.aside.glob("*"):
+            for folder in named(self.aside, "*"):
                 if folder.is_dir() and not folder.is_symlink() and not any(
                         (folder / n).is_file() for n in ("state.json", "journal.json")):  # killed
                     _remove_tree(folder)
@@ -110,7 +111,7 @@ class Store:
             return True
         if self.lock_file.exists() or self.journal_file.exists():
             return False
-        if any(self.root.glob(".*.patchkit-tmp")) or any(self.root.glob("upstream-*")):
+        if named(self.root, ".*.patchkit-tmp") or named(self.root, "upstream-*"):
             return False
         keep = {f.pre_sha256 for f in applied.files} if applied else set()
         return not (self.objects.is_dir() and any(p.name not in keep for p in self.objects.iterdir()))
@@ -192,7 +193,7 @@ class Store:
 
     def set_aside_states(self) -> list[Path]:
         """The folders of states set aside, oldest first."""
-        return sorted(p for p in self.aside.glob("*/state.json")) if self.aside.is_dir() else []
+        return [f / "state.json" for f in named(self.aside, "*") if f.is_dir() and (f / "state.json").exists()]
 
     def journal(self) -> dict | None:
         return self._read_json(self.journal_file)

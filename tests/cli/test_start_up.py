@@ -32,6 +32,7 @@ NOT_AT_START = {
     "locale": "gettext's first translation (click's help and version options, click.Path's name)",
     "signal": "its enums, built at import: patchkit sets SIGINT through _signal",
     "patchkit.targets.jit_builds": "FlashInfer's JIT builds: looked for in a FlashInfer target only",
+    "difflib": "a change that only adds or only removes lines is counted without a diff",
 }
 
 

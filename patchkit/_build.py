@@ -5,8 +5,10 @@ setuptools while it builds, never by patchkit.
 
 The wheel gets ``patchkit/fixes/_parsed.py``: each ``*.toml`` of that folder as tomllib parses it,
 keyed by the sha256 of its text (``fixes/load.py`` takes a document from there only when the
-file's text is the one that was parsed; any other text is parsed when read).  Nothing is
-written into the tree.
+file's text is the one that was parsed; any other text is parsed when read); and
+``patchkit/patch/_parsed/<sha256>.marshal``: each shipped patch as its reader parses it
+(``parsed_patches``; read by ``patch.manifest.Shipped.sections``, so apply and revert do not
+import the diff reader, unidiff, a build requirement for this step).  Nothing is written into the tree.
 """
 
 from __future__ import annotations
@@ -56,9 +58,31 @@ def parsed_module(folder: Path) -> str:
     )
 
 
+def parsed_patches(patches: Path, out: Path) -> int:
+    """Each shipped patch below ``patches`` parsed (``patch.read.built``) into ``out/<sha256>.marshal``,
+    which ``patch.manifest.Shipped.sections`` reads instead of parsing it at every apply; how many.
+    A patch the reader refuses is left out: read when used, it says why."""
+    from patchkit.errors import PatchError
+    from patchkit.patch.read import built
+
+    out.mkdir(parents=True, exist_ok=True)
+    count = 0
+    for path in sorted(patches.rglob("*.patch")):
+        raw = path.read_bytes()
+        try:
+            stored = built(raw, str(path))
+        except PatchError:
+            continue
+        (out / f"{hashlib.sha256(raw).hexdigest()}.marshal").write_bytes(stored)
+        count += 1
+    return count
+
+
 class BuildPy(build_py):
     def run(self) -> None:
         super().run()
-        fixes = Path(self.build_lib) / "patchkit" / "fixes"  # the data files as the wheel ships them
+        package = Path(self.build_lib) / "patchkit"
+        fixes = package / "fixes"  # the data files as the wheel ships them
         (fixes / MODULE).write_text(parsed_module(fixes), encoding="utf-8")
+        parsed_patches(package / "patches", package / "patch" / "_parsed")
 

@@ -181,10 +181,28 @@ def read_manifest(path: Path) -> Manifest:
         raise BadInput(str(path), f"corrupt manifest: {exc}") from None
 
 
+# Where the build put each shipped patch, parsed (``patchkit/_build.py``): ``<sha256>.marshal``.
+BUILT = Path(__file__).resolve().parent / "_parsed"
+
+
+def _built(digest: str) -> list | None:
+    """The sections of the shipped patch whose bytes have sha256 ``digest``, as the build parsed
+    them (``patch.read.from_built``); None where the build did not (a source checkout, an
+    editable install, a patch of another folder): the caller parses it."""
+    from patchkit.patch.read import from_built
+
+    try:
+        with open(BUILT / f"{digest}.marshal", "rb") as f:
+            stored = f.read()
+    except OSError:
+        return None
+    return from_built(stored)
+
+
 class Shipped(Record):
     """The shipped patches of one version for the fixes chosen, taken together: their
-    ``files`` (each file in one patch only), ``fixes`` and cc pair; ``data`` their bytes, one
-    after the other (each sha256 already checked)."""
+    ``files`` (each file in one patch only), ``fixes`` and cc pair; ``parts`` each patch's
+    (name, sha256, bytes), the sha256 checked against the manifest already."""
 
     name: str  # e.g. "patches/0.5.9/0001-...patch", or several joined by " + "
     version: str
@@ -193,13 +211,18 @@ class Shipped(Record):
     from_cc: object  # the pair their keyed rules copy (None: predicate rules only)
     to_cc: object
     files: tuple[FileEntry, ...]
-    data: bytes
+    parts: tuple[tuple[str, str, bytes], ...]
 
     def sections(self) -> dict:
-        """path -> patchread.FilePatch; parsed only when hunks are needed (not for hash checks)."""
+        """path -> patchread.FilePatch; parsed only when hunks are needed (not for hash checks):
+        each patch as the build parsed it (``_built``), else read here."""
         from patchkit.patch import read as patchread
 
-        sections = {s.path: s for s in patchread.parse(self.data, self.name)}
+        found = []
+        for name, digest, raw in self.parts:
+            parsed = _built(digest)
+            found += parsed if parsed is not None else patchread.parse(raw, name)
+        sections = {s.path: s for s in found}
         if sorted(sections) != sorted(f.path for f in self.files):
             raise BadInput(self.name, "names other files than manifest.json")
         return sections

@@ -348,7 +348,7 @@ class Session:
         paths = [f.path for e in entries for f in e.files]
         if len(paths) != len(set(paths)):
             return None
-        names, data = [], b""
+        names, parts = [], []
         for entry in entries:
             name = entry.patch
             if not isinstance(name, str) or "/" in name or name in ("", ".", ".."):
@@ -365,7 +365,7 @@ class Session:
                 if not any(wildcard(f.path, g) for g in self.project.files):
                     raise UnsafePath(f.path, f"refused: {manifest_path} names a file outside patchkit's target files")
             names.append(str(patch_path) if patches else "/".join(x for x in ("patches", self.project.patches, self.series, name) if x))
-            data += raw
+            parts.append((names[-1], entry.patch_sha256, raw))
         pair = (keyed[0].from_cc, keyed[0].to_cc) if keyed else (None, None)
         return Shipped(" + ".join(names), manifest.version, " + ".join(e.patch for e in entries), tuple(e.fix for e in entries),
-                       pair[0], pair[1], tuple(f for e in entries for f in e.files), data)
+                       pair[0], pair[1], tuple(f for e in entries for f in e.files), tuple(parts))

@@ -94,7 +94,7 @@ def shipped(**file_changes) -> Shipped:
         ._replace(**file_changes.get(p, {}))
         for p in sorted(PRE)
     )
-    return Shipped(NAME, "0.5.5", NAME.rsplit("/", 1)[1], ("torch-symm-mem",), 10, 12, files, data)
+    return Shipped(NAME, "0.5.5", NAME.rsplit("/", 1)[1], ("torch-symm-mem",), 10, 12, files, ((NAME, sha(data), data),))
 
 
 SHIPPED = shipped()

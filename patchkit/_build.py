@@ -3,9 +3,9 @@ and the one build step its configuration names but cannot say (``[tool.setuptool
 build time, so that a command does not import and run a TOML parser at every start.  Imported by
 setuptools while it builds, never by patchkit.
 
-The wheel gets ``patchkit/fixes/_parsed.py``: each ``*.toml`` of that folder as tomllib parses it,
-keyed by the sha256 of its text (``fixes/load.py`` takes a document from there only when the
-file's text is the one that was parsed; any other text is parsed when read); and
+The wheel gets ``patchkit/fixes/_parsed.marshal``: each ``*.toml`` of that folder as tomllib parses
+it, keyed by its text, in marshal's bytes (``fixes/load.py`` takes a document from there only when
+the file's text is the one that was parsed; any other text is parsed when read); and
 ``patchkit/patch/_parsed/<sha256>.marshal``: each shipped patch as its reader parses it
 (``parsed_patches``; read by ``patch.manifest.Shipped.sections``, so apply and revert do not
 import the diff reader, unidiff, a build requirement for this step).  Nothing is written into the tree.
@@ -21,11 +21,11 @@ from pathlib import Path
 from setuptools.build_meta import *  # noqa: F403 - the build backend pyproject.toml names is setuptools', with this step
 from setuptools.command.build_py import build_py
 
-MODULE = "_parsed.py"
+PARSED = "_parsed.marshal"
 
 
 def _literal(value) -> bool:
-    """Whether ``repr(value)`` reads back as the same value (no dates, no inf or nan)."""
+    """Whether marshal writes ``value`` and reads back the same value (no dates, no inf or nan)."""
     if isinstance(value, dict):
         return all(isinstance(k, str) and _literal(v) for k, v in value.items())
     if isinstance(value, list):
@@ -35,8 +35,10 @@ def _literal(value) -> bool:
     return isinstance(value, (str, int, bool))
 
 
-def parsed_module(folder: Path) -> str:
-    """The text of ``_parsed.py`` for the TOML files of ``folder``."""
+def parsed_docs(folder: Path) -> bytes:
+    """The bytes of ``_parsed.marshal`` for the TOML files of ``folder``: text -> document."""
+    import marshal
+
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # Python 3.10: tomli, a build requirement there (pyproject.toml)
@@ -50,12 +52,8 @@ def parsed_module(folder: Path) -> str:
         except tomllib.TOMLDecodeError:  # left to fixes/load.py, which names the file and the reason
             continue
         if _literal(doc):
-            docs[hashlib.sha256(text.encode("utf-8")).hexdigest()] = doc
-    return (
-        '"""Written by patchkit/_build.py at build time: the TOML files of patchkit/fixes/ as tomllib parses them,\n'
-        'keyed by the sha256 of their text (fixes/load.py reads them from here)."""\n\n'
-        f"DOCS = {docs!r}\n"
-    )
+            docs[text] = doc
+    return marshal.dumps(docs)
 
 
 def parsed_patches(patches: Path, out: Path) -> int:
@@ -83,6 +81,6 @@ class BuildPy(build_py):
         super().run()
         package = Path(self.build_lib) / "patchkit"
         fixes = package / "fixes"  # the data files as the wheel ships them
-        (fixes / MODULE).write_text(parsed_module(fixes), encoding="utf-8")
+        (fixes / PARSED).write_bytes(parsed_docs(fixes))
         parsed_patches(package / "patches", package / "patch" / "_parsed")
 

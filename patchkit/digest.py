@@ -11,8 +11,24 @@ except ImportError:  # pragma: no cover - depends on the interpreter
         from hashlib import sha256 as _new_sha256
 
 
+_SEEN: dict[bytes, str] = {}  # bytes -> their sha256: a command checks the same files several times
+_KEPT = 16 << 20  # the most bytes kept as keys (files patchkit reads are capped; a run reads a few)
+_HELD = [0]
+
+
 def sha256(data: bytes) -> str:
-    return _new_sha256(data).hexdigest()
+    """The sha256 of ``data`` (hex).  Bytes hashed once are remembered (up to ``_KEPT`` of them):
+    apply and revert check each file's digest several times, before and after, in the plan, the
+    transaction and the state; equal bytes look their digest up (a memcmp), not hash it again."""
+    if type(data) is not bytes:  # a bytearray or a view: not a key
+        return _new_sha256(data).hexdigest()
+    known = _SEEN.get(data)
+    if known is None:
+        known = _new_sha256(data).hexdigest()
+        if _HELD[0] + len(data) <= _KEPT:
+            _SEEN[data] = known
+            _HELD[0] += len(data)
+    return known
 
 
 def blob_id(data: bytes) -> str:

@@ -109,18 +109,25 @@ def _read(path: Path) -> dict:
         raise BadInput(str(path), f"not a readable TOML file ({exc})") from None
 
 
+@lru_cache(maxsize=1)
+def _built() -> dict:
+    """text -> document of each data file the build parsed (``_parsed.marshal``, which
+    patchkit/_build.py writes into the wheel); {} in a source tree or an editable install."""
+    import marshal
+
+    try:
+        with open(HERE / "_parsed.marshal", "rb") as f:
+            docs = marshal.loads(f.read())
+    except (OSError, EOFError, ValueError, TypeError):
+        return {}
+    return docs if isinstance(docs, dict) else {}
+
+
 @lru_cache(maxsize=16)
 def _parse(text: str) -> dict:
-    """``text`` as tomllib parses it: as the build parsed it (``_parsed.py``, which patchkit/_build.py
-    writes into the wheel, keyed by the sha256 of each data file's text) when it is the text
-    that was parsed there, else parsed now."""
-    try:
-        from patchkit.fixes._parsed import DOCS
-    except ImportError:  # a source tree or an editable install: nothing parsed at build time
-        DOCS = {}
-    from patchkit.digest import sha256
-
-    doc = DOCS.get(sha256(text.encode("utf-8")))
+    """``text`` as tomllib parses it: as the build parsed it (``_built``) when it is a text that
+    was parsed there (looked up by the text itself: no digest to compute), else parsed now."""
+    doc = _built().get(text)
     if doc is not None:
         return doc
     if sys.version_info >= (3, 11):

@@ -3,9 +3,11 @@
 Ctrl-C is handled from here on, before the command line's imports: SIGINT raises
 ``errors.Interrupted`` wherever patchkit is (the child processes it runs are ended on the
 way out), and ``cli.boundary.last_resort`` prints ``patchkit: interrupted`` and exits 130.
+When the command has ended, the process ends without taking the interpreter apart (``_end``).
 """
 
 import gc
+import os
 import sys
 
 from patchkit.errors import INTERRUPTED, SOFTWARE, Interrupted, catch_sigint, unexpected
@@ -33,7 +35,30 @@ def main() -> None:
         # 10,000 new objects, not every 700, is enough (a few % of apply's instructions).
         gc.set_threshold(10_000, 10, 10)
         gc.enable()
-    run()
+    _end(run)
+
+
+def _end(run) -> None:
+    """Run the command line, then end the process with its exit code once stdout and stderr are
+    flushed, without tearing the interpreter down: every file patchkit wrote is closed by then,
+    no thread, child process or exit handler of patchkit's is left, and freeing every module and
+    object one by one costs a few % of a command's instructions.  Where any of that is not so
+    (an exit that is not a code, a thread, a pipe closed under stdout) Python ends it as ever."""
+    try:
+        run()
+    except SystemExit as exc:
+        code = exc.code
+    else:
+        code = 0
+    threads = sys.modules.get("threading")
+    if not isinstance(code, int) or threads is not None and threads.active_count() > 1:
+        sys.exit(code)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):  # a closed pipe or stream: Python says so, as it would have
+        sys.exit(code)
+    os._exit(code)
 
 
 def _leave(line: str, code: int) -> None:

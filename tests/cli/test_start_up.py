@@ -19,10 +19,14 @@ from support.cli import PROCESS_ENV, invoke
 from support.repos import GIT_ENV
 
 # Run patchkit's entry point, then write the names of the modules it imported to argv[1].
+# (patchkit ends with os._exit, past atexit: the names are written on the way.)
 _PROBE = """
-import atexit, sys
-out = sys.argv.pop(1)
-atexit.register(lambda: open(out, "w").write("\\n".join(sorted(sys.modules))))
+import os, sys
+out, end = sys.argv.pop(1), os._exit
+def _exit(code):
+    open(out, "w").write("\\n".join(sorted(sys.modules)))
+    end(code)
+os._exit = _exit
 from patchkit.__main__ import main
 main()
 """

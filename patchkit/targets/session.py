@@ -39,6 +39,7 @@ class Session:
         self.project = project
         self.version = version
         self.how = how
+        self._manifests: dict = {}  # patches folder -> ``_manifest``'s answer: read once a command
 
     @classmethod
     def open(cls, path: Path, version: str | None = None, project: str | None = None, install=None) -> Session:
@@ -305,11 +306,14 @@ class Session:
 
     def _manifest(self, patches: Path | None) -> tuple[Path, Manifest] | None:
         """(the path, the manifest) of this version's shipped series (``patches``: the folder of
-        series; a local version's is its public release's), or None when there is none."""
+        series; a local version's is its public release's), or None when there is none.  Read
+        once per session: apply's second look, under the lock, reads the target again, not this."""
         if not self.series:
             return None
-        path = (patches or shipped_dir("patches")) / self.project.patches / self.series / "manifest.json"
-        return (path, read_manifest(path)) if path.is_file() else None
+        if patches not in self._manifests:  # patchkit's own files (or --patches), not the target's: read once
+            path = (patches or shipped_dir("patches")) / self.project.patches / self.series / "manifest.json"
+            self._manifests[patches] = (path, read_manifest(path)) if path.is_file() else None
+        return self._manifests[patches]
 
     def blocked(self, patches: Path | None, fixes) -> list[FixStatus]:
         """The fixes of ``fixes`` that the shipped manifest of this version says cannot apply

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from patchkit.errors import UnsafePath
+from patchkit.targets import safety
 from patchkit.targets.safety import check_relative, resolve_inside
 
 NOT_PLAIN = "refused: not a plain relative path"
@@ -114,7 +115,41 @@ def test_a_folder_swapped_for_a_link_after_the_walk_is_refused(tree: Path, tmp_p
             (tree / "python/sglang").symlink_to(tmp_path / "elsewhere")
         return info
 
+    monkeypatch.setattr(safety, "_plain_file", lambda root, path: False)  # the walk, as for a file the kernel did not tell
     monkeypatch.setattr(os, "lstat", swap_after_walk)
     with pytest.raises(UnsafePath) as raised:
         resolve_inside(tree, "python/sglang/x.py")
     assert (raised.value.path, raised.value.reason) == (str(tree / "python/sglang/x.py"), "refused: resolves outside the target tree")
+
+
+def test_a_folder_swapped_for_a_link_while_the_kernel_looks_is_refused(tree: Path, tmp_path: Path, monkeypatch) -> None:
+    """The same race in the few system calls of the common case (after the file is opened, before
+    its path is read back): the file is no longer where it was asked for, so the walk looks, and
+    finds the link."""
+    real_fstat, swapped = os.fstat, []
+
+    def swap_after_open(fd):
+        info = real_fstat(fd)
+        if swapped:
+            return info
+        swapped.append(fd)
+        (tree / "python/sglang").rename(tmp_path / "moved")
+        (tmp_path / "elsewhere").mkdir()
+        (tmp_path / "elsewhere/x.py").write_bytes(b"X = 3\n")
+        (tree / "python/sglang").symlink_to(tmp_path / "elsewhere")
+        return info
+
+    monkeypatch.setattr(os, "fstat", swap_after_open)
+    with pytest.raises(UnsafePath) as raised:
+        resolve_inside(tree, "python/sglang/x.py")
+    assert (raised.value.path, raised.value.reason) == (str(tree / "python/sglang"), "refused: path goes through a symlinked folder")
+
+
+def test_the_kernel_tells_a_plain_file_and_nothing_else(tree: Path) -> None:
+    assert safety._plain_file(str(tree), "python/sglang/x.py")
+    assert not safety._plain_file(str(tree), "python/sglang/link.py")  # the last component a link
+    assert not safety._plain_file(str(tree), "python/inside/x.py")  # a folder on the way a link, back inside
+    assert not safety._plain_file(str(tree), "python/out/x.py")  # and one leading out
+    assert not safety._plain_file(str(tree), "python/sglang/dir.py")  # a folder
+    assert not safety._plain_file(str(tree), "python/sglang/missing.py")
+    assert resolve_inside(tree, "python/sglang/x.py") == tree / "python/sglang/x.py"

@@ -27,7 +27,7 @@ class FrozenError(AttributeError):
 
 
 def _is_classvar(hint: object) -> bool:
-    return (hint if isinstance(hint, str) else repr(hint)).startswith(("ClassVar", "typing.ClassVar"))
+    return (hint if type(hint) is str else repr(hint)).startswith(("ClassVar", "typing.ClassVar"))
 
 
 class Value:
@@ -45,16 +45,18 @@ class Value:
 
     def __init_subclass__(cls, kw_only: bool = False, **kw) -> None:
         super().__init_subclass__(**kw)
-        fields, defaults = list(cls._fields), dict(cls._defaults)
-        for name, hint in cls.__dict__.get("__annotations__", {}).items():
-            if _is_classvar(hint):
-                continue
+        if kw_only:
+            cls._kw_only = True
+        own = [(n, h) for n, h in cls.__dict__.get("__annotations__", {}).items() if not _is_classvar(h)]
+        if not own:  # the fields and defaults of its base, which checked them (a reason's ``code`` only)
+            return
+        fields, defaults, body = list(cls._fields), dict(cls._defaults), cls.__dict__
+        for name, _ in own:
             if name not in fields:
                 fields.append(name)
             defaults.pop(name, None)
-            if name in cls.__dict__:
-                defaults[name] = cls.__dict__[name]
-        cls._kw_only = kw_only or cls._kw_only
+            if name in body:
+                defaults[name] = body[name]
         if not cls._kw_only:  # positional: a field without a default comes before those with one
             required = [n for n in fields if n not in defaults]
             if fields[: len(required)] != required:

@@ -32,6 +32,7 @@ STAGES = [
     ("render", ["patchkit.render"]),
     ("cli", ["patchkit.cli"]),
     ("entry", ["patchkit.__main__"]),
+    ("build", ["patchkit._build"]),  # the build backend's step: run by setuptools, above everything it parses with
 ]
 
 

@@ -22,7 +22,8 @@ from patchkit.git.objects import GitSource, SourceFile
 from patchkit.patch import message
 from patchkit.patch.manifest import SERIES, FileEntry, FixStatus, Manifest, SeriesEntry
 from patchkit.patch.write import FileChange, format_patch, patch_filename
-from patchkit.rewrite.rules import Found, rewrite_file
+from patchkit.rewrite.found import Found
+from patchkit.rewrite.rules import rewrite_file
 from patchkit.scan.feature_path import gates_left
 from patchkit.targets.atomic import remove_temps, write_atomic
 from patchkit.types import (

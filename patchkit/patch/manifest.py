@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from patchkit.errors import BadInput
-from patchkit.rewrite.rules import Found
+from patchkit.rewrite.found import Found
 from patchkit.types import CANNOT_APPLY, INCOMPLETE, NOT_NEEDED_HERE, PATCHED, Status
 from patchkit.values import Record
 
@@ -90,7 +90,7 @@ class FileEntry(Record):
     post_blob: str | None
     pre_sha256: str
     post_sha256: str
-    tables: list  # what the rules patched here (rewrite.rules.Found)
+    tables: list  # what the rules patched here (rewrite.found.Found)
 
     @classmethod
     def from_json(cls, doc) -> FileEntry:
@@ -111,7 +111,7 @@ class SeriesEntry(Record):
     to_cc: object
     rules: list  # {"kind", "where", "evidence", "needs"} of each rule
     files: list[FileEntry]
-    already_upstream: list  # what the fix found already there (rewrite.rules.Found)
+    already_upstream: list  # what the fix found already there (rewrite.found.Found)
 
     @classmethod
     def from_json(cls, doc) -> SeriesEntry:
@@ -156,7 +156,7 @@ class Manifest(Record):
 
 def _plain(value):
     """Records (and lists of them) as JSON's dicts and lists; a value with its own JSON
-    shape (``rewrite.rules.Found``) in that shape."""
+    shape (``rewrite.found.Found``) in that shape."""
     if hasattr(value, "to_json"):
         return value.to_json()
     if hasattr(value, "_asdict"):

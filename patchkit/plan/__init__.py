@@ -44,7 +44,7 @@ from patchkit.types import (
 from patchkit.values import Record
 
 if TYPE_CHECKING:  # for the annotations only
-    from patchkit.rewrite.rules import Found
+    from patchkit.rewrite.found import Found
 
 
 

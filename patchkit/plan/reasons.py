@@ -122,7 +122,7 @@ class Blocked(Value):
 
 class NotApplied(Value):
     """A list, gate or upstream change of a fix lacks what the fix adds (``found``: a
-    ``rewrite.rules.Found`` that would patch), at ``path``."""
+    ``rewrite.found.Found`` that would patch), at ``path``."""
 
     code: ClassVar[Reason] = Reason.LACKS_KEY
     path: str

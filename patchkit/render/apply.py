@@ -196,7 +196,7 @@ def lines_changed(before: bytes, after: bytes) -> str:
 
 
 def found_line(t) -> str:
-    """One thing a rule found (``rewrite.rules.Found``), as apply says it."""
+    """One thing a rule found (``rewrite.found.Found``), as apply says it."""
     kind = t.kind or Kind.DICT_KEY
     if kind == Kind.BACKPORT:
         return f"{t.name}: " + (f"{t.added_key} applied {t.value}" if t.patched else "already there, left alone")

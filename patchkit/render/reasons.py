@@ -1,8 +1,9 @@
-"""The one place a reason becomes its sentence.
+"""The one place a reason becomes its sentence: ``said``.
 
 The judge and the planner return reasons as values (``judge.reasons``, ``plan.reasons``),
 each with its ``code`` (``types.Reason``); ``said`` gives the sentence the text prints and
---json carries beside the code (``code``).
+--json carries beside the code (``code``): the planner's from here, the judge's from
+``render/judged.py``.
 """
 
 from __future__ import annotations
@@ -10,33 +11,25 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from patchkit.fixes.kinds import Kind
-from patchkit.judge import reasons as judge
 from patchkit.plan import reasons as plan
 
 
 def said(reason) -> str | None:
-    """The reason's sentence (None for none)."""
-    return None if reason is None else _SENTENCES[type(reason)](reason)
+    """The reason's sentence (None for none).  The judge's reasons are said by ``render/judged.py``,
+    imported by the first one said: apply, verify and revert judge nothing, and import no judge."""
+    if reason is None:
+        return None
+    say = _SENTENCES.get(type(reason))
+    if say is None:
+        from patchkit.render.judged import SENTENCES
+
+        say = SENTENCES[type(reason)]
+    return say(reason)
 
 
 def code(reason) -> str | None:
     """The reason's code, as --json gives it (None for none)."""
     return None if reason is None else str(reason.code)
-
-
-def _clean(f, label: str, version: str | None) -> str:
-    """How a release turns a feature off by itself (a ``fixes.effects.Fails``)."""
-    return f'{label} {version} warns "{f.says}"' if f.outcome == "warning" else f"{label} {version} {f.says}"
-
-
-def _unneeded(r: judge.Unneeded) -> str:
-    clean = "; ".join(_clean(f, r.label, r.version) for f in r.failing)
-    return f"{said(r.lack)}, and without it {clean}; {r.adds_without}"
-
-
-def _clean_start_only(r: judge.CleanStartOnly) -> str:
-    return (f"{r.asked_with} cannot speed anything up here ({said(r.lack)}): "
-            f"the fix only turns {' and '.join(r.crashes)} into a clean start")
 
 
 def _other_version(r: plan.OtherVersion) -> str:
@@ -85,14 +78,6 @@ def _stale_jit_build(r: plan.StaleJitBuild) -> str:
     return f"{b.library}: {b.kind}, loaded instead of the patched sources; {b.advice}"
 
 
-def _turned_on(r: judge.TurnedOn) -> str:
-    from patchkit.fixes.registry import PROJECTS  # the projects' labels: read only when one is said
-
-    until = f", until {r.on.prevented_by} is applied" if r.on.prevented_by else ""
-    return (f"{PROJECTS[r.project].label} {r.version} turns it on by itself on SM120 for {', '.join(r.on.models)}, "
-            f"with {PROJECTS[r.on.with_project].label} {r.other} (the fix is upstream from {r.on.fixed_in}){until}")
-
-
 def _replacing(r: plan.Replacing) -> str:
     (old_from, old_to), (new_from, new_to) = r.old_pair, r.new_pair
     parts = [f"{old_from} -> {old_to} becomes {new_from} -> {new_to}"] if r.old_pair != r.new_pair else []
@@ -110,20 +95,7 @@ def _no_rule(r: plan.NoRule) -> str:
     return no_rule(r.label, r.project, r.fixes)
 
 
-_NO_MULTICAST = {judge.Peers.ONE_GPU: "one GPU, no peer to share multicast memory with",
-                 judge.Peers.PCIE_ONLY: "no multicast between PCIe GPUs"}
-
 _SENTENCES: dict[type, Callable[..., str]] = {
-    judge.Lacks: lambda r: "; ".join(f"{name} lacks {key!r}" for name, key in r.gaps),
-    judge.NoTableIn: lambda r: f"no table, list or gate of it in {r.label} {r.version}",
-    judge.CannotApplyHere: lambda r: r.says,
-    judge.GatesLeft: lambda r: r.says,
-    judge.NoMulticast: lambda r: (f"no multicast on any GPU of this cc ({'; '.join(r.products)})" if r.kind == judge.Peers.NO_PRODUCT
-                                  else _NO_MULTICAST[r.kind]),
-    judge.NoNvcc: lambda r: "no nvcc on PATH",
-    judge.Unneeded: _unneeded,
-    judge.CleanStartOnly: _clean_start_only,
-    judge.TurnedOn: _turned_on,
     plan.OtherVersion: _other_version,
     plan.OriginalsAgain: _originals_again,
     plan.Reinstalled: lambda r: f"{_patched(r)}; it was reinstalled since ({r.path} is as pip installed it)",

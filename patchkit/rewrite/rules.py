@@ -19,59 +19,16 @@ import re
 from collections.abc import Callable, Iterable
 from functools import lru_cache
 
-from patchkit.fixes.kinds import BackportRule, ComparisonRule, DictKeyRule, Kind, ListMemberRule, PredicateRule, Rule
+from patchkit.fixes.kinds import BackportRule, ComparisonRule, DictKeyRule, ListMemberRule, PredicateRule, Rule
+from patchkit.rewrite.found import Found
 from patchkit.text import Pattern, wildcard
-from patchkit.types import ALREADY_UPSTREAM, PATCHED, Status
+from patchkit.types import ALREADY_UPSTREAM
 from patchkit.values import Record
 
 Read = Callable[[str], "bytes | None"]
 # A backport's three-way merge base: (rule, repository path) -> the file in the release the
 # change was made on (rule.made_on), or None where there is none to read (a target's files).
 Base = Callable[[Rule, str], "bytes | None"]
-
-
-class Found(Record):
-    """What one rule found in one file: a table, a list, a gate or an upstream change."""
-
-    fix: str | None  # None in a manifest older than series (its tables name neither fix nor kind)
-    kind: Kind | None  # the rule's kind (None: dict-key, as above)
-    name: str  # "MAX_SIZES", "_is_sm100_supported in fusion_applies()", "upstream commit abc (#1)"
-    scope: str  # what encloses it: "module", "class A", "def f"; a backport's "the upstream change"
-    status: Status  # PATCHED or ALREADY_UPSTREAM
-    added_key: object  # what was added: a key, a member, a flag, a backport's "3 hunks"
-    copied_from: object  # what it copies: a key, a member, a flag, a backport's commit
-    value: object  # as it reads now, on one line (a backport: how it applied)
-    added: tuple[str, ...] | None = None  # a predicate's module lines added (its definition, an import)
-    path: str | None = None  # the repository path of the file, once one is named
-
-    @property
-    def patched(self) -> bool:
-        return self.status == PATCHED
-
-    def at(self, path: str) -> Found:
-        return self._replace(path=path)
-
-    def to_json(self) -> dict:
-        doc = {"name": self.name, "scope": self.scope, "status": self.status, "added_key": self.added_key,
-               "copied_from": self.copied_from, "value": self.value}
-        if self.added is not None:
-            doc["added"] = list(self.added)
-        doc.update({k: v for k, v in (("fix", self.fix), ("kind", self.kind)) if v is not None})
-        return doc if self.path is None else dict(doc, path=self.path)
-
-    @classmethod
-    def from_json(cls, doc: dict) -> Found:
-        """A recorded one (a manifest's: checked by its reader, which a kind or status that is
-        none makes a ValueError)."""
-        added = doc.get("added")
-        kind, status = doc.get("kind"), Status.parse(doc["status"])
-        if kind is not None and kind not in tuple(Kind):
-            raise ValueError(f"a table's kind {kind!r} is no kind of rule ({', '.join(Kind)})")
-        if status not in (PATCHED, ALREADY_UPSTREAM):
-            raise ValueError(f"a table's status {doc['status']!r} is not {PATCHED} or {ALREADY_UPSTREAM}")
-        return cls(doc.get("fix"), None if kind is None else Kind(kind), doc["name"], doc["scope"], status,
-                   doc["added_key"], doc["copied_from"], doc.get("value"), None if added is None else tuple(added),
-                   doc.get("path"))
 
 
 class FileRewrite(Record):

@@ -22,7 +22,7 @@ from patchkit.patch.manifest import FileEntry, Shipped
 from patchkit.patch.write import FileChange, format_patch
 from patchkit.plan import APPLY, REVERT, Plan, plan_apply, plan_revert
 from patchkit.render.reasons import said
-from patchkit.rewrite.rules import Found
+from patchkit.rewrite.found import Found
 from patchkit.types import (
     ALREADY_APPLIED,
     ALREADY_UPSTREAM,

@@ -1,5 +1,6 @@
-"""Reasons are values below render/, said in one place (``render/reasons.py``), each with its
-code; docs/REFERENCE.md lists the codes."""
+"""Reasons are values below render/, said in one place (``render.reasons.said``: the planner's
+from ``render/reasons.py``, the judge's from ``render/judged.py``), each with its code;
+docs/REFERENCE.md lists the codes."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from patchkit.fixes.effects import Fails
 from patchkit.judge import reasons as judge
 from patchkit.plan import reasons as plan
-from patchkit.render import reasons
+from patchkit.render import judged, reasons
 from patchkit.render.reasons import code, said
 from patchkit.types import CANNOT_APPLY, INCOMPLETE, Reason
 from patchkit.values import Value
@@ -32,7 +33,10 @@ def test_the_reference_lists_exactly_the_reason_codes() -> None:
 def test_every_reason_is_said_and_every_code_is_some_reason() -> None:
     """Each reason class (but the base of the ways a release changed) has its sentence, and the
     codes the classes carry are the enum's, each at least once."""
-    said_for = set(reasons._SENTENCES)
+    said_for = set(reasons._SENTENCES) | set(judged.SENTENCES)
+    assert not set(reasons._SENTENCES) & set(judged.SENTENCES)
+    assert all(c.__module__ == plan.__name__ for c in reasons._SENTENCES)  # no judge's reason there
+    assert all(c.__module__ == judge.__name__ for c in judged.SENTENCES)
     assert [c.__name__ for c in CLASSES if c not in said_for and c is not plan.ReleaseChanged] == []
     codes = {c.code for c in CLASSES if isinstance(inspect.getattr_static(c, "code", None), Reason)}
     codes |= {plan.Blocked("f", s, "SGLang", "0.5.9", "", False).code for s in (CANNOT_APPLY, INCOMPLETE)}

@@ -27,7 +27,7 @@ from patchkit.plan.verify import VerifyPlan
 from patchkit.render import document, target_document, text
 from patchkit.render.where import where_line
 from patchkit.report import Auto, AutoTarget, Each, Where
-from patchkit.rewrite.rules import Found
+from patchkit.rewrite.found import Found
 from patchkit.scan.classify import UNAWARE
 from patchkit.scan.finding import EQUALITY, Finding
 from patchkit.targets.environment import WHEEL, Environment, Install

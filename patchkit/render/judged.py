@@ -1,0 +1,49 @@
+"""The sentences of the judge's reasons (``judge.reasons``), which ``render.reasons.said`` says:
+imported by the first one said (doctor, --to-cc auto), never by apply, verify or revert."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from patchkit.judge import reasons as judge
+from patchkit.render.reasons import said
+
+
+def _clean(f, label: str, version: str | None) -> str:
+    """How a release turns a feature off by itself (a ``fixes.effects.Fails``)."""
+    return f'{label} {version} warns "{f.says}"' if f.outcome == "warning" else f"{label} {version} {f.says}"
+
+
+def _unneeded(r: judge.Unneeded) -> str:
+    clean = "; ".join(_clean(f, r.label, r.version) for f in r.failing)
+    return f"{said(r.lack)}, and without it {clean}; {r.adds_without}"
+
+
+def _clean_start_only(r: judge.CleanStartOnly) -> str:
+    return (f"{r.asked_with} cannot speed anything up here ({said(r.lack)}): "
+            f"the fix only turns {' and '.join(r.crashes)} into a clean start")
+
+
+def _turned_on(r: judge.TurnedOn) -> str:
+    from patchkit.fixes.registry import PROJECTS  # the projects' labels: read only when one is said
+
+    until = f", until {r.on.prevented_by} is applied" if r.on.prevented_by else ""
+    return (f"{PROJECTS[r.project].label} {r.version} turns it on by itself on SM120 for {', '.join(r.on.models)}, "
+            f"with {PROJECTS[r.on.with_project].label} {r.other} (the fix is upstream from {r.on.fixed_in}){until}")
+
+
+_NO_MULTICAST = {judge.Peers.ONE_GPU: "one GPU, no peer to share multicast memory with",
+                 judge.Peers.PCIE_ONLY: "no multicast between PCIe GPUs"}
+
+SENTENCES: dict[type, Callable[..., str]] = {
+    judge.Lacks: lambda r: "; ".join(f"{name} lacks {key!r}" for name, key in r.gaps),
+    judge.NoTableIn: lambda r: f"no table, list or gate of it in {r.label} {r.version}",
+    judge.CannotApplyHere: lambda r: r.says,
+    judge.GatesLeft: lambda r: r.says,
+    judge.NoMulticast: lambda r: (f"no multicast on any GPU of this cc ({'; '.join(r.products)})" if r.kind == judge.Peers.NO_PRODUCT
+                                  else _NO_MULTICAST[r.kind]),
+    judge.NoNvcc: lambda r: "no nvcc on PATH",
+    judge.Unneeded: _unneeded,
+    judge.CleanStartOnly: _clean_start_only,
+    judge.TurnedOn: _turned_on,
+}

@@ -73,6 +73,12 @@ def wildcard(name: str, pattern: str) -> bool:
     return True
 
 
+def mentions(data: bytes, names) -> bool:
+    """Whether ``data`` holds any of ``names`` (as UTF-8): the one test of whether a file is worth
+    a closer look (a rule's names, a project's tables)."""
+    return any(name.encode() in data for name in names)
+
+
 def named(folder: Path, pattern: str) -> list[Path]:
     """The entries of ``folder`` whose names ``pattern`` matches (``wildcard``), sorted:
     ``sorted(folder.glob(pattern))`` for a pattern of one component, without pathlib's glob

@@ -47,3 +47,12 @@ def test_a_backports_files_are_the_expressions() -> None:
 def test_lines_are_split_as_the_expression_splits_them() -> None:
     for data in _joined((b"a", b"\n", b"\r", b"b\n"), 6):
         assert split_lines(data) == re.findall(rb"[^\n]*\n|[^\n]+$", data), data
+
+
+
+def test_what_bytes_mention() -> None:
+    from patchkit.text import mentions
+
+    source = b"x = 1\nMAX_SIZES = {10: 2}\n"
+    assert mentions(source, ("nothing", "MAX_SIZES")) and mentions(bytearray(source), ["MAX_SIZES"])
+    assert not mentions(source, ("nothing",)) and not mentions(source, ())

@@ -15,6 +15,7 @@ from patchkit.plan.reasons import ReleaseChanged
 from patchkit.report import Where
 from patchkit.targets import bytecode
 from patchkit.targets.session import Session
+from patchkit.text import mentions
 from patchkit.types import PATCHED, STALE, Applied
 from patchkit.values import Record, Value
 
@@ -88,7 +89,7 @@ def status(path: Path, patches: Path | None = None, project: str | None = None, 
     # The files the state was told by are the ones to show, when it is used: read once (none were
     # read while a transaction is pending).
     for rel, data in (read if applied and read else s.current(tuple(recorded))).items():
-        if rel not in recorded and rel not in known and not any(n.encode() in data for n in s.project.tables):
+        if rel not in recorded and rel not in known and not mentions(data, s.project.tables):
             continue
         digest = sha256(data)
         if rel in recorded:

@@ -18,6 +18,7 @@ from patchkit.plan.verify import VerifyPlan, plan_verify
 from patchkit.report import Auto, AutoTarget, Where
 from patchkit.targets import bytecode
 from patchkit.targets.session import Session
+from patchkit.text import mentions
 from patchkit.types import STALE
 from patchkit.values import Value
 
@@ -104,7 +105,7 @@ def verify_session(s: Session, from_cc: CC | None = None, to_cc: CC | None = Non
         recorded_fixes = set(ours.fixes()) if ours else set()
         fixes = tuple(n for n in FIXES if FIXES[n].default or n in recorded_fixes)
     stale = {rel: [p for p in bytecode.check(s.target.path(rel), data) if p.status == STALE]
-             for rel, data in current.items() if rel in recorded or any(n.encode() in data for n in names)}
+             for rel, data in current.items() if rel in recorded or mentions(data, names)}
     try:
         builds, jit_error = (s.jit_builds(recorded) if ours else []), None
     except PatchkitError as exc:

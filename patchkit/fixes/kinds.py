@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from patchkit.text import mentions
 from patchkit.types import StrEnum
 from patchkit.values import Record, Value
 
@@ -84,7 +85,7 @@ class Rule(Value):
     def wants(self, path: str, data: bytes) -> bool:
         """Whether the rule may find something in the file ``path`` holding ``data``: it
         mentions one of the names."""
-        return any(n.encode() in data for n in self.names())
+        return mentions(data, self.names())
 
     def key_pair(self) -> tuple[object, object] | None:
         """(from_cc, to_cc) as the project keys them; None for a rule whose pair is spelled in

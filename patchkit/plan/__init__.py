@@ -30,6 +30,7 @@ from patchkit.plan.reasons import (
     Replacing,
     Restoring,
 )
+from patchkit.text import mentions
 from patchkit.types import (
     ALREADY_APPLIED,
     ALREADY_UPSTREAM,
@@ -133,9 +134,9 @@ def _outside(base: dict[str, bytes], shipped: Shipped, rules: tuple, read, root:
     there that names what a rule looks for and cannot be judged (it does not parse) is a
     RewriteError naming it, as verify names it: a patch is never called applied while verify
     would fail on a file beside it."""
-    names = {n.encode() for r in rules for n in r.names()}
+    names = tuple(dict.fromkeys(n for r in rules for n in r.names()))
     patched = {f.path for f in shipped.files}
-    others = {p: d for p, d in base.items() if p not in patched and any(n in d for n in names)}
+    others = {p: d for p, d in base.items() if p not in patched and mentions(d, names)}
     return sorted(generated(others, rules, read, root, version)[0]) if others else []
 
 

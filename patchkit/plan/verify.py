@@ -32,6 +32,7 @@ from patchkit.plan.reasons import (
     StaleBytecode,
     StaleJitBuild,
 )
+from patchkit.text import mentions
 from patchkit.types import Applied
 from patchkit.values import Record
 
@@ -107,7 +108,7 @@ def plan_verify(
         where = local(rel)
         if rel in recorded and sha256(data) == recorded[rel].post_sha256:
             checked.append(Checked(where, "post-image hash recorded at apply", tuple(t["name"] for t in recorded[rel].tables)))
-        elif any(name.encode() in data for name in names):
+        elif mentions(data, names):
             try:
                 tables = _localized(lambda data=data, rel=rel: _evaluate(data, rel, names), local)
             except RewriteError as exc:

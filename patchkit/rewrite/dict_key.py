@@ -21,6 +21,7 @@ from patchkit.errors import RewriteError
 from patchkit.rewrite.cut import rewrite_cut
 from patchkit.rewrite.output import Found, Rewritten, new_literal, render
 from patchkit.rewrite.scope import Scope, assignments, statements
+from patchkit.text import mentions
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
 
 
@@ -196,11 +197,6 @@ def parse(source: bytes, path: str) -> cst.Module:
         raise RewriteError(path, f"cannot parse: line {exc.raw_line}, column {exc.raw_column}: {exc.message}") from None
     except (UnicodeDecodeError, LookupError, SyntaxError, RecursionError) as exc:
         raise RewriteError(path, f"cannot decode: {exc}") from None
-
-
-def mentions(source: bytes, names: Iterable[str]) -> bool:
-    """Cheap pre-filter: can this source assign any of the table names at all?"""
-    return any(name.encode() in source for name in names)
 
 
 def rewrite(source: bytes, names: Iterable[str], from_cc: Key, to_cc: Key, path: str = "<source>") -> Rewrite:

@@ -18,7 +18,7 @@ from patchkit.plan import release_changed
 from patchkit.targets.locate import INSTALLED, Target, open_install, open_target
 from patchkit.targets.safety import check_relative
 from patchkit.targets.state import Store
-from patchkit.text import wildcard
+from patchkit.text import mentions, wildcard
 from patchkit.types import CANNOT_APPLY, INCOMPLETE, STALE, Applied
 from patchkit.versions import is_version, public
 
@@ -280,7 +280,7 @@ class Session:
         from patchkit.targets import bytecode
 
         stale = {rel: tuple(pyc.path for pyc in bytecode.check(self.target.path(rel), data) if pyc.status == STALE)
-                 for rel, data in current.items() if any(name.encode() in data for name in self.project.names)}
+                 for rel, data in current.items() if mentions(data, self.project.names)}
         return {rel: paths for rel, paths in stale.items() if paths}
 
     @contextmanager

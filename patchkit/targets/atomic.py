@@ -45,6 +45,13 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def sync_folders(folders: set[Path]) -> None:
+    """fsync each folder of a batch of ``write_atomic``s once: every rename in it is then durable
+    (one fsync of a folder for all its new names, not one for each, as git's batched fsync)."""
+    for folder in sorted(folders):
+        fsync_dir(folder)
+
+
 def make_dir(path: Path) -> None:
     """Make the folder ``path`` (its parent must exist), or accept a real folder there; a
     symlink or anything else at ``path`` is UnsafePath."""
@@ -76,11 +83,14 @@ def read_private(path: Path) -> bytes | None:
         os.close(fd)
 
 
-def write_atomic(path: Path, data: bytes, mode: int | None = None, durable: bool = True) -> None:
+def write_atomic(path: Path, data: bytes, mode: int | None = None, durable: bool = True,
+                 folders: set[Path] | None = None) -> None:
     """Write through a new temp file in the same folder: fsync, rename, fsync the folder.
 
     ``durable=False`` skips the fsyncs (still atomic: readers see the old or the new file,
-    never half of one) for output that can be regenerated, such as generate's patches.  An
+    never half of one) for output that can be regenerated, such as generate's patches.
+    ``folders``: a batch of writes, whose folders the caller fsyncs once each when the batch is
+    written (``sync_folders``): the file's own bytes are fsynced here, its folder is added.  An
     OSError names ``path`` (a full disk: the temp file is removed, ``path`` is as it was).
     """
     import fcntl  # here: the commands that only read never lock
@@ -104,7 +114,9 @@ def write_atomic(path: Path, data: bytes, mode: int | None = None, durable: bool
             raise
         finally:
             os.close(fd)
-        if durable:
+        if durable and folders is not None:
+            folders.add(path.parent)
+        elif durable:
             os.fsync(folder)
     except OSError as exc:
         if exc.filename is None:

@@ -25,7 +25,7 @@ from pathlib import Path
 from patchkit.bounded import load_json
 from patchkit.digest import sha256
 from patchkit.errors import BadInput, UnsafePath
-from patchkit.targets.atomic import STATE_LINK, fsync_dir, make_dir, read_private, write_atomic
+from patchkit.targets.atomic import STATE_LINK, fsync_dir, make_dir, read_private, sync_folders, write_atomic
 from patchkit.text import named
 from patchkit.types import FORMAT, Applied
 
@@ -73,11 +73,20 @@ class Store:
         make_dir(self.objects)
 
     # -- objects -------------------------------------------------------------
-    def put(self, data: bytes) -> str:
+    def put(self, data: bytes, folders: set[Path] | None = None) -> str:
+        """``data`` into the object store (its sha256); ``folders``: of a batch (``put_all``)."""
         digest = sha256(data)
         if self.get(digest) is None:
-            write_atomic(self.objects / digest, data)
+            write_atomic(self.objects / digest, data, folders=folders)
         return digest
+
+    def put_all(self, datas) -> list[str]:
+        """Each of ``datas`` into the object store, durable when this returns: each object's bytes
+        fsynced, then the objects' folder once for all their names."""
+        folders: set[Path] = set()
+        digests = [self.put(data, folders) for data in datas]
+        sync_folders(folders)
+        return digests
 
     def get(self, digest: str) -> bytes | None:
         self._checked_root()

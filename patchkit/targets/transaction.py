@@ -2,10 +2,12 @@
 
 Order of a transaction (a SIGKILL may land between any two steps):
 
-1. the before and after bytes of every file go into the object store;
+1. the before and after bytes of every file go into the object store (each object's bytes
+   fsynced, then the store's folder once);
 2. the journal names every file with its before and after sha256, and the state to
    record once done;
-3. each file is replaced atomically (temp file, fsync, rename);
+3. each file is replaced atomically (temp file, fsync, rename), and each folder of them is
+   fsynced once the last is renamed;
 4. the new state is written, the stale bytecode of the changed modules is dropped;
 5. the journal is removed (the commit point), unneeded objects are pruned.
 
@@ -27,7 +29,7 @@ from pathlib import Path
 from patchkit.digest import sha256
 from patchkit.errors import BadInput, Interrupted, PatchkitError, Pending, Refused, UnsafePath
 from patchkit.targets import bytecode
-from patchkit.targets.atomic import make_dir, read_private, remove_temps, write_atomic
+from patchkit.targets.atomic import make_dir, read_private, remove_temps, sync_folders, write_atomic
 from patchkit.targets.locate import INSTALLED, Target
 from patchkit.targets.state import LINK, Store
 from patchkit.types import Applied, Change
@@ -213,9 +215,7 @@ def commit(target: Target, store: Store, changes: list[Change], applied: Applied
             raise Refused(str(cache), "refused: folder is not writable, so the stale bytecode could not be dropped")
     with failed_writes(store, op):
         store.ensure()
-        for change in changes:
-            store.put(change.before)
-            store.put(change.after)
+        store.put_all(data for change in changes for data in (change.before, change.after))
         fault("objects", store.objects)
         store.set_journal(
             {
@@ -228,9 +228,11 @@ def commit(target: Target, store: Store, changes: list[Change], applied: Applied
             }
         )
         fault("journal", store.journal_file)
+        folders: set[Path] = set()  # each file's bytes fsynced as it is written, its folder once below
         for i, (change, path) in enumerate(zip(changes, paths, strict=True), 1):
-            write_atomic(path, change.after, mode=os.stat(path).st_mode & 0o7777)
+            write_atomic(path, change.after, mode=os.stat(path).st_mode & 0o7777, folders=folders)
             fault(f"file:{i}", path)
+        sync_folders(folders)  # every new file durable before the state says so
         return _finish(target, store, [c.path for c in changes], applied)
 
 

@@ -6,7 +6,10 @@ from __future__ import annotations
 import os
 import re
 from functools import lru_cache
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def printable(text: str) -> str:

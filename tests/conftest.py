@@ -4,12 +4,24 @@ them from there (``from support.cli import invoke``), never from this file."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from support.prebuilt import Prebuilt
 from support.repos import make_repo
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One bytecode folder for the Python processes that every worker of the run starts
+    (support.cli.PYCACHE): make test gives it (PATCHKIT_TEST_PYCACHE); a pytest started by
+    hand gets one here, before its workers start (they inherit it), removed at the end."""
+    if "PATCHKIT_TEST_PYCACHE" not in os.environ:
+        folder = tempfile.mkdtemp(prefix="patchkit-test-pycache-")
+        os.environ["PATCHKIT_TEST_PYCACHE"] = folder
+        config.add_cleanup(lambda: (shutil.rmtree(folder, ignore_errors=True), os.environ.pop("PATCHKIT_TEST_PYCACHE", None)))
 
 
 @pytest.fixture

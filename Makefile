@@ -61,7 +61,8 @@ install: $(VENV)/.installed
 # make test prints the 20 slowest (docs/TESTING.md).
 TEST_TMPDIR ?= $(firstword $(wildcard /dev/shm) $(TMPDIR) /tmp)
 TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print(min(8, 2 * len(os.sched_getaffinity(0))))' 2>/dev/null || echo 2)
-PYTEST := $(VENV)/bin/pytest -q -p no:cacheprovider -o tmp_path_retention_policy=failed -n $(TEST_WORKERS) --dist loadfile
+PYTEST := $(VENV)/bin/pytest -q -p no:cacheprovider -o tmp_path_retention_policy=failed -n $(TEST_WORKERS) --dist loadfile \
+	--no-loadscope-reorder
 # $(call in_run_folder,COMMAND): COMMAND (a pytest) with the run's folder.
 in_run_folder = run=$$(mktemp -d "$(TEST_TMPDIR)/patchkit-tests.XXXXXX") && chmod 755 "$$run" && \
 	if TMPDIR="$$run" PATCHKIT_TEST_PYCACHE="$$run/pycache" $(1) --basetemp="$$run/pytest"; then rm -rf "$$run"; \

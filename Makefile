@@ -15,10 +15,12 @@ DEMO_VERSION := 0.5.9
 # rebuilt when pyproject.toml changes.  It installs patchkit too, from this tree (.fresh tells
 # the install step below that it is done already).  setuptools builds in build/lib and keeps
 # what it copied there: a file deleted from patches/ would still ship.  Each build starts that
-# folder afresh.
+# folder afresh.  The virtualenv starts without pip and gets the newest from the system's pip
+# (pip --python: a second faster than ensurepip and then an upgrade); ensurepip where that fails.
 $(VENV)/.deps: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
+	$(PYTHON) -m venv --without-pip $(VENV)
+	$(PYTHON) -m pip --python $(PY) install --quiet --upgrade pip 2>/dev/null || \
+		{ $(PY) -m ensurepip --quiet && $(PY) -m pip install --quiet --upgrade pip; }
 	rm -rf build/lib build/bdist.*
 	$(PY) -m pip install --quiet .
 	touch $@ $(VENV)/.fresh

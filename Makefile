@@ -57,12 +57,13 @@ install: $(VENV)/.installed
 # tests' other user reaches what they share with it): TMPDIR, pytest's --basetemp and the
 # bytecode of the Python processes the tests start (PATCHKIT_TEST_PYCACHE: compiled once a run).
 # A green run deletes it; a red one keeps it and prints where it is.
-# They run in two processes per core, at most 8 (TEST_WORKERS=0: in this one), each test file in
-# one process, the slowest files first (SLOW_FIRST in tests/conftest.py): a test often waits (pip,
-# git, fsync, a real time-out), and on a busy machine each process gets its share of the cores.
+# They run in three processes per core, at most 8 (TEST_WORKERS=0: in this one), each test file in
+# one process, the slowest files first (SLOW_FIRST in tests/support/session.py): a test often waits (pip,
+# git, fsync, a real time-out), and on a busy machine each process gets its share of the cores
+# (beside three busy loops, 6 processes get 2/3 of the machine, 4 got 4/7).
 # make test prints the 20 slowest (docs/TESTING.md).
 TEST_TMPDIR ?= $(firstword $(wildcard /dev/shm) $(TMPDIR) /tmp)
-TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print(min(8, 2 * len(os.sched_getaffinity(0))))' 2>/dev/null || echo 2)
+TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print(min(8, 3 * len(os.sched_getaffinity(0))))' 2>/dev/null || echo 2)
 PYTEST := $(VENV)/bin/pytest -q -p no:cacheprovider -o tmp_path_retention_policy=failed -n $(TEST_WORKERS) --dist loadfile \
 	--no-loadscope-reorder
 # $(call in_run_folder,COMMAND): COMMAND (a pytest) with the run's folder.

@@ -15,10 +15,12 @@ DEMO_VERSION := 0.5.9
 # rebuilt when pyproject.toml changes.  It installs patchkit too, from this tree (.fresh tells
 # the install step below that it is done already).  setuptools builds in build/lib and keeps
 # what it copied there: a file deleted from patches/ would still ship.  Each build starts that
-# folder afresh.
+# folder afresh.  The virtualenv starts without pip and gets the newest from the system's pip
+# (pip --python: a second faster than ensurepip and then an upgrade); ensurepip where that fails.
 $(VENV)/.deps: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
+	$(PYTHON) -m venv --without-pip $(VENV)
+	$(PYTHON) -m pip --python $(PY) install --quiet --upgrade pip 2>/dev/null || \
+		{ $(PY) -m ensurepip --quiet && $(PY) -m pip install --quiet --upgrade pip; }
 	rm -rf build/lib build/bdist.*
 	$(PY) -m pip install --quiet .
 	touch $@ $(VENV)/.fresh
@@ -50,23 +52,33 @@ $(VENV)/.installed: $(VENV)/.deps $(SOURCES)
 install: $(VENV)/.installed
 
 # The tests write, fsync and delete many small files (checkouts, virtualenvs, state dirs): in a
-# RAM file system when there is one (TEST_TMPDIR=/tmp to choose another); a green run leaves nothing.
-# They run in two processes per core, at most 8 (TEST_WORKERS=0: in this one), each test file in
-# one process: a test often waits (pip, git, fsync, a real time-out), and on a busy machine each
-# process gets its share of the cores.  make test prints the 20 slowest (docs/TESTING.md).
+# RAM file system when there is one (TEST_TMPDIR=/tmp to choose another).  Each run gets a folder
+# of its own there (mktemp -d: a private name, safe in a shared 1777 folder; mode 755 so that the
+# tests' other user reaches what they share with it): TMPDIR, pytest's --basetemp and the
+# bytecode of the Python processes the tests start (PATCHKIT_TEST_PYCACHE: compiled once a run).
+# A green run deletes it; a red one keeps it and prints where it is.
+# They run in three processes per core, at most 8 (TEST_WORKERS=0: in this one), each test file in
+# one process, the slowest files first (SLOW_FIRST in tests/support/session.py): a test often waits (pip,
+# git, fsync, a real time-out), and on a busy machine each process gets its share of the cores
+# (beside three busy loops, 6 processes get 2/3 of the machine, 4 got 4/7).
+# make test prints the 20 slowest (docs/TESTING.md).
 TEST_TMPDIR ?= $(firstword $(wildcard /dev/shm) $(TMPDIR) /tmp)
-TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print(min(8, 2 * len(os.sched_getaffinity(0))))' 2>/dev/null || echo 2)
-PYTEST := TMPDIR=$(TEST_TMPDIR) $(VENV)/bin/pytest -q -p no:cacheprovider -o tmp_path_retention_policy=failed \
-	-n $(TEST_WORKERS) --dist loadfile
+TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print(min(8, 3 * len(os.sched_getaffinity(0))))' 2>/dev/null || echo 2)
+PYTEST := $(VENV)/bin/pytest -q -p no:cacheprovider -o tmp_path_retention_policy=failed -n $(TEST_WORKERS) --dist loadfile \
+	--no-loadscope-reorder
+# $(call in_run_folder,COMMAND): COMMAND (a pytest) with the run's folder.
+in_run_folder = run=$$(mktemp -d "$(TEST_TMPDIR)/patchkit-tests.XXXXXX") && chmod 755 "$$run" && \
+	if TMPDIR="$$run" PATCHKIT_TEST_PYCACHE="$$run/pycache" $(1) --basetemp="$$run/pytest"; then rm -rf "$$run"; \
+	else rc=$$?; echo "the run's files are kept in $$run"; exit $$rc; fi
 
 test: test-deps
 	$(VENV)/bin/ruff check .
-	$(PYTEST) --durations=20
+	$(call in_run_folder,$(PYTEST) --durations=20)
 
 # The reliability suite at full size: a few hundred SIGKILLs of apply, revert and upstream,
 # races, hostile and broken input (make test runs it with fewer kills). See docs/RELIABILITY.md.
 test-reliability: test-deps
-	PATCHKIT_KILLS=400 $(PYTEST) tests/reliability
+	$(call in_run_folder,PATCHKIT_KILLS=400 $(PYTEST) tests/reliability)
 
 # The patch reader under atheris (libFuzzer): any bytes give a patch or a clean error.
 FUZZ_RUNS ?= 300000
@@ -111,7 +123,7 @@ check-patches: test-deps sglang-mirror flashinfer-mirror vllm-mirror
 # nvidia-nccl-cu13, cupy-cuda13x, vllm 0.20.2, triton 3.5.1 and 3.6.0: check_wheels.py), each .so against
 # cuobjdump entry by entry.  make test keeps the fixtures, small copies of some of these files and one .so.
 check-kernels: test-deps
-	$(PYTEST) tests/kernels/check_wheel.py tests/kernels/check_installed.py tests/kernels/check_wheels.py
+	$(call in_run_folder,$(PYTEST) tests/kernels/check_wheel.py tests/kernels/check_installed.py tests/kernels/check_wheels.py)
 
 # Speed and memory, side by side with their floors (see benchmarks/bench.py); prints a table.
 # BENCH_ARGS="--only commands" runs a part of it.

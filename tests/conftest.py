@@ -4,12 +4,33 @@ them from there (``from support.cli import invoke``), never from this file."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from support.prebuilt import Prebuilt
 from support.repos import make_repo
+from support.session import rewrite_test_modules, slow_first
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One bytecode folder for the Python processes that every worker of the run starts
+    (support.cli.PYCACHE): make test gives it (PATCHKIT_TEST_PYCACHE); a pytest started by
+    hand gets one here, before its workers start (they inherit it), removed at the end."""
+    if "PATCHKIT_TEST_PYCACHE" not in os.environ:
+        folder = tempfile.mkdtemp(prefix="patchkit-test-pycache-")
+        os.environ["PATCHKIT_TEST_PYCACHE"] = folder
+        config.add_cleanup(lambda: (shutil.rmtree(folder, ignore_errors=True), os.environ.pop("PATCHKIT_TEST_PYCACHE", None)))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Under xdist, before the workers start: the test modules' rewritten bytecode, written
+    once for all of them (support.session)."""
+    if getattr(session.config.option, "numprocesses", None) and not hasattr(session.config, "workerinput"):
+        rewrite_test_modules(session.config)
 
 
 @pytest.fixture
@@ -45,7 +66,8 @@ def sglang_venv(prebuilt: Prebuilt) -> Path:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """What the session builds (``prebuilt``: mirrors, wheels, build backends) comes from PyPI on
     a cold cache: the tests that use it are marked ``network`` (the others that fetch say so
-    themselves, ``pytest.mark.network``)."""
+    themselves, ``pytest.mark.network``).  The slowest files first (support.session.SLOW_FIRST)."""
+    slow_first(items)  # support.session.SLOW_FIRST
     for item in items:
         if "prebuilt" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.network)

@@ -41,8 +41,11 @@ def _env(extra: dict | None = None) -> dict:
 
 
 def _start(args: list[str], env: dict | None = None, prefix: list[str] = PATCHKIT) -> subprocess.Popen:
+    # Unbuffered pipes (bufsize=0): a readline takes its one line and leaves the rest in the pipe
+    # for communicate(); a buffered reader could keep bytes it read ahead, which communicate()
+    # never sees (on a busy machine the child has written more by the time the test reads).
     return subprocess.Popen([*prefix, *args], env=_env(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)
+                            start_new_session=True, bufsize=0)
 
 
 def _wait_for(condition, what: str, limit: float = 30.0) -> None:

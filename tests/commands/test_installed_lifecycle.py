@@ -25,7 +25,7 @@ from patchkit.rewrite.evaluate import tables
 from support.cli import invoke
 from support.mirror import default_cache, fetch_wheel
 from support.procs import after_start, running
-from support.venvs import copy_venv
+from support.venvs import copy_venv, pip_command
 
 DC = "sglang/srt/distributed/device_communicators"
 FILES = (f"{DC}/all_reduce_utils.py", f"{DC}/torch_symm_mem.py")
@@ -55,7 +55,7 @@ class Env:
 
     def pip(self, *args: str) -> None:
         options = ["--no-deps", "--no-index", "--no-compile"] if args[0] == "install" else []
-        cmd = [sys.executable, "-m", "pip", "--python", self.python, *args, "-q", *options]
+        cmd = pip_command(self.python, *args, "-q", *options)
         subprocess.run(cmd, check=True, capture_output=True)
 
     def pk(self, command: str, *args: str) -> subprocess.CompletedProcess:

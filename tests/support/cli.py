@@ -18,8 +18,11 @@ from support.repos import GIT_ENV
 # Where the Python processes the tests start keep their own bytecode: patchkit's source tree is
 # imported by every ``python -m patchkit``, and with PYTHONDONTWRITEBYTECODE (as CI sets it) each
 # of them would compile it again.  Only Python's cache moves; what patchkit reads and writes does not.
-PYCACHE = tempfile.mkdtemp(prefix="patchkit-test-pycache-")
-atexit.register(shutil.rmtree, PYCACHE, True)
+# One folder for the whole run, all workers (PATCHKIT_TEST_PYCACHE: make test's, or the one
+# tests/conftest.py makes): patchkit, libcst, click and the standard library compile once a run.
+PYCACHE = os.environ.get("PATCHKIT_TEST_PYCACHE") or tempfile.mkdtemp(prefix="patchkit-test-pycache-")
+if "PATCHKIT_TEST_PYCACHE" not in os.environ:
+    atexit.register(shutil.rmtree, PYCACHE, True)
 PROCESS_ENV = {"PYTHONPYCACHEPREFIX": PYCACHE, "PYTHONDONTWRITEBYTECODE": None}
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from patchkit.errors import MirrorError
 from support.mirror import default_cache, fetch_sdist, fetch_wheel
+from support.venvs import pip_command
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "SGLang release", "GIT_AUTHOR_EMAIL": "release@patchkit.invalid",
@@ -66,14 +67,13 @@ def shallow_clone(origin: Path, tag: str, dest: Path) -> Path:
 
 def pip_editable(python: Path, checkout: Path, compat: bool = False, backend: Path | None = None) -> None:
     """``pip install -e python --no-deps`` into the environment of ``python`` (pip from
-    outside, ``pip --python``); ``compat``: setuptools' ``editable_mode=compat`` (a .pth
+    outside, ``pip --python``: ``pip_command``); ``compat``: setuptools' ``editable_mode=compat`` (a .pth
     holding the folder instead of a finder).  ``backend``: a folder holding SGLang's build
     requirements (setuptools, setuptools-scm, wheel), on PYTHONPATH for a build with
     ``--no-build-isolation`` (what an isolated build would fetch each time, fetched once)."""
     mode = ["--config-settings", "editable_mode=compat"] if compat else []
     isolation = ["--no-build-isolation"] if backend else []
-    cmd = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", *isolation, *mode,
-           "-e", str(checkout / "python")]
+    cmd = pip_command(python, "install", "-q", "--no-deps", *isolation, *mode, "-e", str(checkout / "python"))
     _run(cmd, env=_with_backend(backend))
 
 

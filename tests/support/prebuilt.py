@@ -102,7 +102,7 @@ class Prebuilt:
         session: on PYTHONPATH, the build backend of ``pip install --no-build-isolation``."""
 
         def build(dest: Path) -> None:
-            cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-compile", "--target", str(dest), *BUILD_REQUIRES]
+            cmd = [sys.executable, "-m", "pip", "install", "-q", "--target", str(dest), *BUILD_REQUIRES]
             subprocess.run(cmd, check=True, capture_output=True)
 
         return self.get("build-backend", build)

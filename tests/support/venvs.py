@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -13,9 +14,20 @@ def make_venv(path: Path, *options: str) -> Path:
     return path
 
 
+# The file ``pip --python PYTHON`` runs with PYTHON: this interpreter's pip, run by another
+# interpreter, for that interpreter's environment (which needs no pip of its own).
+PIP_RUNNER = str(Path(importlib.util.find_spec("pip").origin).parent / "__pip-runner__.py")
+
+
+def pip_command(python: Path | str, *args: str) -> list[str]:
+    """``pip ARGS`` for the environment of ``python``: what ``python -m pip --python PYTHON ARGS``
+    runs, without the first pip process that only starts this one."""
+    return [str(python), PIP_RUNNER, *args]
+
+
 def pip_install(python: Path | str, *args: str) -> None:
-    """``pip install ARGS`` into the environment of ``python``, by this interpreter's pip (``pip --python``)."""
-    cmd = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index", "--no-compile", *args]
+    """``pip install ARGS`` into the environment of ``python``, by this interpreter's pip (``pip_command``)."""
+    cmd = pip_command(python, "install", "-q", "--no-deps", "--no-index", "--no-compile", *args)
     subprocess.run(cmd, check=True, capture_output=True)
 
 

@@ -32,7 +32,7 @@ STAGES = [
     ("render", ["patchkit.render"]),
     ("cli", ["patchkit.cli"]),
     ("entry", ["patchkit.__main__"]),
-    ("build", ["patchkit._build"]),  # the build backend's step: run by setuptools, above everything it parses with
+    ("build", ["patchkit._build", "patchkit._build_steps"]),  # the build backend's step: run by setuptools, above everything it parses with
 ]
 
 

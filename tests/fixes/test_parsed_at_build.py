@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from patchkit._build import parsed_docs
+from patchkit._build_steps import parsed_docs
 from patchkit.fixes import load
 
 if sys.version_info >= (3, 11):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from patchkit._build import parsed_patches
+from patchkit._build_steps import parsed_patches
 from patchkit.data import shipped
 from patchkit.patch import manifest
 from patchkit.patch.manifest import Shipped

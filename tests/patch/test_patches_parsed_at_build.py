@@ -31,8 +31,8 @@ def test_every_shipped_patch_is_parsed_into_the_wheel_as_the_reader_parses_it() 
 
 def test_the_build_step_writes_what_the_wheel_holds(tmp_path: Path) -> None:
     assert parsed_patches(shipped("patches"), tmp_path / "_parsed") == len(PATCHES)
-    for written in sorted((tmp_path / "_parsed").iterdir()):
-        assert written.read_bytes() == (manifest.BUILT / written.name).read_bytes()
+    for written in sorted((tmp_path / "_parsed").iterdir()):  # the same sections (marshal's bytes vary with
+        assert from_built(written.read_bytes()) == manifest._built(written.name.removesuffix(".marshal"))  # refcounts)
 
 
 def test_a_series_parsed_patch_by_patch_is_the_series_parsed_at_once() -> None:

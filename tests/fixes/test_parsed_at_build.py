@@ -4,6 +4,7 @@ each, and parses any other text when it reads it; reading the fixes imports no T
 
 from __future__ import annotations
 
+import marshal
 import subprocess
 import sys
 from pathlib import Path

@@ -83,7 +83,7 @@ class Session:
                 if not link.is_symlink():
                     raise
                 # Never written through; refused only if it holds a table we would patch.
-                if any(name.encode() in read_file(link, SOURCE_CAP, "source file") for name in self.project.names):
+                if mentions(read_file(link, SOURCE_CAP, "source file"), self.project.names):
                     raise UnsafePath(str(link), "refused: target is a symlink") from None
                 continue
             try:

@@ -41,6 +41,8 @@ NOT_AT_START = {
     "patchkit.rewrite.rules": "the rewriter: a shipped patch's manifest names what it found with rewrite/found.py "
                               "(verify evaluates a file no patch wrote with it)",
     "difflib": "a change that only adds or only removes lines is counted without a diff",
+    "urllib.parse": "pathlib's, for Path.as_uri alone: __main__ imports pathlib with a stand-in for it",
+    "ipaddress": "urllib.parse's",
 }
 
 
@@ -89,3 +91,22 @@ def test_version_and_help_say_what_clicks_options_say() -> None:
         assert shown.returncode == 0
         assert shown.stdout.startswith(b"Usage: patchkit apply [OPTIONS] [PATH]\n")
         assert b"  -h, --help " in shown.stdout and shown.stdout.rstrip().endswith(b"Show this message and exit.")
+
+
+def test_pathlib_is_imported_without_urllib_parse_and_still_quotes(tmp_path: Path) -> None:
+    """``__main__._import_pathlib``: pathlib comes in without urllib.parse; ``as_uri`` imports it
+    when called, and an import of urllib.parse after that gets the real module."""
+    probe = (
+        "import sys\n"
+        "from patchkit.__main__ import _import_pathlib\n"
+        "assert 'pathlib' not in sys.modules\n"
+        "_import_pathlib()\n"
+        "print(sorted(m for m in ('pathlib', 'urllib.parse', 'ipaddress') if m in sys.modules))\n"
+        "import pathlib\n"
+        "print(pathlib.PurePosixPath('/a b/\\u00fc').as_uri())\n"
+        "import urllib.parse\n"
+        "print(urllib.parse.urlsplit('http://h/p?q').query, urllib.parse.__file__.endswith('parse.py'))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, cwd=tmp_path)
+    assert (proc.returncode, proc.stderr) == (0, b"")
+    assert proc.stdout == b"['pathlib']\nfile:///a%20b/%C3%BC\nq True\n"

@@ -208,9 +208,8 @@ class Store:
         return self._read_json(self.journal_file)
 
     def set_journal(self, doc: dict | None) -> None:
-        if doc is None:
+        if doc is None:  # not fsynced: a journal back after a crash is finished again (transaction.py)
             self.journal_file.unlink(missing_ok=True)
-            fsync_dir(self.root)
         else:
             write_atomic(self.journal_file, _dumps({"format": FORMAT, **doc}))
 

@@ -2,14 +2,18 @@
 
 Order of a transaction (a SIGKILL may land between any two steps):
 
-1. the before and after bytes of every file go into the object store (each object's bytes
-   fsynced, then the store's folder once);
+1. the bytes a kill would need go into the object store (each object's bytes fsynced, then
+   the store's folder once): every after-image (recovery writes it) and every original the
+   new state names (a later revert restores it); a before-image nothing reads back (revert's:
+   the patched bytes) is named in the journal by its sha256 only;
 2. the journal names every file with its before and after sha256, and the state to
    record once done;
 3. each file is replaced atomically (temp file, fsync, rename), and each folder of them is
    fsynced once the last is renamed;
 4. the new state is written, the stale bytecode of the changed modules is dropped;
-5. the journal is removed (the commit point), unneeded objects are pruned.
+5. the journal is removed (the commit point), unneeded objects are pruned.  Its removal is
+   not fsynced: a journal that a crash brings back is finished again, and finding every file
+   at its after-image already, only writes the same state again.
 
 Whoever finds a journal finishes the transaction (roll forward: every after-image
 is in the store) before doing anything else; a file that is neither its before nor
@@ -215,7 +219,7 @@ def commit(target: Target, store: Store, changes: list[Change], applied: Applied
             raise Refused(str(cache), "refused: folder is not writable, so the stale bytecode could not be dropped")
     with failed_writes(store, op):
         store.ensure()
-        store.put_all(data for change in changes for data in (change.before, change.after))
+        store.put_all(_needed(changes, applied))
         fault("objects", store.objects)
         store.set_journal(
             {
@@ -234,6 +238,13 @@ def commit(target: Target, store: Store, changes: list[Change], applied: Applied
             fault(f"file:{i}", path)
         sync_folders(folders)  # every new file durable before the state says so
         return _finish(target, store, [c.path for c in changes], applied)
+
+
+def _needed(changes: list[Change], applied: Applied | None) -> list[bytes]:
+    """The bytes of ``changes`` the store must hold before the journal names them: each
+    after-image, and each before-image that ``applied`` names as a file's original."""
+    originals = {f.pre_sha256 for f in applied.files} if applied else set()
+    return [c.after for c in changes] + [c.before for c in changes if sha256(c.before) in originals]
 
 
 @contextmanager

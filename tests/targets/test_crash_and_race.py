@@ -190,7 +190,6 @@ main()
         ("apply", "journal.json"),
         ("apply", "all_reduce_utils.py"),
         ("apply", "state.json"),
-        ("revert", "objects/"),
         ("revert", "journal.json"),
         ("revert", "all_reduce_utils.py"),
     ],

@@ -82,6 +82,35 @@ def test_commit_writes_every_file_records_the_state_and_drops_the_bytecode(targe
     assert sorted(p.name for p in store.root.iterdir()) == ["objects", "state.json"]
 
 
+@pytest.mark.parametrize("op", ["apply", "revert"])
+def test_the_store_gets_the_after_images_and_the_originals_the_state_names(
+        target: Target, monkeypatch: pytest.MonkeyPatch, op: str) -> None:
+    """What the journal needs in the store when it is written: each after-image (recovery writes
+    it) and each original the new state names; a revert's before-images (the patched bytes) are
+    named by their sha256 and never stored."""
+    store = Store(target.state_dir)
+    if op == "revert":
+        commit(target, store, CHANGES, APPLIED, "apply", "0.5.5")
+    changes = CHANGES if op == "apply" else [Change(p, AFTER[p], BEFORE[p]) for p in (A, B)]
+
+    def fault(at: str, path=None) -> None:
+        if at == "journal":
+            raise Stop(at)
+
+    monkeypatch.setattr(transaction, "fault", fault)
+    with pytest.raises(Stop):
+        commit(target, store, changes, APPLIED if op == "apply" else None, op, "0.5.5")
+    stored = sorted(p.name for p in store.objects.iterdir())
+    images = (*BEFORE.values(), *AFTER.values()) if op == "apply" else BEFORE.values()
+    assert stored == sorted(sha(d) for d in images)
+    assert [(f["before"], f["after"]) for f in store.journal()["files"]] == [(sha(c.before), sha(c.after)) for c in changes]
+    monkeypatch.setattr(transaction, "fault", lambda at, path=None: None)
+    assert recover(target, store, "0.5.5") == Finished(op, 2)
+    assert on_disk(target) == (AFTER if op == "apply" else BEFORE)
+    kept = sorted(sha(BEFORE[p]) for p in (A, B)) if op == "apply" else []  # the originals the state names
+    assert sorted(p.name for p in store.objects.iterdir()) == kept
+
+
 @pytest.mark.parametrize("point", POINTS)
 def test_stopped_at_each_point_then_recovered(target: Target, monkeypatch: pytest.MonkeyPatch, point: str) -> None:
     store = Store(target.state_dir)

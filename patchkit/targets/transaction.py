@@ -2,12 +2,13 @@
 
 Order of a transaction (a SIGKILL may land between any two steps):
 
-1. the bytes a kill would need go into the object store (each object's bytes fsynced, then
-   the store's folder once): every after-image (recovery writes it) and every original the
-   new state names (a later revert restores it); a before-image nothing reads back (revert's:
-   the patched bytes) is named in the journal by its sha256 only;
+1. the originals the new state names (a later revert restores them) go into the object
+   store (each object's bytes fsynced, then the store's folder once);
 2. the journal names every file with its before and after sha256, and the state to
-   record once done;
+   record once done; it carries each after-image the store does not hold (``carried``: its
+   bytes as a Latin-1 string, so any bytes are one JSON string), so that recovery can write
+   it, in the one file fsynced here.  A before-image nothing reads back (revert's: the
+   patched bytes) is named by its sha256 only;
 3. each file is replaced atomically (temp file, fsync, rename), and each folder of them is
    fsynced once the last is renamed;
 4. the new state is written, the stale bytecode of the changed modules is dropped;
@@ -16,8 +17,8 @@ Order of a transaction (a SIGKILL may land between any two steps):
    at its after-image already, only writes the same state again.
 
 Whoever finds a journal finishes the transaction (roll forward: every after-image
-is in the store) before doing anything else; a file that is neither its before nor
-its after image is refused, never overwritten.
+is in the store or in the journal) before doing anything else; a file that is neither its
+before nor its after image is refused, never overwritten.
 """
 
 from __future__ import annotations
@@ -219,8 +220,9 @@ def commit(target: Target, store: Store, changes: list[Change], applied: Applied
             raise Refused(str(cache), "refused: folder is not writable, so the stale bytecode could not be dropped")
     with failed_writes(store, op):
         store.ensure()
-        store.put_all(_needed(changes, applied))
+        store.put_all(_originals(changes, applied))
         fault("objects", store.objects)
+        carried = {sha256(c.after): c.after.decode("latin-1") for c in changes if store.get(sha256(c.after)) is None}
         store.set_journal(
             {
                 "op": op,
@@ -229,6 +231,7 @@ def commit(target: Target, store: Store, changes: list[Change], applied: Applied
                     {"path": c.path, "before": sha256(c.before), "after": sha256(c.after)} for c in changes
                 ],
                 "applied": applied.to_json() if applied else None,
+                "carried": carried,
             }
         )
         fault("journal", store.journal_file)
@@ -240,11 +243,11 @@ def commit(target: Target, store: Store, changes: list[Change], applied: Applied
         return _finish(target, store, [c.path for c in changes], applied)
 
 
-def _needed(changes: list[Change], applied: Applied | None) -> list[bytes]:
-    """The bytes of ``changes`` the store must hold before the journal names them: each
-    after-image, and each before-image that ``applied`` names as a file's original."""
+def _originals(changes: list[Change], applied: Applied | None) -> list[bytes]:
+    """The bytes of ``changes`` that ``applied`` names as a file's original (a before- or an
+    after-image: an apply that restores a file writes its original back)."""
     originals = {f.pre_sha256 for f in applied.files} if applied else set()
-    return [c.after for c in changes] + [c.before for c in changes if sha256(c.before) in originals]
+    return [data for c in changes for data in (c.before, c.after) if sha256(data) in originals]
 
 
 @contextmanager
@@ -341,6 +344,13 @@ def recover(target: Target, store: Store, version: str | None = None) -> Finishe
         return _roll_forward(target, store, journal, files, op)
 
 
+def _carried(journal: dict, digest: str) -> bytes | None:
+    """The after-image ``digest`` as the journal carries it, if it does and its bytes are those."""
+    text = journal.get("carried", {}).get(digest) if isinstance(journal.get("carried"), dict) else None
+    data = text.encode("latin-1") if isinstance(text, str) and max(text, default="\0") <= "\xff" else None
+    return data if data is not None and sha256(data) == digest else None
+
+
 def _roll_forward(target: Target, store: Store, journal: dict, files: list[dict], op: str) -> Finished:
     pending: list[tuple[Path, bytes]] = []
     for entry in files:
@@ -355,9 +365,9 @@ def _roll_forward(target: Target, store: Store, journal: dict, files: list[dict]
                 f"changed during an interrupted {op}; patchkit will not overwrite it "
                 f"(the journal is {store.journal_file})",
             )
-        data = store.get(entry["after"])
+        data = _carried(journal, entry["after"]) or store.get(entry["after"])
         if data is None:
-            raise Refused(str(path), f"cannot finish the interrupted {op}: its new content is missing from {store.objects}")
+            raise Refused(str(path), f"cannot finish the interrupted {op}: its new content is neither in the journal nor in {store.objects}")
         pending.append((path, data))
     for path, data in pending:
         write_atomic(path, data, mode=os.stat(path).st_mode & 0o7777)

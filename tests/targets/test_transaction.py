@@ -83,11 +83,11 @@ def test_commit_writes_every_file_records_the_state_and_drops_the_bytecode(targe
 
 
 @pytest.mark.parametrize("op", ["apply", "revert"])
-def test_the_store_gets_the_after_images_and_the_originals_the_state_names(
+def test_the_store_gets_the_originals_and_the_journal_carries_the_other_after_images(
         target: Target, monkeypatch: pytest.MonkeyPatch, op: str) -> None:
-    """What the journal needs in the store when it is written: each after-image (recovery writes
-    it) and each original the new state names; a revert's before-images (the patched bytes) are
-    named by their sha256 and never stored."""
+    """What the store holds when the journal is written: the originals the new state names, and
+    a revert's after-images (those originals, there already); the journal carries the rest of
+    the after-images; a revert's before-images (the patched bytes) are named by sha256 only."""
     store = Store(target.state_dir)
     if op == "revert":
         commit(target, store, CHANGES, APPLIED, "apply", "0.5.5")
@@ -101,8 +101,8 @@ def test_the_store_gets_the_after_images_and_the_originals_the_state_names(
     with pytest.raises(Stop):
         commit(target, store, changes, APPLIED if op == "apply" else None, op, "0.5.5")
     stored = sorted(p.name for p in store.objects.iterdir())
-    images = (*BEFORE.values(), *AFTER.values()) if op == "apply" else BEFORE.values()
-    assert stored == sorted(sha(d) for d in images)
+    assert stored == sorted(sha(d) for d in BEFORE.values())  # the originals: apply's before-images, revert's after-images
+    assert _journal_doc(store)["carried"] == ({sha(AFTER[p]): AFTER[p].decode() for p in (A, B)} if op == "apply" else {})
     assert [(f["before"], f["after"]) for f in store.journal()["files"]] == [(sha(c.before), sha(c.after)) for c in changes]
     monkeypatch.setattr(transaction, "fault", lambda at, path=None: None)
     assert recover(target, store, "0.5.5") == Finished(op, 2)
@@ -166,14 +166,58 @@ def test_recovery_never_overwrites_a_file_changed_meanwhile(target: Target, monk
     assert store.journal_file.read_bytes() == journal
 
 
-def test_recovery_without_the_new_content_refuses(target: Target, monkeypatch: pytest.MonkeyPatch) -> None:
+def _journal_doc(store: Store) -> dict:
+    return json.loads(store.journal_file.read_bytes())
+
+
+def test_the_journal_carries_the_after_images_the_store_lacks(target: Target, monkeypatch: pytest.MonkeyPatch) -> None:
     store = Store(target.state_dir)
     _stopped_after_file_1(target, store, monkeypatch)
-    (store.objects / sha(AFTER[B])).unlink()
+    assert _journal_doc(store)["carried"] == {sha(AFTER[p]): AFTER[p].decode() for p in (A, B)}
+    assert sorted(p.name for p in store.objects.iterdir()) == sorted(sha(BEFORE[p]) for p in (A, B))
+
+
+def test_bytes_that_are_no_text_are_carried_as_they_are(target: Target) -> None:
+    store = Store(target.state_dir)
+    after = bytes(range(256)) * 2
+    (target.root / B).write_bytes(after)  # the file already holds its after-image: only carried, never written
+
+    def fault(at: str, path=None) -> None:
+        if at == "journal":
+            raise Stop(at)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(transaction, "fault", fault)
+        with pytest.raises(Stop):
+            commit(target, store, [Change(A, BEFORE[A], after)], None, "apply", "0.5.5")
+    assert transaction._carried(_journal_doc(store), sha(after)) == after
+    assert recover(target, store, "0.5.5") == Finished("apply", 1)
+    assert (target.root / A).read_bytes() == after
+
+
+def test_a_journal_whose_after_images_are_in_the_store_is_finished(target: Target, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As patchkit wrote its journals before they carried anything: the after-images in the store."""
+    store = Store(target.state_dir)
+    _stopped_after_file_1(target, store, monkeypatch)
+    doc = _journal_doc(store)
+    del doc["carried"]
+    store.put_all(AFTER.values())
+    store.journal_file.write_text(json.dumps(doc))
+    assert recover(target, store, "0.5.5") == Finished("apply", 2)
+    assert on_disk(target) == AFTER and store.applied() == APPLIED
+
+
+def test_recovery_without_the_new_content_refuses(target: Target, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The journal's carried after-image damaged (its bytes are not those its sha256 names), none in the store."""
+    store = Store(target.state_dir)
+    _stopped_after_file_1(target, store, monkeypatch)
+    doc = _journal_doc(store)
+    doc["carried"][sha(AFTER[B])] = "B = 3\n"
+    store.journal_file.write_text(json.dumps(doc))
     with pytest.raises(Refused) as raised:
         recover(target, store, "0.5.5")
-    assert str(raised.value) == (f"{target.root / B}: cannot finish the interrupted apply: its new content is missing "
-                                 f"from {store.objects}")
+    assert str(raised.value) == (f"{target.root / B}: cannot finish the interrupted apply: its new content is neither "
+                                 f"in the journal nor in {store.objects}")
     assert on_disk(target) == {A: AFTER[A], B: BEFORE[B]}  # nothing written: every file is checked first
 
 
@@ -186,7 +230,7 @@ def test_an_interrupted_transaction_of_another_release_is_set_aside(target: Targ
     assert said == JournalSetAside("apply", "SGLang", "0.5.5", "0.5.9", folder)
     assert lock_lines(LockTaken(recovered=said)) == [f"an interrupted apply of SGLang 0.5.5 is set aside in {folder}: 0.5.9 is here now"]
     assert (folder / "journal.json").read_bytes() == journal
-    assert sorted(p.name for p in (folder / "objects").iterdir()) == sorted({sha(d) for d in (*BEFORE.values(), *AFTER.values())})
+    assert sorted(p.name for p in (folder / "objects").iterdir()) == sorted(sha(d) for d in BEFORE.values())  # the after-images: in the journal
     assert on_disk(target) == {A: AFTER[A], B: BEFORE[B]}  # not finished on the other release's files
     assert store.journal() is None
 

@@ -12,9 +12,6 @@ from functools import lru_cache
 
 from patchkit.text import Pattern
 
-# The normal form of a public release (PEP 440, no epoch, no local part): what patchkit ships
-# patches for and accepts as --version.  packaging parses every version this matches.
-_RELEASE = Pattern(r"\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?")
 _LEADING = Pattern(r"\d+(\.\d+)*")
 
 
@@ -96,10 +93,28 @@ def at_least(version: str | None, since: str) -> bool:
 
 
 def is_version(version: str) -> bool:
-    """A release version in PEP 440's normal form: digits and dots, then a pre-release, a
-    post-release and a dev-release, each at most once and in that order (``0.5.9``,
-    ``0.5.4.post2``, ``0.5.0rc1``, ``0.6.0a1.dev3``)."""
-    return _RELEASE.fullmatch(version) is not None
+    """A release version in PEP 440's normal form (no epoch, no local part): digits and dots,
+    then a pre-release, a post-release and a dev-release, each at most once and in that order
+    (``0.5.9``, ``0.5.4.post2``, ``0.5.0rc1``, ``0.6.0a1.dev3``): what patchkit ships patches for
+    and accepts as --version; packaging parses every one.  As the regular expression
+    ``\\d+(\\.\\d+)*((a|b|rc)\\d+)?(\\.post\\d+)?(\\.dev\\d+)?`` matches it whole, read without
+    compiling one (a command reads the tags at every start)."""
+    rest = version
+    for mark in (".dev", ".post"):  # from the end: each at most once, dev last
+        head, found, number = rest.rpartition(mark)
+        if found:
+            if not number.isdecimal():  # str.isdecimal: the digits \d matches
+                return False
+            rest = head
+    digits = len(rest)
+    while digits and rest[digits - 1].isdecimal():
+        digits -= 1
+    if digits < len(rest):  # a pre-release: a, b or rc, then its number
+        for mark in ("rc", "a", "b"):
+            if rest.endswith(mark, 0, digits):
+                rest = rest[: digits - len(mark)]
+                break
+    return all(part.isdecimal() for part in rest.split("."))
 
 
 def is_release_tag(tag: str) -> bool:

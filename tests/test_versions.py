@@ -137,3 +137,20 @@ def test_a_range_of_plain_releases_does_not_import_packaging() -> None:
             "'packaging' in sys.modules, in_range('0.6.0rc1', '0.5.9', None), 'packaging' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout == "True True False True True\n"
+
+
+def test_is_version_is_what_the_normal_form_pattern_matches_whole() -> None:
+    """``is_version`` reads the text by hand (no regular expression compiled at a command's start):
+    it answers as ``re.fullmatch`` of PEP 440's normal form does, for the names of the shipped
+    series' folders (real releases, and what else is there) and 20,000 strings made of the pieces
+    of versions, Unicode digits among them."""
+    import re
+
+    pattern = re.compile(r"\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?")
+    pieces = ["0", "1", "12", "٣", "²", ".", "a", "b", "rc", "c", ".post", ".dev", "post", "dev", "+", "v", "-", ""]
+    rng = random.Random(20261205)
+    real = [p.name for folder in ("patches", "patches/flashinfer", "patches/vllm") for p in (ROOT / folder).iterdir()]
+    texts = real + ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 7))) for _ in range(20_000)]
+    wrong = [t for t in texts if is_version(t) != (pattern.fullmatch(t) is not None)]
+    assert wrong == []
+    assert sum(is_version(t) for t in texts) > 1000  # both answers are common among them

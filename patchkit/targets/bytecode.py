@@ -9,17 +9,10 @@ import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from patchkit.text import Pattern
 from patchkit.types import FRESH, INVALID, STALE, Status
 from patchkit.values import Record
 
-# Interpreter cache tags look like "cpython-311", "pypy39", "pypy39-pp73",
-# "graalpy231-310": a name that contains a digit, no dots.  Optimized pycs add
-# ".opt-1" / ".opt-2".  The tag cannot contain a dot, so "utils.<tag>.pyc" never
-# matches "utils_extra.<tag>.pyc", "my_utils.<tag>.pyc" or "utils.pyc.bak".
-_TAG = r"[A-Za-z0-9_-]*[0-9][A-Za-z0-9_-]*"
-_OPT = r"(?:\.opt-[0-9]+)?"
-_CACHED = Pattern(rf"{_TAG}{_OPT}\.pyc")  # what follows "<stem>." in a cached file's name
+_TAG_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 _HEADER_SIZE = 16  # PEP 552: magic, flags, then mtime + size or an 8-byte source hash
 
 
@@ -27,6 +20,21 @@ class Pyc(Record):
     path: Path
     status: Status  # FRESH, STALE or INVALID
     reason: str
+
+
+def _cached_name(rest: str) -> bool:
+    """Whether ``rest`` is what follows ``<stem>.`` in the name of a cached bytecode file:
+    ``<tag>[.opt-N].pyc``.  Interpreter cache tags look like "cpython-311", "pypy39",
+    "pypy39-pp73", "graalpy231-310": letters, digits, ``_`` and ``-``, a digit among them, no
+    dot; so "utils.<tag>.pyc" never matches "utils_extra.<tag>.pyc", "my_utils.<tag>.pyc" or
+    "utils.pyc.bak".  (The regular expression ``[A-Za-z0-9_-]*[0-9][A-Za-z0-9_-]*(?:\\.opt-[0-9]+)?\\.pyc``,
+    read without compiling one.)"""
+    if not rest.endswith(".pyc"):
+        return False
+    tag, opt, level = rest[:-4].partition(".opt-")
+    if opt and not (level.isascii() and level.isdigit()):
+        return False
+    return _TAG_CHARS.issuperset(tag) and any(c in "0123456789" for c in tag)
 
 
 def cached_files(source: Path) -> list[Path]:
@@ -50,7 +58,7 @@ def cached_files(source: Path) -> list[Path]:
     try:
         with os.scandir(pycache) as entries:
             found += [Path(e.path) for e in entries
-                      if e.name.startswith(stem) and _CACHED.fullmatch(e.name, len(stem)) and e.is_file()]
+                      if e.name.startswith(stem) and _cached_name(e.name[len(stem):]) and e.is_file()]
     except (FileNotFoundError, NotADirectoryError):
         pass
     return sorted(found)

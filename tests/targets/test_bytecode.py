@@ -155,6 +155,19 @@ def test_cached_files_never_takes_another_modules_pyc(stem, other, tag, opt):
         assert cached_files(src) == [own]  # never `foreign`, unless it is the same file
 
 
+# What follows "<stem>." in a cached file's name, as the regular expression patchkit once compiled.
+CACHED_NAME = r"[A-Za-z0-9_-]*[0-9][A-Za-z0-9_-]*(?:\.opt-[0-9]+)?\.pyc"
+
+
+@settings(max_examples=2000, deadline=None)
+@given(rest=st.lists(st.sampled_from(["cpython", "-", "3", "11", "_", ".opt-", ".pyc", ".", "pyc", "x", "٣", "A", "opt", "1"]),
+                     max_size=6).map("".join))
+def test_a_cached_name_is_what_the_tag_pattern_matches_whole(rest):
+    import re
+
+    assert bytecode._cached_name(rest) == (re.fullmatch(CACHED_NAME, rest) is not None)
+
+
 def test_cached_files_escapes_regex_characters_in_the_stem(tmp_path):
     src = write(tmp_path / "a+b.py", b"")
     py_compile.compile(str(src), doraise=True)

@@ -78,8 +78,47 @@ def wildcard(name: str, pattern: str) -> bool:
 
 def mentions(data: bytes, names) -> bool:
     """Whether ``data`` holds any of ``names`` (as UTF-8): the one test of whether a file is worth
-    a closer look (a rule's names, a project's tables)."""
-    return any(name.encode() in data for name in names)
+    a closer look (a rule's names, a project's tables).
+
+    Each answer is remembered per name for the file's bytes (``_answers``): a command asks of the
+    same files more than once (apply reads the candidates before its lock and again under it, and
+    the plan asks with the names of its rules), and most files hold none of the names, so every
+    name is looked for through the whole file (SGLang's server_args.py: 250 KB, five names).  A
+    name that holds another that the file lacks is lacking too, never looked for."""
+    answers = _answers(data)
+    for name in names:
+        found = answers.get(name)
+        if found is None:
+            found = not any(part in name for part, there in answers.items() if not there) and name.encode() in data
+            answers[name] = found
+        if found:
+            return True
+    return False
+
+
+# The answers of ``mentions``, per file content: (size, first and last bytes) -> [(bytes, {name: found})].
+# Bounded: past _SEEN_MAX bytes of files, it starts afresh (a command that reads many releases).
+_SEEN: dict[tuple, list[tuple[bytes, dict[str, bool]]]] = {}
+_SEEN_MAX = 32 << 20
+_seen_bytes = 0
+
+
+def _answers(data: bytes) -> dict[str, bool]:
+    """The answers found so far for these bytes: the same object, or equal bytes read again."""
+    global _seen_bytes
+    if not isinstance(data, bytes):  # a bytearray, a memoryview: remembered as the bytes they hold now
+        data = bytes(data)
+    key = (len(data), data[:64], data[-64:])
+    for seen, answers in _SEEN.get(key, ()):
+        if seen is data or seen == data:
+            return answers
+    if _seen_bytes + len(data) > _SEEN_MAX:
+        _SEEN.clear()
+        _seen_bytes = 0
+    answers: dict[str, bool] = {}
+    _SEEN.setdefault(key, []).append((data, answers))
+    _seen_bytes += len(data)
+    return answers
 
 
 def named(folder: Path, pattern: str) -> list[Path]:

@@ -1,6 +1,7 @@
 """What the build step (``patchkit/_build.py``) writes into the wheel, made here without setuptools:
 ``parsed_docs``, the fixes' data files as tomllib parses them, keyed by their text, in marshal's
-bytes (``fixes/_parsed.marshal``); ``parsed_patches``, each shipped patch as ``patch/read.py``
+bytes (``fixes/_parsed.marshal``); ``prebuilt_fixes``, the fixes as ``fixes/load.py`` makes them
+(``fixes/_fixes.marshal``); ``parsed_patches``, each shipped patch as ``patch/read.py``
 parses it (``patch/_parsed/<sha256>.marshal``).  The tests check the wheel against these."""
 
 from __future__ import annotations
@@ -43,6 +44,18 @@ def parsed_docs(folder: Path) -> bytes:
         if _literal(doc):
             docs[text] = doc
     return marshal.dumps(docs)
+
+
+def prebuilt_fixes(folder: Path) -> bool:
+    """``_fixes.marshal`` in ``folder`` (the fixes as ``fixes/load.py`` makes them, ``fixes/prebuilt.py``),
+    after ``_parsed.marshal``: whether it was written.  Fixes that do not read are left to the
+    command that reads them, which says why."""
+    from patchkit.fixes import prebuilt
+
+    stored = prebuilt.stored(folder)
+    if stored is not None:
+        (folder / prebuilt.STORED).write_bytes(stored)
+    return stored is not None
 
 
 def parsed_patches(patches: Path, out: Path) -> int:

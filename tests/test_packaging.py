@@ -31,10 +31,10 @@ def shipped() -> list[str]:
 
 
 def built_files() -> list[str]:
-    """What the build step adds (patchkit/_build.py): the fixes' data files parsed, and each shipped
-    patch parsed, by its sha256."""
+    """What the build step adds (patchkit/_build.py): the fixes' data files parsed, the fixes made from
+    them, and each shipped patch parsed, by its sha256."""
     return sorted({f"patchkit/patch/_parsed/{hashlib.sha256(p.read_bytes()).hexdigest()}.marshal"
-                   for p in (ROOT / "patches").rglob("*.patch")} | {"patchkit/fixes/_parsed.marshal"})
+                   for p in (ROOT / "patches").rglob("*.patch")} | {"patchkit/fixes/_parsed.marshal", "patchkit/fixes/_fixes.marshal"})
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from patchkit.cc import CC, Key, must_differ
 from patchkit.errors import BadInput
+from patchkit.fixes import prebuilt
 from patchkit.fixes.kinds import DictKeyRule, Rule
 from patchkit.fixes.load import HERE, read_fixes, read_projects
 from patchkit.values import Record
@@ -75,7 +76,7 @@ class Project(Record):
         return repo_path[len(prefix) :] if prefix and repo_path.startswith(prefix) else repo_path
 
 
-FIXES = read_fixes()
+FIXES = prebuilt.read() or read_fixes()  # as the build step made them, where the files are as they were
 
 
 def _projects() -> dict[str, Project]:

@@ -18,7 +18,15 @@ import marshal
 from pathlib import Path
 
 from patchkit.errors import BadInput
-from patchkit.fixes.kinds import BackportRule, ComparisonRule, DictKeyRule, ListMemberRule, Origin, PredicateRule, Refresh
+from patchkit.fixes.kinds import (
+    BackportRule,
+    ComparisonRule,
+    DictKeyRule,
+    ListMemberRule,
+    Origin,
+    PredicateRule,
+    Refresh,
+)
 from patchkit.fixes.load import HERE, NOT_FIXES, FeaturePath, Fix, _read, read_fixes
 from patchkit.text import named
 from patchkit.values import Record, Value

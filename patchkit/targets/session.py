@@ -40,6 +40,7 @@ class Session:
         self.version = version
         self.how = how
         self._manifests: dict = {}  # patches folder -> ``_manifest``'s answer: read once a command
+        self._bytes: dict[str, bytes] = {}  # repository path -> the bytes last read (``_read``)
 
     @classmethod
     def open(cls, path: Path, version: str | None = None, project: str | None = None, install=None) -> Session:
@@ -87,9 +88,13 @@ class Session:
                     raise UnsafePath(str(link), "refused: target is a symlink") from None
                 continue
             try:
-                out[rel] = read_file(path, SOURCE_CAP, "source file")
+                data = read_file(path, SOURCE_CAP, "source file")
             except FileNotFoundError:
                 continue
+            # The same bytes read again (apply and revert read before the lock and under it): the
+            # first copy is kept, the second freed at once, and what was found in it stands.
+            seen = self._bytes.get(rel)
+            out[rel] = self._bytes[rel] = seen if seen == data else data
         return out
 
     def reader(self):

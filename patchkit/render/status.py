@@ -42,7 +42,7 @@ def to_text(r, terminal: bool) -> list[str]:
     for b in r.builds:
         lines.append(f"  {b.path}: stale FlashInfer JIT build ({b.kind}), older than the patched sources; "
                      + ("`patchkit apply` drops it" if b.droppable else b.advice))
-    pending = f"an interrupted {r.pending.get('op', 'transaction')} (the next apply or revert finishes it)" if r.pending else "none"
+    pending = f"an interrupted {r.pending.get('op', 'transaction')} (the next apply or revert finishes it)" if r.pending else "no interrupted transaction"
     lines.append(f"pending:  {pending}")
     return lines + restart_lines(list(r.running))
 

@@ -406,7 +406,7 @@ def test_status_lines(origin: Path, tmp_path: Path) -> None:
     assert lines[1] == "project:  SGLang"
     assert lines[2] == "version:  0.5.5 (tag v0.5.5 at HEAD)"
     assert lines[3] == "applied:  generated from the checkout's files, key 12 copied from 10 (patchkit 0.1.0)"
-    assert lines[-1] == "pending:  none"
+    assert lines[-1] == "pending:  no interrupted transaction"
 
 
 def test_half_patched_checkout_never_verifies(origin: Path, tmp_path: Path) -> None:

@@ -106,7 +106,7 @@ def test_kill_at_each_fault_point_then_finish(world: World, tmp_path: Path, op: 
     if then == "apply":
         status = pk("status", str(repo), "--patches", str(w.patches))
         assert status.returncode == 0
-        pending = f"pending:  an interrupted {op} (the next apply or revert finishes it)" if journal else "pending:  none"
+        pending = f"pending:  an interrupted {op} (the next apply or revert finishes it)" if journal else "pending:  no interrupted transaction"
         assert lines(status)[-1] == pending
 
     # Rolled forward if the journal was written, else never begun; then the next command does its own work.

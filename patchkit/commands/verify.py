@@ -13,7 +13,7 @@ from pathlib import Path
 from patchkit.cc import CC, Key
 from patchkit.errors import OK, PROBLEMS, PatchkitError
 from patchkit.fixes.kinds import DictKeyRule
-from patchkit.fixes.registry import FIXES, default_fixes, rules_for
+from patchkit.fixes.registry import FIXES, default_fixes, fixes_for, rules_for
 from patchkit.plan.verify import VerifyPlan, plan_verify
 from patchkit.report import Auto, AutoTarget, Where
 from patchkit.targets import bytecode
@@ -31,6 +31,7 @@ class VerifyResult(Value, kw_only=True):
     from_cc: Key  # as the project keys it
     to_cc: Key
     plan: VerifyPlan
+    not_checked: tuple[str, ...] = ()  # the fixes that patch the project but were not asked for (--all-fixes checks them)
 
     @property
     def exit_code(self) -> int:
@@ -116,4 +117,5 @@ def verify_session(s: Session, from_cc: CC | None = None, to_cc: CC | None = Non
         label=s.project.label, journal=journal, journal_file=str(s.store.journal_file), changed=changed, stale=stale,
         jit_builds=tuple(builds), jit_error=jit_error, read=s.reader(), root=s.project.source_root, local=s.target.local,
     )
-    return VerifyResult(where=Where.of(s), label=s.project.label, from_cc=from_cc, to_cc=to_cc, plan=plan)
+    return VerifyResult(where=Where.of(s), label=s.project.label, from_cc=from_cc, to_cc=to_cc, plan=plan,
+                        not_checked=tuple(f for f in fixes_for(s.project.name) if f not in plan.fixes))

@@ -26,7 +26,11 @@ def verdict(r) -> str:
     if plan.problems:
         return f"verify: {plural(len(plan.problems), 'problem')}"
     if not plan.checked:
-        return f"verify: ok, nothing to patch (no capability tables in {r.label} {r.where.version or '(version unknown)'})"
+        release = f"{r.label} {r.where.version or '(version unknown)'}"
+        judged = f"{', '.join(plan.fixes)} {'changes' if len(plan.fixes) == 1 else 'change'} nothing in {release}" if plan.fixes \
+            else f"no fix checked in {release}"
+        others = f"; not checked: {', '.join(r.not_checked)} (--all-fixes)" if r.not_checked else ""
+        return f"verify: ok, nothing to patch: {judged}{others}"
     if not plan.names:
         carried = [rule.origin.cite() for rule in plan.rules if isinstance(rule, BackportRule)]
         what = f"{', '.join(carried)} in every file it changes" if carried and len(carried) == len(plan.rules) else \
@@ -41,7 +45,7 @@ def to_json(r) -> dict:
     """One target's part of verify's document: ``in_effect`` is this target's verdict (the
     envelope's ``ok`` is the whole command's)."""
     plan = r.plan
-    return r.where.fields(fixes=list(plan.fixes), from_cc=r.from_cc, to_cc=r.to_cc, in_effect=not plan.problems,
+    return r.where.fields(fixes=list(plan.fixes), not_checked=list(r.not_checked), from_cc=r.from_cc, to_cc=r.to_cc, in_effect=not plan.problems,
                           checked=[c.to_json() for c in plan.checked], notes=[said(n) for n in plan.notes],
                           note_reasons=[code(n) for n in plan.notes], problems=[said(p) for p in plan.problems],
                           problem_reasons=[code(p) for p in plan.problems])

@@ -189,7 +189,11 @@ def test_release_without_tables(origin: Path, tmp_path: Path) -> None:
         done = invoke(command, str(repo))
         assert done.returncode == 0, (command, done.stderr)
     assert out(invoke("apply", str(repo)))[-1] == "nothing to patch (generated from the checkout's files): nothing written"
-    assert out(invoke("verify", str(repo)))[-1] == "verify: ok, nothing to patch (no capability tables in SGLang 0.5.2)"
+    assert out(invoke("verify", str(repo)))[-1] == ("verify: ok, nothing to patch: deepgemm-sm12x, fusion-self-enable, torch-symm-mem "
+                                                    "change nothing in SGLang 0.5.2; not checked: allreduce-fusion (--all-fixes)")
+    assert out(invoke("verify", str(repo), "--fix", "torch-symm-mem"))[-1] == (
+        "verify: ok, nothing to patch: torch-symm-mem changes nothing in SGLang 0.5.2; "
+        "not checked: deepgemm-sm12x, fusion-self-enable, allreduce-fusion (--all-fixes)")
 
 
 def test_stale_bytecode_is_reported_and_apply_drops_it(origin: Path, tmp_path: Path) -> None:

@@ -74,7 +74,7 @@ def test_each_says_what_the_environment_holds_then_each_target() -> None:
     each = Each("verify", (sglang, flashinfer), env)
     assert text(each, terminal=False) == [
         "/v/bin/python: SGLang (wheel), FlashInfer (wheel); not installed: vLLM",
-        f"{SITE}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info/METADATA", "verify: ok, nothing to patch (no capability tables in SGLang 0.5.9)", "",
+        f"{SITE}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info/METADATA", "verify: ok, nothing to patch: no fix checked in SGLang 0.5.9", "",
         f"{SITE}/flashinfer: FlashInfer 0.6.4 (installed), from flashinfer-0.6.4.dist-info/METADATA", LACKS, "verify: 1 problem",
     ]
     doc = document(each)

@@ -83,7 +83,7 @@ def to_text(r, terminal: bool) -> list[str]:
         verb = "would patch" if r.dry_run else "patched"
         lines.append(f"{'would apply' if r.dry_run else 'applied'} {plan.source}")
         lines += [f"  {verb} {local(c.path)} ({lines_changed(c.before, c.after)})" for c in plan.changes]
-        lines += [f"  {found_line(t)}" for t in plan.tables]
+        lines += [f"  {found_line(t._replace(path=local(t.path)) if t.path else t)}" for t in plan.tables]
         lines += [effect_line(name, effect, r.project, r.label, r.where.version) for name, effect in r.effects]
         if r.dry_run:
             lines += [_diff(c, local) for c in plan.changes]
@@ -198,8 +198,9 @@ def lines_changed(before: bytes, after: bytes) -> str:
 def found_line(t) -> str:
     """One thing a rule found (``rewrite.found.Found``), as apply says it."""
     kind = t.kind or Kind.DICT_KEY
-    if kind == Kind.BACKPORT:
-        return f"{t.name}: " + (f"{t.added_key} applied {t.value}" if t.patched else "already there, left alone")
+    if kind == Kind.BACKPORT:  # an upstream change, said per file it changes
+        name = f"{t.name} in {t.path}" if t.path else t.name
+        return f"{name}: " + (f"{t.added_key} applied {t.value}" if t.patched else "already there, left alone")
     if kind == Kind.PREDICATE:
         return f"{t.name}: " + (f"{t.added_key} added" if t.patched else f"already has {t.added_key}, left alone")
     if kind == Kind.LIST_MEMBER:

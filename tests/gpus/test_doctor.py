@@ -182,7 +182,7 @@ def test_sglang_057_turns_the_fusion_on_by_itself(tmp_path: Path, venvs) -> None
     # opt-in fix is not needed, and nothing says it is.
     done = invoke("apply", "--python", python, "--to-cc", "auto", env=env)
     assert done.returncode == 0, done.stderr.decode()
-    assert "  SGLang PR 16283: 2 hunks applied exactly" in out(done)
+    assert "  SGLang PR 16283 in sglang/srt/server_args.py: 2 hunks applied exactly" in out(done)
     server_args = (next((venv / "lib").glob("python3*/site-packages")) / "sglang/srt/server_args.py").read_bytes()
     assert b"            and (is_sm90_supported() or is_sm100_supported())\n" in server_args
     done = invoke("doctor", "--python", python, env=env)

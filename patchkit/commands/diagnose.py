@@ -76,11 +76,11 @@ class DiagnoseResult(Record):
 def diagnose(logs: list[str], stdin: BinaryIO | None = None, python: str | None = None) -> DiagnoseResult:
     """Diagnose each of ``logs`` (paths; ``-`` is standard input, as is an empty list).  ``python``: the
     interpreter whose environment the server ran (else the site-packages folder of the frames)."""
-    results = []
+    results, releases = [], Releases()
     for log in logs or ["-"]:
         label, stream = (STDIN, _stdin(stdin)) if log == "-" else (log, open_log(Path(log)))
         try:
-            matcher = Matcher()
+            matcher = Matcher(helps=releases.helps)
             scan, feed = Scan(stream, needles(matcher.data), matcher.reader), matcher.feed
             for number, text in scan:
                 feed(number, text)
@@ -92,6 +92,40 @@ def diagnose(logs: list[str], stdin: BinaryIO | None = None, python: str | None 
     code = KernelsBehind(python)
     return DiagnoseResult(tuple(LogRead(label, n, m.tracebacks, tuple(m.findings), tuple(map(code.behind, m.findings)), m.ready)
                                 for label, n, m in results), python)
+
+
+class Releases:
+    """Whether a fix does something for the release a traceback's frames ran: read where those
+    frames' files are on this machine (the release as apply finds it, and what its shipped manifest
+    says of the fix: only ``patched`` helps).  A log from another machine, or a release patchkit
+    has no manifest for, cannot be told: the fix is offered, as its signature says."""
+
+    def __init__(self) -> None:
+        self._sessions: dict[str, object] = {}  # a frame's folder -> its Session, or None
+
+    def helps(self, fix: str, project: str, frames) -> bool:
+        from patchkit.fixes.registry import PROJECTS
+        from patchkit.logs.origin import target
+        from patchkit.types import PATCHED
+
+        layout = PROJECTS[project]
+        for frame in frames:
+            if target(frame.path, project, layout.source_root) is not None and os.path.isfile(frame.path):
+                session = self._session(os.path.dirname(frame.path), project)
+                status = session.shipped_status(fix) if session is not None else None
+                return status is None or status is PATCHED
+        return True
+
+    def _session(self, folder: str, project: str):
+        if folder not in self._sessions:
+            from patchkit.errors import PatchkitError
+            from patchkit.targets.session import Session
+
+            try:
+                self._sessions[folder] = Session.open(Path(folder), project=project)
+            except PatchkitError:  # not a target patchkit reads (a copy, a broken install): cannot tell
+                self._sessions[folder] = None
+        return self._sessions[folder]
 
 
 def _stdin(stdin: BinaryIO | None) -> BinaryIO:
@@ -133,6 +167,9 @@ class KernelsBehind:
     here to read; judged nothing of otherwise (None)."""
 
     def __init__(self, python: str | None) -> None:
+        from patchkit.logs.match import known
+
+        self.known = known()
         self.sites = None
         if python is not None:
             from patchkit.targets.environment import interpreter, site_packages_of
@@ -158,9 +195,12 @@ class KernelsBehind:
         return self._gpus
 
     def behind(self, f: Finding) -> CodeBehind | None:
+        """The shared objects behind a failure of compiled code (``compiled`` in known-failures.toml)
+        raised from an installed package; None for any other finding."""
         from patchkit.logs.origin import site_of
 
-        where = site_of(f.origin) if f.kind is FAILURE and f.origin else None
+        compiled = f.kind is FAILURE and f.origin and f.name in {x.name for x in self.known.failures if x.compiled}
+        where = site_of(f.origin) if compiled else None
         if where is None:
             return None
         if where not in self._found:

@@ -55,6 +55,7 @@ class Failure(Record):
     packages: tuple[Package, ...]
     log: str | None = None  # text of a log line (ptxas's own line)
     setting: str | None = None  # the setting (known-settings.toml) that cures it
+    compiled: bool = False  # raised by compiled code missing for the GPU: diagnose judges the shared objects behind it
 
 
 class Effect(Record):
@@ -114,7 +115,8 @@ def _failure(doc: object, path: Path, what: str) -> Failure:
     if (exception is None) == (log is None):
         raise BadInput(str(path), f"{what}: a failure names 'exception' or 'log', one of them")
     return Failure(_get(doc, "name", str, path, what), exception, _get(doc, "cause", str, path, what),
-                   _get(doc, "advice", str, path, what), packages, log, _text(doc, "setting", path, what))
+                   _get(doc, "advice", str, path, what), packages, log, _text(doc, "setting", path, what),
+                   _get(doc, "compiled", bool, path, what) if "compiled" in doc else False)
 
 
 def _effect(doc: object, path: Path, what: str) -> Effect:

@@ -111,8 +111,12 @@ def apply_commands(fix: str, frames: tuple[Frame, ...]) -> tuple[str, ...]:
 
 
 class Matcher:
-    def __init__(self, data: Known | None = None) -> None:
+    def __init__(self, data: Known | None = None, helps=None) -> None:
         self.data = data or known()
+        # ``helps(fix, project, frames)``: False where the release the frames ran is known and the fix
+        # does nothing there (its shipped manifest says already upstream, nothing to patch, cannot
+        # apply): the traceback is then judged as the failure it is, if one is known.  None: any.
+        self.helps = helps
         self.reader = TracebackReader()
         self.tracebacks = 0
         self.verdict: Finding | None = None  # what the last traceback that ended was
@@ -165,12 +169,16 @@ class Matcher:
     def _judge(self, parts: tuple[Part, ...]) -> tuple | None:
         """(the part, the fields of its Finding but the line) of a traceback, or None."""
         frames = tuple(f for part in parts for f in part.frames)
+        unhelped = None  # a fix's signature, where the fix does nothing for the release that ran
         for i, part in enumerate(parts):
             for sig in self.data.signatures:
                 if sig.exception and _ends_with(part.exception, sig.exception) and _raised_in(sig, part.frames) \
                         and _ran(sig, frames):
-                    return i, (FIX, sig.fix, part.exception, part.frames, sig.project, sig.releases, sig.cause, "",
-                               apply_commands(sig.fix, frames))
+                    fields = i, (FIX, sig.fix, part.exception, part.frames, sig.project, sig.releases, sig.cause, "",
+                                 apply_commands(sig.fix, frames))
+                    if self.helps is None or self.helps(sig.fix, sig.project, frames):
+                        return fields
+                    unhelped = unhelped or fields
         for i, part in enumerate(parts):
             for failure in self.data.failures:
                 if failure.exception and failure.exception in part.exception:
@@ -178,7 +186,7 @@ class Matcher:
                     return i, (FAILURE, failure.name, part.exception, part.frames, None, "",
                                failure.cause.format(package=package), failure.advice.format(package=package), (), None,
                                origin)
-        return None
+        return unhelped
 
     # -- helpers ----------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from patchkit.targets.locate import INSTALLED, Target, open_install, open_target
 from patchkit.targets.safety import check_relative
 from patchkit.targets.state import Store
 from patchkit.text import mentions, wildcard
-from patchkit.types import CANNOT_APPLY, INCOMPLETE, STALE, Applied
+from patchkit.types import CANNOT_APPLY, INCOMPLETE, STALE, Applied, Status
 from patchkit.versions import is_version, public
 
 if TYPE_CHECKING:  # for the annotations only
@@ -319,6 +319,12 @@ class Session:
             path = (patches or shipped_dir("patches")) / self.project.patches / self.series / "manifest.json"
             self._manifests[patches] = (path, read_manifest(path)) if path.is_file() else None
         return self._manifests[patches]
+
+    def shipped_status(self, fix: str) -> Status | None:
+        """What the shipped manifest of this version says of ``fix`` (patched, already upstream,
+        nothing to patch, cannot apply, incomplete); None without a manifest or where it names none."""
+        found = self._manifest(None)
+        return next((f.status for f in found[1].fixes if f.fix == fix), None) if found else None
 
     def blocked(self, patches: Path | None, fixes) -> list[FixStatus]:
         """The fixes of ``fixes`` that the shipped manifest of this version says cannot apply

@@ -204,6 +204,33 @@ def test_diagnose_names_deepgemm_and_the_project_that_ran_it(tmp_path: Path) -> 
     assert "VLLM_USE_DEEP_GEMM=0" in f["advice"]
 
 
+@pytest.mark.parametrize("version", ["0.5.9", "0.5.23"])
+def test_diagnose_offers_the_deepgemm_fix_only_to_a_release_it_patches(prebuilt, tmp_path: Path, version: str) -> None:
+    """The same traceback, its frames in a real venv of SGLang on this machine: 0.5.9's shipped manifest
+    patches deepgemm-sm12x, so the fix and its apply are named; 0.5.23 has the change upstream
+    (manifest: already upstream), so apply would change nothing there: the failure and its setting are
+    named instead (SGLANG_ENABLE_JIT_DEEPGEMM=0), with no apply."""
+    venv = prebuilt.sglang_venv(version)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    entrypoint = site / "sglang/srt/layers/deep_gemm_wrapper/entrypoint.py"
+    assert entrypoint.is_file()
+    log = tmp_path / "server.log"
+    log.write_text("Traceback (most recent call last):\n"
+                   f'  File "{entrypoint}", line 98, in gemm_nt_f8f8bf16\n'
+                   "    deep_gemm.fp8_gemm_nt(\n"
+                   "RuntimeError: Assertion error (/workspace/.deps/deepgemm-src/csrc/apis/gemm.hpp:120): Unsupported architecture\n")
+    done = invoke("diagnose", str(log), "--json")
+    assert done.returncode == 1
+    [f] = json.loads(done.stdout)["logs"][0]["findings"]
+    if version == "0.5.9":
+        assert (f["name"], f["project"], f["commands"]) == ("deepgemm-sm12x", "sglang", [f"patchkit apply --python {venv}/bin/python"])
+    else:
+        assert (f["name"], f["commands"]) == ("deepgemm-unsupported-architecture", [])
+        assert "sglang turned it on" in f["cause"] and "SGLANG_ENABLE_JIT_DEEPGEMM=0" in f["advice"]
+        # DeepGEMM's JIT lacks the kernels, not a shared object of SGLang's: none is judged, no "files:" line
+        assert f["kernels"] is None and "files:" not in invoke("diagnose", str(log)).stdout.decode()
+
+
 def test_diagnose_names_the_deepgemm_fix_where_sglang_ran_it(tmp_path: Path) -> None:
     """The same assertion raised under SGLang (its wrapper's call, entrypoint.py:98 in the 0.5.9 wheel) is
     the gate the DeepGEMM fix closes; under vLLM (above) it is not."""

@@ -96,7 +96,9 @@ class _Start:
     """What one start of the server (one life of the log) has shown so far."""
 
     def __init__(self) -> None:
-        self.matcher = Matcher()
+        from patchkit.commands.diagnose import Releases  # a fix offered only to a release it changes, as diagnose does
+
+        self.matcher = Matcher(helps=Releases().helps)
         self.phase: tuple[str, int] | None = None
         self.sglang = False  # a line was one of SGLang's records: its ready line is SGLang's own
         self.child_failed = False

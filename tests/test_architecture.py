@@ -79,6 +79,28 @@ def test_no_import_from_a_higher_stage(path: Path) -> None:
     assert upward == []
 
 
+def test_no_module_imports_itself_round_a_circle() -> None:
+    """No cycle among patchkit's modules, every import counted (the ones inside functions too): each
+    module can be read, and changed, knowing only those below it.  A package imports its parent."""
+    modules = {module_name(p): p for p in MODULES}
+    graph = {m: {i for _, i in imports(p) if i in modules and i != m and not m.startswith(i + ".")} for m, p in modules.items()}
+    done: set[str] = set()
+
+    def circle(m: str, path: list[str]) -> list[str] | None:
+        if m in path:
+            return path[path.index(m):] + [m]
+        if m in done:
+            return None
+        for n in sorted(graph[m]):
+            found = circle(n, path + [m])
+            if found:
+                return found
+        done.add(m)
+        return None
+
+    assert next((c for m in sorted(graph) if (c := circle(m, []))), None) is None  # the first circle found, if any
+
+
 def test_every_stage_is_in_the_architecture_doc() -> None:
     doc = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
     for _name, prefixes in STAGES:

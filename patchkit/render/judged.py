@@ -1,12 +1,17 @@
 """The sentences of the judge's reasons (``judge.reasons``), which ``render.reasons.said`` says:
-imported by the first one said (doctor, --to-cc auto), never by apply, verify or revert."""
+imported by the first one said (doctor, --to-cc auto), never by apply, verify or revert.  It imports
+nothing of ``render``: a reason held by another (what the machine lacks) is one of the judge's, said here."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from patchkit.judge import reasons as judge
-from patchkit.render.reasons import said
+
+
+def said(reason) -> str:
+    """The sentence of a judge's reason that another holds (what the machine ``lack``s)."""
+    return SENTENCES[type(reason)](reason)
 
 
 def _clean(f, label: str, version: str | None) -> str:

@@ -66,6 +66,8 @@ class Plan(Record):
     applied: Applied | None = None
     notes: tuple = ()  # plan.reasons: what the plan notes on the way
     tables: tuple[Found, ...] = ()  # each at its path
+    # (path, lines added, lines removed) of each change that is the shipped patch's, as its hunks count them
+    counted: tuple[tuple[str, int, int], ...] = ()
 
 
 def release_changed(
@@ -185,6 +187,7 @@ def plan_apply(
     posts: dict[str, bytes] | None = None
     found: list[Found] = []
     source = ""
+    counts: dict[str, tuple[int, int]] = {}  # a shipped patch's lines added and removed, per file
     if shipped is not None:
         posts = from_shipped(base, shipped)
         outside = None
@@ -197,6 +200,7 @@ def plan_apply(
         elif posts is not None:
             source = f"shipped patch {shipped.name}"
             found = [t.at(f.path) for f in shipped.files for t in f.tables]
+            counts = {path: _counted(section) for path, section in shipped.sections().items()}
         elif not applied and outside is not None:
             return Plan(ALREADY_APPLIED, f"shipped patch {shipped.name}", notes=(AlreadyPostImage(),))
         else:
@@ -243,7 +247,14 @@ def plan_apply(
         return Plan(ALREADY_APPLIED, applied.source if applied else source, applied=new, tables=found)
     if applied:
         notes.append(_replacing(applied, new, local))
-    return Plan(APPLY, source, changes, new, notes, found)
+    counted = tuple((c.path, *counts[c.path]) for c in changes if c.path in counts and c.before == base[c.path])
+    return Plan(APPLY, source, changes, new, notes, found, counted)
+
+
+def _counted(section) -> tuple[int, int]:
+    """The lines a file's section of a patch adds and removes (what ``git apply --numstat`` says)."""
+    marks = [mark for hunk in section.hunks for mark, _ in hunk.body]
+    return marks.count("+"), marks.count("-")
 
 
 def _replacing(old: Applied, new: Applied, local) -> Replacing:

@@ -82,7 +82,7 @@ def to_text(r, terminal: bool) -> list[str]:
     else:
         verb = "would patch" if r.dry_run else "patched"
         lines.append(f"{'would apply' if r.dry_run else 'applied'} {plan.source}")
-        lines += [f"  {verb} {local(c.path)} ({lines_changed(c.before, c.after)})" for c in plan.changes]
+        lines += [f"  {verb} {local(c.path)} ({lines_changed(c.before, c.after, _counts(plan, c))})" for c in plan.changes]
         lines += [f"  {found_line(t._replace(path=local(t.path)) if t.path else t)}" for t in plan.tables]
         lines += [effect_line(name, effect, r.project, r.label, r.where.version) for name, effect in r.effects]
         if r.dry_run:
@@ -106,7 +106,7 @@ def to_json(r) -> dict:
         kept=list(r.kept),
         **plan_fields(r),
         files=[local(c.path) for c in plan.changes],
-        changes=[dict(path=local(c.path), **_counted(c.before, c.after), **({"diff": _diff(c, local)} if r.dry_run else {}))
+        changes=[dict(path=local(c.path), **_counts(plan, c), **({"diff": _diff(c, local)} if r.dry_run else {}))
                  for c in plan.changes],
         tables=[(t._replace(path=local(t.path)) if t.path else t).to_json() for t in plan.tables],
         effects=[{"fix": name, "prevents": [f.says for f in effect.failing(r.project, r.where.version) if f.outcome != "off"],
@@ -186,9 +186,17 @@ def _counted(before: bytes, after: bytes) -> dict:
     return {"added": added, "removed": removed}
 
 
-def lines_changed(before: bytes, after: bytes) -> str:
-    """How many lines the diff adds and removes: "+6 lines", "-2 lines", "+1 -1 lines"."""
-    counted = _counted(before, after)
+def _counts(plan, c) -> dict:
+    """The lines a change adds and removes: as the shipped patch that made it counts them (its hunks:
+    no diff made), else from its bytes (``_counted``)."""
+    counted = next(((added, removed) for path, added, removed in plan.counted if path == c.path), None)
+    return {"added": counted[0], "removed": counted[1]} if counted else _counted(c.before, c.after)
+
+
+def lines_changed(before: bytes, after: bytes, counted: dict | None = None) -> str:
+    """How many lines the change adds and removes: "+6 lines", "-2 lines", "+1 -1 lines" (``counted``:
+    as ``_counts`` found them, else counted from the bytes)."""
+    counted = counted or _counted(before, after)
     added, removed = counted["added"], counted["removed"]
     if added and removed:
         return f"+{added} -{removed} lines"

@@ -1,6 +1,7 @@
 """A dist-info folder (PEP 376, the wheel spec) read as files with ``importlib.metadata``:
-METADATA's headers by its email parser, RECORD's rows by its CSV reader (a quoted path with a
-comma in it is one path).  Nothing of the distribution is imported or run.
+RECORD's rows by its CSV reader (a quoted path with a comma in it is one path); METADATA's
+Version header is read by ``metadata.py``, as this parser reads it, without importing it.
+Nothing of the distribution is imported or run.
 
 ``importlib.metadata`` asks a ``Distribution`` for the text of each file through
 ``read_text``, its documented extension point: ``DistInfo`` answers through
@@ -59,15 +60,6 @@ class DistInfo(Distribution):
     def locate_file(self, path) -> Path:
         """Where a path of RECORD is: relative to the folder that holds the dist-info."""
         return self.folder.parent / path
-
-
-def version(folder: Path) -> str | None:
-    """The ``Version`` header of the dist-info's METADATA; None when it has no METADATA or no version."""
-    dist = DistInfo(folder)
-    if dist.read_text("METADATA") is None:
-        return None
-    found = dist.metadata.get("Version")
-    return (found.strip() or None) if isinstance(found, str) else None
 
 
 def record(folder: Path, paths: Iterable[str] | None = None, mentioning: tuple[str, ...] = ()) -> list[PackagePath] | None:

@@ -3,8 +3,9 @@
 A wheel's ``<name>-<version>.dist-info/RECORD`` (PEP 376 / the wheel spec) lists every file it
 installed, one CSV row each, paths relative to the site-packages folder.  The rows naming a
 shared object (``*.so``, ``*.so.13``) are the files read for CUDA code (``fatbin.py``); a bare
-``*.cubin`` (flashinfer-cubin ships thousands) is counted, not read.  RECORDs are read as files
-by ``importlib.metadata`` (``targets/dist_info.py``: regular files only, each within a cap);
+``*.cubin`` (flashinfer-cubin ships thousands) is counted, not read.  RECORDs are read as files,
+their rows as ``importlib.metadata`` makes them (``targets/dist_info.py``: regular files only,
+each within a cap);
 nothing of the distribution is imported.  An editable install lists only its links in RECORD:
 its checkout's shared objects are not found.
 """

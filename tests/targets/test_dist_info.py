@@ -1,4 +1,4 @@
-"""Dist-infos read as files by ``importlib.metadata`` through the bounded reader
+"""Dist-infos read as files through the bounded reader, their rows as ``importlib.metadata`` makes them
 (``patchkit.targets.dist_info``): a RECORD row whose path holds a comma is one quoted CSV field,
 read right; a RECORD or METADATA that is a FIFO is one line naming it, never a hang.
 

@@ -3,6 +3,7 @@ it with the email package's parser, which the command need not import."""
 
 from __future__ import annotations
 
+import csv
 import importlib.metadata
 import zipfile
 from pathlib import Path
@@ -67,3 +68,45 @@ def test_a_folder_without_metadata_names_no_version(tmp_path: Path) -> None:
     assert version(tmp_path) is None  # in the description, not a header
     (tmp_path / "METADATA").write_text("Metadata-Version: 2.1\nversion:  0.5.9 \nName: x\n")
     assert version(tmp_path) == "0.5.9"
+
+
+# -- RECORD's rows, as importlib.metadata makes them (targets/dist_info.py) --------------------
+
+class Files(importlib.metadata.Distribution):
+    """A distribution whose RECORD is ``text``: the oracle of its rows."""
+
+    def __init__(self, text: str | None) -> None:
+        self.text = text
+
+    def read_text(self, filename: str) -> str | None:
+        return self.text if filename == "RECORD" else None
+
+    def locate_file(self, path):
+        return path
+
+
+def _rows(rows) -> list | str:
+    return [(str(r), r.hash and (r.hash.mode, r.hash.value), r.size) for r in rows] if rows is not None else "none"
+
+
+CELLS = ["sglang/x.py", "sglang/a b.py", '"sglang/c,d.py"', "./sglang/e.py", "sglang//f.py", "sha256=AbC", "sha256=",
+         "md5", "", "12", "x1", '"', "..", "sglang/lib.so"]
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(CELLS), max_size=4).map(",".join), max_size=5), st.sampled_from(["\n", "\r\n"]))
+def test_records_rows_are_what_importlib_metadata_makes(lines, end) -> None:
+    from patchkit.targets.dist_info import DistInfo, _files
+
+    text = "".join(line + end for line in lines)
+    try:
+        want = _rows(Files(text).files)
+    except (TypeError, ValueError, csv.Error) as exc:
+        want = type(exc)
+    dist = DistInfo(Path("/nonexistent"))
+    dist._texts["RECORD"] = text  # the text as read
+    try:
+        got = _rows(_files(dist))
+    except (TypeError, ValueError, csv.Error) as exc:
+        got = type(exc)
+    assert got == want

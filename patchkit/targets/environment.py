@@ -73,11 +73,11 @@ def interpreter(python: str) -> Path:
     """The interpreter ``--python`` names, as a shell would find it, symlinks kept (a
     virtualenv's ``bin/python`` links to the base interpreter): a bare name is looked up
     on PATH, a virtualenv folder means its ``bin/python``."""
-    import shutil
-
     if not python:
         raise BadInput("--python", "empty: give an interpreter, a name on PATH or a virtualenv folder")
     if os.sep not in python:
+        import shutil  # for a bare name only: shutil imports the compression modules
+
         found = shutil.which(python)
         if found is None:
             here = f" (for the one in this folder, write ./{python})" if os.path.lexists(python) else ""

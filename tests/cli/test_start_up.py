@@ -110,3 +110,28 @@ def test_pathlib_is_imported_without_urllib_parse_and_still_quotes(tmp_path: Pat
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, cwd=tmp_path)
     assert (proc.returncode, proc.stderr) == (0, b"")
     assert proc.stdout == b"['pathlib']\nfile:///a%20b/%C3%BC\nq True\n"
+
+
+# What a command with --python leaves out too, each with the reason it stays out.
+NOT_WITH_PYTHON = {
+    "email": "importlib.metadata's METADATA parser: the Version header is read as text (targets/metadata.py)",
+    "importlib.metadata": "RECORD's rows are made as it makes them, without it (targets/dist_info.py)",
+    "shutil": "which() of a bare interpreter name only; it imports the compression modules",
+}
+
+
+@pytest.mark.parametrize("command", ["apply", "verify", "revert"])
+def test_a_command_with_python_leaves_out_what_it_does_not_use(sglang_venv, tmp_path: Path, command: str) -> None:
+    """The SGLang 0.5.9 wheel in a venv: apply, then the command (verify and revert read RECORD to
+    tell a reinstall)."""
+    from support.venvs import copy_venv
+
+    python = str(copy_venv(sglang_venv, tmp_path / "V") / "bin" / "python")
+    if command != "apply":
+        assert invoke("apply", "--python", python).returncode == 0
+    proc, modules = _imported(tmp_path, command, "--python", python, *(["--no-generate"] if command == "apply" else []))
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert "patchkit.targets.environment" in modules  # the probe saw --python read
+    # verify --python judges the environment's settings too: nvidia-smi looked up with shutil.which
+    expected = {"shutil": NOT_WITH_PYTHON["shutil"]} if command == "verify" else {}
+    assert {name: why for name, why in NOT_WITH_PYTHON.items() if name in modules} == expected

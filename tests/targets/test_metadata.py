@@ -43,7 +43,7 @@ LINES = ["Version: 1.0", "version:2", "VERSION :3", "Metadata-Version: 2.1", "Na
          "Version:", "X-Version: 5", "Versio: 6", "Version: 7\x0b8", "\u2028", "Version: a\x0cb"]
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(LINES), st.sampled_from(["\n", "\r\n", "\r"])), max_size=8),
        st.sampled_from(["", "\n", "body\nVersion: 9\n"]))
 def test_the_version_is_what_importlib_metadata_reads(lines, tail) -> None:
@@ -93,7 +93,7 @@ CELLS = ["sglang/x.py", "sglang/a b.py", '"sglang/c,d.py"', "./sglang/e.py", "sg
          "md5", "", "12", "x1", '"', "..", "sglang/lib.so"]
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(st.lists(st.lists(st.sampled_from(CELLS), max_size=4).map(",".join), max_size=5), st.sampled_from(["\n", "\r\n"]))
 def test_records_rows_are_what_importlib_metadata_makes(lines, end) -> None:
     from patchkit.targets.dist_info import DistInfo, _files

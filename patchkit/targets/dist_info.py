@@ -1,12 +1,19 @@
-"""A dist-info folder (PEP 376, the wheel spec) read as files: RECORD's rows as ``importlib.metadata``
-reads them (its CSV reader: a quoted path with a comma in it is one path; a row's path as its
-``PackagePath``, its hash and size), without importing it (``importlib.metadata`` and the email
-package it brings cost a command about 10 ms); METADATA's Version header is read by
-``metadata.py``.  Nothing of the distribution is imported or run.
+"""A dist-info folder (PEP 376, the wheel spec) read as files, as ``importlib.metadata`` reads it,
+without importing it (``importlib.metadata`` and the email package it brings cost a command about
+10 ms): RECORD's rows by its CSV reader (a quoted path with a comma in it is one path; a row's path
+as its ``PackagePath``, its hash and size), and METADATA's Version header as its email parser
+gives it (``header``).  Nothing of the distribution is imported or run.
 
 Each file is read through ``bounded.read_file``: a regular file within a cap (a FIFO, a device
 or a 3 GB file is a BadInput naming it, never a hang), decoded as UTF-8 with bad bytes replaced.
-The tests hold the rows against ``importlib.metadata``'s on real and generated RECORDs.
+The tests hold both against ``importlib.metadata`` on real and generated files.
+
+METADATA is a block of email headers, then the long description (the core metadata
+specification).  ``header`` reads one header as ``email.feedparser`` with the compat32 policy and
+``importlib.metadata`` give it: the headers end at the first line that is neither a header nor a
+continuation (a blank line among them), a ``From `` line is skipped, a header's name is matched in
+any case and the first wins, a continuation keeps its line ending, and a value over several lines
+is dedented as ``importlib.metadata`` does.
 """
 
 from __future__ import annotations
@@ -113,3 +120,78 @@ def record(folder: Path, paths: Iterable[str] | None = None, mentioning: tuple[s
     except (TypeError, ValueError):  # importlib.metadata's make_file(name, hash, size) given another row
         raise MalformedRecord(str(Path(folder) / "RECORD"), "unreadable RECORD: a row that is not path,hash,size "
                                                      "(a blank line, more than three columns or a size that is no number)") from None
+
+
+# What starts a header line (feedparser's headerRE: "From ", a name of printable ASCII but ":"
+# then ":", or a space or tab that continues the header above).
+_NAME = frozenset(chr(c) for c in range(0x21, 0x7F)) - {":"}
+
+
+def version(folder: Path) -> str | None:
+    """The ``Version`` header of the dist-info ``folder``'s METADATA; None when it has no METADATA
+    or no version.  BadInput naming it when it is no regular file or larger than its cap."""
+    try:
+        data = read_file(folder / "METADATA", TEXT_CAP, "METADATA")
+    except FileNotFoundError:
+        return None
+    found = header(data.decode("utf-8", "replace"), "Version")
+    return (found.strip() or None) if found is not None else None
+
+
+def _header_line(line: str) -> bool:
+    if line.startswith(("From ", " ", "\t")):
+        return True
+    name, colon, _ = line.partition(":")
+    return bool(colon) and _NAME.issuperset(name)
+
+
+def header(text: str, name: str) -> str | None:
+    """The value of the first header ``name`` (in any case) of the email headers that begin
+    ``text``, as ``importlib.metadata`` gives it; None when there is none."""
+    lines = []
+    for line in _lines(text):
+        if not _header_line(line):
+            break
+        lines.append(line)
+    wanted, found, current = name.lower(), None, None  # current: the lines of the header being read
+    for number, line in enumerate(lines):
+        if line[0] in " \t":
+            if current is not None:
+                current.append(line)
+            continue
+        if current is not None and found is None and current[0].split(":", 1)[0].lower() == wanted:
+            found = _value(current)
+        current = None
+        if line.startswith("From "):
+            if number == len(lines) - 1 and number:  # the first line of the body, pushed back
+                break
+            continue  # the envelope's line, or one misplaced: not a header
+        if line.find(":") > 0:
+            current = [line]
+    if current is not None and found is None and current[0].split(":", 1)[0].lower() == wanted:
+        found = _value(current)
+    return found
+
+
+def _lines(text: str):
+    """The lines of ``text`` with their ends, split at ``\r\n``, ``\r`` or ``\n`` (as the parser's
+    input, a StringIO with ``newline=''``, splits them), one at a time."""
+    start, size = 0, len(text)
+    while start < size:
+        cr, lf = text.find("\r", start), text.find("\n", start)
+        end = min(i for i in (cr, lf) if i >= 0) if cr >= 0 or lf >= 0 else size - 1
+        if text.startswith("\r\n", end):
+            end += 1
+        yield text[start:end + 1]
+        start = end + 1
+
+
+def _value(lines: list[str]) -> str:
+    """A header's value from its lines (compat32's ``header_source_parse``), dedented where it spans
+    several as ``importlib.metadata`` dedents it (``_adapters.Message``)."""
+    value = (lines[0].split(":", 1)[1].lstrip(" \t") + "".join(lines[1:])).rstrip("\r\n")
+    if "\n" not in value:
+        return value
+    import textwrap
+
+    return textwrap.dedent(" " * 8 + value)

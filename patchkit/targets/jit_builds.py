@@ -235,12 +235,12 @@ def _mtime(path: Path) -> float | None:
 
 
 def _dist_version(site: Path, dist: str) -> str | None:
-    """The ``Version`` of ``dist``'s METADATA in ``site`` (``metadata.version``), None when there is none."""
-    from patchkit.targets import metadata
+    """The ``Version`` of ``dist``'s METADATA in ``site`` (``dist_info.version``), None when there is none."""
+    from patchkit.targets import dist_info
 
     pattern = "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else "[-_.]" if c in "-_." else c for c in dist)
     for info in sorted(site.glob(f"{pattern}-*.dist-info")):
-        found = metadata.version(info)
+        found = dist_info.version(info)
         if found:
             return found
     return None

@@ -92,10 +92,10 @@ class Target(Record):
 
 def _metadata_version(metas: list[Path]) -> tuple[str | None, str]:
     """(version, how it was found) from the first of ``metas`` that names one."""
-    from patchkit.targets import metadata
+    from patchkit.targets import dist_info
 
     for meta in metas:
-        found = metadata.version(meta.parent)
+        found = dist_info.version(meta.parent)
         if found:
             return found, f"from {meta.parent.name}/METADATA"
     return None, "unknown (no dist-info METADATA)"

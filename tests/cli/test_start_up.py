@@ -114,7 +114,7 @@ def test_pathlib_is_imported_without_urllib_parse_and_still_quotes(tmp_path: Pat
 
 # What a command with --python leaves out too, each with the reason it stays out.
 NOT_WITH_PYTHON = {
-    "email": "importlib.metadata's METADATA parser: the Version header is read as text (targets/metadata.py)",
+    "email": "importlib.metadata's METADATA parser: the Version header is read as text (targets/dist_info.py)",
     "importlib.metadata": "RECORD's rows are made as it makes them, without it (targets/dist_info.py)",
     "shutil": "which() of a bare interpreter name only; it imports the compression modules",
 }

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from patchkit.errors import BadInput
-from patchkit.targets import dist_info, metadata
+from patchkit.targets import dist_info
 from patchkit.targets.session import Session
 from support.venvs import copy_venv
 
@@ -111,14 +111,14 @@ def test_a_record_row_that_is_not_path_hash_size(site: Path) -> None:
 def test_metadata_is_read_by_its_headers(site: Path) -> None:
     """The Version header of METADATA (email headers: the long description after them is no header)."""
     meta = site / INFO / "METADATA"
-    assert metadata.version(site / INFO) == "0.5.9"
+    assert dist_info.version(site / INFO) == "0.5.9"
     headers, _, body = meta.read_bytes().partition(b"\n\n")
     meta.write_bytes(b"\n".join(line for line in headers.split(b"\n") if not line.startswith(b"Version:"))
                      + b"\n\nVersion: 9.9.9\n" + body)
-    assert metadata.version(site / INFO) is None
+    assert dist_info.version(site / INFO) is None
     meta.unlink()
-    assert metadata.version(site / INFO) is None
+    assert dist_info.version(site / INFO) is None
     os.mkfifo(meta)
     with pytest.raises(BadInput) as caught:
-        metadata.version(site / INFO)
+        dist_info.version(site / INFO)
     assert str(caught.value) == f"{meta}: a FIFO, not a regular file: patchkit reads a METADATA from regular files only"

@@ -1,5 +1,5 @@
-"""``targets.metadata``: a dist-info's Version header read as text, as ``importlib.metadata`` reads
-it with the email package's parser, which the command need not import."""
+"""``targets.dist_info``: a dist-info's Version header and RECORD's rows read as ``importlib.metadata``
+reads them (its email parser, its CSV reader), which the command need not import."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from patchkit.targets.metadata import header, version
+from patchkit.targets.dist_info import header, version
 from support.mirror import default_cache, fetch_wheel
 
 

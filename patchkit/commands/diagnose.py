@@ -169,7 +169,7 @@ class KernelsBehind:
     def __init__(self, python: str | None) -> None:
         from patchkit.logs.match import known
 
-        self.known = known()
+        self.compiled = {x.name for x in known().failures if x.compiled}  # the failures of compiled code
         self.sites = None
         if python is not None:
             from patchkit.targets.environment import interpreter, site_packages_of
@@ -199,7 +199,7 @@ class KernelsBehind:
         raised from an installed package; None for any other finding."""
         from patchkit.logs.origin import site_of
 
-        compiled = f.kind is FAILURE and f.origin and f.name in {x.name for x in self.known.failures if x.compiled}
+        compiled = f.kind is FAILURE and f.origin and f.name in self.compiled
         where = site_of(f.origin) if compiled else None
         if where is None:
             return None

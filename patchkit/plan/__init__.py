@@ -99,8 +99,9 @@ def _patch_id(posts: dict[str, bytes]) -> str:
     return sha256("".join(f"{p}\0{sha256(d)}\n" for p, d in sorted(posts.items())).encode())
 
 
-def from_shipped(base: dict[str, bytes], shipped: Shipped) -> dict[str, bytes] | None:
-    """Post-images from the shipped patch if ``base`` is exactly its pre-image, else None."""
+def from_shipped(base: dict[str, bytes], shipped: Shipped) -> tuple[dict[str, bytes], dict[str, tuple[int, int]]] | None:
+    """Post-images from the shipped patch if ``base`` is exactly its pre-image, else None; with
+    each file's lines added and removed as the patch's hunks count them (``_counted``)."""
     from patchkit.patch import read as patchread
 
     files = shipped.files
@@ -113,7 +114,7 @@ def from_shipped(base: dict[str, bytes], shipped: Shipped) -> dict[str, bytes] |
         if sha256(post) != f.post_sha256:
             raise BadInput(shipped.name, f"corrupt patch: applying it to {f.path} does not give the manifest's post-image")
         out[f.path] = post
-    return out
+    return out, {path: _counted(section) for path, section in sections.items()}
 
 
 def generated(base: dict[str, bytes], rules: tuple, read=None, root: str = "", version: str | None = None
@@ -189,18 +190,17 @@ def plan_apply(
     source = ""
     counts: dict[str, tuple[int, int]] = {}  # a shipped patch's lines added and removed, per file
     if shipped is not None:
-        posts = from_shipped(base, shipped)
+        posts, counts = from_shipped(base, shipped) or (None, {})
         outside = None
         if posts is not None or not applied and all(
                 f.path in base and sha256(base[f.path]) == f.post_sha256 for f in shipped.files):
             outside = _outside(base, shipped, rules, read, root, version)
         if outside:
             notes.append(OutsideShippedPatch(shipped.name, tuple(map(local, outside))))
-            posts = None
+            posts, counts = None, {}  # generated from the files: counted from them
         elif posts is not None:
             source = f"shipped patch {shipped.name}"
             found = [t.at(f.path) for f in shipped.files for t in f.tables]
-            counts = {path: _counted(section) for path, section in shipped.sections().items()}
         elif not applied and outside is not None:
             return Plan(ALREADY_APPLIED, f"shipped patch {shipped.name}", notes=(AlreadyPostImage(),))
         else:

@@ -42,7 +42,7 @@ def main() -> None:
 def _import_pathlib() -> None:
     """Import pathlib without urllib.parse.  pathlib imports urllib.parse (and it ipaddress) for
     one function, ``quote_from_bytes``, which only ``Path.as_uri`` calls and patchkit never does:
-    that import is a twentieth of apply's time (``python -X importtime``; A/B in ``make bench``).
+    that import is about 3% of apply's time (``python -X importtime``; an A/B of whole processes).
     While pathlib is imported, ``urllib.parse`` is a stand-in whose ``quote_from_bytes`` imports
     the real module when it is first called; the stand-in is gone once pathlib is in, so any other
     import of ``urllib.parse`` gets the real module.  A Python whose pathlib asks urllib.parse for

@@ -4,8 +4,9 @@ Every command uses the same codes (README, "Exit codes"):
 0 done or nothing to do; 1 check found problems; 2 bad input or usage (a file that cannot
 be read or used, named); 3 refused to change anything; 4 a write failed part-way (a full
 disk, an I/O error): a transaction is pending, its journal names it, and the next apply
-or revert finishes it; 70 a failure patchkit did not expect (a bug: please report it);
-130 interrupted (Ctrl-C).
+or revert finishes it; 5 verify found every patch in effect and only settings missing
+(apply cannot set a variable: ``doctor --format env`` prints them); 70 a failure patchkit
+did not expect (a bug: please report it); 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -17,9 +18,16 @@ PROBLEMS = 1
 BAD_INPUT = 2
 REFUSED = 3
 PENDING = 4  # a write failed part-way: the journal is pending; the next apply or revert finishes it
+SETTINGS = 5  # verify: the patches are in effect, only a setting (a variable, an upgrade) is missing
 SOFTWARE = 70  # EX_SOFTWARE (sysexits.h): an exception patchkit did not expect
 INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a job ended by Ctrl-C
 TIMED_OUT = 124  # watch: no ready line or crash before --timeout, as timeout(1) exits
+
+
+def worst(codes) -> int:
+    """The exit code of several results: the highest, except that settings missing (5) rank
+    below a patch not in effect (1), so that ``verify || apply`` still applies a missing patch."""
+    return max(codes, key=lambda c: (c != OK, c != SETTINGS, c), default=OK)
 
 
 class PatchkitError(Exception):

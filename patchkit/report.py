@@ -10,7 +10,7 @@ the lines that name a place in a file (``Place``, grouped under its ``Heading`` 
 
 from __future__ import annotations
 
-from patchkit.errors import OK
+from patchkit.errors import worst
 from patchkit.values import Record
 
 
@@ -52,7 +52,7 @@ class Each(Record):
 
     @property
     def exit_code(self) -> int:
-        return max(r.exit_code for r in self.results)
+        return worst(r.exit_code for r in self.results)
 
 
 def combine(command: str, results: list):
@@ -79,10 +79,13 @@ class Auto(Record):
     command: str
     machine: object  # gpus.smi.Machine
     targets: tuple[AutoTarget, ...]
+    env: object | None = None  # verify --python: the environment read, said after the machine (as ``Each.env``)
+    settings: object | None = None  # verify --python: the settings judged for the machine (commands.settings)
 
     @property
     def exit_code(self) -> int:
-        return max((r.exit_code for t in self.targets for r in t.results), default=OK)
+        extra = (self.settings.exit_code,) if self.settings is not None else ()
+        return worst((*(r.exit_code for t in self.targets for r in t.results), *extra))
 
 
 class Heading(str):

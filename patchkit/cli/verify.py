@@ -45,7 +45,8 @@ def verify(path, from_cc, to_cc, python, project, fix_names, all_fixes, as_json)
     if to_cc is AUTO or found is not None:  # given auto, or SM12x GPUs here: proved for them
         if from_cc is not None:
             raise BadInput(None, "--to-cc auto checks each GPU's key against the project's own --from-cc: give no --from-cc")
-        return verify_auto(targets(path, python, project).found, fixes, named=tuple(fix_names), m=found)
+        given = targets(path, python, project)
+        return verify_auto(given.found, fixes, named=tuple(fix_names), m=found, env=given.env)
     check_cc(from_cc, to_cc, project)
     named = tuple(fix_names) if fix_names else (() if all_fixes else None)
     given = targets(path, python, project)

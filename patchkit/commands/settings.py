@@ -4,14 +4,15 @@ from has each setting (a variable) that the releases installed for EXE need on t
 the shell (or with the ``env``) the server is started from.  A setting not needed there is not
 judged; a flag of the server's command line is not seen, so never a problem here (doctor names it).
 Judged for ``--to-cc``'s cc, else the GPUs nvidia-smi shows; with neither, or with no setting for
-these GPUs among the releases installed, verify says nothing of settings.  Exit 1 with one line per
-setting missing."""
+these GPUs among the releases installed, verify says nothing of settings.  One line per setting
+missing, and exit 5 (``SETTINGS``): a patch not in effect (exit 1) outranks it, as apply can fix that
+and cannot set a variable (``doctor --format env`` prints the lines that do)."""
 
 from __future__ import annotations
 
 import os
 
-from patchkit.errors import OK, PROBLEMS, BadInput
+from patchkit.errors import OK, SETTINGS, BadInput
 from patchkit.values import Record
 
 
@@ -24,16 +25,17 @@ class SettingsVerified(Record):
 
     @property
     def exit_code(self) -> int:
-        return PROBLEMS if self.missing else OK
+        return SETTINGS if self.missing else OK
 
 
-def verify_settings(env, to_cc=None) -> SettingsVerified:
+def verify_settings(env, to_cc=None, m=None) -> SettingsVerified:
+    """``m``: the machine, read already (a plain verify that found SM12x GPUs, ``--to-cc auto``)."""
     from patchkit.gpus.smi import given, machine, timeout
     from patchkit.judge.settings import missing, settings_here
 
-    if to_cc is not None and hasattr(to_cc, "pair"):
+    if m is None and to_cc is not None and hasattr(to_cc, "pair"):
         m = given(to_cc.pair())
-    else:
+    elif m is None:
         try:
             m = machine(timeout())
         except BadInput as exc:

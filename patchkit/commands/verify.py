@@ -71,18 +71,25 @@ def sm12x_gpus():
     return m if any(g.cc[0] == 12 for g in m.gpus) else None
 
 
-def verify_auto(found, fixes, named=(), m=None) -> Auto:
+def verify_auto(found, fixes, named=(), m=None, env=None) -> Auto:
     """``verify --to-cc auto``: each key this machine's GPUs need at each target (``judge.auto``),
     proved as ``verify`` proves a key given; ``named``: the fixes --fix named; ``m``: the machine,
-    read already."""
+    read already; ``env``: the environment ``--python`` read, whose settings are judged for the
+    machine too (``commands.settings``: said when one is for these GPUs)."""
     from patchkit.judge import auto
 
     m = auto.read_machine() if m is None else m
     sessions = [Session.open(path, project=name, install=install) for path, name, install in found]
     keys = auto.for_verify(sessions, m, fixes, default_fixes(), named)
+    settings = None
+    if env is not None:
+        from patchkit.commands.settings import verify_settings
+
+        settings = verify_settings(env, m=m)
     return Auto("verify", m, tuple(
         AutoTarget(Where.of(k.session), k.session.project.name, k.session.project.label, k.held, k.spare,
-                   tuple(verify_session(k.session, f, t, k.fixes) for f, t in k.pairs), k.not_for) for k in keys))
+                   tuple(verify_session(k.session, f, t, k.fixes) for f, t in k.pairs), k.not_for) for k in keys),
+        env, settings if settings is not None and settings.judged else None)
 
 
 def verify_session(s: Session, from_cc: CC | None = None, to_cc: CC | None = None, fixes: tuple[str, ...] | None = None,

@@ -40,11 +40,7 @@ def document(result) -> dict:
     """The --json document of ``result`` (before the envelope)."""
     if isinstance(result, Each):
         doc = {"targets": [target_document(r) for r in result.results]}
-        env = result.env
-        if env is None:
-            return doc
-        return {"python": str(env.exe), "installed": [{"project": i.project, "how": i.how} for i in env.installs],
-                "not_installed": list(env.missing), **doc}
+        return doc if result.env is None else {**environment(result.env), **doc}
     if isinstance(result, Auto):
         from patchkit.render import auto
 
@@ -82,6 +78,12 @@ def _each_text(each: Each, terminal: bool) -> list[str]:
     for i, result in enumerate(each.results):
         lines += ([""] if i else []) + text(result, terminal)
     return lines
+
+
+def environment(env) -> dict:
+    """What ``--python EXE`` holds, in a document: each project judged and the known projects not installed."""
+    return {"python": str(env.exe), "installed": [{"project": i.project, "how": i.how} for i in env.installs],
+            "not_installed": list(env.missing)}
 
 
 def environment_line(env) -> str:

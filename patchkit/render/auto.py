@@ -36,9 +36,9 @@ def _idle(t: AutoTarget) -> list[str]:
 
 
 def to_text(auto: Auto, terminal: bool) -> list[str]:
-    from patchkit.render import text
+    from patchkit.render import environment_line, text
 
-    lines = [gpus_line(auto.machine)]
+    lines = [gpus_line(auto.machine)] + ([environment_line(auto.env)] if auto.env is not None else [])
     for t in auto.targets:
         if not t.results:
             lines += _idle(t)
@@ -48,17 +48,21 @@ def to_text(auto: Auto, terminal: bool) -> list[str]:
         if first and t.spare:
             part = part[:1] + spare_lines(t.spare) + part[1:]
         lines += ([""] if n else []) + part
+    if auto.settings is not None:  # verify --python: the settings these GPUs need, after the projects
+        lines += ([""] if runs else []) + text(auto.settings, terminal)
     return lines
 
 
 def to_json(auto: Auto) -> dict:
-    from patchkit.render import target_document
+    from patchkit.render import environment, target_document
 
     machine = auto.machine.to_json()
     not_needed = [{"path": t.where.path, "project": t.project, "fix": name, "reason": code(why), "why": said(why)}
                   for t in auto.targets for name, why in t.spare.items()]
     targets = [target_document(r) for t in auto.targets for r in t.results]
+    targets += [target_document(auto.settings)] if auto.settings is not None else []
     if auto.command == "apply":
         idle = [t.where.path for t in auto.targets if not t.results]
         return {"to_cc": "auto", "machine": machine, "nothing_to_do": idle, "not_needed": not_needed, "targets": targets}
-    return {"to_cc": "auto", "machine": machine, "not_needed": not_needed, "targets": targets}
+    env = {} if auto.env is None else environment(auto.env)
+    return {"to_cc": "auto", "machine": machine, **env, "not_needed": not_needed, "targets": targets}

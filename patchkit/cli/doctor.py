@@ -14,6 +14,7 @@ from patchkit.cli.options import (
     python_opt,
     targets,
 )
+from patchkit.errors import BadInput
 
 
 @cli.command(short_help="What the fixes do on this machine's GPUs; what is missing.")
@@ -23,14 +24,28 @@ from patchkit.cli.options import (
 @click.option("--to-cc", type=CCType(auto=True), default=AUTO.value, show_default=True, metavar="CC|auto",
               help="The GPUs to judge for: auto (those nvidia-smi shows), or a compute capability (12, 12.0, 12.1) "
                    "judged as given, with no GPU needed (an image build has none).")
+@click.option("--format", "fmt", type=click.Choice(["text", "env"]), default="text", show_default=True,
+              help="env: only the shell lines `export NAME=VALUE` of the variables this machine needs (with --python), "
+                   "for a launch script to eval.")
 @JSON_OPT
-def doctor(path, python, project, to_cc, as_json):
+def doctor(path, python, project, to_cc, fmt, as_json):
     """The GPUs (nvidia-smi), how they are linked, the projects at PATH (default: here) or
     installed for --python, each fix: needed here or not, applied or not, and what it does
     on this machine.  Read only.  Exit 1 when something this machine needs is missing; with
-    no GPU seen and no --to-cc, the projects and fixes are still shown, and the exit is 2."""
+    no GPU seen and no --to-cc, the projects and fixes are still shown, and the exit is 2.
+    With --format env: the export lines alone; exit 1 when a variable needed has no value
+    here, 2 with no GPU seen and no --to-cc."""
     from patchkit.commands.doctor import apply_target
     from patchkit.commands.doctor import doctor as command
 
+    if fmt == "env":
+        if python is None:
+            raise BadInput(None, "--format env judges the settings from what an environment has installed: "
+                                 "give --python EXE (the Python the server runs with)")
+        if as_json:
+            raise BadInput(None, "--format env prints shell lines: give --json or --format env, not both")
+        from patchkit.commands.doctor import doctor_env
+
+        return doctor_env(targets(path, python, project).env, to_cc=None if to_cc is AUTO else to_cc)
     given = targets(path, python, project)
     return command(given.found, apply_target(path, python), given.env, to_cc=None if to_cc is AUTO else to_cc)

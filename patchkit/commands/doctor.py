@@ -198,6 +198,20 @@ def doctor(found: list[tuple], apply_target: str, env=None, to_cc: CC | None = N
                         tuple(speedups_here(m, versions)), shutil.which("nvcc"), _settings(env, m))
 
 
+def doctor_env(env, to_cc: CC | None = None):
+    """``doctor --python EXE --format env``: the variables these GPUs (``to_cc``'s, else nvidia-smi's)
+    need, from the same judgement as doctor's settings (``commands.settings.SettingsToSet``)."""
+    from patchkit.commands.settings import SettingsToSet, settings_to_set
+
+    if to_cc is not None:
+        m = given(to_cc.pair())
+    else:
+        m, unseen = _seen()
+        if m is None:
+            return SettingsToSet(str(env.exe), (), (), (), unseen)
+    return settings_to_set(env.exe, _settings(env, m), m.ccs())
+
+
 def _settings(env, m: Machine) -> tuple:
     """The settings (a variable, a flag, an upgrade) judged from what ``--python`` has installed, with
     the variables of the shell doctor runs in (``judge/settings.py``); not counted in the exit code:

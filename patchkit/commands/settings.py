@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from patchkit.errors import OK, SETTINGS, BadInput
+from patchkit.errors import BAD_INPUT, OK, PROBLEMS, SETTINGS, BadInput
 from patchkit.values import Record
 
 
@@ -42,3 +42,37 @@ def verify_settings(env, to_cc=None, m=None) -> SettingsVerified:
             return SettingsVerified(str(env.exe), (), (), (), exc.reason)
     found = settings_here(list(env.sites), dict(os.environ), m)
     return SettingsVerified(str(env.exe), tuple(m.ccs()), tuple(found), tuple(missing(found)))
+
+
+class SettingsToSet(Record):
+    """``doctor --python EXE --format env``: the variables the GPUs judged for need (``judge/settings.py``,
+    as doctor's settings section), with the value to set: needed, set wrongly (the value that would
+    do), or set already (what is set).  Flags and upgrades are not variables: doctor names them."""
+
+    exe: str
+    ccs: tuple
+    to_set: tuple[tuple[str, str], ...]  # (name, value)
+    unset: tuple  # judge.settings.SettingHere: needed, with no value found here or a name export cannot set
+    unseen: str | None = None  # why no GPU was judged for (no --to-cc)
+
+    @property
+    def exit_code(self) -> int:
+        return BAD_INPUT if self.unseen is not None else PROBLEMS if self.unset else OK
+
+
+def settings_to_set(exe, found, ccs) -> SettingsToSet:
+    """Of ``found`` (``judge.settings.SettingHere``), the variables to set and those that cannot be."""
+    from patchkit.fixes.settings import Check, SettingKind
+    from patchkit.judge.settings import Need, exportable
+
+    to_set: dict[str, str] = {}
+    unset = []
+    for h in found:
+        if h.setting.kind != SettingKind.ENV or h.need not in (Need.NEEDED, Need.WRONG, Need.SET) or h.spelling.name in to_set:
+            continue
+        value = h.found if h.need == Need.SET and h.setting.check == Check.PTXAS else h.value
+        if value is None or not exportable(h.spelling.name):
+            unset.append(h)
+        else:
+            to_set[h.spelling.name] = value
+    return SettingsToSet(str(exe), tuple(ccs), tuple(to_set.items()), tuple(unset))

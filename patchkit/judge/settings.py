@@ -205,6 +205,12 @@ def settings_here(sites: list[Path], env: dict, machine, settings: tuple[Setting
     return sorted(found, key=lambda h: h.setting.rank)
 
 
+def exportable(name: str) -> bool:
+    """Whether a POSIX shell's ``export`` can set the variable ``name`` (Triton 3.3's
+    ``TRITON_PTXAS-BLACKWELL_PATH`` it cannot: only ``env`` passes it on)."""
+    return name.replace("_", "a").isalnum() and name.isascii() and not name[0].isdigit()
+
+
 def missing(found: list[SettingHere]) -> list[SettingHere]:
     """The settings this environment lacks: needed and not set, or set wrongly (flags aside:
     the server's command line is not seen)."""

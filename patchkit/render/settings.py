@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 
 from patchkit.fixes.settings import SettingKind
-from patchkit.judge.settings import Need
+from patchkit.judge.settings import Need, exportable
 
 
 def _cc(h) -> str:
@@ -25,10 +25,9 @@ def set_line(h) -> str | None:
         return f"{sp.name} {shlex.quote(h.value)}"
     if kind == SettingKind.UPGRADE:
         return f"pip install {shlex.quote(f'{sp.name}>={h.value}')}"
-    pair = f"{sp.name}={h.value}"
-    if sp.name.replace("_", "a").isalnum() and not sp.name[0].isdigit():
+    if exportable(sp.name):
         return f"export {sp.name}={shlex.quote(h.value)}"
-    return f"env {shlex.quote(pair)} <command>"
+    return f"env {shlex.quote(f'{sp.name}={h.value}')} <command>"
 
 
 def _what(h) -> str:
@@ -43,6 +42,14 @@ def _what(h) -> str:
     if s.check.value == "nccl-pcie":
         return f"{s.project} {h.version}"
     return f"{s.project} {h.version} has {h.spelling.name}" if h.spelling else f"{s.project} {h.version}"
+
+
+def _install_ptxas(h) -> str:
+    """What to install where no ptxas here would do for Triton."""
+    sp = h.spelling
+    return (f"install a ptxas of CUDA {sp.ptxas[0] if sp and sp.ptxas else '12.9'} or later "
+            f"(nvidia-cuda-nvcc-cu12 12.9: nvidia/cuda_nvcc/bin/ptxas"
+            f"{'' if sp and sp.ptxas and sp.ptxas[1] else '; nvidia-cuda-nvcc 13.x: nvidia/cu13/bin/ptxas'})")
 
 
 def lines(found) -> list[str]:
@@ -61,10 +68,7 @@ def lines(found) -> list[str]:
             if line is not None:
                 out.append(f"    {line}")
             else:
-                out.append(f"    no {h.spelling.name} value found here: install a ptxas of CUDA "
-                           f"{h.spelling.ptxas[0] if h.spelling and h.spelling.ptxas else '12.9'} or later "
-                           f"(nvidia-cuda-nvcc-cu12 12.9: nvidia/cuda_nvcc/bin/ptxas"
-                           f"{'' if h.spelling and h.spelling.ptxas and h.spelling.ptxas[1] else '; nvidia-cuda-nvcc 13.x: nvidia/cu13/bin/ptxas'})")
+                out.append(f"    no {h.spelling.name} value found here: {_install_ptxas(h)}")
             for w in h.would_do[1:]:
                 out.append(f"    (also would do: ptxas {w.release} at {w.path})")
         elif h.need == Need.SET:
@@ -90,7 +94,12 @@ ONE_TARGET = True  # verify's settings part is one entry of its document's ``tar
 
 
 def to_text(r, terminal: bool) -> list[str]:
-    """verify's settings part (``commands.settings.SettingsVerified``)."""
+    """verify's settings part (``commands.settings.SettingsVerified``); ``doctor --format env``'s
+    lines (``commands.settings.SettingsToSet``): one ``export NAME=VALUE`` each, shell-quoted."""
+    from patchkit.commands.settings import SettingsToSet
+
+    if isinstance(r, SettingsToSet):
+        return [f"export {name}={shlex.quote(value)}" for name, value in r.to_set]
     if r.unseen is not None:
         return [f"settings of {r.exe}: not judged: no GPU seen ({r.unseen}) and no --to-cc"]
     ccs = ", ".join(f"{a}.{b}" for a, b in r.ccs)
@@ -106,3 +115,26 @@ def to_json(r) -> dict:
     return {"settings_of": r.exe, "ccs": [f"{a}.{b}" for a, b in r.ccs], "in_effect": not r.missing, "not_judged": r.unseen,
             "settings": [h.to_json() | {"set_line": set_line(h)} for h in r.judged],
             "problems": [missing_line(h) for h in r.missing]}
+
+
+def failure(r) -> str | None:
+    """``doctor --format env``: why a variable these GPUs need is not among the lines (no value
+    found here, or a name ``export`` cannot set), or why nothing was judged (no GPU seen)."""
+    from patchkit.commands.settings import SettingsToSet
+
+    if not isinstance(r, SettingsToSet):
+        return None
+    if r.unseen is not None:
+        return (f"no GPU seen, so doctor cannot say what this machine needs ({r.unseen}); "
+                "give --to-cc with the cc of the GPUs the server will run on")
+    said = []
+    for h in r.unset:
+        name = h.spelling.name
+        if not exportable(name) and h.value is not None:
+            said.append(f"{h.setting.name}: {name} is needed for {_cc(h)} and export cannot set it: start the server "
+                        f"with {set_line(h)}")
+        elif h.setting.check.value == "ptxas-knows-target":
+            said.append(f"{h.setting.name}: {name} is needed for {_cc(h)} and no ptxas here would do: {_install_ptxas(h)}")
+        else:
+            said.append(f"{h.setting.name}: {name} is needed for {_cc(h)} and no value is known here")
+    return "; ".join(said) or None

@@ -6,7 +6,8 @@ There is no Docker engine here, so a stand-in reproduces the image's layout
 files and real ``pyproject.toml`` in ``/sgl-workspace/sglang``, installed with ``pip install -e
 python --no-deps`` into the environment whose ``python3`` is first on PATH, FlashInfer 0.6.4's
 wheel beside it (``FROM``).  COPY destinations and ``/opt`` are mapped into a scratch folder;
-RUN lines run with ``sh -c``.  ``python3 -m sglang.launch_server`` meets a stand-in that only
+RUN lines run with ``sh -c``.  The entrypoint runs on a stand-in GB10 (tests/gpus/standin.py), with
+Triton 3.5.1's and nvidia-cuda-nvcc 13.5's wheel files beside SGLang: it must set TRITON_PTXAS_PATH.  ``python3 -m sglang.launch_server`` meets a stand-in that only
 prints its arguments.  Then the "image" is upgraded to the sglang 0.5.23 wheel and the
 entrypoint runs again: it must patch the new release before serving.
 """
@@ -19,6 +20,10 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+
+from gpus.standin import no_nvidia_smi
+from gpus.standin import standin as smi
+from settings.test_settings import nvcc13_files, triton_files
 
 from patchkit.fixes.registry import SGLANG
 from patchkit.rewrite.evaluate import tables
@@ -111,16 +116,27 @@ def test_dockerfile_and_launch_script_as_written(tmp_path: Path, prebuilt) -> No
     assert (image / "opt/patchkit/bin/patchkit").is_file() and not (python.parent / "patchkit").exists()
     assert (checkout / ".git/patchkit/state.json").is_file()  # the checkout's state, beside its git data
 
-    # The entrypoint: verify passes, the server starts (a stand-in that prints its arguments).
+    # The entrypoint, on a GB10 whose image also has Triton 3.5.1 (its bundled ptxas 12.8 does not know sm_121a) and
+    # nvidia-cuda-nvcc 13.5's ptxas: the variable is set, verify passes, the server starts (a stand-in that prints its
+    # arguments and the variable).
+    for files in (triton_files("3.5.1"), nvcc13_files()):
+        for entry in files.iterdir():
+            if entry.name != ".done":
+                (site / entry.name).symlink_to(entry)
     standin = tmp_path / "standin"
     (standin / "sglang").mkdir(parents=True)
     (standin / "sglang/__init__.py").write_text("")
-    (standin / "sglang/launch_server.py").write_text("import sys\nprint('serving', *sys.argv[1:])\n")
-    served = dict(env, PYTHONPATH=str(standin))
+    (standin / "sglang/launch_server.py").write_text(
+        "import os, sys\nprint('serving', *sys.argv[1:], 'with', os.environ.get('TRITON_PTXAS_PATH'))\n")
+    gpu = [p for p in smi(tmp_path / "gb10", "gb10")["PATH"].split(os.pathsep) if not (Path(p) / "ptxas").exists()]
+    served = dict(env, PATH=os.pathsep.join([str(python.parent), *gpu]), PYTHONPATH=str(standin))
+    served = {k: v for k, v in served.items() if not k.startswith("TRITON_") and k not in ("CUDA_HOME", "CUDA_PATH")}
+    ptxas13 = site / "nvidia/cu13/bin/ptxas"
     done = subprocess.run([*entrypoint, "--model-path", "m", "--enable-torch-symm-mem"], env=served, capture_output=True)
     assert done.returncode == 0, done.stderr.decode()
     lines = done.stdout.decode().splitlines()
-    assert lines[-2].startswith("verify: ok") and lines[-1] == "serving --model-path m --enable-torch-symm-mem"
+    assert lines[-2].startswith("verify: ok") and lines[-1] == f"serving --model-path m --enable-torch-symm-mem with {ptxas13}"
+    assert f"settings of {python} for 12.1, with this shell's variables:" in lines, lines
 
     # A derived image upgrades SGLang to a wheel: the entrypoint patches 0.5.23 before serving.
     pip_install(python, str(fetch_wheel("0.5.23", default_cache())))
@@ -134,8 +150,12 @@ def test_dockerfile_and_launch_script_as_written(tmp_path: Path, prebuilt) -> No
     assert "applied shipped patch patches/0.5.23/0001-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch" in out.splitlines()
     assert "note: allreduce-fusion left out: incomplete on SGLang 0.5.23: the feature's path still refuses the GPU at " \
            "sglang/srt/layers/flashinfer_comm_fusion.py:48 in _resolve_backend(): " in out
-    assert out.splitlines()[-1] == "serving --model-path m"
+    assert out.splitlines()[-1] == f"serving --model-path m with {ptxas13}"
     assert patched(site)
+    # Without the stand-in GPU (a container started without its GPUs) the script stops before the server.
+    done = subprocess.run(entrypoint, env=dict(served, PATH=os.pathsep.join([str(python.parent), no_nvidia_smi(tmp_path)["PATH"]])),
+                          capture_output=True)
+    assert (done.returncode, done.stdout) == (1, b"") and done.stderr.decode().startswith("patchkit: no GPU seen"), done.stderr
 
 
 

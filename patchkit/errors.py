@@ -48,6 +48,10 @@ class BadInput(PatchkitError):
     exit_code = BAD_INPUT
 
 
+class NoProject(BadInput):
+    """A folder that holds no project patchkit knows, nor lies inside one (exit 2)."""
+
+
 class RewriteError(PatchkitError):
     """A source file whose tables cannot be patched (exit 3: nothing is written)."""
 

@@ -48,4 +48,5 @@ def doctor(path, python, project, to_cc, fmt, as_json):
 
         return doctor_env(targets(path, python, project).env, to_cc=None if to_cc is AUTO else to_cc)
     given = targets(path, python, project)
-    return command(given.found, apply_target(path, python), given.env, to_cc=None if to_cc is AUTO else to_cc)
+    return command(given.found, apply_target(path, python), given.env, to_cc=None if to_cc is AUTO else to_cc,
+                   here=path is None and python is None)

@@ -36,7 +36,7 @@ import shutil
 from pathlib import Path
 
 from patchkit.cc import CC
-from patchkit.errors import BAD_INPUT, OK, PROBLEMS, BadInput
+from patchkit.errors import BAD_INPUT, OK, PROBLEMS, BadInput, NoProject
 from patchkit.fixes.effects import Effect, read_effects
 from patchkit.fixes.registry import FIXES
 from patchkit.gpus.smi import Machine, given, timeout
@@ -118,6 +118,19 @@ class DoctorResult(Record):
         return PROBLEMS if self.needed or (self.code is not None and self.code.no_code()) else OK
 
 
+class NoProjectHere(Record):
+    """``patchkit doctor`` with no PATH and no --python, in a folder that holds no project: the GPUs
+    seen (or why none was), and why the folder is no target; exit 2."""
+
+    seen: Machine | None
+    unseen: str | None
+    why: NoProject
+
+    @property
+    def exit_code(self) -> int:
+        return BAD_INPUT
+
+
 def _turned_on(effect: Effect, s: Session, versions: dict[str, str | None], m: Machine, hs: list[FixHere]) -> tuple:
     """Why an opt-in fix is needed here although nobody asked for it: the release turns the
     feature on by itself on these GPUs, with a version of the other project that fails.  Not
@@ -153,14 +166,20 @@ def _judged(h: FixHere, s: Session, effect: Effect | None, pulled: dict, m: Mach
                      clean_start_only(effect, s.project, s.version, m) if said else None)
 
 
-def doctor(found: list[tuple], apply_target: str, env=None, to_cc: CC | None = None) -> DoctorResult:
+def doctor(found: list[tuple], apply_target: str, env=None, to_cc: CC | None = None, here: bool = False) -> DoctorResult | NoProjectHere:
     """``found``: (path, project, install) of each target (``cli.targets``); ``apply_target``: how the command line
     named them (``--python EXE`` or PATH), for the command to run; ``env``: the environment ``--python`` read
     (``targets.environment``), whose compiled CUDA code is judged for the GPUs (``kernels.installed_code``);
-    ``to_cc``: --to-cc's cc, judged for instead of the GPUs nvidia-smi shows."""
+    ``to_cc``: --to-cc's cc, judged for instead of the GPUs nvidia-smi shows; ``here``: the target is the
+    current folder, named by neither PATH nor --python (one with no project: ``NoProjectHere``)."""
     seen, unseen = _seen()
     effects = read_effects()
-    sessions = [Session.open(path, project=name, install=install) for path, name, install in found]
+    try:
+        sessions = [Session.open(path, project=name, install=install) for path, name, install in found]
+    except NoProject as exc:
+        if not here:
+            raise
+        return NoProjectHere(seen, unseen, exc)
     if to_cc is not None:
         m, basis = given(to_cc.pair()), TO_CC
     elif seen is None:  # the fixes' own cc: what each fix's state is, not what this machine needs

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from patchkit.commands.doctor import DEFAULT
+from patchkit.commands.doctor import DEFAULT, NoProjectHere
 from patchkit.errors import OK
 from patchkit.fixes.registry import PROJECTS
 from patchkit.judge.here import no_multicast
@@ -33,7 +33,16 @@ def _here(r) -> tuple[str, str]:
     return ("here", "these GPUs") if r.measured else (f"for cc {cc}", f"GPUs of cc {cc}")
 
 
+def _no_project(r: NoProjectHere) -> list[str]:
+    """``patchkit doctor`` in a folder with no project: the GPUs seen, and what to give it."""
+    return [*_gpu_lines(r), "", f"no project here: {r.why}",
+            "to judge the server's environment, give its Python: patchkit doctor --python EXE (a virtualenv's bin/python, "
+            "python3 in an image); or a checkout: patchkit doctor PATH"]
+
+
 def to_text(r, terminal: bool) -> list[str]:
+    if isinstance(r, NoProjectHere):
+        return _no_project(r)
     lines = _header(r)
     here, these = _here(r)
     for t in r.targets:
@@ -69,6 +78,8 @@ def to_text(r, terminal: bool) -> list[str]:
 
 
 def failure(r) -> str | None:
+    if isinstance(r, NoProjectHere):
+        return f"{r.why}; give --python EXE, the Python the server runs with"
     if r.basis != DEFAULT:
         return None
     return (f"no GPU seen, so doctor cannot say what this machine needs (the report is for cc {_cc(r.machine.ccs()[0])}); "
@@ -76,6 +87,9 @@ def failure(r) -> str | None:
 
 
 def to_json(r) -> dict:
+    if isinstance(r, NoProjectHere):
+        return {"command": "doctor", "ok": False, "exit_code": r.exit_code, "machine": r.seen.to_json() if r.seen else None,
+                "no_gpu": r.unseen, "targets": [], "error": failure(r)}
     these = _here(r)[1]
     targets = [t.where.data("doctor", project=t.project, label=t.label, kind=t.kind, fixes=[
         dict(fix_json(j.here), default=j.default, needed=j.needed, why=_why(j, these), why_reason=_why_reason(j),
@@ -97,14 +111,18 @@ def to_json(r) -> dict:
     return doc | {"error": error} if error else doc
 
 
-def _header(r) -> list[str]:
+def _gpu_lines(r) -> list[str]:
+    """The GPUs nvidia-smi shows and how they are linked, or why none was seen."""
     seen = r.seen
     if seen is None:
-        lines = [f"no GPU seen: {r.unseen}"]
-    else:
-        lines = [f"GPUs ({seen.nvidia_smi}):"]
-        lines += [f"  GPU{g.index}  {g.name}  cc {g.cc_text()} ({g.sm()})  {g.bus_id}" for g in seen.gpus]
-        lines.append(f"links: {seen.link_summary()}")
+        return [f"no GPU seen: {r.unseen}"]
+    return [f"GPUs ({seen.nvidia_smi}):", *(f"  GPU{g.index}  {g.name}  cc {g.cc_text()} ({g.sm()})  {g.bus_id}" for g in seen.gpus),
+            f"links: {seen.link_summary()}"]
+
+
+def _header(r) -> list[str]:
+    seen = r.seen
+    lines = _gpu_lines(r)
     if r.to_cc is not None:
         cc = _cc(r.to_cc.pair())
         lines.append(f"judged for cc {cc} as given (--to-cc {r.to_cc}) "

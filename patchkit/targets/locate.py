@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from patchkit.errors import BadInput
+from patchkit.errors import BadInput, NoProject
 from patchkit.fixes.registry import PROJECTS, Project
 from patchkit.git.refs import git_dir, release_tags_at_head
 from patchkit.targets.safety import resolve_inside
@@ -158,7 +158,7 @@ def open_target(path: Path, project: str | None = None, install: Install | None 
             target = _recognise(folder, p)
             if target is not None and (folder == start or not (target.kind is INSTALLED and target.root == folder)):
                 return target if install is None else target._replace(install=install)
-    raise BadInput(
+    raise NoProject(
         str(path),
         "not an SGLang, vLLM or FlashInfer checkout or installed package (no python/sglang/, vllm/ or flashinfer/ folder, no package with a dist-info)",
     )

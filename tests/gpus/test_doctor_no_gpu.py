@@ -270,7 +270,8 @@ def test_to_cc_auto_adds_no_key_the_fixes_are_not_for(tmp_path: Path, sglang_ven
     before = snapshot(venv)
     done = invoke(command, "--python", python, "--to-cc", "auto", env=no_nvidia_smi(tmp_path))
     assert (done.returncode, done.stderr) == (0, b"")
-    assert lines(done)[1:] == [f"{site}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info/METADATA",
+    judged = [f"{python}: SGLang (wheel); not installed: vLLM, FlashInfer"] if command == "verify" else []  # what verify judged
+    assert lines(done)[1:] == [*judged, f"{site}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info/METADATA",
                                "nothing to do: no fix for SGLang is for this machine's GPUs (key 8)"]
     assert snapshot(venv) == before
 

@@ -94,7 +94,7 @@ def _shipped(s: Session, fix: str, cc, current: dict[str, bytes]) -> tuple[bool,
         data = current.get(f.path)
         digest = sha256(data) if data is not None else None
         states.add("pre" if digest == f.pre_sha256 else "post" if digest == f.post_sha256 else "other")
-        lacking += [(t.name, t.added_key) for t in f.tables if t.patched]
+        lacking += [(t.name, t.added_key, f.path, t.kind) for t in f.tables if t.patched]
     if states == {"pre"}:
         return True, lacking
     if states == {"post"}:
@@ -111,8 +111,22 @@ def _parsed(s: Session, fix: str, cc, current: dict[str, bytes], gpus: tuple[CC,
     for rel, data in current.items():
         if any(r.wants(rel, data) for r in rules):
             with s.local_errors():
-                found += rewrite_file(data, rel, rules, s.reader(), s.project.source_root, version=s.version).found
+                found += [t.at(rel) for t in rewrite_file(data, rel, rules, s.reader(), s.project.source_root, version=s.version).found]
     return found, [t for t in found if t.patched]
+
+
+def _lacks(project: Project, fix: str, lacking: list[tuple]) -> Lacks:
+    """What the files lack, each once in the order found: (name, key, path, kind) of each gap; an
+    upstream change carried whole (a backport) by the files that lack it, of how many it has."""
+    from patchkit.fixes.kinds import BackportRule, Kind
+
+    gaps = tuple({(n, repr(k)): (n, k) for n, k, _, kind in lacking if kind != Kind.BACKPORT}.values())
+    files: dict[str, list[str]] = {}
+    for n, _, path, kind in lacking:
+        if kind == Kind.BACKPORT and path not in files.setdefault(n, []):
+            files[n].append(path)
+    sizes = {r.origin.cite(): len(r.files) for r in rules_for(project.name, (fix,)) if isinstance(r, BackportRule) and r.origin}
+    return Lacks(gaps, tuple((n, tuple(paths), sizes.get(n)) for n, paths in files.items()))
 
 
 def fix_here(s: Session, fix: str, ccs: list, current: dict[str, bytes] | None = None,
@@ -139,7 +153,7 @@ def fix_here(s: Session, fix: str, ccs: list, current: dict[str, bytes] | None =
             except RewriteError as exc:
                 return FixHere(fix, Status.CANNOT_APPLY, (), (), RewriteFailed(str(exc)), False)
             found_any = found_any or bool(found)
-            gap, lacks = bool(gaps), [(t.name, t.added_key) for t in gaps]
+            gap, lacks = bool(gaps), [(t.name, t.added_key, t.path, t.kind) for t in gaps]
             if not found:
                 continue
         if gap and target is not None and cap(cc).major != target:
@@ -156,8 +170,7 @@ def fix_here(s: Session, fix: str, ccs: list, current: dict[str, bytes] | None =
             incomplete = blocked[0].status == Status.INCOMPLETE
             status, why = (Status.INCOMPLETE, GatesLeft) if incomplete else (Status.CANNOT_APPLY, CannotApplyHere)
             return FixHere(fix, status, tuple(missing), tuple(held), why(blocked[0].reason or ""), False)
-        gaps = tuple({(n, repr(k)): (n, k) for n, k in lacking}.values())  # each once, in the order found
-        return FixHere(fix, Status.MISSING, tuple(missing), tuple(held), Lacks(gaps), False)
+        return FixHere(fix, Status.MISSING, tuple(missing), tuple(held), _lacks(s.project, fix, lacking), False)
     if asked and not found_any:
         return FixHere(fix, Status.NOTHING_TO_PATCH, (), tuple(held), NoTableIn(s.project.label, s.version), False)
     if not ours_here:

@@ -11,10 +11,13 @@ from patchkit.values import Value
 
 
 class Lacks(Value):
-    """The tables, lists or gates of the files that lack what the fix adds: (name, key) each."""
+    """The tables, lists or gates of the files that lack what the fix adds: (name, key) each; and
+    the upstream changes it carries (a backport) that files lack: (name, those files, how many
+    files the change has, None if not known) each."""
 
     code: ClassVar[Reason] = Reason.LACKS_KEY
     gaps: tuple[tuple[str, object], ...]
+    backports: tuple[tuple[str, tuple[str, ...], int | None], ...] = ()
 
 
 class NoTableIn(Value):

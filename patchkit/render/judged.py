@@ -37,11 +37,22 @@ def _turned_on(r: judge.TurnedOn) -> str:
             f"with {PROJECTS[r.on.with_project].label} {r.other} (the fix is upstream from {r.on.fixed_in}){until}")
 
 
+def _backport_lacks(gap: tuple) -> str:
+    """An upstream change carried whole, by the files that lack it (named as in its diff, but for the folders)."""
+    name, paths, size = gap
+    names = ", ".join(p.rsplit("/", 1)[-1] for p in paths)
+    if size == len(paths) == 1:
+        return f"{name} is missing from {names}"
+    if size == len(paths):
+        return f"{name} is missing from all {size} of its files ({names})"
+    return f"{name} is missing from {len(paths)}{f' of its {size}' if size else ''} files ({names})"
+
+
 _NO_MULTICAST = {judge.Peers.ONE_GPU: "one GPU, no peer to share multicast memory with",
                  judge.Peers.PCIE_ONLY: "no multicast between PCIe GPUs"}
 
 SENTENCES: dict[type, Callable[..., str]] = {
-    judge.Lacks: lambda r: "; ".join(f"{name} lacks {key!r}" for name, key in r.gaps),
+    judge.Lacks: lambda r: "; ".join([*map(_backport_lacks, r.backports), *(f"{name} lacks {key!r}" for name, key in r.gaps)]),
     judge.NoTableIn: lambda r: f"no table, list or gate of it in {r.label} {r.version}",
     judge.CannotApplyHere: lambda r: r.says,
     judge.GatesLeft: lambda r: r.says,

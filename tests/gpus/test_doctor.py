@@ -86,7 +86,7 @@ def test_eight_pcie_rtx_pro_6000_with_sglang_059_and_flashinfer_064(tmp_path: Pa
     assert lines[9] == "links: every pair through PCIe (NODE 8, PIX 4, SYS 16): no NVLink, so no multicast between these GPUs"
     assert lines[11:20] == [
         f"{site}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info/METADATA",
-        "  deepgemm-sm12x (on by default): needed here, not applied: SGLang 0.5.13's change lacks '1 hunk'; sm_version == 120 lacks 121",
+        "  deepgemm-sm12x (on by default): needed here, not applied: SGLang 0.5.13's change is missing from configurer.py; sm_version == 120 lacks 121",
         f"    prevents: {DEEPGEMM_FAILS}",
         "  fusion-self-enable (on by default): in effect (the release has it)",  # 0.5.8's narrowing: upstream in 0.5.9
         "  torch-symm-mem (on by default): needed here, not applied: TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES lacks 12; _WORLD_SIZES_MULTIMEM lacks 12",
@@ -165,7 +165,7 @@ def test_sglang_057_turns_the_fusion_on_by_itself(tmp_path: Path, venvs) -> None
     assert done.returncode == 1, done.stderr.decode()
     lines = out(done)
     # The fix on by default that keeps 0.5.7 from it (0.5.8's narrowing), and what it prevents.
-    at = lines.index("  fusion-self-enable (on by default): needed here, not applied: SGLang PR 16283 lacks '2 hunks'")
+    at = lines.index("  fusion-self-enable (on by default): needed here, not applied: SGLang PR 16283 is missing from server_args.py")
     assert lines[at + 1] == f"    prevents: {SELF_ENABLED_FAILS}"
     assert lines.count("  allreduce-fusion (opt-in): needed here, not applied: _is_sm100_supported in _gather_hidden_states_and_residual() lacks '_is_sm120_supported'") == 1
     # Still true as released; since fusion-self-enable, the line says what ends it (intended).

@@ -67,7 +67,7 @@ SELF_ENABLE = "  fusion-self-enable (on by default): in effect (the release has 
 
 def missing(cc: str = "12.0") -> list[str]:
     """The default fixes' lines on SGLang 0.5.9 as released, judged for ``cc``."""
-    return [f"  deepgemm-sm12x (on by default): needed for cc {cc}, not applied: SGLang 0.5.13's change lacks '1 hunk'; "
+    return [f"  deepgemm-sm12x (on by default): needed for cc {cc}, not applied: SGLang 0.5.13's change is missing from configurer.py; "
             "sm_version == 120 lacks 121", f"    prevents: {DEEPGEMM_FAILS}", SELF_ENABLE,
             f"  torch-symm-mem (on by default): needed for cc {cc}, not applied: TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES lacks 12; "
             "_WORLD_SIZES_MULTIMEM lacks 12",

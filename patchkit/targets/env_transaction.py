@@ -82,13 +82,17 @@ def exclusive_all(home: Store, targets: list[tuple[Target, Store, str | None]]) 
         parts = _parts(home, journal, targets) if journal is not None else []
         known = {str(store.root) for _, store, _ in targets}
         extra = [(t, st, v) for t, st, v, _ in parts if str(st.root) not in known]  # projects not named this time
-        taken: dict[str, LockTaken] = {}
-        for target, store, version in [*targets, *extra]:
-            lock = stack.enter_context(Lock(store, target))
-            taken[str(store.root)] = LockTaken(lock.waited(), recover(target, store, version))
+        locks = [(target, store, version, stack.enter_context(Lock(store, target))) for target, store, version in [*targets, *extra]]
+        # A project's own journal (a run on it alone, or the previous patchkit's) is older than the
+        # environment's: finished first.  Then the environment's; then each store's leftovers
+        # (objects no state names) go, once its state is the one the environment's journal recorded.
+        done = {str(store.root): recover(target, store, version) for target, store, version, _ in locks
+                if os.path.lexists(store.journal_file)}
         if journal is not None:
-            for root, done in _roll_forward(home, journal, parts).items():
-                taken[root] = taken[root]._replace(recovered=done)
+            done.update(_roll_forward(home, journal, parts))
+        for target, store, version, _ in locks:
+            recover(target, store, version)
+        taken = {str(store.root): LockTaken(lock.waited(), done.get(str(store.root))) for _, store, _, lock in locks}
         first = str(targets[0][1].root)
         if env_lock.waited() is not None:
             taken[first] = taken[first]._replace(waited=env_lock.waited())

@@ -47,16 +47,12 @@ FAULT_ENV = "PATCHKIT_FAULT"
 LOCK_TIMEOUT_ENV = "PATCHKIT_LOCK_TIMEOUT"
 
 
-class Waited(Record):
-    """This run waited for another one to release the lock."""
-
+class Waited(Record):  # this run waited for another one to release the lock
     seconds: float
     pid: int | None  # the other run's, when its lock file said
 
 
-class Finished(Record):
-    """An interrupted transaction, finished (rolled forward) before anything else."""
-
+class Finished(Record):  # an interrupted transaction, finished (rolled forward) before anything else
     op: str  # apply, revert
     files: int
 
@@ -138,6 +134,8 @@ class Lock:
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise UnsafePath(str(path), LINK) from None
+            if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):  # as the state dir's own refusal: apply and revert alike
+                raise Refused(str(path), f"refused: cannot take patchkit's lock ({exc.strerror}); nothing changed") from None
             raise
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)
@@ -308,8 +306,7 @@ def exclusive(target: Target, store: Store, version: str | None = None) -> Itera
 
 
 def set_aside(store: Store, applied: Applied, reason: object) -> SetAside:
-    """Set a state of another release aside (lock held): ``Store.set_aside``, and why."""
-    return SetAside(store.set_aside(applied), reason)
+    return SetAside(store.set_aside(applied), reason)  # a state of another release (lock held), and why
 
 
 def keep_edits(store: Store, changes, applied: Applied | None) -> list[Path]:
@@ -391,14 +388,12 @@ def to_write(target: Target, store: Store, journal: dict, files: list[dict], op:
     return pending
 
 
-def valid_files(files: object) -> bool:
-    """Whether a journal's ``files`` are entries of a path, a before and an after sha256."""
+def valid_files(files: object) -> bool:  # a journal's ``files``: each a path, a before and an after sha256
     return isinstance(files, list) and all(
         isinstance(e, dict) and all(isinstance(e.get(k), str) for k in ("path", "before", "after")) for e in files)
 
 
-def recorded(journal: dict, journal_file: Path) -> Applied | None:
-    """The state a journal records once done (``applied``)."""
+def recorded(journal: dict, journal_file: Path) -> Applied | None:  # the state a journal records once done
     try:
         return Applied.from_json(journal["applied"]) if journal.get("applied") else None
     except (KeyError, TypeError):

@@ -26,6 +26,16 @@ from support.mirror import default_cache, fetch_wheel
 from support.venvs import copy_venv
 
 FULL = int(os.environ.get("PATCHKIT_KILLS", "0")) >= 400  # make test-reliability
+RACE_ROUNDS = (5, 24)  # make test, make test-reliability
+SIGINT_SAMPLE = 11  # make test: 0, 5, 10, 15, 20 ms and six more drawn from 20-300; make test-reliability: every ms, 0-300
+KILL_POINTS = ["objects", "journal", "file:1", "file:4", "file:7", "state", "bytecode"]
+# docs/RELIABILITY.md's rows (tests/reliability/test_reliability_doc.py): (make test, make test-reliability)
+ROWS = {
+    "four apply/revert runs at once, rounds": RACE_ROUNDS,
+    "SIGKILL at a fault point of apply and of revert, then the other": (2 * len(KILL_POINTS), 2 * len(KILL_POINTS)),
+    "SIGINT at a millisecond after the start, then the next command": (SIGINT_SAMPLE, 301),
+    "the previous patchkit's state (applied; killed mid-apply), reverted": (2, 2),
+}
 SGLANG = ["sglang/srt/distributed/device_communicators/all_reduce_utils.py",
           "sglang/srt/distributed/device_communicators/torch_symm_mem.py", "sglang/srt/layers/communicator.py"]
 FLASHINFER = ["flashinfer/jit/comm.py", "flashinfer/aot.py", "flashinfer/data/include/flashinfer/utils.cuh",
@@ -111,7 +121,7 @@ def test_four_apply_and_revert_runs_raced_leave_one_state(two_projects: Path, tm
     one state, the last writer's, verify agreeing."""
     e = Env(two_projects, tmp_path / "V")
     rng = random.Random(41)
-    rounds = 24 if FULL else 5
+    rounds = RACE_ROUNDS[FULL]
     deadline = time.monotonic() + (240 if FULL else 60)
     for rnd in range(rounds):
         ops = [rng.choice(["apply", "revert"]) for _ in range(4)]
@@ -133,8 +143,7 @@ def test_killed_at_each_step_of_an_environment(two_projects: Path, tmp_path: Pat
     journal, both projects as before; after it, the one journal is pending, and the next apply or
     revert finishes it for both."""
     e = Env(two_projects, tmp_path / "V")
-    points = ["objects", "journal", "file:1", "file:4", "file:7", "state", "bytecode"]
-    for i, point in enumerate(points):
+    for i, point in enumerate(KILL_POINTS):
         start = "o" if op == "apply" else "p"
         if e.files()[0] != start:
             assert invoke(*_args(e, "revert" if start == "o" else "apply")).returncode == 0
@@ -157,8 +166,7 @@ def test_killed_at_each_step_of_an_environment(two_projects: Path, tmp_path: Pat
 def _offsets() -> list[int]:
     if FULL:
         return list(range(301))
-    rng = random.Random()
-    return sorted({0, 5, 10, 15, 20, *rng.sample(range(20, 301), 6)})
+    return [0, 5, 10, 15, 20, *sorted(random.Random().sample(range(21, 301), SIGINT_SAMPLE - 5))]
 
 
 def test_ctrl_c_at_each_millisecond(two_projects: Path, tmp_path: Path) -> None:
@@ -191,6 +199,7 @@ def test_ctrl_c_at_each_millisecond(two_projects: Path, tmp_path: Path) -> None:
         seen[f"{proc.returncode} {state}"] = seen.get(f"{proc.returncode} {state}", 0) + 1
         _finish(e, what)
     assert any(k.startswith("130 ") for k in seen), seen
+    assert sum(seen.values()) == ROWS["SIGINT at a millisecond after the start, then the next command"][FULL]
 
 
 def test_state_of_the_previous_patchkit_is_reverted_exactly(two_projects: Path, tmp_path: Path) -> None:

@@ -1,8 +1,8 @@
 """``python -m patchkit`` and the ``patchkit`` command (``main``).
 
-Ctrl-C is handled from here on, before the command line's imports: SIGINT raises
-``errors.Interrupted`` wherever patchkit is (the child processes it runs are ended on the
-way out), and ``cli.boundary.last_resort`` prints ``patchkit: interrupted`` and exits 130.
+Ctrl-C is handled from here on, before the command line's imports (until here, by the handler
+``patchkit/__init__.py`` installs as its first statement): SIGINT raises ``errors.Interrupted``
+wherever patchkit is (the child processes it runs are ended on the way out), and ``cli.boundary.last_resort`` prints ``patchkit: interrupted`` and exits 130.
 When the command has ended, the process ends without taking the interpreter apart (``_end``).
 """
 

@@ -102,17 +102,16 @@ def on_sigint(signum, frame) -> None:
 
 
 def catch_sigint() -> None:
-    """Ctrl-C raises Interrupted from here on (``on_sigint``).  Through ``_signal``, the C module
-    Python starts with: ``signal`` would build its enums first, at every start."""
-    import _signal
+    """Ctrl-C raises Interrupted from here on (``on_sigint``)."""
+    import signal
 
-    _signal.signal(_signal.SIGINT, on_sigint)
+    signal.signal(signal.SIGINT, on_sigint)
 
 
 def interrupt() -> None:
-    import _signal
+    import signal
 
-    _signal.signal(_signal.SIGINT, _signal.SIG_IGN)  # a second Ctrl-C must not cut the cleanup short
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the cleanup short
     raise Interrupted()
 
 

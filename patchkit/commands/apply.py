@@ -13,13 +13,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from patchkit.errors import OK
+from patchkit.errors import OK, PatchkitError
 from patchkit.fixes.registry import default_fixes
 from patchkit.plan import APPLY, Plan
 from patchkit.plan.apply import ApplyRequest, Look, Snapshot, look, unchanged
 from patchkit.report import Auto, AutoTarget, Where, combine
 from patchkit.targets import bytecode
+from patchkit.targets.env_transaction import Part, commit_all, exclusive_all
 from patchkit.targets.session import Session
+from patchkit.targets.state import Store
 from patchkit.targets.transaction import LockTaken, SetAside, commit, exclusive, set_aside
 from patchkit.types import ALREADY_APPLIED
 from patchkit.values import Value
@@ -50,16 +52,15 @@ class ApplyResult(Value, kw_only=True):
     exit_code: int = OK
 
 
-def apply_one(s: Session, request: ApplyRequest, first: tuple[Snapshot, Look] | None = None) -> ApplyResult:
+def apply_one(s: Session, request: ApplyRequest) -> ApplyResult:
     """``request`` at the target of ``s``: read it (``Session.snapshot``) and plan (``plan.apply.look``);
-    when there is something to write, the same again under the lock, then the commit.  ``first``:
-    what was read and planned without the lock already (``apply_all``'s)."""
-    before = first[0] if first else _read(s, request)
+    when there is something to write, the same again under the lock, then the commit."""
+    before = _read(s, request)
     found = None
     # Without the lock, look first: a target with nothing to do is never written, so a
     # read-only one answers too.  A killed run's leftovers need the lock (recovery) first.
     if request.dry_run or before.tidy:
-        found = first[1] if first else look(request, before)
+        found = look(request, before)
     snap, lock, aside, dropped = before, None, None, ()
     if found is None or not request.dry_run and found.writes():
         with exclusive(s.target, s.store, s.version) as lock:
@@ -72,6 +73,11 @@ def apply_one(s: Session, request: ApplyRequest, first: tuple[Snapshot, Look] | 
             dropped = tuple(wrote) + tuple(bytecode.unlink(found.stale))
     elif found.old:
         aside = SetAside(None, found.old.reason)
+    return _result(s, request, before, snap, found, lock, aside, dropped)
+
+
+def _result(s: Session, request: ApplyRequest, before: Snapshot, snap: Snapshot, found: Look, lock: LockTaken | None,
+            aside: SetAside | None, dropped: tuple) -> ApplyResult:
     plan = found.plan
     written = _written(plan) if plan.action in (APPLY, ALREADY_APPLIED) else None
     return ApplyResult(
@@ -82,6 +88,42 @@ def apply_one(s: Session, request: ApplyRequest, first: tuple[Snapshot, Look] | 
         restart=tuple(s.old_processes(written)) if written is not None and not request.dry_run else (),
         local=s.target.local,
     )
+
+
+def apply_environment(home: Store, asked: list[tuple[Session, ApplyRequest]]) -> list[ApplyResult]:
+    """Each (session, request) of ``asked``, the projects of one environment, as one transaction
+    (``targets.env_transaction``): read and planned without the lock first (nothing to write: no
+    lock taken); else, under the environment's lock and each project's, every project read and
+    planned again, every refusal raised, before the first write; then one commit for all."""
+    dry_run = asked[0][1].dry_run if asked else False
+    befores = [_read(s, r) for s, r in asked]
+    firsts = _first_looks(asked, befores) if dry_run or all(b.tidy for b in befores) else None
+    if firsts is not None and (dry_run or not any(f.writes() for f in firsts)):
+        return [_result(s, r, b, b, f, None, SetAside(None, f.old.reason) if f.old else None, ())
+                for (s, r), b, f in zip(asked, befores, firsts, strict=True)]
+    with exclusive_all(home, [(s.target, s.store, s.version) for s, _ in asked]) as taken:
+        snaps = [_read(s, r) for s, r in asked]
+        founds = [firsts[i] if firsts is not None and unchanged(befores[i], snap) else look(r, snap)
+                  for i, ((_, r), snap) in enumerate(zip(asked, snaps, strict=True))]
+        asides = [set_aside(s.store, *f.old) if f.old else None for (s, _), f in zip(asked, founds, strict=True)]
+        applying = [(s, f) for (s, _), f in zip(asked, founds, strict=True) if f.plan.action == APPLY]
+        wrote = dict(zip([id(f) for _, f in applying], commit_all(home, [
+            Part(s.target, s.store, s.version, f.plan.changes, f.plan.applied) for s, f in applying], "apply"), strict=True))
+        dropped = [tuple(wrote.get(id(f), ())) + tuple(bytecode.unlink(f.stale)) for f in founds]
+    return [_result(s, r, b, snap, f, lock, aside, d) for (s, r), b, snap, f, lock, aside, d
+            in zip(asked, befores, snaps, founds, taken, asides, dropped, strict=True)]
+
+
+def _first_looks(asked: list[tuple[Session, ApplyRequest]], befores: list[Snapshot]) -> list[Look] | None:
+    """The looks at what was read without the lock; None where one refused and the targets read
+    again differ (another run was writing meanwhile: the read was of a moment between its steps,
+    so its refusal is not trusted, and the lock is taken to look again)."""
+    try:
+        return [look(r, b) for (_, r), b in zip(asked, befores, strict=True)]
+    except PatchkitError:
+        if all(unchanged(b, _read(s, r)) for (s, r), b in zip(asked, befores, strict=True)):
+            raise  # a refusal of what is there
+        return None
 
 
 def _read(s: Session, request: ApplyRequest) -> Snapshot:
@@ -104,8 +146,8 @@ def _written(plan: Plan) -> list[str]:
 
 
 def apply_all(sessions: list[Session], request: ApplyRequest, keys=None) -> list[ApplyResult]:
-    """``request`` on each of ``sessions``: every project's plan is made (and any refusal raised)
-    before the first one is written.  ``keys``: what ``--to-cc auto`` gives each session
+    """``request`` on each of ``sessions``: the projects of an environment as one transaction
+    (``apply_environment``), every project's plan made (and any refusal raised) before the first write.  ``keys``: what ``--to-cc auto`` gives each session
     (``judge.auto.Keys``: the cc to add, the fixes there), instead of the request's ``to_cc``
     and ``fixes``.  Each target's request has its project's cc pair and the fixes it gets."""
     fixes = default_fixes() if request.fixes is None else request.fixes
@@ -115,10 +157,10 @@ def apply_all(sessions: list[Session], request: ApplyRequest, keys=None) -> list
     for s, pair, f in runs:
         from_cc, to_cc = s.project.cc_pair(*pair)
         asked.append((s, request._replace(fixes=f, from_cc=from_cc, to_cc=to_cc)))
-    firsts: list = [None] * len(asked)
-    if len(asked) > 1:
-        firsts = [(snap, look(r, snap)) for snap, r in ((_read(s, r), r) for s, r in asked)]
-    return [apply_one(s, r, first) for (s, r), first in zip(asked, firsts, strict=True)]
+    home = asked[0][0].home() if asked and asked[0][0].whole else None
+    if home is None:  # a checkout or a package named by PATH: one target, its own lock and journal
+        return [apply_one(s, r) for s, r in asked]
+    return apply_environment(home, asked)
 
 
 def request_of(patches, no_generate, from_cc, to_cc, dry_run, fixes, named) -> ApplyRequest:

@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patchkit.cc import CC
-from patchkit.errors import OK, Refused
+from patchkit.errors import OK, PatchkitError, Refused
 from patchkit.plan import REVERT, Plan, plan_revert
 from patchkit.plan.apply import Snapshot, localized
 from patchkit.plan.reasons import ReleaseChanged
 from patchkit.report import Where
+from patchkit.targets.env_transaction import Part, commit_all, exclusive_all
 from patchkit.targets.session import Session
 from patchkit.targets.transaction import LockTaken, SetAside, commit, exclusive, keep_edits, set_aside
 from patchkit.values import Value
@@ -78,12 +79,66 @@ def revert(
                     dropped = commit(s.target, s.store, plan.changes, None, "revert", s.version)
     elif old:
         aside = SetAside(None, old.reason)
+    return _result(s, before, plan, dry_run, lock, aside, kept, dropped)
+
+
+def _result(s: Session, before: Snapshot, plan: Plan, dry_run: bool, lock: LockTaken | None, aside: SetAside | None,
+            kept: list[Path], dropped: list[Path]) -> RevertResult:
     written = [c.path for c in plan.changes] if plan.action == REVERT else None
     return RevertResult(
         where=Where.of(s), dry_run=dry_run, pending=before.pending, lock=lock, set_aside=aside, plan=plan, kept=tuple(kept),
         dropped=tuple(dropped), jit=s.drop_jit_builds(written, dry_run) if written is not None else None,
         restart=tuple(s.old_processes(written)) if written is not None and not dry_run else (), local=s.target.local,
     )
+
+
+def revert_environment(found, force: bool = False, dry_run: bool = False, patches: Path | None = None,
+                       to_cc: CC | None = None) -> list[RevertResult]:
+    """``revert`` of the projects ``--python`` found (each (path, project, install) of ``found``) as
+    one transaction (``targets.env_transaction``), as ``commands.apply.apply_environment``: every
+    project read and planned (every refusal raised) before the first write."""
+    sessions = [Session.open(path, project=name, install=install) for path, name, install in found]
+    if not sessions:
+        return []
+    befores = [s.snapshot(patches) for s in sessions]
+    for s, b in zip(sessions, befores, strict=True):
+        _other_key(s, b, to_cc)
+    plans = _first_plans(sessions, befores, patches, force) if dry_run or all(b.tidy for b in befores) else None
+    if plans is not None and (dry_run or not any(b.old or p.action == REVERT for b, p in zip(befores, plans, strict=True))):
+        return [_result(s, b, p, dry_run, None, SetAside(None, b.old.reason) if b.old else None, [], [])
+                for s, b, p in zip(sessions, befores, plans, strict=True)]
+    home = sessions[0].home()
+    with exclusive_all(home, [(s.target, s.store, s.version) for s in sessions]) as taken:
+        snaps = [s.snapshot(patches) for s in sessions]
+        for s, snap in zip(sessions, snaps, strict=True):
+            _other_key(s, snap, to_cc)
+        plans = [_plan(snap, force) for snap in snaps]
+        asides = [set_aside(s.store, *snap.old) if snap.old else None for s, snap in zip(sessions, snaps, strict=True)]
+        kept = [keep_edits(s.store, p.changes, snap.applied) if p.action == REVERT else []
+                for s, snap, p in zip(sessions, snaps, plans, strict=True)]
+        reverting = [i for i, (snap, p) in enumerate(zip(snaps, plans, strict=True))
+                     if p.action == REVERT and (p.changes or snap.applied is not None)]
+        wrote = dict(zip(reverting, commit_all(home, [Part(sessions[i].target, sessions[i].store, sessions[i].version,
+                                                           plans[i].changes, None) for i in reverting], "revert"), strict=True))
+    return [_result(s, b, p, dry_run, lock, aside, k, wrote.get(i, []))
+            for i, (s, b, p, lock, aside, k) in enumerate(zip(sessions, befores, plans, taken, asides, kept, strict=True))]
+
+
+def _first_plans(sessions: list[Session], befores: list[Snapshot], patches: Path | None, force: bool) -> list[Plan] | None:
+    """The plans from what was read without the lock; None where one refused and the targets read
+    again differ (another run was writing meanwhile: its refusal is not trusted)."""
+    try:
+        return [_plan(b, force) for b in befores]
+    except ForceRefused:
+        raise
+    except PatchkitError:
+        if all(_same(b, s.snapshot(patches)) for s, b in zip(sessions, befores, strict=True)):
+            raise  # a refusal of what is there
+        return None
+
+
+def _same(first: Snapshot, again: Snapshot) -> bool:
+    return first._replace(read=None, tidy=None, stale=None) == again._replace(read=None, tidy=None, stale=None)
 
 
 def applied_for(path: Path, to_cc: CC, project: str | None = None, install=None) -> None:

@@ -107,7 +107,7 @@ def status(path: Path, patches: Path | None = None, project: str | None = None, 
         builds, jit_error = (s.jit_builds(list(recorded)) if recorded else []), None
     except PatchkitError as exc:
         builds, jit_error = [], exc
-    pending = s.store.journal()
+    pending = s.journal()[0]  # its own, or its part of its environment's
     running = s.old_processes(shown)
     install = s.target.install
     return StatusResult(

@@ -95,7 +95,7 @@ def verify_auto(found, fixes, named=(), m=None, env=None) -> Auto:
 def verify_session(s: Session, from_cc: CC | None = None, to_cc: CC | None = None, fixes: tuple[str, ...] | None = None,
                    named: tuple[str, ...] | None = None) -> VerifyResult:
     """``verify`` on the session ``s``."""
-    journal = s.store.journal()
+    journal, journal_file = s.journal()  # its own, or its part of its environment's
     read: dict[str, bytes] = {}
     applied, changed = s.state(read)
     if changed:
@@ -121,7 +121,7 @@ def verify_session(s: Session, from_cc: CC | None = None, to_cc: CC | None = Non
     plan = plan_verify(
         current, ours, names=names, fixes=fixes, rules=tuple(r for r in rules_for(s.project.name, fixes) if not isinstance(r, DictKeyRule)),
         blocked=tuple(s.blocked(None, fixes)), named=named, from_cc=from_cc, to_cc=to_cc, version=s.version,
-        label=s.project.label, journal=journal, journal_file=str(s.store.journal_file), changed=changed, stale=stale,
+        label=s.project.label, journal=journal, journal_file=str(journal_file), changed=changed, stale=stale,
         jit_builds=tuple(builds), jit_error=jit_error, read=s.reader(), root=s.project.source_root, local=s.target.local,
     )
     return VerifyResult(where=Where.of(s), label=s.project.label, from_cc=from_cc, to_cc=to_cc, plan=plan,

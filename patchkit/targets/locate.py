@@ -31,6 +31,8 @@ class Kind(StrEnum):
 
 CHECKOUT, DIRECTORY, INSTALLED = Kind.CHECKOUT, Kind.DIRECTORY, Kind.INSTALLED
 
+ENV_DIR = ".patchkit-environment"  # an environment's state dir, in its site-packages (targets/env_transaction.py)
+
 _VERSION = r"""^__version__\s*(?::[^=]*)?=\s*(?:version\s*=\s*)?["']([^"']+)["']"""
 
 
@@ -45,6 +47,15 @@ class Target(Record):
     def name(self) -> str:
         """How messages call the project: its distribution name when installed ("sglang"), else its label."""
         return self.project.name if self.kind is INSTALLED else self.project.label
+
+    @property
+    def environment_dir(self) -> Path | None:
+        """The state dir of the environment this target was found in: the site-packages folder's
+        ``.patchkit-environment/`` (a wheel's, or where an editable install is recorded); None for
+        a checkout named by PATH (``targets/env_transaction.py``)."""
+        if self.install is not None:
+            return self.install.site / ENV_DIR
+        return self.root / ENV_DIR if self.kind is INSTALLED else None
 
     def local(self, repo_path: str) -> str:
         """Where a repository path is below ``root`` (an installed package has no ``python/``)."""

@@ -17,7 +17,7 @@ from patchkit.patch.manifest import FixStatus, Manifest, Shipped, read_manifest
 from patchkit.plan import release_changed
 from patchkit.targets.locate import INSTALLED, Target, open_install, open_target
 from patchkit.targets.safety import check_relative
-from patchkit.targets.state import Store
+from patchkit.targets.state import Store, busy, pending
 from patchkit.text import mentions, wildcard
 from patchkit.types import CANNOT_APPLY, INCOMPLETE, STALE, Applied, Status
 from patchkit.versions import is_version, public
@@ -33,8 +33,10 @@ SOURCE_CAP = 64 << 20  # a candidate file: SGLang's and FlashInfer's largest are
 class Session:
     """A target with its state store, project and version (and how the version was found)."""
 
-    def __init__(self, target: Target, store: Store, project: Project, version: str | None, how: str) -> None:
+    def __init__(self, target: Target, store: Store, project: Project, version: str | None, how: str,
+                 whole: bool = False) -> None:
         self.target = target
+        self.whole = whole  # found by --python: a project of an environment, changed with the others as one
         self.store = store
         self.project = project
         self.version = version
@@ -47,7 +49,7 @@ class Session:
         """The target at ``path``, or the one that ``--python`` found (``install``, an ``environment.Install``)."""
         target = open_install(install) if install is not None else open_target(path, project)
         found, how = target.version(version)
-        return cls(target, Store(target.state_dir), target.project, found, how)
+        return cls(target, Store(target.state_dir), target.project, found, how, install is not None)
 
     @property
     def series(self) -> str | None:
@@ -115,6 +117,16 @@ class Session:
         read.seen = seen
         return read
 
+    def home(self) -> Store | None:
+        """The state dir of the environment this target was found in (``targets/env_transaction.py``):
+        that of an installed package, or of a project ``--python`` found; else None."""
+        folder = self.target.environment_dir
+        return None if folder is None else Store(folder)
+
+    def journal(self) -> tuple[dict | None, Path]:
+        """(the pending transaction of this target, its journal file): ``state.pending``."""
+        return pending(self.store, self.home())
+
     def applied(self) -> Applied | None:
         """What patchkit applied here; its paths must be target files of the project."""
         applied = self.store.applied()
@@ -132,7 +144,7 @@ class Session:
         state or a transaction is pending): verify and status check the same bytes.
         """
         applied = self.applied()
-        if applied is None or self.store.journal() is not None:  # finishing the transaction comes first
+        if applied is None or self.journal()[0] is not None:  # finishing the transaction comes first
             return applied, None
         current = self.current(tuple(f.path for f in applied.files))
         if read is not None:
@@ -150,7 +162,7 @@ class Session:
         whole series, when nothing is recorded), for apply the stale bytecode (``plan.apply.Snapshot``)."""
         from patchkit.plan.apply import Old, Snapshot, with_applied  # apply's and revert's, not verify's
 
-        pending = self.store.journal() is not None
+        pending = self.journal()[0] is not None
         recorded = self.applied()
         candidates = set(self.target.candidates())
         read = self._read(candidates | {f.path for f in recorded.files} if recorded else candidates)
@@ -175,7 +187,7 @@ class Session:
         # Read without the lock, originals missing here most likely belong to a state that a run holding
         # the lock ended meanwhile (a revert prunes them after the state was read): not tidy, so apply and
         # revert look again under the lock, where missing originals are a refusal.
-        tidy = self.store.tidy(recorded) and None not in originals.values()
+        tidy = self.store.tidy(recorded) and None not in originals.values() and not busy(self.home())
         return Snapshot(
             project=self.project, version=self.version, installed=self.target.kind is INSTALLED, local=self.target.local,
             state_file=self.store.state_file, objects=self.store.objects, pending=pending, tidy=tidy,

@@ -2,7 +2,8 @@
 
     state.json      what is applied: version, patch, cc pair, each file's pre/post sha256
     objects/<sha>   original (and pending) file bytes, content-addressed
-    journal.json    a transaction in progress (see transaction.py)
+    journal.json    a transaction in progress (see transaction.py; an environment's is in its
+                    own state dir, ``<site-packages>/.patchkit-environment/``: env_transaction.py)
     lock            held while a command works on the target
     aside/<when>-<version>/
                     the state and original bytes of a release that is no longer there (the
@@ -212,6 +213,26 @@ class Store:
             self.journal_file.unlink(missing_ok=True)
         else:
             write_atomic(self.journal_file, _dumps({"format": FORMAT, **doc}))
+
+
+def pending(store: Store, home: Store | None) -> tuple[dict | None, Path]:
+    """(the pending transaction of the target of ``store``, its journal file): its own journal, or
+    its part of the journal of its environment (``home``, ``targets/env_transaction.py``) with
+    that journal's op; (None, its own journal file) when there is none."""
+    own = store.journal()
+    if own is not None or home is None or not os.path.lexists(home.journal_file):
+        return own, store.journal_file
+    env = home.journal()
+    parts = env.get("parts") if env else None
+    for part in parts if isinstance(parts, list) else ():
+        if isinstance(part, dict) and part.get("state_dir") == str(store.root):
+            return {**part, "op": env.get("op")}, home.journal_file
+    return None, store.journal_file
+
+
+def busy(home: Store | None) -> bool:
+    """Whether an environment's lock is held (or a killed run's left) or its journal is pending."""
+    return home is not None and (os.path.lexists(home.lock_file) or os.path.lexists(home.journal_file))
 
 
 def _dumps(doc: dict) -> bytes:

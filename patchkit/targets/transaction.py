@@ -47,16 +47,12 @@ FAULT_ENV = "PATCHKIT_FAULT"
 LOCK_TIMEOUT_ENV = "PATCHKIT_LOCK_TIMEOUT"
 
 
-class Waited(Record):
-    """This run waited for another one to release the lock."""
-
+class Waited(Record):  # this run waited for another one to release the lock
     seconds: float
     pid: int | None  # the other run's, when its lock file said
 
 
-class Finished(Record):
-    """An interrupted transaction, finished (rolled forward) before anything else."""
-
+class Finished(Record):  # an interrupted transaction, finished (rolled forward) before anything else
     op: str  # apply, revert
     files: int
 
@@ -98,9 +94,10 @@ def fault(point: str, path: Path | None = None) -> None:
 class Lock:
     """An exclusive lock on a target (flock on ``<state dir>/lock``), removed on release."""
 
-    def __init__(self, store: Store, target: Target, timeout: float | None = None) -> None:
+    def __init__(self, store: Store, target: Target, timeout: float | None = None, environment: bool = False) -> None:
         self.store = store
         self.target = target
+        self.environment = environment  # the lock of a whole environment (``targets.environment_transaction``)
         self.timeout = float(os.environ.get(LOCK_TIMEOUT_ENV, "5")) if timeout is None else timeout
         self.fd: int | None = None
         self.waited_for: int | None = None  # the pid of who held the lock when we had to wait
@@ -137,6 +134,8 @@ class Lock:
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise UnsafePath(str(path), LINK) from None
+            if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):  # as the state dir's own refusal: apply and revert alike
+                raise Refused(str(path), f"refused: cannot take patchkit's lock ({exc.strerror}); nothing changed") from None
             raise
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)
@@ -160,7 +159,8 @@ class Lock:
                     self.waited_for = self._holder()
                     self.started = time.monotonic()
                 if time.monotonic() >= deadline:
-                    raise Refused(str(self.target.root), self._held_message()) from None
+                    place = self.store.root.parent if self.environment else self.target.root
+                    raise Refused(str(place), self._held_message()) from None
                 time.sleep(0.05)
                 continue
             try:
@@ -184,7 +184,7 @@ class Lock:
         return self
 
     def _held_message(self) -> str:
-        what = "installed package" if self.target.kind is INSTALLED else "checkout"
+        what = "environment" if self.environment else "installed package" if self.target.kind is INSTALLED else "checkout"
         pid = self._holder()
         holder = f" (pid {pid})" if pid is not None else ""
         return f"another patchkit run{holder} is working on this {what}; gave up waiting after {self.timeout:g}s"
@@ -201,7 +201,7 @@ class Lock:
             self.fd = None
 
 
-def _keep(applied: Applied | None) -> set[str]:
+def keep(applied: Applied | None) -> set[str]:
     return {f.pre_sha256 for f in applied.files} if applied else set()
 
 
@@ -210,17 +210,10 @@ def commit(target: Target, store: Store, changes: list[Change], applied: Applied
 
     ``version``: the release the files belong to; a journal of another release is never
     finished on these files (see ``recover``)."""
-    # Every check before the first write: paths inside the tree, no symlinks, writable.
-    paths = [target.path(c.path) for c in changes]
-    for path in paths:
-        if not os.access(path.parent, os.W_OK | os.X_OK):
-            raise Refused(str(path.parent), "refused: folder is not writable, so the file cannot be replaced")
-        cache = path.parent / "__pycache__"
-        if bytecode.cached_files(path) and cache.is_dir() and not os.access(cache, os.W_OK | os.X_OK):
-            raise Refused(str(cache), "refused: folder is not writable, so the stale bytecode could not be dropped")
+    paths = writable(target, changes)
     with failed_writes(store, op):
         store.ensure()
-        store.put_all(_originals(changes, applied))
+        store.put_all(originals(changes, applied))
         fault("objects", store.objects)
         carried = {sha256(c.after): c.after.decode("latin-1") for c in changes if store.get(sha256(c.after)) is None}
         store.set_journal(
@@ -240,10 +233,22 @@ def commit(target: Target, store: Store, changes: list[Change], applied: Applied
             write_atomic(path, change.after, mode=os.stat(path).st_mode & 0o7777, folders=folders)
             fault(f"file:{i}", path)
         sync_folders(folders)  # every new file durable before the state says so
-        return _finish(target, store, [c.path for c in changes], applied)
+        return finish(target, store, [c.path for c in changes], applied)
 
 
-def _originals(changes: list[Change], applied: Applied | None) -> list[bytes]:
+def writable(target: Target, changes: list[Change]) -> list[Path]:
+    """Every check before the first write: paths inside the tree, no symlinks, writable.  The paths."""
+    paths = [target.path(c.path) for c in changes]
+    for path in paths:
+        if not os.access(path.parent, os.W_OK | os.X_OK):
+            raise Refused(str(path.parent), "refused: folder is not writable, so the file cannot be replaced")
+        cache = path.parent / "__pycache__"
+        if bytecode.cached_files(path) and cache.is_dir() and not os.access(cache, os.W_OK | os.X_OK):
+            raise Refused(str(cache), "refused: folder is not writable, so the stale bytecode could not be dropped")
+    return paths
+
+
+def originals(changes: list[Change], applied: Applied | None) -> list[bytes]:
     """The bytes of ``changes`` that ``applied`` names as a file's original (a before- or an
     after-image: an apply that restores a file writes its original back)."""
     originals = {f.pre_sha256 for f in applied.files} if applied else set()
@@ -251,7 +256,7 @@ def _originals(changes: list[Change], applied: Applied | None) -> list[bytes]:
 
 
 @contextmanager
-def failed_writes(store: Store, op: str) -> Iterator[None]:
+def failed_writes(store: Store, op: str, what: str = "target") -> Iterator[None]:
     """An OSError (a full disk, an I/O error) or Ctrl-C in a transaction, said as it is: before
     the journal, nothing changed (exit 3); after it, the transaction is pending and the next
     apply or revert finishes it (exit 4, or 130 for Ctrl-C), never "refused, nothing changed"."""
@@ -262,25 +267,25 @@ def failed_writes(store: Store, op: str) -> Iterator[None]:
         why = exc.strerror or str(exc)
         if not os.path.lexists(store.journal_file):
             raise Refused(where, f"{why}; the {op} stopped before its first change: nothing changed") from None
-        raise Pending(where, f"{why}; {_part_way(store, op)}") from None
+        raise Pending(where, f"{why}; {_part_way(store, op, what)}") from None
     except Interrupted as exc:
         if os.path.lexists(store.journal_file) and not exc.detail:
-            raise Interrupted(_part_way(store, op)) from None
+            raise Interrupted(_part_way(store, op, what)) from None
         raise
 
 
-def _part_way(store: Store, op: str) -> str:
+def _part_way(store: Store, op: str, what: str) -> str:
     return (f"the {op} stopped part-way and its journal {store.journal_file} is pending: the next `patchkit apply` "
-            "or `patchkit revert` of this target finishes it first (`patchkit verify` fails until then)")
+            f"or `patchkit revert` of this {what} finishes it first (`patchkit verify` fails until then)")
 
 
-def _finish(target: Target, store: Store, paths: list[str], applied: Applied | None) -> list[Path]:
+def finish(target: Target, store: Store, paths: list[str], applied: Applied | None) -> list[Path]:
     store.set_applied(applied)
     fault("state", store.state_file)
     dropped = bytecode.drop(target.path(p) for p in paths)
     fault("bytecode")
     store.set_journal(None)
-    store.prune(_keep(applied))
+    store.prune(keep(applied))
     return dropped
 
 
@@ -293,12 +298,15 @@ def exclusive(target: Target, store: Store, version: str | None = None) -> Itera
     """
     with Lock(store, target) as lock:
         waited = lock.waited()
+        home = target.environment_dir  # an installed package: its environment's transaction goes first
+        if home is not None and os.path.lexists(home / "journal.json"):
+            raise Refused(str(home / "journal.json"), "an interrupted transaction of this environment is pending: "
+                          "`patchkit apply --python EXE` or `patchkit revert --python EXE` finishes it; nothing changed")
         yield LockTaken(waited, recover(target, store, version))
 
 
 def set_aside(store: Store, applied: Applied, reason: object) -> SetAside:
-    """Set a state of another release aside (lock held): ``Store.set_aside``, and why."""
-    return SetAside(store.set_aside(applied), reason)
+    return SetAside(store.set_aside(applied), reason)  # a state of another release (lock held), and why
 
 
 def keep_edits(store: Store, changes, applied: Applied | None) -> list[Path]:
@@ -327,18 +335,16 @@ def recover(target: Target, store: Store, version: str | None = None) -> Finishe
     store.clean_leftovers()
     journal = store.journal()
     if journal is None:
-        store.prune(_keep(store.applied()))
+        store.prune(keep(store.applied()))
         return None
     op = journal.get("op", "transaction")
     then = journal.get("version")
     if isinstance(then, str) and version and then != version:
         folder = store.set_aside_journal(journal)
-        store.prune(_keep(store.applied()))
+        store.prune(keep(store.applied()))
         return JournalSetAside(op, target.name, then, version, folder)
     files = journal.get("files")
-    if not isinstance(files, list) or not all(
-        isinstance(e, dict) and all(isinstance(e.get(k), str) for k in ("path", "before", "after")) for e in files
-    ) or not isinstance(journal.get("applied"), (dict, type(None))):
+    if not valid_files(files) or not isinstance(journal.get("applied"), (dict, type(None))):
         raise BadInput(str(store.journal_file), "corrupt patchkit journal; restore the files by hand (e.g. `git checkout`) and remove it")
     with failed_writes(store, op):
         return _roll_forward(target, store, journal, files, op)
@@ -352,6 +358,16 @@ def _carried(journal: dict, digest: str) -> bytes | None:
 
 
 def _roll_forward(target: Target, store: Store, journal: dict, files: list[dict], op: str) -> Finished:
+    pending = to_write(target, store, journal, files, op, store.journal_file)
+    for path, data in pending:
+        write_atomic(path, data, mode=os.stat(path).st_mode & 0o7777)
+    finish(target, store, [e["path"] for e in files], recorded(journal, store.journal_file))
+    return Finished(op, len(files))
+
+
+def to_write(target: Target, store: Store, journal: dict, files: list[dict], op: str, journal_file: Path) -> list[tuple[Path, bytes]]:
+    """The files of ``files`` (a journal's entries) not yet at their after-image, with its bytes (from
+    ``journal``'s carried bytes or ``store``); a file that is neither image is refused."""
     pending: list[tuple[Path, bytes]] = []
     for entry in files:
         path = target.path(entry["path"])
@@ -363,17 +379,22 @@ def _roll_forward(target: Target, store: Store, journal: dict, files: list[dict]
             raise Refused(
                 str(path),
                 f"changed during an interrupted {op}; patchkit will not overwrite it "
-                f"(the journal is {store.journal_file})",
+                f"(the journal is {journal_file})",
             )
         data = _carried(journal, entry["after"]) or store.get(entry["after"])
         if data is None:
             raise Refused(str(path), f"cannot finish the interrupted {op}: its new content is neither in the journal nor in {store.objects}")
         pending.append((path, data))
-    for path, data in pending:
-        write_atomic(path, data, mode=os.stat(path).st_mode & 0o7777)
+    return pending
+
+
+def valid_files(files: object) -> bool:  # a journal's ``files``: each a path, a before and an after sha256
+    return isinstance(files, list) and all(
+        isinstance(e, dict) and all(isinstance(e.get(k), str) for k in ("path", "before", "after")) for e in files)
+
+
+def recorded(journal: dict, journal_file: Path) -> Applied | None:  # the state a journal records once done
     try:
-        applied = Applied.from_json(journal["applied"]) if journal.get("applied") else None
+        return Applied.from_json(journal["applied"]) if journal.get("applied") else None
     except (KeyError, TypeError):
-        raise BadInput(str(store.journal_file), "corrupt patchkit journal (the state to record)") from None
-    _finish(target, store, [e["path"] for e in files], applied)
-    return Finished(op, len(files))
+        raise BadInput(str(journal_file), "corrupt patchkit journal (the state to record)") from None

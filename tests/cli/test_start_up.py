@@ -34,7 +34,6 @@ main()
 # Each with the reason it stays out: what brings it in, and what the command does instead.
 NOT_AT_START = {
     "locale": "gettext's first translation (click's help and version options, click.Path's name)",
-    "signal": "its enums, built at import: patchkit sets SIGINT through _signal",
     "patchkit.targets.jit_builds": "FlashInfer's JIT builds: looked for in a FlashInfer target only",
     "unidiff": "the shipped patch is read as the build parsed it (patchkit/patch/_parsed/)",
     "patchkit.judge.reasons": "the judge's reasons: said by render/judged.py, where one is judged",

@@ -765,3 +765,24 @@ def test_read_only_pycache_never_leaves_a_transaction_stuck(world: World, shared
         assert _as(user, "verify", str(repo)).returncode == 1  # the stale bytecode it could not drop
     again = _as(user, "revert", str(repo), "--patches", str(shared / "patches"))
     assert again.returncode in (0, 3) and not (repo / ".patchkit" / "journal.json").exists()
+
+
+@needs_nobody
+def test_revert_on_a_read_only_target_refuses_as_apply_does(world: World, shared: Path) -> None:
+    """After an apply, the target and its state dir made read-only (an image mounted read-only):
+    revert cannot take the lock, and says so as apply does when it cannot make the state dir:
+    "refused … nothing changed", exit 3, one line; nothing changes."""
+    w = world
+    user = "nobody" if CAN_DROP else "self"
+    repo = _perm_checkout(w, shared, user)
+    assert _as(user, "apply", str(repo), "--patches", str(shared / "patches")).returncode == 0
+    folders = (repo, repo / DC, repo / ".patchkit", repo / ".patchkit" / "objects")
+    for folder in folders:
+        os.chmod(folder, 0o555)
+    state = snapshot(repo)
+    done = _as(user, "revert", str(repo), "--patches", str(shared / "patches"))
+    assert done.returncode == 3, done.stderr.decode()
+    _one_line(done, f"{repo / '.patchkit' / 'lock'}: refused: cannot take patchkit's lock (Permission denied); nothing changed")
+    assert snapshot(repo) == state
+    for folder in folders:
+        os.chmod(folder, 0o755)

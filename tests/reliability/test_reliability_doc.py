@@ -19,6 +19,7 @@ import math
 import re
 import sys
 
+import test_environment_transaction as environment
 import test_failed_writes as failed
 import test_fuzz_properties as fuzz
 import test_hostile_and_broken as hostile
@@ -91,6 +92,8 @@ HOSTILE_ROWS = {
     "unwritable or unreadable places, as nobody": (hostile.test_unwritable_places_are_refused_with_nothing_written, 1),
     "nothing to do on a read-only target: exit 0, no lock taken, as nobody": (hostile.test_nothing_to_do_on_a_read_only_target_is_exit_0, 1),
     "read-only `__pycache__`, as nobody": (hostile.test_read_only_pycache_never_leaves_a_transaction_stuck, 1),
+    "revert after apply on a read-only target: refused, nothing changed, as nobody":
+        (hostile.test_revert_on_a_read_only_target_refuses_as_apply_does, 1),
 }
 
 CRASH_ROWS = {
@@ -169,6 +172,7 @@ def expected_rows() -> list[str]:
     rows += [_row(label, cases(test)) for label, test in CRASH_ROWS.items()]
     rows += [_row(" + ".join(race), crash.ROUNDS) for race in crash.RACES]
     rows += [_row(" + ".join(race), races.ROUNDS) for race in races.RACES]
+    rows += [_row(label, small, big) for label, (small, big) in environment.ROWS.items()]
     rows += [_row(label, hostile_count(test, commands)) for label, (test, commands) in HOSTILE_ROWS.items()]
     rows += [_row(name, count) for name, count in fuzz.EXAMPLES.items()]
     rows += [_row(label, count) for label, count in WRITE_ROWS.items()]

@@ -242,12 +242,13 @@ def _recorded(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, 
 def test_nothing_outside_the_target_and_its_state_dir_is_opened_for_writing(kind, tmp_path, sglang_venv, release_checkout, outside):
     """apply (every fix), status, verify, apply of the default fix, revert, with links at the old
     temp names: every path opened for writing, created, renamed or removed lies in a folder of a
-    patched file or in the state dir (or is /dev/null)."""
+    patched file or in the state dir, or the environment's (``--python``), or is /dev/null."""
     t = _make(kind, tmp_path, sglang_venv, release_checkout)
     for rel in FILES:
         t.file(rel).with_name(f".{Path(rel).name}.patchkit-tmp").symlink_to(outside / "precious")
     folders = {str(t.file(rel).parent) for rel in (*FILES, "sglang/srt/layers/communicator.py")}
-    allowed = (*folders, str(t.state))
+    home = [str(t.root / ".patchkit-environment")] if kind == "wheel" else []  # --python: the environment's state dir
+    allowed = (*folders, str(t.state), *home)
     seen: list[str] = []
     for command in RECORDED_COMMANDS:
         done, writes = _recorded(tmp_path, *command.split(), *t.args)

@@ -14,7 +14,7 @@ from patchkit.errors import OK
 from patchkit.fixes.registry import PROJECTS
 from patchkit.judge.here import no_multicast
 from patchkit.render import jit
-from patchkit.render.kernels import distribution_lines
+from patchkit.render.kernels import always, distribution_lines
 from patchkit.render.reasons import code, said
 from patchkit.render.settings import lines as settings_lines
 from patchkit.render.settings import set_line
@@ -83,7 +83,7 @@ def to_json(r) -> dict:
         for j in t.fixes]) for t in r.targets]
     code = None if r.code is None else {
         "gpus": [_cc(c) for c in r.machine.ccs()], "no_code": _no_code(r), "no_code_if_loaded": _no_code(r, maybe=True),
-        "distributions": [{"name": d.dist.name, "version": d.dist.version, "always": d.known.always,
+        "distributions": [{"name": d.dist.name, "version": d.dist.version, "always": always(d),
                            "cubins": d.dist.cubins, "problem": d.dist.problem,
                            "files": [f.to_json(d.dist) for f in d.files]} for d in r.code.found],
         "jit": [j.to_json() for j in r.code.jit]}

@@ -58,7 +58,7 @@ SOURCES = (
 # them and the Python files patchkit reads in that release (``python_files``), kept whole.
 RELEASES = (("vllm-0.34.0", "vllm", "0.34.0", "manylinux_2_28_x86_64"),)
 # More Python files of a release that the tests read (the settings' marks, the attention priorities).
-MORE = {"vllm-0.34.0": ("vllm/__init__.py", "vllm/v1/attention/backends/registry.py")}
+MORE = {"vllm-0.34.0": ("vllm/__init__.py", "vllm/engine/arg_utils.py", "vllm/v1/attention/backends/registry.py")}
 
 
 def materialize(name: str, dest: Path) -> Path:

@@ -61,3 +61,21 @@ def test_a_release_whose_support_deep_gemm_leaves_12_out_says_that(tmp_path: Pat
     site = vllm_site(tmp_path, "0.27.1")
     assert deepgemm_line(site, (12, 1)) == ("  vllm-deepgemm-off: not needed for 12.1 (vllm 0.34.0's support_deep_gemm "
                                             "(vllm/platforms/cuda.py) does not admit 12.1)")
+
+
+def test_the_gb10_attention_advice_names_the_backend_0340_tries_first(tmp_path: Path) -> None:
+    """vLLM 0.34.0's _get_backend_priorities (vllm/platforms/cuda.py) for major 12 without MLA: FLASH_ATTN,
+    FLASHINFER, TRITON_ATTN.  The advice once said TRITON_ATTN ran "instead of FlashInfer's"."""
+    cuda = (DATA / "wheels" / "vllm-0.34.0" / "vllm" / "platforms" / "cuda.py").read_text()
+    body = cuda[cuda.index("def _get_backend_priorities("):cuda.index("def _backend_cls_path(")]
+    rest = body[body.rindex("        else:\n            return ["):]
+    assert [line.strip() for line in rest.splitlines() if line.strip().startswith("AttentionBackendEnum.")][:3] == [
+        "AttentionBackendEnum.FLASH_ATTN,", "AttentionBackendEnum.FLASHINFER,", "AttentionBackendEnum.TRITON_ATTN,"]
+    site = vllm_site(tmp_path, None, "vllm/engine/arg_utils.py", "vllm/v1/attention/backends/registry.py")
+    found = [h for h in settings_here([site], {}, given((12, 1))) if h.setting.name == "vllm-attention-gb10"]
+    assert lines(found)[1:] == [
+        "  vllm-attention-gb10: needed for 12.1 (vllm 0.34.0 has --attention-backend): runs vLLM's attention with its Triton "
+        "backend (TRITON_ATTN) on a GB10, in place of the one vLLM tries first for 12.x without MLA: FlashAttention "
+        "(FLASH_ATTN) in every release read (0.19.0, 0.20.2, 0.33.0, 0.34.0), then FlashInfer",
+        "    --attention-backend TRITON_ATTN",
+    ]

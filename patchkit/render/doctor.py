@@ -91,7 +91,8 @@ def to_json(r) -> dict:
            "machine": r.seen.to_json() if r.seen else None, "no_gpu": r.unseen,
            "judged_for": {"ccs": [_cc(c) for c in r.machine.ccs()], "from": r.basis},
            "targets": targets, "needed": list(r.needed), "apply": r.apply,
-           "recommendation": speedup_json(r.speedups[0]) if r.speedups else None, "compiled_code": code,
+           "recommendation": speedup_json(r.speedups[0]) if r.speedups else None,
+           "recommendations": [speedup_json(s) for s in r.speedups], "compiled_code": code,
            "settings": [h.to_json() | {"set_line": set_line(h)} for h in r.settings]}
     error = failure(r)
     return doc | {"error": error} if error else doc
@@ -264,6 +265,8 @@ def speedup_lines(s, m) -> list[str]:
             r = s.short[0]
             lines.append(f"  with {PROJECTS[r.project].label} {installed[r.project]}, {sp.turn_on} only logs \"{r.otherwise}\"")
     lines.append(f"  it serves {sp.serves}")
+    if not sp.measured:
+        return [*lines, f"  no measurement: {sp.source} quotes none"]
     lines.append(f"  measured by {sp.measured_by} (the module docstring of {sp.source}):")
     return lines + [f"    {line}" for line in sp.measured]
 

@@ -57,8 +57,11 @@ SOURCES = (
 # (fixture folder, distribution, version, platform): beside its shared objects, the RECORD rows that name
 # them and the Python files patchkit reads in that release (``python_files``), kept whole.
 RELEASES = (("vllm-0.34.0", "vllm", "0.34.0", "manylinux_2_28_x86_64"),)
-# More Python files of a release that the tests read (the settings' marks, the attention priorities).
-MORE = {"vllm-0.34.0": ("vllm/__init__.py", "vllm/engine/arg_utils.py", "vllm/v1/attention/backends/registry.py")}
+# More Python files of a release that the tests read (the settings' marks, the attention priorities, the
+# PCIe-IPC all-reduce of known-speedups.toml).
+MORE = {"vllm-0.34.0": ("vllm/__init__.py", "vllm/engine/arg_utils.py", "vllm/v1/attention/backends/registry.py",
+                        "vllm/envs.py", "vllm/distributed/device_communicators/cuda_communicator.py",
+                        "vllm/distributed/device_communicators/flashinfer_pcie_ipc_all_reduce.py")}
 
 
 def materialize(name: str, dest: Path) -> Path:
@@ -76,6 +79,25 @@ def materialize(name: str, dest: Path) -> Path:
             out.write(body[at:at + length])
             at += length
     return dest
+
+
+def install_release(folder: str, site: Path) -> None:
+    """Release ``folder`` of ``RELEASES`` in ``site`` as pip installs it, with what the fixtures keep of
+    it: its shared objects (sparse copies), the Python files kept, RECORD's rows for them, and METADATA."""
+    dist, version = next((d, v) for f, d, v, _ in RELEASES if f == folder)
+    for name, *_ in SOURCES:
+        if name.startswith(f"{folder}/"):
+            rel = name.split("/", 1)[1]
+            (site / rel).parent.mkdir(parents=True, exist_ok=True)
+            materialize(name, site / rel)
+    for py in (DATA / folder).rglob("*.py"):
+        rel = py.relative_to(DATA / folder)
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_bytes(py.read_bytes())
+    info = site / f"{dist}-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
+    (info / "RECORD").write_text((DATA / folder / "RECORD").read_text() + f"{dist}-{version}.dist-info/METADATA,,\n")
 
 
 def listing(name: str) -> dict[str, str]:

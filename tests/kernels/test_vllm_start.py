@@ -15,14 +15,12 @@ import json
 from pathlib import Path
 
 import pytest
-from fixtures import DATA, SOURCES, materialize
+from fixtures import install_release
 
 from patchkit.kernels.imports import importers, start_imports
 from support.cli import invoke
 from support.venvs import make_venv
 
-V034 = DATA / "vllm-0.34.0"
-SO_034 = [name.split("/", 1)[1] for name, *_ in SOURCES if name.startswith("vllm-0.34.0/")]
 START_034 = ("vLLM imports _C_stable_libtorch.abi3.so and _moe_C_stable_libtorch.abi3.so at every start on CUDA "
              "(vllm/platforms/cuda.py)")
 
@@ -41,18 +39,7 @@ def venv034(tmp_path_factory) -> Path:
     """A virtualenv with vllm 0.34.0 as pip installs it: its shared objects (sparse copies), the Python
     files patchkit reads, RECORD's rows of its shared objects, and METADATA."""
     venv = make_venv(tmp_path_factory.mktemp("v034") / "V")
-    site = next((venv / "lib").glob("python3*/site-packages"))
-    for rel in SO_034:
-        (site / rel).parent.mkdir(parents=True, exist_ok=True)
-        materialize(f"vllm-0.34.0/{rel}", site / rel)
-    for py in V034.rglob("*.py"):
-        rel = py.relative_to(V034)
-        (site / rel).parent.mkdir(parents=True, exist_ok=True)
-        (site / rel).write_bytes(py.read_bytes())
-    info = site / "vllm-0.34.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.34.0\n")
-    (info / "RECORD").write_text((V034 / "RECORD").read_text() + "vllm-0.34.0.dist-info/METADATA,,\n")
+    install_release("vllm-0.34.0", site_of(venv))
     return venv
 
 

@@ -8,7 +8,9 @@ server runs at every start, whose imports ``kernels/imports.py`` reads from the 
 release, and ``says``, the sentence that names them), what to do when a file of it has no code for the GPUs (``do``), and
 ``[[distributions.files]]``: a glob over its RECORD paths, what the file is and when it is
 loaded (``what``), the GPUs it is loaded on only (``only_on``) or never (``not_on``), and a
-``do`` of its own.  ``[default]``'s ``do`` is for any other distribution.  A wrong table is one
+``do`` of its own; in a distribution loaded ``always``, ``at_start = false`` marks a file that start
+does not load (a feature's module, loaded where the feature is used: named with it, it fails no
+start; a file not listed counts as loaded).  ``[default]``'s ``do`` is for any other distribution.  A wrong table is one
 BadInput line naming the file and the key.
 """
 
@@ -31,6 +33,7 @@ class KnownFile(Record):
     only_on: tuple[tuple[int, int], ...]
     not_on: tuple[tuple[int, int], ...]
     do: str | None
+    at_start: bool = True  # loaded when the distribution is (``always``); False: only where a feature imports it
 
     def loaded_on(self, cc: tuple[int, int]) -> bool:
         return (not self.only_on or cc in self.only_on) and cc not in self.not_on
@@ -81,11 +84,14 @@ def _text(doc: dict, key: str, path: Path, what: str) -> str | None:
     return _get(doc, key, str, path, what) if key in doc else None
 
 
-def _file(doc: object, path: Path, what: str) -> KnownFile:
+def _file(doc: object, path: Path, what: str, always: bool) -> KnownFile:
     if not isinstance(doc, dict):
         raise BadInput(str(path), f"{what}: not a table")
+    at_start = _get(doc, "at_start", bool, path, what) if "at_start" in doc else True
+    if not at_start and not always:
+        raise BadInput(str(path), f"{what}: 'at_start' is for a file of a distribution loaded 'always'")
     return KnownFile(_get(doc, "glob", str, path, what), _get(doc, "what", str, path, what),
-                     _ccs(doc, "only_on", path, what), _ccs(doc, "not_on", path, what), _text(doc, "do", path, what))
+                     _ccs(doc, "only_on", path, what), _ccs(doc, "not_on", path, what), _text(doc, "do", path, what), at_start)
 
 
 def _distribution(doc: object, path: Path, what: str) -> KnownDistribution:
@@ -102,7 +108,8 @@ def _distribution(doc: object, path: Path, what: str) -> KnownDistribution:
         start = Start(_get(start, "module", str, path, f"{what} ({name}), start"), _text(start, "method", path, what),
                       _get(start, "says", str, path, f"{what} ({name}), start"))
     return KnownDistribution(name, _text(doc, "always", path, what), _get(doc, "do", str, path, f"{what} ({name})"),
-                             tuple(_file(f, path, f"{what} ({name}), file {i}") for i, f in enumerate(files, 1)), start)
+                             tuple(_file(f, path, f"{what} ({name}), file {i}", "always" in doc) for i, f in enumerate(files, 1)),
+                             start)
 
 
 def read_kernels(path: Path = HERE / KERNELS) -> Kernels:

@@ -111,10 +111,10 @@ class DistributionHere(Record):
 
     def at_start(self, f: FileHere) -> bool:
         """Whether the server loads ``f`` at every start: as the release's start imports it (where
-        those cannot be read, every file counts), else as ``known-kernels.toml`` says of the whole
-        distribution (``always``)."""
+        those cannot be read, every file counts), else as ``known-kernels.toml`` says of the
+        distribution (``always``) and of the file (``at_start = false``: a feature's module)."""
         if self.start is None:
-            return self.known.always is not None
+            return self.known.always is not None and (f.known is None or f.known.at_start)
         return self.start.problem is not None or module_of(f.shown) in self.start.modules
 
     def start_files(self) -> list[str]:

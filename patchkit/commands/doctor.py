@@ -82,14 +82,14 @@ class CompiledCode(Record):
     jit: tuple = ()  # judge.jit.JitHere: FlashInfer, DeepGEMM, Triton, judged from their sources and compilers
 
     def no_code(self) -> list[tuple]:
-        """(distribution, its files with no code for the GPUs) of each distribution the server
-        loads at every start that has such a file."""
-        return [(d, missing) for d in self.found for missing in [[f for f in d.files if f.missing]] if d.known.always and missing]
+        """(distribution, its files with no code for the GPUs that the server loads at every start)
+        of each distribution that has such a file."""
+        return [(d, missing) for d in self.found for missing in [[f for f in d.files if f.missing and d.at_start(f)]] if missing]
 
     def maybe_no_code(self) -> list[tuple]:
-        """The same for the distributions not known to be loaded at every start: their files with no
-        code for the GPUs fail a start only if the server loads them."""
-        return [(d, missing) for d in self.found for missing in [[f for f in d.files if f.missing]] if not d.known.always and missing]
+        """The same for the files not known to be loaded at every start: they fail a start only if
+        the server loads them."""
+        return [(d, missing) for d in self.found for missing in [[f for f in d.files if f.missing and not d.at_start(f)]] if missing]
 
 
 class DoctorResult(Record):

@@ -3,10 +3,14 @@
 
 Each ``[[distributions]]`` names a distribution (its PEP 503 name), whether the server loads it
 at every start (``always``: why, with the source; a file of it with no code for the GPUs then
-makes doctor exit 1), what to do when a file of it has no code for the GPUs (``do``), and
+makes doctor exit 1; or ``[distributions.start]``: the module and method of the release that the
+server runs at every start, whose imports ``kernels/imports.py`` reads from the installed
+release, and ``says``, the sentence that names them), what to do when a file of it has no code for the GPUs (``do``), and
 ``[[distributions.files]]``: a glob over its RECORD paths, what the file is and when it is
 loaded (``what``), the GPUs it is loaded on only (``only_on``) or never (``not_on``), and a
-``do`` of its own.  ``[default]``'s ``do`` is for any other distribution.  A wrong table is one
+``do`` of its own; in a distribution loaded ``always``, ``at_start = false`` marks a file that start
+does not load (a feature's module, loaded where the feature is used: named with it, it fails no
+start; a file not listed counts as loaded).  ``[default]``'s ``do`` is for any other distribution.  A wrong table is one
 BadInput line naming the file and the key.
 """
 
@@ -29,9 +33,19 @@ class KnownFile(Record):
     only_on: tuple[tuple[int, int], ...]
     not_on: tuple[tuple[int, int], ...]
     do: str | None
+    at_start: bool = True  # loaded when the distribution is (``always``); False: only where a feature imports it
 
     def loaded_on(self, cc: tuple[int, int]) -> bool:
         return (not self.only_on or cc in self.only_on) and cc not in self.not_on
+
+
+class Start(Record):
+    """Where the server starts in a release: importing ``module`` (relative to site-packages) and
+    calling ``method`` ("Class.name") of it; ``says``: "... {modules} ... ({files})"."""
+
+    module: str
+    method: str | None
+    says: str
 
 
 class KnownDistribution(Record):
@@ -39,6 +53,7 @@ class KnownDistribution(Record):
     always: str | None  # why the server loads it at every start; None: only when asked for
     do: str
     files: tuple[KnownFile, ...]
+    start: Start | None = None  # what it loads at every start is read from the release
 
     def file(self, path: str) -> KnownFile | None:
         """What is known of the file at ``path`` (relative to site-packages)."""
@@ -69,11 +84,14 @@ def _text(doc: dict, key: str, path: Path, what: str) -> str | None:
     return _get(doc, key, str, path, what) if key in doc else None
 
 
-def _file(doc: object, path: Path, what: str) -> KnownFile:
+def _file(doc: object, path: Path, what: str, always: bool) -> KnownFile:
     if not isinstance(doc, dict):
         raise BadInput(str(path), f"{what}: not a table")
+    at_start = _get(doc, "at_start", bool, path, what) if "at_start" in doc else True
+    if not at_start and not always:
+        raise BadInput(str(path), f"{what}: 'at_start' is for a file of a distribution loaded 'always'")
     return KnownFile(_get(doc, "glob", str, path, what), _get(doc, "what", str, path, what),
-                     _ccs(doc, "only_on", path, what), _ccs(doc, "not_on", path, what), _text(doc, "do", path, what))
+                     _ccs(doc, "only_on", path, what), _ccs(doc, "not_on", path, what), _text(doc, "do", path, what), at_start)
 
 
 def _distribution(doc: object, path: Path, what: str) -> KnownDistribution:
@@ -83,8 +101,15 @@ def _distribution(doc: object, path: Path, what: str) -> KnownDistribution:
     files = doc.get("files", [])
     if not isinstance(files, list):
         raise BadInput(str(path), f"{what}: 'files' must be an array of tables ([[distributions.files]])")
+    start = doc.get("start")
+    if start is not None:
+        if not isinstance(start, dict) or "always" in doc:
+            raise BadInput(str(path), f"{what} ({name}): 'start' must be a table ([distributions.start]), without 'always'")
+        start = Start(_get(start, "module", str, path, f"{what} ({name}), start"), _text(start, "method", path, what),
+                      _get(start, "says", str, path, f"{what} ({name}), start"))
     return KnownDistribution(name, _text(doc, "always", path, what), _get(doc, "do", str, path, f"{what} ({name})"),
-                             tuple(_file(f, path, f"{what} ({name}), file {i}") for i, f in enumerate(files, 1)))
+                             tuple(_file(f, path, f"{what} ({name}), file {i}", "always" in doc) for i, f in enumerate(files, 1)),
+                             start)
 
 
 def read_kernels(path: Path = HERE / KERNELS) -> Kernels:

@@ -3,8 +3,10 @@
 Each ``[[speedups]]`` is upstream code the user turns on (``turn_on``) on a kind of machine
 (``major``: every GPU's compute capability major; ``links``: ``pcie``, two or more GPUs and
 every pair through PCIe only), with the first release of each project that has it
-(``[[speedups.requires]]``), and a measurement quoted from its ``source`` with who made it.
-``patchkit doctor`` says it.  A wrong table is one BadInput line naming the file and the key.
+(``[[speedups.requires]]``: the first is the server that turns it on, its ``server``), and, where
+its ``source`` quotes one, a measurement with who made it (``measured``, ``measured_by``; never one
+from elsewhere).  ``patchkit doctor`` says it.  A wrong table is one BadInput line naming the file
+and the key.
 """
 
 from __future__ import annotations
@@ -36,13 +38,18 @@ class Speedup(Record):
     links: str  # "pcie": two or more GPUs, every pair through PCIe only
     turn_on: str
     serves: str
-    source: str
-    measured_by: str
-    measured: tuple[str, ...]  # lines quoted from ``source``
-    requires: tuple[Requires, ...]
+    source: str  # the server's file that turns it on
+    measured_by: str  # "" when ``source`` quotes no measurement
+    measured: tuple[str, ...]  # lines quoted from ``source`` (none where it quotes none)
+    requires: tuple[Requires, ...]  # the server first
+
+    @property
+    def server(self) -> str:
+        """The project whose server turns it on (``turn_on``): the first of ``requires``."""
+        return self.requires[0].project
 
     def to_json(self) -> dict:
-        return dict(self._asdict(), measured=list(self.measured), requires=[r._asdict() for r in self.requires])
+        return dict(self._asdict(), server=self.server, measured=list(self.measured), requires=[r._asdict() for r in self.requires])
 
 
 def _requires(entry: dict, path: Path, what: str, projects: dict) -> Requires:
@@ -67,11 +74,14 @@ def _speedup(entry: object, path: Path, what: str, projects: dict) -> Speedup:
     requires = entry.get("requires")
     if not isinstance(requires, list) or not requires or not all(isinstance(r, dict) for r in requires):
         raise BadInput(str(path), f"{what}: 'requires' must be a list of tables ([[speedups.requires]])")
+    measured = _strings(entry, "measured", path, what, required=False)
+    if bool(measured) != ("measured_by" in entry):
+        raise BadInput(str(path), f"{what}: 'measured' and 'measured_by' go together (a measurement says who made it)")
     return Speedup(
         name, _get(entry, "what", str, path, what), _get(entry, "major", int, path, what), links,
         _get(entry, "turn_on", str, path, what), _get(entry, "serves", str, path, what),
-        _get(entry, "source", str, path, what), _get(entry, "measured_by", str, path, what),
-        _strings(entry, "measured", path, what),
+        _get(entry, "source", str, path, what),
+        _get(entry, "measured_by", str, path, what) if measured else "", measured,
         tuple(_requires(r, path, f"{what}, requires {i}", projects) for i, r in enumerate(requires, 1)),
     )
 

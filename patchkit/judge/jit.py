@@ -7,10 +7,10 @@ compiler lacks which target; which library has no sources for a major).
 
 Per library:
 
-- FlashInfer: the target ``CompilationContext`` builds for the cc (``sm_120f`` / ``sm_121a`` from
-  0.6.11, ``sm_120f`` for both in 0.6.7, ``sm_120a`` / ``sm_121a`` before), then nvcc: present,
-  of the release the form needs (12.9 for ``sm_120f``, else FlashInfer raises "SM 12.x requires
-  CUDA >= 12.9"), knowing the target; modules whose ``supported_major_versions`` leave the major
+- FlashInfer: the target ``CompilationContext`` builds for the cc with this nvcc (``sm_120f`` /
+  ``sm_121a`` from 0.6.8, ``sm_120f`` for both in 0.6.7, ``sm_120a`` / ``sm_121a`` before; 0.7.4
+  ``sm_120a`` for 12.0 with nvcc 12.8), then nvcc: present, of a release the form takes (else
+  FlashInfer raises, "SM 12.x requires CUDA >= 12.9"), knowing the target; modules whose ``supported_major_versions`` leave the major
   out are named (``SOME``).
 - DeepGEMM: kernel templates for the cc's major (``impls/sm120_*.cuh`` for 12.x), and an nvcc.
 - Triton: ``sm_<cc>a`` (from 9.0 on) known to the ptxas it would call (``ptxas-blackwell`` from 10.0
@@ -123,12 +123,17 @@ def flashinfer_fit(install: JitInstall, cc: tuple[int, int]) -> JitFit:
     if s.form is None:
         return JitFit(cc, UNKNOWN, None, nvcc, UNKNOWN_FORM)
     major, minor = cc
-    target = s.form.targets.get(cc) if major == 12 else f"sm_{major}{minor}{'a' if major >= 9 else ''}"
-    if target is None:  # a 12.x GPU other than 12.0 and 12.1
+    if major != 12:
+        return _compiled(cc, f"sm_{major}{minor}{'a' if major >= 9 else ''}", nvcc)
+    if cc not in s.form.targets:  # a 12.x GPU other than 12.0 and 12.1
         return JitFit(cc, UNKNOWN, None, nvcc, UNKNOWN_FORM)
-    if major == 12 and s.form.needs and nvcc.found and nvcc.release and _release(nvcc.release) < _release(s.form.needs):
-        return JitFit(cc, COMPILER_LACKS, target, nvcc, TOO_OLD, (s.form.needs,))
-    if major == 12 and s.refusing:
+    options, raises = s.form.targets[cc]
+    known = nvcc.found and nvcc.release
+    target = next((t for needs, t in options if not (known and needs) or _release(nvcc.release) >= _release(needs)), None)
+    if target is None:  # nvcc older than every target of this form needs: FlashInfer raises
+        needs, oldest = options[-1]
+        return JitFit(cc, COMPILER_LACKS, oldest, nvcc, TOO_OLD, (needs, raises))
+    if s.refusing:
         return _compiled(cc, target, nvcc, SOME, s.refusing, MODULES_LEAVE_OUT)
     return _compiled(cc, target, nvcc)
 

@@ -8,7 +8,9 @@ when the file hands the runtime no fat binary at all (no ``.nvFatBinSegment``): 
 are loaded another way, as cuFFT loads those it keeps in ``.ldata``; or when its cubins hold no
 function at all (``kernels.evidence``).  ``installed_code`` does that for every
 installed distribution whose RECORD lists a shared object with CUDA code
-(``kernels.installed``), with ``known-kernels.toml`` (when each file is loaded).  Values only:
+(``kernels.installed``), with ``known-kernels.toml`` (when each file is loaded) and, where it names
+the server's start, what the installed release imports there (``kernels.imports``): a file loaded
+only for a feature is named with the files that import it and fails no start.  Values only:
 ``render/kernels.py`` says them (for ``kernels``, ``doctor`` and ``diagnose``).  Nothing is
 loaded or run.
 """
@@ -21,6 +23,7 @@ from patchkit.fixes.kernels import KnownDistribution, KnownFile, known_kernels
 from patchkit.kernels.compat import NO_KERNELS, NONE, NOT_REGISTERED, UNKNOWN, Fit, fit, worst
 from patchkit.kernels.evidence import Elsewhere, fat_binaries_elsewhere, kernels_in
 from patchkit.kernels.fatbin import Binary, Entry, read_binary
+from patchkit.kernels.imports import StartImports, importers, module_of, start_imports
 from patchkit.kernels.installed import Distribution, distributions
 from patchkit.values import Record
 
@@ -33,6 +36,7 @@ class FileHere(Record):
     known: KnownFile | None
     fits: tuple[Fit, ...]  # one per GPU compute capability, lowest first
     elsewhere: Elsewhere | None = None  # a fat binary outside the fat binary sections (NOT_REGISTERED's evidence)
+    imported_by: tuple[str, ...] | None = None  # the release's files that import it (read where it fails no start)
 
     @property
     def loaded(self) -> bool:
@@ -55,7 +59,7 @@ class FileHere(Record):
                 "what": self.known.what if self.known else None, "loaded": self.loaded if self.fits else None,
                 "verdict": (None if b.problem or not b.cuda or not self.fits else worst(self.fits)),
                 "elsewhere": {"section": self.elsewhere.section, "offset": self.elsewhere.offset} if self.elsewhere else None,
-                "gpus": [f.to_json() for f in self.fits]}
+                "imported_by": list(self.imported_by) if self.imported_by is not None else None, "gpus": [f.to_json() for f in self.fits]}
 
 
 def names_json(entries: tuple[Entry, ...]) -> list[dict]:
@@ -96,6 +100,7 @@ class DistributionHere(Record):
     known: KnownDistribution
     files: tuple[FileHere, ...]  # those with CUDA code, or unreadable
     without: int  # its shared objects without CUDA code
+    start: StartImports | None = None  # what the release imports at every start (known.start), read
 
     @property
     def label(self) -> str:
@@ -104,10 +109,26 @@ class DistributionHere(Record):
     def failing(self) -> list[FileHere]:
         return [f for f in self.files if f.missing or f.binary.problem]
 
+    def at_start(self, f: FileHere) -> bool:
+        """Whether the server loads ``f`` at every start: as the release's start imports it (where
+        those cannot be read, every file counts), else as ``known-kernels.toml`` says of the
+        distribution (``always``) and of the file (``at_start = false``: a feature's module)."""
+        if self.start is None:
+            return self.known.always is not None and (f.known is None or f.known.at_start)
+        return self.start.problem is not None or module_of(f.shown) in self.start.modules
+
+    def start_files(self) -> list[str]:
+        """The shared objects of the distribution its start imports, relative to site-packages."""
+        if self.start is None or self.start.problem:
+            return []
+        return [rel for rel in self.dist.shared if module_of(rel) in self.start.modules]
+
 
 def installed_code(sites: list[Path], ccs: list[tuple[int, int]], only: str | None = None) -> list[DistributionHere]:
     """Every distribution in ``sites`` (or the one that installed the package folder ``only``)
-    with CUDA code in its shared objects, or bare cubins, each file judged for ``ccs``."""
+    with CUDA code in its shared objects, or bare cubins, each file judged for ``ccs``; where the
+    data names the server's start, what the release imports there, and who imports each file that
+    has no code for a GPU and is not loaded at start."""
     kernels = known_kernels()
     found = []
     for dist in distributions(sites):
@@ -122,5 +143,10 @@ def installed_code(sites: list[Path], ccs: list[tuple[int, int]], only: str | No
             else:
                 without += 1
         if files or dist.cubins or dist.problem:
-            found.append(DistributionHere(dist, known, tuple(files), without))
+            start = None if known.start is None else start_imports(dist.site, known.start.module, known.start.method)
+            d = DistributionHere(dist, known, tuple(files), without, start)
+            if start is not None and not start.problem:
+                d = d._replace(files=tuple(f._replace(imported_by=importers(dist.site, module_of(f.shown)))
+                                           if f.missing and not d.at_start(f) else f for f in files))
+            found.append(d)
     return found

@@ -40,6 +40,15 @@ class Need(StrEnum):
     ABSENT = "not in this release"  # the release has no such variable or flag
 
 
+class DeepGemmWhy(StrEnum):
+    """Why a DeepGEMM setting stands as it does (a ``SettingHere``'s ``why``)."""
+
+    NOT_ADMITTED = "not-admitted"  # the release's support_deep_gemm does not admit the 12.x family
+    HAS_IMPLS = "has-impls"  # the DeepGEMM it loads has include/deep_gemm/impls/sm<major>0_*.cuh
+    PROBE_REFUSES = "probe-refuses"  # SGLang's probe refuses that DeepGEMM by itself
+    NO_IMPLS = "no-impls"  # it has none
+
+
 SDIRS = ("nvidia/cu13/bin/ptxas", "nvidia/cuda_nvcc/bin/ptxas")  # where nvidia-cuda-nvcc 13.x / -cu12 12.x put ptxas
 DEEPGEMM_APIS = ("fp8_einsum", "m_grouped_fp8_fp4_gemm_nt_contiguous", "transform_sf_into_required_layout")
 
@@ -54,6 +63,8 @@ class SettingHere(Record):
     asked: Compiler | None = None  # Triton: the ptxas it calls, asked
     would_do: tuple[Compiler, ...] = ()  # Triton: ptxas found that would do
     found: str | None = None  # what was found: the DeepGEMM folder; the variable's value as set
+    why: DeepGemmWhy | None = None  # DeepGEMM: why it is needed or not
+    impls: tuple[str, ...] = ()  # DeepGEMM: its kernel templates for the GPU's major
 
     def to_json(self) -> dict:
         s, sp = self.setting, self.spelling
@@ -140,16 +151,16 @@ def _deepgemm(s: Setting, version: str, sites: list[Path], env: dict, cc: tuple[
     if package is None:
         return None
     if s.project == "vllm" and not _holds(_first(sites, "vllm/platforms/cuda.py"), "is_device_capability_family(120)"):
-        return SettingHere(s, version, cc, Need.NOT_NEEDED, sp, sp.value, found=str(package))
+        return SettingHere(s, version, cc, Need.NOT_NEEDED, sp, sp.value, found=str(package), why=DeepGemmWhy.NOT_ADMITTED)
     impls = package / "include" / "deep_gemm" / "impls"
-    has = impls.is_dir() and any(n.startswith(f"sm{cc[0]}0_") and n.endswith(".cuh") for n in os.listdir(impls))
+    names = tuple(sorted(n for n in os.listdir(impls) if n.startswith(f"sm{cc[0]}0_") and n.endswith(".cuh"))) if impls.is_dir() else ()
+    if names:
+        return SettingHere(s, version, cc, Need.NOT_NEEDED, sp, sp.value, found=str(package), why=DeepGemmWhy.HAS_IMPLS, impls=names)
     if s.project == "sglang" and not _holds(package / "__init__.py", *DEEPGEMM_APIS):
-        has = True  # SGLang's probe refuses it by itself: no setting needed
-    if has:
-        return SettingHere(s, version, cc, Need.NOT_NEEDED, sp, sp.value, found=str(package))
+        return SettingHere(s, version, cc, Need.NOT_NEEDED, sp, sp.value, found=str(package), why=DeepGemmWhy.PROBE_REFUSES)
     current = env.get(sp.name)
     off = current is not None and current.strip().lower() in ("0", "false", "no", "n")
-    return SettingHere(s, version, cc, Need.SET if off else Need.NEEDED, sp, sp.value, found=str(package))
+    return SettingHere(s, version, cc, Need.SET if off else Need.NEEDED, sp, sp.value, found=str(package), why=DeepGemmWhy.NO_IMPLS)
 
 
 def _nccl(s: Setting, version: str, machine, cc: tuple[int, int]) -> SettingHere | None:

@@ -3,8 +3,10 @@
 
 ``doctor`` reports it (``render/doctor.py`` says it).  A speedup shows only where its machine
 matches (every GPU of its compute capability major, two or more linked through PCIe only) and
-one of the projects it requires is among the targets: then it is there to turn on, or some of
-the projects it requires are too old (or not among the targets).
+its server (the first project it requires) is among the targets: then it is there to turn on, or
+some of the projects it requires are too old (or not among the targets).  A project the server
+uses is not enough: a vLLM environment holds FlashInfer too, and SGLang's variable does nothing
+there.
 """
 
 from __future__ import annotations
@@ -42,4 +44,4 @@ def speedups_here(m: Machine, versions: dict[str, str | None]) -> list[SpeedupHe
     """Every known speedup for this machine and these targets (``versions``: project -> version)."""
     return [SpeedupHere(sp, {r.project: versions.get(r.project) for r in sp.requires},
                         tuple(r for r in sp.requires if not r.met(versions.get(r.project))))
-            for sp in read_speedups() if for_machine(sp, m) and any(r.project in versions for r in sp.requires)]
+            for sp in read_speedups() if for_machine(sp, m) and sp.server in versions]

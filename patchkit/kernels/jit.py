@@ -5,7 +5,7 @@ nothing of theirs is run, and no compiler compiles anything: a compiler is asked
 it knows.
 
 - **FlashInfer** (``flashinfer/``): what ``CompilationContext`` builds for a GPU of compute
-  capability 12.x is read from ``flashinfer/compilation_context.py``, matched against the three
+  capability 12.x is read from ``flashinfer/compilation_context.py``, matched against the four
   forms its releases have had (``FLASHINFER_FORMS``, each with the release it was read in); which
   of its JIT modules admit major 12 from the ``supported_major_versions=[...]`` lists its module
   generators pass to ``get_nvcc_flags_list`` (a module without one admits every major).  Its
@@ -39,24 +39,35 @@ MAX_SOURCES = 5000  # FlashInfer .py files read for their arch lists
 
 class Form(Record):
     """One form of FlashInfer's ``CompilationContext``: the lines that tell it (whitespace collapsed),
-    what it builds for 12.0 and 12.1, and the nvcc release it needs for 12.x."""
+    and per cc what it builds: the targets it picks, best first, each with the nvcc release it needs
+    (None: any), and what it raises when nvcc is older than every one of them."""
 
     release: str  # where it was read
     marks: tuple[str, ...]
-    targets: dict  # cc -> sm_ target
-    needs: str | None  # nvcc release, else it raises "SM 12.x requires CUDA >= 12.9"
+    targets: dict  # cc -> (((nvcc release or None, sm_ target), ...), the RuntimeError's message or None)
 
 
-# flashinfer/compilation_context.py, as the flashinfer-python wheels have it.
+_SM12X = "SM 12.x requires CUDA >= 12.9"
+
+# flashinfer/compilation_context.py, as the flashinfer-python wheels have it (_normalize_cuda_arch from 0.6.7).
 FLASHINFER_FORMS = (
-    # 0.6.11 (also 0.7.0): _normalize_cuda_arch: "if minor == 0: return (major, "0f") else: return (major, str(minor) + "a")".
+    # 0.7.4: "if minor == 0: if is_cuda_version_at_least("12.9"): return (major, "0f") / if ..."12.8": return
+    # (major, "0a") / raise RuntimeError("SM 120 requires CUDA >= 12.8")", then for 12.1+ "if ..."12.9": return
+    # (major, str(minor) + "a") / raise RuntimeError("SM 12.1+ requires CUDA >= 12.9")" (0.7.1 to 0.7.3 not read).
+    Form("0.7.4", ('elif major == 12:', 'if is_cuda_version_at_least("12.8"): return (major, "0a")',
+                   'if is_cuda_version_at_least("12.9"): return (major, str(minor) + "a") raise RuntimeError('),
+         {(12, 0): ((("12.9", "sm_120f"), ("12.8", "sm_120a")), "SM 120 requires CUDA >= 12.8"),
+          (12, 1): ((("12.9", "sm_121a"),), "SM 12.1+ requires CUDA >= 12.9")}),
+    # 0.6.8 to 0.7.0: "if is_cuda_version_at_least("12.9"): if minor == 0: return (major, "0f") else: return
+    # (major, str(minor) + "a") else: raise RuntimeError("SM 12.x requires CUDA >= 12.9")".
     Form("0.6.11", ('elif major == 12:', 'if minor == 0: return (major, "0f") else: return (major, str(minor) + "a")'),
-         {(12, 0): "sm_120f", (12, 1): "sm_121a"}, "12.9"),
+         {(12, 0): ((("12.9", "sm_120f"),), _SM12X), (12, 1): ((("12.9", "sm_121a"),), _SM12X)}),
     # 0.6.7: "SM 12.x -> always normalized to SM 120 with 'f' suffix", under is_cuda_version_at_least("12.9").
-    Form("0.6.7", ('elif major == 12:', 'if is_cuda_version_at_least("12.9"): return (major, "0f")'),
-         {(12, 0): "sm_120f", (12, 1): "sm_120f"}, "12.9"),
+    Form("0.6.7", ('elif major == 12:', 'if is_cuda_version_at_least("12.9"): return (major, "0f") else: raise RuntimeError("SM 12.x'),
+         {(12, 0): ((("12.9", "sm_120f"),), _SM12X), (12, 1): ((("12.9", "sm_120f"),), _SM12X)}),
     # 0.5.0 and 0.6.4: __init__: "if major >= 9: minor = str(minor) + "a"" for each GPU.
-    Form("0.6.4", ('if major >= 9: minor = str(minor) + "a"',), {(12, 0): "sm_120a", (12, 1): "sm_121a"}, None),
+    Form("0.6.4", ('if major >= 9: minor = str(minor) + "a"',),
+         {(12, 0): (((None, "sm_120a"),), None), (12, 1): (((None, "sm_121a"),), None)}),
 )
 
 

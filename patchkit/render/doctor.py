@@ -14,7 +14,7 @@ from patchkit.errors import OK
 from patchkit.fixes.registry import PROJECTS
 from patchkit.judge.here import no_multicast
 from patchkit.render import jit
-from patchkit.render.kernels import distribution_lines
+from patchkit.render.kernels import always, distribution_lines
 from patchkit.render.reasons import code, said
 from patchkit.render.settings import lines as settings_lines
 from patchkit.render.settings import set_line
@@ -97,7 +97,7 @@ def to_json(r) -> dict:
         for j in t.fixes]) for t in r.targets]
     code = None if r.code is None else {
         "gpus": [_cc(c) for c in r.machine.ccs()], "no_code": _no_code(r), "no_code_if_loaded": _no_code(r, maybe=True),
-        "distributions": [{"name": d.dist.name, "version": d.dist.version, "always": d.known.always,
+        "distributions": [{"name": d.dist.name, "version": d.dist.version, "always": always(d),
                            "cubins": d.dist.cubins, "problem": d.dist.problem,
                            "files": [f.to_json(d.dist) for f in d.files]} for d in r.code.found],
         "jit": [j.to_json() for j in r.code.jit]}
@@ -105,7 +105,8 @@ def to_json(r) -> dict:
            "machine": r.seen.to_json() if r.seen else None, "no_gpu": r.unseen,
            "judged_for": {"ccs": [_cc(c) for c in r.machine.ccs()], "from": r.basis},
            "targets": targets, "needed": list(r.needed), "apply": r.apply,
-           "recommendation": speedup_json(r.speedups[0]) if r.speedups else None, "compiled_code": code,
+           "recommendation": speedup_json(r.speedups[0]) if r.speedups else None,
+           "recommendations": [speedup_json(s) for s in r.speedups], "compiled_code": code,
            "settings": [h.to_json() | {"set_line": set_line(h)} for h in r.settings]}
     error = failure(r)
     return doc | {"error": error} if error else doc
@@ -282,6 +283,8 @@ def speedup_lines(s, m) -> list[str]:
             r = s.short[0]
             lines.append(f"  with {PROJECTS[r.project].label} {installed[r.project]}, {sp.turn_on} only logs \"{r.otherwise}\"")
     lines.append(f"  it serves {sp.serves}")
+    if not sp.measured:
+        return [*lines, f"  no measurement: {sp.source} quotes none"]
     lines.append(f"  measured by {sp.measured_by} (the module docstring of {sp.source}):")
     return lines + [f"    {line}" for line in sp.measured]
 

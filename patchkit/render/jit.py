@@ -57,7 +57,7 @@ def fit_words(j, f) -> str:
                 f"(include/deep_gemm/impls), so its APIs assert \"Unsupported architecture\" on {cc}")
     if f.verdict == COMPILER_LACKS and f.why == TOO_OLD:
         return (f"{cc}: cannot build {f.target}: it needs nvcc {f.names[0]} or later (else FlashInfer raises "
-                f"\"SM 12.x requires CUDA >= 12.9\"), and nvcc is {c.release}")
+                f"\"{f.names[1]}\"), and nvcc is {c.release}")
     if f.verdict == COMPILER_LACKS and f.why == NOT_A_TARGET:
         other = ""
         if kind == TRITON:

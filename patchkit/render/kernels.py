@@ -87,8 +87,12 @@ def distribution_lines(d, ccs: list[tuple[int, int]], listing: bool) -> list[str
     elif failing:
         of = (f"its {plural(len(d.files), 'file')} with CUDA code" if len(failing) == len(d.files)
               else f"{len(failing)} of its {plural(len(d.files), 'file')} with CUDA code")
-        if d.known.always:
-            lines.append(f"  {d.label}: {of} cannot run on {gpus}; {d.known.always}{cubins}")
+        if any(d.at_start(f) for f in failing):
+            lines.append(f"  {d.label}: {of} cannot run on {gpus}; {always(d)}{cubins}")
+        elif always(d):
+            none = "it is not" if len(failing) == 1 else "none of them is"
+            lines.append(f"  {d.label}: {of} cannot run on {gpus}, and {none} loaded at every start: {always(d)}; "
+                         f"a start fails only where a feature loads {'it' if len(failing) == 1 else 'one'} (below){cubins}")
         else:
             lines.append(f"  {d.label}: {of} cannot run on {gpus}: a start fails only if the server loads one "
                          f"(patchkit does not know when it does){cubins}")
@@ -100,15 +104,35 @@ def distribution_lines(d, ccs: list[tuple[int, int]], listing: bool) -> list[str
     else:
         lines.append(f"  {d.label}: every file with CUDA code runs on {gpus} ({counts}){cubins}")
     shown = d.files if listing else failing + unknown
-    dos: list[str] = []
+    start = " and ".join(d.start_files()) or "files it loads at every start"
+    dos: dict[str, bool] = {}  # what to do -> whether a file loaded at every start needs it
     for f in shown:
-        what = f" ({f.known.what})" if f.known else ""
-        lines.append(f"    {f.shown}: {verdict(f)}{what}" + ("" if f.loaded else " (not loaded on these GPUs)"))
+        lines.append(f"    {f.shown}: {verdict(f)}{_what(f)}" + ("" if f.loaded else " (not loaded on these GPUs)"))
         if not listing and f.missing:
             cc = f.missing[0].cc
-            do = (f.known.do if f.known and f.known.do else d.known.do).format(cc=f"{cc[0]}.{cc[1]}", sm=f"sm_{cc[0]}{cc[1]}")
-            if do not in dos:
-                dos.append(do)
-    when = "" if d.known.always else " (if the server loads them)"
-    lines += [f"    do{when}: {do}" for do in dos]
+            do = (f.known.do if f.known and f.known.do else d.known.do).format(cc=f"{cc[0]}.{cc[1]}", sm=f"sm_{cc[0]}{cc[1]}", start=start)
+            dos[do] = dos.get(do, False) or d.at_start(f)
+    lines += [f"    do{'' if needed else ' (if the server loads them)'}: {do}" for do, needed in dos.items()]
     return lines
+
+
+def always(d) -> str | None:
+    """Why the server loads files of a distribution at every start, in words: the data's sentence,
+    or the one its ``start`` says with what was read from the release."""
+    if d.start is None:
+        return d.known.always
+    if d.start.problem:
+        return f"which files it loads at every start cannot be read ({d.start.problem}), so each counts"
+    names = [r.rsplit("/", 1)[-1] for r in d.start_files()]
+    modules = ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else (names[0] if names else "none of its files")
+    return d.known.start.says.format(modules=modules, files=", ".join(d.start.read))
+
+
+def _what(f) -> str:
+    """What a file is and when it is loaded: the data's words, and the release's files that import it."""
+    words = [f.known.what] if f.known else []
+    if f.imported_by:
+        words.append(f"imported by {' and '.join(f.imported_by)} only")
+    elif f.imported_by is not None:
+        words.append("no import of it found in the release's Python files")
+    return f" ({'; '.join(words)})" if words else ""

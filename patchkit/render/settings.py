@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 
 from patchkit.fixes.settings import SettingKind
-from patchkit.judge.settings import Need, exportable
+from patchkit.judge.settings import DeepGemmWhy, Need, exportable
 
 
 def _cc(h) -> str:
@@ -38,7 +38,14 @@ def _what(h) -> str:
         knows = "knows" if c is not None and c.knows(f"sm_{h.cc[0]}{h.cc[1]}a") else "does not know"
         return f"Triton {h.version} calls {said}, which {knows} sm_{h.cc[0]}{h.cc[1]}a"
     if s.check.value == "deepgemm-without-sm12x":
-        return f"the DeepGEMM it loads ({h.found}) has no include/deep_gemm/impls/sm{h.cc[0]}0_*.cuh"
+        impls = f"include/deep_gemm/impls/sm{h.cc[0]}0_*.cuh"
+        if h.why == DeepGemmWhy.NOT_ADMITTED:
+            return f"{s.project} {h.version}'s support_deep_gemm (vllm/platforms/cuda.py) does not admit {_cc(h)}"
+        if h.why == DeepGemmWhy.HAS_IMPLS:
+            return f"the DeepGEMM it loads ({h.found}) has {impls} ({len(h.impls)})"
+        if h.why == DeepGemmWhy.PROBE_REFUSES:
+            return f"SGLang's probe refuses the DeepGEMM it loads ({h.found}) by itself"
+        return f"the DeepGEMM it loads ({h.found}) has no {impls}"
     if s.check.value == "nccl-pcie":
         return f"{s.project} {h.version}"
     return f"{s.project} {h.version} has {h.spelling.name}" if h.spelling else f"{s.project} {h.version}"

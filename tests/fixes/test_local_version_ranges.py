@@ -40,7 +40,9 @@ def test_failures_and_default_on_ranges_take_a_local_build_of_their_last_release
 
 
 def test_a_speedups_requirement_takes_the_public_release() -> None:
-    (speedup,) = read_speedups()
+    speedup = next(sp for sp in read_speedups() if sp.name == "pcie-ipc-allreduce")
     sglang, flashinfer = speedup.requires
     assert (sglang.since, sglang.met("0.5.21+cu128"), sglang.met("0.5.20+cu128")) == ("0.5.21", True, False)
     assert (flashinfer.since, flashinfer.met("0.7.0+cu129"), flashinfer.met("0.6.18.post1+cu129")) == ("0.7.0", True, False)
+    vllm = next(sp for sp in read_speedups() if sp.name == "vllm-pcie-ipc-allreduce").requires[0]
+    assert (vllm.since, vllm.met("0.30.0+cu129"), vllm.met("0.29.0+cu129")) == ("0.30.0", True, False)

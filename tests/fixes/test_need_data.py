@@ -1,7 +1,8 @@
 """What decides whether a fix is needed here, and the all-reduce that helps on PCIe SM12x, are
 data: the need's ``helps_without`` / ``adds_without`` (effects.py) and known-speedups.toml
-(speedups.py).  The shipped values are checked against the real wheels they quote (read as
-zip files, never installed or imported); a wrong table is one BadInput line."""
+(speedups.py).  The shipped values are checked against the real wheels and source archives they
+quote (read as zip and tar files, never installed or imported; vLLM 0.34.0's files from the sparse
+copy of its wheel that tests/kernels/data keeps); a wrong table is one BadInput line."""
 
 from __future__ import annotations
 
@@ -19,6 +20,10 @@ from patchkit.fixes.load import HERE, read_fixes
 from patchkit.fixes.speedups import SPEEDUPS, read_speedups
 
 PCIE_IPC_AR = "sglang/srt/distributed/device_communicators/pcie_ipc_ar.py"
+VLLM_PCIE_IPC = "vllm/distributed/device_communicators/flashinfer_pcie_ipc_all_reduce.py"
+V034 = Path(__file__).resolve().parents[1] / "kernels" / "data" / "wheels" / "vllm-0.34.0"
+SPEEDUPS_BY_NAME = {sp.name: sp for sp in read_speedups()}
+SGLANG_SP, VLLM_SP = SPEEDUPS_BY_NAME["pcie-ipc-allreduce"], SPEEDUPS_BY_NAME["vllm-pcie-ipc-allreduce"]
 
 
 def wheel(distribution: str, version: str) -> zipfile.ZipFile:
@@ -35,19 +40,45 @@ def test_torch_symm_mem_helps_without_multicast_only_where_it_crashes() -> None:
     assert (fusion.helps_without, fusion.adds_without, fusion.decides_need()) == ((), "", False)
 
 
-def test_the_shipped_speedup() -> None:
-    (sp,) = read_speedups()
-    assert (sp.name, sp.major, sp.links, sp.turn_on, sp.source) == (
-        "pcie-ipc-allreduce", 12, "pcie", "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1", PCIE_IPC_AR)
+def test_the_shipped_speedups() -> None:
+    assert [sp.name for sp in read_speedups()] == ["pcie-ipc-allreduce", "vllm-pcie-ipc-allreduce"]
+    sp = SGLANG_SP
+    assert (sp.name, sp.major, sp.links, sp.turn_on, sp.source, sp.server) == (
+        "pcie-ipc-allreduce", 12, "pcie", "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1", PCIE_IPC_AR, "sglang")
     assert [(r.project, r.since) for r in sp.requires] == [("sglang", "0.5.21"), ("flashinfer", "0.7.0")]
     assert [r.met(v) for r, v in zip(sp.requires, ("0.5.20", "0.7.0"), strict=True)] == [False, True]
+    sp = VLLM_SP
+    assert (sp.major, sp.links, sp.turn_on, sp.source, sp.server) == (
+        12, "pcie", "VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=1", VLLM_PCIE_IPC, "vllm")
+    assert (sp.measured, sp.measured_by) == ((), "")  # vLLM's files quote no measurement
+    assert [(r.project, r.since) for r in sp.requires] == [("vllm", "0.30.0"), ("flashinfer", "0.7.0")]
     assert "known-speedups" not in read_fixes()  # not a fix
+
+
+def test_the_vllm_speedup_is_what_vllm_0340_says() -> None:
+    """The variable, its default and why it is opt-in (envs.py), the sizes and types it serves and the
+    warning with an older FlashInfer (flashinfer_pcie_ipc_all_reduce.py), its gates (cuda_communicator.py)."""
+    envs = (V034 / "vllm/envs.py").read_text()
+    variable = VLLM_SP.turn_on.removesuffix("=1")
+    assert f'int(os.getenv("{variable}", "0"))' in envs
+    assert "# This backend has a strict single-stream contract and is opt-in while its\n    # integration is being qualified." in envs
+    assert "opt-in \"while its integration is being qualified\", vllm/envs.py; off under VLLM_BATCH_INVARIANT" in VLLM_SP.serves
+    module = ast.parse((V034 / VLLM_SP.source).read_bytes())
+    assigned = {n.targets[0].id: ast.unparse(n.value) for n in module.body if isinstance(n, ast.Assign)}
+    assert (assigned["_SUPPORTED_WORLD_SIZES"], assigned["_SUPPORTED_DTYPES"]) == ("(2, 4, 8)", "(torch.bfloat16, torch.float16)")
+    assert VLLM_SP.serves.startswith("tensor-parallel groups of 2, 4 or 8 GPUs on one node, bf16 or fp16 reductions")
+    strings = {n.value for n in ast.walk(module) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    assert VLLM_SP.requires[1].otherwise in strings  # FlashInferPcieIpcAllReduce's warning with an older FlashInfer
+    communicator = (V034 / "vllm/distributed/device_communicators/cuda_communicator.py").read_text()
+    assert ("use_flashinfer_pcie_ipc_allreduce = (\n                envs.VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC\n"
+            "                and not envs.VLLM_BATCH_INVARIANT\n            )") in communicator
+    assert "measured" not in (V034 / VLLM_SP.source).read_text().lower()  # nothing to quote
 
 
 @pytest.mark.parametrize("version", ["0.5.21", "0.5.23"])
 @pytest.mark.network
 def test_the_measurement_is_quoted_from_the_real_sglang_wheel(version: str) -> None:
-    (sp,) = read_speedups()
+    sp = SGLANG_SP
     with wheel("sglang", version) as whl:
         module = ast.parse(whl.read(sp.source))
         environ = whl.read("sglang/srt/environ.py").decode()
@@ -68,13 +99,28 @@ def test_the_measurement_is_quoted_from_the_real_sglang_wheel(version: str) -> N
 ])
 @pytest.mark.network
 def test_the_first_releases_that_have_it(distribution: str, version: str, path: str, has: bool) -> None:
-    (sp,) = read_speedups()
     with wheel(distribution, version) as whl:
         assert (path in whl.namelist()) is has
         if has and distribution == "flashinfer-python":
             assert re.search(rb"^class PcieIpcAllReduceWorkspace\b", whl.read(path), re.M)
     project = "sglang" if distribution == "sglang" else "flashinfer"
-    assert next(r for r in sp.requires if r.project == project).met(version) is has
+    for sp in read_speedups():  # both use FlashInfer's PcieIpcAllReduceWorkspace
+        assert [r.met(version) for r in sp.requires if r.project == project] in ([has], [])
+
+
+@pytest.mark.parametrize(("version", "has"), [("0.29.0", False), ("0.30.0", True)])
+@pytest.mark.network
+def test_the_first_vllm_that_has_it(version: str, has: bool) -> None:
+    """vllm 0.30.0's source archive is the first with the module and the variable (the wheels are 239 MB)."""
+    import tarfile
+
+    from support.mirror import default_cache, fetch_sdist
+
+    with tarfile.open(fetch_sdist("vllm", version, default_cache())) as tar:
+        assert (f"vllm-{version}/{VLLM_PCIE_IPC}" in tar.getnames()) is has
+        envs = tar.extractfile(f"vllm-{version}/vllm/envs.py").read().decode()
+    assert ('"VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC"' in envs) is has
+    assert VLLM_SP.requires[0].met(version) is has
 
 
 GOOD = (HERE / SPEEDUPS).read_text()
@@ -89,6 +135,10 @@ GOOD = (HERE / SPEEDUPS).read_text()
     ('since = "0.7.0"', 'since = "seven"', "speedup pcie-ipc-allreduce, requires 2: since 'seven' is not a release version"),
     ("[[speedups.requires]]", "[[speedups.required]]", "speedup pcie-ipc-allreduce: 'requires' must be a list of tables ([[speedups.requires]])"),
     ('name = "pcie-ipc-allreduce"\n', "", "speedup 1: 'name' is missing or not str"),
+    ('measured_by = "the SGLang authors"\n', "",
+     "speedup pcie-ipc-allreduce: 'measured' and 'measured_by' go together (a measurement says who made it)"),
+    ('# No measurement: neither', 'measured_by = "someone"\n# No measurement: neither',
+     "speedup vllm-pcie-ipc-allreduce: 'measured' and 'measured_by' go together (a measurement says who made it)"),
 ])
 def test_a_wrong_speedup_is_one_line(tmp_path: Path, old: str, new: str, reason: str) -> None:
     shutil.copy(HERE / "projects.toml", tmp_path / "projects.toml")

@@ -239,6 +239,8 @@ def test_sglang_0523_needs_no_symm_mem_on_pcie_and_gets_the_pcie_ipc_all_reduce(
     assert (symm["reason"], symm["why_reason"], fusion["reason"]) == ("lacks-key", "not-needed-here", "gates-left")
     advice = doc["recommendation"]
     assert (advice["available"], advice["upgrade"], advice["installed"]) == (True, [], {"sglang": "0.5.23", "flashinfer": "0.7.0"})
+    assert doc["recommendations"] == [advice]  # vLLM's variable is not for SGLang, though FlashInfer is here
+    assert "VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC" not in done.stdout.decode()
     assert snapshot(site / "sglang") == before
 
 

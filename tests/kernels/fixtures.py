@@ -18,6 +18,10 @@ reading of the sparse copy with them.  The copy is checked when it is made: patc
 same entries and gives the same verdicts from it as from the real file.
 
     PYTHONPATH=tests:tests/kernels python tests/kernels/fixtures.py [NAME...]   # fetches the wheels (cached), rewrites data/wheels/
+
+A release of ``RELEASES`` keeps, beside its shared objects, ``RECORD`` (its wheel's rows that name
+them) and the Python files patchkit reads there (``python_files``: the start ``known-kernels.toml``
+names and what it leads to, and the importers of each other file with CUDA code), whole.
 """
 
 from __future__ import annotations
@@ -43,7 +47,21 @@ SOURCES = (
     # every shared object of the vllm 0.20.2 wheel (its RECORD lists them)
     "vllm/_C.abi3.so", "vllm/_C_stable_libtorch.abi3.so", "vllm/_flashmla_C.abi3.so", "vllm/_flashmla_extension_C.abi3.so",
     "vllm/_moe_C.abi3.so", "vllm/cumem_allocator.abi3.so", "vllm/third_party/deep_gemm/_C.cpython-312-x86_64-linux-gnu.so",
-    "vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so", "vllm/vllm_flash_attn/_vllm_fa3_C.abi3.so"))
+    "vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so", "vllm/vllm_flash_attn/_vllm_fa3_C.abi3.so")) + tuple(
+    (f"vllm-0.34.0/{member}", "vllm", "0.34.0", "manylinux_2_28_x86_64", member) for member in (
+        # every shared object of the vllm 0.34.0 wheel (its RECORD lists them)
+        "vllm/_C_stable_libtorch.abi3.so", "vllm/_deepselect_C.abi3.so", "vllm/_flashkda_C.abi3.so", "vllm/_flashmla_C.abi3.so",
+        "vllm/_flashmla_extension_C.abi3.so", "vllm/_moe_C_stable_libtorch.abi3.so", "vllm/cumem_allocator.abi3.so",
+        "vllm/fs_io_C.abi3.so", "vllm/spinloop.abi3.so", "vllm/third_party/deep_gemm/_C_extension.abi3.so",
+        "vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so", "vllm/vllm_flash_attn/_vllm_fa3_C.abi3.so"))
+# (fixture folder, distribution, version, platform): beside its shared objects, the RECORD rows that name
+# them and the Python files patchkit reads in that release (``python_files``), kept whole.
+RELEASES = (("vllm-0.34.0", "vllm", "0.34.0", "manylinux_2_28_x86_64"),)
+# More Python files of a release that the tests read (the settings' marks, the attention priorities, the
+# PCIe-IPC all-reduce of known-speedups.toml).
+MORE = {"vllm-0.34.0": ("vllm/__init__.py", "vllm/engine/arg_utils.py", "vllm/v1/attention/backends/registry.py",
+                        "vllm/envs.py", "vllm/distributed/device_communicators/cuda_communicator.py",
+                        "vllm/distributed/device_communicators/flashinfer_pcie_ipc_all_reduce.py")}
 
 
 def materialize(name: str, dest: Path) -> Path:
@@ -61,6 +79,25 @@ def materialize(name: str, dest: Path) -> Path:
             out.write(body[at:at + length])
             at += length
     return dest
+
+
+def install_release(folder: str, site: Path) -> None:
+    """Release ``folder`` of ``RELEASES`` in ``site`` as pip installs it, with what the fixtures keep of
+    it: its shared objects (sparse copies), the Python files kept, RECORD's rows for them, and METADATA."""
+    dist, version = next((d, v) for f, d, v, _ in RELEASES if f == folder)
+    for name, *_ in SOURCES:
+        if name.startswith(f"{folder}/"):
+            rel = name.split("/", 1)[1]
+            (site / rel).parent.mkdir(parents=True, exist_ok=True)
+            materialize(name, site / rel)
+    for py in (DATA / folder).rglob("*.py"):
+        rel = py.relative_to(DATA / folder)
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_bytes(py.read_bytes())
+    info = site / f"{dist}-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
+    (info / "RECORD").write_text((DATA / folder / "RECORD").read_text() + f"{dist}-{version}.dist-info/METADATA,,\n")
 
 
 def listing(name: str) -> dict[str, str]:
@@ -135,6 +172,51 @@ def make(name: str, real: Path, source: str, cuobjdump: Path) -> None:
     print(f"{name}: {len(extents)} extents, {len(body)} of {meta['size']} bytes")
 
 
+def python_files(tree: Path, dist: str) -> list[str]:
+    """The Python files of an unpacked release that patchkit reads for its compiled code: the start
+    ``known-kernels.toml`` names (and the files it leads to), and the files that import each shared
+    object with CUDA code that the start does not import (read where one has no code for a GPU)."""
+    from patchkit.fixes.kernels import known_kernels
+    from patchkit.judge.kernels import judge
+    from patchkit.kernels.imports import importers, module_of, start_imports
+
+    known = known_kernels().of(dist)
+    start = start_imports(tree, known.start.module, known.start.method)
+    assert start.problem is None, start.problem
+    keep = list(start.read)
+    for so in sorted(tree.rglob("*.so")):
+        rel = so.relative_to(tree).as_posix()
+        if module_of(rel) not in start.modules and judge(str(so), rel, [(12, 0)], known.file(rel)).binary.cuda:
+            keep += importers(tree, module_of(rel))
+    return sorted(set(keep))
+
+
+def make_release(folder: str, dist: str, version: str, platform: str) -> None:
+    """RECORD's rows of the shared objects, and the Python files patchkit reads, of a release."""
+    import csv
+    import io
+    import tempfile
+
+    from oracle import wheel
+
+    whl = wheel(dist, version, platform)
+    with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(whl) as zf:
+        tree = Path(tmp)
+        for name in zf.namelist():
+            if name.endswith((".py", ".so")) and name.startswith(f"{dist}/"):
+                zf.extract(name, tree)
+        record = zf.read(f"{dist}-{version}.dist-info/RECORD").decode()
+        rows = [row for row in csv.reader(io.StringIO(record)) if row and row[0].endswith(".so")]
+        keep = python_files(tree, dist) + list(MORE.get(folder, ()))
+        for rel in keep:
+            (DATA / folder / rel).parent.mkdir(parents=True, exist_ok=True)
+            (DATA / folder / rel).write_bytes((tree / rel).read_bytes())
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    (DATA / folder / "RECORD").write_text(out.getvalue())
+    print(f"{folder}: {len(rows)} RECORD rows, {len(keep)} Python files from {whl.name}")
+
+
 def cuobjdump_version(exe: Path) -> str:
     out = subprocess.run([str(exe), "--version"], capture_output=True, text=True).stdout
     return out.strip().splitlines()[-1]
@@ -157,6 +239,9 @@ def main(argv: list[str]) -> int:
                     out.write(chunk)
             make(name, real, f"{whl.name}: {member}", tool)
             real.unlink()
+    for folder, dist, version, platform in RELEASES:
+        if not argv or any(folder.startswith(a) for a in argv):
+            make_release(folder, dist, version, platform)
     return 0
 
 

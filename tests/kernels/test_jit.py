@@ -163,6 +163,29 @@ def test_flashinfer(tmp_path: Path, version: str, targets: tuple, modules: int, 
     assert jit_lines(none)[1] == f"    12.0: cannot build: no nvcc at {tmp_path}/no-cuda/bin/nvcc"
 
 
+@pytest.mark.network
+def test_flashinfer_074_builds_sm_121a_for_a_gb10(tmp_path: Path) -> None:
+    """0.7.4's _normalize_cuda_arch: 12.0 -> "0f" with CUDA 12.9 ("0a" with 12.8), 12.1 -> str(minor) + "a" with
+    12.9.  It holds the 0.6.7 form's lines too (`if is_cuda_version_at_least("12.9"): return (major, "0f")`), which
+    once made doctor say "12.1: builds sm_120f" beside the fix's "FlashInfer's JIT build of sm_121a"."""
+    site = tmp_path / "site"
+    flashinfer(site, "0.7.4")
+    (j,) = jit_here(jit_installs([site], no_cuda(tmp_path)), [(12, 0), (12, 1)])
+    assert j.install.sources.form.release == "0.7.4"
+    assert [(f.verdict, f.target, f.compiler.release) for f in j.fits] == [(SOME, "sm_120f", "13.0"), (SOME, "sm_121a", "13.0")]
+    leave_out = ("(gen_allreduce_mhc_post_prenorm_module, gen_blackwell_softmax_module, gen_cutlass_fused_moe_sm100_module, "
+                 "gen_cutlass_fused_moe_sm103_module and 17 more)")
+    assert jit_lines(j)[1:] == [
+        f"    12.0: builds sm_120f, but 21 of its 63 modules leave major 12 out of supported_major_versions {leave_out}",
+        f"    12.1: builds sm_121a, but 21 of its 63 modules leave major 12 out of supported_major_versions {leave_out}",
+    ]
+    # 0.6.7, the form whose lines 0.7.4 also holds: sm_120f for both.
+    old = tmp_path / "old"
+    flashinfer(old, "0.6.7")
+    (j,) = jit_here(jit_installs([old], no_cuda(tmp_path)), [(12, 1)])
+    assert (j.install.sources.form.release, j.fits[0].target) == ("0.6.7", "sm_120f")
+
+
 def test_deep_gemm_bundled_in_vllm(tmp_path: Path) -> None:
     old, new = tmp_path / "old", tmp_path / "new"
     deep_gemm_in_vllm(old, "0.27.1")

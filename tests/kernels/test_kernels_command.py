@@ -88,7 +88,7 @@ def test_json(tmp_path: Path) -> None:
                                                 ("sm_100", "sm_100", "sass", 2), ("sm_120", "sm_120", "sass", 2),
                                                 ("sm_121a", "sm_121a", "sass", 2), ("compute_120", "sm_120", "ptx", 1))],
                    "entries": 11, "cuda": True, "problem": None, "what": None, "loaded": True, "verdict": "sass",
-                   "elsewhere": None, "gpus": [{"cc": "12.1", "runs": "sass", "by": ["sm_120", "sm_121a"], "why": None}]}
+                   "elsewhere": None, "imported_by": None, "gpus": [{"cc": "12.1", "runs": "sass", "by": ["sm_120", "sm_121a"], "why": None}]}
     assert (family["sass"], family["compressed"], family["verdict"]) == (["sm_120f"], False, "sass")
     # patchkit's name beside cuobjdump's: --list-elf names the family cubin's file x.sm_120.cubin (data/sm120f.cuobjdump.txt).
     assert [(n["name"], n["cuobjdump"]) for n in family["names"]] == [("sm_120f", "sm_120")]

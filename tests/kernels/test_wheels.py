@@ -108,7 +108,7 @@ def test_a_healthy_cuda_13_environment_exits_0(copies: dict[str, Path], tmp_path
 
 
 def test_vllm_020_for_a_gb10(copies: dict[str, Path]) -> None:
-    by = {Path(n).name: judge(str(copies[n]), n, [(12, 1)]) for n in NAMES if n.startswith("vllm-")}
+    by = {Path(n).name: judge(str(copies[n]), n, [(12, 1)]) for n in NAMES if n.startswith("vllm-0.20.2/")}
     assert [(x.runs, x.by) for x in by["_C.abi3.so"].fits] == [(SASS, ("sm_120", "sm_120f"))]
     assert [n for n, f in sorted(by.items()) if f.missing] == ["_flashmla_C.abi3.so", "_flashmla_extension_C.abi3.so",
                                                                "_vllm_fa3_C.abi3.so"]

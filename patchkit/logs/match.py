@@ -87,14 +87,17 @@ def _raised_in(sig: Signature, frames: tuple[Frame, ...]) -> bool:
 
 
 def _ran(sig: Signature, frames: tuple[Frame, ...]) -> bool:
-    """Whether the traceback may have run the signature's project: not when its frames show
-    another project and none of this one (DeepGEMM's "Unsupported architecture" under vLLM is not
-    SGLang's gate); a file run from elsewhere (``/tmp/u/torch_symm_mem.py``) tells nothing."""
-    from patchkit.fixes.registry import PROJECTS
+    """Whether the traceback may have run what the signature's fix patches: not when its frames show
+    other projects only (DeepGEMM's "Unsupported architecture" under vLLM is not SGLang's gate, which
+    is all deepgemm-sm12x patches); a project the fix patches that re-raises the message counts
+    (SGLang's "Capture cuda graph failed: <FlashInfer's message>", SGLang issue 15650: allreduce-fusion
+    patches SGLang's gate too); a file run from elsewhere (``/tmp/u/torch_symm_mem.py``) tells nothing."""
+    from patchkit.fixes.registry import FIXES, PROJECTS
 
     paths = [f.path for f in frames]
-    mine = [(p.name, p.source_root) for p in PROJECTS.values() if p.name == sig.project]
-    others = [(p.name, p.source_root) for p in PROJECTS.values() if p.name != sig.project]
+    patched = {sig.project} | {r.project for r in FIXES[sig.fix].rules}
+    mine = [(p.name, p.source_root) for p in PROJECTS.values() if p.name in patched]
+    others = [(p.name, p.source_root) for p in PROJECTS.values() if p.name not in patched]
     return not paths or bool(targets(paths, mine)) or not targets(paths, others)
 
 

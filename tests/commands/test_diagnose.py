@@ -74,6 +74,44 @@ def test_issue_15650_names_allreduce_fusion_and_flashinfer(tmp_path: Path) -> No
     ]
 
 
+ISSUE_15650 = ROOT / "tests" / "logs" / "data" / "sglang-issue-15650.log"
+FUSION_CAUSE = ("cause: FlashInfer's JIT builds the TRT-LLM all-reduce fusion module for majors 9 and 10 only, and it was"
+                " asked for on SM120 (FlashInfer 0.5.0 - 0.6.16.post4)")
+FUSION_FIX = "fix: allreduce-fusion (opt-in): Allow the FlashInfer all-reduce fusion on SM120"
+RERAISED = "Exception: Capture cuda graph failed: No supported CUDA architectures found for major versions [9, 10]."
+
+
+def test_issue_15650_as_posted() -> None:
+    """The thread's own lines: the exception line alone, no traceback (the log does not show the install)."""
+    done = invoke("diagnose", str(ISSUE_15650))
+    assert done.returncode == PROBLEMS, done.stderr
+    assert done.stdout.decode().splitlines() == [
+        f"{ISSUE_15650}:2: {RERAISED}",
+        f"{ISSUE_15650}:2: {FUSION_CAUSE}",
+        f"{ISSUE_15650}:2: {FUSION_FIX}",
+        f"{ISSUE_15650}:2: run: patchkit apply for the FlashInfer that wrote this log: the log does not show where it is"
+        " (diagnose --python EXE, the server's Python, names the command)",
+        f"1 known SM120 failure in {ISSUE_15650}",
+    ]
+
+
+def test_issue_15650_reraised_by_sglang_alone(tmp_path: Path) -> None:
+    """The posted line as the exception of the traceback SGLang raises it in, with no FlashInfer frame: SGLang
+    re-raises FlashInfer's message, and the fix patches both: it is still the fusion's failure."""
+    log = write(tmp_path, r.START, r.LOAD, r.CAPTURE, r.FUSION_RERAISED, r.CHILD_FAILED)
+    at = len(r.START) + len(r.LOAD) + len(r.CAPTURE) + 1 + r.FUSION_RERAISED.index(RERAISED)
+    done = invoke("diagnose", str(log))
+    assert done.returncode == PROBLEMS, done.stdout
+    assert done.stdout.decode().splitlines() == [
+        f"{log}:{at}: {RERAISED} raised at"
+        " /usr/local/lib/python3.12/dist-packages/sglang/srt/model_executor/cuda_graph_runner.py:372 (SGLang)",
+        f"{log}:{at}: {FUSION_CAUSE}",
+        f"{log}:{at}: {FUSION_FIX}",
+        f"{log}:{at}: run: patchkit apply --python /usr/bin/python3.12 --fix allreduce-fusion",
+        f"1 known SM120 failure in {log}",
+    ]
+
+
 def test_a_healthy_start_that_warned_about_multicast(tmp_path: Path) -> None:
     log = write(tmp_path, r.START, r.LOAD, r.MULTICAST, r.CAPTURE, r.CAPTURED, r.READY, r.ACCESS)
     at = len(r.START) + len(r.LOAD) + 1

@@ -80,7 +80,7 @@ def diagnose(logs: list[str], stdin: BinaryIO | None = None, python: str | None 
     for log in logs or ["-"]:
         label, stream = (STDIN, _stdin(stdin)) if log == "-" else (log, open_log(Path(log)))
         try:
-            matcher = Matcher(helps=releases.helps)
+            matcher = Matcher(helps=releases.helps, python=python)
             scan, feed = Scan(stream, needles(matcher.data), matcher.reader), matcher.feed
             for number, text in scan:
                 feed(number, text)

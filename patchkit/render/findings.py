@@ -29,6 +29,14 @@ def project_of(path: str) -> str | None:
     return None
 
 
+def gpus(findings: Sequence[Finding]) -> str:
+    """The GPUs the failures found are of, as a summary names them: "SM121" where each is a 12.1 GPU's
+    (ptxas refusing sm_121a), "SM120" where each is of SM12x as the fixes are (named for 12.0, as
+    their titles are), "SM12x" for a mix."""
+    names = {f"SM{f.cc.sm()}" if f.cc is not None else "SM120" for f in findings}
+    return names.pop() if len(names) == 1 else "SM12x"
+
+
 def headline(f: Finding) -> str:
     what = f.what.split("\n", 1)[0]
     if f.frame is None:

@@ -275,3 +275,45 @@ def test_a_warning_the_server_was_ready_after_is_a_start_not_a_failure(tmp_path:
     assert done.returncode == PROBLEMS
     assert done.stdout.decode().splitlines()[3:] == [f"{cut}:{at}: run: patchkit apply --python {sys.executable}",
                                                      f"1 known SM120 failure in {cut}"]
+
+
+# ptxas's own line as Triton 3.5's bundled ptxas prints it for a GB10 (shared fixture triton-ptxas-sm_121a.txt), and
+# Triton 3.5.1's make_cubin raising around it (triton/backends/nvidia/compiler.py line 503 in the 3.5.1 wheel).
+PTXAS_LINE = "  ptxas fatal   : Value 'sm_121a' is not defined for option 'gpu-name'"
+PTXAS_ERROR = ["Traceback (most recent call last):",
+               '  File "/opt/gb 10/lib/python3.12/site-packages/triton/backends/nvidia/compiler.py", line 503, in make_cubin',
+               "    raise PTXASError(error)",
+               "triton.runtime.errors.PTXASError: PTXAS error: Internal Triton PTX codegen error"]
+
+
+def test_the_ptxas_advice_names_the_python_given_and_the_gb10(tmp_path: Path) -> None:
+    """diagnose --python: the doctor command in the advice is that interpreter's, not a placeholder; the
+    failure is a 12.1 GPU's (sm_121a), and the summary says so."""
+    log = write(tmp_path, [PTXAS_LINE])
+    python = str(ROOT / ".venv" / "bin" / "python")
+    done = invoke("diagnose", str(log), "--python", python)
+    assert done.returncode == PROBLEMS, done.stderr
+    lines = done.stdout.decode().splitlines()
+    assert lines[2].endswith(f"`patchkit doctor --python {python} --to-cc 12.1` prints the line for the Triton installed")
+    assert "PY" not in lines[2].split()
+    assert lines[-1] == f"1 known SM121 failure in {log}"
+    assert invoke("diagnose", str(log)).stdout.decode().splitlines()[2].endswith(
+        "`patchkit doctor --python EXE --to-cc 12.1` prints the line for the Triton installed")
+
+
+def test_the_ptxas_advice_names_the_python_the_frames_ran(tmp_path: Path) -> None:
+    """No --python: the interpreter of the environment whose Triton raised it, shell-quoted (as apply's advice)."""
+    log = write(tmp_path, PTXAS_ERROR)
+    done = invoke("diagnose", str(log))
+    assert done.returncode == PROBLEMS, done.stderr
+    assert done.stdout.decode().splitlines()[2] == (
+        f"{log}:4: do: on a GB10: point Triton at a ptxas of CUDA 12.9 or later (TRITON_PTXAS_PATH for Triton 3.4/3.5,"
+        " TRITON_PTXAS-BLACKWELL_PATH for 3.3), or upgrade to Triton 3.6;"
+        " `patchkit doctor --python '/opt/gb 10/bin/python' --to-cc 12.1` prints the line")
+
+
+def test_an_sm121_failure_beside_an_sm12x_one_is_summed_as_sm12x(tmp_path: Path) -> None:
+    log = write(tmp_path, r.START, r.LOAD, r.KEYERROR, PTXAS_LINE)
+    done = invoke("diagnose", str(log))
+    assert done.returncode == PROBLEMS
+    assert done.stdout.decode().splitlines()[-1] == f"2 known SM12x failures in {log}"

@@ -18,7 +18,7 @@ def to_text(r, terminal: bool) -> list[str]:
     lines: list[str] = []
     for log in r.logs:
         lines += finding_lines(log.label, log.findings, [code_lines(c) for c in log.code],
-                               [log.ready if log.started_after(f) else None for f in log.findings], r.python)
+                               [log.ready if log.started_after(f) else None for f in log.findings], r.python, log.applied)
     failures, effects = r.failures, r.effects
     where = escaped(r.logs[0].label) if len(r.logs) == 1 else plural(len(r.logs), "log")
     if failures:
@@ -64,8 +64,8 @@ def to_json(r) -> dict:
         "command": "diagnose",
         "logs": [{"log": log.label, "lines": log.lines, "tracebacks": log.tracebacks,
                   "ready_line": log.ready,
-                  "findings": [finding_json(f, _files(c)) | {"started_after": log.started_after(f)}
-                               for f, c in zip(log.findings, log.code, strict=True)]} for log in r.logs],
+                  "findings": [finding_json(f, _files(c)) | {"started_after": log.started_after(f), "applied_now": now}
+                               for f, c, now in zip(log.findings, log.code, log.applied, strict=True)]} for log in r.logs],
         "failures": r.failures,
         "effects": r.effects,
     }

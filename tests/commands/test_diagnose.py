@@ -196,6 +196,7 @@ def test_json_is_one_document(tmp_path: Path) -> None:
         "cause": "TorchSymmMemCommunicator looks compute capability 12 up in its tables, which know 9 and 10",
         "advice": None, "commands": ["patchkit apply /root/sglang"],
         "started_after": False,  # no ready line after it: the server did not start
+        "applied_now": False,  # its frames are not on this machine
     }
 
 
@@ -317,3 +318,26 @@ def test_an_sm121_failure_beside_an_sm12x_one_is_summed_as_sm12x(tmp_path: Path)
     done = invoke("diagnose", str(log))
     assert done.returncode == PROBLEMS
     assert done.stdout.decode().splitlines()[-1] == f"2 known SM12x failures in {log}"
+
+
+def test_after_apply_the_old_crash_says_the_fix_is_in_and_the_server_needs_a_restart(tmp_path: Path, sglang_venv: Path) -> None:
+    """The KeyError's frames in a real SGLang 0.5.9 environment on this machine: before apply the advice is to
+    apply; after it, that the fix is applied there now and the server needs a restart."""
+    from support.venvs import copy_venv
+
+    venv = copy_venv(sglang_venv, tmp_path / "v59")
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    assert (site / SYMM_MEM).is_file()
+    log = write(tmp_path, r.START, r.LOAD, [line.replace("/root/sglang/python", str(site)) for line in r.KEYERROR])
+    head = [f"{log}:{KEYERROR_AT}: KeyError: 12 raised at {site}/{SYMM_MEM}:83 (SGLang)"] + keyerror_lines(str(log))[1:3]
+    done = invoke("diagnose", str(log))
+    assert (done.returncode, done.stdout.decode().splitlines()) == (PROBLEMS, head + [
+        f"{log}:{KEYERROR_AT}: run: patchkit apply --python {venv}/bin/python", f"1 known SM120 failure in {log}"])
+
+    assert run_cli("apply", "--python", str(venv / "bin" / "python")).returncode == OK
+    done = invoke("diagnose", str(log))
+    assert (done.returncode, done.stdout.decode().splitlines()) == (PROBLEMS, head + [
+        f"{log}:{KEYERROR_AT}: applied: torch-symm-mem is applied there now, after this log was written: restart the"
+        " server to run it", f"1 known SM120 failure in {log}"])
+    [f] = json.loads(invoke("diagnose", str(log), "--json").stdout)["logs"][0]["findings"]
+    assert (f["applied_now"], f["commands"]) == (True, [f"patchkit apply --python {venv}/bin/python"])

@@ -341,3 +341,16 @@ def test_after_apply_the_old_crash_says_the_fix_is_in_and_the_server_needs_a_res
         " server to run it", f"1 known SM120 failure in {log}"])
     [f] = json.loads(invoke("diagnose", str(log), "--json").stdout)["logs"][0]["findings"]
     assert (f["applied_now"], f["commands"]) == (True, [f"patchkit apply --python {venv}/bin/python"])
+
+
+def test_the_same_failure_with_and_without_colour_codes_is_one(tmp_path: Path) -> None:
+    """A KeyError wrapped in colour codes and an OSC 52 (set the clipboard), then the same one plain: one failure
+    seen twice, printed as it first showed (escaped)."""
+    coloured = [line if line != "KeyError: 12" else "\x1b[31mKeyError: 12\x1b[0m\x1b]52;c;aGVsbG8=\x07" for line in r.KEYERROR]
+    log = write(tmp_path, r.START, r.LOAD, coloured, r.KEYERROR)
+    done = invoke("diagnose", str(log))
+    assert done.returncode == PROBLEMS, done.stderr
+    lines = done.stdout.decode().splitlines()
+    assert lines[0] == f"{log}:{KEYERROR_AT}: ^[[31mKeyError: 12^[[0m^[]52;c;aGVsbG8=^G raised at /root/sglang/python/{SYMM_MEM}:83 (SGLang)"
+    assert lines[1:] == keyerror_lines(str(log))[1:] + [
+        f"{log}:{KEYERROR_AT}: seen 2 times: lines {KEYERROR_AT}, {KEYERROR_AT + len(r.KEYERROR)}", f"1 known SM120 failure in {log}"]

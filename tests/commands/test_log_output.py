@@ -141,17 +141,3 @@ def test_python_commands_are_shell_quoted(tmp_path: Path) -> None:
     command = run.split(": run: ", 1)[1]
     assert command == "patchkit apply --python '/opt/my env/bin/python' --fix allreduce-fusion"
     assert shlex.split(command) == ["patchkit", "apply", "--python", "/opt/my env/bin/python", "--fix", "allreduce-fusion"]
-
-
-def test_the_same_failure_with_and_without_colour_codes_is_one(tmp_path: Path) -> None:
-    """A KeyError wrapped in colour codes and an OSC 52, then the same one plain: one failure seen twice,
-    printed as it first showed (escaped)."""
-    coloured = keyerror(exception="\x1b[31mKeyError: 12\x1b[0m" + OSC52)
-    log = write(tmp_path, r.START, r.LOAD, coloured, keyerror())
-    at = TRACEBACK_AT + r.KEYERROR.index("KeyError: 12")
-    done = invoke("diagnose", str(log))
-    assert done.returncode == PROBLEMS, done.stderr
-    assert not CONTROL.search(done.stdout), done.stdout
-    lines = done.stdout.decode().splitlines()
-    assert lines[0] == f"{log}:{at}: ^[[31mKeyError: 12^[[0m^[]52;c;aGVsbG8=^G raised at /root/sglang/{SYMM_MEM}:83 (SGLang)"
-    assert lines[4:] == [f"{log}:{at}: seen 2 times: lines {at}, {at + len(r.KEYERROR)}", f"1 known SM120 failure in {log}"]

@@ -67,6 +67,17 @@ ALREADY_APPLIED, NOTHING_TO_REVERT, ERROR = Status.ALREADY_APPLIED, Status.NOTHI
 FRESH, STALE, INVALID = Status.FRESH, Status.STALE, Status.INVALID
 
 
+class TargetKind(StrEnum):
+    """What a report says its target is (``report.Where``, the first line of every report):
+    a checkout (a git checkout or a plain folder of the source), an installed package (a
+    wheel's files in site-packages), or an editable install (a checkout that an environment
+    imports).  Made by ``targets.session``, said by ``render.where``."""
+
+    CHECKOUT = "checkout"
+    INSTALLED = "installed"
+    EDITABLE = "editable"
+
+
 class Reason(StrEnum):
     """Why a fix, a target or a recorded state stands as it does: one code per kind of reason.
     The judge and the planner return reasons as values (each carries its ``code``); ``render``

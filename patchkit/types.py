@@ -90,6 +90,7 @@ class Reason(StrEnum):
     REWRITE_FAILED = "rewrite-failed"  # a file the fix patches cannot be rewritten (it says why)
     CANNOT_APPLY = "cannot-apply"  # the release's manifest: a rule of the fix does not fit it
     GATES_LEFT = "gates-left"  # the release's manifest: a gate on the feature's path still refuses the GPU
+    IN_RELEASE = "in-release"  # in effect: the release holds what the fix adds (not patchkit)
     # What this machine lacks, and what follows for a fix
     NO_MULTICAST = "no-multicast"  # one GPU, or GPUs linked by PCIe only
     NO_NVCC = "no-nvcc"

@@ -134,6 +134,10 @@ bench: sglang-mirror flashinfer-mirror vllm-mirror
 # The main job on a real release: fetch SGLang $(DEMO_VERSION) from PyPI into a scratch
 # git checkout (with bytecode, as a used checkout has), then apply, verify, status, revert,
 # and prepare the upstream branch, mbox and PR description.
+# $(call expect,CODE,COMMAND): run COMMAND, which must exit with CODE (a step that shows a failure: the
+# recipe goes on after exactly that failure, and stops on any other exit, a success included).
+expect = $(2); rc=$$?; [ $$rc -eq $(1) ] || { echo "expected exit $(1), got $$rc: $(2)" >&2; exit 1; }
+
 demo: install
 	rm -rf $(DEMO)
 	PYTHONPATH=tests $(PY) -m support.mirror --dest $(DEMO)/sglang --versions $(DEMO_VERSION)
@@ -143,7 +147,7 @@ demo: install
 	$(PK) generate --repo $(DEMO)/sglang --tag v$(DEMO_VERSION) --out patches --check
 	@echo
 	@echo "== before: verify fails (exit 1 expected)"
-	-$(PK) verify $(DEMO)/sglang
+	$(call expect,1,$(PK) verify $(DEMO)/sglang)
 	@echo
 	@echo "== apply the shipped patch"
 	$(PK) apply $(DEMO)/sglang --no-generate

@@ -11,6 +11,7 @@ the lines that name a place in a file (``Place``, grouped under its ``Heading`` 
 from __future__ import annotations
 
 from patchkit.errors import worst
+from patchkit.types import TargetKind
 from patchkit.values import Record
 
 
@@ -20,7 +21,7 @@ class Where(Record):
 
     shown: str  # the folder a report names: the package of an install, else the checkout
     label: str  # the project, as people write it
-    kind: str  # "checkout", "installed" or "editable"
+    kind: TargetKind
     path: str
     version: str | None
     version_from: str

@@ -32,6 +32,12 @@ def escaped(text: str) -> str:
     return "".join(c if c.isprintable() or c == "\t" else _escape(c) for c in text)
 
 
+def plain(text: str) -> str:
+    """Text read from outside without its escape sequences and control characters: what a reader sees
+    of it (``\x1b[31mKeyError: 12\x1b[0m`` is ``KeyError: 12``), for telling two lines the same."""
+    return text if text.isprintable() else _SEQUENCE.sub("", text)
+
+
 @lru_cache(maxsize=512)
 def _escape(c: str) -> str:
     o = ord(c)
@@ -146,3 +152,9 @@ class Pattern:
         value = getattr(re.compile(self._source, self._flags), name)
         setattr(self, name, value)  # found on the instance from now on, without this call
         return value
+
+
+# An escape sequence a terminal acts on: CSI (ESC [ or U+009B, parameters, one final byte), OSC (ESC ] or
+# U+009D, up to BEL or ST), any other ESC and the character after it; then any control character left (a tab stays).
+_SEQUENCE = Pattern(r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]|(?:\x1b\]|\x9d).*?(?:\x07|\x1b\\|\x9c|$)|\x1b.?"
+                    r"|[\x00-\x08\x0a-\x1f\x7f-\x9f]")

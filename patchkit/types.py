@@ -67,6 +67,17 @@ ALREADY_APPLIED, NOTHING_TO_REVERT, ERROR = Status.ALREADY_APPLIED, Status.NOTHI
 FRESH, STALE, INVALID = Status.FRESH, Status.STALE, Status.INVALID
 
 
+class TargetKind(StrEnum):
+    """What a report says its target is (``report.Where``, the first line of every report):
+    a checkout (a git checkout or a plain folder of the source), an installed package (a
+    wheel's files in site-packages), or an editable install (a checkout that an environment
+    imports).  Made by ``targets.session``, said by ``render.where``."""
+
+    CHECKOUT = "checkout"
+    INSTALLED = "installed"
+    EDITABLE = "editable"
+
+
 class Reason(StrEnum):
     """Why a fix, a target or a recorded state stands as it does: one code per kind of reason.
     The judge and the planner return reasons as values (each carries its ``code``); ``render``
@@ -79,6 +90,7 @@ class Reason(StrEnum):
     REWRITE_FAILED = "rewrite-failed"  # a file the fix patches cannot be rewritten (it says why)
     CANNOT_APPLY = "cannot-apply"  # the release's manifest: a rule of the fix does not fit it
     GATES_LEFT = "gates-left"  # the release's manifest: a gate on the feature's path still refuses the GPU
+    IN_RELEASE = "in-release"  # in effect: the release holds what the fix adds (not patchkit)
     # What this machine lacks, and what follows for a fix
     NO_MULTICAST = "no-multicast"  # one GPU, or GPUs linked by PCIe only
     NO_NVCC = "no-nvcc"

@@ -36,7 +36,9 @@ def show_version(ctx: click.Context, param: click.Parameter, value: bool) -> Non
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=show_version,
               help="Show the version and exit.")
 def cli() -> None:
-    """Generate, apply and upstream patches that teach SGLang new GPU architectures."""
+    """The source patches SGLang, FlashInfer and vLLM need on Blackwell workstation and edge GPUs (RTX PRO
+    6000: compute capability 12.0; GB10: 12.1): what this machine needs (doctor), a crash named from its log
+    (diagnose, watch), the fixes applied, verified and reverted as one transaction, and sent upstream."""
 
 
 def preload(args: list[str]) -> None:

@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import BinaryIO
 
-from patchkit.errors import OK, PROBLEMS
+from patchkit.errors import OK, PROBLEMS, PatchkitError
 from patchkit.logs.match import EFFECT, FAILURE, FIX, Finding, Matcher, needles
 from patchkit.logs.read import Scan, Stream, open_log
 from patchkit.values import Record
@@ -44,6 +44,7 @@ class LogRead(Record):
     findings: tuple  # logs.match.Finding
     code: tuple  # one per finding
     ready: int | None = None  # the line the server said it was ready at
+    applied: tuple = ()  # one per finding: a fix's finding whose fix is applied now where its frame's files are here
 
     def started_after(self, f: Finding) -> bool:
         """Whether the server was ready after ``f``, a warning of a fix's (a log line, no
@@ -80,7 +81,7 @@ def diagnose(logs: list[str], stdin: BinaryIO | None = None, python: str | None 
     for log in logs or ["-"]:
         label, stream = (STDIN, _stdin(stdin)) if log == "-" else (log, open_log(Path(log)))
         try:
-            matcher = Matcher(helps=releases.helps)
+            matcher = Matcher(helps=releases.helps, python=python)
             scan, feed = Scan(stream, needles(matcher.data), matcher.reader), matcher.feed
             for number, text in scan:
                 feed(number, text)
@@ -90,7 +91,8 @@ def diagnose(logs: list[str], stdin: BinaryIO | None = None, python: str | None 
             if label != STDIN:
                 stream.close()
     code = KernelsBehind(python)
-    return DiagnoseResult(tuple(LogRead(label, n, m.tracebacks, tuple(m.findings), tuple(map(code.behind, m.findings)), m.ready)
+    return DiagnoseResult(tuple(LogRead(label, n, m.tracebacks, tuple(m.findings), tuple(map(code.behind, m.findings)), m.ready,
+                                        tuple(map(releases.applied, m.findings)))
                                 for label, n, m in results), python)
 
 
@@ -115,6 +117,27 @@ class Releases:
                 status = session.shipped_status(fix) if session is not None else None
                 return status is None or status is PATCHED
         return True
+
+    def applied(self, f: Finding) -> bool:
+        """Whether a fix's finding is cured where it ran: the file of its frame is on this machine, in a
+        target of one of the fix's projects, and patchkit's state there records the fix applied to this
+        release (the server that wrote the log started before: it needs a restart)."""
+        from patchkit.fixes.registry import FIXES, PROJECTS
+        from patchkit.logs.origin import target
+
+        if f.kind is not FIX or f.frame is None or not os.path.isfile(f.frame.path):
+            return False
+        for project in dict.fromkeys([f.project] + [r.project for r in FIXES[f.name].rules]):
+            if project in PROJECTS and target(f.frame.path, project, PROJECTS[project].source_root) is not None:
+                session = self._session(os.path.dirname(f.frame.path), project)
+                if session is None:
+                    return False
+                try:
+                    applied, changed = session.state()
+                except PatchkitError:  # a state patchkit cannot read: cannot tell
+                    return False
+                return applied is not None and changed is None and f.name in applied.fixes()
+        return False
 
     def _session(self, folder: str, project: str):
         if folder not in self._sessions:

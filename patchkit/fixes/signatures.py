@@ -9,7 +9,9 @@ this module.
   the signature stands for each SM12x cc (``SM12X``), once per distinct key (vLLM's "12.0" and
   "12.1", a GB10's; SGLang's 12 once).
 - ``known-failures.toml``: ``[[failures]]`` that no source patch fixes (each with the packages
-  a frame can name, a cause and advice) and ``[[effects]]``, warnings that are no failure (each
+  a frame can name, a cause and advice; ``{python}`` in the advice is the server's interpreter,
+  shell-quoted, where the frames or ``--python`` show it; ``cc``: the GPU it is a failure of, where it
+  is one GPU's) and ``[[effects]]``, warnings that are no failure (each
   with what it means).
 
 A wrong file is one BadInput line naming the file and the key.
@@ -56,6 +58,7 @@ class Failure(Record):
     log: str | None = None  # text of a log line (ptxas's own line)
     setting: str | None = None  # the setting (known-settings.toml) that cures it
     compiled: bool = False  # raised by compiled code missing for the GPU: diagnose judges the shared objects behind it
+    cc: CC | None = None  # the GPU it is a failure of, where it is one GPU's (ptxas refusing sm_121a: 12.1)
 
 
 class Effect(Record):
@@ -114,9 +117,14 @@ def _failure(doc: object, path: Path, what: str) -> Failure:
     exception, log = _text(doc, "exception", path, what), _text(doc, "log", path, what)
     if (exception is None) == (log is None):
         raise BadInput(str(path), f"{what}: a failure names 'exception' or 'log', one of them")
+    cc = _text(doc, "cc", path, what)
+    try:
+        cc = CC.parse(cc) if cc is not None else None
+    except ValueError as exc:
+        raise BadInput(str(path), f"{what}: cc: {exc}") from None
     return Failure(_get(doc, "name", str, path, what), exception, _get(doc, "cause", str, path, what),
                    _get(doc, "advice", str, path, what), packages, log, _text(doc, "setting", path, what),
-                   _get(doc, "compiled", bool, path, what) if "compiled" in doc else False)
+                   _get(doc, "compiled", bool, path, what) if "compiled" in doc else False, cc)
 
 
 def _effect(doc: object, path: Path, what: str) -> Effect:

@@ -25,6 +25,7 @@ from patchkit.judge.reasons import (
     CannotApplyHere,
     CleanStartOnly,
     GatesLeft,
+    InRelease,
     Lacks,
     NoMulticast,
     NoNvcc,
@@ -64,7 +65,8 @@ class FixHere(Record):
     status: Status  # MISSING, IN_EFFECT, NOTHING_TO_PATCH, CANNOT_APPLY, INCOMPLETE or NOT_FOR_THESE
     missing: tuple  # the ccs whose keys, members or flags are missing
     held: tuple  # the ccs the release already holds (or copies from)
-    reason: object  # what is missing, or why it cannot apply (judge.reasons); None in effect or not for these GPUs
+    reason: object  # what is missing, why it cannot apply, or that the release has it (judge.reasons); None
+    # where patchkit applied it, or not for these GPUs
     by_patchkit: bool  # in effect because patchkit applied it here
 
 
@@ -175,7 +177,8 @@ def fix_here(s: Session, fix: str, ccs: list, current: dict[str, bytes] | None =
         return FixHere(fix, Status.NOTHING_TO_PATCH, (), tuple(held), NoTableIn(s.project.label, s.version), False)
     if not ours_here:
         return FixHere(fix, Status.NOT_FOR_THESE, (), tuple(held), None, False)
-    return FixHere(fix, Status.IN_EFFECT, (), tuple(held), None, fix in ours)
+    by_patchkit = fix in ours
+    return FixHere(fix, Status.IN_EFFECT, (), tuple(held), None if by_patchkit else InRelease(), by_patchkit)
 
 
 def fixes_here(s: Session, machine: Machine) -> list[FixHere]:

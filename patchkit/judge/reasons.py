@@ -42,6 +42,12 @@ class GatesLeft(Value):
     says: str
 
 
+class InRelease(Value):
+    """The fix is in effect and patchkit did not apply it: the release holds what it adds."""
+
+    code: ClassVar[Reason] = Reason.IN_RELEASE
+
+
 class Peers(StrEnum):
     """Why GPUs have no multicast."""
 

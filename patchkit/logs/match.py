@@ -17,11 +17,12 @@ import re
 import shlex
 from functools import lru_cache
 
+from patchkit.cc import CC
 from patchkit.fixes.signatures import Known, Signature, read_known
-from patchkit.logs.origin import targets
+from patchkit.logs.origin import python_of, targets
 from patchkit.logs.phases import READY, ready, sglang_record
 from patchkit.logs.tracebacks import HEADER, Frame, Part, Traceback, TracebackReader
-from patchkit.text import wildcard
+from patchkit.text import plain, wildcard
 from patchkit.types import StrEnum
 from patchkit.values import Record
 
@@ -70,6 +71,7 @@ class Finding(Record):
     count: int
     origin: str | None = None  # a known failure: the path of the frame that named its package
     start: int | None = None  # a traceback's: the log line of its first "Traceback (most recent call last):"
+    cc: CC | None = None  # a known failure of one GPU's (ptxas refusing sm_121a: 12.1); None: of SM12x as the fixes are
 
 
 @lru_cache(maxsize=64)
@@ -87,14 +89,17 @@ def _raised_in(sig: Signature, frames: tuple[Frame, ...]) -> bool:
 
 
 def _ran(sig: Signature, frames: tuple[Frame, ...]) -> bool:
-    """Whether the traceback may have run the signature's project: not when its frames show
-    another project and none of this one (DeepGEMM's "Unsupported architecture" under vLLM is not
-    SGLang's gate); a file run from elsewhere (``/tmp/u/torch_symm_mem.py``) tells nothing."""
-    from patchkit.fixes.registry import PROJECTS
+    """Whether the traceback may have run what the signature's fix patches: not when its frames show
+    other projects only (DeepGEMM's "Unsupported architecture" under vLLM is not SGLang's gate, which
+    is all deepgemm-sm12x patches); a project the fix patches that re-raises the message counts
+    (SGLang's "Capture cuda graph failed: <FlashInfer's message>", SGLang issue 15650: allreduce-fusion
+    patches SGLang's gate too); a file run from elsewhere (``/tmp/u/torch_symm_mem.py``) tells nothing."""
+    from patchkit.fixes.registry import FIXES, PROJECTS
 
     paths = [f.path for f in frames]
-    mine = [(p.name, p.source_root) for p in PROJECTS.values() if p.name == sig.project]
-    others = [(p.name, p.source_root) for p in PROJECTS.values() if p.name != sig.project]
+    patched = {sig.project} | {r.project for r in FIXES[sig.fix].rules}
+    mine = [(p.name, p.source_root) for p in PROJECTS.values() if p.name in patched]
+    others = [(p.name, p.source_root) for p in PROJECTS.values() if p.name not in patched]
     return not paths or bool(targets(paths, mine)) or not targets(paths, others)
 
 
@@ -111,8 +116,9 @@ def apply_commands(fix: str, frames: tuple[Frame, ...]) -> tuple[str, ...]:
 
 
 class Matcher:
-    def __init__(self, data: Known | None = None, helps=None) -> None:
+    def __init__(self, data: Known | None = None, helps=None, python: str | None = None) -> None:
         self.data = data or known()
+        self.python = python  # the server's interpreter, as diagnose --python gave it (a failure's advice names it)
         # ``helps(fix, project, frames)``: False where the release the frames ran is known and the fix
         # does nothing there (its shipped manifest says already upstream, nothing to patch, cannot
         # apply): the traceback is then judged as the failure it is, if one is known.  None: any.
@@ -183,9 +189,9 @@ class Matcher:
             for failure in self.data.failures:
                 if failure.exception and failure.exception in part.exception:
                     package, origin = self._package(failure, part.frames or frames, part.exception)
+                    advice = failure.advice.format(package=package, python=self._python(frames))
                     return i, (FAILURE, failure.name, part.exception, part.frames, None, "",
-                               failure.cause.format(package=package), failure.advice.format(package=package), (), None,
-                               origin)
+                               failure.cause.format(package=package), advice, (), None, origin, failure.cc)
         return unhelped
 
     # -- helpers ----------------------------------------------------------------------------
@@ -202,13 +208,20 @@ class Matcher:
         for failure in self.data.failures:  # a line a known failure says by itself (ptxas's)
             if failure.log and failure.log in text:
                 self._add(FAILURE, failure.name, number, _message(text), (), None, "", failure.cause.format(package=""),
-                          failure.advice.format(package=""), (), text[text.find(failure.log):])
+                          failure.advice.format(package="", python=self._python(())), (), text[text.find(failure.log):],
+                          cc=failure.cc)
                 return
         for effect in self.data.effects:
             if effect.log in text:
                 self._add(EFFECT, effect.name, number, _message(text), (), None, "", "", effect.means, (),
                           text[text.find(effect.log):])
                 return
+
+    def _python(self, frames: tuple[Frame, ...]) -> str:
+        """The server's interpreter as a failure's advice names it, shell-quoted: the one whose
+        packages the frames ran, else diagnose --python's, else the placeholder EXE."""
+        python = python_of(f.path for f in frames) or self.python
+        return shlex.quote(python) if python else "EXE"
 
     @staticmethod
     def _package(failure, frames: tuple[Frame, ...], exception: str) -> tuple[str, str | None]:
@@ -223,13 +236,15 @@ class Matcher:
         return "a compiled package (no frame names it)", None
 
     def _add(self, kind, name, line, what, frames, project, releases, cause, advice, commands, said=None,
-             origin=None, start=None) -> Finding:
+             origin=None, cc=None, start=None) -> Finding:
+        """Record a finding, or count it again: one per failure, however the log dressed its text (the
+        same exception with colour codes and without is one)."""
         frame = frames[-1] if frames else None
-        key = (kind, name, said or what.split("\n", 1)[0], frame)
+        key = (kind, name, plain(said or what.split("\n", 1)[0]), frame)
         seen = self._found.get(key)
         if seen is None:
             finding = Finding(kind, name, line, what, frame, project, releases, cause, advice, commands, (line,), 1, origin,
-                              start)
+                              start, cc)
             self._found[key] = [finding, 1, [line]]
             return finding
         seen[1] += 1

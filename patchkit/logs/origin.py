@@ -36,6 +36,16 @@ def target(path: str, package: str, source_root: str) -> tuple[str, ...] | None:
     return (path[:at] or "/",) if at >= 0 else None
 
 
+def python_of(paths: Iterable[str]) -> str | None:
+    """The interpreter whose installed packages the first installed path of ``paths`` is in; None
+    when none is installed (a checkout, a file run from elsewhere)."""
+    for path in paths:
+        installed = _INSTALLED.match(path)
+        if installed:
+            return interpreter(installed["prefix"], installed["python"], installed["kind"])
+    return None
+
+
 def site_of(path: str) -> tuple[str, str] | None:
     """The site-packages folder of an installed frame's ``path`` and the top folder below it
     (``/opt/venv/lib/python3.11/site-packages``, ``sgl_kernel``); None for any other path."""

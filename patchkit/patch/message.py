@@ -48,11 +48,14 @@ def context(
 def fix_fields(fix, rules, project: str | None = None, version: str | None = None) -> dict:
     """A fix (``fixes.load.Fix``) and the rules of it at hand, as the templates see them;
     with ``project``, also its effect on that project's ``version`` (``effect_fields``)."""
+    rules = [r for r in rules if version is None or r.covers(version)]
     return {
         "fix": {"name": fix.name, "title": fix.title, "rationale": fix.rationale, "default": fix.default},
         # With a release, the rules for it alone (a backport refreshed per release range names its range).
-        "rules": [{"kind": r.kind, "where": r.where(), "evidence": r.evidence, "needs": r.needs} for r in rules
-                  if version is None or r.covers(version)],
+        "rules": [{"kind": r.kind, "where": r.where(), "evidence": r.evidence, "needs": r.needs} for r in rules],
+        # Each backport's upstream change by the name its findings carry ("FlashInfer PR 3903"):
+        # project, pr, commit (None: not known), title, landed_in.
+        "origins": {r.origin.cite(): r.origin._asdict() for r in rules if getattr(r, "origin", None) is not None},
         "effect": effect_fields(fix.name, project, version) if project else None,
     }
 

@@ -26,7 +26,21 @@ def _environment(override: Path | None):
             lstrip_blocks=True,
             autoescape=False,
         )
+        env.filters["reflow"] = reflow
     return env
+
+
+def reflow(text: str, width: int = 72, indent: str = "") -> str:
+    """``text``'s paragraphs (parted by blank lines) each joined into one and wrapped at
+    ``width`` columns, as git wants a commit message; lines after a paragraph's first start
+    with ``indent`` (a list item's or a trailer's continuation).  The filter ``reflow`` of the
+    templates: rationales written at another width read as the rest of the message."""
+    import re
+    import textwrap
+
+    paragraphs = [" ".join(line.strip() for line in p.splitlines()) for p in re.split(r"\n[ \t]*\n", text)]
+    return "\n\n".join(textwrap.fill(p, width, subsequent_indent=indent, expand_tabs=False, replace_whitespace=False,
+                                      break_long_words=False, break_on_hyphens=False) for p in paragraphs if p.strip())
 
 
 def render(name: str, context: dict, override: Path | None = None) -> str:

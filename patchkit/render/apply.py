@@ -211,6 +211,9 @@ def found_line(t) -> str:
         return f"{name}: " + (f"{t.added_key} applied {t.value}" if t.patched else "already there, left alone")
     if kind == Kind.PREDICATE:
         return f"{t.name}: " + (f"{t.added_key} added" if t.patched else f"already has {t.added_key}, left alone")
+    if kind == Kind.COMPARISON:  # a test of an SM int, widened: said as it reads now
+        return f"{t.name} ({t.scope}): " + (
+            f"now {t.value} ({t.added_key} admitted as {t.copied_from} is)" if t.patched else f"already admits {t.added_key}, left alone")
     if kind == Kind.LIST_MEMBER:
         return f"{t.name} ({t.scope}): " + (
             f"member {t.added_key!r} after {t.copied_from!r}" if t.patched else f"already has {t.added_key!r}, left alone")

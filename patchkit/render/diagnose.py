@@ -1,13 +1,14 @@
 """What ``patchkit diagnose`` says (``commands.diagnose.DiagnoseResult``): the findings of each
 log grouped under its name (``render/findings.py``), under a missing kernel image the files
-with no code for the GPUs, then one line: how many known SM120 failures, in which logs."""
+with no code for the GPUs, then one line: how many known failures, of which GPUs (``findings.gpus``), in which logs."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from patchkit.kernels.compat import UNKNOWN
-from patchkit.render.findings import finding_json, finding_lines
+from patchkit.logs.match import EFFECT
+from patchkit.render.findings import finding_json, finding_lines, gpus
 from patchkit.render.kernels import verdict
 from patchkit.report import render
 from patchkit.text import escaped, plural
@@ -17,11 +18,12 @@ def to_text(r, terminal: bool) -> list[str]:
     lines: list[str] = []
     for log in r.logs:
         lines += finding_lines(log.label, log.findings, [code_lines(c) for c in log.code],
-                               [log.ready if log.started_after(f) else None for f in log.findings], r.python)
+                               [log.ready if log.started_after(f) else None for f in log.findings], r.python, log.applied)
     failures, effects = r.failures, r.effects
     where = escaped(r.logs[0].label) if len(r.logs) == 1 else plural(len(r.logs), "log")
     if failures:
-        lines.append(f"{plural(failures, 'known SM120 failure')} in {where}" + (f"; {plural(effects, 'warning')} explained" if effects else ""))
+        found = [f for log in r.logs for f in log.findings if f.kind is not EFFECT and not log.started_after(f)]
+        lines.append(f"{plural(failures, f'known {gpus(found)} failure')} in {where}" + (f"; {plural(effects, 'warning')} explained" if effects else ""))
     elif effects:
         lines.append(f"no known SM120 failure in {where}; {plural(effects, 'warning')} explained")
     else:
@@ -62,8 +64,8 @@ def to_json(r) -> dict:
         "command": "diagnose",
         "logs": [{"log": log.label, "lines": log.lines, "tracebacks": log.tracebacks,
                   "ready_line": log.ready,
-                  "findings": [finding_json(f, _files(c)) | {"started_after": log.started_after(f)}
-                               for f, c in zip(log.findings, log.code, strict=True)]} for log in r.logs],
+                  "findings": [finding_json(f, _files(c)) | {"started_after": log.started_after(f), "applied_now": now}
+                               for f, c, now in zip(log.findings, log.code, log.applied, strict=True)]} for log in r.logs],
         "failures": r.failures,
         "effects": r.effects,
     }

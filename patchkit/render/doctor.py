@@ -148,7 +148,7 @@ def _state(h, these: str = "these GPUs") -> str:
             return f"not needed: the release holds key {', '.join(map(repr, h.held))} for {these}"
         return f"not for {these}"
     if h.status == Status.IN_EFFECT:
-        return "applied (by patchkit)" if h.by_patchkit else "in effect (the release has it)"
+        return "applied (by patchkit)" if h.by_patchkit else f"in effect ({said(h.reason)})"
     return _STATES[h.status].format(said(h.reason))
 
 

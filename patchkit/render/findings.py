@@ -29,6 +29,14 @@ def project_of(path: str) -> str | None:
     return None
 
 
+def gpus(findings: Sequence[Finding]) -> str:
+    """The GPUs the failures found are of, as a summary names them: "SM121" where each is a 12.1 GPU's
+    (ptxas refusing sm_121a), "SM120" where each is of SM12x as the fixes are (named for 12.0, as
+    their titles are), "SM12x" for a mix."""
+    names = {f"SM{f.cc.sm()}" if f.cc is not None else "SM120" for f in findings}
+    return names.pop() if len(names) == 1 else "SM12x"
+
+
 def headline(f: Finding) -> str:
     what = f.what.split("\n", 1)[0]
     if f.frame is None:
@@ -37,9 +45,10 @@ def headline(f: Finding) -> str:
     return f"{what} raised at {f.frame.path}:{f.frame.line}" + (f" ({project})" if project else "")
 
 
-def details(f: Finding, started: int | None = None, python: str | None = None) -> list[str]:
+def details(f: Finding, started: int | None = None, python: str | None = None, applied: bool = False) -> list[str]:
     """What a finding says under its headline; ``started``: the line the server was ready at after
-    it (a fix's warning that did not stop the start); ``python``: the server's interpreter, given."""
+    it (a fix's warning that did not stop the start); ``python``: the server's interpreter, given;
+    ``applied``: the fix is applied now where the frames' files are (on this machine)."""
     out = []
     if f.kind is FIX:
         fix = FIXES[f.name]
@@ -51,6 +60,9 @@ def details(f: Finding, started: int | None = None, python: str | None = None) -
         if started is not None:
             out.append(f"started: the server was ready at line {started}, after this warning: it did not stop the start; "
                        f"whether this machine needs {fix.name}: {doctor}")
+            return out + _seen(f)
+        if applied:
+            out.append(f"applied: {fix.name} is applied there now, after this log was written: restart the server to run it")
             return out + _seen(f)
         runs = f.commands or ((shlex.join(["patchkit", "apply", "--python", python, *option]),) if python else ())
         out += [f"run: {command}" for command in runs]
@@ -72,10 +84,11 @@ def _seen(f: Finding) -> list[str]:
 
 
 def finding_lines(label: str, findings: Sequence[Finding], under: Sequence[list[str]] = (),
-                  started: Sequence[int | None] = (), python: str | None = None) -> list[str]:
+                  started: Sequence[int | None] = (), python: str | None = None, applied: Sequence[bool] = ()) -> list[str]:
     """The findings of one log, grouped under its name (piped: ``log:line: ...``); ``under``: the
     lines to add under each finding (as many as findings, or none); ``started``: for each, the line
-    the server was ready at after it (None: not)."""
+    the server was ready at after it (None: not); ``applied``: for each, whether its fix is applied now
+    where its frames' files are."""
     if not findings:
         return []
     label = escaped(label)
@@ -83,7 +96,7 @@ def finding_lines(label: str, findings: Sequence[Finding], under: Sequence[list[
     for i, f in enumerate(findings):
         head = escaped(headline(f))
         lines.append(Place(f"  {f.line}: {head}", label, f.line, head))
-        more = details(f, started[i] if started else None, python) + (under[i] if under else [])
+        more = details(f, started[i] if started else None, python, bool(applied) and applied[i]) + (under[i] if under else [])
         lines += [Place(f"      {d}", label, f.line, d) for d in map(escaped, more)]
     return lines
 

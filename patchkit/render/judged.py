@@ -56,6 +56,7 @@ SENTENCES: dict[type, Callable[..., str]] = {
     judge.NoTableIn: lambda r: f"no table, list or gate of it in {r.label} {r.version}",
     judge.CannotApplyHere: lambda r: r.says,
     judge.GatesLeft: lambda r: r.says,
+    judge.InRelease: lambda r: "the release has it",
     judge.NoMulticast: lambda r: (f"no multicast on any GPU of this cc ({'; '.join(r.products)})" if r.kind == judge.Peers.NO_PRODUCT
                                   else _NO_MULTICAST[r.kind]),
     judge.NoNvcc: lambda r: "no nvcc on PATH",

@@ -6,7 +6,8 @@ lines, each a place in the log).  ``progress_line``: what it reports as it goes,
 from __future__ import annotations
 
 from patchkit.commands.watch import CRASHED, READY, STARTED_OVER, WAITING
-from patchkit.render.findings import finding_json, finding_lines
+from patchkit.logs.match import EFFECT
+from patchkit.render.findings import finding_json, finding_lines, gpus
 from patchkit.report import Heading, Place, render
 from patchkit.text import escaped, plural
 
@@ -34,7 +35,8 @@ def to_text(r, terminal: bool) -> list[str]:
         tb = r.traceback
         what = (f"{escaped(tb.last) or 'a traceback'} (line {tb.last_line})" if tb is not None
                 else "a child process failed (SGLang's SIGQUIT handler)")
-        known = f"{plural(r.failures, 'known SM120 failure')} above" if r.failures else "nothing patchkit knows was found"
+        found = [f for f in r.findings if f.kind is not EFFECT]
+        known = f"{plural(r.failures, f'known {gpus(found)} failure')} above" if r.failures else "nothing patchkit knows was found"
         lines.append(f"crashed after {r.seconds:.0f} s: {what}{_restarts(r.restarts)}; {known}")
     elif not r.exists:
         lines.append(f"timed out after {r.seconds:g} s: {shown} does not exist")

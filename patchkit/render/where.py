@@ -3,11 +3,13 @@ how it was found."""
 
 from __future__ import annotations
 
+from patchkit.types import TargetKind
+
 
 def where_line(w) -> str:
     what = f"{w.label} {w.version or '(version unknown)'}"
-    if w.kind == "editable":
+    if w.kind is TargetKind.EDITABLE:
         return f"{w.shown}: {what} (editable install of {w.editable_of}, {w.version_from})"
-    if w.kind == "installed":
+    if w.kind is TargetKind.INSTALLED:
         return f"{w.shown}: {what} (installed), {w.version_from}"
     return f"{w.shown}: {what}, {w.version_from}"

@@ -19,7 +19,7 @@ from patchkit.targets.locate import INSTALLED, Target, open_install, open_target
 from patchkit.targets.safety import check_relative
 from patchkit.targets.state import Store, busy, pending
 from patchkit.text import mentions, wildcard
-from patchkit.types import CANNOT_APPLY, INCOMPLETE, STALE, Applied, Status
+from patchkit.types import CANNOT_APPLY, INCOMPLETE, STALE, Applied, Status, TargetKind
 from patchkit.versions import is_version, public
 
 if TYPE_CHECKING:  # for the annotations only
@@ -66,10 +66,10 @@ class Session:
         fields = {"label": self.project.label, "path": str(self.target.root), "version": self.version,
                   "version_from": self.how}
         if self.target.install is not None:
-            return dict(fields, shown=str(self.target.install.package), kind="editable", editable_of=str(self.target.root))
+            return dict(fields, shown=str(self.target.install.package), kind=TargetKind.EDITABLE, editable_of=str(self.target.root))
         if self.target.kind is INSTALLED:
-            return dict(fields, shown=str(self.target.root / self.project.name), kind="installed")
-        return dict(fields, shown=str(self.target.root), kind="checkout")
+            return dict(fields, shown=str(self.target.root / self.project.name), kind=TargetKind.INSTALLED)
+        return dict(fields, shown=str(self.target.root), kind=TargetKind.CHECKOUT)
 
     def current(self, extra: tuple[str, ...] = ()) -> dict[str, bytes]:
         """The bytes of every candidate file (and of ``extra`` paths) that exists."""

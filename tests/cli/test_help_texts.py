@@ -47,3 +47,14 @@ def test_doctor_to_cc_takes_a_compute_capability() -> None:
         "judged as given, with no GPU needed (an image build has none). [default: auto]")
     text = " ".join(invoke("doctor", "--help").stdout.decode().split())
     assert "with no GPU seen and no --to-cc, the projects and fixes are still shown, and the exit is 2." in text
+
+
+def test_patchkit_help_says_what_patchkit_is() -> None:
+    """It patches SGLang, FlashInfer and vLLM (not SGLang alone), for the Blackwell workstation and edge GPUs."""
+    done = invoke("--help")
+    assert done.returncode == 0
+    text = done.stdout.decode()
+    about = " ".join(text[text.index("\n\n") + 2:text.index("\n\nOptions:")].split())
+    assert about == ("The source patches SGLang, FlashInfer and vLLM need on Blackwell workstation and edge GPUs (RTX PRO 6000:"
+                     " compute capability 12.0; GB10: 12.1): what this machine needs (doctor), a crash named from its log"
+                     " (diagnose, watch), the fixes applied, verified and reverted as one transaction, and sent upstream.")

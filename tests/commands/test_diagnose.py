@@ -74,6 +74,44 @@ def test_issue_15650_names_allreduce_fusion_and_flashinfer(tmp_path: Path) -> No
     ]
 
 
+ISSUE_15650 = ROOT / "tests" / "logs" / "data" / "sglang-issue-15650.log"
+FUSION_CAUSE = ("cause: FlashInfer's JIT builds the TRT-LLM all-reduce fusion module for majors 9 and 10 only, and it was"
+                " asked for on SM120 (FlashInfer 0.5.0 - 0.6.16.post4)")
+FUSION_FIX = "fix: allreduce-fusion (opt-in): Allow the FlashInfer all-reduce fusion on SM120"
+RERAISED = "Exception: Capture cuda graph failed: No supported CUDA architectures found for major versions [9, 10]."
+
+
+def test_issue_15650_as_posted() -> None:
+    """The thread's own lines: the exception line alone, no traceback (the log does not show the install)."""
+    done = invoke("diagnose", str(ISSUE_15650))
+    assert done.returncode == PROBLEMS, done.stderr
+    assert done.stdout.decode().splitlines() == [
+        f"{ISSUE_15650}:2: {RERAISED}",
+        f"{ISSUE_15650}:2: {FUSION_CAUSE}",
+        f"{ISSUE_15650}:2: {FUSION_FIX}",
+        f"{ISSUE_15650}:2: run: patchkit apply for the FlashInfer that wrote this log: the log does not show where it is"
+        " (diagnose --python EXE, the server's Python, names the command)",
+        f"1 known SM120 failure in {ISSUE_15650}",
+    ]
+
+
+def test_issue_15650_reraised_by_sglang_alone(tmp_path: Path) -> None:
+    """The posted line as the exception of the traceback SGLang raises it in, with no FlashInfer frame: SGLang
+    re-raises FlashInfer's message, and the fix patches both: it is still the fusion's failure."""
+    log = write(tmp_path, r.START, r.LOAD, r.CAPTURE, r.FUSION_RERAISED, r.CHILD_FAILED)
+    at = len(r.START) + len(r.LOAD) + len(r.CAPTURE) + 1 + r.FUSION_RERAISED.index(RERAISED)
+    done = invoke("diagnose", str(log))
+    assert done.returncode == PROBLEMS, done.stdout
+    assert done.stdout.decode().splitlines() == [
+        f"{log}:{at}: {RERAISED} raised at"
+        " /usr/local/lib/python3.12/dist-packages/sglang/srt/model_executor/cuda_graph_runner.py:372 (SGLang)",
+        f"{log}:{at}: {FUSION_CAUSE}",
+        f"{log}:{at}: {FUSION_FIX}",
+        f"{log}:{at}: run: patchkit apply --python /usr/bin/python3.12 --fix allreduce-fusion",
+        f"1 known SM120 failure in {log}",
+    ]
+
+
 def test_a_healthy_start_that_warned_about_multicast(tmp_path: Path) -> None:
     log = write(tmp_path, r.START, r.LOAD, r.MULTICAST, r.CAPTURE, r.CAPTURED, r.READY, r.ACCESS)
     at = len(r.START) + len(r.LOAD) + 1
@@ -158,6 +196,7 @@ def test_json_is_one_document(tmp_path: Path) -> None:
         "cause": "TorchSymmMemCommunicator looks compute capability 12 up in its tables, which know 9 and 10",
         "advice": None, "commands": ["patchkit apply /root/sglang"],
         "started_after": False,  # no ready line after it: the server did not start
+        "applied_now": False,  # its frames are not on this machine
     }
 
 
@@ -237,3 +276,81 @@ def test_a_warning_the_server_was_ready_after_is_a_start_not_a_failure(tmp_path:
     assert done.returncode == PROBLEMS
     assert done.stdout.decode().splitlines()[3:] == [f"{cut}:{at}: run: patchkit apply --python {sys.executable}",
                                                      f"1 known SM120 failure in {cut}"]
+
+
+# ptxas's own line as Triton 3.5's bundled ptxas prints it for a GB10 (shared fixture triton-ptxas-sm_121a.txt), and
+# Triton 3.5.1's make_cubin raising around it (triton/backends/nvidia/compiler.py line 503 in the 3.5.1 wheel).
+PTXAS_LINE = "  ptxas fatal   : Value 'sm_121a' is not defined for option 'gpu-name'"
+PTXAS_ERROR = ["Traceback (most recent call last):",
+               '  File "/opt/gb 10/lib/python3.12/site-packages/triton/backends/nvidia/compiler.py", line 503, in make_cubin',
+               "    raise PTXASError(error)",
+               "triton.runtime.errors.PTXASError: PTXAS error: Internal Triton PTX codegen error"]
+
+
+def test_the_ptxas_advice_names_the_python_given_and_the_gb10(tmp_path: Path) -> None:
+    """diagnose --python: the doctor command in the advice is that interpreter's, not a placeholder; the
+    failure is a 12.1 GPU's (sm_121a), and the summary says so."""
+    log = write(tmp_path, [PTXAS_LINE])
+    python = str(ROOT / ".venv" / "bin" / "python")
+    done = invoke("diagnose", str(log), "--python", python)
+    assert done.returncode == PROBLEMS, done.stderr
+    lines = done.stdout.decode().splitlines()
+    assert lines[2].endswith(f"`patchkit doctor --python {python} --to-cc 12.1` prints the line for the Triton installed")
+    assert "PY" not in lines[2].split()
+    assert lines[-1] == f"1 known SM121 failure in {log}"
+    assert invoke("diagnose", str(log)).stdout.decode().splitlines()[2].endswith(
+        "`patchkit doctor --python EXE --to-cc 12.1` prints the line for the Triton installed")
+
+
+def test_the_ptxas_advice_names_the_python_the_frames_ran(tmp_path: Path) -> None:
+    """No --python: the interpreter of the environment whose Triton raised it, shell-quoted (as apply's advice)."""
+    log = write(tmp_path, PTXAS_ERROR)
+    done = invoke("diagnose", str(log))
+    assert done.returncode == PROBLEMS, done.stderr
+    assert done.stdout.decode().splitlines()[2] == (
+        f"{log}:4: do: on a GB10: point Triton at a ptxas of CUDA 12.9 or later (TRITON_PTXAS_PATH for Triton 3.4/3.5,"
+        " TRITON_PTXAS-BLACKWELL_PATH for 3.3), or upgrade to Triton 3.6;"
+        " `patchkit doctor --python '/opt/gb 10/bin/python' --to-cc 12.1` prints the line")
+
+
+def test_an_sm121_failure_beside_an_sm12x_one_is_summed_as_sm12x(tmp_path: Path) -> None:
+    log = write(tmp_path, r.START, r.LOAD, r.KEYERROR, PTXAS_LINE)
+    done = invoke("diagnose", str(log))
+    assert done.returncode == PROBLEMS
+    assert done.stdout.decode().splitlines()[-1] == f"2 known SM12x failures in {log}"
+
+
+def test_after_apply_the_old_crash_says_the_fix_is_in_and_the_server_needs_a_restart(tmp_path: Path, sglang_venv: Path) -> None:
+    """The KeyError's frames in a real SGLang 0.5.9 environment on this machine: before apply the advice is to
+    apply; after it, that the fix is applied there now and the server needs a restart."""
+    from support.venvs import copy_venv
+
+    venv = copy_venv(sglang_venv, tmp_path / "v59")
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    assert (site / SYMM_MEM).is_file()
+    log = write(tmp_path, r.START, r.LOAD, [line.replace("/root/sglang/python", str(site)) for line in r.KEYERROR])
+    head = [f"{log}:{KEYERROR_AT}: KeyError: 12 raised at {site}/{SYMM_MEM}:83 (SGLang)"] + keyerror_lines(str(log))[1:3]
+    done = invoke("diagnose", str(log))
+    assert (done.returncode, done.stdout.decode().splitlines()) == (PROBLEMS, head + [
+        f"{log}:{KEYERROR_AT}: run: patchkit apply --python {venv}/bin/python", f"1 known SM120 failure in {log}"])
+
+    assert run_cli("apply", "--python", str(venv / "bin" / "python")).returncode == OK
+    done = invoke("diagnose", str(log))
+    assert (done.returncode, done.stdout.decode().splitlines()) == (PROBLEMS, head + [
+        f"{log}:{KEYERROR_AT}: applied: torch-symm-mem is applied there now, after this log was written: restart the"
+        " server to run it", f"1 known SM120 failure in {log}"])
+    [f] = json.loads(invoke("diagnose", str(log), "--json").stdout)["logs"][0]["findings"]
+    assert (f["applied_now"], f["commands"]) == (True, [f"patchkit apply --python {venv}/bin/python"])
+
+
+def test_the_same_failure_with_and_without_colour_codes_is_one(tmp_path: Path) -> None:
+    """A KeyError wrapped in colour codes and an OSC 52 (set the clipboard), then the same one plain: one failure
+    seen twice, printed as it first showed (escaped)."""
+    coloured = [line if line != "KeyError: 12" else "\x1b[31mKeyError: 12\x1b[0m\x1b]52;c;aGVsbG8=\x07" for line in r.KEYERROR]
+    log = write(tmp_path, r.START, r.LOAD, coloured, r.KEYERROR)
+    done = invoke("diagnose", str(log))
+    assert done.returncode == PROBLEMS, done.stderr
+    lines = done.stdout.decode().splitlines()
+    assert lines[0] == f"{log}:{KEYERROR_AT}: ^[[31mKeyError: 12^[[0m^[]52;c;aGVsbG8=^G raised at /root/sglang/python/{SYMM_MEM}:83 (SGLang)"
+    assert lines[1:] == keyerror_lines(str(log))[1:] + [
+        f"{log}:{KEYERROR_AT}: seen 2 times: lines {KEYERROR_AT}, {KEYERROR_AT + len(r.KEYERROR)}", f"1 known SM120 failure in {log}"]

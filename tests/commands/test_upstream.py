@@ -211,3 +211,45 @@ def test_template_override(origin: Path, tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stderr.decode().startswith(f"patchkit: {templates}/commit-message.j2: the subject must be 1 to 72 characters, not 80")
     assert sorted(branches(repo)) == sorted(["main", "work", BRANCH])
+
+
+@pytest.mark.network  # SGLang 0.5.9's real files, as the session mirror holds them
+def test_a_backport_is_said_to_a_maintainer_and_messages_wrap_at_72(prebuilt, tmp_path: Path) -> None:
+    """``upstream --to-cc 12.1`` on SGLang 0.5.9 (the newcomer's D11): PR.md names the upstream change the
+    DeepGEMM commit backports, its title, and how it applied, not "`1 hunk` added after `in 0.5.13`"; the
+    comparison says how the test reads now.  Each commit message is wrapped at 72 columns (the rationale
+    too, written at 100 in its fix file), list items and trailers continued indented, one blank line apart."""
+    repo = tmp_path / "sglang"
+    subprocess.run(["git", "clone", "-q", str(prebuilt.release("sglang", "0.5.9")), str(repo)], check=True, capture_output=True)
+    git(repo, "config", "user.name", "Jane Dev")
+    git(repo, "config", "user.email", "jane@example.invalid")
+    out = tmp_path / "up"
+    done = invoke("upstream", str(repo), "--to-cc", "12.1", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    pr = (out / "PR.md").read_text()
+    assert ("### 1. Keep DeepGEMM off on SM120/SM121 unless it has their APIs\n\n"
+            "`python/sglang/srt/layers/deep_gemm_wrapper/configurer.py`:\n"
+            "- backport of SGLang 0.5.13's change, \"DeepGEMM requires TMEM/tcgen05 (SM100+datacenter), not available on SM120\": "
+            "1 hunk, applied exactly\n"
+            "- `sm_version == 120` (def _compute_enable_deep_gemm): now `sm_version in (120, 121)` (121 admitted as 120 is)\n\n") in pr
+    assert "added after `in 0.5.13`" not in pr
+
+    branch = "patchkit/sm120-deepgemm-sm12x-torch-symm-mem"
+    deepgemm, symm_mem = (git(repo, "log", "-1", "--format=%B", f"{branch}~{n}") for n in (1, 0))
+    assert deepgemm.startswith("Keep DeepGEMM off on SM120/SM121 unless it has their APIs\n\n"
+                               "SGLang enables JIT DeepGEMM on every GPU from SM90 up unless a test in\n"
+                               "_compute_enable_deep_gemm() refuses it.  A DeepGEMM without the SM12x\n")
+    assert ("\n\npython/sglang/srt/layers/deep_gemm_wrapper/configurer.py:\n"
+            "- backport of SGLang 0.5.13's change: 1 hunk, applied exactly\n"
+            "- sm_version == 120 (def _compute_enable_deep_gemm): now sm_version in\n"
+            "  (120, 121) (121 admitted as 120 is)\n\n"
+            "Without this change, SGLang 0.5.9 fails with RuntimeError: Assertion\n") in deepgemm
+    assert ("with a DeepGEMM lacking the SM12x kernels).\n\n"
+            "Rule (backport): SGLang 0.5.13's change (DeepGEMM requires TMEM/tcgen05\n"
+            "  (SM100+datacenter), not available on SM120), in\n"
+            "  python/sglang/srt/layers/deep_gemm_wrapper/configurer.py\n"
+            "Evidence: part of upstream SGLang 0.5.13's change to configurer.py, its\n") in deepgemm
+    for text in (deepgemm, symm_mem):
+        assert "\n\n\n" not in text.rstrip("\n") + "\n", text
+        assert [line for line in text.splitlines() if len(line) > 72] == [], text
+        assert text.rstrip("\n").endswith("\nForwarded: no\nLast-Update: " + text.rstrip("\n").rsplit(": ", 1)[1])

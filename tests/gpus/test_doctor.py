@@ -231,6 +231,11 @@ def test_sglang_0523_needs_no_symm_mem_on_pcie_and_gets_the_pcie_ipc_all_reduce(
     doc = json.loads(invoke("doctor", "--python", python, "--json", env=env).stdout)
     assert (doc["ok"], doc["needed"], doc["apply"]) == (True, [], None)
     assert [f["fix"] for f in doc["targets"][0]["fixes"][:2]] == ["deepgemm-sm12x", "fusion-self-enable"]
+    # In effect because the release has it: a reason code like every other judgement (it was null).
+    for fix in doc["targets"][0]["fixes"][:2]:
+        assert {k: fix[k] for k in ("status", "reason", "detail", "applied_by_patchkit", "why", "why_reason")} == {
+            "status": "in effect", "reason": "in-release", "detail": "the release has it", "applied_by_patchkit": False,
+            "why": "in effect (the release has it)", "why_reason": "in-release"}, fix
     symm = doc["targets"][0]["fixes"][2]
     assert (symm["fix"], symm["status"], symm["needed"], symm["why"], symm["effect_here"]) == (
         "torch-symm-mem", "missing", False, NOT_NEEDED_0523, [])

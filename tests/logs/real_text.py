@@ -228,6 +228,11 @@ Possible solutions:
 
 """).split("\n")
 
+# The traceback SGLang re-raised it in, alone (FUSION's last part, cuda_graph_runner.py only: no FlashInfer
+# frame), its exception line the one SGLang issue 15650 posts (data/sglang-issue-15650.log): a log that kept
+# only the last traceback of the chain.
+FUSION_RERAISED = [FUSION[0]] + FUSION[FUSION.index("Traceback (most recent call last):") + 1:]
+
 # SGLang issues 7249 (RTX 5090) and 9600 (RTX 5060): sgl-kernel's rmsnorm (sgl_kernel/elementwise.py
 # line 45: torch.ops.sgl_kernel.rmsnorm.default(...)) during CUDA graph capture.  SGLang 0.5.9 in
 # /opt/venv (layernorm.py line 148); frames abridged (the model forward, and the capture's own

@@ -33,7 +33,7 @@ from patchkit.scan.finding import EQUALITY, Finding
 from patchkit.targets.environment import WHEEL, Environment, Install
 from patchkit.targets.jit_builds import JitCheck
 from patchkit.targets.transaction import LockTaken
-from patchkit.types import PATCHED
+from patchkit.types import PATCHED, TargetKind
 
 DATA = Path(__file__).resolve().parent.parent / "gpus" / "data" / "rtxpro6000-8pcie"
 SITE = Path("/v/lib/python3.11/site-packages")
@@ -47,7 +47,7 @@ NOT_APPLIED = NotApplied("flashinfer/data/include/flashinfer/comm/trtllm_allredu
 
 
 def where(project: str, label: str, version: str) -> Where:
-    return Where(f"{SITE}/{project}", label, "installed", str(SITE), version, f"from {project}-{version}.dist-info/METADATA")
+    return Where(f"{SITE}/{project}", label, TargetKind.INSTALLED, str(SITE), version, f"from {project}-{version}.dist-info/METADATA")
 
 
 def verified(project: str, label: str, version: str, problems: tuple = ()) -> VerifyResult:

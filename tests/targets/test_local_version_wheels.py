@@ -94,7 +94,7 @@ def test_a_local_build_of_0_5_9_takes_0_5_9s_shipped_series(tmp_path: Path) -> N
         f"  patched {DC}/torch_symm_mem.py (+1 line)",
         "  patched sglang/srt/layers/deep_gemm_wrapper/configurer.py (+3 lines)",
         "  SGLang 0.5.13's change in sglang/srt/layers/deep_gemm_wrapper/configurer.py: 1 hunk applied exactly",
-        "  sm_version == 120 (def _compute_enable_deep_gemm): key 121 = key 120",
+        "  sm_version == 120 (def _compute_enable_deep_gemm): now sm_version in (120, 121) (121 admitted as 120 is)",
         "  TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES (module): key 12 = key 10",
         "  _WORLD_SIZES_MULTIMEM (class TorchSymmMemCommunicator): key 12 = key 10",
         'effect: deepgemm-sm12x prevents "RuntimeError: Assertion error (.../csrc/apis/attention.hpp:219): Unsupported '

@@ -185,4 +185,4 @@ def apply_auto(found, patches, no_generate, from_cc, dry_run, version, fixes, na
     request = request_of(patches, no_generate, from_cc, None, dry_run, fixes, named)
     results = iter(apply_all(sessions, request, keys) if any(k.pairs for k in keys) else ())
     return Auto("apply", m, tuple(AutoTarget(Where.of(k.session), k.session.project.name, k.session.project.label, k.held,
-                                             k.spare, (next(results),) if k.pairs else (), k.not_for) for k in keys))
+                                             k.spare, (next(results),) if k.pairs else (), k.not_for, k.ours) for k in keys))

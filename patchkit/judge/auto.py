@@ -36,6 +36,7 @@ class Keys(Record):
     spare: dict[str, Unneeded]  # the fixes left out: name -> why they are not needed on this machine
     held: tuple[Key, ...]  # the machine's ccs as the project spells them
     not_for: tuple = ()  # of ``held``, with nothing to do: the keys no fix is for (the release holds the rest)
+    ours: tuple = ()  # of ``held``, with nothing to do: the keys patchkit applied there (not the release's own)
 
 
 def wanted(project: Project, m: Machine, from_cc: CC | None = None) -> list[Key]:
@@ -124,8 +125,15 @@ def for_apply(sessions: list[Session], m: Machine, from_cc: CC | None, fixes: tu
         missing, spare = _missing(s, wanted(s.project, m, from_cc), fixes, m, named)
         there = tuple(n for n in fixes if n not in spare) if spare else None
         pairs = ((from_cc, _one(s.project.label, missing, "apply")),) if missing else ()
-        out.append(Keys(s, pairs, there, spare, held, () if pairs or spare else _not_for(s, m, held)))
+        idle = not pairs and not spare
+        out.append(Keys(s, pairs, there, spare, held, _not_for(s, m, held) if idle else (), _ours(s, held) if idle else ()))
     return out
+
+
+def _ours(s: Session, held: tuple) -> tuple:
+    """Of ``held``, the keys patchkit's own apply put at the target of ``s`` (its recorded to_cc)."""
+    applied = s.applied()
+    return tuple(cc for cc in held if applied is not None and same(cc, applied.to_cc))
 
 
 def _less(fixes, applied, spare: dict) -> tuple[str, ...]:

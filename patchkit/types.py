@@ -110,7 +110,6 @@ class Reason(StrEnum):
     NOTHING_LOOKED_FOR = "nothing-looked-for"  # nothing the fixes look for in the files
     NO_RULE = "no-rule"  # no rule of the fixes asked for patches the project
     FOR_OTHER_GPUS = "for-other-gpus"  # apply --to-cc: the fixes asked for are for GPUs of another cc (not applied)
-    NOT_NEEDED_LEFT_OUT = "not-needed-left-out"  # a plain apply: a fix not needed on the GPUs judged for, left out
     LEFT_OUT = "left-out"  # a fix the release's manifest says cannot apply whole, not named: left out
     RESTORING = "restoring"  # every table already has the key: the originals are restored
     REPLACING = "replacing"  # the applied patch is replaced (what differs)

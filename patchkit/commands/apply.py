@@ -146,7 +146,7 @@ def apply_targets(found, patches, no_generate, from_cc, to_cc, dry_run, version,
     sessions = [Session.open(path, version, name, install) for path, name, install in found]
     request = request_of(patches, no_generate, from_cc, to_cc, dry_run, fixes, named)
     asked = default_fixes() if fixes is None else fixes
-    spare, judged = _spare(sessions, to_cc, asked, named or ())
+    spare, judged = plain_spare(sessions, to_cc, asked, named or ())
     if not any(spare):
         return combine("apply", apply_all(sessions, request))
     from patchkit.judge.auto import Keys
@@ -156,9 +156,9 @@ def apply_targets(found, patches, no_generate, from_cc, to_cc, dry_run, version,
     return combine("apply", [r._replace(spare=left, judged=judged) for r, left in zip(results, spare, strict=True)])
 
 
-def _spare(sessions: list[Session], to_cc, fixes: tuple[str, ...], named: tuple[str, ...]) -> tuple[list[dict], str]:
-    """The fixes of ``fixes`` not ``named`` that a plain apply leaves out at each session, and what they
-    were judged for.  Only where the data says a machine may not need one (``Effect.may_spare``: a
+def plain_spare(sessions: list[Session], to_cc, fixes: tuple[str, ...], named: tuple[str, ...]) -> tuple[list[dict], str]:
+    """The fixes of ``fixes`` not ``named`` that a plain apply (and a plain verify) leaves out at each
+    session, and what they were judged for.  Only where the data says a machine may not need one (``Effect.may_spare``: a
     release the fix helps everywhere needs no GPU looked at) is the machine asked."""
     from patchkit.fixes.effects import read_effects
     from patchkit.fixes.registry import fixes_for

@@ -332,7 +332,7 @@ def test_apply_and_status_from_inside_a_checkout(tmp_path: Path) -> None:
     assert f"  {DC}/torch_symm_mem.py: patched; 0 cached bytecode files" in out(done)
     assert invoke("verify", "srt", cwd=repo / "python/sglang").returncode == 0
     assert invoke("revert", cwd=repo / "python").returncode == 0
-    assert invoke("verify", str(deep)).returncode == 1
+    assert invoke("verify", str(deep), "--fix", "torch-symm-mem").returncode == 1
 
 
 def test_apply_and_status_from_inside_an_installed_package(venv: Path, tmp_path: Path) -> None:

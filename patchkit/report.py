@@ -72,6 +72,7 @@ class AutoTarget(Record):
     spare: dict  # fix -> why it is not needed here (judge.reasons.Unneeded)
     results: tuple[object, ...]  # the command's results, one per key
     not_for: tuple = ()  # of ``held``, with nothing to do: the keys no fix is for (the release holds the rest)
+    ours: tuple = ()  # of ``held``, with nothing to do: the keys patchkit applied (not the release's own)
 
 
 class Auto(Record):

@@ -95,6 +95,7 @@ class Reason(StrEnum):
     NO_MULTICAST = "no-multicast"  # one GPU, or GPUs linked by PCIe only
     NO_NVCC = "no-nvcc"
     NOT_NEEDED_HERE = "not-needed-here"  # the machine lacks what the fix needs, and the release turns off cleanly
+    NEWER_THAN_READ = "newer-than-read"  # the machine lacks what the fix needs, and the release is newer than patchkit has read
     CLEAN_START_ONLY = "clean-start-only"  # the fix only turns a crash into a clean start here
     TURNED_ON = "turned-on"  # an opt-in fix is needed: the release turns the feature on by itself
     # A recorded state of another release (plan.release_changed)
@@ -120,6 +121,7 @@ class Reason(StrEnum):
     ALREADY_POST_IMAGE = "already-post-image"  # the files already hold the shipped patch's post-image
     NOTHING_LOOKED_FOR = "nothing-looked-for"  # nothing the fixes look for in the files
     NO_RULE = "no-rule"  # no rule of the fixes asked for patches the project
+    FOR_OTHER_GPUS = "for-other-gpus"  # apply --to-cc: the fixes asked for are for GPUs of another cc (not applied)
     LEFT_OUT = "left-out"  # a fix the release's manifest says cannot apply whole, not named: left out
     RESTORING = "restoring"  # every table already has the key: the originals are restored
     REPLACING = "replacing"  # the applied patch is replaced (what differs)

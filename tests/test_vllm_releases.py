@@ -114,9 +114,9 @@ def test_apply_cycle_on_a_real_checkout(mirror: Path, tmp_path: Path) -> None:
     subprocess.run(["git", "clone", "-q", "-b", tag, str(mirror), str(repo)], check=True, capture_output=True)
     assert compileall.compile_dir(repo / DC, quiet=1)
     original = {path: (repo / path).read_bytes() for path in FILES}
-    assert invoke("verify", str(repo)).returncode == 1
+    assert invoke("verify", str(repo), "--fix", "torch-symm-mem").returncode == 1
 
-    done = invoke("apply", str(repo), "--project", "vllm")
+    done = invoke("apply", str(repo), "--project", "vllm", "--fix", "torch-symm-mem")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.decode().splitlines()
     assert lines[0] == f"{repo}: vLLM {tag[1:]}, tag {tag} at HEAD"
@@ -127,11 +127,11 @@ def test_apply_cycle_on_a_real_checkout(mirror: Path, tmp_path: Path) -> None:
     git(reference, "apply", str(SHIPPED / tag[1:] / PATCH))
     assert {p: (repo / p).read_bytes() for p in FILES} == {p: (reference / p).read_bytes() for p in FILES}
 
-    verified = invoke("verify", str(repo))
+    verified = invoke("verify", str(repo), "--fix", "torch-symm-mem")
     assert verified.returncode == 0, verified.stdout
-    assert invoke("apply", str(repo), "--project", "vllm").stdout.decode().splitlines()[-1].startswith("already applied")
+    assert invoke("apply", str(repo), "--project", "vllm", "--fix", "torch-symm-mem").stdout.decode().splitlines()[-1].startswith("already applied")
     reverted = invoke("revert", str(repo))
     assert reverted.returncode == 0, reverted.stderr
     assert {path: (repo / path).read_bytes() for path in FILES} == original
     assert git(repo, "status", "--porcelain", "--untracked-files=no") == ""
-    assert invoke("verify", str(repo)).returncode == 1
+    assert invoke("verify", str(repo), "--fix", "torch-symm-mem").returncode == 1

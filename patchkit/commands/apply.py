@@ -49,6 +49,8 @@ class ApplyResult(Value, kw_only=True):
     jit: JitCheck | None  # FlashInfer's stale JIT builds of the files written: dropped, or named (None: not FlashInfer, or nothing written)
     restart: tuple  # targets.processes.Process that started before the change
     local: Callable[[str], str]  # how the target names a repository path
+    spare: dict = {}  # a plain apply: the fixes left out, name -> why (judge.reasons.Unneeded or Unread)
+    judged: str = ""  # what they were judged for: "here" (nvidia-smi's SM12x GPUs), "for cc 12.0", ...
     exit_code: int = OK
 
 
@@ -83,7 +85,7 @@ def _result(s: Session, request: ApplyRequest, before: Snapshot, snap: Snapshot,
     return ApplyResult(
         where=Where.of(s), project=s.project.name, label=s.project.label, fixes=snap.fixes, kept=snap.kept,
         dry_run=request.dry_run, pending=before.pending, lock=lock, set_aside=aside, plan=plan, stale=found.stale,
-        dropped=dropped, effects=_effects([t.fix for t in plan.tables if t.patched]) if plan.action == APPLY else (),
+        dropped=dropped, effects=_effects([t.fix for t in plan.tables if t.patched], s) if plan.action == APPLY else (),
         jit=s.drop_jit_builds(written, request.dry_run) if written is not None else None,
         restart=tuple(s.old_processes(written)) if written is not None and not request.dry_run else (),
         local=s.target.local,
@@ -130,12 +132,20 @@ def _read(s: Session, request: ApplyRequest) -> Snapshot:
     return s.snapshot(request.patches, request.fixes, request.from_cc, request.to_cc)
 
 
-def _effects(fixes: list) -> tuple:
-    """(fix, its ``[effect]``) of each fix of ``fixes`` that has one, once each."""
-    from patchkit.fixes.effects import read_effects
+def _effects(fixes: list, s: Session) -> tuple:
+    """(fix, its ``[effect]``) of each fix of ``fixes`` that has one, once each; for a release newer
+    than the data, with what its files show it does without the fix (``Effect.read_newer``)."""
+    from patchkit.fixes.effects import KEY, read_effects
 
     effects = read_effects()
-    return tuple((name, effects[name]) for name in dict.fromkeys(f for f in fixes if f in effects))
+    out = []
+    for name in dict.fromkeys(f for f in fixes if f in effects):
+        effect = effects[name]
+        if effect.newer(s.project.name, s.version):
+            read = effect.read_newer(s.project.name, s.version, s.reader(), KEY)  # "{key}" kept, filled when said
+            effect = effect._replace(written=(effect.written or effect.fails) + tuple(read))
+        out.append((name, effect))
+    return tuple(out)
 
 
 def _written(plan: Plan) -> list[str]:
@@ -151,12 +161,12 @@ def apply_all(sessions: list[Session], request: ApplyRequest, keys=None) -> list
     (``judge.auto.Keys``: the cc to add, the fixes there), instead of the request's ``to_cc``
     and ``fixes``.  Each target's request has its project's cc pair and the fixes it gets."""
     fixes = default_fixes() if request.fixes is None else request.fixes
-    runs = [(k.session, k.pairs[0], fixes if k.fixes is None else k.fixes) for k in keys if k.pairs] if keys is not None else \
-        [(s, (request.from_cc, request.to_cc), fixes) for s in sessions]
+    runs = [(k.session, k.pairs[0], fixes if k.fixes is None else k.fixes, tuple(k.spare)) for k in keys if k.pairs] \
+        if keys is not None else [(s, (request.from_cc, request.to_cc), fixes, ()) for s in sessions]
     asked = []
-    for s, pair, f in runs:
+    for s, pair, f, left in runs:
         from_cc, to_cc = s.project.cc_pair(*pair)
-        asked.append((s, request._replace(fixes=f, from_cc=from_cc, to_cc=to_cc)))
+        asked.append((s, request._replace(fixes=f, from_cc=from_cc, to_cc=to_cc, left_out=left)))
     home = asked[0][0].home() if asked and asked[0][0].whole else None
     if home is None:  # a checkout or a package named by PATH: one target, its own lock and journal
         return [apply_one(s, r) for s, r in asked]
@@ -173,9 +183,36 @@ def apply_targets(found, patches, no_generate, from_cc, to_cc, dry_run, version,
     """``apply`` on each (path, project, install) of ``found`` (``apply_all``): one result.  ``fixes``:
     None for the fixes on by default; ``named``: the fixes asked for by name (None: every one;
     ``--all-fixes`` names none, and a fix that cannot be applied whole on a release is then left
-    out there and said)."""
+    out there and said).  A fix not named is left out where it is not needed on the GPUs judged
+    for (``judge.auto.for_plain``: the verdict doctor gives), and said."""
     sessions = [Session.open(path, version, name, install) for path, name, install in found]
-    return combine("apply", apply_all(sessions, request_of(patches, no_generate, from_cc, to_cc, dry_run, fixes, named)))
+    request = request_of(patches, no_generate, from_cc, to_cc, dry_run, fixes, named)
+    asked = default_fixes() if fixes is None else fixes
+    spare, judged = plain_spare(sessions, to_cc, asked, named or ())
+    if not any(spare):
+        return combine("apply", apply_all(sessions, request))
+    from patchkit.judge.auto import Keys
+
+    keys = [Keys(s, ((from_cc, to_cc),), tuple(f for f in asked if f not in left), left, ()) for s, left in zip(sessions, spare, strict=True)]
+    results = apply_all(sessions, request, keys)
+    return combine("apply", [r._replace(spare=left, judged=judged) for r, left in zip(results, spare, strict=True)])
+
+
+def plain_spare(sessions: list[Session], to_cc, fixes: tuple[str, ...], named: tuple[str, ...]) -> tuple[list[dict], str]:
+    """The fixes of ``fixes`` not ``named`` that a plain apply (and a plain verify) leaves out at each
+    session, and what they were judged for.  Only where the data says a machine may not need one (``Effect.may_spare``: a
+    release the fix helps everywhere needs no GPU looked at) is the machine asked."""
+    from patchkit.fixes.effects import read_effects
+    from patchkit.fixes.registry import fixes_for
+
+    effects = read_effects()
+    if not any(n in effects and n not in named and effects[n].may_spare(s.project.name, s.version)
+               for s in sessions for n in fixes_for(s.project.name, fixes)):
+        return [{} for _ in sessions], ""
+    from patchkit.judge import auto
+
+    m, judged = auto.plain_machine(to_cc)
+    return [auto.for_plain(s, m, to_cc, fixes, named) for s in sessions], judged
 
 
 def apply_auto(found, patches, no_generate, from_cc, dry_run, version, fixes, named=()) -> Auto:
@@ -190,4 +227,4 @@ def apply_auto(found, patches, no_generate, from_cc, dry_run, version, fixes, na
     request = request_of(patches, no_generate, from_cc, None, dry_run, fixes, named)
     results = iter(apply_all(sessions, request, keys) if any(k.pairs for k in keys) else ())
     return Auto("apply", m, tuple(AutoTarget(Where.of(k.session), k.session.project.name, k.session.project.label, k.held,
-                                             k.spare, (next(results),) if k.pairs else (), k.not_for) for k in keys))
+                                             k.spare, (next(results),) if k.pairs else (), k.not_for, k.ours) for k in keys))

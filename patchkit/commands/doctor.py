@@ -41,8 +41,8 @@ from patchkit.fixes.effects import Effect, read_effects
 from patchkit.fixes.registry import FIXES
 from patchkit.gpus.smi import Machine, given, timeout
 from patchkit.gpus.smi import machine as read_machine
-from patchkit.judge.here import FixHere, clean_start_only, fixes_here, said_key, spelled, unneeded
-from patchkit.judge.reasons import CleanStartOnly, TurnedOn, Unneeded
+from patchkit.judge.here import FixHere, clean_start_only, fixes_here, outcome, said_key, spelled, unneeded
+from patchkit.judge.reasons import CleanStartOnly, TurnedOn, Unneeded, Unread
 from patchkit.judge.speedups import speedups_here
 from patchkit.report import Where
 from patchkit.targets.session import Session
@@ -60,7 +60,7 @@ class FixJudged(Record):
     default: bool  # on by default (else opt-in)
     effect: Effect | None  # what it does (``[effect]``)
     needed: bool  # needed on the GPUs judged for: missing, on by default or turned on by the release, and not spare
-    spare: Unneeded | None  # why it is not needed on this machine (``here.unneeded``)
+    spare: Unneeded | Unread | None  # why it is not needed on this machine, or cannot be said to be (``here.unneeded``)
     because: tuple[TurnedOn, ...]  # why an opt-in fix is needed
     failing: tuple | None  # what the release does without it (fixes.effects.Fails); None: its effect is not said here
     clean_only: CleanStartOnly | None  # what the fix does instead on a machine that lacks what it needs (``here.clean_start_only``)
@@ -156,14 +156,15 @@ def _seen() -> tuple[Machine | None, str | None]:
 def _judged(h: FixHere, s: Session, effect: Effect | None, pulled: dict, m: Machine) -> FixJudged:
     fix = FIXES[h.fix]
     # Not needed on this machine at all: it lacks what the fix needs, and the release turns off cleanly.
-    missing = h.status == Status.MISSING
-    spare = unneeded(effect, s.project, s.version, m) if missing else None
+    # One applied by patchkit where it does not help is said so, with revert to take it off.
+    missing, ours = h.status == Status.MISSING, h.status == Status.IN_EFFECT and h.by_patchkit
+    spare = unneeded(effect, s.project, s.version, m, s.reader()) if missing or ours else None
     need = missing and (fix.default or h.fix in pulled) and spare is None
     because = pulled.get(h.fix, ()) if missing and spare is None else ()
     said = effect is not None and h.status in (Status.MISSING, Status.IN_EFFECT) and spare is None
     return FixJudged(h, fix.default, effect, need, spare, because,
-                     tuple(effect.failing(s.project.name, s.version, said_key(s.project, m))) if said else None,
-                     clean_start_only(effect, s.project, s.version, m) if said else None)
+                     tuple(outcome(effect, s.project, s.version, said_key(s.project, m), s.reader())[0]) if said else None,
+                     clean_start_only(effect, s.project, s.version, m, s.reader()) if said else None)
 
 
 def doctor(found: list[tuple], apply_target: str, env=None, to_cc: CC | None = None, here: bool = False) -> DoctorResult | NoProjectHere:

@@ -48,7 +48,22 @@ def verify(
     ``from_cc``, ``to_cc``: the pair to prove, each side not given the one applied, else the
     project's own (what its fixes copy)."""
     s = Session.open(path, project=project, install=install)
+    if fixes is None and named is None:
+        fixes = _plain(s, to_cc)
     return verify_session(s, from_cc, to_cc, fixes, named)
+
+
+def _plain(s: Session, to_cc: CC | None) -> tuple[str, ...] | None:
+    """The fixes a plain verify proves at ``s``: the default ones and those applied, less those a plain
+    apply leaves out as not needed on the GPUs judged for (``apply.plain_spare``: one verdict), unless
+    patchkit applied them; None when it leaves none out."""
+    from patchkit.commands.apply import plain_spare
+
+    applied = s.applied()
+    recorded = set(applied.fixes()) if applied else set()
+    (spare,), _ = plain_spare([s], to_cc, default_fixes(), ())
+    left = [n for n in spare if n not in recorded]
+    return tuple(n for n in FIXES if (FIXES[n].default or n in recorded) and n not in left) if left else None
 
 
 def sm12x_gpus():

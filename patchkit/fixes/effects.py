@@ -6,7 +6,9 @@ of tables:
 
 - ``[[effect.fails]]``: what goes wrong without the fix, per project and release range
   (``since``/``until``, inclusive): the ``outcome`` (``crash``, ``warning`` or ``off``),
-  the exception or warning it ``says`` and ``where``;
+  the exception or warning it ``says`` and ``where``; optionally ``shown_in`` (a repository
+  path) and ``holds`` (lines of that file, as the release writes them, that together show this
+  outcome): a release newer than every range of its project is judged by it (``read_newer``);
 - ``[[effect.needs]]``: what the machine needs for the fix to take effect (``machine``:
   ``multicast`` or ``nvcc``), in words (``says``), what the code does ``otherwise`` and
   what follows (``then``).  Optionally, whether the fix is needed on a machine without it:
@@ -54,6 +56,9 @@ class Fails(Record):
     outcome: str
     says: str  # "{key}": the GPU's cc as the project prints it (its key: SGLang 12, vLLM "12.1")
     where: str
+    shown_in: str = ""  # the repository path of the file whose ``holds`` shows this outcome ("": none)
+    holds: tuple[str, ...] = ()  # those lines, as the release writes them (each found in the file)
+    read_in: str = ""  # a release newer than the data: the file it was judged from (``read_newer``)
 
     def keyed(self, key) -> Fails:
         """The failure as the release says it on a GPU the project keys ``key`` (``KEY`` filled in)."""
@@ -119,6 +124,47 @@ class Effect(Record):
         key = self.keys.get(project) if key is None else key
         return [f.keyed(key) for f in self.written or self.fails if f.project == project and f.covers(version)]
 
+    def read_until(self, project: str) -> str | None:
+        """The newest release of ``project`` the data says how it fails (None: it says of none)."""
+        from patchkit.versions import version_key
+
+        untils = [f.until for f in self.fails if f.project == project]
+        return max(untils, key=version_key) if untils else None
+
+    def newer(self, project: str, version: str | None) -> bool:
+        """Whether ``version`` is newer than every release of ``project`` the data says how it fails:
+        patchkit has not read it, and its ranges say nothing of it."""
+        until = self.read_until(project)
+        return until is not None and version is not None and not in_range(version, None, until)
+
+    def read_newer(self, project: str, version: str | None, read, key=None) -> list[Fails]:
+        """What a release newer than the data does without the fix, judged from its files: the
+        newest outcome whose lines (``holds``) its file (``shown_in``, read by ``read``: a
+        repository path to bytes or None) still holds, for that release; [] when none does
+        (then patchkit cannot say)."""
+        key = self.keys.get(project) if key is None else key
+        known = [f for f in self.written or self.fails if f.project == project and f.shown_in and f.holds]
+        from patchkit.versions import version_key
+
+        for f in sorted(known, key=lambda f: version_key(f.until), reverse=True):
+            data = read(f.shown_in)
+            if data is not None and all(line.encode() in data for line in f.holds):
+                return [f._replace(since=version, until=version, read_in=f.shown_in).keyed(key)]
+        return []
+
+    def shown_by(self, project: str) -> list[Fails]:
+        """The outcomes of ``project`` a newer release can be judged by (``shown_in`` and ``holds``)."""
+        return [f for f in self.fails if f.project == project and f.shown_in and f.holds]
+
+    def may_spare(self, project: str, version: str | None) -> bool:
+        """Whether a machine may not need the fix on ``project`` ``version`` (``judge.here.unneeded``),
+        from the data alone: a release it helps on every machine (one that crashes without it) needs
+        no GPU looked at.  A release newer than the data may (its files tell)."""
+        helps = {o for n in self.needs if n.decides_need() for o in n.helps_without}
+        if not any(n.decides_need() for n in self.needs):
+            return False
+        return self.newer(project, version) or any(f.outcome not in helps for f in self.failing(project, version))
+
     def turned_on(self, project: str, version: str | None) -> list[DefaultOn]:
         return [d for d in self.default_on if d.project == project and d.covers(version)]
 
@@ -174,8 +220,11 @@ def read_effect(path: Path) -> Effect | None:
         outcome = _get(e, "outcome", str, path, where)
         if outcome not in OUTCOMES:
             raise BadInput(str(path), f"{where}: outcome {outcome!r} is not one of {', '.join(OUTCOMES)}")
+        if ("shown_in" in e) != ("holds" in e):
+            raise BadInput(str(path), f"{where}: shown_in and holds go together (the file, and the lines that show the outcome)")
+        shown = (_get(e, "shown_in", str, path, where), _strings(e, "holds", path, where)) if "holds" in e else ("", ())
         fails.append(Fails(_get(e, "project", str, path, where), e["since"], e["until"], outcome,
-                           _get(e, "says", str, path, where), _get(e, "where", str, path, where)))
+                           _get(e, "says", str, path, where), _get(e, "where", str, path, where), *shown))
     needs = []
     for where, e in _tables(effect, "needs", path, what):
         machine = _get(e, "machine", str, path, where)

@@ -102,6 +102,14 @@ class Rule(Value):
         is keyed per GPU by the caller."""
         return True
 
+    def meant_for(self, major: int) -> bool:
+        """Whether the rule may be applied for a --to-cc of ``major``: a rule that copies a key or
+        member copies any pair it is given; a gate's flag, a comparison or an upstream change is
+        for the GPUs it names alone (SGLang's DeepGEMM refusal of SM12x, never for --to-cc 9.0)."""
+        from patchkit.cc import CC
+
+        return self._for_major(CC(major, 0))
+
     def _for_major(self, cc) -> bool:
         """For the major its ``to_cc`` names (12 of "sm120", of 12): a gate's flag, an upstream change."""
         from patchkit.cc import CC
@@ -136,6 +144,9 @@ class DictKeyRule(Rule):
     def paired(self, from_cc=None, to_cc=None) -> Rule:
         return self._replace(from_cc=self.from_cc if from_cc is None else from_cc, to_cc=self.to_cc if to_cc is None else to_cc)
 
+    def meant_for(self, major: int) -> bool:
+        return True
+
 
 class ListMemberRule(Rule):
     """Adds a member after another: a call's keyword argument (``call`` + ``keyword``), an
@@ -158,6 +169,7 @@ class ListMemberRule(Rule):
         return what + inside
 
     paired = DictKeyRule.paired
+    meant_for = DictKeyRule.meant_for
 
 
 class PredicateRule(Rule):
@@ -207,6 +219,9 @@ class ComparisonRule(Rule):
     def for_gpu(self, cc) -> bool:
         """For the GPU whose SM int is ``to_cc`` (121: a GB10) alone: ``from_cc``'s GPU has it."""
         return cc.major * 10 + cc.minor == int(self.to_cc)
+
+    def meant_for(self, major: int) -> bool:
+        return int(self.to_cc) // 10 == major
 
 
 class BackportRule(Rule):

@@ -125,11 +125,14 @@ def choose_fixes(names=(), all_fixes: bool = False) -> tuple[str, ...]:
 
 def rules_for(project: str, fixes, from_cc=None, to_cc=None) -> tuple[Rule, ...]:
     """The rules of ``fixes`` that patch ``project``, in the fixes' order; ``from_cc`` and
-    ``to_cc`` (--from-cc, --to-cc) replace the pair of the rules that copy a key or member."""
+    ``to_cc`` (--from-cc, --to-cc) replace the pair of the rules that copy a key or member, and
+    leave out the others where they are for GPUs of another major (``Rule.meant_for``: the
+    DeepGEMM refusal of SM12x is no change for --to-cc 9.0)."""
     rules = tuple(r for name in fixes for r in FIXES[name].rules if r.project == project)
     if from_cc is None and to_cc is None:
         return rules
-    return tuple(r.paired(from_cc, to_cc) for r in rules)
+    major = None if to_cc is None else CC.of(to_cc).major
+    return tuple(r.paired(from_cc, to_cc) for r in rules if major is None or r.meant_for(major))
 
 
 def fixes_for(project: str, fixes=None) -> tuple[str, ...]:

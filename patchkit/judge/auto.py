@@ -36,6 +36,7 @@ class Keys(Record):
     spare: dict[str, Unneeded]  # the fixes left out: name -> why they are not needed on this machine
     held: tuple[Key, ...]  # the machine's ccs as the project spells them
     not_for: tuple = ()  # of ``held``, with nothing to do: the keys no fix is for (the release holds the rest)
+    ours: tuple = ()  # of ``held``, with nothing to do: the keys patchkit applied there (not the release's own)
 
 
 def wanted(project: Project, m: Machine, from_cc: CC | None = None) -> list[Key]:
@@ -54,7 +55,7 @@ def _missing(s: Session, ccs: list, fixes, m: Machine, named=()) -> tuple[list, 
     found, spare = [], {}
     for name in fixes_for(s.project.name, fixes):
         h = fix_here(s, name, ccs, current, gpus(m))
-        why = unneeded(effects.get(name), s.project, s.version, m) if h.status == Status.MISSING and name not in named else None
+        why = unneeded(effects.get(name), s.project, s.version, m, s.reader()) if h.status == Status.MISSING and name not in named else None
         if why:
             spare[name] = why
         else:
@@ -67,6 +68,40 @@ def _not_for(s: Session, m: Machine, held: tuple) -> tuple:
     ``Status.NOT_FOR_THESE``), where the release holds none of it for itself (an H200's 9)."""
     holds = {cc for h in fixes_here(s, m) for cc in h.held}
     return tuple(cc for cc in held if cc not in holds)
+
+
+SM12X = ((12, 0), (12, 1))  # the GPUs the fixes are for: a plain apply with none of them seen judges for their products
+
+
+def plain_machine(to_cc: CC | None) -> tuple[Machine, str]:
+    """The GPUs a plain apply judges for, and how its lines name them: a cc given (``--to-cc 12.0``:
+    GPUs of it, linked as its products can be); else the SM12x GPUs nvidia-smi shows; else (no GPU
+    seen, as in an image build, or none of SM12x) the SM12x products, 12.0 and 12.1."""
+    from patchkit.gpus.smi import given
+
+    if to_cc is not None:
+        return given(to_cc.pair()), f"for cc {to_cc.major}.{to_cc.minor}"
+    try:
+        m = read_machine()
+    except BadInput:
+        m = None
+    if m is not None and any(major == 12 for major, _ in m.ccs()):
+        return m, "here"
+    seen = "no SM12x GPU seen" if m is not None else "no GPU seen"
+    return given(*SM12X), f"for the SM12x GPUs, 12.0 and 12.1 ({seen})"
+
+
+def for_plain(s: Session, m: Machine, to_cc: CC | None, fixes, named=()) -> dict:
+    """The fixes of ``fixes`` a plain apply leaves out at ``s``: name -> why they are not needed on
+    ``m`` (``here.unneeded``, as doctor judges), where their keys are missing; never one ``named``."""
+    key = s.project.key(to_cc) if to_cc is not None else s.project.to_cc
+    effects = read_effects()
+    spare = {}
+    for name in fixes_for(s.project.name, fixes):
+        why = None if name in named else unneeded(effects.get(name), s.project, s.version, m, s.reader())
+        if why is not None and fix_here(s, name, [key], None, gpus(m)).status == Status.MISSING:
+            spare[name] = why
+    return spare
 
 
 def _one(label: str, ccs: list[Key], what: str) -> CC:
@@ -90,8 +125,15 @@ def for_apply(sessions: list[Session], m: Machine, from_cc: CC | None, fixes: tu
         missing, spare = _missing(s, wanted(s.project, m, from_cc), fixes, m, named)
         there = tuple(n for n in fixes if n not in spare) if spare else None
         pairs = ((from_cc, _one(s.project.label, missing, "apply")),) if missing else ()
-        out.append(Keys(s, pairs, there, spare, held, () if pairs or spare else _not_for(s, m, held)))
+        idle = not pairs and not spare
+        out.append(Keys(s, pairs, there, spare, held, _not_for(s, m, held) if idle else (), _ours(s, held) if idle else ()))
     return out
+
+
+def _ours(s: Session, held: tuple) -> tuple:
+    """Of ``held``, the keys patchkit's own apply put at the target of ``s`` (its recorded to_cc)."""
+    applied = s.applied()
+    return tuple(cc for cc in held if applied is not None and same(cc, applied.to_cc))
 
 
 def _less(fixes, applied, spare: dict) -> tuple[str, ...]:

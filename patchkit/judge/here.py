@@ -32,6 +32,7 @@ from patchkit.judge.reasons import (
     NoTableIn,
     Peers,
     Unneeded,
+    Unread,
 )
 from patchkit.plan.reasons import RewriteFailed
 from patchkit.rewrite.capability import cap, same
@@ -221,23 +222,41 @@ def said_key(project: Project, m: Machine) -> Key:
     return next((k for k in spelled(project, m) if CC.of(k).major == major), project.to_cc)
 
 
-def unneeded(effect: Effect | None, project: Project, version: str | None, m: Machine) -> Unneeded | None:
+def outcome(effect: Effect, project: Project, version: str | None, key, read=None) -> tuple[list, tuple]:
+    """(what ``project`` ``version`` does without the fix on a GPU it keys ``key``, the files it
+    could not be judged from): from the data's release ranges; for a release newer than all of
+    them, from its own files (``read``: a repository path to bytes or None; ``Effect.read_newer``).
+    A newer release whose files show no outcome known gives ([], the files and lines looked for)."""
+    failing = effect.failing(project.name, version, key)
+    if failing or not effect.newer(project.name, version):
+        return failing, ()
+    found = effect.read_newer(project.name, version, read, key) if read is not None else []
+    return found, () if found else tuple((f.shown_in, f.holds) for f in effect.shown_by(project.name))
+
+
+def unneeded(effect: Effect | None, project: Project, version: str | None, m: Machine, read=None) -> Unneeded | Unread | None:
     """Why the fix is not needed on this machine for ``project`` ``version``: the machine lacks
     what the fix needs to take effect, and the release's outcome without the fix is not one the
-    fix still helps there (it turns the feature off cleanly by itself).  None when it is
-    needed, or when the data does not know how the release fails."""
-    failing = effect.failing(project.name, version, said_key(project, m)) if effect is not None else []
-    for need in effect.needs if failing else ():
+    fix still helps there (it turns the feature off cleanly by itself).  On such a machine, a
+    release newer than the data is judged from its files (``read``, ``outcome``); where they do
+    not tell, ``Unread``: never needed on a guess.  None when it is needed, or when the data does
+    not know how the release fails (an older release: nothing to patch there)."""
+    if effect is None:
+        return None
+    failing, unread = outcome(effect, project, version, said_key(project, m), read)
+    for need in effect.needs if failing or unread else ():
         why = lacks(need.machine, m) if need.decides_need() else None
+        if why and unread:
+            return Unread(why, project.label, version, effect.read_until(project.name) or "", unread)
         if why and not any(f.outcome in need.helps_without for f in failing):
             return Unneeded(why, project.label, version, tuple(failing), need.adds_without)
     return None
 
 
-def clean_start_only(effect: Effect | None, project: Project, version: str | None, m: Machine) -> CleanStartOnly | None:
+def clean_start_only(effect: Effect | None, project: Project, version: str | None, m: Machine, read=None) -> CleanStartOnly | None:
     """On a machine that lacks what the fix needs, for a release it still helps: that the
     feature cannot speed anything up here, and what the fix does instead.  None otherwise."""
-    failing = effect.failing(project.name, version, said_key(project, m)) if effect is not None else []
+    failing = outcome(effect, project, version, said_key(project, m), read)[0] if effect is not None else []
     for need in effect.needs if failing else ():
         why = lacks(need.machine, m) if need.decides_need() else None
         crashes = [f.says for f in failing if f.outcome == "crash" and f.outcome in need.helps_without]

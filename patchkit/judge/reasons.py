@@ -79,6 +79,20 @@ class Unneeded(Value):
     adds_without: str
 
 
+class Unread(Value):
+    """Whether the fix is needed on this machine cannot be said: it ``lack``s what the fix needs, so
+    the verdict hangs on what ``label`` ``version`` does without the fix, and that release is newer
+    than every one patchkit has read (its data ends at ``until``), and its files (``shown``: each
+    file with the lines that showed the newest outcome known) do not show it.  Never "needed"."""
+
+    code: ClassVar[Reason] = Reason.NEWER_THAN_READ
+    lack: NoMulticast | NoNvcc
+    label: str
+    version: str | None
+    until: str
+    shown: tuple  # (repository path, its lines) each
+
+
 class CleanStartOnly(Value):
     """On a machine that ``lack``s what the fix needs, for a release it still helps: the feature
     (turned on ``asked_with``) cannot speed anything up here; the fix only turns the crashes it

@@ -18,7 +18,7 @@ from patchkit.errors import PatchkitError, Refused
 from patchkit.fixes.registry import Project, fixes_for, rules_for
 from patchkit.patch.manifest import FixStatus, Shipped
 from patchkit.plan import APPLY, Plan, plan_apply
-from patchkit.plan.reasons import LeftOut, NoRule, ReleaseChanged
+from patchkit.plan.reasons import ForOtherGpus, LeftOut, NoRule, ReleaseChanged
 from patchkit.types import NOTHING_TO_PATCH, Applied
 from patchkit.values import Record, Value
 
@@ -33,6 +33,7 @@ class ApplyRequest(Value, kw_only=True):
     patches: Path | None  # the folder of shipped series (None: the ones installed with patchkit)
     no_generate: bool
     dry_run: bool
+    left_out: tuple[str, ...] = ()  # the fixes a plain apply left out as not needed on the GPUs judged for
 
 
 class Old(Record):
@@ -156,8 +157,14 @@ def _look_at(request: ApplyRequest, snap: Snapshot, fixes: tuple[str, ...]) -> L
                                               f"({restore}) and remove {snap.state_file}")
     from_cc, to_cc = request.from_cc, request.to_cc
     rules = rules_for(snap.project.name, fixes, from_cc, to_cc)
+    # The fixes with rules for this project, none of them for GPUs of to_cc's major (--to-cc 9.0).
+    other = tuple(f for f in fixes_for(snap.project.name, fixes) if not rules_for(snap.project.name, (f,), from_cc, to_cc))
     if not rules:
-        return Look(Plan(NOTHING_TO_PATCH, notes=(NoRule(snap.project.label, snap.project.name, tuple(fixes)),)), snap.old, ())
+        if other:
+            notes: tuple = (ForOtherGpus(snap.project.label, to_cc, other, ()),)
+        else:  # none left but those not needed here (said by the command): no rule to name
+            notes = () if request.left_out else (NoRule(snap.project.label, snap.project.name, tuple(fixes)),)
+        return Look(Plan(NOTHING_TO_PATCH, notes=notes), snap.old, ())
     shipped = snap.shipped
     missing_why = "" if shipped else why_no_shipped(snap.project.label, snap.version, snap.series, snap.series_pair,
                                                     from_cc, to_cc)
@@ -170,6 +177,9 @@ def _look_at(request: ApplyRequest, snap: Snapshot, fixes: tuple[str, ...]) -> L
         )
     if plan.action == APPLY and shipped is None:
         _refuse_gates_left(snap, plan, fixes, from_cc, to_cc)
+    elif other and plan.action != APPLY:  # nothing of the others to write: one line says why
+        held = tuple(dict.fromkeys(t.fix for t in plan.tables if t.fix and not t.patched))
+        plan = Plan(plan.action, notes=(ForOtherGpus(snap.project.label, to_cc, other, held),))
     written = {c.path for c in plan.changes}
     stale = tuple(p for rel, paths in snap.stale.items() if rel not in written for p in paths)
     return Look(plan, snap.old, stale)

@@ -195,6 +195,18 @@ class NoRule(Value):
     fixes: tuple[str, ...]
 
 
+class ForOtherGpus(Value):
+    """apply --to-cc: the fixes of ``fixes`` are for GPUs of another cc than the one ``key`` names
+    (the DeepGEMM refusal of SM12x for --to-cc 9.0): none of their rules is applied; ``held``:
+    the fixes whose tables the release already holds ``key`` in."""
+
+    code: ClassVar[Reason] = Reason.FOR_OTHER_GPUS
+    label: str
+    key: object
+    fixes: tuple[str, ...]
+    held: tuple[str, ...]
+
+
 class LeftOut(Value):
     """apply: ``fix`` is left out, its ``status`` on ``label`` ``version`` (the release's manifest says why: ``says``)."""
 

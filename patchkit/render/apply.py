@@ -11,6 +11,7 @@ from patchkit.render.reasons import code, said
 from patchkit.render.servers import restart_json, restart_lines
 from patchkit.render.where import where_line
 from patchkit.text import plural
+from patchkit.types import Reason
 
 ONE_TARGET = True  # to_json renders one target: render.document puts it in a list, ``targets``
 
@@ -73,9 +74,15 @@ def to_text(r, terminal: bool) -> list[str]:
     if r.kept:
         lines.append(f"note: keeps {', '.join(r.kept)}, applied before (`patchkit revert` takes the fixes away)")
     lines += transaction_lines(r, "apply")
-    lines += [f"note: {said(note)}" for note in plan.notes]
+    lines += [_not_needed(name, why, r.judged) for name, why in r.spare.items()]
+    # --to-cc 9.0, where every fix asked for is for other GPUs: one line says so.
+    other = plan.action != APPLY and [n.code for n in plan.notes] == [Reason.FOR_OTHER_GPUS]
+    lines += [f"nothing to do: {said(plan.notes[0])}; nothing written"] if other else [f"note: {said(n)}" for n in plan.notes]
     if plan.action != APPLY:
-        lines.append(f"{plan.action}" + (f" ({plan.source})" if plan.source else "") + ": nothing written")
+        if r.spare and not plan.notes and not plan.tables:  # every fix left out: the lines above say why
+            lines.append("nothing written")
+        elif not other:
+            lines.append(f"{plan.action}" + (f" ({plan.source})" if plan.source else "") + ": nothing written")
         if r.stale:
             verb = "would drop" if r.dry_run else "dropped"
             lines.append(f"{verb} {plural(len(r.dropped if not r.dry_run else r.stale), 'stale bytecode file')}")
@@ -84,7 +91,7 @@ def to_text(r, terminal: bool) -> list[str]:
         lines.append(f"{'would apply' if r.dry_run else 'applied'} {plan.source}")
         lines += [f"  {verb} {local(c.path)} ({lines_changed(c.before, c.after, _counts(plan, c))})" for c in plan.changes]
         lines += [f"  {found_line(t._replace(path=local(t.path)) if t.path else t)}" for t in plan.tables]
-        lines += [effect_line(name, effect, r.project, r.label, r.where.version) for name, effect in r.effects]
+        lines += [effect_line(name, effect, r.project, r.label, r.where.version, _written_key(plan, name)) for name, effect in r.effects]
         if r.dry_run:
             lines += [_diff(c, local) for c in plan.changes]
         else:
@@ -111,6 +118,7 @@ def to_json(r) -> dict:
         tables=[(t._replace(path=local(t.path)) if t.path else t).to_json() for t in plan.tables],
         effects=[{"fix": name, "prevents": [f.says for f in effect.failing(r.project, r.where.version) if f.outcome != "off"],
                   "needs": [n.says for n in effect.needs]} for name, effect in r.effects],
+        not_needed=[{"fix": name, "reason": code(why), "why": said(why), "judged": r.judged} for name, why in r.spare.items()],
         stale_bytecode=[str(p) for p in r.stale],
         bytecode_dropped=[str(p) for p in r.dropped],
         **jit_fields(r.jit),
@@ -222,9 +230,27 @@ def found_line(t) -> str:
     return f"{t.name} ({t.scope}): already has key {t.added_key!r}, left alone"
 
 
-def effect_line(name: str, effect, project: str, label: str, version: str | None) -> str:
-    """What a fix patched here prevents on this release, and what it needs of the machine."""
-    prevents = "; ".join(f"\"{f.says}\"" for f in effect.failing(project, version) if f.outcome != "off")
+def _written_key(plan, fix: str):
+    """The key apply wrote for ``fix`` (a table's), or None (a fix that adds no key)."""
+    return next((t.added_key for t in plan.tables if t.fix == fix and t.patched and t.kind in (None, Kind.DICT_KEY)), None)
+
+
+def _not_needed(name: str, why, judged: str) -> str:
+    """A fix a plain apply left out: not needed on the GPUs ``judged`` for, or not to be judged there."""
+    verb = "not judged" if why.code == Reason.NEWER_THAN_READ else "not needed"
+    return f"{verb} {judged}: {name}: {said(why)} (--fix {name} applies it anyway)"
+
+
+def effect_line(name: str, effect, project: str, label: str, version: str | None, key=None) -> str:
+    """What a fix patched here prevents on this release, and what it needs of the machine; ``key``:
+    the key it wrote (a GB10's '12.1'), as the release would print it."""
+    prevents = "; ".join(f"\"{f.says}\"" for f in effect.failing(project, version, key) if f.outcome != "off")
     needs = "; ".join(f"it takes effect with {n.says}, else {n.otherwise}: {n.then}" for n in effect.needs)
-    what = f"prevents {prevents} on {label} {version}" if prevents else effect.changes
+    if prevents:
+        what = f"prevents {prevents} on {label} {version}"
+    elif key is not None:  # the data's words name its own key (12, vLLM "12.0"): name the one written
+        what = (f"adds key {key!r} to each table above, copying its source key's entry; patchkit's data does not say "
+                f"what {label} {version} does without it")
+    else:
+        what = effect.changes
     return f"effect: {name} {what}" + (f"; {needs}" if needs else "") + " (`patchkit doctor` says what this machine has)"

@@ -26,9 +26,13 @@ def spare_lines(spare: dict) -> list[str]:
 def _idle(t: AutoTarget) -> list[str]:
     if t.spare:
         return [where_line(t.where), *spare_lines(t.spare)]
-    has = ", ".join(repr(cc) for cc in t.held if cc not in t.not_for)
+    has = ", ".join(repr(cc) for cc in t.held if cc not in t.not_for and cc not in t.ours)
     other = ", ".join(map(repr, t.not_for))
     said = f"{t.label} already holds key {has} for this machine's GPUs" if has else ""
+    if t.ours:  # patchkit put it there: never the release's own
+        mine = (f"key {', '.join(map(repr, t.ours))} is patchkit's own, applied by an earlier `patchkit apply` "
+                "(`patchkit doctor` says whether it helps here; `patchkit revert` takes it off)")
+        said = f"{said}; {mine}" if said else mine
     if other:
         said += (f", and no fix for it is for those of key {other}" if has
                  else f"no fix for {t.label} is for this machine's GPUs (key {other})")

@@ -20,7 +20,7 @@ from patchkit.render.settings import lines as settings_lines
 from patchkit.render.settings import set_line
 from patchkit.render.where import where_line
 from patchkit.text import plural
-from patchkit.types import Status
+from patchkit.types import Reason, Status
 
 
 def _cc(cc: tuple[int, int]) -> str:
@@ -50,10 +50,13 @@ def to_text(r, terminal: bool) -> list[str]:
         for j in t.fixes:
             h = j.here
             kind = "on by default" if j.default else "opt-in"
-            verdict = (f"needed {here}, " if j.needed else f"not needed {here}, " if j.spare else "") if h.status == Status.MISSING else ""
-            lines.append(f"  {h.fix} ({kind}): {verdict}{_state(h, these)}")
+            unread = j.spare is not None and j.spare.code == Reason.NEWER_THAN_READ
+            spare = f"not judged {here}" if unread else f"not needed {here}"
+            verdict = (f"needed {here}, " if j.needed else f"{spare}, " if j.spare else "") if h.status == Status.MISSING else ""
+            state = f"applied by patchkit, {spare}: `patchkit revert` takes it off" if j.spare and h.by_patchkit else _state(h, these)
+            lines.append(f"  {h.fix} ({kind}): {verdict}{state}")
             if j.spare is not None:
-                why = [f"not needed because {said(j.spare)}"]
+                why = [f"{'not judged' if unread else 'not needed'} because {said(j.spare)}"]
             elif h.status == Status.MISSING and not j.default and not j.because and j.effect is not None:
                 why = [f"not needed by default: only with {j.effect.asked_with}"]
             else:

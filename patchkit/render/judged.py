@@ -15,8 +15,17 @@ def said(reason) -> str:
 
 
 def _clean(f, label: str, version: str | None) -> str:
-    """How a release turns a feature off by itself (a ``fixes.effects.Fails``)."""
-    return f'{label} {version} warns "{f.says}"' if f.outcome == "warning" else f"{label} {version} {f.says}"
+    """How a release turns a feature off by itself (a ``fixes.effects.Fails``), and, for a release
+    newer than the data, the file that shows it."""
+    said = f'{label} {version} warns "{f.says}"' if f.outcome == "warning" else f"{label} {version} {f.says}"
+    return said + (f" (newer than patchkit's data: read in its {f.read_in})" if f.read_in else "")
+
+
+def _unread(r: judge.Unread) -> str:
+    looked = "; ".join(f"{path}: {' '.join(f'`{line}`' for line in lines)}" for path, lines in r.shown) or "none"
+    return (f"{said(r.lack)}, and {r.label} {r.version} is newer than patchkit has read (its data ends at {r.until}): "
+            f"its files do not hold what showed how {r.until} goes on without the fix ({looked}), so patchkit "
+            "cannot say whether it is needed here")
 
 
 def _unneeded(r: judge.Unneeded) -> str:
@@ -61,6 +70,7 @@ SENTENCES: dict[type, Callable[..., str]] = {
                                   else _NO_MULTICAST[r.kind]),
     judge.NoNvcc: lambda r: "no nvcc on PATH",
     judge.Unneeded: _unneeded,
+    judge.Unread: _unread,
     judge.CleanStartOnly: _clean_start_only,
     judge.TurnedOn: _turned_on,
 }

@@ -89,6 +89,11 @@ def _replacing(r: plan.Replacing) -> str:
     return f"replacing the applied patch ({'; '.join(parts)})"
 
 
+def _for_other_gpus(r: plan.ForOtherGpus) -> str:
+    held = f", and the release already holds key {r.key!r} ({', '.join(r.held)})" if r.held else ""
+    return f"no fix for {r.label} is for GPUs of key {r.key!r}: {', '.join(r.fixes)} {'is' if len(r.fixes) == 1 else 'are'} for other GPUs{held}"
+
+
 def _no_rule(r: plan.NoRule) -> str:
     from patchkit.fixes.registry import no_rule  # the words the errors that refuse it say too
 
@@ -119,6 +124,7 @@ _SENTENCES: dict[type, Callable[..., str]] = {
     plan.AlreadyPostImage: lambda r: "the files already hold the shipped patch's post-image",
     plan.NothingLookedFor: lambda r: "nothing the fixes look for in these files",
     plan.NoRule: _no_rule,
+    plan.ForOtherGpus: _for_other_gpus,
     plan.LeftOut: lambda r: f"{r.fix} left out: {r.status} on {r.label} {r.version}: {r.says}",
     plan.Restoring: lambda r: "every table already has the key: restoring the originals",
     plan.Replacing: _replacing,

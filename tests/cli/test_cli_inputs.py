@@ -363,7 +363,8 @@ def test_command_help(name: str) -> None:
 )
 def test_cc_written_any_way_is_the_projects_key(checkout: Path, options: list[str], said: str) -> None:
     before = snapshot(checkout)
-    done = invoke("apply", str(checkout), "--dry-run", *options)
+    # Named: SGLang 0.5.16 only warns without it and no SM12x GPU has multicast (a plain apply leaves it out).
+    done = invoke("apply", str(checkout), "--dry-run", "--fix", "torch-symm-mem", *options)
     assert done.returncode == 0, done.stderr.decode()
     assert [line for line in done.stdout.decode().splitlines() if line.startswith("  ") and "key" in line] == [
         f"  TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES (module): {said}",
@@ -375,7 +376,8 @@ def test_no_shipped_patch_for_that_cc_pair_says_so(checkout: Path, tmp_path: Pat
     patches = tmp_path / "patches"
     assert invoke("generate", "--repo", str(checkout), "--out", str(patches)).returncode == 0
     before = snapshot(checkout)
-    done = invoke("apply", str(checkout), "--patches", str(patches), "--from-cc", "9", "--no-generate")
+    done = invoke("apply", str(checkout), "--patches", str(patches), "--from-cc", "9", "--no-generate", "--fix", "deepgemm-sm12x",
+                  "--fix", "fusion-self-enable", "--fix", "torch-symm-mem")
     one_line(done, REFUSED, "no shipped patch for SGLang 0.5.16 that copies key 9 to key 12 "
              "(the shipped one copies key 10 to key 12); --no-generate refuses to generate one")
     assert snapshot(checkout) == before

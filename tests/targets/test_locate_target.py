@@ -322,7 +322,8 @@ def test_nothing_up_to_the_root_keeps_the_message(tmp_path: Path) -> None:
 def test_apply_and_status_from_inside_a_checkout(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "sglang")
     deep = repo / DC
-    done = invoke("apply", cwd=deep)
+    # The default fixes by name: SGLang 0.5.16 only warns without torch-symm-mem (a plain apply leaves it out).
+    done = invoke("apply", "--fix", "deepgemm-sm12x", "--fix", "fusion-self-enable", "--fix", "torch-symm-mem", cwd=deep)
     assert done.returncode == 0, done.stderr
     assert out(done)[0] == f"{repo}: SGLang 0.5.16, tag v0.5.16 at HEAD"
     done = invoke("status", str(repo / "python/sglang"), cwd=tmp_path)
@@ -331,7 +332,7 @@ def test_apply_and_status_from_inside_a_checkout(tmp_path: Path) -> None:
     assert f"  {DC}/torch_symm_mem.py: patched; 0 cached bytecode files" in out(done)
     assert invoke("verify", "srt", cwd=repo / "python/sglang").returncode == 0
     assert invoke("revert", cwd=repo / "python").returncode == 0
-    assert invoke("verify", str(deep)).returncode == 1
+    assert invoke("verify", str(deep), "--fix", "torch-symm-mem").returncode == 1
 
 
 def test_apply_and_status_from_inside_an_installed_package(venv: Path, tmp_path: Path) -> None:
@@ -373,7 +374,7 @@ def test_python_finds_vllm_without_project(tmp_path: Path) -> None:
         UTILS_OLD.replace(b"    9: {", b'    "9.0": {').replace(b"    10: {", b'    "10.0": {'))
     (site / "vllm-0.11.0.dist-info").mkdir()
     (site / "vllm-0.11.0.dist-info/METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.11.0\n")
-    done = invoke("apply", "--python", str(env / "bin/python"), "--dry-run")
+    done = invoke("apply", "--python", str(env / "bin/python"), "--dry-run", "--fix", "torch-symm-mem")  # vLLM only warns without it: named
     assert done.returncode == 0, done.stderr.decode()
     assert out(done)[0] == f"{site / 'vllm'}: vLLM 0.11.0 (installed), from vllm-0.11.0.dist-info/METADATA"
     assert "  would patch vllm/distributed/device_communicators/all_reduce_utils.py (+4 lines)" in out(done)

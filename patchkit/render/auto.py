@@ -23,9 +23,11 @@ def spare_lines(spare: dict) -> list[str]:
     return [f"not needed here: {name}: {said(why)} (--fix {name} applies it anyway)" for name, why in spare.items()]
 
 
-def _idle(t: AutoTarget) -> list[str]:
-    if t.spare:
-        return [where_line(t.where), *spare_lines(t.spare)]
+def _idle(t: AutoTarget, command: str) -> list[str]:
+    if t.spare:  # every fix left out: the target's verdict after why
+        verdict = "verify: ok" if command == "verify" else "nothing to do"
+        return [where_line(t.where), *spare_lines(t.spare),
+                f"{verdict}: {t.label} lacks nothing this machine's GPUs need"]
     has = ", ".join(repr(cc) for cc in t.held if cc not in t.not_for and cc not in t.ours)
     other = ", ".join(map(repr, t.not_for))
     said = f"{t.label} already holds key {has} for this machine's GPUs" if has else ""
@@ -45,7 +47,7 @@ def to_text(auto: Auto, terminal: bool) -> list[str]:
     lines = [gpus_line(auto.machine)] + ([environment_line(auto.env)] if auto.env is not None else [])
     for t in auto.targets:
         if not t.results:
-            lines += _idle(t)
+            lines += _idle(t, auto.command)
     runs = [(t, r, i == 0) for t in auto.targets for i, r in enumerate(t.results)]
     for n, (t, r, first) in enumerate(runs):
         part = text(r, terminal)

@@ -297,7 +297,8 @@ def test_apply_to_cc_auto_leaves_sglang_0523_alone_on_pcie(tmp_path: Path, venvs
         assert (done.returncode, done.stderr) == (0, b""), done.stdout.decode()
         # verify says what it judged in the environment after the machine (issue 41, D12)
         judged = [f"{python}: SGLang (wheel); not installed: vLLM, FlashInfer"] if command == "verify" else []
-        assert out(done) == [head[0], *judged, head[1], skipped]
+        verdict = "verify: ok" if command == "verify" else "nothing to do"
+        assert out(done) == [head[0], *judged, head[1], skipped, f"{verdict}: SGLang lacks nothing this machine's GPUs need"]
         assert snapshot(site / "sglang") == before  # its tables left alone, byte for byte
     doc = json.loads(invoke("apply", "--python", python, "--to-cc", "auto", "--json", env=env).stdout)
     assert (doc["command"], doc["targets"], doc["nothing_to_do"]) == ("apply", [], [str(site)])
@@ -420,7 +421,8 @@ def test_a_gb10_on_vllm_0330_gets_key_12_1_when_asked(tmp_path: Path, prebuilt) 
     assert f"    not needed because {why}" in lines and lines[-1] == "nothing this machine needs is missing"
     done = invoke("apply", str(checkout), "--to-cc", "auto", env=env)
     assert done.returncode == 0, done.stderr.decode()
-    assert out(done)[2:] == [f"not needed here: torch-symm-mem: {why} (--fix torch-symm-mem applies it anyway)"]
+    assert out(done)[2:] == [f"not needed here: torch-symm-mem: {why} (--fix torch-symm-mem applies it anyway)",
+                             "nothing to do: vLLM lacks nothing this machine's GPUs need"]
     assert subprocess.run(["git", "-C", str(checkout), "status", "--porcelain"], capture_output=True).stdout == b""
     done = invoke("apply", str(checkout), "--to-cc", "auto", "--fix", "torch-symm-mem", env=env)
     assert done.returncode == 0, done.stderr.decode()

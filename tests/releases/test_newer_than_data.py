@@ -110,19 +110,21 @@ def test_plain_apply_on_vllm_0340_writes_no_torch_symm_mem_key(tmp_path: Path, v
     assert doc["targets"][0]["not_needed"] == [{"fix": "torch-symm-mem", "reason": "not-needed-here", "why": why, "judged": judged}]
 
 
-@pytest.mark.parametrize("machine", [GB10, RTX8, None], ids=["gb10", "rtx8", "no-gpu"])
-def test_plain_apply_on_sglang_0523_writes_no_torch_symm_mem_key(tmp_path: Path, sglang, machine: str | None) -> None:
-    """It applied the fix doctor calls "a way to fail, and no speed", silently."""
+def test_plain_apply_on_sglang_0523_writes_no_torch_symm_mem_key(tmp_path: Path, sglang) -> None:
+    """It applied the fix doctor calls "a way to fail, and no speed", silently: on a GB10, on 8 PCIe
+    RTX PRO 6000 and with no GPU seen (judged for the SM12x products), one environment for the three."""
     site, python = sglang("0.5.23")
-    env = standin(tmp_path, machine) if machine else no_nvidia_smi(tmp_path)
-    before = snapshot(site / "sglang")
-    done = invoke("apply", "--python", python, env=env)
-    assert (done.returncode, done.stderr) == (0, b""), done.stdout.decode()
-    judged = "here" if machine else "for the SM12x GPUs, 12.0 and 12.1 (no GPU seen)"
-    assert out(done)[1] == (f"not needed {judged}: torch-symm-mem: {sglang_0523_why(LACK[machine] if machine else PRODUCTS)} "
-                            "(--fix torch-symm-mem applies it anyway)")
-    assert out(done)[-1].endswith(": nothing written")
-    assert snapshot(site / "sglang") == before
+    before = snapshot(site / "sglang/srt/distributed/device_communicators"), sorted(p.name for p in site.iterdir())
+    for machine in (GB10, RTX8, None):
+        env = standin(tmp_path / str(machine), machine) if machine else no_nvidia_smi(tmp_path / "none")
+        done = invoke("apply", "--python", python, env=env)
+        assert (done.returncode, done.stderr) == (0, b""), done.stdout.decode()
+        judged = "here" if machine else "for the SM12x GPUs, 12.0 and 12.1 (no GPU seen)"
+        assert out(done)[1] == (f"not needed {judged}: torch-symm-mem: {sglang_0523_why(LACK[machine] if machine else PRODUCTS)} "
+                                "(--fix torch-symm-mem applies it anyway)"), machine
+        assert out(done)[-1].endswith(": nothing written")
+        # Nothing written: the tables' files as released, and no state dir beside the package.
+        assert (snapshot(site / "sglang/srt/distributed/device_communicators"), sorted(p.name for p in site.iterdir())) == before
 
 
 def test_asked_for_it_is_applied_and_then_named_patchkits_own(tmp_path: Path, sglang) -> None:

@@ -36,13 +36,14 @@ import shutil
 from pathlib import Path
 
 from patchkit.cc import CC
-from patchkit.errors import BAD_INPUT, OK, PROBLEMS, BadInput, NoProject
+from patchkit.errors import BAD_INPUT, OK, PROBLEMS, SETTINGS, BadInput, NoProject
 from patchkit.fixes.effects import Effect, read_effects
 from patchkit.fixes.registry import FIXES
 from patchkit.gpus.smi import Machine, given, timeout
 from patchkit.gpus.smi import machine as read_machine
 from patchkit.judge.here import FixHere, clean_start_only, fixes_here, outcome, said_key, spelled, unneeded
 from patchkit.judge.reasons import CleanStartOnly, TurnedOn, Unneeded, Unread
+from patchkit.judge.settings import missing
 from patchkit.judge.speedups import speedups_here
 from patchkit.report import Where
 from patchkit.targets.session import Session
@@ -112,10 +113,18 @@ class DoctorResult(Record):
         return self.basis == NVIDIA_SMI
 
     @property
+    def settings_missing(self) -> tuple:
+        """The settings this environment lacks for the GPUs judged (variables and upgrades: the server's
+        flags are not seen), as verify counts them: its exit 5."""
+        return tuple(missing(list(self.settings)))
+
+    @property
     def exit_code(self) -> int:
         if self.basis == DEFAULT:
             return BAD_INPUT
-        return PROBLEMS if self.needed or (self.code is not None and self.code.no_code()) else OK
+        if self.needed or (self.code is not None and self.code.no_code()):
+            return PROBLEMS
+        return SETTINGS if self.settings_missing else OK
 
 
 class NoProjectHere(Record):

@@ -75,7 +75,10 @@ def to_text(r, terminal: bool) -> list[str]:
         lines.append(f"needed{'' if r.measured else ' ' + here}: {', '.join(r.needed)}; to apply: {r.apply}")
     elif not no_code:
         maybe = _no_code(r, maybe=True)
-        lines.append(("nothing this machine needs is missing" if r.measured else f"nothing {these} need is missing")
+        lacks = ", ".join(h.setting.name for h in r.settings_missing)
+        nothing = "no patch this machine needs is missing" if r.measured else f"no patch {these} need is missing"
+        lines.append((f"{nothing}, but a setting is: {lacks} (above; `--format env` prints the export lines)" if lacks
+                      else "nothing this machine needs is missing" if r.measured else f"nothing {these} need is missing")
                      + (f"; {'; '.join(maybe)} cannot run on them, which matters only if the server loads them (above)" if maybe else ""))
     return lines
 

@@ -90,6 +90,13 @@ def test_plain_verify_on_a_gb10_fails_on_triton_351_without_its_ptxas(tmp_path: 
     # Set to the 13.5 ptxas: in effect.
     done = invoke("verify", "--python", python, env=gb10(tmp_path, TRITON_PTXAS_PATH=str(ptxas13)))
     assert (done.returncode, lines(done)[-1]) == (0, "verify: ok (1 setting judged, none missing)"), done.stdout.decode()
+    # doctor shares the verdict: the same exit 5 and a last line that names the setting (it said "nothing this
+    # machine needs is missing", exit 0, above its own "triton-ptxas: needed for 12.1"); set, exit 0.
+    done = invoke("doctor", "--python", python, env=gb10(tmp_path))
+    assert (done.returncode, lines(done)[-1]) == (5, "no patch this machine needs is missing, but a setting is: triton-ptxas "
+                                                     "(above; `--format env` prints the export lines)"), done.stdout.decode()
+    done = invoke("doctor", "--python", python, env=gb10(tmp_path, TRITON_PTXAS_PATH=str(ptxas13)))
+    assert (done.returncode, lines(done)[-1]) == (0, "nothing this machine needs is missing"), done.stdout.decode()
 
 
 def test_a_patch_missing_outranks_a_setting_missing(tmp_path: Path, prebuilt) -> None:

@@ -25,7 +25,7 @@ PRODUCTS = {"12.0": "RTX PRO 6000 and RTX 50 have no NVLink", "12.1": "GB10 is o
 
 
 def multicast(cc: str = "12.0") -> list[str]:
-    why = f"no multicast on any GPU of this cc ({PRODUCTS[cc]})"
+    why = f"no multicast on any GPU of cc {cc} ({PRODUCTS[cc]})"
     return [f"    the communicator will then turn itself off (\"torch symmetric memory multicast operations are not supported\"): "
             f"{why}; the all-reduce stays on NCCL",
             f"    --enable-torch-symm-mem cannot speed anything up here ({why}): the fix only turns KeyError: 12 into a clean start"]

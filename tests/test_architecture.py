@@ -168,3 +168,21 @@ def test_judge_and_plan_return_values_not_sentences() -> None:
 def _text(node) -> bool:
     """An f-string or a str literal."""
     return isinstance(node, ast.JoinedStr) or isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+
+def test_doctors_data_flow_names_format_env() -> None:
+    """docs/ARCHITECTURE.md's data flow of doctor names ``--format env``'s path through the code, by names
+    the code still has: commands/doctor.py's doctor_env, the SettingsToSet of commands/settings.py, and
+    render/settings.py, which writes the export lines and the failure line."""
+    import patchkit.commands.doctor as doctor
+    import patchkit.commands.settings as settings
+    import patchkit.render.settings as rendered
+
+    doc = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    section = doc[doc.index("## The data flow of `patchkit doctor`"):]
+    section = section[:section.index("\n## ")]
+    for name in ("`--format env`", "`doctor_env`", "`commands/settings.py`", "`SettingsToSet`", "`render/settings.py`",
+                 "`judge/settings.py`", "`export NAME=VALUE`"):
+        assert name in section, name
+    assert callable(doctor.doctor_env) and callable(settings.settings_to_set) and isinstance(settings.SettingsToSet, type)
+    assert callable(rendered.to_text) and callable(rendered.failure)

@@ -36,11 +36,13 @@ class Machine(Record):
     links: tuple[Link, ...] | None  # each pair a < b; None: not known (a machine given, not measured)
     given: tuple[tuple[int, int], ...] = ()  # the ccs given instead of measured (``given``)
 
-    def no_multicast_known(self) -> tuple[str, ...] | None:
-        """For GPUs given, not measured: why no product of their ccs has multicast (``products``), or None."""
+    def no_multicast_known(self) -> tuple[tuple[int, int], ...] | None:
+        """For GPUs given, not measured: their ccs (lowest first) when no product of them has
+        multicast (``products``), or None."""
         from patchkit.gpus.products import without_multicast
 
-        return without_multicast(self.given) if self.links is None else None
+        ccs = tuple(self.ccs())
+        return ccs if self.links is None and without_multicast(ccs) else None
 
     def ccs(self) -> list[tuple[int, int]]:
         """The distinct compute capabilities, lowest first."""
@@ -56,8 +58,10 @@ class Machine(Record):
     def link_summary(self) -> str:
         """How the GPUs are linked, in one line."""
         if self.links is None:
-            why = self.no_multicast_known()
-            return f"not known: no GPU measured; no multicast on any GPU of this cc ({'; '.join(why)})" if why else "not known: no GPU measured"
+            from patchkit.gpus.products import no_multicast_said
+
+            ccs = self.no_multicast_known()
+            return f"not known: no GPU measured; {no_multicast_said(ccs)}" if ccs else "not known: no GPU measured"
         if not self.links:
             return "one GPU: no peer to link to, no multicast"
         kinds: dict[str, int] = {}

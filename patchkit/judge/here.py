@@ -198,8 +198,8 @@ def no_multicast(m: Machine) -> NoMulticast | None:
     """Why the GPUs have no multicast, or None when NVLink might give it, or when how they are
     linked is not known (a machine given, not measured: the fix may take effect there)."""
     if m.links is None:
-        products = m.no_multicast_known()  # a cc given (--to-cc 12.x): what every product of it lacks is known
-        return NoMulticast(Peers.NO_PRODUCT, products) if products else None
+        ccs = m.no_multicast_known()  # a cc given (--to-cc 12.x): what every product of it lacks is known
+        return NoMulticast(Peers.NO_PRODUCT, tuple(CC(*cc) for cc in ccs)) if ccs else None
     if not m.links:
         return NoMulticast(Peers.ONE_GPU)
     if m.pcie_only():

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from patchkit.cc import CC
 from patchkit.types import Reason, StrEnum
 from patchkit.values import Value
 
@@ -59,7 +60,7 @@ class Peers(StrEnum):
 class NoMulticast(Value):
     code: ClassVar[Reason] = Reason.NO_MULTICAST
     kind: Peers
-    products: tuple[str, ...] = ()  # NO_PRODUCT: why each cc's products lack it
+    ccs: tuple[CC, ...] = ()  # NO_PRODUCT: the ccs given, none of whose products has it (gpus.products)
 
 
 class NoNvcc(Value):

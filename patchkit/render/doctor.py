@@ -66,7 +66,7 @@ def to_text(r, terminal: bool) -> list[str]:
     lines += _code_lines(r)
     lines += [""] + settings_lines(r.settings) if r.settings else []
     for s in r.speedups:
-        lines += ["", *speedup_lines(s, r.machine)]
+        lines += ["", *speedup_lines(s, r.machine, r.code.exe if r.code is not None else None)]
     lines.append("")
     no_code = _no_code(r)
     if no_code:
@@ -263,13 +263,20 @@ def _gpus(m) -> str:
     return " and ".join(f"{sum(g.sm() == sm for g in m.gpus)} x {sm}" for sm in dict.fromkeys(g.sm() for g in m.gpus))
 
 
-def _action(project: str, version: str | None) -> str:
+def _action(project: str, version: str | None, exe: Path | None) -> str:
+    """What to do about a project the speedup requires: upgrade it, or install it (``exe``: the
+    --python that was looked in, which holds none of it; else PATH named the targets)."""
     dist = PROJECTS[project].distribution
-    return f"upgrade {dist} ({version} here)" if version else f"install {dist} (not among the targets; `--python` finds every one installed)"
+    if version:
+        return f"upgrade {dist} ({version} here)"
+    if exe is not None:
+        return f"install {dist} (not installed for {exe})"
+    return f"install {dist} (not among the targets; `--python EXE` finds every project installed for EXE)"
 
 
-def speedup_lines(s, m) -> list[str]:
-    """What doctor says of a known speedup for machine ``m`` (``judge.speedups.SpeedupHere``)."""
+def speedup_lines(s, m, exe: Path | None = None) -> list[str]:
+    """What doctor says of a known speedup for machine ``m`` (``judge.speedups.SpeedupHere``);
+    ``exe``: the --python whose projects are the targets, if given."""
     sp, installed = s.speedup, s.installed
     if m.gpus:
         lines = [f"all-reduce on these GPUs ({_gpus(m)}, linked through PCIe only: no NVLink, no multicast): {sp.what}"]
@@ -284,7 +291,7 @@ def speedup_lines(s, m) -> list[str]:
     if s.available:
         lines.append(f"  {have} have it: start the server with {sp.turn_on}")
     else:
-        lines.append(f"  it needs {needs} ({sp.turn_on}): {', '.join(_action(r.project, installed[r.project]) for r in s.short)}")
+        lines.append(f"  it needs {needs} ({sp.turn_on}): {', '.join(_action(r.project, installed[r.project], exe) for r in s.short)}")
         if len(s.short) == 1 and s.short[0].otherwise and installed[s.short[0].project]:
             r = s.short[0]
             lines.append(f"  with {PROJECTS[r.project].label} {installed[r.project]}, {sp.turn_on} only logs \"{r.otherwise}\"")

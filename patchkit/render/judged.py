@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from patchkit.gpus.products import no_multicast_said
 from patchkit.judge import reasons as judge
 
 
@@ -66,7 +67,7 @@ SENTENCES: dict[type, Callable[..., str]] = {
     judge.CannotApplyHere: lambda r: r.says,
     judge.GatesLeft: lambda r: r.says,
     judge.InRelease: lambda r: "the release has it",
-    judge.NoMulticast: lambda r: (f"no multicast on any GPU of this cc ({'; '.join(r.products)})" if r.kind == judge.Peers.NO_PRODUCT
+    judge.NoMulticast: lambda r: (no_multicast_said([cc.pair() for cc in r.ccs]) if r.kind == judge.Peers.NO_PRODUCT
                                   else _NO_MULTICAST[r.kind]),
     judge.NoNvcc: lambda r: "no nvcc on PATH",
     judge.Unneeded: _unneeded,

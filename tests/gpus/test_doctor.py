@@ -480,7 +480,7 @@ def test_an_sm12x_cc_given_is_known_to_lack_multicast(tmp_path: Path, venvs, cc:
     assert lines[6] == (f"  torch-symm-mem (on by default): not needed for cc {cc}, not applied: "
                         "TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES lacks 12; _WORLD_SIZES_MULTIMEM lacks 12")
     assert lines[7] == "    not needed because " + NOT_NEEDED_0523.replace(
-        "no multicast between PCIe GPUs", f"no multicast on any GPU of this cc ({products})")
+        "no multicast between PCIe GPUs", f"no multicast on any GPU of cc {cc} ({products})")
     assert lines[-1] == f"nothing GPUs of cc {cc} need is missing"
 
 

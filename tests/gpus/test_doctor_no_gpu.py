@@ -25,7 +25,7 @@ PRODUCTS = {"12.0": "RTX PRO 6000 and RTX 50 have no NVLink", "12.1": "GB10 is o
 
 
 def multicast(cc: str = "12.0") -> list[str]:
-    why = f"no multicast on any GPU of this cc ({PRODUCTS[cc]})"
+    why = f"no multicast on any GPU of cc {cc} ({PRODUCTS[cc]})"
     return [f"    the communicator will then turn itself off (\"torch symmetric memory multicast operations are not supported\"): "
             f"{why}; the all-reduce stays on NCCL",
             f"    --enable-torch-symm-mem cannot speed anything up here ({why}): the fix only turns KeyError: 12 into a clean start"]
@@ -80,16 +80,18 @@ def applied(cc: str = "12.0") -> list[str]:
             "    prevented: KeyError: 12 (TorchSymmMemCommunicator.__init__ (torch_symm_mem.py))", *multicast(cc)]
 
 
-def advice(cc: str) -> list[str]:
+ADVICE_HEAD = ("all-reduce on two or more GPUs of cc 12.0 (linked through PCIe only: RTX PRO 6000 and RTX 50 have no NVLink): "
+               "FlashInfer's PCIe-IPC all-reduce (pcie_ipc_comm), which SGLang uses for the tensor-parallel all-reduce")
+NEEDS = "  it needs SGLang 0.5.21 or later and FlashInfer 0.7.0 or later (SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1): upgrade sglang (0.5.9 here), "
+
+
+def advice(cc: str, python: str) -> list[str]:
     """The PCIe all-reduce doctor names for a cc given whose GPUs can only meet over PCIe (12.0: no RTX PRO 6000
-    or RTX 50 has NVLink), for SGLang 0.5.9 alone; none for a GB10 (12.1), one GPU."""
+    or RTX 50 has NVLink), for SGLang 0.5.9 alone in the environment of ``python``; none for a GB10 (12.1), one GPU.
+    doctor looked in that environment (--python): FlashInfer is not installed there, said plainly."""
     if cc != "12.0":
         return []
-    return ["all-reduce on two or more GPUs of cc 12.0 (linked through PCIe only: RTX PRO 6000 and RTX 50 have no NVLink): "
-            "FlashInfer's PCIe-IPC all-reduce (pcie_ipc_comm), which SGLang uses for the tensor-parallel all-reduce",
-            "  it needs SGLang 0.5.21 or later and FlashInfer 0.7.0 or later (SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1): upgrade sglang "
-            "(0.5.9 here), install flashinfer-python (not among the targets; `--python` finds every one installed)",
-            SERVES, *MEASURED, ""]
+    return [ADVICE_HEAD, f"{NEEDS}install flashinfer-python (not installed for {python})", SERVES, *MEASURED, ""]
 
 
 def snapshot(root: Path) -> dict[str, str]:
@@ -120,7 +122,7 @@ def test_a_host_without_gpus_reports_the_projects_and_exits_2(tmp_path: Path, sg
         "no GPU seen: " + why.format(exe=tmp_path / "bin" / "nvidia-smi"),
         "cannot say what this machine needs: each fix below is judged for cc 12.0, the GPUs the fixes are for "
         "(--to-cc CC judges for GPUs of that cc)",
-        *projects(sglang_venv, python, missing()), *advice("12.0"),
+        *projects(sglang_venv, python, missing()), *advice("12.0", python),
         f"needed for cc 12.0: deepgemm-sm12x, torch-symm-mem; to apply: patchkit apply --python {python} --to-cc 12",
     ]
     doc = json.loads(invoke("doctor", "--python", python, "--json", env=env).stdout)
@@ -142,7 +144,7 @@ def test_to_cc_judges_a_host_without_gpus_for_that_cc(tmp_path: Path, sglang_ven
             f"judged for cc {cc} as given (--to-cc {written}) and not measured: how the GPUs are linked is not known"]
     done = invoke("doctor", "--python", python, "--to-cc", written, env=env)
     assert (done.returncode, done.stderr) == (1, b"")
-    assert lines(done) == [*head, *projects(venv, python, missing(cc), cc), *advice(cc),
+    assert lines(done) == [*head, *projects(venv, python, missing(cc), cc), *advice(cc, python),
                            f"needed for cc {cc}: deepgemm-sm12x, torch-symm-mem; to apply: patchkit apply --python {python} --to-cc 12"]
     doc = json.loads(invoke("doctor", "--python", python, "--to-cc", written, "--json", env=env).stdout)
     assert (doc["ok"], doc["exit_code"], doc["needed"], doc["judged_for"]) == (False, 1, ["deepgemm-sm12x", "torch-symm-mem"], {"ccs": [cc], "from": "--to-cc"})
@@ -152,11 +154,11 @@ def test_to_cc_judges_a_host_without_gpus_for_that_cc(tmp_path: Path, sglang_ven
     assert done.returncode == 0, done.stderr.decode()
     done = invoke("doctor", "--python", python, "--to-cc", written, env=env)
     assert (done.returncode, done.stderr) == (0, b"")
-    assert lines(done) == [*head, *projects(venv, python, applied(cc), cc), *advice(cc), f"nothing GPUs of cc {cc} need is missing"]
+    assert lines(done) == [*head, *projects(venv, python, applied(cc), cc), *advice(cc, python), f"nothing GPUs of cc {cc} need is missing"]
     # Without --to-cc it still cannot judge this machine: the state is shown, and the exit stays 2.
     done = invoke("doctor", "--python", python, env=env)
     assert done.returncode == 2 and done.stderr.decode() == f"patchkit: {CANNOT}\n"
-    assert lines(done)[2:] == [*projects(venv, python, applied()), *advice("12.0"), "nothing GPUs of cc 12.0 need is missing"]
+    assert lines(done)[2:] == [*projects(venv, python, applied()), *advice("12.0", python), "nothing GPUs of cc 12.0 need is missing"]
 
 
 def test_to_cc_wins_over_the_gpus_nvidia_smi_shows(tmp_path: Path, sglang_venv: Path) -> None:
@@ -171,7 +173,7 @@ def test_to_cc_wins_over_the_gpus_nvidia_smi_shows(tmp_path: Path, sglang_venv: 
     assert (done.returncode, done.stderr) == (1, b"")
     assert lines(done) == [
         *gpus, "judged for cc 12.0 as given (--to-cc 12) instead of the GPUs above: how GPUs of cc 12.0 would be linked is not known",
-        *projects(sglang_venv, python, missing()), *advice("12.0"),
+        *projects(sglang_venv, python, missing()), *advice("12.0", python),
         f"needed for cc 12.0: deepgemm-sm12x, torch-symm-mem; to apply: patchkit apply --python {python} --to-cc 12"]
     doc = json.loads(invoke("doctor", "--python", python, "--to-cc", "12", "--json", env=env).stdout)
     assert doc["machine"]["gpus"] == [{"index": 0, "name": "NVIDIA H200", "cc": "9.0", "bus_id": "00000000:00:06.0"}]
@@ -289,3 +291,14 @@ def test_to_cc_auto_adds_only_the_key_a_fix_is_for(tmp_path: Path, sglang_venv: 
     utils = next((venv / "lib").glob("python3*/site-packages")) / "sglang/srt/distributed/device_communicators/all_reduce_utils.py"
     (table,) = tables(utils.read_bytes(), ("TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES",), str(utils)).values()
     assert sorted(table) == [9, 10, 12] and table[12] == table[10]
+
+
+def test_path_targets_hint_that_python_finds_every_project(tmp_path: Path, sglang_venv: Path) -> None:
+    """Targets named by PATH (here SGLang's folder): FlashInfer is not among them, whether or not installed
+    beside it, and the advice keeps the hint that --python finds every project installed."""
+    site = next((sglang_venv / "lib").glob("python3*/site-packages"))
+    done = invoke("doctor", str(site / "sglang"), "--to-cc", "12", env=no_nvidia_smi(tmp_path))
+    assert (done.returncode, done.stderr) == (1, b""), done.stdout.decode()
+    at = lines(done).index(ADVICE_HEAD)
+    assert lines(done)[at + 1] == (f"{NEEDS}install flashinfer-python (not among the targets; `--python EXE` finds every "
+                                   "project installed for EXE)")

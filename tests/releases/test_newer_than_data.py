@@ -26,7 +26,8 @@ LACK = {GB10: "one GPU, no peer to share multicast memory with", RTX8: "no multi
 KEY = {GB10: "12.1", RTX8: "12.0"}
 REST = ("with the key the communicator would go on to torch_symm_mem.rendezvous, which maps every peer's memory (P2P "
         "between the GPUs), and then turn itself off anyway: a way to fail, and no speed")
-PRODUCTS = "no multicast on any GPU of this cc (RTX PRO 6000 and RTX 50 have no NVLink; GB10 is one GPU)"
+# Judged for both SM12x ccs at once (no GPU seen): the facts of each cc from gpus/products.py.
+PRODUCTS = "no multicast on any GPU of cc 12.0 or 12.1 (RTX PRO 6000 and RTX 50 have no NVLink; GB10 is one GPU)"
 
 
 def vllm_0340_why(lack: str, key: str) -> str:
@@ -120,11 +121,14 @@ def test_plain_apply_on_sglang_0523_writes_no_torch_symm_mem_key(tmp_path: Path,
         done = invoke("apply", "--python", python, env=env)
         assert (done.returncode, done.stderr) == (0, b""), done.stdout.decode()
         judged = "here" if machine else "for the SM12x GPUs, 12.0 and 12.1 (no GPU seen)"
-        assert out(done)[1] == (f"not needed {judged}: torch-symm-mem: {sglang_0523_why(LACK[machine] if machine else PRODUCTS)} "
-                                "(--fix torch-symm-mem applies it anyway)"), machine
+        why = sglang_0523_why(LACK[machine] if machine else PRODUCTS)
+        assert out(done)[1] == f"not needed {judged}: torch-symm-mem: {why} (--fix torch-symm-mem applies it anyway)", machine
         assert out(done)[-1].endswith(": nothing written")
         # Nothing written: the tables' files as released, and no state dir beside the package.
         assert (snapshot(site / "sglang/srt/distributed/device_communicators"), sorted(p.name for p in site.iterdir())) == before
+        doc = json.loads(invoke("apply", "--python", python, "--json", env=env).stdout)
+        assert doc["targets"][0]["not_needed"] == [{"fix": "torch-symm-mem", "reason": "not-needed-here", "judged": judged,
+                                                    "why": why}]
 
 
 def test_asked_for_it_is_applied_and_then_named_patchkits_own(tmp_path: Path, sglang) -> None:
@@ -176,7 +180,7 @@ def test_a_newer_release_whose_files_do_not_tell_is_never_needed(vllm_0340) -> N
     unread = unneeded(effect, vllm, "0.34.0", gb10, lambda path: None)
     assert code(unread) == "newer-than-read"
     assert said(unread) == (
-        "no multicast on any GPU of this cc (GB10 is one GPU), and vLLM 0.34.0 is newer than patchkit has read (its data ends "
+        "no multicast on any GPU of cc 12.1 (GB10 is one GPU), and vLLM 0.34.0 is newer than patchkit has read (its data ends "
         f"at 0.33.0): its files do not hold what showed how 0.33.0 goes on without the fix ({SYMM}: "
         "`if self.device_capability not in SYMM_MEM_ALL_REDUCE_MAX_SIZES:`), so patchkit cannot say whether it is needed here")
     read = unneeded(effect, vllm, "0.34.0", gb10, lambda path: (site / path).read_bytes() if (site / path).is_file() else None)

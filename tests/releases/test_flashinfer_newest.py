@@ -1,0 +1,135 @@
+"""What the FlashInfer-facing fixes and speed-ups do on flashinfer-python 0.7.4, the newest on the index
+and newer than every FlashInfer range of the data (docs/RELEASES.md): the real wheel installed by pip,
+with the stand-in nvidia-smi of 8 x RTX PRO 6000 on PCIe and of one GB10.
+
+- allreduce-fusion: its FlashInfer rule carries FlashInfer PR 3903, upstream since 0.6.17; 0.7.4's files
+  hold it (``supported_major_versions=[9, 10, 12]`` in flashinfer/jit/comm.py), so it is "in effect (the
+  release has it)" and apply writes nothing (rule 1); what it needs of the machine (nvcc for the JIT build,
+  sm_120a or sm_121a) is still said.
+- sglang-pcie-ipc-allreduce (known-speedups.toml, FlashInfer ``since = "0.7.0"``): 0.7.4 still holds
+  flashinfer/comm/pcie_ipc_ar.py with PcieIpcAllReduceWorkspace, which the advice names (rule 4)."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+from gpus.standin import standin
+
+from patchkit.digest import sha256
+from support.cli import invoke
+from support.venvs import copy_venv
+
+GB10, RTX8 = "gb10", "rtxpro6000-8pcie"
+BUILD = {RTX8: ("12.0", "CUDA 12.8 or later and nvcc, for FlashInfer's JIT build of sm_120a (trtllm_comm.so)"),
+         GB10: ("12.1", "CUDA 12.9 or later and nvcc, for FlashInfer's JIT build of sm_121a (trtllm_comm.so)")}
+
+
+def out(done) -> list[str]:
+    return done.stdout.decode().splitlines()
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): sha256(p.read_bytes()) for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def venv_of(prebuilt, tmp_path: Path):
+    """Wheels (name, version) -> a copy of a virtualenv with those real wheels installed."""
+    from support.mirror import default_cache, fetch_wheel
+
+    def make(*wheels: tuple[str, str]) -> Path:
+        files = [fetch_wheel(version, default_cache(), name) for name, version in wheels]
+        return copy_venv(prebuilt.venv(*files), tmp_path / "V")
+
+    return make
+
+
+def machine(tmp_path: Path, name: str) -> dict:
+    """The stand-in nvidia-smi, no nvcc on PATH, and $CUDA_HOME a folder without one: FlashInfer's JIT
+    finds no compiler whatever this host has installed."""
+    return {**standin(tmp_path / "smi", name), "CUDA_HOME": str(tmp_path / "cuda")}
+
+
+def test_the_wheel_holds_what_the_data_expects() -> None:
+    """The facts the verdicts below rest on, read in the wheel itself."""
+    from support.mirror import default_cache, fetch_wheel
+
+    with zipfile.ZipFile(fetch_wheel("0.7.4", default_cache(), "flashinfer-python")) as wheel:
+        comm = wheel.read("flashinfer/jit/comm.py").decode()
+        ipc = wheel.read("flashinfer/comm/pcie_ipc_ar.py").decode()
+        init = wheel.read("flashinfer/comm/__init__.py").decode()
+    start = comm.index("def gen_trtllm_comm_module")
+    assert "supported_major_versions=[9, 10, 12]" in comm[start:comm.index("def ", start + 4)]
+    assert "class PcieIpcAllReduceWorkspace" in ipc and "PcieIpcAllReduceWorkspace as PcieIpcAllReduceWorkspace" in init
+
+
+@pytest.mark.parametrize("gpus", [RTX8, GB10])
+def test_allreduce_fusion_on_flashinfer_074(tmp_path: Path, venv_of, gpus: str) -> None:
+    venv = venv_of(("flashinfer-python", "0.7.4"))
+    python = str(venv / "bin" / "python")
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    env = machine(tmp_path, gpus)
+    cc, build = BUILD[gpus]
+    head = f"{site}/flashinfer: FlashInfer 0.7.4 (installed), from flashinfer_python-0.7.4.dist-info/METADATA"
+
+    done = invoke("doctor", "--python", python, env=env)
+    assert done.returncode == 0, done.stdout.decode()
+    lines = out(done)
+    at = lines.index(head)
+    assert lines[at:] == [
+        head,
+        "  allreduce-fusion (opt-in): in effect (the release has it)",
+        f"    it needs {build}: no nvcc on PATH; FlashInfer cannot build the comm module for SM120",
+        "",
+        f"compiled CUDA code: no distribution installed for {python} carries any",
+        "compiled at the first start (JIT), by what their sources admit and the compiler they call "
+        "(used only where a server calls them; not counted in the exit code): 1 library",
+        f"  flashinfer-python 0.7.4: FlashInfer JIT, compiles with nvcc, none at {tmp_path}/cuda/bin/nvcc ($CUDA_HOME)",
+        f"    {cc}: cannot build: no nvcc at {tmp_path}/cuda/bin/nvcc",
+        "",
+        "nothing this machine needs is missing",
+    ]
+    doc = json.loads(invoke("doctor", "--python", python, "--json", env=env).stdout)
+    (fusion,) = doc["targets"][0]["fixes"]
+    assert (fusion["fix"], fusion["status"], fusion["reason"], fusion["needed"], doc["needed"], doc["exit_code"]) == (
+        "allreduce-fusion", "in effect", "in-release", False, [], 0)
+
+    before = snapshot(site)
+    done = invoke("verify", "--python", python, env=env)
+    assert (done.returncode, out(done)[2:]) == (0, [
+        head, "verify: ok, nothing to patch: deepgemm-sm12x, fusion-self-enable, torch-symm-mem change nothing in "
+        "FlashInfer 0.7.4; not checked: allreduce-fusion (--all-fixes)"]), done.stdout.decode()
+    done = invoke("verify", "--python", python, "--fix", "allreduce-fusion", env=env)
+    assert (done.returncode, out(done)[2:]) == (0, [head, "nothing to do: FlashInfer already holds key 12 for this machine's GPUs"])
+
+    done = invoke("apply", "--python", python, env=env)
+    assert (done.returncode, out(done)) == (0, [
+        head, "note: no rule of deepgemm-sm12x, fusion-self-enable, torch-symm-mem patches FlashInfer; allreduce-fusion does (--fix NAME)",
+        "nothing to patch: nothing written"])
+    done = invoke("apply", "--python", python, "--fix", "allreduce-fusion", env=env)
+    assert (done.returncode, out(done)) == (0, [
+        head, "note: no shipped patch for FlashInfer 0.7.4", "already upstream (generated from the installed files): nothing written"])
+    assert snapshot(site) == before
+
+
+def test_sglang_0523_with_flashinfer_074_is_told_of_the_pcie_ipc_all_reduce(tmp_path: Path, venv_of) -> None:
+    """SGLang 0.5.23 pins FlashInfer 0.7.2; with 0.7.4 the advice still holds (it has PcieIpcAllReduceWorkspace),
+    and SGLang's own fusion gate is what keeps allreduce-fusion incomplete there, not FlashInfer."""
+    venv = venv_of(("sglang", "0.5.23"), ("flashinfer-python", "0.7.4"))
+    python = str(venv / "bin" / "python")
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    env = machine(tmp_path, RTX8)
+    done = invoke("doctor", "--python", python, env=env)
+    assert done.returncode == 0, done.stdout.decode()
+    lines = out(done)
+    fusion = next(line for line in lines if line.startswith("  allreduce-fusion (opt-in): incomplete here"))
+    assert "sglang/srt/layers/flashinfer_comm_fusion.py:48 in _resolve_backend()" in fusion
+    head = f"{site}/flashinfer: FlashInfer 0.7.4 (installed), from flashinfer_python-0.7.4.dist-info/METADATA"
+    assert lines[lines.index(head) + 1] == "  allreduce-fusion (opt-in): in effect (the release has it)"
+    at = lines.index("all-reduce on these GPUs (8 x SM120, linked through PCIe only: no NVLink, no multicast): FlashInfer's "
+                     "PCIe-IPC all-reduce (pcie_ipc_comm), which SGLang uses for the tensor-parallel all-reduce")
+    assert lines[at + 1] == "  SGLang 0.5.23 and FlashInfer 0.7.4 have it: start the server with SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1"
+    assert lines[-1] == "nothing this machine needs is missing"

@@ -17,10 +17,12 @@ from kernels.test_jit import standin
 from settings.test_settings import clean_env
 from settings.test_settings_here import GB10, gb10, lines, with_vllm
 
+from patchkit.commands.settings import SettingsVerified
 from patchkit.fixes.settings import read_settings
 from patchkit.gpus.smi import given
-from patchkit.judge.settings import Need, settings_here
+from patchkit.judge.settings import Need, missing, settings_here
 from patchkit.render.settings import lines as doctor_lines
+from patchkit.render.settings import to_text
 from patchkit.versions import at_least
 from support.cli import invoke
 from support.venvs import make_venv
@@ -105,6 +107,10 @@ def test_a_release_newer_than_the_data_is_read_from_its_knobs_and_compiler(tmp_p
         f"read call for 12.1 and which variable names it; it bundles ptxas 12.9 ({site / BIN / 'ptxas'}), which knows "
         f"sm_121a; ptxas-blackwell 13.4 ({site / BIN / 'ptxas-blackwell'}), which knows sm_121a)")
     assert h.to_json()["need"] == "newer than patchkit has read"
+    # verify: not missing (no variable can be named), and its last line is no "ok".
+    said = to_text(SettingsVerified("PY", ((12, 1),), (h,), tuple(missing([h]))), False)
+    assert said[-2:] == [f"setting triton-ptxas: not judged for 12.1 ({doctor_lines([h])[1].split(' (', 1)[1][:-1]})",
+                         "verify: none missing of 0 settings judged; not judged: triton-ptxas (newer than patchkit has read)"]
     # Older than every release the data reads: not said at all.
     assert judge(tmp_path / "38" / "site", ptxas_setting()._replace(spellings=ptxas_setting().spellings[-1:])) == []
 

@@ -5,8 +5,12 @@ whose GPUs are among those judged for; ``render/settings.py`` says them.
 - Triton's ptxas: the installed Triton's release (its dist-info) picks the spelling; the ptxas that
   release calls for the GPU (the variable's, else the bundled one: ``ptxas-blackwell`` for 10.0 and
   later in 3.3.x and 3.6+, ``ptxas`` in 3.4/3.5) is asked ``--help`` (bounded, ``kernels/jit.ask``)
-  whether it knows ``sm_<cc>a``; a ptxas that would do is looked for in the environment
-  (``nvidia/cu13/bin/ptxas``, ``nvidia/cuda_nvcc/bin/ptxas``), ``$CUDA_HOME/bin``, and PATH.
+  whether it knows ``sm_<cc>a``, and the verdict is its answer; a ptxas that would do is looked for
+  in the environment (``nvidia/cu13/bin/ptxas``, ``nvidia/cuda_nvcc/bin/ptxas``), ``$CUDA_HOME/bin``,
+  PATH, and the bundled one.  A release newer than every spelling is read: the newest spelling whose
+  ``marks`` its ``knobs.py`` and ``compiler.py`` hold is its own (``read_in``); where none is held,
+  which ptxas it calls and which variable names it are not known: ``UNREAD``, with every ptxas it
+  bundles asked, never "not needed" by assumption (docs/RELEASES.md).
 - DeepGEMM: the ``deep_gemm`` the project loads (vLLM: the top-level one, else its bundled copy)
   without ``include/deep_gemm/impls/sm120_*.cuh``; SGLang only from the release whose probe the
   three APIs fool (0.5.21), vLLM only where ``support_deep_gemm`` admits the 12.x family.
@@ -26,7 +30,7 @@ from patchkit.fixes.settings import Check, Setting, SettingKind, Spelling, read_
 from patchkit.kernels.jit import Compiler, ask
 from patchkit.types import StrEnum
 from patchkit.values import Record
-from patchkit.versions import at_least
+from patchkit.versions import at_least, version_key
 
 
 class Need(StrEnum):
@@ -38,6 +42,7 @@ class Need(StrEnum):
     MAYBE = "needed if"  # needed under a condition the files cannot tell (how the GPUs are linked)
     NOT_NEEDED = "not needed"  # the release does it by itself, or its installed parts serve these GPUs
     ABSENT = "not in this release"  # the release has no such variable or flag
+    UNREAD = "newer than patchkit has read"  # the release's files do not show how it is spelled: not judged
 
 
 class DeepGemmWhy(StrEnum):
@@ -65,6 +70,8 @@ class SettingHere(Record):
     found: str | None = None  # what was found: the DeepGEMM folder; the variable's value as set
     why: DeepGemmWhy | None = None  # DeepGEMM: why it is needed or not
     impls: tuple[str, ...] = ()  # DeepGEMM: its kernel templates for the GPU's major
+    read_in: tuple[str, ...] = ()  # a release newer than the data: the files its spelling was read in
+    bundled: tuple[Compiler, ...] = ()  # UNREAD Triton: every ptxas it bundles, asked
 
     def to_json(self) -> dict:
         s, sp = self.setting, self.spelling
@@ -75,6 +82,9 @@ class SettingHere(Record):
                 "ptxas": None if c is None else {"path": c.path, "release": c.release, "targets": list(c.targets or ()),
                                                  "problem": c.problem},
                 "would_do": [{"path": w.path, "release": w.release} for w in self.would_do],
+                "read_in": list(self.read_in),
+                "bundled": [{"tool": b.tool, "path": b.path, "release": b.release, "knows": b.knows(_target(self.cc))}
+                            for b in self.bundled],
                 "evidence": s.evidence, "measured": s.measured}
 
 
@@ -106,40 +116,61 @@ def _ptxas_fits(c: Compiler, target: str, sp: Spelling) -> bool:
     return bool(c.knows(target)) and bool(r) and at_least(r, low) and (high is None or not at_least(r, high))
 
 
-def _candidates(sites: list[Path], env: dict) -> list[tuple[str, str]]:
+def _candidates(sites: list[Path], env: dict, bundled: str) -> list[tuple[str, str]]:
     found = [(str(s / rel), "installed " + rel) for s in sites for rel in SDIRS if (s / rel).is_file()]
     if env.get("CUDA_HOME") and os.path.isfile(os.path.join(env["CUDA_HOME"], "bin", "ptxas")):
         found.append((os.path.join(env["CUDA_HOME"], "bin", "ptxas"), "$CUDA_HOME"))
     on_path = shutil.which("ptxas", path=env.get("PATH", ""))
     if on_path:
         found.append((on_path, "PATH"))
+    found.append((bundled, "bundled with Triton"))
     return list(dict(found[::-1]).items())[::-1]  # one per path, the first kept
 
 
-def _triton(s: Setting, version: str, sites: list[Path], env: dict, cc: tuple[int, int]) -> SettingHere | None:
-    sp = s.spelling(version)
-    if sp is None:
-        return None
+def _target(cc: tuple[int, int]) -> str:
     arch = cc[0] * 10 + cc[1]
-    target = f"sm_{arch}{'a' if arch >= 90 else ''}"
+    return f"sm_{arch}{'a' if arch >= 90 else ''}"
+
+
+def _read_spelling(s: Setting, version: str, sites: list[Path]) -> tuple[Spelling | None, tuple[str, ...]]:
+    """A release newer than every spelling: the newest spelling whose marks its files hold, and those files."""
+    for sp in sorted((sp for sp in s.spellings if sp.marks), key=lambda sp: version_key(sp.since), reverse=True):
+        if all(_holds(_first(sites, rel), mark) for rel, mark in sp.marks):
+            return sp, tuple(dict.fromkeys(rel for rel, _ in sp.marks))
+    return None, tuple(dict.fromkeys(rel for sp in s.spellings for rel, _ in sp.marks))
+
+
+def _triton(s: Setting, version: str, sites: list[Path], env: dict, cc: tuple[int, int]) -> SettingHere | None:
+    sp, read_in = s.spelling(version), ()
+    if sp is None and not all(at_least(version, x.since) for x in s.spellings):
+        return None  # older than every release read: not said
+    target = _target(cc)
     package = _first(sites, "triton")
     if package is None:
         return None
-    blackwell = (package / "backends" / "nvidia" / "bin" / "ptxas-blackwell").is_file() and arch >= 100 and \
-        sp.name != "TRITON_PTXAS_PATH"
+    bin_dir = package / "backends" / "nvidia" / "bin"
+    if sp is None:
+        sp, read_in = _read_spelling(s, version, sites)
+        if sp is None:
+            tools = sorted(n for n in ("ptxas", "ptxas-blackwell") if (bin_dir / n).is_file())
+            bundled = tuple(ask(n, str(bin_dir / n), "bundled with Triton", "--gpu-name") for n in tools)
+            return SettingHere(s, version, cc, Need.UNREAD, None, None, read_in=read_in, bundled=bundled)
+    blackwell = (bin_dir / "ptxas-blackwell").is_file() and cc[0] >= 10 and "BLACKWELL" in sp.name
     tool = "ptxas-blackwell" if blackwell else "ptxas"
     chosen, how = env.get(sp.name), f"${sp.name}"
     if not chosen:
-        chosen, how = str(package / "backends" / "nvidia" / "bin" / tool), "bundled with Triton"
+        chosen, how = str(bin_dir / tool), "bundled with Triton"
     asked = ask(tool, chosen, how, "--gpu-name")
-    if not sp.needed or (how == "bundled with Triton" and asked.knows(target)):
-        return SettingHere(s, version, cc, Need.NOT_NEEDED, sp, None, asked)
-    would = tuple(c for c in (ask("ptxas", p, by, "--gpu-name") for p, by in _candidates(sites, env)) if _ptxas_fits(c, target, sp))
+    knows = asked.knows(target)
+    if how == "bundled with Triton" and (knows or (knows is None and not sp.needed and not read_in)):
+        return SettingHere(s, version, cc, Need.NOT_NEEDED, sp, None, asked, read_in=read_in)
+    would = tuple(c for c in (ask("ptxas", p, by, "--gpu-name") for p, by in _candidates(sites, env, str(bin_dir / tool)))
+                  if _ptxas_fits(c, target, sp))
     value = would[0].path if would else None
     if how != "bundled with Triton":
         need = Need.SET if _ptxas_fits(asked, target, sp) else Need.WRONG
-        return SettingHere(s, version, cc, need, sp, value, asked, would, env.get(sp.name))
-    return SettingHere(s, version, cc, Need.NEEDED, sp, value, asked, would)
+        return SettingHere(s, version, cc, need, sp, value, asked, would, env.get(sp.name), read_in=read_in)
+    return SettingHere(s, version, cc, Need.NEEDED, sp, value, asked, would, read_in=read_in)
 
 
 def _deepgemm(s: Setting, version: str, sites: list[Path], env: dict, cc: tuple[int, int]) -> SettingHere | None:

@@ -18,9 +18,9 @@ it knows.
   FlashInfer finds it.
 - **Triton** (``triton/``): ``sm_arch_from_capability`` (``triton/backends/nvidia/compiler.py``)
   targets ``sm_<cc>a`` from 9.0 on; its PTX goes to ``ptxas``, ``$TRITON_PTXAS_PATH`` or the one
-  bundled in ``triton/backends/nvidia/bin/``, and from Triton 3.6, for 10.0 and later, to
-  ``ptxas-blackwell`` (``$TRITON_PTXAS_BLACKWELL_PATH`` or the bundled one): ``get_ptxas`` in
-  ``compiler.py``, ``env_nvidia_tool`` in ``triton/knobs.py``.
+  bundled in ``triton/backends/nvidia/bin/``, and from Triton 3.6, for 10.0 and later (3.9: 9.0 and
+  later), to ``ptxas-blackwell`` (``$TRITON_PTXAS_BLACKWELL_PATH`` or the bundled one): ``get_ptxas`` in
+  ``compiler.py``, ``env_nvidia_tool`` in ``triton/knobs.py`` (read to 3.9.0).
 """
 
 from __future__ import annotations

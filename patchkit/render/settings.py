@@ -36,7 +36,8 @@ def _what(h) -> str:
         c = h.asked
         said = f"{c.tool} {c.release or '?'} ({c.path})" if c is not None else "its ptxas"
         knows = "knows" if c is not None and c.knows(f"sm_{h.cc[0]}{h.cc[1]}a") else "does not know"
-        return f"Triton {h.version} calls {said}, which {knows} sm_{h.cc[0]}{h.cc[1]}a"
+        read = f" (newer than patchkit's data: read in its {' and '.join(h.read_in)})" if h.read_in else ""
+        return f"Triton {h.version}{read} calls {said}, which {knows} sm_{h.cc[0]}{h.cc[1]}a"
     if s.check.value == "deepgemm-without-sm12x":
         impls = f"include/deep_gemm/impls/sm{h.cc[0]}0_*.cuh"
         if h.why == DeepGemmWhy.NOT_ADMITTED:
@@ -49,6 +50,22 @@ def _what(h) -> str:
     if s.check.value == "nccl-pcie":
         return f"{s.project} {h.version}"
     return f"{s.project} {h.version} has {h.spelling.name}" if h.spelling else f"{s.project} {h.version}"
+
+
+def _answer(c, target: str) -> str:
+    knows = c.knows(target)
+    if knows is None:
+        return f"{c.tool} ({c.path}), which cannot be asked ({c.problem or 'its --help lists no --gpu-name values'})"
+    return f"{c.tool} {c.release or '?'} ({c.path}), which {'knows' if knows else 'does not know'} {target}"
+
+
+def unread(h) -> str:
+    """Why a Triton newer than patchkit has read is not judged, and what the ptxas it bundles say."""
+    target = f"sm_{h.cc[0]}{h.cc[1]}a"
+    asked = "; ".join(_answer(c, target) for c in h.bundled) or "no ptxas"
+    return (f"Triton {h.version} is newer than patchkit has read (its data ends before {h.setting.spellings[-1].before}): "
+            f"its {' and '.join(h.read_in) or 'files'} do not hold what showed which ptxas the releases read call for "
+            f"{_cc(h)} and which variable names it; it bundles {asked}")
 
 
 def _install_ptxas(h) -> str:
@@ -80,6 +97,8 @@ def lines(found) -> list[str]:
                 out.append(f"    (also would do: ptxas {w.release} at {w.path})")
         elif h.need == Need.SET:
             out.append(f"  {s.name}: set for {cc} ({h.spelling.name}={h.found})")
+        elif h.need == Need.UNREAD:
+            out.append(f"  {s.name}: not judged for {cc} ({unread(h)})")
         elif h.need == Need.ABSENT:
             out.append(f"  {s.name}: {s.project} {h.version} has no {h.spelling.name}: nothing to set")
         else:
@@ -115,6 +134,11 @@ def to_text(r, terminal: bool) -> list[str]:
     if r.missing:
         return lines + [f"verify: {len(r.missing)} setting{'s' if len(r.missing) != 1 else ''} missing"]
     judged = [h for h in r.judged if h.need in (Need.SET, Need.NOT_NEEDED)]
+    unjudged = [h for h in r.judged if h.need == Need.UNREAD]
+    if unjudged:
+        return lines + [f"setting {h.setting.name}: not judged for {_cc(h)} ({unread(h)})" for h in unjudged] + [
+            f"verify: none missing of {len(judged)} setting{'s' if len(judged) != 1 else ''} judged; not judged: "
+            f"{', '.join(dict.fromkeys(h.setting.name for h in unjudged))} (newer than patchkit has read)"]
     return lines + [f"verify: ok ({len(judged)} setting{'s' if len(judged) != 1 else ''} judged, none missing)"]
 
 

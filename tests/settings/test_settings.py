@@ -162,10 +162,14 @@ def test_each_release_spells_it_as_its_files_read_it() -> None:
     from patchkit.judge.settings import SettingHere
 
     [s] = [s for s in read_settings() if s.name == "triton-ptxas"]
-    spelled = {v: (s.spelling(v).name, s.spelling(v).needed, s.spelling(v).ptxas) for v in ("3.3.1", "3.4.0", "3.5.1", "3.6.0")}
+    read = ("3.3.1", "3.4.0", "3.5.1", "3.6.0", "3.7.0", "3.7.1", "3.8.0", "3.9.0")
+    spelled = {v: (s.spelling(v).name, s.spelling(v).needed, s.spelling(v).ptxas) for v in read}
+    blackwell = ("TRITON_PTXAS_BLACKWELL_PATH", False, ("12.9", None))
     assert spelled == {"3.3.1": ("TRITON_PTXAS-BLACKWELL_PATH", True, ("12.9", "13.0")),
                        "3.4.0": ("TRITON_PTXAS_PATH", True, ("12.9", "13.0")), "3.5.1": ("TRITON_PTXAS_PATH", True, ("12.9", None)),
-                       "3.6.0": ("TRITON_PTXAS_BLACKWELL_PATH", False, None)}
+                       "3.6.0": blackwell, "3.7.0": blackwell, "3.7.1": blackwell, "3.8.0": blackwell, "3.9.0": blackwell}
+    # The reading ends at 3.9.0, the newest on the index: a later release is read from its files (test_triton_newest.py).
+    assert (s.spelling("3.9.1"), s.spelling("3.10.0"), s.spellings[-1].before) == (None, None, "3.9.1")
     here = SettingHere(s, "3.3.1", (12, 1), Need.NEEDED, s.spelling("3.3.1"), "/opt/cuda 12.9/bin/ptxas")
     assert set_line(here) == "env 'TRITON_PTXAS-BLACKWELL_PATH=/opt/cuda 12.9/bin/ptxas' <command>"
 

@@ -286,6 +286,20 @@ def find_nvcc(env: dict) -> tuple[str | None, str]:
     return "/usr/local/cuda/bin/nvcc", "/usr/local/cuda"
 
 
+class NvccAt(Record):
+    """Where the nvcc FlashInfer and DeepGEMM would call is (``find_nvcc``), and whether it is there."""
+
+    path: str
+    chosen_by: str  # "$CUDA_HOME", "$CUDA_PATH", "PATH", "/usr/local/cuda"
+    found: bool
+
+
+def nvcc_at(env: dict) -> NvccAt:
+    """The one lookup of nvcc: what the JIT section asks and what a fix that needs nvcc is judged by."""
+    path, chosen_by = find_nvcc(env)
+    return NvccAt(path, chosen_by, os.path.isfile(path))
+
+
 def triton_ptxas(package: Path, tool: str, env: dict) -> tuple[str | None, str]:
     """The ptxas Triton would call: ``$TRITON_PTXAS_PATH`` (``$TRITON_PTXAS_BLACKWELL_PATH`` for
     ptxas-blackwell) when set, else the one bundled beside it (Triton falls back to that too)."""

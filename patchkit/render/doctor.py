@@ -13,6 +13,7 @@ from patchkit.commands.doctor import DEFAULT, NoProjectHere
 from patchkit.errors import OK
 from patchkit.fixes.registry import PROJECTS
 from patchkit.judge.here import no_multicast
+from patchkit.judge.reasons import NoNvcc
 from patchkit.render import jit
 from patchkit.render.kernels import always, distribution_lines
 from patchkit.render.reasons import code, said
@@ -225,7 +226,9 @@ def _machine_lines(effect, r) -> list[str]:
                 lines.append(f"it needs {need.says}: NVLink links these GPUs, but topo -m does not show NVSwitch; "
                              f"without multicast {need.otherwise}, and {need.then}")
         elif need.machine == "nvcc":
-            lines.append(f"it needs {_for_gpus(need, m)}: " + (f"nvcc is {r.nvcc}" if r.nvcc else f"no nvcc on PATH; {need.otherwise}"))
+            n = r.nvcc
+            lines.append(f"it needs {_for_gpus(need, m)}: " + (f"nvcc is {n.path} ({n.chosen_by})" if n.found
+                                                                else f"{said(NoNvcc(n.path, n.chosen_by))}; {need.otherwise}"))
     return lines
 
 

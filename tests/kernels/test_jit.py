@@ -15,6 +15,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from gpus.standin import TOOLS
+from gpus.standin import tool as standin
 
 from patchkit.judge.jit import (
     BUILDS,
@@ -33,25 +35,8 @@ from support.cli import invoke
 from support.venvs import make_venv
 
 DATA = Path(__file__).resolve().parent / "data"
-TOOLS = DATA / "tools"
 # triton/knobs.py of Triton 3.6.0 (line 492), the line patchkit reads to know that ptxas-blackwell is used from 10.0 on.
 BLACKWELL_LINE = '    ptxas_blackwell: env_nvidia_tool = env_nvidia_tool("ptxas-blackwell")\n'
-SCRIPT = """#!/bin/sh
-case "$*" in
-  --version) exec cat '{version}' ;;
-  --help) exec cat '{help}' ;;
-  *) echo "stand-in {name}: unexpected arguments: $*" >&2; exit 2 ;;
-esac
-"""
-
-
-def standin(path: Path, recorded: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(SCRIPT.format(version=TOOLS / f"{recorded}.version.txt", help=TOOLS / f"{recorded}.help.txt", name=recorded))
-    path.chmod(0o755)
-    return path
-
-
 def no_cuda(tmp_path: Path, nvcc: str | None = "nvcc-13.0.88") -> dict:
     """An environment whose PATH has a stand-in nvcc (or none) and no CUDA_HOME."""
     bin_dir = tmp_path / "cuda-bin"

@@ -204,10 +204,12 @@ def _effect_line(j, label: str) -> str | None:
     return "; ".join(words)
 
 
-def _for_gpus(need, m) -> str:
-    """What the fix needs, for the GPUs judged for: each SM12x cc's words (12.1: sm_121a), joined."""
-    said = dict.fromkeys(need.said_for(cc) for cc in m.ccs() if cc[0] == 12)
-    return " and ".join(said) if said else need.says
+def _for_gpus(need, m, otherwise: bool = False) -> str:
+    """What the fix needs (``otherwise``: what the code does without it), for the GPUs judged for: each
+    SM12x cc's words (12.1: sm_121a, SM121), joined."""
+    words = need.otherwise_for if otherwise else need.said_for
+    said = dict.fromkeys(words(cc) for cc in m.ccs() if cc[0] == 12)
+    return " and ".join(said) if said else need.otherwise if otherwise else need.says
 
 
 def _machine_lines(effect, r) -> list[str]:
@@ -228,7 +230,7 @@ def _machine_lines(effect, r) -> list[str]:
         elif need.machine == "nvcc":
             n = r.nvcc
             lines.append(f"it needs {_for_gpus(need, m)}: " + (f"nvcc is {n.path} ({n.chosen_by})" if n.found
-                                                                else f"{said(NoNvcc(n.path, n.chosen_by))}; {need.otherwise}"))
+                                                                else f"{said(NoNvcc(n.path, n.chosen_by))}; {_for_gpus(need, m, True)}"))
     return lines
 
 

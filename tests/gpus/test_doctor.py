@@ -492,11 +492,14 @@ def test_a_gb10_is_told_of_a_jit_build_of_sm_121a_never_sm_120a(tmp_path: Path, 
     for cc, build in (("12.1", "CUDA 12.9 or later and nvcc, for FlashInfer's JIT build of sm_121a (trtllm_comm.so)"),
                       ("12.0", "CUDA 12.8 or later and nvcc, for FlashInfer's JIT build of sm_120a (trtllm_comm.so)")):
         done = invoke("doctor", "--python", python, "--to-cc", cc, env=no_nvidia_smi(tmp_path) | no_cuda)
-        assert f"    it needs {build}: no nvcc at {tmp_path}/cuda/bin/nvcc ($CUDA_HOME); FlashInfer cannot build the comm module for SM120" in out(done)
+        assert (f"    it needs {build}: no nvcc at {tmp_path}/cuda/bin/nvcc ($CUDA_HOME); "
+                f"FlashInfer cannot build the comm module for SM{cc.replace('.', '')}") in out(done)
         assert (b"sm_120a" in done.stdout) == (cc == "12.0")
         assert (b"sm_120a" in invoke("doctor", "--python", python, "--to-cc", cc, "--json", env=no_nvidia_smi(tmp_path)).stdout) == (cc == "12.0")
-    done = invoke("doctor", "--python", python, env=standin(tmp_path, "gb10"))
+    done = invoke("doctor", "--python", python, env=standin(tmp_path, "gb10") | no_cuda)
     assert b"sm_121a" in done.stdout and b"sm_120a" not in done.stdout
+    assert ("    it needs CUDA 12.9 or later and nvcc, for FlashInfer's JIT build of sm_121a (trtllm_comm.so): "
+            f"no nvcc at {tmp_path}/cuda/bin/nvcc ($CUDA_HOME); FlashInfer cannot build the comm module for SM121") in out(done)
 
 
 def test_plain_verify_proves_for_the_sm12x_gpus_it_finds(tmp_path: Path, prebuilt) -> None:

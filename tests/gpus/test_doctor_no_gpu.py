@@ -52,7 +52,7 @@ def fusion(cc: str = "12.0") -> list[str]:
         "    not needed by default: only with --enable-flashinfer-allreduce-fusion",
         "    without it SGLang never runs the fusion on SM120 (SGLang's fusion gate (_is_sm90_supported or _is_sm100_supported), "
         "communicator.py / add_norm.py)",
-        f"    it needs {BUILDS[cc]} (trtllm_comm.so): no nvcc at {NO_CUDA}/bin/nvcc ($CUDA_HOME); FlashInfer cannot build the comm module for SM120",
+        f"    it needs {BUILDS[cc]} (trtllm_comm.so): no nvcc at {NO_CUDA}/bin/nvcc ($CUDA_HOME); FlashInfer cannot build the comm module for SM{cc.replace('.', '')}",
     ]
 
 

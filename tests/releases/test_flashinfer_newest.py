@@ -25,6 +25,7 @@ from support.venvs import copy_venv
 GB10, RTX8 = "gb10", "rtxpro6000-8pcie"
 BUILD = {RTX8: ("12.0", "CUDA 12.8 or later and nvcc, for FlashInfer's JIT build of sm_120a (trtllm_comm.so)"),
          GB10: ("12.1", "CUDA 12.9 or later and nvcc, for FlashInfer's JIT build of sm_121a (trtllm_comm.so)")}
+GPU = {RTX8: "SM120", GB10: "SM121"}  # the GPUs judged, as the need line names them (it said SM120 on a GB10 too)
 
 
 def out(done) -> list[str]:
@@ -82,7 +83,7 @@ def test_allreduce_fusion_on_flashinfer_074(tmp_path: Path, venv_of, gpus: str) 
     assert lines[at:] == [
         head,
         "  allreduce-fusion (opt-in): in effect (the release has it)",
-        f"    it needs {build}: no nvcc at {tmp_path}/cuda/bin/nvcc ($CUDA_HOME); FlashInfer cannot build the comm module for SM120",
+        f"    it needs {build}: no nvcc at {tmp_path}/cuda/bin/nvcc ($CUDA_HOME); FlashInfer cannot build the comm module for {GPU[gpus]}",
         "",
         f"compiled CUDA code: no distribution installed for {python} carries any",
         "compiled at the first start (JIT), by what their sources admit and the compiler they call "

@@ -31,8 +31,8 @@ Returns a ``DoctorResult``: what was seen and judged, as values; ``render/doctor
 
 from __future__ import annotations
 
+import os
 import shlex
-import shutil
 from pathlib import Path
 
 from patchkit.cc import CC
@@ -45,6 +45,7 @@ from patchkit.judge.here import FixHere, clean_start_only, fixes_here, outcome, 
 from patchkit.judge.reasons import CleanStartOnly, TurnedOn, Unneeded, Unread
 from patchkit.judge.settings import missing
 from patchkit.judge.speedups import speedups_here
+from patchkit.kernels.jit import NvccAt, nvcc_at
 from patchkit.report import Where
 from patchkit.targets.session import Session
 from patchkit.types import Status
@@ -104,7 +105,7 @@ class DoctorResult(Record):
     apply: str | None  # the one command that applies them
     code: CompiledCode | None  # with --python
     speedups: tuple  # judge.speedups.SpeedupHere
-    nvcc: str | None  # nvcc on PATH
+    nvcc: NvccAt  # the nvcc FlashInfer would call, as the JIT section finds it
     settings: tuple = ()  # judge.settings.SettingHere: with --python, the settings judged for the GPUs
 
     @property
@@ -224,7 +225,7 @@ def doctor(found: list[tuple], apply_target: str, env=None, to_cc: CC | None = N
         options = "" if keep == defaults else " --all-fixes" if keep == list(FIXES) else "".join(f" --fix {n}" for n in keep)
         command = _apply_command(apply_target, options, None if m is seen else needing)
     return DoctorResult(seen, unseen, to_cc, m, basis, tuple(targets), tuple(needed), command, code,
-                        tuple(speedups_here(m, versions)), shutil.which("nvcc"), _settings(env, m))
+                        tuple(speedups_here(m, versions)), nvcc_at(dict(os.environ)), _settings(env, m))
 
 
 def doctor_env(env, to_cc: CC | None = None):
@@ -247,8 +248,6 @@ def _settings(env, m: Machine) -> tuple:
     ``verify --python`` checks the environment the server starts from."""
     if env is None:
         return ()
-    import os
-
     from patchkit.judge.settings import settings_here
 
     return tuple(settings_here(list(env.sites), dict(os.environ), m))
@@ -269,8 +268,6 @@ def _compiled_code(env, m: Machine) -> CompiledCode | None:
     """The compiled CUDA code installed for ``--python``, judged for these GPUs."""
     if env is None:
         return None
-    import os
-
     from patchkit.judge.jit import jit_here
     from patchkit.judge.kernels import installed_code
     from patchkit.kernels.jit import jit_installs

@@ -80,11 +80,17 @@ class Needs(Record):
     adds_without: str = ""  # what the fix adds, on a machine without it, to a release of another outcome
     for_cc: dict = {}  # "12.1" -> the words ``written``'s {arch} and {cuda} take for GPUs of that cc
     written: str = ""  # ``says`` as the data writes it ({arch}, {cuda}); ``says`` is it for the fix's own cc (12.0)
+    written_otherwise: str = ""  # ``otherwise`` as the data writes it ({gpu}); ``otherwise`` is it for 12.0
 
     def said_for(self, cc: tuple[int, int]) -> str:
         """``says`` for GPUs of ``cc`` (``(12, 1)``: FlashInfer's JIT build of sm_121a, not sm_120a)."""
         words = self.for_cc.get(f"{cc[0]}.{cc[1]}")
         return self.written.format_map(words) if words and self.written else self.says
+
+    def otherwise_for(self, cc: tuple[int, int]) -> str:
+        """``otherwise`` for GPUs of ``cc`` (``(12, 1)``: "... the comm module for SM121")."""
+        words = self.for_cc.get(f"{cc[0]}.{cc[1]}")
+        return self.written_otherwise.format_map(words) if words and self.written_otherwise else self.otherwise
 
     def decides_need(self) -> bool:
         """Whether lacking it makes the fix unneeded for some releases."""
@@ -235,16 +241,17 @@ def read_effect(path: Path) -> Effect | None:
             if outcome not in OUTCOMES:
                 raise BadInput(str(path), f"{where}: helps_without {outcome!r} is not one of {', '.join(OUTCOMES)}")
         adds = _get(e, "adds_without", str, path, where) if helps or "adds_without" in e else ""
-        written = _get(e, "says", str, path, where)
+        written, written_otherwise = _get(e, "says", str, path, where), _get(e, "otherwise", str, path, where)
         for_cc = _get(e, "for_cc", dict, path, where) if "for_cc" in e else {}
         try:
-            says = written.format_map(for_cc["12.0"]) if for_cc else written
+            says, otherwise = (t.format_map(for_cc["12.0"]) if for_cc else t for t in (written, written_otherwise))
             for words in for_cc.values():
                 written.format_map(words)
+                written_otherwise.format_map(words)
         except (KeyError, TypeError, ValueError, AttributeError):
-            raise BadInput(str(path), f"{where}: for_cc must give, for 12.0 and each cc, a table of the words says names") from None
-        needs.append(Needs(machine, says, _get(e, "otherwise", str, path, where), _get(e, "then", str, path, where), helps, adds,
-                           for_cc, written if for_cc else ""))
+            raise BadInput(str(path), f"{where}: for_cc must give, for 12.0 and each cc, a table of the words says and otherwise name") from None
+        needs.append(Needs(machine, says, otherwise, _get(e, "then", str, path, where), helps, adds,
+                           for_cc, written if for_cc else "", written_otherwise if for_cc else ""))
     default_on = []
     for where, e in _tables(effect, "default_on", path, what):
         _versions(e, path, where, "since", "until")

@@ -13,7 +13,7 @@ A100's 8: the fixes copy SM100's keys for SM12x) is not missing: the fix is not 
 
 from __future__ import annotations
 
-import shutil
+import os
 
 from patchkit.cc import CC, Key
 from patchkit.digest import sha256
@@ -211,7 +211,10 @@ def lacks(machine_need: str, m: Machine) -> NoMulticast | NoNvcc | None:
     """Why this machine lacks what a fix needs (``[[effect.needs]]``' ``machine``), or None."""
     if machine_need == "multicast":
         return no_multicast(m)
-    return None if shutil.which("nvcc") else NoNvcc()
+    from patchkit.kernels.jit import nvcc_at
+
+    at = nvcc_at(dict(os.environ))
+    return None if at.found else NoNvcc(at.path, at.chosen_by)
 
 
 def said_key(project: Project, m: Machine) -> Key:

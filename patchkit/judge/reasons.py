@@ -64,7 +64,11 @@ class NoMulticast(Value):
 
 
 class NoNvcc(Value):
+    """No nvcc where FlashInfer looks for it (``kernels.jit.find_nvcc``): ``path``, found by ``chosen_by``."""
+
     code: ClassVar[Reason] = Reason.NO_NVCC
+    path: str
+    chosen_by: str
 
 
 class Unneeded(Value):

@@ -8,7 +8,8 @@ it knows.
   capability 12.x is read from ``flashinfer/compilation_context.py``, matched against the four
   forms its releases have had (``FLASHINFER_FORMS``, each with the release it was read in); which
   of its JIT modules admit major 12 from the ``supported_major_versions=[...]`` lists its module
-  generators pass to ``get_nvcc_flags_list`` (a module without one admits every major).  Its
+  generators pass to ``get_nvcc_flags_list`` (a module without one admits every major), each call
+  owned by the function that holds it, or by the ``gen_*`` functions that call that helper.  Its
   compiler is nvcc, found as ``flashinfer/jit/cpp_ext.py``'s ``get_cuda_path`` finds it:
   ``$CUDA_HOME`` (or ``$CUDA_PATH``), else the nvcc on PATH, else ``/usr/local/cuda``.
 - **DeepGEMM** (``deep_gemm/``, or the copy vLLM bundles in ``vllm/third_party/deep_gemm/``): its
@@ -25,6 +26,7 @@ it knows.
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 from pathlib import Path
@@ -128,22 +130,90 @@ def _collapsed(text: str) -> str:
     return " ".join(text.split())
 
 
+def _majors(node: ast.expr | None, constants: dict) -> frozenset[int] | None:
+    """The majors a ``supported_major_versions`` value lists: a literal, a module-level constant, or
+    ``list(...)`` / ``tuple(...)`` of one; None for every major (None, or no value) or one not read."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("list", "tuple") and len(node.args) == 1:
+        node = node.args[0]
+    if isinstance(node, ast.Name):
+        node = constants.get(node.id)
+    if node is None:
+        return None
+    try:
+        value = ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    if isinstance(value, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return frozenset(value)
+    return None
+
+
+def _called_name(call: ast.Call) -> str | None:
+    f = call.func
+    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+
+
+def nvcc_flag_calls(source: str, name: str) -> list[tuple[tuple[str, ...], frozenset[int] | None]]:
+    """Each ``get_nvcc_flags_list(...)`` call of a FlashInfer source file: the module generators it
+    builds the flags of, and the majors its ``supported_major_versions`` lists (None: every major,
+    or not read).  The owner is the function whose body holds the call; a helper (a function not
+    named ``gen_*``) stands for the ``gen_*`` functions of the file that call it, directly or
+    through other helpers, and is named itself, after the file, where none does
+    (``cake_gemm_allreduce.nvcc_flags``); a call outside any function, by the file's ``name``.
+    [] for a file Python cannot parse."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return []
+    constants = {t.id: node.value for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value
+                 for t in (node.targets if isinstance(node, ast.Assign) else [node.target]) if isinstance(t, ast.Name)}
+    callers: dict[str, set[str]] = {}  # function -> the functions of the file whose bodies call it
+    found = []
+
+    def walk(node: ast.AST, owner: str | None) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else owner
+            if isinstance(child, ast.Call):
+                called = _called_name(child)
+                if owner and called:
+                    callers.setdefault(called, set()).add(owner)
+                if called == "get_nvcc_flags_list":
+                    value = next((k.value for k in child.keywords if k.arg == "supported_major_versions"),
+                                 child.args[0] if child.args else None)
+                    found.append((owner, _majors(value, constants)))
+            walk(child, inner)
+
+    walk(tree, None)
+
+    def generators(helper: str) -> tuple[str, ...]:
+        seen, todo, gens = {helper}, [helper], set()
+        while todo:
+            for caller in callers.get(todo.pop(), ()):
+                if caller.startswith("gen_"):
+                    gens.add(caller)
+                elif caller not in seen:
+                    seen.add(caller)
+                    todo.append(caller)
+        return tuple(sorted(gens)) or (f"{Path(name).stem}.{helper}",)
+
+    return [((name,) if owner is None else (owner,) if owner.startswith("gen_") else generators(owner), majors)
+            for owner, majors in found]
+
+
 def flashinfer_sources(package: Path, env: dict) -> FlashInferSources:
     text = _read(package / "compilation_context.py") or ""
     flat = _collapsed(text)
     form = next((f for f in FLASHINFER_FORMS if all(m in flat for m in f.marks)), None)
-    modules, refusing = 0, []
+    owners, refusing = set(), set()
     for path in sorted(package.rglob("*.py"))[:MAX_SOURCES]:
         source = _read(path)
         if not source or "get_nvcc_flags_list(" not in source:
             continue
-        for call in re.finditer(r"get_nvcc_flags_list\(([^)]*)\)", source):
-            modules += 1
-            found = re.search(r"supported_major_versions\s*=\s*\[([0-9,\s]*)\]", call.group(1))
-            if found and 12 not in {int(n) for n in re.findall(r"\d+", found.group(1))}:
-                owners = re.findall(r"^\s*def (\w+)", source[:call.start()], re.M)  # the module generator calling it
-                refusing.append(next((o for o in reversed(owners) if o.startswith("gen_")), owners[-1] if owners else path.name))
-    return FlashInferSources(package, form, modules, tuple(sorted(set(refusing))), env.get("FLASHINFER_CUDA_ARCH_LIST"))
+        for names, majors in nvcc_flag_calls(source, path.name):
+            owners.update(names)
+            if majors is not None and 12 not in majors:
+                refusing.update(names)
+    return FlashInferSources(package, form, len(owners), tuple(sorted(refusing)), env.get("FLASHINFER_CUDA_ARCH_LIST"))
 
 
 def deepgemm_sources(package: Path) -> DeepGemmSources:
@@ -214,6 +284,20 @@ def find_nvcc(env: dict) -> tuple[str | None, str]:
     if found:
         return found, "PATH"
     return "/usr/local/cuda/bin/nvcc", "/usr/local/cuda"
+
+
+class NvccAt(Record):
+    """Where the nvcc FlashInfer and DeepGEMM would call is (``find_nvcc``), and whether it is there."""
+
+    path: str
+    chosen_by: str  # "$CUDA_HOME", "$CUDA_PATH", "PATH", "/usr/local/cuda"
+    found: bool
+
+
+def nvcc_at(env: dict) -> NvccAt:
+    """The one lookup of nvcc: what the JIT section asks and what a fix that needs nvcc is judged by."""
+    path, chosen_by = find_nvcc(env)
+    return NvccAt(path, chosen_by, os.path.isfile(path))
 
 
 def triton_ptxas(package: Path, tool: str, env: dict) -> tuple[str | None, str]:

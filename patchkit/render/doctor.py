@@ -13,6 +13,7 @@ from patchkit.commands.doctor import DEFAULT, NoProjectHere
 from patchkit.errors import OK
 from patchkit.fixes.registry import PROJECTS
 from patchkit.judge.here import no_multicast
+from patchkit.judge.reasons import NoNvcc
 from patchkit.render import jit
 from patchkit.render.kernels import always, distribution_lines
 from patchkit.render.reasons import code, said
@@ -203,10 +204,12 @@ def _effect_line(j, label: str) -> str | None:
     return "; ".join(words)
 
 
-def _for_gpus(need, m) -> str:
-    """What the fix needs, for the GPUs judged for: each SM12x cc's words (12.1: sm_121a), joined."""
-    said = dict.fromkeys(need.said_for(cc) for cc in m.ccs() if cc[0] == 12)
-    return " and ".join(said) if said else need.says
+def _for_gpus(need, m, otherwise: bool = False) -> str:
+    """What the fix needs (``otherwise``: what the code does without it), for the GPUs judged for: each
+    SM12x cc's words (12.1: sm_121a, SM121), joined."""
+    words = need.otherwise_for if otherwise else need.said_for
+    said = dict.fromkeys(words(cc) for cc in m.ccs() if cc[0] == 12)
+    return " and ".join(said) if said else need.otherwise if otherwise else need.says
 
 
 def _machine_lines(effect, r) -> list[str]:
@@ -225,7 +228,9 @@ def _machine_lines(effect, r) -> list[str]:
                 lines.append(f"it needs {need.says}: NVLink links these GPUs, but topo -m does not show NVSwitch; "
                              f"without multicast {need.otherwise}, and {need.then}")
         elif need.machine == "nvcc":
-            lines.append(f"it needs {_for_gpus(need, m)}: " + (f"nvcc is {r.nvcc}" if r.nvcc else f"no nvcc on PATH; {need.otherwise}"))
+            n = r.nvcc
+            lines.append(f"it needs {_for_gpus(need, m)}: " + (f"nvcc is {n.path} ({n.chosen_by})" if n.found
+                                                                else f"{said(NoNvcc(n.path, n.chosen_by))}; {_for_gpus(need, m, True)}"))
     return lines
 
 

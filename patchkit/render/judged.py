@@ -69,7 +69,7 @@ SENTENCES: dict[type, Callable[..., str]] = {
     judge.InRelease: lambda r: "the release has it",
     judge.NoMulticast: lambda r: (no_multicast_said([cc.pair() for cc in r.ccs]) if r.kind == judge.Peers.NO_PRODUCT
                                   else _NO_MULTICAST[r.kind]),
-    judge.NoNvcc: lambda r: "no nvcc on PATH",
+    judge.NoNvcc: lambda r: f"no nvcc at {r.path} ({r.chosen_by})",
     judge.Unneeded: _unneeded,
     judge.Unread: _unread,
     judge.CleanStartOnly: _clean_start_only,

@@ -1,7 +1,10 @@
 """Stand-in ``nvidia-smi`` programs: small shell scripts put first on PATH, printing what a
 real one prints for the two commands patchkit runs (``data/README.md`` says where each
 output comes from).  Any other arguments are an error, so a change in what patchkit asks
-fails the tests."""
+fails the tests.
+
+Stand-in CUDA tools (nvcc, ptxas): ``tool`` writes one that prints what the real one printed for
+``--version`` and ``--help`` (tests/kernels/data/tools/) and fails on anything else."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ import os
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parent / "data"
+TOOLS = Path(__file__).resolve().parent.parent / "kernels" / "data" / "tools"
 QUERY_ARGS = "--query-gpu=index,name,compute_cap,pci.bus_id --format=csv,noheader"
 
 _SCRIPT = """#!/bin/sh
@@ -70,3 +74,20 @@ def no_nvidia_smi(folder: Path) -> dict:
     keep = _path_without("nvidia-smi", "nvcc")
     assert shutil.which("nvidia-smi", path=os.pathsep.join(keep)) is None
     return {"PATH": os.pathsep.join(keep or [str(Path(sys.executable).parent)])}
+
+
+_TOOL = """#!/bin/sh
+case "$*" in
+  --version) exec cat '{version}' ;;
+  --help) exec cat '{help}' ;;
+  *) echo "stand-in {name}: unexpected arguments: $*" >&2; exit 2 ;;
+esac
+"""
+
+
+def tool(path: Path, recorded: str) -> Path:
+    """``path``: a stand-in for the tool whose answers ``TOOLS`` keeps as ``recorded`` (``nvcc-13.0.88``)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(_TOOL.format(version=TOOLS / f"{recorded}.version.txt", help=TOOLS / f"{recorded}.help.txt", name=recorded))
+    path.chmod(0o755)
+    return path

@@ -99,7 +99,7 @@ def test_eight_pcie_rtx_pro_6000_with_sglang_059_and_flashinfer_064(tmp_path: Pa
     assert f"{site}/flashinfer: FlashInfer 0.6.4 (installed), from flashinfer_python-0.6.4.dist-info/METADATA" in lines
     assert ("    prevents: No supported CUDA architectures found for major versions [9, 10]. (gen_trtllm_comm_module (flashinfer/jit/comm.py): "
             "SGLang dies at CUDA graph capture (\"Capture cuda graph failed\", SGLang issue 15650))") in lines
-    assert f"    it needs CUDA 12.8 or later and nvcc, for FlashInfer's JIT build of sm_120a (trtllm_comm.so): nvcc is {tmp_path}/bin/nvcc" in lines
+    assert f"    it needs CUDA 12.8 or later and nvcc, for FlashInfer's JIT build of sm_120a (trtllm_comm.so): nvcc is {tmp_path}/bin/nvcc (PATH)" in lines
     # Older SGLang and FlashInfer: which of the two to upgrade for the all-reduce that helps on PCIe.
     start = lines.index(PCIE_IPC[0])
     assert lines[start - 1:-2] == ["", *PCIE_IPC,
@@ -160,7 +160,7 @@ SELF_ENABLED_FAILS = (
 
 def test_sglang_057_turns_the_fusion_on_by_itself(tmp_path: Path, venvs) -> None:
     venv, python = env_of(tmp_path, venvs, "0.5.7", "0.6.4")
-    env = standin(tmp_path, "rtxpro6000-8pcie")
+    env = standin(tmp_path, "rtxpro6000-8pcie") | {"CUDA_HOME": str(tmp_path / "cuda")}  # FlashInfer's nvcc: none there
     done = invoke("doctor", "--python", python, env=env)
     assert done.returncode == 1, done.stderr.decode()
     lines = out(done)
@@ -174,7 +174,7 @@ def test_sglang_057_turns_the_fusion_on_by_itself(tmp_path: Path, venvs) -> None
                "until fusion-self-enable is applied")
     assert lines.count(because) == 2  # SGLang's gate and FlashInfer's list
     assert ("    it needs CUDA 12.8 or later and nvcc, for FlashInfer's JIT build of sm_120a (trtllm_comm.so): "
-            "no nvcc on PATH; FlashInfer cannot build the comm module for SM120") in lines
+            f"no nvcc at {tmp_path}/cuda/bin/nvcc ($CUDA_HOME); FlashInfer cannot build the comm module for SM120") in lines
     assert lines[-1] == (f"needed: deepgemm-sm12x, fusion-self-enable, torch-symm-mem, allreduce-fusion; to apply: patchkit apply "
                          f"--python {python} --to-cc auto --all-fixes")
 
@@ -488,14 +488,18 @@ def test_a_gb10_is_told_of_a_jit_build_of_sm_121a_never_sm_120a(tmp_path: Path, 
     """sm_120a runs on 12.0 only: FlashInfer's JIT builds sm_121a for a GB10, with a CUDA whose ptxas
     knows it (12.9); 12.0 keeps sm_120a and CUDA 12.8."""
     _, python = env_of(tmp_path, venvs, "0.5.23", "0.7.0")
+    no_cuda = {"CUDA_HOME": str(tmp_path / "cuda")}  # FlashInfer's nvcc: none there
     for cc, build in (("12.1", "CUDA 12.9 or later and nvcc, for FlashInfer's JIT build of sm_121a (trtllm_comm.so)"),
                       ("12.0", "CUDA 12.8 or later and nvcc, for FlashInfer's JIT build of sm_120a (trtllm_comm.so)")):
-        done = invoke("doctor", "--python", python, "--to-cc", cc, env=no_nvidia_smi(tmp_path))
-        assert f"    it needs {build}: no nvcc on PATH; FlashInfer cannot build the comm module for SM120" in out(done)
+        done = invoke("doctor", "--python", python, "--to-cc", cc, env=no_nvidia_smi(tmp_path) | no_cuda)
+        assert (f"    it needs {build}: no nvcc at {tmp_path}/cuda/bin/nvcc ($CUDA_HOME); "
+                f"FlashInfer cannot build the comm module for SM{cc.replace('.', '')}") in out(done)
         assert (b"sm_120a" in done.stdout) == (cc == "12.0")
         assert (b"sm_120a" in invoke("doctor", "--python", python, "--to-cc", cc, "--json", env=no_nvidia_smi(tmp_path)).stdout) == (cc == "12.0")
-    done = invoke("doctor", "--python", python, env=standin(tmp_path, "gb10"))
+    done = invoke("doctor", "--python", python, env=standin(tmp_path, "gb10") | no_cuda)
     assert b"sm_121a" in done.stdout and b"sm_120a" not in done.stdout
+    assert ("    it needs CUDA 12.9 or later and nvcc, for FlashInfer's JIT build of sm_121a (trtllm_comm.so): "
+            f"no nvcc at {tmp_path}/cuda/bin/nvcc ($CUDA_HOME); FlashInfer cannot build the comm module for SM121") in out(done)
 
 
 def test_plain_verify_proves_for_the_sm12x_gpus_it_finds(tmp_path: Path, prebuilt) -> None:

@@ -31,6 +31,16 @@ def multicast(cc: str = "12.0") -> list[str]:
             f"    --enable-torch-symm-mem cannot speed anything up here ({why}): the fix only turns KeyError: 12 into a clean start"]
 
 
+# Where FlashInfer's JIT looks for nvcc first ($CUDA_HOME/bin/nvcc): a folder without one, whatever this host has.
+NO_CUDA = Path(__file__).resolve().parent / "no-cuda"
+
+
+@pytest.fixture(autouse=True)
+def no_cuda(monkeypatch) -> None:
+    assert not NO_CUDA.exists()
+    monkeypatch.setenv("CUDA_HOME", str(NO_CUDA))
+
+
 # FlashInfer's JIT build for each cc (the fusion's need, for_cc in its data): sm_121a for a GB10.
 BUILDS = {"12.0": "CUDA 12.8 or later and nvcc, for FlashInfer's JIT build of sm_120a",
           "12.1": "CUDA 12.9 or later and nvcc, for FlashInfer's JIT build of sm_121a"}
@@ -42,7 +52,7 @@ def fusion(cc: str = "12.0") -> list[str]:
         "    not needed by default: only with --enable-flashinfer-allreduce-fusion",
         "    without it SGLang never runs the fusion on SM120 (SGLang's fusion gate (_is_sm90_supported or _is_sm100_supported), "
         "communicator.py / add_norm.py)",
-        f"    it needs {BUILDS[cc]} (trtllm_comm.so): no nvcc on PATH; FlashInfer cannot build the comm module for SM120",
+        f"    it needs {BUILDS[cc]} (trtllm_comm.so): no nvcc at {NO_CUDA}/bin/nvcc ($CUDA_HOME); FlashInfer cannot build the comm module for SM{cc.replace('.', '')}",
     ]
 
 

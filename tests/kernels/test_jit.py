@@ -15,6 +15,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from gpus.standin import TOOLS
+from gpus.standin import tool as standin
 
 from patchkit.judge.jit import (
     BUILDS,
@@ -33,25 +35,8 @@ from support.cli import invoke
 from support.venvs import make_venv
 
 DATA = Path(__file__).resolve().parent / "data"
-TOOLS = DATA / "tools"
 # triton/knobs.py of Triton 3.6.0 (line 492), the line patchkit reads to know that ptxas-blackwell is used from 10.0 on.
 BLACKWELL_LINE = '    ptxas_blackwell: env_nvidia_tool = env_nvidia_tool("ptxas-blackwell")\n'
-SCRIPT = """#!/bin/sh
-case "$*" in
-  --version) exec cat '{version}' ;;
-  --help) exec cat '{help}' ;;
-  *) echo "stand-in {name}: unexpected arguments: $*" >&2; exit 2 ;;
-esac
-"""
-
-
-def standin(path: Path, recorded: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(SCRIPT.format(version=TOOLS / f"{recorded}.version.txt", help=TOOLS / f"{recorded}.help.txt", name=recorded))
-    path.chmod(0o755)
-    return path
-
-
 def no_cuda(tmp_path: Path, nvcc: str | None = "nvcc-13.0.88") -> dict:
     """An environment whose PATH has a stand-in nvcc (or none) and no CUDA_HOME."""
     bin_dir = tmp_path / "cuda-bin"
@@ -141,9 +126,9 @@ def test_triton_360_uses_ptxas_blackwell_from_10(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("version, targets, modules, leave_out", [
     # before 0.6.7: minor + "a" for every GPU from 9.0 on; the fusion's trtllm_comm module is for [9, 10] only
-    ("0.6.4", ("sm_120a", "sm_121a"), 25, 7),
+    ("0.6.4", ("sm_120a", "sm_121a"), 24, 7),
     # 0.6.11 on: 12.0 -> sm_120f, 12.1 -> sm_121a, with CUDA 12.9 or later; trtllm_comm admits 12 (upstream's list)
-    ("0.6.17", ("sm_120f", "sm_121a"), 43, 16),
+    ("0.6.17", ("sm_120f", "sm_121a"), 44, 16),
 ])
 @pytest.mark.network
 def test_flashinfer(tmp_path: Path, version: str, targets: tuple, modules: int, leave_out: int) -> None:
@@ -173,11 +158,27 @@ def test_flashinfer_074_builds_sm_121a_for_a_gb10(tmp_path: Path) -> None:
     (j,) = jit_here(jit_installs([site], no_cuda(tmp_path)), [(12, 0), (12, 1)])
     assert j.install.sources.form.release == "0.7.4"
     assert [(f.verdict, f.target, f.compiler.release) for f in j.fits] == [(SOME, "sm_120f", "13.0"), (SOME, "sm_121a", "13.0")]
-    leave_out = ("(gen_allreduce_mhc_post_prenorm_module, gen_blackwell_softmax_module, gen_cutlass_fused_moe_sm100_module, "
-                 "gen_cutlass_fused_moe_sm103_module and 17 more)")
+    # Each get_nvcc_flags_list call is owned by the function that holds it: gen_gemm_sm120_module passes [12]
+    # (jit/gemm/core.py:703), and the helper after it, _trtllm_gen_gemm_nvcc_flags ([10], line 724), stands for
+    # the two gen_* functions that call it; cake_gemm_allreduce.py's nvcc_flags ((10,), a module constant) is
+    # called by no gen_* function and is named after its file.
+    assert j.fits[0].names == j.fits[1].names == (
+        "cake_gemm_allreduce.nvcc_flags", "gen_allreduce_mhc_post_prenorm_module", "gen_blackwell_softmax_module",
+        "gen_cake_router_gemm_module", "gen_cutlass_fused_moe_sm100_module", "gen_cutlass_fused_moe_sm103_module",
+        "gen_fmha_cutlass_sm100a_module", "gen_gemm_sm100_module", "gen_gemm_sm100_module_cutlass_bf16",
+        "gen_gemm_sm100_module_cutlass_fp4", "gen_gemm_sm100_module_cutlass_fp8", "gen_gemm_sm100_module_cutlass_mxfp8",
+        "gen_gemm_sm100_module_cutlass_nvfp4_svdquant", "gen_gemm_sm103_module_cutlass_fp4",
+        "gen_mhc_pre_big_fuse_with_norm_module", "gen_mixed_comm_module", "gen_mla_module", "gen_mla_swa_sm90_module",
+        "gen_qsa_nvfp4_module", "gen_selective_state_update_module", "gen_selective_state_update_sm90_module",
+        "gen_trtllm_gen_gemm_module", "gen_trtllm_low_latency_gemm_module", "gen_trtllm_mnnvl_comm_module")
+    core = (site / "flashinfer" / "jit" / "gemm" / "core.py").read_text()
+    start = core.index("def gen_gemm_sm120_module()")
+    assert "supported_major_versions=[12,]" in "".join(core[start:core.index("\ndef ", start)].split())
+    leave_out = ("(cake_gemm_allreduce.nvcc_flags, gen_allreduce_mhc_post_prenorm_module, gen_blackwell_softmax_module, "
+                 "gen_cake_router_gemm_module and 20 more)")
     assert jit_lines(j)[1:] == [
-        f"    12.0: builds sm_120f, but 21 of its 63 modules leave major 12 out of supported_major_versions {leave_out}",
-        f"    12.1: builds sm_121a, but 21 of its 63 modules leave major 12 out of supported_major_versions {leave_out}",
+        f"    12.0: builds sm_120f, but 24 of its 65 modules leave major 12 out of supported_major_versions {leave_out}",
+        f"    12.1: builds sm_121a, but 24 of its 65 modules leave major 12 out of supported_major_versions {leave_out}",
     ]
     # 0.6.7, the form whose lines 0.7.4 also holds: sm_120f for both.
     old = tmp_path / "old"

@@ -16,7 +16,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from gpus.standin import standin
+from gpus.standin import standin, tool
 
 from patchkit.digest import sha256
 from support.cli import invoke
@@ -25,6 +25,7 @@ from support.venvs import copy_venv
 GB10, RTX8 = "gb10", "rtxpro6000-8pcie"
 BUILD = {RTX8: ("12.0", "CUDA 12.8 or later and nvcc, for FlashInfer's JIT build of sm_120a (trtllm_comm.so)"),
          GB10: ("12.1", "CUDA 12.9 or later and nvcc, for FlashInfer's JIT build of sm_121a (trtllm_comm.so)")}
+GPU = {RTX8: "SM120", GB10: "SM121"}  # the GPUs judged, as the need line names them (it said SM120 on a GB10 too)
 
 
 def out(done) -> list[str]:
@@ -82,7 +83,7 @@ def test_allreduce_fusion_on_flashinfer_074(tmp_path: Path, venv_of, gpus: str) 
     assert lines[at:] == [
         head,
         "  allreduce-fusion (opt-in): in effect (the release has it)",
-        f"    it needs {build}: no nvcc on PATH; FlashInfer cannot build the comm module for SM120",
+        f"    it needs {build}: no nvcc at {tmp_path}/cuda/bin/nvcc ($CUDA_HOME); FlashInfer cannot build the comm module for {GPU[gpus]}",
         "",
         f"compiled CUDA code: no distribution installed for {python} carries any",
         "compiled at the first start (JIT), by what their sources admit and the compiler they call "
@@ -113,6 +114,27 @@ def test_allreduce_fusion_on_flashinfer_074(tmp_path: Path, venv_of, gpus: str) 
     assert (done.returncode, out(done)) == (0, [
         head, "note: no shipped patch for FlashInfer 0.7.4", "already upstream (generated from the installed files): nothing written"])
     assert snapshot(site) == before
+
+
+@pytest.mark.parametrize("gpus", [RTX8, GB10])
+def test_the_fusion_and_the_jit_section_find_one_nvcc(tmp_path: Path, venv_of, gpus: str) -> None:
+    """nvcc found only through $CUDA_HOME, as FlashInfer's get_cuda_path finds it (nothing on PATH): the fusion's
+    need line and the JIT section name the same nvcc (the fusion's said "no nvcc on PATH" beside the JIT
+    section's "compiles with nvcc 13.0 (.../cuda/bin/nvcc, $CUDA_HOME)")."""
+    venv = venv_of(("flashinfer-python", "0.7.4"))
+    python = str(venv / "bin" / "python")
+    nvcc = tool(tmp_path / "cuda" / "bin" / "nvcc", "nvcc-13.0.88")
+    env = machine(tmp_path, gpus)
+    assert str(nvcc.parent) not in env["PATH"].split(":") and env["CUDA_HOME"] == str(tmp_path / "cuda")
+    cc, build = BUILD[gpus]
+    target = {RTX8: "sm_120f", GB10: "sm_121a"}[gpus]
+    done = invoke("doctor", "--python", python, env=env)
+    assert done.returncode == 0, done.stdout.decode()
+    lines = out(done)
+    at = lines.index("  allreduce-fusion (opt-in): in effect (the release has it)")
+    assert lines[at + 1] == f"    it needs {build}: nvcc is {nvcc} ($CUDA_HOME)"
+    at = lines.index(f"  flashinfer-python 0.7.4: FlashInfer JIT, compiles with nvcc 13.0 ({nvcc}, $CUDA_HOME)")
+    assert lines[at + 1].startswith(f"    {cc}: builds {target}, but 24 of its 65 modules leave major 12 out")
 
 
 def test_sglang_0523_with_flashinfer_074_is_told_of_the_pcie_ipc_all_reduce(tmp_path: Path, venv_of) -> None:

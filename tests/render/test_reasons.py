@@ -51,12 +51,12 @@ SYMM = Fails("sglang", "0.5.14", "0.5.23", "warning", "TorchSymmMemCommunicator:
     (judge.Lacks((("MAX_SIZES", 12), ("_WORLD_SIZES", "12.0"))), "MAX_SIZES lacks 12; _WORLD_SIZES lacks '12.0'", "lacks-key"),
     (judge.NoTableIn("FlashInfer", "0.6.4"), "no table, list or gate of it in FlashInfer 0.6.4", "no-table"),
     (judge.NoMulticast(judge.Peers.ONE_GPU), "one GPU, no peer to share multicast memory with", "no-multicast"),
-    (judge.NoNvcc(), "no nvcc on PATH", "no-nvcc"),
+    (judge.NoNvcc("/usr/local/cuda/bin/nvcc", "/usr/local/cuda"), "no nvcc at /usr/local/cuda/bin/nvcc (/usr/local/cuda)", "no-nvcc"),
     (judge.Unneeded(judge.NoMulticast(judge.Peers.PCIE_ONLY), "SGLang", "0.5.23", (SYMM,), "it would add nothing"),
      'no multicast between PCIe GPUs, and without it SGLang 0.5.23 warns "TorchSymmMemCommunicator: Device capability 12 '
      'not supported"; it would add nothing', "not-needed-here"),
-    (judge.CleanStartOnly("--enable-torch-symm-mem", judge.NoNvcc(), ("KeyError: 12", "a hang")),
-     "--enable-torch-symm-mem cannot speed anything up here (no nvcc on PATH): the fix only turns KeyError: 12 and a hang "
+    (judge.CleanStartOnly("--enable-torch-symm-mem", judge.NoNvcc("/opt/cuda/bin/nvcc", "$CUDA_HOME"), ("KeyError: 12", "a hang")),
+     "--enable-torch-symm-mem cannot speed anything up here (no nvcc at /opt/cuda/bin/nvcc ($CUDA_HOME)): the fix only turns KeyError: 12 and a hang "
      "into a clean start", "clean-start-only"),
     (plan.OtherVersion("SGLang", "0.5.9", "0.5.23", False), "SGLang 0.5.9 was patched; 0.5.23 is checked out now", "other-version"),
     (plan.OriginalsAgain("vLLM", None, None, True),

@@ -10,7 +10,7 @@ import gc
 import os
 import sys
 
-from patchkit.errors import INTERRUPTED, SOFTWARE, Interrupted, catch_sigint, unexpected
+from patchkit.errors import INTERRUPTED, SOFTWARE, Interrupted, catch_sigint, settle_interrupts, unexpected
 
 catch_sigint()
 
@@ -80,6 +80,7 @@ def _end(run) -> None:
         code = exc.code
     else:
         code = 0
+    settle_interrupts()
     threads = sys.modules.get("threading")
     if not isinstance(code, int) or threads is not None and threads.active_count() > 1:
         sys.exit(code)

@@ -11,6 +11,8 @@ did not expect (a bug: please report it); 130 interrupted (Ctrl-C).
 
 from __future__ import annotations
 
+import sys
+
 from patchkit.text import printable
 
 OK = 0
@@ -89,7 +91,7 @@ class Interrupted(BaseException):
         self.detail = detail
 
 
-_HELD = {"depth": 0, "pending": False}  # Ctrl-C held back while a child process is being started
+_HELD = {"depth": 0, "pending": False, "late": False}  # Ctrl-C held back while a child starts; sent again (_unraisable)
 
 
 def on_sigint(signum, frame) -> None:
@@ -102,10 +104,39 @@ def on_sigint(signum, frame) -> None:
 
 
 def catch_sigint() -> None:
-    """Ctrl-C raises Interrupted from here on (``on_sigint``)."""
+    """Ctrl-C raises Interrupted from here on (``on_sigint``), also where Python cannot raise it: see
+    ``_unraisable``."""
     import signal
 
     signal.signal(signal.SIGINT, on_sigint)
+    sys.unraisablehook = _unraisable
+
+
+def _unraisable(unraisable) -> None:
+    """Python's hook for an exception it cannot raise (``sys.unraisablehook``).  Ctrl-C that lands in
+    a callback Python runs on its own (a weak reference's, as importlib's module locks have; a
+    ``__del__``) raises Interrupted there, which Python would print as "Exception ignored in ..." with a
+    traceback and then go on as if nothing was pressed.  It is raised again a millisecond later instead
+    (SIGALRM, whose handler is ``on_sigint``), in patchkit's own code: a signal sent from here would be
+    handled here, inside the hook.  Any other exception is Python's to print."""
+    if isinstance(unraisable.exc_value, Interrupted):
+        import signal
+
+        signal.signal(signal.SIGINT, on_sigint)  # interrupt() had set it aside, for the clean-up
+        signal.signal(signal.SIGALRM, on_sigint)
+        signal.setitimer(signal.ITIMER_REAL, 0.001)
+        _HELD["late"] = True
+        return
+    sys.__unraisablehook__(unraisable)
+
+
+def settle_interrupts() -> None:
+    """At the end of the command: a Ctrl-C sent again by ``_unraisable`` that has not come yet is moot
+    (the command has done its work), and must not end the process as a SIGALRM."""
+    if _HELD.get("late"):
+        import signal
+
+        signal.setitimer(signal.ITIMER_REAL, 0)
 
 
 def interrupt() -> None:

@@ -245,3 +245,30 @@ def test_an_unexpected_exception_outside_a_command_is_exit_70(tmp_path: Path) ->
     options = Path(__file__).resolve().parents[2] / "patchkit" / "cli" / "options.py"
     line = next(i for i, text in enumerate(options.read_text().splitlines(), 1) if "return CC.parse(" in text)
     assert done.stderr.decode() == f"patchkit: internal error (MemoryError at patchkit/cli/options.py:{line}){REPORT}"
+
+
+CALLBACK = """
+import os, signal, sys, time, weakref
+from patchkit.errors import Interrupted, catch_sigint
+catch_sigint()
+class Held: pass
+held = Held()
+# Ctrl-C lands while Python runs a weak reference's callback (as importlib's module locks have one):
+# raised there, Python could only print "Exception ignored in ..." and go on.
+ref = weakref.ref(held, lambda r: os.kill(os.getpid(), signal.SIGINT))
+try:
+    del held
+    for _ in range(100):  # patchkit's own work after the callback: a second at most
+        time.sleep(0.01)
+    print("went on as if nothing was pressed")
+except Interrupted:
+    print("interrupted in patchkit's code")
+"""
+
+
+def test_ctrl_c_in_a_callback_python_runs_is_raised_in_patchkits_code() -> None:
+    """A run of the environment test (SIGINT 20 ms after start) printed "Exception ignored in: <function
+    _get_module_lock.<locals>.cb ...>" with patchkit's handler in the traceback, and the apply went on to
+    exit 0: the Interrupted raised in the callback was dropped by Python."""
+    done = subprocess.run([sys.executable, "-c", CALLBACK], capture_output=True)
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"interrupted in patchkit's code\n", b"")

@@ -24,7 +24,15 @@ try:
             return True
         return "-m" in argv and argv[argv.index("-m") + 1:argv.index("-m") + 2] == ["patchkit"]
 
+    def _unraisable_at_start(unraisable) -> None:
+        """Ctrl-C inside a callback Python runs on its own while this module imports (importlib's
+        module-lock weakref): Python would print "Exception ignored in ..." and go on."""
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            _interrupted_at_start(None, None)
+        _sys.__unraisablehook__(unraisable)
+
     if _is_the_command():
+        _sys.unraisablehook = _unraisable_at_start
         import signal as _signal
 
         _signal.signal(_signal.SIGINT, _interrupted_at_start)

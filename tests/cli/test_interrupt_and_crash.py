@@ -272,3 +272,30 @@ def test_ctrl_c_in_a_callback_python_runs_is_raised_in_patchkits_code() -> None:
     exit 0: the Interrupted raised in the callback was dropped by Python."""
     done = subprocess.run([sys.executable, "-c", CALLBACK], capture_output=True)
     assert (done.returncode, done.stdout, done.stderr) == (0, b"interrupted in patchkit's code\n", b"")
+
+
+AT_START = """
+import weakref
+class Held: pass
+held = Held()
+def ctrl_c(ref):  # Python's own handler raises KeyboardInterrupt inside the callback it runs
+    raise KeyboardInterrupt
+ref = weakref.ref(held, ctrl_c)
+import patchkit  # its first statement: the command's handlers
+del held
+print("went on as if nothing was pressed")
+"""
+
+
+def test_ctrl_c_in_a_callback_while_patchkit_starts_ends_it(tmp_path: Path) -> None:
+    """Beside three busy loops, a SIGINT 5 ms after the start of `python -m patchkit apply` landed in
+    importlib's module-lock callback as a KeyboardInterrupt (before patchkit's handler): Python printed
+    "Exception ignored in: <function _get_module_lock.<locals>.cb ...>" and the apply went on to exit 0."""
+    script = tmp_path / "patchkit"  # the command's name: patchkit/__init__.py handles Ctrl-C for it alone
+    script.write_text(AT_START)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, cwd=tmp_path)
+    assert (done.returncode, done.stdout, done.stderr) == (130, b"", b"patchkit: interrupted\n")
+    other = tmp_path / "other.py"  # a program that imports patchkit keeps Python's own way
+    other.write_text(AT_START)
+    done = subprocess.run([sys.executable, str(other)], capture_output=True, cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout == b"went on as if nothing was pressed\n" and b"KeyboardInterrupt" in done.stderr

@@ -128,8 +128,10 @@ WRITE_ROWS = {
         interrupt.test_ctrl_c_while_the_command_line_is_imported, interrupt.test_ctrl_c_while_nvidia_smi_hangs,
         interrupt.test_ctrl_c_while_the_interpreter_probe_hangs, interrupt.test_ctrl_c_while_waiting_for_the_lock,
         interrupt.test_ctrl_c_while_watch_follows_a_log)),
-    "Ctrl-C inside a callback Python runs on its own (a weak reference's): raised again in patchkit's code, no "
-    "\"Exception ignored\"": cases(interrupt.test_ctrl_c_in_a_callback_python_runs_is_raised_in_patchkits_code),
+    "Ctrl-C inside a callback Python runs on its own (a weak reference's), at the start and later: exit 130 or raised "
+    "again in patchkit's code, no "
+    "\"Exception ignored\"": cases(interrupt.test_ctrl_c_in_a_callback_python_runs_is_raised_in_patchkits_code)
+    + cases(interrupt.test_ctrl_c_in_a_callback_while_patchkit_starts_ends_it),
     "an exception patchkit did not expect (MemoryError, RecursionError, a bug), as lines and --json; one in click's parsing":
         cases(interrupt.test_an_unexpected_exception_is_one_line_and_exit_70) * 2
         + cases(interrupt.test_an_unexpected_exception_outside_a_command_is_exit_70),

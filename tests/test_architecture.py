@@ -142,7 +142,9 @@ NAMES = {("judge/kernels.py", "label"): "a distribution's name and version",
          ("judge/jit.py", "label"): "a JIT library's distribution and version", ("plan/__init__.py", "_patch_id"): "a sha256",
          ("plan/verify.py", "_qualified"): "a table's name as the evaluator spells it",
          ("judge/settings.py", "_target"): "a GPU's sm_ target, as ptxas's --gpu-name spells it",
-         ("plan/apply.py", "why_no_shipped"): "the words of --no-generate's refusal, raised in plan (and of the note beside it)"}
+         ("plan/apply.py", "why_no_shipped"): "the words of --no-generate's refusal, raised in plan (and of the note beside it)",
+         ("judge/launch.py", "_model"): "the model as the server's command line names it",
+         ("judge/launch.py", "_quant"): "the quantization method as the command line or config.json spells it"}
 
 
 def test_judge_and_plan_return_values_not_sentences() -> None:

@@ -6,6 +6,7 @@ import click
 
 from patchkit.cc import AUTO
 from patchkit.cli import cli
+from patchkit.cli.boundary import Command
 from patchkit.cli.options import (
     JSON_OPT,
     PATH_ARG,
@@ -17,7 +18,18 @@ from patchkit.cli.options import (
 from patchkit.errors import BadInput
 
 
-@cli.command(short_help="What the fixes do on this machine's GPUs; what is missing.")
+class _Launch(Command):
+    """A command whose words after ``--`` are the server's command line (``doctor --python PY -- CMD``),
+    kept whole, as written: click parses the words before it."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if "--" in args:
+            at = args.index("--")
+            args, ctx.meta["launch"] = args[:at], tuple(args[at + 1:])
+        return super().parse_args(ctx, args)
+
+
+@cli.command(cls=_Launch, short_help="What the fixes do on this machine's GPUs; what is missing.")
 @PATH_ARG
 @python_opt("Judge the fixes for")
 @PROJECT_OPT
@@ -28,10 +40,13 @@ from patchkit.errors import BadInput
               help="env: only the shell lines `export NAME=VALUE` of the variables this machine needs (with --python), "
                    "for a launch script to eval.")
 @JSON_OPT
-def doctor(path, python, project, to_cc, fmt, as_json):
+@click.pass_context
+def doctor(ctx, path, python, project, to_cc, fmt, as_json):
     """The GPUs (nvidia-smi), how they are linked, the projects at PATH (default: here) or
     installed for --python, each fix: needed here or not, applied or not, and what it does
-    on this machine.  Read only.  Exit 1 when something this machine needs is missing; with
+    on this machine; with --python, the failure modes the installed releases are exposed to.
+    After `--`, the server's command line narrows the modes to the conditions it states
+    (`patchkit doctor --python PY -- python3 -m sglang.launch_server --tp 8 ...`).  Read only.  Exit 1 when something this machine needs is missing; with
     no GPU seen and no --to-cc, the projects and fixes are still shown, and the exit is 2.
     With --format env: the export lines alone; exit 1 when a variable needed has no value
     here, 2 with no GPU seen and no --to-cc."""
@@ -47,6 +62,9 @@ def doctor(path, python, project, to_cc, fmt, as_json):
         from patchkit.commands.doctor import doctor_env
 
         return doctor_env(targets(path, python, project).env, to_cc=None if to_cc is AUTO else to_cc)
+    launch = ctx.meta.get("launch")
+    if launch is not None and python is None:
+        raise BadInput(None, "a server's command line after -- is judged with the environment it runs in: give --python EXE")
     given = targets(path, python, project)
     return command(given.found, apply_target(path, python), given.env, to_cc=None if to_cc is AUTO else to_cc,
-                   here=path is None and python is None)
+                   here=path is None and python is None, launch=launch)

@@ -43,7 +43,7 @@ from patchkit.gpus.smi import Machine, given, timeout
 from patchkit.gpus.smi import machine as read_machine
 from patchkit.judge.here import FixHere, clean_start_only, fixes_here, outcome, said_key, spelled, unneeded
 from patchkit.judge.reasons import CleanStartOnly, TurnedOn, Unneeded, Unread
-from patchkit.judge.settings import missing
+from patchkit.judge.settings import Need, missing
 from patchkit.judge.speedups import speedups_here
 from patchkit.kernels.jit import NvccAt, nvcc_at
 from patchkit.report import Where
@@ -107,6 +107,8 @@ class DoctorResult(Record):
     speedups: tuple  # judge.speedups.SpeedupHere
     nvcc: NvccAt  # the nvcc FlashInfer would call, as the JIT section finds it
     settings: tuple = ()  # judge.settings.SettingHere: with --python, the settings judged for the GPUs
+    modes: tuple = ()  # judge.modes.ModeHere: with --python, the failure modes the installed releases are exposed to
+    launch: tuple[str, ...] | None = None  # the server's command line given after --
 
     @property
     def measured(self) -> bool:
@@ -120,10 +122,21 @@ class DoctorResult(Record):
         return tuple(missing(list(self.settings)))
 
     @property
+    def modes_failing(self) -> tuple:
+        """The failure modes known to break this install as it is (every condition stated, no way out in
+        effect), but those a fix or a setting doctor judges cures: that verdict counts for them."""
+        from patchkit.fixes.modes import WayKind
+        from patchkit.judge.modes import failing
+
+        judged = {h.setting.name for h in self.settings} | {j.here.fix for t in self.targets for j in t.fixes}
+        return tuple(h for h in failing(list(self.modes))
+                     if not any(w.kind in (WayKind.PATCH, WayKind.SETTING) and w.what in judged for w in h.ways))
+
+    @property
     def exit_code(self) -> int:
         if self.basis == DEFAULT:
             return BAD_INPUT
-        if self.needed or (self.code is not None and self.code.no_code()):
+        if self.needed or (self.code is not None and self.code.no_code()) or self.modes_failing:
             return PROBLEMS
         return SETTINGS if self.settings_missing else OK
 
@@ -177,7 +190,8 @@ def _judged(h: FixHere, s: Session, effect: Effect | None, pulled: dict, m: Mach
                      clean_start_only(effect, s.project, s.version, m, s.reader()) if said else None)
 
 
-def doctor(found: list[tuple], apply_target: str, env=None, to_cc: CC | None = None, here: bool = False) -> DoctorResult | NoProjectHere:
+def doctor(found: list[tuple], apply_target: str, env=None, to_cc: CC | None = None, here: bool = False,
+           launch: tuple[str, ...] | None = None) -> DoctorResult | NoProjectHere:
     """``found``: (path, project, install) of each target (``cli.targets``); ``apply_target``: how the command line
     named them (``--python EXE`` or PATH), for the command to run; ``env``: the environment ``--python`` read
     (``targets.environment``), whose compiled CUDA code is judged for the GPUs (``kernels.installed_code``);
@@ -224,8 +238,25 @@ def doctor(found: list[tuple], apply_target: str, env=None, to_cc: CC | None = N
             h.fix == n and h.status == Status.MISSING for _, hs in states for h in hs))]
         options = "" if keep == defaults else " --all-fixes" if keep == list(FIXES) else "".join(f" --fix {n}" for n in keep)
         command = _apply_command(apply_target, options, None if m is seen else needing)
+    settings = _settings(env, m)
+    in_effect = frozenset({h.fix for _, hs in states for h in hs if h.status == Status.IN_EFFECT}
+                          | {h.setting.name for h in settings if h.need in (Need.SET, Need.NOT_NEEDED)})
     return DoctorResult(seen, unseen, to_cc, m, basis, tuple(targets), tuple(needed), command, code,
-                        tuple(speedups_here(m, versions)), nvcc_at(dict(os.environ)), _settings(env, m))
+                        tuple(speedups_here(m, versions)), nvcc_at(dict(os.environ)), settings,
+                        _modes(env, m, launch, in_effect), launch)
+
+
+def _modes(env, m: Machine, launch: tuple[str, ...] | None, in_effect: frozenset[str]) -> tuple:
+    """The failure modes the releases ``--python`` has installed are exposed to on these GPUs."""
+    if env is None:
+        return ()
+    from patchkit.judge.launch import read_launch
+    from patchkit.judge.modes import modes_here
+    from patchkit.judge.settings import _versions
+
+    sites = list(env.sites)
+    said = read_launch(launch, Path.cwd()) if launch is not None else None
+    return tuple(modes_here(_versions(sites), list(m.ccs()), sites, said, in_effect))
 
 
 def doctor_env(env, to_cc: CC | None = None):

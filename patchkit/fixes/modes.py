@@ -63,6 +63,7 @@ class Condition(StrEnum):
     SOURCE_BUILD = "source-build"  # the project built from source for the GPU
     DEEPGEMM_OFF = "deepgemm-off"  # DeepGEMM turned off by a setting
     CUSTOM_ALL_REDUCE = "custom-all-reduce"  # vLLM's custom all-reduce at graph capture
+    ALLREDUCE_FUSION = "allreduce-fusion"  # FlashInfer's all-reduce fusion (--enable-flashinfer-allreduce-fusion)
 
 
 class WayKind(StrEnum):

@@ -8,7 +8,12 @@ failure or effect, counting repeats (eight TP ranks raise the same ``KeyError: 1
   FlashInfer, vLLM) the traceback's frames ran;
 - a known failure no patch fixes (a missing kernel image): the package the frames name and
   what to do instead;
-- an effect (no multicast): what it means.
+- an effect (no multicast): what it means;
+- a failure mode's sign (``fixes/modes.py``) that none of those names: the mode, and its ways out.
+
+Every finding that belongs to a failure mode (a mode's sign, a known failure or a fix's signature
+with the same text, a fix that is a mode's way out) is one finding per mode: the texts of one
+mode seen on eight ranks, or its exception and the tool's own line, are one.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import shlex
 from functools import lru_cache
 
 from patchkit.cc import CC
+from patchkit.fixes.modes import Mode, Sign
 from patchkit.fixes.signatures import Known, Signature, read_known
 from patchkit.logs.origin import python_of, targets
 from patchkit.logs.phases import READY, ready, sglang_record
@@ -33,9 +39,10 @@ class Verdict(StrEnum):
     FIX = "fix"
     FAILURE = "failure"
     EFFECT = "effect"
+    MODE = "mode"  # a failure mode's sign that no fix or known failure names
 
 
-FIX, FAILURE, EFFECT = Verdict.FIX, Verdict.FAILURE, Verdict.EFFECT
+FIX, FAILURE, EFFECT, MODE = Verdict.FIX, Verdict.FAILURE, Verdict.EFFECT, Verdict.MODE
 _RECORD_PREFIX = re.compile(r"\[[^\]]*\] ")  # SGLang's "[2026-02-11 10:03:02 TP3] "
 MAX_LINES = 8  # the log lines kept of a repeated finding
 MAX_JUDGED = 4096  # the verdicts remembered of distinct tracebacks (a log repeats the same one on every rank)
@@ -46,6 +53,25 @@ def known() -> Known:
     return read_known()
 
 
+@lru_cache(maxsize=1)
+def signs() -> tuple[tuple[Mode, Sign], ...]:
+    """Every failure mode's signs, with their mode."""
+    from patchkit.fixes.modes import modes
+
+    return tuple((m, s) for m in modes() for s in m.signs)
+
+
+@lru_cache(maxsize=1)
+def _modes_of() -> tuple[dict[str, str], dict[str, str]]:
+    """(text of a sign -> its mode, fix -> the mode it is a way out of): how the findings of fixes and
+    known failures are told to be of a mode."""
+    from patchkit.fixes.modes import WayKind, modes
+
+    texts = {s.text: m.name for m, s in signs()}
+    fixes = {w.what: m.name for m in modes() for w in m.ways_out if w.kind == WayKind.PATCH}
+    return texts, fixes
+
+
 def needles(data: Known | None = None) -> tuple[bytes, ...]:
     """What a line must hold for a Matcher to care about it (a traceback's later lines aside; the
     logging module's "--- Logging error ---" before a traceback matters to watch only, which
@@ -53,6 +79,7 @@ def needles(data: Known | None = None) -> tuple[bytes, ...]:
     data = data or known()
     texts = [HEADER] + [s.log or s.exception for s in data.signatures if s.log or not s.raised_in]
     texts += [e.log for e in data.effects] + [f.log for f in data.failures if f.log] + list(READY)
+    texts += [s.text for _, s in signs()]
     return tuple(dict.fromkeys(t.encode() for t in texts))
 
 
@@ -72,6 +99,7 @@ class Finding(Record):
     origin: str | None = None  # a known failure: the path of the frame that named its package
     start: int | None = None  # a traceback's: the log line of its first "Traceback (most recent call last):"
     cc: CC | None = None  # a known failure of one GPU's (ptxas refusing sm_121a: 12.1); None: of SM12x as the fixes are
+    mode: str | None = None  # the failure mode it is a sign of (``fixes/modes.py``)
 
 
 @lru_cache(maxsize=64)
@@ -192,6 +220,10 @@ class Matcher:
                     advice = failure.advice.format(package=package, python=self._python(frames))
                     return i, (FAILURE, failure.name, part.exception, part.frames, None, "",
                                failure.cause.format(package=package), advice, (), None, origin, failure.cc)
+        for i, part in enumerate(parts):
+            for mode, sign in signs():
+                if sign.in_exception and sign.text in part.exception and _framed(sign, frames):
+                    return i, (MODE, mode.name, part.exception, part.frames, sign.project, "", "", "", (), None, None, None)
         return unhelped
 
     # -- helpers ----------------------------------------------------------------------------
@@ -210,6 +242,10 @@ class Matcher:
                 self._add(FAILURE, failure.name, number, _message(text), (), None, "", failure.cause.format(package=""),
                           failure.advice.format(package="", python=self._python(())), (), text[text.find(failure.log):],
                           cc=failure.cc)
+                return
+        for mode, sign in signs():  # a mode's text on a line of its own (a log line, an exception logged)
+            if sign.text in text and (not sign.in_exception or not sign.frames):
+                self._add(MODE, mode.name, number, _message(text), (), sign.project, "", "", "", (), text[text.find(sign.text):])
                 return
         for effect in self.data.effects:
             if effect.log in text:
@@ -240,17 +276,25 @@ class Matcher:
         """Record a finding, or count it again: one per failure, however the log dressed its text (the
         same exception with colour codes and without is one)."""
         frame = frames[-1] if frames else None
-        key = (kind, name, plain(said or what.split("\n", 1)[0]), frame)
+        texts, fixes = _modes_of()
+        mode = name if kind is MODE else fixes.get(name) if kind is FIX else \
+            next((m for t, m in texts.items() if t in what), None) if kind is FAILURE else None
+        key = ("mode", mode) if mode else (kind, name, plain(said or what.split("\n", 1)[0]), frame)
         seen = self._found.get(key)
         if seen is None:
             finding = Finding(kind, name, line, what, frame, project, releases, cause, advice, commands, (line,), 1, origin,
-                              start, cc)
+                              start, cc, mode)
             self._found[key] = [finding, 1, [line]]
             return finding
         seen[1] += 1
         if len(seen[2]) < MAX_LINES:
             seen[2].append(line)
         return seen[0]
+
+
+def _framed(sign: Sign, frames: tuple[Frame, ...]) -> bool:
+    """Whether a traceback's frames show a package the sign needs (a sign that needs none: yes)."""
+    return not sign.frames or any(f"/{p}/" in f.path for f in frames for p in sign.frames)
 
 
 def _message(text: str) -> str:

@@ -16,6 +16,7 @@ from patchkit.judge.here import no_multicast
 from patchkit.judge.reasons import NoNvcc
 from patchkit.render import jit
 from patchkit.render.kernels import always, distribution_lines
+from patchkit.render.modes import here_json, here_lines
 from patchkit.render.reasons import code, said
 from patchkit.render.settings import lines as settings_lines
 from patchkit.render.settings import set_line
@@ -66,15 +67,19 @@ def to_text(r, terminal: bool) -> list[str]:
             lines += [f"    {line}" for line in why + effect_here(j, t.label, r)]
     lines += _code_lines(r)
     lines += [""] + settings_lines(r.settings) if r.settings else []
+    lines += _mode_lines(r)
     for s in r.speedups:
         lines += ["", *speedup_lines(s, r.machine, r.code.exe if r.code is not None else None)]
     lines.append("")
     no_code = _no_code(r)
     if no_code:
         lines.append(f"no code for {these} in what the server loads: {'; '.join(no_code)}; no patch adds it (what to do is above)")
+    if r.modes_failing:
+        lines.append(f"known to break with this install{' and this launch line' if r.launch is not None else ''}: "
+                     + ", ".join(h.mode.name for h in r.modes_failing) + " (the ways out are above)")
     if r.needed:
         lines.append(f"needed{'' if r.measured else ' ' + here}: {', '.join(r.needed)}; to apply: {r.apply}")
-    elif not no_code:
+    elif not no_code and not r.modes_failing:
         maybe = _no_code(r, maybe=True)
         lacks = ", ".join(h.setting.name for h in r.settings_missing)
         nothing = "no patch this machine needs is missing" if r.measured else f"no patch {these} need is missing"
@@ -82,6 +87,17 @@ def to_text(r, terminal: bool) -> list[str]:
                       else "nothing this machine needs is missing" if r.measured else f"nothing {these} need is missing")
                      + (f"; {'; '.join(maybe)} cannot run on them, which matters only if the server loads them (above)" if maybe else ""))
     return lines
+
+
+def _mode_lines(r) -> list[str]:
+    """The failure modes this install is exposed to, silent wrong output first."""
+    if not r.modes:
+        return []
+    launch = " with this launch line" if r.launch is not None else ""
+    out = ["", f"failure modes of the releases installed{launch}, on {_here(r)[1]} (docs/FAILURE-MODES.md):"]
+    for h in r.modes:
+        out += [f"  {line}" for line in here_lines(h)]
+    return out
 
 
 def failure(r) -> str | None:
@@ -114,7 +130,9 @@ def to_json(r) -> dict:
            "targets": targets, "needed": list(r.needed), "apply": r.apply,
            "recommendation": speedup_json(r.speedups[0]) if r.speedups else None,
            "recommendations": [speedup_json(s) for s in r.speedups], "compiled_code": code,
-           "settings": [h.to_json() | {"set_line": set_line(h)} for h in r.settings]}
+           "settings": [h.to_json() | {"set_line": set_line(h)} for h in r.settings],
+           "failure_modes": [here_json(h) for h in r.modes], "modes_failing": [h.mode.name for h in r.modes_failing],
+           "launch": list(r.launch) if r.launch is not None else None}
     error = failure(r)
     return doc | {"error": error} if error else doc
 

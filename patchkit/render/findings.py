@@ -15,8 +15,10 @@ import shlex
 from collections.abc import Sequence
 
 from patchkit.fixes.registry import FIXES, PROJECTS
-from patchkit.logs.match import EFFECT, FAILURE, FIX, Finding
+from patchkit.logs.match import EFFECT, FAILURE, FIX, MODE, Finding
 from patchkit.logs.origin import target
+from patchkit.render.modes import by_name, mode_lines
+from patchkit.render.modes import headline as headline_of
 from patchkit.report import Heading, Place
 from patchkit.text import escaped
 
@@ -71,8 +73,14 @@ def details(f: Finding, started: int | None = None, python: str | None = None, a
                        "(diagnose --python EXE, the server's Python, names the command)")
     elif f.kind is FAILURE:
         out += [f"cause: {f.cause}", f"do: {f.advice}"]
+    elif f.kind is MODE:
+        mode = by_name(f.name)
+        out += mode_lines(mode) if mode is not None else []
     else:
         out.append(f"means: {f.advice}")
+    if f.mode is not None and f.kind is not MODE:
+        mode = by_name(f.mode)
+        out += [f"mode: {headline_of(mode)}"] if mode is not None else []
     return out + _seen(f)
 
 
@@ -106,7 +114,8 @@ def finding_json(f: Finding, kernels: list[dict] | None = None) -> dict:
     its traceback's start (``traceback_line``, None for a log line); a known failure's ``kernels``:
     the files with no code for the GPUs behind it (None: not judged)."""
     return {
-        "kind": {FIX: "fix", FAILURE: "known-failure", EFFECT: "effect"}[f.kind],
+        "kind": {FIX: "fix", FAILURE: "known-failure", EFFECT: "effect", MODE: "failure-mode"}[f.kind],
+        "mode": f.mode,
         "name": f.name,
         "line": f.line,
         "traceback_line": f.start,

@@ -70,6 +70,7 @@ def test_issue_15650_names_allreduce_fusion_and_flashinfer(tmp_path: Path) -> No
         " and it was asked for on SM120 (FlashInfer 0.5.0 - 0.6.16.post4)",
         f"{log}:{at}: fix: allreduce-fusion (opt-in): Allow the FlashInfer all-reduce fusion on SM120",
         f"{log}:{at}: run: patchkit apply --python /usr/bin/python3.12 --fix allreduce-fusion",
+        f"{log}:{at}: {FUSION_MODE}",
         f"1 known SM120 failure in {log}",
     ]
 
@@ -78,6 +79,8 @@ ISSUE_15650 = ROOT / "tests" / "logs" / "data" / "sglang-issue-15650.log"
 FUSION_CAUSE = ("cause: FlashInfer's JIT builds the TRT-LLM all-reduce fusion module for majors 9 and 10 only, and it was"
                 " asked for on SM120 (FlashInfer 0.5.0 - 0.6.16.post4)")
 FUSION_FIX = "fix: allreduce-fusion (opt-in): Allow the FlashInfer all-reduce fusion on SM120"
+# The failure mode the fix is a way out of (patchkit/fixes/modes/22-flashinfer-jit-arch-list.toml).
+FUSION_MODE = "mode: flashinfer-jit-arch-list: A FlashInfer JIT module's architecture list leaves out SM12x (crash; 12.0 and 12.1)"
 RERAISED = "Exception: Capture cuda graph failed: No supported CUDA architectures found for major versions [9, 10]."
 
 
@@ -91,6 +94,7 @@ def test_issue_15650_as_posted() -> None:
         f"{ISSUE_15650}:2: {FUSION_FIX}",
         f"{ISSUE_15650}:2: run: patchkit apply for the FlashInfer that wrote this log: the log does not show where it is"
         " (diagnose --python EXE, the server's Python, names the command)",
+        f"{ISSUE_15650}:2: {FUSION_MODE}",
         f"1 known SM120 failure in {ISSUE_15650}",
     ]
 
@@ -108,6 +112,7 @@ def test_issue_15650_reraised_by_sglang_alone(tmp_path: Path) -> None:
         f"{log}:{at}: {FUSION_CAUSE}",
         f"{log}:{at}: {FUSION_FIX}",
         f"{log}:{at}: run: patchkit apply --python /usr/bin/python3.12 --fix allreduce-fusion",
+        f"{log}:{at}: {FUSION_MODE}",
         f"1 known SM120 failure in {log}",
     ]
 
@@ -194,7 +199,7 @@ def test_json_is_one_document(tmp_path: Path) -> None:
         "file": f"/root/sglang/python/{SYMM_MEM}", "file_line": 83, "function": "__init__", "project": "sglang",
         "releases": "0.5.4.post3 - 0.5.13.post1",
         "cause": "TorchSymmMemCommunicator looks compute capability 12 up in its tables, which know 9 and 10",
-        "advice": None, "commands": ["patchkit apply /root/sglang"],
+        "advice": None, "commands": ["patchkit apply /root/sglang"], "mode": None,
         "started_after": False,  # no ready line after it: the server did not start
         "applied_now": False,  # its frames are not on this machine
     }

@@ -1,0 +1,119 @@
+"""The failure modes (``fixes/modes.py``) judged for what is installed and the GPUs: which this
+install is exposed to, under which conditions, and the ways out that fit its releases.  Values
+only; ``render/modes.py`` says them.  Read only: the installed files are read as text, bounded,
+never imported.
+
+- A release inside an ``Exposure``'s range, on a GPU of the mode's, is ``EXPOSED`` when the mode
+  needs no condition or the conditions are stated (``doctor -- CMD``), ``IF`` while a condition is
+  unstated.
+- A release newer than the data (``read_to``) is read: where the first fixed release's texts
+  (``fix_marks``) are in its files it is not exposed; where no fix is known, or its texts are not
+  found, it is ``UNREAD``: never judged like the last release read (docs/RELEASES.md).
+- A mode a fix or a setting cures is ``AVERTED`` where that way out is in effect here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+from patchkit.cc import CC
+from patchkit.fixes.modes import Condition, Exposure, Mode, WayKind, WayOut, modes
+from patchkit.judge.launch import Launch
+
+_MAX_MARK_FILE = 8 << 20  # a source file read for a fix's text
+
+
+class Exposed(Enum):
+    """What a mode is to this install."""
+
+    EXPOSED = "exposed"  # it happens here (its conditions, if any, are stated)
+    IF = "exposed if"  # it happens here under a condition nobody stated
+    AVERTED = "averted"  # exposed, and a way out is in effect here
+    UNREAD = "newer than read"  # a release newer than the data, whose files do not tell
+
+
+@dataclass(frozen=True)
+class ModeHere:
+    mode: Mode
+    exposure: Exposure
+    version: str  # the installed release of the exposure's project
+    gpus: tuple[CC, ...]  # the GPUs judged for that the mode is of
+    verdict: Exposed
+    unstated: tuple[Condition, ...]  # the conditions nobody stated (``IF``)
+    ways: tuple[WayOut, ...]  # the ways out that fit the installed releases, in order
+    averted_by: WayOut | None = None
+
+
+def _holds(site_files: list[Path], rel: str, text: str) -> bool | None:
+    """Whether the installed file ``rel`` holds ``text`` (None: no such file in any site)."""
+    for site in site_files:
+        path = site / rel
+        try:
+            with open(path, "rb") as f:
+                data = f.read(_MAX_MARK_FILE)
+        except OSError:
+            continue
+        return text.encode() in data
+    return None
+
+
+def _newer_is_fixed(exposure: Exposure, sites: list[Path]) -> bool | None:
+    """A release newer than the data: True where its files hold every text of the first fixed
+    release, False where one is missing, None where nothing tells (no fix known, no file)."""
+    marks = exposure.fix_marks()
+    if not marks:
+        return None
+    found = [_holds(sites, p.file, p.text) for p in marks]
+    return None if None in found else all(found)
+
+
+def _fits(way: WayOut, versions: dict[str, str]) -> bool:
+    version = versions.get(way.project)
+    return version is not None and way.fits(version)
+
+
+def modes_here(versions: dict[str, str], ccs: list[tuple[int, int]], sites: list[Path],
+               launch: Launch | None = None, in_effect: frozenset[str] = frozenset()) -> list[ModeHere]:
+    """Each mode this install is exposed to (or may be), silent wrong output first.  ``versions``:
+    canonical distribution name -> installed release; ``ccs``: the GPUs judged for; ``launch``: the
+    server's command line (``doctor -- CMD``: the conditions it states or rules out; None: every
+    condition open); ``in_effect``: the names of the fixes and settings in effect here (a way out of
+    those averts the mode)."""
+    found = []
+    for mode in modes():
+        gpus = tuple(g for g in mode.gpus if g.pair() in ccs)
+        if not gpus:
+            continue
+        for exposure in mode.exposed:
+            version = versions.get(exposure.project)
+            if version is None:
+                continue
+            if exposure.read(version):
+                if not exposure.covers(version):
+                    continue
+                verdict = Exposed.EXPOSED
+            else:
+                fixed = _newer_is_fixed(exposure, sites)
+                if fixed:
+                    continue
+                verdict = Exposed.UNREAD if fixed is None or exposure.fixed_in is None else Exposed.EXPOSED
+            said = {c: launch.holds(c) if launch is not None else None for c in mode.when}
+            if False in said.values():
+                continue  # the launch line rules out what the mode needs
+            unstated = tuple(c for c, v in said.items() if v is None)
+            ways = tuple(w for w in mode.ways_out if _fits(w, versions))
+            averted = next((w for w in ways if w.kind in (WayKind.PATCH, WayKind.SETTING) and w.what in in_effect), None)
+            if averted is not None:
+                verdict = Exposed.AVERTED
+            elif verdict == Exposed.EXPOSED and unstated:
+                verdict = Exposed.IF
+            found.append(ModeHere(mode, exposure, version, gpus, verdict, unstated, ways, averted))
+            break  # one finding per mode: the first exposed project
+    return sorted(found, key=lambda h: (h.mode.cost.rank, h.verdict != Exposed.EXPOSED, h.mode.survey))
+
+
+def failing(found: list[ModeHere]) -> list[ModeHere]:
+    """The modes known to break this install as it is: exposed with every condition stated, no way out in effect."""
+    return [h for h in found if h.verdict == Exposed.EXPOSED]

@@ -1,0 +1,78 @@
+"""A failure mode (``fixes/modes.py``) and its judgement here (``judge/modes.py``) in words: the
+one place doctor, diagnose, watch and the generated docs/FAILURE-MODES.md take them from."""
+
+from __future__ import annotations
+
+from patchkit.fixes.modes import Cost, Exposure, Mode, Proven, WayKind, WayOut, modes
+from patchkit.judge.modes import Exposed, ModeHere
+
+COST = {Cost.SILENT_WRONG: "silent wrong output", Cost.CRASH: "crash", Cost.HANG: "hang", Cost.SLOWDOWN: "slowdown"}
+VERDICT = {Exposed.EXPOSED: "exposed", Exposed.IF: "exposed if", Exposed.AVERTED: "averted",
+           Exposed.UNREAD: "not judged"}
+
+
+def by_name(name: str) -> Mode | None:
+    return next((m for m in modes() if m.name == name), None)
+
+
+def releases(e: Exposure) -> str:
+    """``flashinfer-python 0.5.0 to before 0.6.17 (read to 0.7.4)``."""
+    span = (f"{e.since} to before {e.fixed_in}" if e.since else f"before {e.fixed_in}") if e.fixed_in else \
+        (f"{e.since} and later" if e.since else "every release")
+    how = "proven from the released files" if e.proven == Proven.FILES else f"quoted: {e.quoted}"
+    return f"{e.project} {span} (read to {e.read_to}; {how})"
+
+
+def way(w: WayOut) -> str:
+    """One way out, as a user acts on it."""
+    span = f" ({w.project} {w.since or 'any'}" + (f" to before {w.before})" if w.before else " and later)")
+    if w.kind == WayKind.PATCH:
+        text = f"patch: patchkit apply --fix {w.what}: {w.says}"
+    elif w.kind == WayKind.UPGRADE:
+        text = f"upgrade: {w.project} {w.what} or later: {w.says}"
+    elif w.kind == WayKind.SETTING:
+        text = f"setting: {w.what}: {w.says} (`patchkit doctor --python EXE` prints it for the release installed)"
+    else:
+        text = f"backend: {w.what}: {w.says}"
+    return text + span + (f"; caveat: {w.caveat}" if w.caveat else "")
+
+
+def headline(m: Mode) -> str:
+    gpus = " and ".join(f"{g.major}.{g.minor}" for g in m.gpus)
+    return f"{m.name}: {m.title} ({COST[m.cost]}; {gpus})"
+
+
+def mode_lines(m: Mode, ways: tuple[WayOut, ...] | None = None) -> list[str]:
+    """What a finding of mode ``m`` says under its headline: the mode, and each way out
+    (``ways``: those that fit the releases that ran, where they are known)."""
+    out = [f"mode: {headline(m)}"]
+    out += [f"way out: {way(w)}" for w in (m.ways_out if ways is None else ways)]
+    out += [f"caveat: {c}" for c in m.caveats]
+    return out
+
+
+def here_lines(h: ModeHere) -> list[str]:
+    """A mode judged at this install (doctor)."""
+    gpus = " and ".join(f"{g.major}.{g.minor}" for g in h.gpus)
+    verdict = VERDICT[h.verdict] + (" " + ", ".join(c.value for c in h.unstated) if h.verdict == Exposed.IF else "")
+    head = f"{h.mode.name}: {verdict}: {h.mode.title} ({COST[h.mode.cost]}; {h.exposure.project} {h.version}; {gpus})"
+    out = [head]
+    if h.verdict == Exposed.UNREAD:
+        out.append(f"  {h.exposure.project} {h.version} is newer than patchkit has read ({h.exposure.read_to}), "
+                   "and its files do not show the upstream fix")
+    if h.averted_by is not None:
+        out.append(f"  in effect here: {h.averted_by.what}")
+        return out
+    out += [f"  way out: {way(w)}" for w in h.ways]
+    if not h.ways:
+        out.append("  way out: none known for the releases installed")
+    return out
+
+
+def here_json(h: ModeHere) -> dict:
+    return {"mode": h.mode.name, "survey": h.mode.survey, "title": h.mode.title, "cost": h.mode.cost.value,
+            "verdict": h.verdict.value, "unstated": [c.value for c in h.unstated], "project": h.exposure.project,
+            "version": h.version, "gpus": [f"{g.major}.{g.minor}" for g in h.gpus],
+            "averted_by": h.averted_by.what if h.averted_by else None,
+            "ways_out": [{"kind": w.kind.value, "project": w.project, "what": w.what, "says": w.says,
+                          "caveat": w.caveat or None} for w in h.ways]}

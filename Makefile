@@ -9,7 +9,10 @@ VLLM_MIRROR := build/vllm-mirror
 DEMO := build/demo
 DEMO_VERSION := 0.5.9
 
-.PHONY: test test-reliability fuzz demo venv install test-deps sglang-mirror flashinfer-mirror vllm-mirror patches check-patches check-kernels bench clean
+failure-modes: install
+	$(PY) -c "from patchkit.render.modes import atlas; open('docs/FAILURE-MODES.md', 'w').write('\\n'.join(atlas()) + '\\n')"
+
+.PHONY: failure-modes test test-reliability fuzz demo venv install test-deps sglang-mirror flashinfer-mirror vllm-mirror patches check-patches check-kernels bench clean
 
 # The virtualenv with what patchkit runs with (pyproject.toml's dependencies, nothing more);
 # rebuilt when pyproject.toml changes.  It installs patchkit too, from this tree (.fresh tells

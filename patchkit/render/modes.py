@@ -76,3 +76,28 @@ def here_json(h: ModeHere) -> dict:
             "averted_by": h.averted_by.what if h.averted_by else None,
             "ways_out": [{"kind": w.kind.value, "project": w.project, "what": w.what, "says": w.says,
                           "caveat": w.caveat or None} for w in h.ways]}
+
+
+def atlas() -> list[str]:
+    """docs/FAILURE-MODES.md, generated from the modes' files (``make failure-modes`` writes it; a test
+    holds it to the data)."""
+    out = ["# Failure modes on SM12x", "",
+           "Generated from `patchkit/fixes/modes/*.toml` by `make failure-modes`: do not edit by hand.", "",
+           "Each mode: what users see, what it costs, the GPUs and conditions it needs, the releases exposed (each bound",
+           "proven from the released files or quoted from a thread), and the ways out in the order patchkit offers them.",
+           "`patchkit doctor --python EXE` judges them for an install; `patchkit diagnose LOG` names them in a log.", "",
+           "| # | mode | costs | GPUs | conditions | reports |", "|---|---|---|---|---|---|"]
+    for m in modes():
+        gpus = ", ".join(f"{g.major}.{g.minor}" for g in m.gpus)
+        out.append(f"| {m.survey} | [{m.name}](#{m.survey}-{m.name}) | {', '.join(COST[c] for c in m.costs)} | {gpus} | "
+                   f"{', '.join(c.value for c in m.when) or 'any server'} | {m.reports} |")
+    for m in modes():
+        out += ["", f"## {m.survey}. {m.name}", "", f"{m.title}.", ""]
+        out += ["What users see:", ""] + [f"- `{s.text}` ({s.project}; {s.thread})" for s in m.signs] if m.signs else \
+            ["What users see: nothing (no text: a hang or wrong output)."]
+        out += ["", "Releases exposed:", ""] + [f"- {releases(e)}" for e in m.exposed] if m.exposed else \
+            ["", "Releases exposed: not tied to a release."]
+        out += ["", "Ways out, in order:", ""] + [f"{i}. {way(w)}" for i, w in enumerate(m.ways_out, 1)]
+        out += ["", "Caveats:", ""] + [f"- {c}" for c in m.caveats] if m.caveats else []
+        out += ["", "Sources: " + ", ".join(m.sources)]
+    return out

@@ -10,6 +10,7 @@ from patchkit.cli import cli
 from patchkit.cli.options import (
     JSON_OPT,
     PathType,
+    targets,
 )
 
 
@@ -17,11 +18,14 @@ from patchkit.cli.options import (
 @click.argument("log", type=PathType())
 @click.option("--timeout", default=None, metavar="SECONDS",
               help="Give up after this long, a finite number of seconds above 0 (exit 124) [default: wait].")
+@click.option("--python", "python", default=None, metavar="EXE",
+              help="The server's Python: at the time-out, name only the hangs its installed releases are exposed to.")
 @JSON_OPT
-def watch(log, timeout, as_json):
+def watch(log, timeout, python, as_json):
     """Follow LOG as the server writes it (it may not exist yet, or start over; a FIFO is read
     without waiting): exit 0 at the ready line of the project the log is of, 1 with the
-    diagnosis at a crash, 124 at the time-out.  Starts, signals and kills nothing."""
+    diagnosis at a crash, 124 at the time-out, with the failure modes that hang where the start
+    stopped (with --python, those its releases are exposed to).  Starts, signals and kills nothing."""
     from patchkit.commands.watch import seconds
     from patchkit.commands.watch import watch as command
 
@@ -32,4 +36,5 @@ def watch(log, timeout, as_json):
 
         click.echo(progress_line(event), err=True)
 
-    return command(log, timeout, progress if sys.stderr.isatty() and not as_json else None)
+    env = targets(None, python, None).env if python is not None else None
+    return command(log, timeout, progress if sys.stderr.isatty() and not as_json else None, env=env)

@@ -13,7 +13,9 @@ matcher as ``patchkit diagnose``.  It ends at the first of:
 - a crash: a scheduler exception, an uncaught traceback, a traceback a signature knows, or
   SGLang's "Received sigquit from a child process" with nothing after it: exit 1 and the
   diagnosis;
-- the time-out: exit 124 (as ``timeout(1)``), the phase the start reached and its last lines.
+- the time-out: exit 124 (as ``timeout(1)``), the phase the start reached and its last lines, and
+  the failure modes that hang in that phase (a hang prints nothing): with ``--python EXE``, only
+  those the releases it has installed are exposed to on SM12x GPUs (``judge/modes.py``).
 
 It polls every POLL seconds (no busy loop; a FIFO or a device is read without waiting, so a
 FIFO that nothing writes to ends at the time-out), reports progress through ``progress`` (a
@@ -33,6 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from patchkit.errors import OK, PROBLEMS, TIMED_OUT, BadInput
+from patchkit.fixes.modes import Phase
 from patchkit.logs import phases
 from patchkit.logs.follow import Follower
 from patchkit.logs.match import EFFECT, Matcher
@@ -82,6 +85,8 @@ class WatchResult(Record):
     exists: bool = True  # timed out: whether the log exists
     phase: tuple[str, int] | None = None  # timed out: the phase the start reached, and its line
     last: tuple = ()  # timed out: the start's last lines, (number, text)
+    hangs: tuple = ()  # timed out: the failure modes (fixes.modes.Mode) that hang in that phase
+    judged: bool = False  # whether ``hangs`` holds only the modes the releases installed are exposed to (--python)
 
     @property
     def failures(self) -> int:
@@ -120,7 +125,7 @@ def seconds(value: str | float | None) -> float | None:
 
 
 def watch(path: Path, timeout: float | None, progress: Callable[[Progress], None] | None = None,
-          clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> WatchResult:
+          clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep, env=None) -> WatchResult:
     timeout = seconds(timeout)
     if path.is_dir():
         raise BadInput(str(path), "is a directory, not a log file")
@@ -165,7 +170,7 @@ def watch(path: Path, timeout: float | None, progress: Callable[[Progress], None
                 if start.child_failed and not start.matcher.reader.open:
                     return _crashed(path, start, now - began, None, follower.restarts)
             if timeout is not None and now - began >= timeout:
-                return _timed_out(path, start, timeout, follower.exists, follower.restarts)
+                return _timed_out(path, start, timeout, follower.exists, follower.restarts, env)
             sleep(POLL)
     finally:
         follower.close()
@@ -193,5 +198,21 @@ def _crashed(path: Path, start: _Start, elapsed: float, tb: Traceback | None, re
     return _result(path, start, CRASHED, elapsed, restarts, line=tb.last_line if tb else None, traceback=tb)
 
 
-def _timed_out(path: Path, start: _Start, timeout: float, exists: bool, restarts: int) -> WatchResult:
-    return _result(path, start, OUT_OF_TIME, timeout, restarts, exists=exists, phase=start.phase, last=tuple(start.last))
+def _timed_out(path: Path, start: _Start, timeout: float, exists: bool, restarts: int, env=None) -> WatchResult:
+    return _result(path, start, OUT_OF_TIME, timeout, restarts, exists=exists, phase=start.phase, last=tuple(start.last),
+                   hangs=_hangs(start.phase[0] if start.phase else None, env), judged=env is not None)
+
+
+def _hangs(phase: Phase | None, env) -> tuple:
+    """The modes that hang in ``phase``; with ``env`` (--python), those its releases are exposed to."""
+    from patchkit.fixes.modes import modes
+
+    found = tuple(m for m in modes() if phase is not None and phase in m.hangs_in)
+    if env is None or not found:
+        return found
+    from patchkit.judge.modes import Exposed, modes_here
+    from patchkit.judge.settings import _versions
+
+    sites = list(env.sites)
+    exposed = {h.mode.name for h in modes_here(_versions(sites), [(12, 0), (12, 1)], sites) if h.verdict != Exposed.AVERTED}
+    return tuple(m for m in found if m.name in exposed)

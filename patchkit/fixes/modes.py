@@ -66,6 +66,18 @@ class Condition(StrEnum):
     ALLREDUCE_FUSION = "allreduce-fusion"  # FlashInfer's all-reduce fusion (--enable-flashinfer-allreduce-fusion)
 
 
+class Phase(StrEnum):
+    """How far a server's start got, as its log shows it (``logs/phases.py`` reads them): where a
+    mode that hangs stops moving (``hangs_in``), so that watch can name it when its time is up."""
+
+    DISTRIBUTED = "torch distributed"  # NCCL's init and the first collectives
+    LOADING = "loading weights"
+    LOADED = "weights loaded"
+    KV_CACHE = "KV cache allocated"
+    GRAPH_CAPTURE = "CUDA graph capture"
+    CAPTURED = "CUDA graph captured"  # then the warm-up request, and the autotuner where it runs
+
+
 class WayKind(StrEnum):
     """A way out, in the order patchkit offers them."""
 
@@ -165,6 +177,7 @@ class Mode:
     ways_out: tuple[WayOut, ...]
     caveats: tuple[str, ...]
     path: Path
+    hangs_in: tuple[Phase, ...] = ()  # a hang: the phases of the start it stops in
 
 
 def _next(version: str) -> str:
@@ -275,7 +288,10 @@ def read_mode(path: Path) -> Mode:
                 tuple(doc.enum("when", Condition, c) for c in doc.strings("when", required=False)),
                 doc.number("reports"), doc.strings("sources"), tuple(_sign(s) for s in doc.tables("signs", required=False)),
                 tuple(_exposure(e) for e in doc.tables("exposed", required=False)),
-                tuple(_way(w) for w in doc.tables("ways_out")), doc.strings("caveats", required=False), path)
+                tuple(_way(w) for w in doc.tables("ways_out")), doc.strings("caveats", required=False), path,
+                tuple(doc.enum("hangs_in", Phase, p) for p in doc.strings("hangs_in", required=False)))
+    if mode.hangs_in and Cost.HANG not in mode.costs:
+        raise doc.bad("'hangs_in' is for a mode that hangs: its 'costs' have no \"hang\"")
     if path.stem != f"{mode.survey:02d}-{mode.name}":
         raise doc.bad(f"the file of mode {mode.name!r} (survey {mode.survey}) is named {mode.survey:02d}-{mode.name}.toml")
     return mode

@@ -23,17 +23,19 @@ from __future__ import annotations
 
 import re
 
+from patchkit.fixes.modes import Phase
+
 SGLANG_READY = "The server is fired up and ready to roll!"
 UVICORN_READY = "Application startup complete."  # vLLM's ready line; in SGLang's log, before the warm-up
 READY = (SGLANG_READY, UVICORN_READY)
 # (text of the line, the phase as watch says it), in the order a start reaches them.
 PHASES = (
-    ("Init torch distributed begin.", "torch distributed"),
-    ("Load weight begin.", "loading weights"),
-    ("Load weight end.", "weights loaded"),
-    ("KV Cache is allocated.", "KV cache allocated"),
-    ("Capture cuda graph begin.", "CUDA graph capture"),
-    ("Capture cuda graph end.", "CUDA graph captured"),
+    ("Init torch distributed begin.", Phase.DISTRIBUTED),
+    ("Load weight begin.", Phase.LOADING),
+    ("Load weight end.", Phase.LOADED),
+    ("KV Cache is allocated.", Phase.KV_CACHE),
+    ("Capture cuda graph begin.", Phase.GRAPH_CAPTURE),
+    ("Capture cuda graph end.", Phase.CAPTURED),
 )
 CHILD_FAILED = "Received sigquit from a child process. It usually means the child failed."
 SCHEDULER_EXCEPTION = "Scheduler hit an exception: "
@@ -50,7 +52,7 @@ def ready(text: str, sglang: bool = False) -> bool:
     return SGLANG_READY in text or not sglang and UVICORN_READY in text
 
 
-def phase(text: str) -> str | None:
+def phase(text: str) -> Phase | None:
     for needle, name in PHASES:
         if needle in text:
             return name

@@ -8,6 +8,7 @@ from __future__ import annotations
 from patchkit.commands.watch import CRASHED, READY, STARTED_OVER, WAITING
 from patchkit.logs.match import EFFECT
 from patchkit.render.findings import finding_json, finding_lines, gpus
+from patchkit.render.modes import mode_lines
 from patchkit.report import Heading, Place, render
 from patchkit.text import escaped, plural
 
@@ -46,6 +47,11 @@ def to_text(r, terminal: bool) -> list[str]:
         if r.last:
             lines.append(Heading(f"last lines of {shown}:"))
             lines += [Place(f"  {n}: {escaped(text)}", shown, n, escaped(text)) for n, text in r.last]
+        if r.hangs:
+            whose = "its installed releases are exposed to" if r.judged else "that stop a start there (--python EXE: only those its releases are exposed to)"
+            lines.append(f"a hang prints nothing: the failure modes {whose}:")
+            for mode in r.hangs:
+                lines += [f"  {line}" for line in mode_lines(mode)]
     return render(lines, terminal)
 
 
@@ -56,6 +62,7 @@ def to_json(r) -> dict:
         tb = r.traceback
         extra = {"line": r.line, "traceback_line": tb.line if tb else None, "exception": tb.last if tb else None}
     else:
-        extra = {"phase": r.phase[0] if r.phase else None, "last_lines": [{"line": n, "text": t} for n, t in r.last]}
+        extra = {"phase": r.phase[0] if r.phase else None, "last_lines": [{"line": n, "text": t} for n, t in r.last],
+                 "hangs": [m.name for m in r.hangs], "hangs_judged": r.judged}
     return {"command": "watch", "log": r.log, "outcome": r.outcome, "seconds": round(r.seconds, 1),
             "restarts": r.restarts, **extra, "findings": [finding_json(f) for f in r.findings]}

@@ -36,9 +36,10 @@ class _Launch(Command):
 @click.option("--to-cc", type=CCType(auto=True), default=AUTO.value, show_default=True, metavar="CC|auto",
               help="The GPUs to judge for: auto (those nvidia-smi shows), or a compute capability (12, 12.0, 12.1) "
                    "judged as given, with no GPU needed (an image build has none).")
-@click.option("--format", "fmt", type=click.Choice(["text", "env"]), default="text", show_default=True,
+@click.option("--format", "fmt", type=click.Choice(["text", "env", "markdown"]), default="text", show_default=True,
               help="env: only the shell lines `export NAME=VALUE` of the variables this machine needs (with --python), "
-                   "for a launch script to eval.")
+                   "for a launch script to eval; markdown: the report to paste into an upstream issue (home folders "
+                   "and the launch line's secrets redacted).")
 @JSON_OPT
 @click.pass_context
 def doctor(ctx, path, python, project, to_cc, fmt, as_json):
@@ -65,6 +66,13 @@ def doctor(ctx, path, python, project, to_cc, fmt, as_json):
     launch = ctx.meta.get("launch")
     if launch is not None and python is None:
         raise BadInput(None, "a server's command line after -- is judged with the environment it runs in: give --python EXE")
+    if fmt == "markdown" and as_json:
+        raise BadInput(None, "--format markdown prints markdown: give --json or --format markdown, not both")
     given = targets(path, python, project)
-    return command(given.found, apply_target(path, python), given.env, to_cc=None if to_cc is AUTO else to_cc,
-                   here=path is None and python is None, launch=launch)
+    result = command(given.found, apply_target(path, python), given.env, to_cc=None if to_cc is AUTO else to_cc,
+                     here=path is None and python is None, launch=launch)
+    if fmt == "markdown":
+        from patchkit.commands.doctor import DoctorResult, doctor_markdown
+
+        return doctor_markdown(result, given.env) if isinstance(result, DoctorResult) else result
+    return result

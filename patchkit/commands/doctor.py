@@ -141,6 +141,30 @@ class DoctorResult(Record):
         return SETTINGS if self.settings_missing else OK
 
 
+class DoctorMarkdown(Record):
+    """``doctor --format markdown``: the report (``render/markdown.py`` says it), with the versions of the
+    distributions installed that patchkit's data names."""
+
+    result: DoctorResult
+    versions: tuple[tuple[str, str], ...]
+
+    @property
+    def exit_code(self) -> int:
+        return self.result.exit_code
+
+
+def doctor_markdown(result: DoctorResult, env) -> DoctorMarkdown:
+    from patchkit.fixes.modes import modes
+    from patchkit.fixes.registry import PROJECTS
+    from patchkit.fixes.settings import read_settings
+    from patchkit.judge.settings import _versions
+
+    named = {e.project for m in modes() for e in m.exposed} | {w.project for m in modes() for w in m.ways_out}
+    named |= {p.distribution for p in PROJECTS.values()} | {s.project for s in read_settings()} | {"torch"}
+    versions = _versions(list(env.sites)) if env is not None else {}
+    return DoctorMarkdown(result, tuple(sorted((n, v) for n, v in versions.items() if n in named)))
+
+
 class NoProjectHere(Record):
     """``patchkit doctor`` with no PATH and no --python, in a folder that holds no project: the GPUs
     seen (or why none was), and why the folder is no target; exit 2."""

@@ -23,7 +23,7 @@ from patchkit.errors import BadInput
 from patchkit.fixes.load import HERE, _read
 from patchkit.text import named
 from patchkit.types import StrEnum
-from patchkit.versions import at_least, is_version
+from patchkit.versions import at_least, is_version, version_key
 
 FOLDER = HERE / "modes"
 _MAX_FILES = 200  # modes are a few dozen: a folder of thousands is not patchkit's data
@@ -138,8 +138,11 @@ class Exposure:
         return not at_least(version, _next(self.read_to))
 
     def fix_marks(self) -> tuple[Proof, ...]:
-        """The texts the first fixed release holds: a newer release is judged by finding them in its files."""
-        return tuple(p for p in self.proofs if p.holds and p.release == self.fixed_in)
+        """The texts of the fix as the newest fixed release read holds them: a newer release is judged by
+        finding them in its files."""
+        fixed = [p for p in self.proofs if p.holds and self.fixed_in is not None and at_least(p.release, self.fixed_in)]
+        newest = max((p.release for p in fixed), key=version_key, default=None)
+        return tuple(p for p in fixed if p.release == newest)
 
     @property
     def proven(self) -> Proven:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from patchkit.commands.doctor import DEFAULT, NoProjectHere
+from patchkit.commands.doctor import DEFAULT, DoctorMarkdown, NoProjectHere
 from patchkit.errors import OK
 from patchkit.fixes.registry import PROJECTS
 from patchkit.judge.here import no_multicast
@@ -45,6 +45,10 @@ def _no_project(r: NoProjectHere) -> list[str]:
 def to_text(r, terminal: bool) -> list[str]:
     if isinstance(r, NoProjectHere):
         return _no_project(r)
+    if isinstance(r, DoctorMarkdown):
+        from patchkit.render.markdown import markdown
+
+        return markdown(r.result, dict(r.versions))
     lines = _header(r)
     here, these = _here(r)
     for t in r.targets:
@@ -101,6 +105,8 @@ def _mode_lines(r) -> list[str]:
 
 
 def failure(r) -> str | None:
+    if isinstance(r, DoctorMarkdown):
+        return failure(r.result)
     if isinstance(r, NoProjectHere):
         return f"{r.why}; give --python EXE, the Python the server runs with"
     if r.basis != DEFAULT:

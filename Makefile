@@ -9,10 +9,11 @@ VLLM_MIRROR := build/vllm-mirror
 DEMO := build/demo
 DEMO_VERSION := 0.5.9
 
+# docs/FAILURE-MODES.md, generated from patchkit/fixes/modes/*.toml (a test holds it to the data).
 failure-modes: install
 	$(PY) -c "from patchkit.render.modes import atlas; open('docs/FAILURE-MODES.md', 'w').write('\\n'.join(atlas()) + '\\n')"
 
-.PHONY: failure-modes test test-reliability fuzz demo venv install test-deps sglang-mirror flashinfer-mirror vllm-mirror patches check-patches check-kernels bench clean
+.PHONY: failure-modes test test-reliability fuzz demo venv install test-deps sglang-mirror flashinfer-mirror vllm-mirror patches check-patches check-kernels check-releases bench clean
 
 # The virtualenv with what patchkit runs with (pyproject.toml's dependencies, nothing more);
 # rebuilt when pyproject.toml changes.  It installs patchkit too, from this tree (.fresh tells
@@ -127,6 +128,13 @@ check-patches: test-deps sglang-mirror flashinfer-mirror vllm-mirror
 # cuobjdump entry by entry.  make test keeps the fixtures, small copies of some of these files and one .so.
 check-kernels: test-deps
 	$(call in_run_folder,$(PYTEST) tests/kernels/check_wheel.py tests/kernels/check_installed.py tests/kernels/check_wheels.py)
+
+# Whether the failure modes' data (patchkit/fixes/modes/*.toml) reaches the newest releases on the package
+# index pip is configured with: each bound read to an older release, and whether the newest release still
+# holds each fix's text (parts of its wheel read, kept in ~/.cache/patchkit/members).  Not part of make test;
+# exit 0 whatever it lists, 2 when the index cannot be read (docs/RELEASES.md).
+check-releases: install
+	PYTHONPATH=tests $(PY) -m support.check_releases
 
 # Speed and memory, side by side with their floors (see benchmarks/bench.py); prints a table.
 # BENCH_ARGS="--only commands" runs a part of it.

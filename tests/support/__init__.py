@@ -8,4 +8,6 @@
 - prebuilt.py: what a test session builds once and every test shares (release mirrors, virtualenvs, build backends)
 - mirror.py, index.py: git histories of real releases from PyPI (``PYTHONPATH=tests python -m support.mirror``)
 - image.py: SGLang's official-image layout (a shallow clone installed editable), for the tests and make bench
+- released.py: one file of a released wheel, read in parts from the index and kept; ranges.py: a local index serving them
+- check_releases.py: make check-releases, the failure modes' bounds against the newest releases on the index
 """

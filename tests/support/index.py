@@ -17,6 +17,7 @@ import re
 import ssl
 import subprocess
 import sys
+import urllib.error
 import urllib.parse
 import urllib.request
 from html.parser import HTMLParser
@@ -63,15 +64,24 @@ def pip_settings() -> PipSettings:
     return PipSettings([index, *extra], setting("cert"), setting("proxy"))
 
 
+class Listed(NamedTuple):
+    """A file that an index's page of a project lists."""
+
+    name: str
+    url: str  # absolute, with its #sha256= fragment when the index gives one
+    yanked: bool  # PEP 592: pip takes it only when pinned to its exact version
+
+
 class _Links(HTMLParser):
     def __init__(self) -> None:
         super().__init__()
-        self.links: list[str] = []
+        self.links: list[tuple[str, bool]] = []
 
     def handle_starttag(self, tag, attrs) -> None:
-        href = dict(attrs).get("href")
+        attrs = dict(attrs)
+        href = attrs.get("href")
         if tag == "a" and href:
-            self.links.append(href)
+            self.links.append((href, "data-yanked" in attrs))
 
 
 def _opener(settings: PipSettings) -> urllib.request.OpenerDirector:
@@ -81,19 +91,37 @@ def _opener(settings: PipSettings) -> urllib.request.OpenerDirector:
     return urllib.request.build_opener(*handlers)
 
 
-def _files(opener, index: str, project: str) -> dict[str, str]:
-    """filename -> absolute URL (with its #sha256= fragment) of every file the index lists."""
+def listing(opener, index: str, project: str) -> list[Listed]:
+    """Every file the index lists for ``project`` (the simple API: PEP 691 JSON or PEP 503 HTML).  A
+    ``file://`` index is a folder of pages: a project's page is its folder's ``index.html``, as pip
+    reads it.  A project the index does not have raises FileNotFoundError (HTTP 404 too)."""
     page = f"{index.rstrip('/')}/{re.sub(r'[-_.]+', '-', project).lower()}/"
-    with opener.open(urllib.request.Request(page, headers={"Accept": _ACCEPT}), timeout=120) as response:
-        body, kind = response.read(), response.headers.get("Content-Type", "")
-        page = response.geturl()
+    if urllib.parse.urlsplit(page).scheme == "file":
+        page += "index.html"
+    try:
+        with opener.open(urllib.request.Request(page, headers={"Accept": _ACCEPT}), timeout=120) as response:
+            body, kind = response.read(), response.headers.get("Content-Type", "")
+            page = response.geturl()
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            raise FileNotFoundError(f"{page}: 404") from None
+        raise
+    except urllib.error.URLError as exc:
+        raise (exc.reason if isinstance(exc.reason, FileNotFoundError) else exc) from None
     if "json" in kind:
         doc = json.loads(body)
-        return {f["filename"]: urllib.parse.urljoin(page, f["url"]) + (f"#sha256={f['hashes']['sha256']}" if "sha256" in f.get("hashes", {}) else "")
-                for f in doc.get("files", [])}
+        return [Listed(f["filename"], urllib.parse.urljoin(page, f["url"])
+                       + (f"#sha256={f['hashes']['sha256']}" if "sha256" in f.get("hashes", {}) else ""), bool(f.get("yanked")))
+                for f in doc.get("files", [])]
     parser = _Links()
     parser.feed(body.decode("utf-8", "replace"))
-    return {urllib.parse.unquote(urllib.parse.urlsplit(h).path.rsplit("/", 1)[-1]): urllib.parse.urljoin(page, h) for h in parser.links}
+    return [Listed(urllib.parse.unquote(urllib.parse.urlsplit(h).path.rsplit("/", 1)[-1]), urllib.parse.urljoin(page, h), yanked)
+            for h, yanked in parser.links]
+
+
+def _files(opener, index: str, project: str) -> dict[str, str]:
+    """filename -> absolute URL (with its #sha256= fragment) of every file the index lists."""
+    return {f.name: f.url for f in listing(opener, index, project)}
 
 
 def fetch_sdist(project: str, version: str, folder: Path) -> Path:

@@ -4,10 +4,10 @@ thread in that folder's SOURCES.toml): diagnose names that mode, and no other, i
 from __future__ import annotations
 
 import json
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from patchkit.fixes.modes import modes
 from support.cli import invoke

@@ -28,7 +28,10 @@ COMMANDS = {name: f"patchkit.cli.{name}" for name in (
 def show_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
     """``--version``: as click's ``version_option`` prints it, without asking gettext for the words."""
     if value and not ctx.resilient_parsing:
+        from patchkit.fixes.modes import read_to
+
         click.echo(f"patchkit, version {__version__}", color=ctx.color)
+        click.echo("failure modes read to: " + ", ".join(f"{p} {v}" for p, v in read_to().items()), color=ctx.color)
         ctx.exit()
 
 

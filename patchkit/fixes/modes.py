@@ -313,3 +313,13 @@ def modes(folder: Path = FOLDER) -> tuple[Mode, ...]:
             raise BadInput(str(mode.path), f"mode {mode.name!r} is also in {seen[mode.name].name}")
         seen[mode.name] = mode.path
     return tuple(sorted(found, key=lambda m: m.survey))
+
+
+def read_to() -> dict[str, str]:
+    """Per project, the newest release the modes' data was read to (``--version`` and doctor say it)."""
+    found: dict[str, str] = {}
+    for mode in modes():
+        for e in mode.exposed:
+            if e.project not in found or version_key(e.read_to) > version_key(found[e.project]):
+                found[e.project] = e.read_to
+    return dict(sorted(found.items()))

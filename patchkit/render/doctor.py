@@ -98,7 +98,10 @@ def _mode_lines(r) -> list[str]:
     if not r.modes:
         return []
     launch = " with this launch line" if r.launch is not None else ""
-    out = ["", f"failure modes of the releases installed{launch}, on {_here(r)[1]} (docs/FAILURE-MODES.md):"]
+    from patchkit.fixes.modes import read_to
+
+    read = ", ".join(f"{p} {v}" for p, v in read_to().items())
+    out = ["", f"failure modes of the releases installed{launch}, on {_here(r)[1]} (docs/FAILURE-MODES.md; read to {read}):"]
     for h in r.modes:
         out += [f"  {line}" for line in here_lines(h)]
     return out

@@ -84,7 +84,11 @@ def test_path_type_is_clicks_path(tmp_path: Path) -> None:
 
 def test_version_and_help_say_what_clicks_options_say() -> None:
     version = invoke("--version")
-    assert (version.returncode, version.stdout) == (0, f"patchkit, version {__version__}\n".encode())
+    from patchkit.fixes.modes import read_to
+
+    read = ", ".join(f"{p} {v}" for p, v in read_to().items())
+    assert "triton 3.9.0" in read and "flashinfer-python 0.7.4" in read
+    assert (version.returncode, version.stdout) == (0, f"patchkit, version {__version__}\nfailure modes read to: {read}\n".encode())
     for flag in ("-h", "--help"):
         shown = invoke("apply", flag)
         assert shown.returncode == 0

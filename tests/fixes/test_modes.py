@@ -117,7 +117,9 @@ def test_doctor_lists_the_modes_and_narrows_them_by_the_launch_line(tmp_path: Pa
     assert [(m["mode"], m["verdict"], m["unstated"], m["version"]) for m in doc["failure_modes"]] == [
         ("flashinfer-jit-arch-list", "exposed if", ["allreduce-fusion"], "0.6.4")]
     text = invoke("doctor", "--python", str(venv / "bin/python"), env=env).stdout.decode().splitlines()
-    at = text.index("failure modes of the releases installed, on these GPUs (docs/FAILURE-MODES.md):")
+    [at] = [i for i, line in enumerate(text) if line.startswith("failure modes of the releases installed, on these GPUs "
+                                                                  "(docs/FAILURE-MODES.md; read to ")]
+    assert "flashinfer-python 0.7.4" in text[at]
     assert text[at + 1] == ("  flashinfer-jit-arch-list: exposed if allreduce-fusion: A FlashInfer JIT module's architecture "
                             "list leaves out SM12x (crash; flashinfer-python 0.6.4; 12.1)")
     asked = invoke("doctor", "--python", str(venv / "bin/python"), "--json", "--", "python3", "-m", "sglang.launch_server",

@@ -117,6 +117,9 @@ def read_launch(words: tuple[str, ...], cwd: Path) -> Launch:
     known[Condition.FP8_KV] = kv is not None and kv.lower().startswith("fp8")
     if "--disable-custom-all-reduce" in switches:
         known[Condition.CUSTOM_ALL_REDUCE] = False
+    backend = options.get("--attention-backend")
+    if backend is not None:  # another backend named rules the TRT-LLM kernels out; none named leaves the choice open
+        known[Condition.TRTLLM_ATTENTION] = "trtllm" in backend.lower()
     if "--enable-flashinfer-allreduce-fusion" in switches:
         known[Condition.ALLREDUCE_FUSION] = True  # (without it, a release may turn the fusion on by itself: open)
     if "--no-enable-flashinfer-autotune" in switches:

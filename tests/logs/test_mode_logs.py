@@ -33,3 +33,42 @@ def test_diagnose_names_the_mode_and_no_other(log: Path) -> None:
     findings = [f for entry in doc["logs"] for f in entry["findings"]]
     assert done.returncode == 1, (log, findings)
     assert {f["mode"] for f in findings if f["kind"] != "effect"} == {mode}, [(f["name"], f["mode"]) for f in findings]
+
+
+# How a sign's text names the SM12x GPU, and the same text of another GPU (an H100/H200, a T4, a B200).
+OTHER_GPU = ((b"sm_121a", b"sm_100a"), (b"sm_120a", b"sm_90a"), (b"sm_121", b"sm_100"), (b"sm_120", b"sm_90"),
+             (b"capability: 120", b"capability: 75"), (b"capability 12.0", b"capability 9.0"), (b"SM120", b"SM90"),
+             (b"SM121", b"SM100"))
+
+
+def test_a_healthy_log_names_no_mode(tmp_path: Path) -> None:
+    """A start that reached its ready line and served (SGLang's and vLLM's real lines, tests/logs/real_text.py),
+    and a crash of another cause: nothing of any mode."""
+    from logs import real_text as r
+
+    healthy = tmp_path / "healthy.log"
+    healthy.write_bytes(r.log(*r.START, *r.LOAD, *r.CAPTURE, *r.CAPTURED, *r.READY, r.ACCESS, r.DECODE, *r.VLLM_SERVE,
+                              *r.UNRELATED))
+    done = invoke("diagnose", str(healthy), "--json")
+    doc = json.loads(done.stdout)
+    assert done.returncode == 0 and [f for entry in doc["logs"] for f in entry["findings"]] == []
+
+
+def test_the_same_texts_of_other_gpus_name_no_mode(tmp_path: Path) -> None:
+    """Each sign whose text names the SM12x GPU, as another GPU's log says it (a ptxas refusing sm_100a,
+    a kernel missing for capability 75): no finding of that mode, in a traceback or on a line of its own."""
+    swapped = []
+    for mode in modes():
+        for sign in mode.signs:
+            text = sign.text.encode()
+            for ours, theirs in OTHER_GPU:
+                if ours in text:
+                    swapped.append((mode.name, text.replace(ours, theirs)))
+                    break
+    assert swapped, "no sign names the SM12x GPU: this test would hold nothing"
+    for mode, text in swapped:
+        log = tmp_path / "other.log"
+        log.write_bytes(b"Traceback (most recent call last):\n  File \"/x/y.py\", line 1, in f\nRuntimeError: " + text
+                        + b"\nINFO: " + text + b"\n")
+        doc = json.loads(invoke("diagnose", str(log), "--json").stdout)
+        assert [f["mode"] for entry in doc["logs"] for f in entry["findings"] if f["mode"] == mode] == [], (mode, text)

@@ -102,7 +102,7 @@ class Sign:
     text: str
     in_exception: bool  # True: text of a traceback's last line; False: text of any log line
     project: str  # the project whose frame or line carries it
-    frames: tuple[str, ...]  # a frame of one of these packages must be in the traceback (empty: any)
+    frames: tuple[str, ...]  # a frame in one of these folders (a package, or a folder path inside one) must be in the traceback (empty: any)
     thread: str  # where it was seen ("vllm#54225")
 
 

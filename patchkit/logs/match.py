@@ -11,8 +11,8 @@ failure or effect, counting repeats (eight TP ranks raise the same ``KeyError: 1
 - an effect (no multicast): what it means;
 - a failure mode's sign (``fixes/modes.py``) that none of those names: the mode, and its ways out.
 
-Every finding that belongs to a failure mode (a mode's sign, a known failure or a fix's signature
-with the same text, a fix that is a mode's way out) is one finding per mode: the texts of one
+Every finding that belongs to a failure mode (a mode's sign, or a known failure's or a fix's finding
+whose text holds a mode's sign) is one finding per mode: the texts of one
 mode seen on eight ranks, or its exception and the tool's own line, are one.
 """
 
@@ -62,14 +62,10 @@ def signs() -> tuple[tuple[Mode, Sign], ...]:
 
 
 @lru_cache(maxsize=1)
-def _modes_of() -> tuple[dict[str, str], dict[str, str]]:
-    """(text of a sign -> its mode, fix -> the mode it is a way out of): how the findings of fixes and
-    known failures are told to be of a mode."""
-    from patchkit.fixes.modes import WayKind, modes
-
-    texts = {s.text: m.name for m, s in signs()}
-    fixes = {w.what: m.name for m in modes() for w in m.ways_out if w.kind == WayKind.PATCH}
-    return texts, fixes
+def _modes_of() -> dict[str, str]:
+    """Text of a sign -> its mode: a fix's or a known failure's finding whose text is a mode's sign is of that
+    mode (a fix's warning that the release turned the feature off cleanly is no mode's)."""
+    return {s.text: m.name for m, s in signs()}
 
 
 def needles(data: Known | None = None) -> tuple[bytes, ...]:
@@ -222,7 +218,7 @@ class Matcher:
                                failure.cause.format(package=package), advice, (), None, origin, failure.cc)
         for i, part in enumerate(parts):
             for mode, sign in signs():
-                if sign.in_exception and sign.text in part.exception and _framed(sign, frames):
+                if sign.in_exception and _ends_with(part.exception, sign.text) and _framed(sign, frames):
                     return i, (MODE, mode.name, part.exception, part.frames, sign.project, "", "", "", (), None, None, None)
         return unhelped
 
@@ -244,7 +240,7 @@ class Matcher:
                           cc=failure.cc)
                 return
         for mode, sign in signs():  # a mode's text on a line of its own (a log line, an exception logged)
-            if sign.text in text and (not sign.in_exception or not sign.frames):
+            if (not sign.in_exception or not sign.frames) and _ends_with(text, sign.text):
                 self._add(MODE, mode.name, number, _message(text), (), sign.project, "", "", "", (), text[text.find(sign.text):])
                 return
         for effect in self.data.effects:
@@ -276,9 +272,8 @@ class Matcher:
         """Record a finding, or count it again: one per failure, however the log dressed its text (the
         same exception with colour codes and without is one)."""
         frame = frames[-1] if frames else None
-        texts, fixes = _modes_of()
-        mode = name if kind is MODE else fixes.get(name) if kind is FIX else \
-            next((m for t, m in texts.items() if t in what), None) if kind is FAILURE else None
+        mode = name if kind is MODE else None if kind is EFFECT else \
+            next((m for t, m in _modes_of().items() if _ends_with(what, t)), None)
         key = ("mode", mode) if mode else (kind, name, plain(said or what.split("\n", 1)[0]), frame)
         seen = self._found.get(key)
         if seen is None:

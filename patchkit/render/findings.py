@@ -62,10 +62,10 @@ def details(f: Finding, started: int | None = None, python: str | None = None, a
         if started is not None:
             out.append(f"started: the server was ready at line {started}, after this warning: it did not stop the start; "
                        f"whether this machine needs {fix.name}: {doctor}")
-            return out + _seen(f)
+            return out + _mode(f) + _seen(f)
         if applied:
             out.append(f"applied: {fix.name} is applied there now, after this log was written: restart the server to run it")
-            return out + _seen(f)
+            return out + _mode(f) + _seen(f)
         runs = f.commands or ((shlex.join(["patchkit", "apply", "--python", python, *option]),) if python else ())
         out += [f"run: {command}" for command in runs]
         if not runs:
@@ -78,10 +78,13 @@ def details(f: Finding, started: int | None = None, python: str | None = None, a
         out += mode_lines(mode) if mode is not None else []
     else:
         out.append(f"means: {f.advice}")
-    if f.mode is not None and f.kind is not MODE:
-        mode = by_name(f.mode)
-        out += [f"mode: {headline_of(mode)}"] if mode is not None else []
-    return out + _seen(f)
+    return out + _mode(f) + _seen(f)
+
+
+def _mode(f: Finding) -> list[str]:
+    """The failure mode a fix's or a known failure's finding is of (a mode's own finding says it above)."""
+    mode = by_name(f.mode) if f.mode is not None and f.kind is not MODE else None
+    return [f"mode: {headline_of(mode)}"] if mode is not None else []
 
 
 def _seen(f: Finding) -> list[str]:

@@ -23,6 +23,10 @@ KEYERROR_AT = TRACEBACK_AT + r.KEYERROR.index("KeyError: 12")  # and says "KeyEr
 SYMM_MEM = "sglang/srt/distributed/device_communicators/torch_symm_mem.py"
 
 
+# The failure mode the fix is a way out of (patchkit/fixes/modes/26-torch-symm-mem-keyerror.toml).
+SYMM_MODE = "mode: torch-symm-mem-keyerror: SGLang's torch symmetric-memory all-reduce dies with KeyError: 12 (crash; 12.0 and 12.1)"
+
+
 def keyerror_lines(label: str, at: int = KEYERROR_AT) -> list[str]:
     return [
         f"{label}:{at}: KeyError: 12 raised at /root/sglang/python/{SYMM_MEM}:83 (SGLang)",
@@ -30,6 +34,7 @@ def keyerror_lines(label: str, at: int = KEYERROR_AT) -> list[str]:
         " (SGLang 0.5.4.post3 - 0.5.13.post1)",
         f"{label}:{at}: fix: torch-symm-mem: Add SM120 to the torch symm-mem all-reduce tables",
         f"{label}:{at}: run: patchkit apply /root/sglang",
+        f"{label}:{at}: {SYMM_MODE}",
     ]
 
 
@@ -178,9 +183,10 @@ def test_the_real_gpu_run(tmp_path: Path) -> None:
     # placeholder command (it said "run: patchkit apply PATH (the checkout that wrote this log), ...").
     assert lines[3] == (f"{FIXTURE}:9: run: patchkit apply for the SGLang that wrote this log: the log does not show "
                         "where it is (diagnose --python EXE, the server's Python, names the command)")
-    assert lines[4].startswith(f"{FIXTURE}:13: WARNING sglang.srt.distributed.device_communicators.torch_symm_mem: "
+    assert lines[4] == f"{FIXTURE}:9: {SYMM_MODE}"
+    assert lines[5].startswith(f"{FIXTURE}:13: WARNING sglang.srt.distributed.device_communicators.torch_symm_mem: "
                                "TorchSymmMemCommunicator: World size 1 not supported")
-    assert lines[6] == f"{FIXTURE}:16: gen_trtllm_comm_module: RuntimeError: No supported CUDA architectures found for major versions [9, 10]."
+    assert lines[7] == f"{FIXTURE}:16: gen_trtllm_comm_module: RuntimeError: No supported CUDA architectures found for major versions [9, 10]."
     assert lines[-1] == f"2 known SM120 failures in {FIXTURE}; 1 warning explained"
 
 
@@ -199,7 +205,7 @@ def test_json_is_one_document(tmp_path: Path) -> None:
         "file": f"/root/sglang/python/{SYMM_MEM}", "file_line": 83, "function": "__init__", "project": "sglang",
         "releases": "0.5.4.post3 - 0.5.13.post1",
         "cause": "TorchSymmMemCommunicator looks compute capability 12 up in its tables, which know 9 and 10",
-        "advice": None, "commands": ["patchkit apply /root/sglang"], "mode": None,
+        "advice": None, "commands": ["patchkit apply /root/sglang"], "mode": "torch-symm-mem-keyerror",
         "started_after": False,  # no ready line after it: the server did not start
         "applied_now": False,  # its frames are not on this machine
     }
@@ -337,13 +343,14 @@ def test_after_apply_the_old_crash_says_the_fix_is_in_and_the_server_needs_a_res
     head = [f"{log}:{KEYERROR_AT}: KeyError: 12 raised at {site}/{SYMM_MEM}:83 (SGLang)"] + keyerror_lines(str(log))[1:3]
     done = invoke("diagnose", str(log))
     assert (done.returncode, done.stdout.decode().splitlines()) == (PROBLEMS, head + [
-        f"{log}:{KEYERROR_AT}: run: patchkit apply --python {venv}/bin/python", f"1 known SM120 failure in {log}"])
+        f"{log}:{KEYERROR_AT}: run: patchkit apply --python {venv}/bin/python", f"{log}:{KEYERROR_AT}: {SYMM_MODE}",
+        f"1 known SM120 failure in {log}"])
 
     assert run_cli("apply", "--python", str(venv / "bin" / "python")).returncode == OK
     done = invoke("diagnose", str(log))
     assert (done.returncode, done.stdout.decode().splitlines()) == (PROBLEMS, head + [
         f"{log}:{KEYERROR_AT}: applied: torch-symm-mem is applied there now, after this log was written: restart the"
-        " server to run it", f"1 known SM120 failure in {log}"])
+        " server to run it", f"{log}:{KEYERROR_AT}: {SYMM_MODE}", f"1 known SM120 failure in {log}"])
     [f] = json.loads(invoke("diagnose", str(log), "--json").stdout)["logs"][0]["findings"]
     assert (f["applied_now"], f["commands"]) == (True, [f"patchkit apply --python {venv}/bin/python"])
 

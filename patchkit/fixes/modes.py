@@ -115,6 +115,7 @@ class Proof:
     file: str  # the path inside the wheel
     text: str
     holds: bool  # True: the file holds the text; False: it lacks it
+    sdist: bool = False  # the file is in the source archive (vLLM's csrc/, flash-attn's setup.py), not the wheel
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,8 @@ class Exposure:
     read_to: str  # the newest release read: what is newer is not judged
     proofs: tuple[Proof, ...]
     quoted: str  # where a bound not proven by the files comes from ("" when every bound is)
+    when: tuple[Condition, ...] | None = None  # this feature's conditions (None: the mode's)
+    gpus: tuple[CC, ...] | None = None  # the GPUs these releases fail on (None: the mode's)
 
     def covers(self, version: str) -> bool:
         """Whether ``version`` is exposed (a release newer than ``read_to`` is not judged here: ``read``)."""
@@ -250,7 +253,11 @@ def _proof(doc: _Doc, project: str) -> Proof:
     release = doc.version("release")
     if release is None:
         raise doc.bad("'release' is missing")
-    return Proof(doc.text("distribution", project), release, doc.text("file"), holds or lacks or "", holds is not None)
+    archive = doc.optional("archive") or "wheel"
+    if archive not in ("wheel", "sdist"):
+        raise doc.bad(f"'archive': {archive!r} is not one of wheel, sdist")
+    return Proof(doc.text("distribution", project), release, doc.text("file"), holds or lacks or "", holds is not None,
+                 archive == "sdist")
 
 
 def _sign(doc: _Doc) -> Sign:
@@ -261,11 +268,19 @@ def _sign(doc: _Doc) -> Sign:
                 doc.text("thread"))
 
 
+def _gpus(doc: _Doc) -> tuple[CC, ...]:
+    try:
+        return tuple(CC.parse(g) for g in doc.strings("gpus"))
+    except ValueError as exc:
+        raise doc.bad(f"'gpus': {exc}") from None
+
+
 def _exposure(doc: _Doc) -> Exposure:
     project = doc.text("project")
     proofs = tuple(_proof(p, project) for p in doc.tables("proofs", required=False))
+    when = tuple(doc.enum("when", Condition, c) for c in doc.strings("when", required=False)) if "when" in doc.doc else None
     exposure = Exposure(project, doc.version("since"), doc.version("fixed_in"), doc.version("read_to") or "",
-                        proofs, doc.optional("quoted") or "")
+                        proofs, doc.optional("quoted") or "", when, _gpus(doc) if "gpus" in doc.doc else None)
     if not exposure.read_to:
         raise doc.bad("'read_to' is missing: the newest release read")
     if not proofs and not exposure.quoted:
@@ -283,10 +298,7 @@ def _way(doc: _Doc) -> WayOut:
 def read_mode(path: Path) -> Mode:
     doc = _Doc(_read(path), path, path.stem)
     costs = tuple(doc.enum("costs", Cost, c) for c in doc.strings("costs"))
-    try:
-        gpus = tuple(CC.parse(g) for g in doc.strings("gpus"))
-    except ValueError as exc:
-        raise doc.bad(f"'gpus': {exc}") from None
+    gpus = _gpus(doc)
     mode = Mode(doc.text("name"), doc.number("survey"), doc.text("title"), min(costs, key=lambda c: c.rank),
                 tuple(sorted(costs, key=lambda c: c.rank)), gpus,
                 tuple(doc.enum("when", Condition, c) for c in doc.strings("when", required=False)),

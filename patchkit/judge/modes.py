@@ -83,35 +83,42 @@ def modes_here(versions: dict[str, str], ccs: list[tuple[int, int]], sites: list
     those averts the mode)."""
     found = []
     for mode in modes():
-        gpus = tuple(g for g in mode.gpus if g.pair() in ccs)
-        if not gpus:
-            continue
-        for exposure in mode.exposed:
-            version = versions.get(exposure.project)
-            if version is None:
-                continue
-            if exposure.read(version):
-                if not exposure.covers(version):
-                    continue
-                verdict = Exposed.EXPOSED
-            else:
-                fixed = _newer_is_fixed(exposure, sites)
-                if fixed:
-                    continue
-                verdict = Exposed.UNREAD  # no fix known, or its texts not in the files: not judged like the last read
-            said = {c: launch.holds(c) if launch is not None else None for c in mode.when}
-            if False in said.values():
-                continue  # the launch line rules out what the mode needs
-            unstated = tuple(c for c, v in said.items() if v is None)
-            ways = tuple(w for w in mode.ways_out if _fits(w, versions))
-            averted = next((w for w in ways if w.kind in (WayKind.PATCH, WayKind.SETTING) and w.what in in_effect), None)
-            if averted is not None:
-                verdict = Exposed.AVERTED
-            elif verdict == Exposed.EXPOSED and unstated:
-                verdict = Exposed.IF
-            found.append(ModeHere(mode, exposure, version, gpus, verdict, unstated, ways, averted))
-            break  # one finding per mode: the first exposed project
+        judged = [h for e in mode.exposed for h in [_judge(mode, e, versions, ccs, sites, launch, in_effect)] if h is not None]
+        if judged:  # one finding per mode: the exposure that says the most
+            found.append(min(judged, key=lambda h: _ORDER.index(h.verdict)))
     return sorted(found, key=lambda h: (h.mode.cost.rank, h.verdict != Exposed.EXPOSED, h.mode.survey))
+
+
+_ORDER = (Exposed.EXPOSED, Exposed.IF, Exposed.UNREAD, Exposed.AVERTED)
+
+
+def _judge(mode: Mode, exposure: Exposure, versions: dict[str, str], ccs: list[tuple[int, int]], sites: list[Path],
+           launch: Launch | None, in_effect: frozenset[str]) -> ModeHere | None:
+    """The mode at one exposure: None where the release, the GPUs or the launch line keep it out."""
+    gpus = tuple(g for g in (exposure.gpus or mode.gpus) if g.pair() in ccs)
+    version = versions.get(exposure.project)
+    if not gpus or version is None:
+        return None
+    if exposure.read(version):
+        if not exposure.covers(version):
+            return None
+        verdict = Exposed.EXPOSED
+    else:
+        if _newer_is_fixed(exposure, sites):
+            return None
+        verdict = Exposed.UNREAD  # no fix known, or its texts not in the files: not judged like the last read
+    when = mode.when if exposure.when is None else exposure.when
+    said = {c: launch.holds(c) if launch is not None else None for c in when}
+    if False in said.values():
+        return None  # the launch line rules out what the mode needs
+    unstated = tuple(c for c, v in said.items() if v is None)
+    ways = tuple(w for w in mode.ways_out if _fits(w, versions))
+    averted = next((w for w in ways if w.kind in (WayKind.PATCH, WayKind.SETTING) and w.what in in_effect), None)
+    if averted is not None:
+        verdict = Exposed.AVERTED
+    elif verdict == Exposed.EXPOSED and unstated:
+        verdict = Exposed.IF
+    return ModeHere(mode, exposure, version, gpus, verdict, unstated, ways, averted)
 
 
 def failing(found: list[ModeHere]) -> list[ModeHere]:

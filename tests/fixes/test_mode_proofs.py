@@ -45,10 +45,12 @@ def test_every_mode_file_is_read_and_the_proofs_are_found():
 
 @pytest.mark.parametrize("proof", PROOFS)
 def test_the_released_file_holds_or_lacks_the_text(proof):
-    data = released.member(proof.distribution, proof.release, proof.file)
+    read = released.source_member if proof.sdist else released.member
+    data = read(proof.distribution, proof.release, proof.file)
     assert data, f"{proof.distribution} {proof.release}: {proof.file} is empty"
     found = proof.text.encode() in data
-    assert found == proof.holds, (f"{proof.distribution} {proof.release} ({released.wheel_name(proof.distribution, proof.release)}):"
+    where = "source archive" if proof.sdist else released.wheel_name(proof.distribution, proof.release)
+    assert found == proof.holds, (f"{proof.distribution} {proof.release} ({where}):"
                                   f" {proof.file} {'lacks' if proof.holds else 'holds'} {proof.text!r}")
 
 

@@ -226,6 +226,35 @@ def member(distribution: str, version: str, path: str, cache: Path | None = None
     return data
 
 
+def source_member(project: str, version: str, path: str, cache: Path | None = None) -> bytes:
+    """The bytes of ``path`` in ``project`` ``version``'s source archive (its top folder left out), for
+    the files no wheel ships (vLLM's csrc/, flash-attn's setup.py).  A .tar.gz cannot be read by
+    ranges: the archive is fetched whole once (``support.mirror.fetch_sdist``'s cache) and each member
+    read is kept beside the wheels' members."""
+    import tarfile
+
+    from support.mirror import fetch_sdist
+
+    cache = Path(cache) if cache else default_cache()
+    if path.startswith("/") or any(p in ("", ".", "..") for p in path.split("/")):
+        raise MirrorError(f"{path!r}: not a path inside a source archive")
+    kept = _members(cache, project, version) / "sdist" / path
+    try:
+        return kept.read_bytes()
+    except FileNotFoundError:
+        pass
+    archive = fetch_sdist(project, version, cache)
+    with tarfile.open(archive) as tar:
+        found = next((m for m in tar if m.isfile() and m.name.partition("/")[2] == path), None)
+        if found is None:
+            raise MissingMember(f"{archive.name} has no {path}")
+        if found.size > MEMBER_LIMIT:
+            raise MirrorError(f"{archive.name}: {path} is {found.size} bytes, more than {MEMBER_LIMIT}")
+        data = tar.extractfile(found).read()
+    _write(kept, data)
+    return data
+
+
 def names(distribution: str, version: str, cache: Path | None = None) -> tuple[str, ...]:
     """The names in the wheel of ``distribution`` ``version``, in the order of its central directory."""
     return _wheel(Path(cache) if cache else default_cache(), distribution, version).names

@@ -109,6 +109,7 @@ class DoctorResult(Record):
     settings: tuple = ()  # judge.settings.SettingHere: with --python, the settings judged for the GPUs
     modes: tuple = ()  # judge.modes.ModeHere: with --python, the failure modes the installed releases are exposed to
     launch: tuple[str, ...] | None = None  # the server's command line given after --
+    read_to: tuple[tuple[str, str], ...] = ()  # (project, the newest release the modes were read to) of those installed
 
     @property
     def measured(self) -> bool:
@@ -267,7 +268,18 @@ def doctor(found: list[tuple], apply_target: str, env=None, to_cc: CC | None = N
                           | {h.setting.name for h in settings if h.need in (Need.SET, Need.NOT_NEEDED)})
     return DoctorResult(seen, unseen, to_cc, m, basis, tuple(targets), tuple(needed), command, code,
                         tuple(speedups_here(m, versions)), nvcc_at(dict(os.environ)), settings,
-                        _modes(env, m, launch, in_effect), launch)
+                        _modes(env, m, launch, in_effect), launch, _read_to(env))
+
+
+def _read_to(env) -> tuple[tuple[str, str], ...]:
+    """How far the modes' data reaches for each project ``--python`` has installed."""
+    if env is None:
+        return ()
+    from patchkit.fixes.modes import read_to
+    from patchkit.judge.settings import _versions
+
+    installed = _versions(list(env.sites))
+    return tuple((p, v) for p, v in read_to().items() if p in installed)
 
 
 def _modes(env, m: Machine, launch: tuple[str, ...] | None, in_effect: frozenset[str]) -> tuple:

@@ -98,10 +98,8 @@ def _mode_lines(r) -> list[str]:
     if not r.modes:
         return []
     launch = " with this launch line" if r.launch is not None else ""
-    from patchkit.fixes.modes import read_to
-
-    read = ", ".join(f"{p} {v}" for p, v in read_to().items())
-    out = ["", f"failure modes of the releases installed{launch}, on {_here(r)[1]} (docs/FAILURE-MODES.md; read to {read}):"]
+    read = "; read to " + ", ".join(f"{p} {v}" for p, v in r.read_to) if r.read_to else ""
+    out = ["", f"failure modes of the releases installed{launch}, on {_here(r)[1]} (docs/FAILURE-MODES.md{read}):"]
     for h in r.modes:
         out += [f"  {line}" for line in here_lines(h)]
     return out
@@ -141,7 +139,7 @@ def to_json(r) -> dict:
            "recommendations": [speedup_json(s) for s in r.speedups], "compiled_code": code,
            "settings": [h.to_json() | {"set_line": set_line(h)} for h in r.settings],
            "failure_modes": [here_json(h) for h in r.modes], "modes_failing": [h.mode.name for h in r.modes_failing],
-           "launch": list(r.launch) if r.launch is not None else None}
+           "launch": list(r.launch) if r.launch is not None else None, "modes_read_to": dict(r.read_to)}
     error = failure(r)
     return doc | {"error": error} if error else doc
 

@@ -78,7 +78,9 @@ def test_diagnose_escapes_what_the_log_says_on_a_terminal(tmp_path: Path) -> Non
     lines = out.decode().splitlines()
     assert lines[1] == f"  {TRACEBACK_AT + r.KEYERROR.index('KeyError: 12')}: KeyError: 12^[]52;c;aGVsbG8=^G raised at" \
                        f" /root/sglang/{SYMM_MEM}:83 (SGLang)"
-    assert lines[5] == f"  {TRACEBACK_AT + len(r.KEYERROR)}: TorchSymmMemCommunicator: torch symmetric memory multicast" \
+    assert lines[5] == "      mode: torch-symm-mem-keyerror: SGLang's torch symmetric-memory all-reduce dies with KeyError: 12" \
+                       " (crash; 12.0 and 12.1)"
+    assert lines[6] == f"  {TRACEBACK_AT + len(r.KEYERROR)}: TorchSymmMemCommunicator: torch symmetric memory multicast" \
                        " operations are not supported.^[[31mM-^[2J"
 
 

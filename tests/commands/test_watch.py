@@ -76,6 +76,8 @@ def test_crash_with_the_diagnosis(tmp_path: Path) -> None:
         " (SGLang 0.5.4.post3 - 0.5.13.post1)",
         f"{log}:{KEYERROR_AT}: fix: torch-symm-mem: Add SM120 to the torch symm-mem all-reduce tables",
         f"{log}:{KEYERROR_AT}: run: patchkit apply /root/sglang",
+        f"{log}:{KEYERROR_AT}: mode: torch-symm-mem-keyerror: SGLang's torch symmetric-memory all-reduce dies with KeyError: 12"
+        " (crash; 12.0 and 12.1)",
     ]
     assert re.fullmatch(rf"crashed after \d+ s: KeyError: 12 \(line {KEYERROR_AT}\); 1 known SM120 failure above", last), last
 

@@ -133,7 +133,7 @@ def test_doctor_lists_the_modes_and_narrows_them_by_the_launch_line(tmp_path: Pa
     by = {m["mode"]: m for m in doc["failure_modes"]}
     assert by["flashinfer-jit-arch-list"]["verdict"] == "exposed"
     assert [(w["kind"], w["what"]) for w in by["flashinfer-jit-arch-list"]["ways_out"]] == [
-        ("patch", "allreduce-fusion"), ("upgrade", "0.6.17")]
+        ("patch", "allreduce-fusion"), ("upgrade", "0.6.7"), ("upgrade", "0.6.17")]
     refused = invoke("doctor", "--", "vllm", "serve", "m", env=env)
     assert refused.returncode == 2 and b"give --python EXE" in refused.stderr
 

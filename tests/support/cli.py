@@ -77,3 +77,20 @@ def invoke(*args: str, env: dict | None = None, cwd: Path | None = None) -> subp
     return subprocess.CompletedProcess(
         ["patchkit", *args], result.exit_code, result.stdout_bytes, result.stderr_bytes or b""
     )
+
+
+MODES_HEADER = "failure modes of the releases installed"
+
+
+def split_modes(lines: list[str]) -> tuple[list[str], list[str]]:
+    """doctor's lines without its section of failure modes (its header, the indented lines under it and the
+    blank line before it), and that section: for the tests of what doctor says besides the modes, which
+    tests/fixes/test_modes.py holds to the modes' data."""
+    at = next((i for i, line in enumerate(lines) if line.startswith(MODES_HEADER)), None)
+    if at is None:
+        return lines, []
+    end = at + 1
+    while end < len(lines) and lines[end].startswith("  "):
+        end += 1
+    start = at - 1 if at and lines[at - 1] == "" else at
+    return lines[:start] + lines[end:], lines[at:end]

@@ -25,7 +25,10 @@ def releases(e: Exposure) -> str:
 
 def way(w: WayOut) -> str:
     """One way out, as a user acts on it."""
-    span = f" ({w.project} {w.since or 'any'}" + (f" to before {w.before})" if w.before else " and later)")
+    if w.since is None and w.before is None:
+        span = f" (any {w.project} release)"
+    else:
+        span = f" ({w.project} {w.since or 'any'}" + (f" to before {w.before})" if w.before else " and later)")
     if w.kind == WayKind.PATCH:
         text = f"patch: patchkit apply --fix {w.what}: {w.says}"
     elif w.kind == WayKind.UPGRADE:

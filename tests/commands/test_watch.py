@@ -89,10 +89,32 @@ def test_time_out_with_the_last_lines(tmp_path: Path) -> None:
     assert done.returncode == TIMED_OUT
     lines = (r.START + r.LOAD + r.CAPTURE)
     n = len(lines)
-    assert done.stdout.decode().splitlines() == [
+    out = done.stdout.decode().splitlines()
+    assert out[:6] == [
         f"timed out after 2 s: no ready line in {log}; the start reached: CUDA graph capture (line {n - 1})",
         *(f"{log}:{i}: {lines[i - 1]}" for i in range(n - 4, n + 1)),
     ]
+    # A hang prints nothing: the modes that stop a start in CUDA graph capture (patchkit/fixes/modes/, hangs_in).
+    assert out[6] == "a hang prints nothing: the failure modes that stop a start there (--python EXE: only those its releases are exposed to):"
+    assert [line for line in out[7:] if line.startswith("  mode: ")] == [
+        "  mode: pcie-p2p-hang: Multi-GPU SM12x over PCIe hangs at the first all-reduce (hang; 12.0)",
+        "  mode: flashinfer-autotune: FlashInfer autotuning at startup hangs or fails on SM12x (crash; 12.0 and 12.1)"]
+    assert "  way out: setting: nccl-p2p-disable: NCCL goes through host memory instead of peer-to-peer (`patchkit doctor " \
+           "--python EXE` prints it for the release installed) (any nvidia-nccl-cu12 release); caveat: costs bandwidth; " \
+           "turning ACS off (BIOS, pci=noacs, setpci) cured the same hang on Ada GPUs without the cost (NVIDIA/nccl#2079)" in out
+
+
+def test_time_out_names_the_hangs_the_releases_installed_are_exposed_to(tmp_path: Path, prebuilt) -> None:
+    """With --python: FlashInfer 0.6.4 alone (no NCCL of its own there): the autotuner's hang, not NCCL's."""
+    from support.mirror import default_cache, fetch_wheel
+
+    venv = prebuilt.venv(fetch_wheel("0.6.4", default_cache(), "flashinfer-python"))
+    log = tmp_path / "server.log"
+    log.write_bytes(r.log(r.START, r.LOAD, r.CAPTURE))
+    done = run_watch(log, "--timeout", "1", "--python", str(venv / "bin/python"), "--json")
+    doc = json.loads(done.stdout)
+    assert (done.returncode, doc["phase"], doc["hangs"], doc["hangs_judged"]) == (
+        TIMED_OUT, "CUDA graph capture", ["flashinfer-autotune"], True)
 
 
 def test_time_out_before_the_log_exists(tmp_path: Path) -> None:

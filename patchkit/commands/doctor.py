@@ -110,6 +110,7 @@ class DoctorResult(Record):
     modes: tuple = ()  # judge.modes.ModeHere: with --python, the failure modes the installed releases are exposed to
     launch: tuple[str, ...] | None = None  # the server's command line given after --
     read_to: tuple[tuple[str, str], ...] = ()  # (project, the newest release the modes were read to) of those installed
+    flags: tuple = ()  # judge.modes.FlagHere: the launch line's flags that a way out names, against the releases
 
     @property
     def measured(self) -> bool:
@@ -266,9 +267,10 @@ def doctor(found: list[tuple], apply_target: str, env=None, to_cc: CC | None = N
     settings = _settings(env, m)
     in_effect = frozenset({h.fix for _, hs in states for h in hs if h.status == Status.IN_EFFECT}
                           | {h.setting.name for h in settings if h.need in (Need.SET, Need.NOT_NEEDED)})
+    found_modes, flags = _modes(env, m, launch, in_effect)
     return DoctorResult(seen, unseen, to_cc, m, basis, tuple(targets), tuple(needed), command, code,
                         tuple(speedups_here(m, versions)), nvcc_at(dict(os.environ)), settings,
-                        _modes(env, m, launch, in_effect), launch, _read_to(env))
+                        found_modes, launch, _read_to(env), flags)
 
 
 def _read_to(env) -> tuple[tuple[str, str], ...]:
@@ -282,17 +284,20 @@ def _read_to(env) -> tuple[tuple[str, str], ...]:
     return tuple((p, v) for p, v in read_to().items() if p in installed)
 
 
-def _modes(env, m: Machine, launch: tuple[str, ...] | None, in_effect: frozenset[str]) -> tuple:
-    """The failure modes the releases ``--python`` has installed are exposed to on these GPUs."""
+def _modes(env, m: Machine, launch: tuple[str, ...] | None, in_effect: frozenset[str]) -> tuple[tuple, tuple]:
+    """The failure modes the releases ``--python`` has installed are exposed to on these GPUs, and the
+    launch line's flags that a way out names, against those releases."""
     if env is None:
-        return ()
+        return (), ()
     from patchkit.judge.launch import read_launch
-    from patchkit.judge.modes import modes_here
+    from patchkit.judge.modes import flags_here, modes_here
     from patchkit.judge.settings import _versions
 
     sites = list(env.sites)
+    versions = _versions(sites)
     said = read_launch(launch, Path.cwd()) if launch is not None else None
-    return tuple(modes_here(_versions(sites), list(m.ccs()), sites, said, in_effect))
+    flags = tuple(flags_here(said, versions)) if said is not None else ()
+    return tuple(modes_here(versions, list(m.ccs()), sites, said, in_effect)), flags
 
 
 def doctor_env(env, to_cc: CC | None = None):

@@ -124,3 +124,32 @@ def _judge(mode: Mode, exposure: Exposure, versions: dict[str, str], ccs: list[t
 def failing(found: list[ModeHere]) -> list[ModeHere]:
     """The modes known to break this install as it is: exposed with every condition stated, no way out in effect."""
     return [h for h in found if h.verdict == Exposed.EXPOSED]
+
+
+@dataclass(frozen=True)
+class FlagHere:
+    """A flag of the server's command line that a way out names, against the installed release."""
+
+    flag: str  # as the launch line gives it ("--moe-backend")
+    project: str
+    version: str
+    read_in: tuple[tuple[str | None, str | None], ...]  # the releases the data reads it in: (since, before)
+    known: bool  # whether the installed release is one of them (False: not read there, or not there)
+
+
+def flags_here(launch: Launch, versions: dict[str, str]) -> list[FlagHere]:
+    """Each flag of ``launch`` that a mode's way out names (another backend, a switch), judged for the
+    release of its project installed: known there, or not read in that release."""
+    given = set(launch.options) | set(launch.switches)
+    ranges: dict[tuple[str, str], list[WayOut]] = {}
+    for mode in modes():
+        for way in mode.ways_out:
+            flag = way.what.split()[0]
+            if way.kind == WayKind.BACKEND and flag.startswith("--") and flag in given and way.project in versions:
+                ranges.setdefault((flag, way.project), []).append(way)
+    found = []
+    for (flag, project), ways in sorted(ranges.items()):
+        version = versions[project]
+        spans = tuple(dict.fromkeys((w.since, w.before) for w in ways))
+        found.append(FlagHere(flag, project, version, spans, any(w.fits(version) for w in ways)))
+    return found

@@ -95,13 +95,17 @@ def to_text(r, terminal: bool) -> list[str]:
 
 def _mode_lines(r) -> list[str]:
     """The failure modes this install is exposed to, silent wrong output first."""
-    if not r.modes:
+    if not r.modes and not r.flags:
         return []
     launch = " with this launch line" if r.launch is not None else ""
     read = "; read to " + ", ".join(f"{p} {v}" for p, v in r.read_to) if r.read_to else ""
     out = ["", f"failure modes of the releases installed{launch}, on {_here(r)[1]} (docs/FAILURE-MODES.md{read}):"]
     for h in r.modes:
         out += [f"  {line}" for line in here_lines(h)]
+    for f in r.flags:
+        spans = ", ".join(f"{a or 'any'} to before {b}" if b else f"{a} and later" for a, b in f.read_in)
+        out.append(f"  launch line: {f.flag} is read in {f.project} {spans}: "
+                   + ("it is in " if f.known else "not read in ") + f"{f.project} {f.version}")
     return out
 
 
@@ -139,7 +143,9 @@ def to_json(r) -> dict:
            "recommendations": [speedup_json(s) for s in r.speedups], "compiled_code": code,
            "settings": [h.to_json() | {"set_line": set_line(h)} for h in r.settings],
            "failure_modes": [here_json(h) for h in r.modes], "modes_failing": [h.mode.name for h in r.modes_failing],
-           "launch": list(r.launch) if r.launch is not None else None, "modes_read_to": dict(r.read_to)}
+           "launch": list(r.launch) if r.launch is not None else None, "modes_read_to": dict(r.read_to),
+           "launch_flags": [{"flag": f.flag, "project": f.project, "version": f.version, "known": f.known,
+                             "read_in": [list(span) for span in f.read_in]} for f in r.flags]}
     error = failure(r)
     return doc | {"error": error} if error else doc
 

@@ -140,3 +140,19 @@ def test_doctor_lists_the_modes_and_narrows_them_by_the_launch_line(tmp_path: Pa
 
 def test_costs_rank_silent_wrong_output_first() -> None:
     assert [c.rank for c in (Cost.SILENT_WRONG, Cost.CRASH, Cost.HANG, Cost.SLOWDOWN)] == [1, 2, 3, 4]
+
+
+def test_the_launch_lines_flags_are_checked_against_the_release(tmp_path: Path) -> None:
+    """A flag a way out names is read from its first release on: vLLM 0.15.1 has no --no-enable-flashinfer-autotune
+    (0.16.0 is the first read with it); SGLang's --disable-flashinfer-autotune is read in two ranges."""
+    from patchkit.judge.modes import flags_here
+
+    launch = read_launch(("vllm", "serve", "m", "--no-enable-flashinfer-autotune", "--attention-backend", "TRITON_ATTN"), tmp_path)
+    found = {(f.flag, f.version, f.known) for f in flags_here(launch, {"vllm": "0.15.1"})}
+    assert found == {("--no-enable-flashinfer-autotune", "0.15.1", False), ("--attention-backend", "0.15.1", True)}
+    assert {(f.flag, f.known) for f in flags_here(launch, {"vllm": "0.34.0"})} == {
+        ("--no-enable-flashinfer-autotune", True), ("--attention-backend", True)}
+    sglang = read_launch(("python3", "-m", "sglang.launch_server", "--disable-flashinfer-autotune"), tmp_path)
+    [f] = flags_here(sglang, {"sglang": "0.5.16"})
+    assert (f.known, f.read_in) == (False, (("0.5.7", "0.5.14"), ("0.5.20", None)))
+    assert flags_here(sglang, {"vllm": "0.34.0"}) == []  # not a flag of a project installed

@@ -61,13 +61,6 @@ def signs() -> tuple[tuple[Mode, Sign], ...]:
     return tuple((m, s) for m in modes() for s in m.signs)
 
 
-@lru_cache(maxsize=1)
-def _modes_of() -> dict[str, str]:
-    """Text of a sign -> its mode: a fix's or a known failure's finding whose text is a mode's sign is of that
-    mode (a fix's warning that the release turned the feature off cleanly is no mode's)."""
-    return {s.text: m.name for m, s in signs()}
-
-
 def needles(data: Known | None = None) -> tuple[bytes, ...]:
     """What a line must hold for a Matcher to care about it (a traceback's later lines aside; the
     logging module's "--- Logging error ---" before a traceback matters to watch only, which
@@ -270,10 +263,11 @@ class Matcher:
     def _add(self, kind, name, line, what, frames, project, releases, cause, advice, commands, said=None,
              origin=None, cc=None, start=None) -> Finding:
         """Record a finding, or count it again: one per failure, however the log dressed its text (the
-        same exception with colour codes and without is one)."""
+        same exception with colour codes and without is one), one per mode where its text is a mode's sign
+        (a known failure's, where the frames are the sign's too; a fix's signature placed it already)."""
         frame = frames[-1] if frames else None
         mode = name if kind is MODE else None if kind is EFFECT else \
-            next((m for t, m in _modes_of().items() if _ends_with(what, t)), None)
+            next((m.name for m, s in signs() if _ends_with(what, s.text) and (kind is FIX or _framed(s, frames))), None)
         key = ("mode", mode) if mode else (kind, name, plain(said or what.split("\n", 1)[0]), frame)
         seen = self._found.get(key)
         if seen is None:

@@ -150,6 +150,7 @@ def test_a_missing_kernel_image_names_the_package_and_offers_no_patch(tmp_path: 
         f"{log}:{at}: cause: sgl_kernel was built without code for sm_120 (compute capability 12.0)",
         f"{log}:{at}: do: no source patch fixes this: install a sgl_kernel built for sm_120 (CUDA 12.8 or later), or build it"
         " from source with sm_120 in its architecture list",
+        f"{log}:{at}: mode: prebuilt-no-sm12x: A prebuilt package carries no code for SM12x (crash; 12.0 and 12.1)",
         f"1 known SM120 failure in {log}",
     ]
     assert "patchkit apply" not in out

@@ -5,7 +5,6 @@ Against an index on 127.0.0.1 serving the real wheels (read in parts), with pip'
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 
 import pytest
@@ -47,6 +46,15 @@ def test_the_newest_release_leaves_out_pre_releases_and_yanked_files():
 
 MODE = "22-flashinfer-jit-arch-list.toml"  # read to 0.7.4; fixed in 0.6.17, its comm.py the proof
 MARK = "supported_major_versions=[9, 10, 12]"
+MOE = "\n# gen_trtllm_gen_fused_moe_sm100_module"  # where the mode's MoE exposures begin
+
+
+def _fusion_only(folder) -> None:
+    """Mode 22 with its first exposure alone (the fusion's comm module), in ``folder``: the check of one bound."""
+    folder.mkdir()
+    text = (check_releases.FOLDER / MODE).read_text()
+    assert MOE in text
+    (folder / MODE).write_text(text[:text.index(MOE)] + "\n" + text[text.index("[[ways_out]]"):])
 
 
 def _check(served: dict, modes, cache, pip_index, capsys, json: bool = False) -> tuple[Index, list[str]]:
@@ -61,8 +69,8 @@ def _check(served: dict, modes, cache, pip_index, capsys, json: bool = False) ->
 def test_a_bound_read_to_an_older_release_and_the_fix_in_the_newest(pip_index, tmp_path, capsys):
     wheels = [fetch_wheel(v, default_cache(), "flashinfer-python") for v in ("0.6.17", "0.7.4")]
     # The mode as it was before FlashInfer 0.7.4 was read: the same file, read to 0.6.17.
-    (tmp_path / "modes").mkdir()
-    text = (check_releases.FOLDER / MODE).read_text()
+    _fusion_only(tmp_path / "modes")
+    text = (tmp_path / "modes" / MODE).read_text()
     assert text.count('read_to = "0.7.4"') == 1
     (tmp_path / "modes" / MODE).write_text(text.replace('read_to = "0.7.4"', 'read_to = "0.6.17"'))
     index, lines = _check({"flashinfer-python": [(w, False) for w in wheels]}, tmp_path / "modes", tmp_path / "cache",
@@ -78,8 +86,7 @@ def test_a_bound_read_to_an_older_release_and_the_fix_in_the_newest(pip_index, t
 
 def test_a_newest_release_without_the_fixs_text_and_a_yanked_one_left_out(pip_index, tmp_path, capsys):
     wheels = [fetch_wheel(v, default_cache(), "flashinfer-python") for v in ("0.6.16.post4", "0.6.17")]
-    (tmp_path / "modes").mkdir()
-    shutil.copy(check_releases.FOLDER / MODE, tmp_path / "modes")
+    _fusion_only(tmp_path / "modes")
     index, lines = _check({"flashinfer-python": [(wheels[0], False), (wheels[1], True)]}, tmp_path / "modes",
                           tmp_path / "cache", pip_index, capsys, json=True)  # PEP 691's "yanked", as PyPI answers
     assert lines == [
@@ -90,13 +97,14 @@ def test_a_newest_release_without_the_fixs_text_and_a_yanked_one_left_out(pip_in
     assert list(index.sent) == [wheels[0].name]
 
 
-def test_an_index_that_cannot_be_read_exits_2_with_one_line(pip_index, capsys):
+def test_an_index_that_cannot_be_read_exits_2_with_one_line(pip_index, tmp_path, capsys):
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     address = f"http://127.0.0.1:{port}/simple/"
     pip_index(address)
-    code = check_releases.main([])
+    _fusion_only(tmp_path / "modes")
+    code = check_releases.main(["--modes", str(tmp_path / "modes")])
     out = capsys.readouterr()
     assert (code, out.out) == (2, "")
     assert out.err.startswith(f"check-releases: cannot read the package index {address} for flashinfer-python: ")

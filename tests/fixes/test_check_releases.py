@@ -4,30 +4,16 @@ Against an index on 127.0.0.1 serving the real wheels (read in parts), with pip'
 
 from __future__ import annotations
 
-import os
 import socket
 
 import pytest
 
-from support import check_releases, released
+from support import check_releases
 from support.index import Listed
 from support.mirror import default_cache, fetch_wheel
 from support.ranges import Index
 
 pytestmark = pytest.mark.network  # the wheels served are fetched on a cold cache
-
-@pytest.fixture
-def pip_index(monkeypatch):
-    def use(address: str) -> None:
-        monkeypatch.setenv("PIP_INDEX_URL", address)
-        monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
-        monkeypatch.delenv("PIP_EXTRA_INDEX_URL", raising=False)
-        monkeypatch.delenv("PIP_PROXY", raising=False)
-        monkeypatch.setenv("NO_PROXY", "127.0.0.1")  # an HTTP_PROXY of the machine's does not reach the test's index
-
-    yield use
-    released.forget()
-
 
 def _listed(*names: str, yanked: tuple[str, ...] = ()) -> list[Listed]:
     return [Listed(n, f"https://example.invalid/{n}", n in yanked) for n in names]

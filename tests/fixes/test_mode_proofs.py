@@ -6,7 +6,6 @@ it reads only the end of the zip and the member, keeps both, and honours pip's i
 
 from __future__ import annotations
 
-import os
 import zipfile
 
 import pytest
@@ -65,21 +64,6 @@ def wheel():
     path = fetch_wheel(VERSION, default_cache(), DIST)
     with zipfile.ZipFile(path) as zf:
         yield path, zf
-
-
-@pytest.fixture
-def pip_index(monkeypatch):
-    """pip's settings name the test's index only: PIP_INDEX_URL, and no configuration file (its extra indexes)."""
-
-    def use(address: str) -> None:
-        monkeypatch.setenv("PIP_INDEX_URL", address)
-        monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
-        monkeypatch.delenv("PIP_EXTRA_INDEX_URL", raising=False)
-        monkeypatch.delenv("PIP_PROXY", raising=False)
-        monkeypatch.setenv("NO_PROXY", "127.0.0.1")  # an HTTP_PROXY of the machine's does not reach the test's index
-
-    yield use
-    released.forget()
 
 
 def test_the_reader_fetches_the_zips_end_and_the_member_only_and_keeps_them(wheel, pip_index, tmp_path):

@@ -211,16 +211,19 @@ def _write(target: Path, data: bytes) -> None:
         raise
 
 
+def _member_path(cache: Path, distribution: str, version: str, archive: str, path: str) -> Path:
+    """Where a member read of ``archive`` ("files": the wheel's, "sdist": the source archive's) is kept."""
+    if path.startswith("/") or any(p in ("", ".", "..") for p in path.split("/")):
+        raise MirrorError(f"{path!r}: not a path inside a release's archive")
+    return _members(cache, distribution, version) / archive / path
+
+
 def member(distribution: str, version: str, path: str, cache: Path | None = None) -> bytes:
     """The bytes of ``path`` in the wheel of ``distribution`` ``version`` (MissingMember when it has none)."""
     cache = Path(cache) if cache else default_cache()
-    if path.startswith("/") or any(p in ("", ".", "..") for p in path.split("/")):
-        raise MirrorError(f"{path!r}: not a path inside a wheel")
-    kept = _members(cache, distribution, version) / "files" / path
-    try:
+    kept = _member_path(cache, distribution, version, "files", path)
+    if kept.is_file():
         return kept.read_bytes()
-    except FileNotFoundError:
-        pass
     data = _wheel(cache, distribution, version).read(path)
     _write(kept, data)
     return data
@@ -236,13 +239,9 @@ def source_member(project: str, version: str, path: str, cache: Path | None = No
     from support.mirror import fetch_sdist
 
     cache = Path(cache) if cache else default_cache()
-    if path.startswith("/") or any(p in ("", ".", "..") for p in path.split("/")):
-        raise MirrorError(f"{path!r}: not a path inside a source archive")
-    kept = _members(cache, project, version) / "sdist" / path
-    try:
+    kept = _member_path(cache, project, version, "sdist", path)
+    if kept.is_file():
         return kept.read_bytes()
-    except FileNotFoundError:
-        pass
     archive = fetch_sdist(project, version, cache)
     with tarfile.open(archive) as tar:
         found = next((m for m in tar if m.isfile() and m.name.partition("/")[2] == path), None)

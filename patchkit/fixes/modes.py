@@ -63,6 +63,7 @@ class Condition(StrEnum):
     SOURCE_BUILD = "source-build"  # the project built from source for the GPU
     DEEPGEMM_OFF = "deepgemm-off"  # DeepGEMM turned off by a setting
     CUSTOM_ALL_REDUCE = "custom-all-reduce"  # vLLM's custom all-reduce at graph capture
+    FLASHINFER_ATTENTION = "flashinfer-attention"  # attention through FlashInfer's kernels (asked for, or the default)
     TRTLLM_ATTENTION = "trtllm-attention"  # attention routed to FlashInfer's TRT-LLM-gen kernels (asked for, or chosen)
     ALLREDUCE_FUSION = "allreduce-fusion"  # FlashInfer's all-reduce fusion (--enable-flashinfer-allreduce-fusion)
 

@@ -120,6 +120,7 @@ def read_launch(words: tuple[str, ...], cwd: Path) -> Launch:
     backend = options.get("--attention-backend")
     if backend is not None:  # another backend named rules the TRT-LLM kernels out; none named leaves the choice open
         known[Condition.TRTLLM_ATTENTION] = "trtllm" in backend.lower()
+        known[Condition.FLASHINFER_ATTENTION] = "flashinfer" in backend.lower()
     if "--enable-flashinfer-allreduce-fusion" in switches:
         known[Condition.ALLREDUCE_FUSION] = True  # (without it, a release may turn the fusion on by itself: open)
     if "--no-enable-flashinfer-autotune" in switches:

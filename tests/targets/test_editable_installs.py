@@ -1,7 +1,9 @@
 """An editable SGLang, as SGLang's official image installs it (tests/image_layout.py: a
 shallow clone of the real 0.5.9 files at ``v0.5.9``, ``pip install -e python --no-deps`` with
 the real ``pyproject.toml``, in setuptools' default mode and in ``editable_mode=compat``),
-FlashInfer 0.6.4's wheel beside it, ``python3`` first on PATH; and the same in a uv venv.
+FlashInfer 0.6.4's wheel beside it, ``python3`` first on PATH; and the same in a uv venv.  pip
+installs the wheel once a session into a template virtualenv (support.prebuilt): each pip image is
+a copy of it before its editable install, the uv venv gets a copy of the files pip installed there.
 
 ``--python python3`` patches the checkout and the wheel together, verify accepts both, a
 second apply has nothing to do, a server started before is named, revert gives back the
@@ -24,7 +26,7 @@ from support.cli import invoke
 from support.image import pip_editable, shallow_clone, uv_editable
 from support.mirror import default_cache, fetch_wheel
 from support.procs import running
-from support.venvs import make_venv, pip_install
+from support.venvs import copy_installed, copy_venv, make_venv
 
 DC = "python/sglang/srt/distributed/device_communicators"
 TABLES = (f"{DC}/all_reduce_utils.py", f"{DC}/torch_symm_mem.py")
@@ -51,6 +53,12 @@ def backend(prebuilt) -> Path:
     return prebuilt.build_backend()
 
 
+@pytest.fixture(scope="module")
+def flashinfer_venv(prebuilt) -> Path:
+    """A virtualenv with FlashInfer 0.6.4's wheel installed by pip: a template, copied (``copy_venv``)."""
+    return prebuilt.venv(fetch_wheel("0.6.4", default_cache(), "flashinfer-python"))
+
+
 def wheel_bytes(rel: str) -> bytes:
     with zipfile.ZipFile(fetch_wheel("0.6.4", default_cache(), "flashinfer-python")) as wheel:
         return wheel.read(rel)
@@ -64,23 +72,24 @@ def out(done: subprocess.CompletedProcess) -> list[str]:
     return done.stdout.decode().splitlines()
 
 
-def image(tmp: Path, origin: Path, installer: str, backend: Path) -> tuple[Path, Path, Path]:
+def image(tmp: Path, origin: Path, installer: str, backend: Path, flashinfer_venv: Path) -> tuple[Path, Path, Path]:
     """(the checkout, the environment's bin folder, its site-packages) of an image layout."""
     checkout = shallow_clone(origin, "v0.5.9", tmp / "sgl-workspace/sglang")
     venv = tmp / "env"
     if installer == "uv":
         uv_editable(venv, checkout, backend=backend)
+        copy_installed(flashinfer_venv, venv, "flashinfer_python-0.6.4.dist-info")  # the wheel, as pip installed it
     else:
-        make_venv(venv)
+        copy_venv(flashinfer_venv, venv)  # the wheel, as pip installed it
         pip_editable(venv / "bin/python", checkout, compat=installer == "pip-compat", backend=backend)
-    pip_install(venv / "bin/python", str(fetch_wheel("0.6.4", default_cache(), "flashinfer-python")))
     return checkout, venv / "bin", next((venv / "lib").glob("python3*/site-packages"))
 
 
 @pytest.mark.servers
 @pytest.mark.parametrize("installer", ["pip", "pip-compat", "uv"])
-def test_the_image_layout_through_apply_verify_revert(origin: Path, backend: Path, tmp_path: Path, installer: str) -> None:
-    checkout, bin_dir, site = image(tmp_path, origin, installer, backend)
+def test_the_image_layout_through_apply_verify_revert(origin: Path, backend: Path, flashinfer_venv: Path, tmp_path: Path,
+                                                       installer: str) -> None:
+    checkout, bin_dir, site = image(tmp_path, origin, installer, backend, flashinfer_venv)
     if installer == "pip-compat":
         assert (site / "__editable__.sglang-0.5.9.pth").read_text().strip() == str(checkout / "python")
     else:

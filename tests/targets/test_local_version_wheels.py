@@ -1,7 +1,8 @@
 """A wheel-installed SGLang whose METADATA says a local version (``0.5.9+cu128``: a build of
 0.5.9 from another index).  Each wheel is the real PyPI wheel of the release (cached, see
 support.mirror), rebuilt with that version (its dist-info renamed, METADATA's Version and RECORD
-rewritten, every other file byte for byte the release's) and installed by pip.
+rewritten, every other file byte for byte the release's) and installed by pip, once a session into
+a template virtualenv (support.prebuilt) that each test copies.
 
 patchkit takes the shipped series of the public release (``patches/0.5.9/``) when the files are
 its pre-image, and generates from the files when they are not; every release range takes the local
@@ -20,7 +21,8 @@ from pathlib import Path
 from patchkit.data import shipped
 from support.cli import invoke
 from support.mirror import default_cache, fetch_wheel
-from support.venvs import make_venv, pip_install
+from support.prebuilt import Prebuilt
+from support.venvs import copy_venv
 
 DC = "sglang/srt/distributed/device_communicators"
 DEEPGEMM = "0001-Keep-DeepGEMM-off-on-SM120-SM121-unless-it-has-their.patch"  # the DeepGEMM fix, on by default
@@ -33,7 +35,9 @@ EFFECT = ("effect: torch-symm-mem prevents \"KeyError: 12\" on SGLang {version};
 
 def local_wheel(wheel: Path, label: str, dest: Path) -> Path:
     """``wheel`` rebuilt as ``<version>+<label>``: the dist-info folder renamed, METADATA's Version
-    and RECORD rewritten (RECORD as pip reads it: csv rows of path, sha256, size), the rest unchanged."""
+    and RECORD rewritten (RECORD as pip reads it: csv rows of path, sha256, size), the rest unchanged.
+    Its members are stored, not deflated: the files pip installs from it are the same bytes, and
+    deflating 20 to 45 MB again took most of the rebuild's time."""
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
         old = next(n.split("/")[0] for n in names if n.split("/")[0].endswith(".dist-info"))
@@ -52,17 +56,22 @@ def local_wheel(wheel: Path, label: str, dest: Path) -> Path:
     rows.writerow([f"{new}/RECORD", "", ""])
     files[f"{new}/RECORD"] = record.getvalue().encode()
     target = dest / wheel.name.replace(f"-{version}-", f"-{version}+{label}-", 1)
-    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_STORED) as zf:
         for name, data in files.items():
             zf.writestr(name, data)
     return target
 
 
-def installed(tmp_path: Path, version: str, label: str = "cu128") -> tuple[Path, Path]:
-    """(python, site-packages) of a fresh virtualenv with SGLang ``version+label`` installed by pip."""
-    wheel = local_wheel(fetch_wheel(version, default_cache()), label, tmp_path)
-    venv = make_venv(tmp_path / "V")
-    pip_install(venv / "bin" / "python", str(wheel))
+def installed(prebuilt: Prebuilt, tmp_path: Path, version: str, label: str = "cu128") -> tuple[Path, Path]:
+    """(python, site-packages) of a copy of a virtualenv with SGLang ``version+label`` installed by
+    pip: the wheel is rebuilt and installed once a session (``Prebuilt.venv``), each test writes in its copy."""
+
+    def build(dest: Path) -> None:
+        dest.mkdir()
+        local_wheel(fetch_wheel(version, default_cache()), label, dest)
+
+    (wheel,) = prebuilt.get(f"wheel-sglang-{version}+{label}", build).glob("*.whl")
+    venv = copy_venv(prebuilt.venv(wheel), tmp_path / "V")
     site = next((venv / "lib").glob("python3*/site-packages"))
     assert (site / f"sglang-{version}+{label}.dist-info" / "METADATA").is_file()
     return venv / "bin" / "python", site
@@ -72,8 +81,8 @@ def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def test_a_local_build_of_0_5_9_takes_0_5_9s_shipped_series(tmp_path: Path) -> None:
-    python, site = installed(tmp_path, "0.5.9")
+def test_a_local_build_of_0_5_9_takes_0_5_9s_shipped_series(prebuilt: Prebuilt, tmp_path: Path) -> None:
+    python, site = installed(prebuilt, tmp_path, "0.5.9")
     manifest = json.loads((shipped("patches") / "0.5.9" / "manifest.json").read_bytes())
     (symm,) = [e for e in manifest["series"] if e["fix"] == "torch-symm-mem"]
     files = {f["path"].removeprefix("python/"): f for f in symm["files"]}
@@ -111,10 +120,10 @@ def test_a_local_build_of_0_5_9_takes_0_5_9s_shipped_series(tmp_path: Path) -> N
     assert {rel: sha(site / rel) for rel in files} == {rel: f["pre_sha256"] for rel, f in files.items()}
 
 
-def test_a_local_build_whose_files_are_not_the_releases_is_generated_from_them(tmp_path: Path) -> None:
+def test_a_local_build_whose_files_are_not_the_releases_is_generated_from_them(prebuilt: Prebuilt, tmp_path: Path) -> None:
     """The series of 0.5.9 fits only 0.5.9's bytes: a build that changed a file gets the change
     generated from its files, and the note names the file; --no-generate refuses (exit 3)."""
-    python, site = installed(tmp_path, "0.5.9")
+    python, site = installed(prebuilt, tmp_path, "0.5.9")
     with open(site / DC / "torch_symm_mem.py", "ab") as f:
         f.write(b"# built for CUDA 12.8\n")
     refused = invoke("apply", "--python", str(python), "--no-generate")
@@ -132,8 +141,8 @@ def test_a_local_build_whose_files_are_not_the_releases_is_generated_from_them(t
     assert (site / DC / "torch_symm_mem.py").read_bytes().endswith(b"# built for CUDA 12.8\n")
 
 
-def test_no_series_names_the_release_it_looked_for(tmp_path: Path) -> None:
-    python, _ = installed(tmp_path, "0.5.9")
+def test_no_series_names_the_release_it_looked_for(prebuilt: Prebuilt, tmp_path: Path) -> None:
+    python, _ = installed(prebuilt, tmp_path, "0.5.9")
     (tmp_path / "empty").mkdir()
     status = invoke("status", "--python", str(python), "--patches", str(tmp_path / "empty"))
     assert status.returncode == 0, status.stderr
@@ -141,10 +150,10 @@ def test_no_series_names_the_release_it_looked_for(tmp_path: Path) -> None:
         "shipped:  no shipped patch for SGLang 0.5.9+cu128 (release 0.5.9); apply generates the change from the files")
 
 
-def test_the_last_release_of_a_failure_range_with_a_local_label(tmp_path: Path) -> None:
+def test_the_last_release_of_a_failure_range_with_a_local_label(prebuilt: Prebuilt, tmp_path: Path) -> None:
     """torch-symm-mem's KeyError range is 0.5.4.post3 - 0.5.13.post1: a build 0.5.13.post1+cu129 is in
     it (as its apply says), and takes 0.5.13.post1's series."""
-    python, site = installed(tmp_path, "0.5.13.post1", "cu129")
+    python, site = installed(prebuilt, tmp_path, "0.5.13.post1", "cu129")
     done = invoke("apply", "--python", str(python))
     assert done.returncode == 0, done.stderr
     lines = done.stdout.decode().splitlines()

@@ -63,6 +63,7 @@ class Setting(Record):
     evidence: str
     measured: str
     spellings: tuple[Spelling, ...]
+    caveat: str | None = None  # what can still go wrong with it set (said with it by doctor and verify)
 
     def spelling(self, version: str | None) -> Spelling | None:
         """How the installed release spells it; None: no range covers it (or no version)."""
@@ -122,7 +123,7 @@ def _setting(doc: object, path: Path, what: str) -> Setting:
     return Setting(name, _enum(SettingKind, doc, "kind", path, what), _get(doc, "project", str, path, what),
                    _enum(Check, doc, "check", path, what), tuple(ccs), rank, _get(doc, "does", str, path, what),
                    _get(doc, "does_not", str, path, what), _get(doc, "evidence", str, path, what),
-                   _get(doc, "measured", str, path, what), spellings)
+                   _get(doc, "measured", str, path, what), spellings, _optional(doc, "caveat", path, what))
 
 
 def read_settings(folder: Path = HERE) -> tuple[Setting, ...]:

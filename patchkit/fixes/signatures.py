@@ -3,13 +3,16 @@ this module.
 
 - A fix's ``[[signatures]]`` (in ``<fix>.toml``): the failure its patch cures.  ``exception``
   is text of a traceback's last line (``KeyError: 12``), optionally only when the innermost
-  frame's file matches one of ``raised_in`` (globs); or ``log`` is text of a log line.
+  frame's file matches one of ``raised_in`` (globs), or (``framed = true``) only when a frame of
+  the traceback is in a project the fix patches (a text that names no project: DeepGEMM's
+  "Unsupported architecture" comes from vLLM's calls too); or ``log`` is text of a log line.
   ``releases`` says where the release mirror has the code that says it, ``cause`` what happened.
   ``{key}`` in them is the GPU's cc as the release prints it, which is how its project keys it:
   the signature stands for each SM12x cc (``SM12X``), once per distinct key (vLLM's "12.0" and
   "12.1", a GB10's; SGLang's 12 once).
 - ``known-failures.toml``: ``[[failures]]`` that no source patch fixes (each with the packages
-  a frame can name, a cause and advice; ``{python}`` in the advice is the server's interpreter,
+  a frame can name, each optionally with its own ``advice`` and ``setting`` for when it is the one
+  named, a cause and advice; ``{python}`` in the advice is the server's interpreter,
   shell-quoted, where the frames or ``--python`` show it; ``cc``: the GPU it is a failure of, where it
   is one GPU's) and ``[[effects]]``, warnings that are no failure (each
   with what it means).
@@ -41,12 +44,15 @@ class Signature(Record):
     log: str | None  # text of a log line
     releases: str
     cause: str
+    framed: bool = False  # only where a traceback's frames show a project the fix patches
 
 
 class Package(Record):
     name: str
     frames: str  # a folder of a frame's path: "sgl_kernel"
     message: str | None  # text of the exception that names the package without a frame
+    advice: str | None = None  # the failure's advice where this package is the one named (else the failure's)
+    setting: str | None = None  # the setting (known-settings.toml) that cures it where this package is named
 
 
 class Failure(Record):
@@ -99,14 +105,18 @@ def _signature(fix: str, doc: object, path: Path, what: str) -> Signature:
     raised_in = _strings(doc, "raised_in", path, what, required=False)
     if raised_in and exception is None:
         raise BadInput(str(path), f"{what}: 'raised_in' needs 'exception'")
+    framed = _get(doc, "framed", bool, path, what) if "framed" in doc else False
+    if framed and exception is None:
+        raise BadInput(str(path), f"{what}: 'framed' needs 'exception'")
     return Signature(fix, _get(doc, "project", str, path, what), exception, raised_in, log,
-                     _get(doc, "releases", str, path, what), _get(doc, "cause", str, path, what))
+                     _get(doc, "releases", str, path, what), _get(doc, "cause", str, path, what), framed)
 
 
 def _package(doc: object, path: Path, what: str) -> Package:
     if not isinstance(doc, dict):
         raise BadInput(str(path), f"{what}: not a table")
-    return Package(_get(doc, "name", str, path, what), _get(doc, "frames", str, path, what), _text(doc, "message", path, what))
+    return Package(_get(doc, "name", str, path, what), _get(doc, "frames", str, path, what), _text(doc, "message", path, what),
+                   _text(doc, "advice", path, what), _text(doc, "setting", path, what))
 
 
 def _failure(doc: object, path: Path, what: str) -> Failure:

@@ -72,6 +72,11 @@ class SettingHere(Record):
     impls: tuple[str, ...] = ()  # DeepGEMM: its kernel templates for the GPU's major
     read_in: tuple[str, ...] = ()  # a release newer than the data: the files its spelling was read in
     bundled: tuple[Compiler, ...] = ()  # UNREAD Triton: every ptxas it bundles, asked
+    set_to: str | None = None  # DeepGEMM: the variable's value as set (``found`` is the DeepGEMM folder there)
+
+    def as_set(self) -> str | None:
+        """The variable's value in the environment judged."""
+        return self.set_to if self.setting.check == Check.DEEPGEMM else self.found
 
     def to_json(self) -> dict:
         s, sp = self.setting, self.spelling
@@ -85,7 +90,7 @@ class SettingHere(Record):
                 "read_in": list(self.read_in),
                 "bundled": [{"tool": b.tool, "path": b.path, "release": b.release, "knows": b.knows(_target(self.cc))}
                             for b in self.bundled],
-                "evidence": s.evidence, "measured": s.measured}
+                "caveat": s.caveat, "evidence": s.evidence, "measured": s.measured}
 
 
 def _versions(sites: list[Path]) -> dict[str, str]:
@@ -191,7 +196,8 @@ def _deepgemm(s: Setting, version: str, sites: list[Path], env: dict, cc: tuple[
         return SettingHere(s, version, cc, Need.NOT_NEEDED, sp, sp.value, found=str(package), why=DeepGemmWhy.PROBE_REFUSES)
     current = env.get(sp.name)
     off = current is not None and current.strip().lower() in ("0", "false", "no", "n")
-    return SettingHere(s, version, cc, Need.SET if off else Need.NEEDED, sp, sp.value, found=str(package), why=DeepGemmWhy.NO_IMPLS)
+    return SettingHere(s, version, cc, Need.SET if off else Need.NEEDED, sp, sp.value, found=str(package), why=DeepGemmWhy.NO_IMPLS,
+                       set_to=current)
 
 
 def _nccl(s: Setting, version: str, machine, cc: tuple[int, int]) -> SettingHere | None:

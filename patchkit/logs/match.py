@@ -110,12 +110,15 @@ def _ran(sig: Signature, frames: tuple[Frame, ...]) -> bool:
     other projects only (DeepGEMM's "Unsupported architecture" under vLLM is not SGLang's gate, which
     is all deepgemm-sm12x patches); a project the fix patches that re-raises the message counts
     (SGLang's "Capture cuda graph failed: <FlashInfer's message>", SGLang issue 15650: allreduce-fusion
-    patches SGLang's gate too); a file run from elsewhere (``/tmp/u/torch_symm_mem.py``) tells nothing."""
+    patches SGLang's gate too); a file run from elsewhere (``/tmp/u/torch_symm_mem.py``) tells nothing.
+    A ``framed`` signature needs a frame of a project the fix patches: no frame, or none of those, is not it."""
     from patchkit.fixes.registry import FIXES, PROJECTS
 
     paths = [f.path for f in frames]
     patched = {sig.project} | {r.project for r in FIXES[sig.fix].rules}
     mine = [(p.name, p.source_root) for p in PROJECTS.values() if p.name in patched]
+    if sig.framed:
+        return bool(paths) and bool(targets(paths, mine))
     others = [(p.name, p.source_root) for p in PROJECTS.values() if p.name not in patched]
     return not paths or bool(targets(paths, mine)) or not targets(paths, others)
 
@@ -205,8 +208,8 @@ class Matcher:
         for i, part in enumerate(parts):
             for failure in self.data.failures:
                 if failure.exception and failure.exception in part.exception:
-                    package, origin = self._package(failure, part.frames or frames, part.exception)
-                    advice = failure.advice.format(package=package, python=self._python(frames))
+                    package, origin, named = self._package(failure, part.frames or frames, part.exception)
+                    advice = (named and named.advice or failure.advice).format(package=package, python=self._python(frames))
                     return i, (FAILURE, failure.name, part.exception, part.frames, None, "",
                                failure.cause.format(package=package), advice, (), None, origin, failure.cc)
         for i, part in enumerate(parts):
@@ -221,7 +224,7 @@ class Matcher:
         """A log line a signature or an effect names: the same line of every rank, whatever its
         time and prefix, is one finding."""
         for sig in self.data.signatures:
-            if sig.log and sig.log in text or sig.exception and not sig.raised_in and _ends_with(text, sig.exception):
+            if sig.log and sig.log in text or sig.exception and not (sig.raised_in or sig.framed) and _ends_with(text, sig.exception):
                 said = text[text.find(sig.log or sig.exception):]
                 self._add(FIX, sig.fix, number, _message(text), (), sig.project, sig.releases, sig.cause, "",
                           apply_commands(sig.fix, ()), said)
@@ -249,16 +252,17 @@ class Matcher:
         return shlex.quote(python) if python else "EXE"
 
     @staticmethod
-    def _package(failure, frames: tuple[Frame, ...], exception: str) -> tuple[str, str | None]:
-        """The package a failure names, and the path of the frame that names it (None: named by the message)."""
+    def _package(failure, frames: tuple[Frame, ...], exception: str):
+        """The package a failure names, the path of the frame that names it (None: named by the message),
+        and its entry of the failure's packages (None: none named)."""
         for package in failure.packages:
             named = next((f.path for f in frames if f"/{package.frames}/" in f.path), None)
             if named is not None:
-                return package.name, named
+                return package.name, named, package
         for package in failure.packages:
             if package.message and package.message in exception:
-                return package.name, None
-        return "a compiled package (no frame names it)", None
+                return package.name, None, package
+        return "a compiled package (no frame names it)", None, None
 
     def _add(self, kind, name, line, what, frames, project, releases, cause, advice, commands, said=None,
              origin=None, cc=None, start=None) -> Finding:

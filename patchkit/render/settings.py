@@ -76,6 +76,11 @@ def _install_ptxas(h) -> str:
             f"{'' if sp and sp.ptxas and sp.ptxas[1] else '; nvidia-cuda-nvcc 13.x: nvidia/cu13/bin/ptxas'})")
 
 
+def _caveat(h) -> list[str]:
+    """doctor's line under a setting needed or set: what can still go wrong with it set."""
+    return [f"    caveat: {h.setting.caveat}"] if h.setting.caveat else []
+
+
 def lines(found) -> list[str]:
     """doctor's settings section: each setting that helps these GPUs, then the rest in one line each."""
     if not found:
@@ -95,8 +100,10 @@ def lines(found) -> list[str]:
                 out.append(f"    no {h.spelling.name} value found here: {_install_ptxas(h)}")
             for w in h.would_do[1:]:
                 out.append(f"    (also would do: ptxas {w.release} at {w.path})")
+            out += _caveat(h)
         elif h.need == Need.SET:
-            out.append(f"  {s.name}: set for {cc} ({h.spelling.name}={h.found})")
+            out.append(f"  {s.name}: set for {cc} ({h.spelling.name}={h.as_set()})")
+            out += _caveat(h)
         elif h.need == Need.UNREAD:
             out.append(f"  {s.name}: not judged for {cc} ({unread(h)})")
         elif h.need == Need.ABSENT:
@@ -113,7 +120,8 @@ def missing_line(h) -> str:
         return f"setting {s.name}: {h.spelling.name}={h.found} does not do for {_cc(h)} ({_what(h)})"
     line = set_line(h)
     todo = f"set it: {line}" if line else f"set {h.spelling.name} to a ptxas of CUDA 12.9 or later"
-    return f"setting {s.name}: missing for {_cc(h)} ({_what(h)}); {todo}"
+    caveat = f"; caveat: {s.caveat}" if s.caveat else ""
+    return f"setting {s.name}: missing for {_cc(h)} ({_what(h)}); {todo}{caveat}"
 
 
 ONE_TARGET = True  # verify's settings part is one entry of its document's ``targets``
@@ -131,6 +139,9 @@ def to_text(r, terminal: bool) -> list[str]:
     ccs = ", ".join(f"{a}.{b}" for a, b in r.ccs)
     lines = [f"settings of {r.exe} for {ccs}, with this shell's variables:"]
     lines += [missing_line(h) for h in r.missing]
+    # A setting in place whose caveat still holds: said, as doctor says it (no problem: the exit stays).
+    lines += [f"setting {h.setting.name}: set for {_cc(h)} ({h.spelling.name}={h.as_set()}); caveat: {h.setting.caveat}"
+              for h in r.judged if h.need == Need.SET and h.setting.caveat]
     if r.missing:
         return lines + [f"verify: {len(r.missing)} setting{'s' if len(r.missing) != 1 else ''} missing"]
     judged = [h for h in r.judged if h.need in (Need.SET, Need.NOT_NEEDED)]

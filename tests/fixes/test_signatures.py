@@ -27,12 +27,14 @@ def test_the_shipped_data() -> None:
     ]
     assert known.signatures[-1].cause == "vLLM's SymmMemCommunicator found no entry for compute capability 12.1 and turned itself off"
     assert [s.raised_in for s in known.signatures[2:4]] == [("*/torch_symm_mem.py",), ("*/device_communicators/symm_mem.py",)]
+    # DeepGEMM's text names no project: SGLang's fix only where SGLang's frames show (issue 42).
+    assert [s.fix for s in known.signatures if s.framed] == ["deepgemm-sm12x"]
     failure = known.failures[0]
     assert [p.name for p in failure.packages] == ["sgl_kernel", "flashinfer", "torch"]
     # The failures a setting cures (known-settings.toml), by a traceback's exception or a line of their own.
     assert [(f.name, f.setting, f.exception is None, [p.name for p in f.packages]) for f in known.failures[1:]] == [
         ("triton-ptxas-sm121a", "triton-ptxas", True, []), ("triton-ptxas-error", "triton-ptxas", False, ["triton"]),
-        ("deepgemm-unsupported-architecture", "sglang-deepgemm-off", False, ["vllm", "sglang", "deep_gemm"]),
+        ("deepgemm-unsupported-architecture", None, False, ["vllm", "sglang", "deep_gemm"]),
         ("flashinfer-trtllm-attention", None, False, ["sglang", "vllm", "flashinfer"]),
         ("nccl-illegal-address", "nccl-upgrade", True, [])]
     assert [e.name for e in known.effects] == ["no-multicast", "one-gpu"]
@@ -46,6 +48,8 @@ def test_the_shipped_data() -> None:
         ('project = "sglang"\nexception = "E"\nlog = "L"\nreleases = "1"\ncause = "c"', "torch-symm-mem, signature 1: a signature names 'exception' or 'log', one of them"),
         ('project = "sglang"\nlog = "L"\nraised_in = ["*/x.py"]\nreleases = "1"\ncause = "c"', "torch-symm-mem, signature 1: 'raised_in' needs 'exception'"),
         ('project = "sglang"\nexception = "E"\nreleases = "1"', "torch-symm-mem, signature 1: 'cause' is missing or not str"),
+        ('project = "sglang"\nlog = "L"\nframed = true\nreleases = "1"\ncause = "c"', "torch-symm-mem, signature 1: 'framed' needs 'exception'"),
+        ('project = "sglang"\nexception = "E"\nframed = "yes"\nreleases = "1"\ncause = "c"', "torch-symm-mem, signature 1: 'framed' is missing or not bool"),
     ],
 )
 def test_a_wrong_signature_is_one_line(tmp_path: Path, signature: str, reason: str) -> None:

@@ -177,8 +177,13 @@ def test_each_release_spells_it_as_its_files_read_it() -> None:
 def test_every_failure_names_a_setting_that_exists() -> None:
     names = {s.name for s in read_settings()}
     named = [f.setting for f in read_known().failures if f.setting]
-    assert named and set(named) <= names
-    assert [s.name for s in read_settings() if s.rank == 1] == ["vllm-fp4-moe-gb10", "vllm-moe-marlin-gb10"]
+    by_package = [(f.name, p.name, p.setting) for f in read_known().failures for p in f.packages if p.setting]
+    assert named and set(named) <= names and {s for _, _, s in by_package} <= names
+    # DeepGEMM's failure: the setting of the project whose frames ran it (issue 42).
+    assert by_package == [("deepgemm-unsupported-architecture", "vllm", "vllm-deepgemm-off"),
+                          ("deepgemm-unsupported-architecture", "sglang", "sglang-deepgemm-off")]
+    # No setting rests on wrong output any more: the FP4 MoE ones are crashes (issue 42, test_gb10_settings.py).
+    assert [s.name for s in read_settings() if s.rank == 1] == []
 
 
 @pytest.mark.parametrize(("line", "name", "advice"), [
@@ -205,7 +210,39 @@ def test_diagnose_names_deepgemm_and_the_project_that_ran_it(tmp_path: Path) -> 
     doc = json.loads(invoke("diagnose", str(log), "--json").stdout)
     [f] = doc["logs"][0]["findings"]
     assert f["name"] == "deepgemm-unsupported-architecture" and "vllm turned it on" in f["cause"]
-    assert "VLLM_USE_DEEP_GEMM=0" in f["advice"]
+    # vLLM's advice only: its variable and its release with the kernels, nothing of SGLang's (issue 42).
+    [vllm] = [p for p in read_known().failures if p.name == f["name"]][0].packages[:1]
+    assert f["advice"] == vllm.advice and f["commands"] == []
+    assert f["advice"].startswith("turn vLLM's DeepGEMM off: VLLM_USE_DEEP_GEMM=0 (vLLM 0.24.0 - 0.27.1 ")
+    assert "or upgrade to vLLM 0.28.0, whose bundled DeepGEMM has SM120 kernels" in f["advice"]
+    assert "SGLANG" not in f["advice"] and "patchkit apply" not in f["advice"]
+
+
+DEEPGEMM_236 = Path(__file__).resolve().parents[1] / "logs/data/modes/06-deepgemm-no-sm12x-kernels/deepgemm-236.log"
+
+
+def test_diagnose_names_no_project_where_no_frame_shows_one(tmp_path: Path) -> None:
+    """DeepGEMM#236's line, posted alone from a GB10 under vLLM: the text names no project, so neither
+    SGLang's fix (as it once did: "run: patchkit apply for the SGLang that wrote this log") nor one
+    project's advice; failure mode 6, with the ways out of both.  A traceback with DeepGEMM's frames only
+    is the known failure with the advice for both."""
+    done = invoke("diagnose", str(DEEPGEMM_236), "--json")
+    [f] = json.loads(done.stdout)["logs"][0]["findings"]
+    assert (done.returncode, f["kind"], f["name"], f["project"], f["commands"]) == (
+        1, "failure-mode", "deepgemm-no-sm12x-kernels", "deep-gemm", [])
+    said = invoke("diagnose", str(DEEPGEMM_236)).stdout.decode()
+    assert "fix: deepgemm-sm12x" not in said and "run: patchkit apply" not in said
+    assert ": way out: patch: patchkit apply --fix deepgemm-sm12x: " in said and "(sglang 0.5.4 to before 0.5.21)" in said
+    assert ": way out: upgrade: vllm 0.28.0 or later: " in said and ": way out: setting: vllm-deepgemm-off: " in said
+    log = tmp_path / "server.log"
+    log.write_text("Traceback (most recent call last):\n"
+                   '  File "/venv/lib/python3.12/site-packages/deep_gemm/__init__.py", line 10, in fp8_gemm_nt\n'
+                   "    return _C.fp8_gemm_nt(a, b)\n" + DEEPGEMM_236.read_text())
+    [f] = json.loads(invoke("diagnose", str(log), "--json").stdout)["logs"][0]["findings"]
+    assert (f["name"], f["commands"]) == ("deepgemm-unsupported-architecture", [])
+    assert f["advice"].startswith("the traceback shows no frame of vLLM or SGLang, so which one called DeepGEMM is not known: "
+                                  "under vLLM, VLLM_USE_DEEP_GEMM=0")
+    assert "under SGLang, patchkit apply (the fix deepgemm-sm12x, SGLang 0.5.4 - 0.5.20) or SGLANG_ENABLE_JIT_DEEPGEMM=0" in f["advice"]
 
 
 @pytest.mark.parametrize("version", ["0.5.9", "0.5.23"])
@@ -231,6 +268,7 @@ def test_diagnose_offers_the_deepgemm_fix_only_to_a_release_it_patches(prebuilt,
     else:
         assert (f["name"], f["commands"]) == ("deepgemm-unsupported-architecture", [])
         assert "sglang turned it on" in f["cause"] and "SGLANG_ENABLE_JIT_DEEPGEMM=0" in f["advice"]
+        assert f["advice"].startswith("turn SGLang's JIT DeepGEMM off: ") and "VLLM_USE_DEEP_GEMM" not in f["advice"]
         # DeepGEMM's JIT lacks the kernels, not a shared object of SGLang's: none is judged, no "files:" line
         assert f["kernels"] is None and "files:" not in invoke("diagnose", str(log)).stdout.decode()
 

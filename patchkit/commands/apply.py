@@ -79,13 +79,15 @@ def apply_one(s: Session, request: ApplyRequest) -> ApplyResult:
 
 
 def _result(s: Session, request: ApplyRequest, before: Snapshot, snap: Snapshot, found: Look, lock: LockTaken | None,
-            aside: SetAside | None, dropped: tuple) -> ApplyResult:
+            aside: SetAside | None, dropped: tuple, versions: dict | None = None) -> ApplyResult:
+    """``versions``: the releases of the environment's projects (project -> release), which what a fix
+    needs may depend on (the FlashInfer whose JIT builds the fusion); the target's own by default."""
     plan = found.plan
     written = _written(plan) if plan.action in (APPLY, ALREADY_APPLIED) else None
     return ApplyResult(
         where=Where.of(s), project=s.project.name, label=s.project.label, fixes=snap.fixes, kept=snap.kept,
         dry_run=request.dry_run, pending=before.pending, lock=lock, set_aside=aside, plan=plan, stale=found.stale,
-        dropped=dropped, effects=_effects([t.fix for t in plan.tables if t.patched], s) if plan.action == APPLY else (),
+        dropped=dropped, effects=_effects([t.fix for t in plan.tables if t.patched], s, versions) if plan.action == APPLY else (),
         jit=s.drop_jit_builds(written, request.dry_run) if written is not None else None,
         restart=tuple(s.old_processes(written)) if written is not None and not request.dry_run else (),
         local=s.target.local,
@@ -98,10 +100,11 @@ def apply_environment(home: Store, asked: list[tuple[Session, ApplyRequest]]) ->
     lock taken); else, under the environment's lock and each project's, every project read and
     planned again, every refusal raised, before the first write; then one commit for all."""
     dry_run = asked[0][1].dry_run if asked else False
+    versions = {s.project.name: s.version for s, _ in asked}
     befores = [_read(s, r) for s, r in asked]
     firsts = _first_looks(asked, befores) if dry_run or all(b.tidy for b in befores) else None
     if firsts is not None and (dry_run or not any(f.writes() for f in firsts)):
-        return [_result(s, r, b, b, f, None, SetAside(None, f.old.reason) if f.old else None, ())
+        return [_result(s, r, b, b, f, None, SetAside(None, f.old.reason) if f.old else None, (), versions)
                 for (s, r), b, f in zip(asked, befores, firsts, strict=True)]
     with exclusive_all(home, [(s.target, s.store, s.version) for s, _ in asked]) as taken:
         snaps = [_read(s, r) for s, r in asked]
@@ -112,7 +115,7 @@ def apply_environment(home: Store, asked: list[tuple[Session, ApplyRequest]]) ->
         wrote = dict(zip([id(f) for _, f in applying], commit_all(home, [
             Part(s.target, s.store, s.version, f.plan.changes, f.plan.applied) for s, f in applying], "apply"), strict=True))
         dropped = [tuple(wrote.get(id(f), ())) + tuple(bytecode.unlink(f.stale)) for f in founds]
-    return [_result(s, r, b, snap, f, lock, aside, d) for (s, r), b, snap, f, lock, aside, d
+    return [_result(s, r, b, snap, f, lock, aside, d, versions) for (s, r), b, snap, f, lock, aside, d
             in zip(asked, befores, snaps, founds, taken, asides, dropped, strict=True)]
 
 
@@ -132,9 +135,10 @@ def _read(s: Session, request: ApplyRequest) -> Snapshot:
     return s.snapshot(request.patches, request.fixes, request.from_cc, request.to_cc)
 
 
-def _effects(fixes: list, s: Session) -> tuple:
+def _effects(fixes: list, s: Session, versions: dict | None = None) -> tuple:
     """(fix, its ``[effect]``) of each fix of ``fixes`` that has one, once each; for a release newer
-    than the data, with what its files show it does without the fix (``Effect.read_newer``)."""
+    than the data, with what its files show it does without the fix (``Effect.read_newer``); what it
+    needs of the machine as said with ``versions`` installed (else the target's own release)."""
     from patchkit.fixes.effects import KEY, read_effects
 
     effects = read_effects()
@@ -144,7 +148,8 @@ def _effects(fixes: list, s: Session) -> tuple:
         if effect.newer(s.project.name, s.version):
             read = effect.read_newer(s.project.name, s.version, s.reader(), KEY)  # "{key}" kept, filled when said
             effect = effect._replace(written=(effect.written or effect.fails) + tuple(read))
-        out.append((name, effect))
+        installed = versions or {s.project.name: s.version}
+        out.append((name, effect._replace(needs=tuple(n.with_versions(installed) for n in effect.needs))))
     return tuple(out)
 
 

@@ -15,7 +15,12 @@ of tables:
   ``helps_without`` lists the outcomes of ``[[effect.fails]]`` the fix still helps there
   (``["crash"]``: it turns a crash into a clean start); on such a machine a release whose
   outcome is another (``warning``, ``off``: it turns the feature off cleanly by itself) does
-  not need the fix, and ``adds_without`` says what the fix would add there instead;
+  not need the fix, and ``adds_without`` says what the fix would add there instead.  Optionally
+  ``for_cc``, the words ``says`` and ``otherwise`` name ({arch}, {cuda}, {gpu}) per GPU cc ("12.1"):
+  a list of tables, the first for any release, each other for the releases ``since``-``until``
+  (inclusive) of ``project`` (the one whose code builds: "flashinfer"), giving the keys it changes
+  (FlashInfer 0.6.7 and later build sm_120f, with CUDA 12.9 or later); ``says`` and ``otherwise``
+  as read are the words for 12.0 and any release;
 - ``[[effect.default_on]]``: the releases of a project (``since``/``until``) that turn the
   fixed feature on by themselves for ``models`` (architectures), when ``with_project`` is
   installed beside them below ``fixed_in``; ``prevented_by`` (optional) names the fix that
@@ -78,19 +83,48 @@ class Needs(Record):
     then: str  # and what follows
     helps_without: tuple[str, ...] = ()  # the outcomes the fix still helps on a machine without it
     adds_without: str = ""  # what the fix adds, on a machine without it, to a release of another outcome
-    for_cc: dict = {}  # "12.1" -> the words ``written``'s {arch} and {cuda} take for GPUs of that cc
+    # "12.1" -> the words ``written``'s {arch} and {cuda} take for GPUs of that cc: (those for any release,
+    # then (since, until, those for these releases of ``project``, the rest taken from the first), ...)
+    for_cc: dict = {}
     written: str = ""  # ``says`` as the data writes it ({arch}, {cuda}); ``says`` is it for the fix's own cc (12.0)
     written_otherwise: str = ""  # ``otherwise`` as the data writes it ({gpu}); ``otherwise`` is it for 12.0
+    project: str = ""  # whose releases for_cc's since/until name ("": for_cc names none)
 
-    def said_for(self, cc: tuple[int, int]) -> str:
-        """``says`` for GPUs of ``cc`` (``(12, 1)``: FlashInfer's JIT build of sm_121a, not sm_120a)."""
-        words = self.for_cc.get(f"{cc[0]}.{cc[1]}")
+    def words(self, cc: tuple[int, int], versions: dict | None = None) -> dict | None:
+        """What {arch}, {cuda} and {gpu} say for GPUs of ``cc``, with the releases ``versions``
+        (project -> release) installed: those of ``project``'s release where the data has them,
+        else those for any release.  None: the data has no words for ``cc``."""
+        entry = self.for_cc.get(f"{cc[0]}.{cc[1]}")
+        if not entry:
+            return None
+        anyone, *ranges = entry
+        release = (versions or {}).get(self.project)
+        return next(({**anyone, **words} for since, until, words in ranges if release and _covers(since, until, release)), anyone)
+
+    def said_for(self, cc: tuple[int, int], versions: dict | None = None) -> str:
+        """``says`` for GPUs of ``cc`` with ``versions`` installed (``(12, 1)``: FlashInfer's JIT build of
+        sm_121a, not sm_120a; FlashInfer 0.6.7 on 12.0: CUDA 12.9 or later, sm_120f)."""
+        words = self.words(cc, versions)
         return self.written.format_map(words) if words and self.written else self.says
 
-    def otherwise_for(self, cc: tuple[int, int]) -> str:
+    def otherwise_for(self, cc: tuple[int, int], versions: dict | None = None) -> str:
         """``otherwise`` for GPUs of ``cc`` (``(12, 1)``: "... the comm module for SM121")."""
-        words = self.for_cc.get(f"{cc[0]}.{cc[1]}")
+        words = self.words(cc, versions)
         return self.written_otherwise.format_map(words) if words and self.written_otherwise else self.otherwise
+
+    def with_versions(self, versions: dict) -> Needs:
+        """The need as said on the fix's own cc (12.0) with ``versions`` (project -> release) installed:
+        its words for the release of ``project`` there, else for any release."""
+        return self._replace(says=self.said_for((12, 0), versions), otherwise=self.otherwise_for((12, 0), versions))
+
+    def of_release(self, project: str, version: str | None) -> Needs:
+        """The need as said for ``project`` ``version`` alone (a shipped patch of that release)."""
+        return self.with_versions({project: version})
+
+    def to_json(self) -> dict:
+        """As --json says it: ``for_cc`` as the data writes it (each cc's tables, since/until in those of a range)."""
+        return self._asdict() | {"for_cc": {cc: [anyone, *({"since": s, "until": u, **w} for s, u, w in ranges)]
+                                            for cc, (anyone, *ranges) in self.for_cc.items()}}
 
     def decides_need(self) -> bool:
         """Whether lacking it makes the fix unneeded for some releases."""
@@ -177,7 +211,7 @@ class Effect(Record):
     def to_json(self) -> dict:
         return {
             "changes": self.changes, "upstream": self.upstream, "asked_with": self.asked_with,
-            "fails": [f._asdict() for f in self.fails], "needs": [n._asdict() for n in self.needs],
+            "fails": [f._asdict() for f in self.fails], "needs": [n.to_json() for n in self.needs],
             "default_on": [dict(d._asdict(), models=list(d.models)) for d in self.default_on],
         }
 
@@ -213,6 +247,36 @@ def _tables(effect: dict, key: str, path: Path, what: str) -> list[tuple[str, di
     return [(f"{what}, {key} {i}", e) for i, e in enumerate(entries, 1)]
 
 
+def _for_cc(need: dict, project: str, path: Path, where: str) -> dict:
+    """A need's ``for_cc``: cc -> (the words for any release, (since, until, the words of those releases), ...)."""
+    if "for_cc" not in need:
+        return {}
+    found = {}
+    for cc, entries in _get(need, "for_cc", dict, path, where).items():
+        what = f"{where}, for_cc {cc}"
+        entries = [entries] if isinstance(entries, dict) else entries
+        if not isinstance(entries, list) or not entries or not all(isinstance(t, dict) for t in entries):
+            raise BadInput(str(path), f"{what}: must be a table or a list of tables ([[effect.needs.for_cc.\"{cc}\"]])")
+        anyone, *rest = entries
+        if "since" in anyone or "until" in anyone:
+            raise BadInput(str(path), f"{what}: the first table holds the words for any release (no since, until)")
+        ranges = []
+        for t in rest:
+            _versions(t, path, what, "since", "until")
+            if not project:
+                raise BadInput(str(path), f"{where}: 'project' must name the project whose releases for_cc's since/until are")
+            if any(in_range(t["since"], s, u) or in_range(s, t["since"], t["until"]) for s, u, _ in ranges):
+                raise BadInput(str(path), f"{what}: releases {t['since']} - {t['until']} overlap another table's")
+            ranges.append((t["since"], t["until"], {k: v for k, v in t.items() if k not in ("since", "until")}))
+        found[cc] = (anyone, *ranges)
+    if project:
+        from patchkit.fixes.registry import PROJECTS
+
+        if project not in PROJECTS:
+            raise BadInput(str(path), f"{where}: project {project!r} is not one of {', '.join(PROJECTS)}")
+    return found
+
+
 def read_effect(path: Path) -> Effect | None:
     doc = _read(path)
     if "effect" not in doc:
@@ -242,16 +306,18 @@ def read_effect(path: Path) -> Effect | None:
                 raise BadInput(str(path), f"{where}: helps_without {outcome!r} is not one of {', '.join(OUTCOMES)}")
         adds = _get(e, "adds_without", str, path, where) if helps or "adds_without" in e else ""
         written, written_otherwise = _get(e, "says", str, path, where), _get(e, "otherwise", str, path, where)
-        for_cc = _get(e, "for_cc", dict, path, where) if "for_cc" in e else {}
+        project = _get(e, "project", str, path, where) if "project" in e else ""
+        for_cc = _for_cc(e, project, path, where)
         try:
-            says, otherwise = (t.format_map(for_cc["12.0"]) if for_cc else t for t in (written, written_otherwise))
-            for words in for_cc.values():
-                written.format_map(words)
-                written_otherwise.format_map(words)
+            says, otherwise = (t.format_map(for_cc["12.0"][0]) if for_cc else t for t in (written, written_otherwise))
+            for anyone, *ranges in for_cc.values():
+                for words in (anyone, *({**anyone, **w} for _, _, w in ranges)):
+                    written.format_map(words)
+                    written_otherwise.format_map(words)
         except (KeyError, TypeError, ValueError, AttributeError):
-            raise BadInput(str(path), f"{where}: for_cc must give, for 12.0 and each cc, a table of the words says and otherwise name") from None
+            raise BadInput(str(path), f"{where}: for_cc must give, for 12.0 and each cc, the words says and otherwise name") from None
         needs.append(Needs(machine, says, otherwise, _get(e, "then", str, path, where), helps, adds,
-                           for_cc, written if for_cc else "", written_otherwise if for_cc else ""))
+                           for_cc, written if for_cc else "", written_otherwise if for_cc else "", project))
     default_on = []
     for where, e in _tables(effect, "default_on", path, what):
         _versions(e, path, where, "since", "until")

@@ -235,11 +235,13 @@ def _effect_line(j, label: str) -> str | None:
     return "; ".join(words)
 
 
-def _for_gpus(need, m, otherwise: bool = False) -> str:
-    """What the fix needs (``otherwise``: what the code does without it), for the GPUs judged for: each
-    SM12x cc's words (12.1: sm_121a, SM121), joined."""
+def _for_gpus(need, r, otherwise: bool = False) -> str:
+    """What the fix needs (``otherwise``: what the code does without it), for the GPUs judged for and the
+    releases doctor found (FlashInfer 0.6.7 on 12.0: CUDA 12.9, sm_120f): each SM12x cc's words (12.1:
+    sm_121a, SM121), joined."""
     words = need.otherwise_for if otherwise else need.said_for
-    said = dict.fromkeys(words(cc) for cc in m.ccs() if cc[0] == 12)
+    versions = {t.project: t.where.version for t in r.targets}
+    said = dict.fromkeys(words(cc, versions) for cc in r.machine.ccs() if cc[0] == 12)
     return " and ".join(said) if said else need.otherwise if otherwise else need.says
 
 
@@ -260,8 +262,8 @@ def _machine_lines(effect, r) -> list[str]:
                              f"without multicast {need.otherwise}, and {need.then}")
         elif need.machine == "nvcc":
             n = r.nvcc
-            lines.append(f"it needs {_for_gpus(need, m)}: " + (f"nvcc is {n.path} ({n.chosen_by})" if n.found
-                                                                else f"{said(NoNvcc(n.path, n.chosen_by))}; {_for_gpus(need, m, True)}"))
+            lines.append(f"it needs {_for_gpus(need, r)}: " + (f"nvcc is {n.path} ({n.chosen_by})" if n.found
+                                                                else f"{said(NoNvcc(n.path, n.chosen_by))}; {_for_gpus(need, r, True)}"))
     return lines
 
 

@@ -231,3 +231,98 @@ def test_a_wrong_prevented_by_is_one_line(tmp_path: Path, more: str, reason: str
     assert d.prevented_by == "fusion-self-enable"
     path.write_text(DEFAULT_ON)
     assert read_effect(path).default_on[0].prevented_by == ""
+
+
+# flashinfer/compilation_context.py as the wheels write it (whitespace collapsed), per form: its first and last
+# release, the lines that make what it builds for 12.x, lines it must not hold, and what the fusion's need says
+# then per cc (cuda, arch: for_cc's words).  12.1 in 0.5.0 - 0.6.6: no CUDA check there; the first ptxas that
+# knows sm_121a is 12.9's (the data's comment).
+CONTEXT_FORMS = [
+    ("0.5.0", "0.6.6", ['if major >= 9: minor = str(minor) + "a"'], ["is_cuda_version_at_least", '"0f"'],
+     {"12.0": ("12.8 or later", "sm_120a"), "12.1": ("12.9 or later", "sm_121a")}),
+    ("0.6.7", "0.6.7.post3", ['elif major == 12: from flashinfer.jit.cpp_ext import is_cuda_version_at_least if '
+                              'is_cuda_version_at_least("12.9"): return (major, "0f") else: raise RuntimeError("SM 12.x '
+                              'requires CUDA >= 12.9")'], ["if minor == 0"],
+     {"12.0": ("12.9 or later", "sm_120f"), "12.1": ("12.9 or later", "sm_120f")}),
+    ("0.6.8", "0.7.0", ['if is_cuda_version_at_least("12.9"): if minor == 0: return (major, "0f") else: return (major, '
+                        'str(minor) + "a") else: raise RuntimeError("SM 12.x requires CUDA >= 12.9")'], ['"0a"'],
+     {"12.0": ("12.9 or later", "sm_120f"), "12.1": ("12.9 or later", "sm_121a")}),
+    ("0.7.1", "0.7.4", ['if minor == 0: if is_cuda_version_at_least("12.9"): return (major, "0f") if '
+                        'is_cuda_version_at_least("12.8"): return (major, "0a") raise RuntimeError("SM 120 requires CUDA >= 12.8")',
+                        'if is_cuda_version_at_least("12.9"): return (major, str(minor) + "a") raise RuntimeError("SM 12.1+ '
+                        'requires CUDA >= 12.9")'], ["SM 12.x requires"],
+     {"12.0": ("12.8 or later", "sm_120f, or sm_120a with CUDA 12.8"), "12.1": ("12.9 or later", "sm_121a")}),
+]
+# The gencode each (major, minor) pair becomes, in every form.
+GENCODE = 'f"-gencode=arch=compute_{major}{minor},code=sm_{major}{minor}"'
+
+
+@pytest.mark.parametrize("version", ["0.5.0", "0.6.4", "0.6.6", "0.6.7", "0.6.7.post3", "0.6.8", "0.6.16.post4", "0.7.0",
+                                     "0.7.1", "0.7.4"])
+@pytest.mark.network
+def test_the_fusion_needs_the_cuda_the_flashinfer_release_builds_with(version: str) -> None:
+    """The JIT build the fusion's need names for each FlashInfer release, as its compilation_context.py builds."""
+    (need,) = read_effects()["allreduce-fusion"].needs
+    with wheel("flashinfer-python", version) as whl:
+        source = " ".join(whl.read("flashinfer/compilation_context.py").decode().split())
+    from patchkit.versions import in_range
+
+    (form,) = [f for f in CONTEXT_FORMS if in_range(version, f[0], f[1])]
+    _, _, holds, lacks, words = form
+    assert all(line in source for line in holds) and not any(line in source for line in lacks)
+    assert GENCODE in source
+    assert need.project == "flashinfer"
+    for cc, (cuda, arch) in words.items():
+        said = need.words(tuple(map(int, cc.split("."))), {"flashinfer": version})
+        assert (said["cuda"], said["arch"]) == (cuda, arch)
+        assert need.said_for(tuple(map(int, cc.split("."))), {"flashinfer": version}) == (
+            f"CUDA {cuda} and nvcc, for FlashInfer's JIT build of {arch} (trtllm_comm.so)")
+
+
+def test_without_a_flashinfer_release_the_need_says_every_form() -> None:
+    """An SGLang patch, or an SGLang without FlashInfer, knows no FlashInfer release: the words name both CUDAs;
+    a release newer than the forms read (0.7.4) gets the same."""
+    (need,) = read_effects()["allreduce-fusion"].needs
+    anyone = ("CUDA 12.8 or later (12.9 or later with FlashInfer 0.6.7 to 0.7.0) and nvcc, for FlashInfer's JIT build "
+              "of sm_120a or sm_120f (trtllm_comm.so)")
+    assert need.says == need.said_for((12, 0)) == need.said_for((12, 0), {"flashinfer": "0.7.5"}) == anyone
+    assert need.said_for((12, 0), {"sglang": "0.6.7"}) == anyone  # another project's release says nothing of FlashInfer's
+    assert need.said_for((12, 1)) == ("CUDA 12.9 or later and nvcc, for FlashInfer's JIT build of sm_121a, or sm_120f "
+                                      "with FlashInfer 0.6.7 to 0.6.7.post3 (trtllm_comm.so)")
+    assert need.otherwise_for((12, 1), {"flashinfer": "0.6.7"}) == "FlashInfer cannot build the comm module for SM121"
+    assert need.of_release("flashinfer", "0.6.9").says == "CUDA 12.9 or later and nvcc, for FlashInfer's JIT build of sm_120f (trtllm_comm.so)"
+    assert need.of_release("sglang", "0.5.9").says == anyone
+    assert need.to_json()["for_cc"]["12.0"][2] == {"since": "0.6.7", "until": "0.7.0", "arch": "sm_120f", "cuda": "12.9 or later"}
+
+
+FOR_CC = NEED.replace('machine = "multicast"\nsays = "s"\notherwise = "o"', 'machine = "nvcc"\nsays = "{cuda}"\notherwise = "{gpu}"')
+
+
+@pytest.mark.parametrize(("more", "reason"), [
+    ('project = "flashinfer"\nfor_cc = { "12.0" = [{ cuda = "a", gpu = "g" }, { since = "0.6.7", until = "0.6.8", cuda = "b" }, '
+     '{ since = "0.6.8", until = "0.7.0", cuda = "c" }] }\n', ", for_cc 12.0: releases 0.6.8 - 0.7.0 overlap another table's"),
+    ('for_cc = { "12.0" = [{ cuda = "a", gpu = "g" }, { since = "0.6.7", until = "0.6.8", cuda = "b" }] }\n',
+     ": 'project' must name the project whose releases for_cc's since/until are"),
+    ('project = "flashinfer"\nfor_cc = { "12.0" = [{ since = "0.6.7", until = "0.6.8", cuda = "a", gpu = "g" }] }\n',
+     ", for_cc 12.0: the first table holds the words for any release (no since, until)"),
+    ('project = "flashinfer"\nfor_cc = { "12.0" = [{ cuda = "a", gpu = "g" }, { since = "0.7.0", until = "0.6.8" }] }\n',
+     ", for_cc 12.0: since 0.7.0 is after until 0.6.8"),
+    ('project = "flashinfer"\nfor_cc = { "12.0" = [{ cuda = "a", gpu = "g" }, { since = "0.6.7", cuda = "b" }] }\n',
+     ", for_cc 12.0: 'until' is missing or not str"),
+    ('project = "flashinfer"\nfor_cc = { "12.0" = [] }\n', ', for_cc 12.0: must be a table or a list of tables ([[effect.needs.for_cc."12.0"]])'),
+    ('project = "flashinfer"\nfor_cc = { "12.0" = [{ cuda = "a" }] }\n', ": for_cc must give, for 12.0 and each cc, the words says and otherwise name"),
+    ('project = "flashinfer"\nfor_cc = { "12.1" = [{ cuda = "a", gpu = "g" }] }\n', ": for_cc must give, for 12.0 and each cc, the words says and otherwise name"),
+    ('project = "flashinfer-python"\nfor_cc = { "12.0" = { cuda = "a", gpu = "g" } }\n', ": project 'flashinfer-python' is not one of "),
+])
+def test_a_wrong_for_cc_is_one_line(tmp_path: Path, more: str, reason: str) -> None:
+    path = tmp_path / "torch-symm-mem.toml"
+    path.write_text(FOR_CC + more)
+    with pytest.raises(BadInput) as exc:
+        read_effect(path)
+    assert str(exc.value).startswith(f"{path}: torch-symm-mem, effect, needs 1{reason}")
+    path.write_text(FOR_CC + 'project = "flashinfer"\nfor_cc = { "12.0" = [{ cuda = "a", gpu = "g" }, '
+                    '{ since = "0.6.7", until = "0.6.8", cuda = "b" }], "12.1" = { cuda = "c", gpu = "h" } }\n')
+    (need,) = read_effect(path).needs
+    assert (need.says, need.otherwise) == ("a", "g")
+    assert [need.said_for(cc, {"flashinfer": v}) for cc, v in [((12, 0), "0.6.6"), ((12, 0), "0.6.8"), ((12, 1), "0.6.8")]] == ["a", "b", "c"]
+    assert need.otherwise_for((12, 0), {"flashinfer": "0.6.7"}) == "g"  # the keys a range leaves out are the first table's

@@ -485,24 +485,56 @@ def test_an_sm12x_cc_given_is_known_to_lack_multicast(tmp_path: Path, venvs, cc:
 
 
 def test_a_gb10_is_told_of_a_jit_build_of_sm_121a_never_sm_120a(tmp_path: Path, venvs) -> None:
-    """sm_120a runs on 12.0 only: FlashInfer's JIT builds sm_121a for a GB10, with a CUDA whose ptxas
-    knows it (12.9); 12.0 keeps sm_120a and CUDA 12.8."""
+    """sm_120a runs on 12.0 only: FlashInfer 0.7.0's JIT builds sm_121a for a GB10, with CUDA 12.9 or later
+    (compilation_context.py: "SM 12.x requires CUDA >= 12.9"); for 12.0 it builds sm_120f, with 12.9 too."""
     _, python = env_of(tmp_path, venvs, "0.5.23", "0.7.0")
     no_cuda = {"CUDA_HOME": str(tmp_path / "cuda")}  # FlashInfer's nvcc: none there
     for cc, build in (("12.1", "CUDA 12.9 or later and nvcc, for FlashInfer's JIT build of sm_121a (trtllm_comm.so)"),
-                      ("12.0", "CUDA 12.8 or later and nvcc, for FlashInfer's JIT build of sm_120a (trtllm_comm.so)")):
+                      ("12.0", "CUDA 12.9 or later and nvcc, for FlashInfer's JIT build of sm_120f (trtllm_comm.so)")):
         done = invoke("doctor", "--python", python, "--to-cc", cc, env=no_nvidia_smi(tmp_path) | no_cuda)
         assert (f"    it needs {build}: no nvcc at {tmp_path}/cuda/bin/nvcc ($CUDA_HOME); "
                 f"FlashInfer cannot build the comm module for SM{cc.replace('.', '')}") in out(done)
-        # (the failure modes' own texts aside: a mode may quote another GPU's target, tests/fixes/test_modes.py)
-        assert ("sm_120a" in "\n".join(split_modes(done.stdout.decode().splitlines())[0])) == (cc == "12.0")
+        said = "\n".join(split_modes(out(done))[0])  # the failure modes' ways out name both (tests/fixes/test_modes.py)
+        assert "sm_120a" not in said and ("sm_120f" in said) == (cc == "12.0")
         doc = json.loads(invoke("doctor", "--python", python, "--to-cc", cc, "--json", env=no_nvidia_smi(tmp_path)).stdout)
-        assert ("sm_120a" in json.dumps({k: v for k, v in doc.items() if k != "failure_modes"})) == (cc == "12.0")
+        said = json.dumps(doc | {"failure_modes": None})
+        assert "sm_120a" not in said and ("sm_120f" in said) == (cc == "12.0")
     done = invoke("doctor", "--python", python, env=standin(tmp_path, "gb10") | no_cuda)
-    shown = "\n".join(split_modes(done.stdout.decode().splitlines())[0])
-    assert "sm_121a" in shown and "sm_120a" not in shown
+    said = "\n".join(split_modes(out(done))[0])
+    assert "sm_121a" in said and "sm_120a" not in said
     assert ("    it needs CUDA 12.9 or later and nvcc, for FlashInfer's JIT build of sm_121a (trtllm_comm.so): "
             f"no nvcc at {tmp_path}/cuda/bin/nvcc ($CUDA_HOME); FlashInfer cannot build the comm module for SM121") in out(done)
+
+
+# What FlashInfer's JIT builds for the fusion, and the CUDA it takes, per FlashInfer release (compilation_context.py,
+# tests/fixes/test_need_data.py reads it in the wheels): 0.6.6 and older sm_120a, which CUDA 12.8 knows; from 0.6.7
+# sm_120f, below CUDA 12.9 "SM 12.x requires CUDA >= 12.9"; 0.6.7 builds sm_120f on a GB10 too (0.6.8 on: sm_121a).
+@pytest.mark.parametrize(("flashinfer", "gpus", "build", "sm"), [
+    ("0.6.4", "rtxpro6000-8pcie", "CUDA 12.8 or later and nvcc, for FlashInfer's JIT build of sm_120a (trtllm_comm.so)", "SM120"),
+    ("0.6.16.post4", "rtxpro6000-8pcie", "CUDA 12.9 or later and nvcc, for FlashInfer's JIT build of sm_120f (trtllm_comm.so)", "SM120"),
+    ("0.6.7", "gb10", "CUDA 12.9 or later and nvcc, for FlashInfer's JIT build of sm_120f (trtllm_comm.so)", "SM121"),
+])
+def test_the_fusion_needs_the_cuda_of_the_flashinfer_installed(tmp_path: Path, venvs, flashinfer: str, gpus: str, build: str,
+                                                               sm: str) -> None:
+    """SGLang's gate and FlashInfer's list both name the JIT build of the FlashInfer installed beside SGLang, in
+    doctor and in apply."""
+    python = str(venvs("0.5.9", flashinfer) / "bin" / "python")  # read only: doctor writes nothing
+    env = standin(tmp_path, gpus) | {"CUDA_HOME": str(tmp_path / "cuda")}  # FlashInfer's nvcc: none there
+    done = invoke("doctor", "--python", python, env=env)
+    assert done.returncode == 1, done.stderr.decode()
+    lines = split_modes(out(done))[0]
+    need = f"    it needs {build}: no nvcc at {tmp_path}/cuda/bin/nvcc ($CUDA_HOME); FlashInfer cannot build the comm module for {sm}"
+    assert lines.count(need) == 2, "\n".join(lines)
+    assert [line for line in lines if "FlashInfer's JIT build of" in line and line != need] == []
+    assert f"FlashInfer {flashinfer} (installed), from flashinfer_python-{flashinfer}.dist-info/METADATA" in done.stdout.decode()
+    doc = json.loads(invoke("doctor", "--python", python, "--json", env=env).stdout)
+    assert [f"    {line}" for t in doc["targets"] for f in t["fixes"] if f["fix"] == "allreduce-fusion"
+            for line in f["effect_here"] if line.startswith("it needs")] == [need, need]
+    # apply says the same of both targets (a dry run: nothing written, no lock taken).
+    done = invoke("apply", "--python", python, "--fix", "allreduce-fusion", "--to-cc", "12", "--dry-run", "--json", env=env)
+    assert done.returncode == 0, done.stderr.decode()
+    assert [(t["project"], e["needs"]) for t in json.loads(done.stdout)["targets"] for e in t["effects"]] == [
+        ("sglang", [build]), ("flashinfer", [build])]
 
 
 def test_plain_verify_proves_for_the_sm12x_gpus_it_finds(tmp_path: Path, prebuilt) -> None:

@@ -41,9 +41,10 @@ def no_cuda(monkeypatch) -> None:
     monkeypatch.setenv("CUDA_HOME", str(NO_CUDA))
 
 
-# FlashInfer's JIT build for each cc (the fusion's need, for_cc in its data): sm_121a for a GB10.
-BUILDS = {"12.0": "CUDA 12.8 or later and nvcc, for FlashInfer's JIT build of sm_120a",
-          "12.1": "CUDA 12.9 or later and nvcc, for FlashInfer's JIT build of sm_121a"}
+# FlashInfer's JIT build for each cc (the fusion's need, for_cc in its data): sm_121a for a GB10.  No FlashInfer
+# is installed here, so the words are those for any release (FlashInfer 0.6.7 - 0.7.0 build sm_120f and want 12.9).
+BUILDS = {"12.0": "CUDA 12.8 or later (12.9 or later with FlashInfer 0.6.7 to 0.7.0) and nvcc, for FlashInfer's JIT build of sm_120a or sm_120f",
+          "12.1": "CUDA 12.9 or later and nvcc, for FlashInfer's JIT build of sm_121a, or sm_120f with FlashInfer 0.6.7 to 0.6.7.post3"}
 
 
 def fusion(cc: str = "12.0") -> list[str]:

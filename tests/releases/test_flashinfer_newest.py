@@ -4,8 +4,8 @@ with the stand-in nvidia-smi of 8 x RTX PRO 6000 on PCIe and of one GB10.
 
 - allreduce-fusion: its FlashInfer rule carries FlashInfer PR 3903, upstream since 0.6.17; 0.7.4's files
   hold it (``supported_major_versions=[9, 10, 12]`` in flashinfer/jit/comm.py), so it is "in effect (the
-  release has it)" and apply writes nothing (rule 1); what it needs of the machine (nvcc for the JIT build,
-  sm_120a or sm_121a) is still said.
+  release has it)" and apply writes nothing (rule 1); what it needs of the machine (nvcc for the JIT build:
+  0.7.4 builds sm_120f for 12.0 with CUDA 12.9 or later, sm_120a with 12.8, and sm_121a for 12.1) is still said.
 - sglang-pcie-ipc-allreduce (known-speedups.toml, FlashInfer ``since = "0.7.0"``): 0.7.4 still holds
   flashinfer/comm/pcie_ipc_ar.py with PcieIpcAllReduceWorkspace, which the advice names (rule 4)."""
 
@@ -22,7 +22,7 @@ from patchkit.digest import sha256
 from support.cli import invoke, split_modes
 
 GB10, RTX8 = "gb10", "rtxpro6000-8pcie"
-BUILD = {RTX8: ("12.0", "CUDA 12.8 or later and nvcc, for FlashInfer's JIT build of sm_120a (trtllm_comm.so)"),
+BUILD = {RTX8: ("12.0", "CUDA 12.8 or later and nvcc, for FlashInfer's JIT build of sm_120f, or sm_120a with CUDA 12.8 (trtllm_comm.so)"),
          GB10: ("12.1", "CUDA 12.9 or later and nvcc, for FlashInfer's JIT build of sm_121a (trtllm_comm.so)")}
 GPU = {RTX8: "SM120", GB10: "SM121"}  # the GPUs judged, as the need line names them (it said SM120 on a GB10 too)
 

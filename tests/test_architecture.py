@@ -144,6 +144,7 @@ NAMES = {("judge/kernels.py", "label"): "a distribution's name and version",
          ("judge/settings.py", "_target"): "a GPU's sm_ target, as ptxas's --gpu-name spells it",
          ("plan/apply.py", "why_no_shipped"): "the words of --no-generate's refusal, raised in plan (and of the note beside it)",
          ("judge/launch.py", "_model"): "the model as the server's command line names it",
+         ("judge/settings.py", "as_set"): "a variable's value as the environment judged sets it",
          ("judge/launch.py", "_quant"): "the quantization method as the command line or config.json spells it"}
 
 

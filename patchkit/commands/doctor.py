@@ -266,7 +266,7 @@ def doctor(found: list[tuple], apply_target: str, env=None, to_cc: CC | None = N
         command = _apply_command(apply_target, options, None if m is seen else needing)
     settings = _settings(env, m)
     in_effect = frozenset({h.fix for _, hs in states for h in hs if h.status == Status.IN_EFFECT}
-                          | {h.setting.name for h in settings if h.need in (Need.SET, Need.NOT_NEEDED)})
+                          | {h.setting.name for h in settings if h.need == Need.SET})
     found_modes, flags = _modes(env, m, launch, in_effect)
     return DoctorResult(seen, unseen, to_cc, m, basis, tuple(targets), tuple(needed), command, code,
                         tuple(speedups_here(m, versions)), nvcc_at(dict(os.environ)), settings,

@@ -62,11 +62,17 @@ def _holds(site_files: list[Path], rel: str, text: str) -> bool | None:
 def _newer_is_fixed(exposure: Exposure, sites: list[Path]) -> bool | None:
     """A release newer than the data: True where its files hold every text of the first fixed
     release, False where one is missing, None where nothing tells (no fix known, no file)."""
-    marks = exposure.fix_marks()
+    # The texts of source files: a compiled file's name changes with the Python and the build it is for.
+    marks = [p for p in exposure.fix_marks() if not _compiled(p.file)]
     if not marks:
         return None
     found = [_holds(sites, p.file, p.text) for p in marks]
     return None if None in found else all(found)
+
+
+def _compiled(path: str) -> bool:
+    name = path.rsplit("/", 1)[-1]
+    return name.endswith(".so") or ".so." in name
 
 
 def _fits(way: WayOut, versions: dict[str, str]) -> bool:

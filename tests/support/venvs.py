@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -38,4 +39,22 @@ def copy_venv(template: Path, dest: Path) -> Path:
     if dest.exists():
         raise FileExistsError(dest)
     subprocess.run(["cp", "-a", str(template), str(dest)], check=True, capture_output=True)  # copytree(symlinks=True), faster
+    return dest
+
+
+def site_packages(venv: Path) -> Path:
+    return next((venv / "lib").glob("python3*/site-packages"))
+
+
+def link_installed(template: Path, dest: Path) -> Path:
+    """What pip installed in the virtualenv ``template`` (its site-packages, its console scripts),
+    hard-linked into the fresh virtualenv ``dest`` (``make_venv``): the same bytes, unpacked once.
+    The links are the template's files: nothing may write to them (a test that writes takes a
+    ``copy_venv``, which copies every byte, links or not); files added beside them are ``dest``'s
+    own, as are its interpreter links, activate scripts and pyvenv.cfg."""
+    site = site_packages(dest)
+    subprocess.run(["cp", "-al", f"{site_packages(template)}/.", str(site)], check=True, capture_output=True)
+    for entry in os.scandir(template / "bin"):  # the console scripts (#! the template's python, as in a copy)
+        if not os.path.lexists(dest / "bin" / entry.name):
+            os.link(entry.path, dest / "bin" / entry.name, follow_symlinks=False)
     return dest

@@ -7,6 +7,7 @@ By default a few small releases are fetched (and cached, see ``support.mirror``)
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -64,7 +65,10 @@ def test_releases_before_053_have_nothing_to_patch(mirror: Path, generated: Path
         assert has_patch == (version_key(tag) >= version_key("0.5.3")), tag
 
 
+@functools.cache
 def _black_clean(source: bytes) -> bool:
+    """Does black leave ``source`` as it is?  Remembered by the bytes (0.3 s a file): a series
+    applied twice (git apply, patch -p1) checks the same files twice."""
     try:
         black.format_file_contents(source.decode(), fast=False, mode=black.Mode())
     except black.NothingChanged:
@@ -478,19 +482,18 @@ def test_flashinfer_series_carry_the_whole_upstream_change(flashinfer_mirror: Pa
     assert "0.6.4" in seen["refreshed"] and "0.6.16.post4" not in seen["refreshed"]
 
 
-def test_one_environment_sglang_and_flashinfer(tmp_path: Path) -> None:
+def test_one_environment_sglang_and_flashinfer(tmp_path: Path, prebuilt) -> None:
     """One venv with the sglang 0.5.9 and flashinfer-python 0.6.4 wheels: apply --all-fixes
     patches both, FlashInfer's JIT sources below flashinfer/data/ included; verify exits 0;
     revert gives back the wheels' exact bytes, every file as its RECORD lists it."""
     from support.mirror import fetch_wheel
+    from support.venvs import copy_venv
 
-    wheels = [fetch_wheel("0.5.9", default_cache()), fetch_wheel("0.6.4", default_cache(), "flashinfer-python")]
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    # A copy of the session's template with both installed by pip (gpus/test_doctor.py's too).
+    template = prebuilt.venv(fetch_wheel("0.5.9", default_cache()), fetch_wheel("0.6.4", default_cache(), "flashinfer-python"))
+    venv = copy_venv(template, tmp_path / "venv")
     python = str(venv / "bin/python")
     site = next((venv / "lib").glob("python3*/site-packages"))
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile", "--target", str(site), *map(str, wheels)],
-                   check=True, capture_output=True)
     installed = {p: p.replace("include/", "flashinfer/data/include/", 1).replace("csrc/", "flashinfer/data/csrc/", 1)
                  for p in PR_3903}
     files = ["sglang/srt/distributed/device_communicators/all_reduce_utils.py",

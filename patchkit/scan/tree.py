@@ -147,6 +147,7 @@ def scan_tree(
 
 
 def _parallel(files, from_cc, cc, tables, jobs):
+    import gc
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -157,7 +158,11 @@ def _parallel(files, from_cc, cc, tables, jobs):
     # Interleaved chunks: big files cluster in some folders.
     n = jobs * 8
     chunks = [files[i::n] for i in range(n)]
-    with ProcessPoolExecutor(jobs, mp_context=context) as pool:
+    # Each worker first freezes what it inherited (patchkit's and its libraries' objects, the file
+    # list; a whole test session where scan runs in-process): its collections, many while the ast
+    # of a big file is built, then walk only what the scan allocates, and never write to the
+    # inherited objects, whose pages copy-on-write would copy.
+    with ProcessPoolExecutor(jobs, mp_context=context, initializer=gc.freeze) as pool:
         parts = list(pool.map(_scan_chunk, [(c, from_cc, cc, tables) for c in chunks]))
     out: list[Any] = [None] * len(files)
     for i, part in enumerate(parts):

@@ -9,6 +9,7 @@ and doctor quotes none."""
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 from fixtures import install_release
 
 from support.cli import invoke
-from support.venvs import copy_venv
+from support.venvs import link_installed, make_venv, site_packages
 
 HEAD = ("all-reduce on these GPUs (8 x SM120, linked through PCIe only: no NVLink, no multicast): FlashInfer's PCIe-IPC "
         "all-reduce (PcieIpcAllReduceWorkspace), which vLLM can use for the tensor-parallel all-reduce")
@@ -36,13 +37,16 @@ def gpus(tmp_path: Path, machine: str) -> dict:
 
 @pytest.fixture(scope="module")
 def vllm_with(prebuilt, tmp_path_factory):
-    """flashinfer-python version -> a virtualenv with that real wheel and the sparse vllm 0.34.0."""
+    """flashinfer-python version -> a virtualenv with that real wheel and the sparse vllm 0.34.0, made
+    once a module: the tests only run doctor, which reads.  The session's template of the wheel is
+    linked in (``link_installed``): vllm's files are new ones beside it, and nothing here writes."""
     from support.mirror import default_cache, fetch_wheel
 
+    @functools.cache
     def build(flashinfer: str) -> Path:
         template = prebuilt.venv(fetch_wheel(flashinfer, default_cache(), "flashinfer-python"))
-        venv = copy_venv(template, tmp_path_factory.mktemp(f"vllm-fi-{flashinfer}") / "V")
-        install_release("vllm-0.34.0", next((venv / "lib").glob("python3*/site-packages")))
+        venv = link_installed(template, make_venv(tmp_path_factory.mktemp(f"vllm-fi-{flashinfer}") / "V"))
+        install_release("vllm-0.34.0", site_packages(venv))
         return venv
 
     return build

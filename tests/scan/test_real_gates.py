@@ -1,5 +1,6 @@
 """``patchkit scan`` on real releases: the platform-flag and preprocessor gates of SGLang and
-FlashInfer, in trees extracted from their PyPI wheels (cached: ``support.mirror``).
+FlashInfer, in the site-packages pip installs from their PyPI wheels (cached: ``support.mirror``):
+the session's virtualenv templates (``support.prebuilt``), which other tests hold too, only read.
 
 What the wheels hold (checked here, not assumed): SGLang 0.5.23's ``_resolve_backend``
 refuses the FlashInfer all-reduce fusion on anything but SM90 and SM100 (line 48 of
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import zipfile
+import zlib
 from pathlib import Path
 
 import pytest
@@ -22,10 +24,11 @@ from patchkit.rewrite.capability import pair
 from patchkit.rewrite.rules import rewrite_file
 from patchkit.scan.classify import classify
 from patchkit.scan.source import scan_file
-from patchkit.scan.tree import in_scan
+from patchkit.scan.tree import in_scan, source_files
 from support.cli import invoke
 from support.mirror import default_cache, fetch_wheel
 from support.repos import make_repo
+from support.venvs import site_packages
 
 pytestmark = pytest.mark.network  # SGLang's and FlashInfer's real wheels, fetched once into the cache
 
@@ -46,27 +49,34 @@ def _read(wheel: Path, name: str) -> bytes:
         return zf.read(name)
 
 
-def _extract(wheel: Path, dest: Path) -> Path:
-    """The wheel's source files that ``patchkit scan`` reads (*.py, C/C++/CUDA), as a tree."""
-    with zipfile.ZipFile(wheel) as zf:
-        for info in zf.infolist():
-            if not info.is_dir() and in_scan(info.filename):
-                target = dest / info.filename
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(zf.read(info))
-    return dest
+def _installed(prebuilt, wheel: Path) -> Path:
+    """The site-packages of a virtualenv with only ``wheel`` installed by pip: every file of the
+    wheel (none of these three has a ``.data`` folder), and its dist-info, which holds nothing
+    ``patchkit scan`` reads (checked in test_the_trees_are_the_wheels)."""
+    return site_packages(prebuilt.venv(wheel))
 
 
 @pytest.fixture(scope="module")
-def sglang_0523(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _extract(_wheel("0.5.23"), tmp_path_factory.mktemp("sglang-0.5.23"))
+def sglang_0523(prebuilt) -> Path:
+    return _installed(prebuilt, _wheel("0.5.23"))
 
 
 @pytest.fixture(scope="module")
-def flashinfer(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    return {
-        v: _extract(_wheel(v, "flashinfer-python"), tmp_path_factory.mktemp(f"flashinfer-{v}")) for v in ("0.6.4", "0.6.17")
-    }
+def flashinfer(prebuilt) -> dict[str, Path]:
+    return {v: _installed(prebuilt, _wheel(v, "flashinfer-python")) for v in ("0.6.4", "0.6.17")}
+
+
+def test_the_trees_are_the_wheels(sglang_0523: Path, flashinfer: dict) -> None:
+    """What scan reads in each tree is what the wheel holds, and nothing more: the same files, each
+    with the size and CRC-32 the wheel's directory gives it."""
+    for tree, wheel in [(sglang_0523, _wheel("0.5.23")), *((flashinfer[v], _wheel(v, "flashinfer-python")) for v in flashinfer)]:
+        with zipfile.ZipFile(wheel) as zf:
+            held = {i.filename: (i.file_size, i.CRC) for i in zf.infolist() if not i.is_dir() and in_scan(i.filename)}
+        found = {}
+        for full, rel in source_files(tree):
+            data = Path(full).read_bytes()
+            found[rel] = (len(data), zlib.crc32(data))
+        assert found == held, wheel.name
 
 
 def _json_scan(tree: Path) -> dict:

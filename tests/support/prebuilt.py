@@ -18,7 +18,7 @@ from pathlib import Path
 
 from support.mirror import build_mirror, default_cache, fetch_wheel
 from support.repos import GIT_ENV
-from support.venvs import make_venv, pip_install
+from support.venvs import link_installed, make_venv, pip_install
 
 # The releases the tests use, per project: one session mirror each holds them all.  (Each release
 # is a root commit of its own, so these commits are the full mirror's commits.)
@@ -72,13 +72,21 @@ class Prebuilt:
         return self.get(f"release-{project}-{version}", lambda dest: one_release(self.mirror(project), f"v{version}", dest))
 
     def venv(self, *wheels: Path) -> Path:
-        """A virtualenv with ``wheels`` installed by pip in one ``pip install`` (``pip_install``).
-        Read only: a test that writes takes a copy (``copy_venv``)."""
+        """A virtualenv with ``wheels`` installed by pip (``pip_install``).  Read only: a test that
+        writes takes a copy (``copy_venv``).
+
+        With several wheels, it is the template of each (built first where no test asked for it)
+        linked together (``link_installed``): the same files as one ``pip install`` of them all, and
+        each wheel unpacked once a session, however many templates hold it."""
         name = "venv-" + "+".join(w.name.split("-")[0] + "-" + w.name.split("-")[1] for w in wheels)
 
         def build(dest: Path) -> None:
             make_venv(dest)
-            pip_install(dest / "bin" / "python", *map(str, wheels))
+            if len(wheels) == 1:
+                pip_install(dest / "bin" / "python", str(wheels[0]))
+            else:
+                for wheel in wheels:
+                    link_installed(self.venv(wheel), dest)
 
         return self.get(name, build)
 

@@ -61,3 +61,21 @@ def copy_installed(template: Path, dest: Path, dist_info: str) -> None:
         (dest / parent).mkdir(parents=True, exist_ok=True)
         sources = sorted(str(template / u) for u in units if u.parent == parent)
         subprocess.run(["cp", "-a", *sources, str(dest / parent)], check=True, capture_output=True)
+
+
+def site_packages(venv: Path) -> Path:
+    return next((venv / "lib").glob("python3*/site-packages"))
+
+
+def link_installed(template: Path, dest: Path) -> Path:
+    """What pip installed in the virtualenv ``template`` (its site-packages, its console scripts),
+    hard-linked into the fresh virtualenv ``dest`` (``make_venv``): the same bytes, unpacked once.
+    The links are the template's files: nothing may write to them (a test that writes takes a
+    ``copy_venv``, which copies every byte, links or not); files added beside them are ``dest``'s
+    own, as are its interpreter links, activate scripts and pyvenv.cfg."""
+    site = site_packages(dest)
+    subprocess.run(["cp", "-al", f"{site_packages(template)}/.", str(site)], check=True, capture_output=True)
+    for entry in os.scandir(template / "bin"):  # the console scripts (#! the template's python, as in a copy)
+        if not os.path.lexists(dest / "bin" / entry.name):
+            os.link(entry.path, dest / "bin" / entry.name, follow_symlinks=False)
+    return dest

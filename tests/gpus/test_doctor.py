@@ -4,9 +4,7 @@ the release mirror, with a stand-in nvidia-smi first on PATH (standin.py) for ea
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -15,7 +13,7 @@ from standin import no_nvidia_smi, standin
 from patchkit.rewrite.evaluate import tables
 from support.cli import invoke, split_modes
 from support.repos import symm_effect
-from support.venvs import copy_venv
+from support.venvs import copy_venv, snapshot
 
 PCIE = ("the communicator will then turn itself off (\"torch symmetric memory multicast operations are not supported\"): "
         "no multicast between PCIe GPUs; the all-reduce stays on NCCL")
@@ -69,20 +67,6 @@ def read_only(venvs, sglang: str, flashinfer: str | None) -> str:
     """The template's python itself, for a test that runs doctor alone: doctor only reads (the test of
     SGLang 0.5.23 on PCIe below checks a template's SGLang files unchanged after it)."""
     return str(venvs(sglang, flashinfer) / "bin" / "python")
-
-
-def snapshot(root: Path) -> dict[str, str]:
-    """Each file below ``root`` (a link to a file followed, a link to a folder not entered, as
-    ``rglob``) -> the sha256 of its bytes.  hashlib's (OpenSSL's) sha256, six times faster than
-    the one patchkit.digest takes for its start-up: a venv holds 100 to 300 MB."""
-    found = {}
-    for folder, _, files in os.walk(root):
-        for name in files:
-            path = os.path.join(folder, name)
-            if os.path.isfile(path):
-                with open(path, "rb") as f:
-                    found[os.path.relpath(path, root)] = hashlib.sha256(f.read()).hexdigest()
-    return found
 
 
 def out(done) -> list[str]:

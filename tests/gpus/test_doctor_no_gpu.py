@@ -12,9 +12,8 @@ import pytest
 from standin import no_nvidia_smi, standin
 from test_doctor import MEASURED, SERVES
 
-from patchkit.digest import sha256
 from support.cli import invoke, split_modes
-from support.venvs import copy_venv
+from support.venvs import copy_venv, snapshot
 
 QUERY = "`nvidia-smi --query-gpu=index,name,compute_cap,pci.bus_id --format=csv,noheader`"
 CANNOT = ("no GPU seen, so doctor cannot say what this machine needs (the report is for cc 12.0); "
@@ -103,10 +102,6 @@ def advice(cc: str, python: str) -> list[str]:
     if cc != "12.0":
         return []
     return [ADVICE_HEAD, f"{NEEDS}install flashinfer-python (not installed for {python})", SERVES, *MEASURED, ""]
-
-
-def snapshot(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): sha256(p.read_bytes()) for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def lines(done) -> list[str]:

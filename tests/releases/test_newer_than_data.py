@@ -13,10 +13,9 @@ from pathlib import Path
 import pytest
 from gpus.standin import no_nvidia_smi, standin
 
-from patchkit.digest import sha256
 from patchkit.rewrite.evaluate import tables
 from support.cli import invoke
-from support.venvs import copy_venv, make_venv
+from support.venvs import copy_venv, make_venv, snapshot
 
 DATA = Path(__file__).resolve().parent / "data"
 DC = "vllm/distributed/device_communicators"
@@ -39,10 +38,6 @@ def vllm_0340_why(lack: str, key: str) -> str:
 def sglang_0523_why(lack: str) -> str:
     return (f'{lack}, and without it SGLang 0.5.23 warns "TorchSymmMemCommunicator: Device capability 12 not supported, '
             f'communicator is not available."; {REST}')
-
-
-def snapshot(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): sha256(p.read_bytes()) for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def out(done) -> list[str]:

@@ -80,9 +80,10 @@ test: test-deps
 	$(call in_run_folder,$(PYTEST) --durations=20)
 
 # The reliability suite at full size: a few hundred SIGKILLs of apply, revert and upstream,
-# races, hostile and broken input (make test runs it with fewer kills). See docs/RELIABILITY.md.
+# races, hostile and broken input, and the rewriter's properties at their full count of examples
+# (make test runs a sample of each). See docs/RELIABILITY.md.
 test-reliability: test-deps
-	$(call in_run_folder,PATCHKIT_KILLS=400 $(PYTEST) tests/reliability)
+	$(call in_run_folder,PATCHKIT_KILLS=400 $(PYTEST) tests/reliability tests/test_rewriter_properties.py)
 
 # The patch reader under atheris (libFuzzer): any bytes give a patch or a clean error.
 FUZZ_RUNS ?= 300000

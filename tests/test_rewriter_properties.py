@@ -9,6 +9,7 @@ against ``patchkit.rewrite.evaluate`` and against black.
 from __future__ import annotations
 
 import difflib
+import functools
 from dataclasses import dataclass, field
 
 import black
@@ -19,15 +20,29 @@ from patchkit.errors import RewriteError
 from patchkit.rewrite.dict_key import Rewrite, rewrite
 from patchkit.rewrite.evaluate import tables as evaluate_tables
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
+from support.crash import FULL_SIZE
 
 NAMES = ("SIZES", "_WORLD_SIZES")
 MAX_LINE = 88  # black's default line length
 
-# No example database: `make test` runs pytest from tests/, where a .hypothesis/
-# directory would not be ignored by git.
-FAST = settings(max_examples=50, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
-SLOW = settings(max_examples=40, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
-JUNK = settings(max_examples=80, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+# Examples per property: make test, and make test-reliability (PATCHKIT_KILLS=400, FULL_SIZE), which
+# runs this module too.  docs/RELIABILITY.md is checked against these.
+EXAMPLES = {
+    "generated tables: output, only the new entry, second run, evaluated, line endings (each)": (25, 50),
+    "black-clean tables stay black-clean": (20, 40),
+    "generated tables mutated, then rewritten": (40, 80),
+    "junk: bytes, text, Python fragments (each)": (80, 80),
+}
+
+
+def _settings(name: str) -> settings:
+    # No example database: `make test` runs pytest from tests/, where a .hypothesis/
+    # directory would not be ignored by git.
+    return settings(max_examples=EXAMPLES[name][FULL_SIZE], deadline=None, database=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+
+FAST, SLOW, MUTATED, JUNK = (_settings(name) for name in EXAMPLES)  # in EXAMPLES' order
 
 
 # --------------------------------------------------------------------------- model
@@ -122,39 +137,64 @@ COMMENT_BACKSLASH_AT_EOF_CRLF = one_line_case(["SIZES = {10: 1}", "# \\"], "\r\n
 
 
 # ---------------------------------------------------------------------- strategies
+#
+# Every strategy is built once (functools.cache, or a module constant), never inside a draw:
+# hypothesis validates each new strategy object on its first draw and keeps the ones it can
+# in a small cache of its own (sampled_from's not at all), which cost more than the drawing.
 
 
+@functools.cache
+def one_of_these(*options: object) -> st.SearchStrategy:
+    """``st.sampled_from(options)``, one strategy object per tuple of options."""
+    return st.sampled_from(options)
+
+
+@functools.cache
+def up_to(n: int) -> st.SearchStrategy[int]:
+    """``st.integers(0, n)``."""
+    return st.integers(0, n)
+
+
+@functools.cache
+def orders(n: int) -> st.SearchStrategy[list[int]]:
+    """``st.permutations(range(n))``."""
+    return st.permutations(range(n))
+
+
+@functools.cache
 def words(black_style: bool) -> st.SearchStrategy[str]:
     alphabet = "abcxyz0189-" if black_style else "abcxyz0189-{}:,#'\"\\é€ \t"
     word = st.text(alphabet, min_size=1, max_size=6)
     return st.lists(word, min_size=1, max_size=3).map(" ".join)
 
 
+@functools.cache
 @st.composite
 def trailing_comments(draw, black_style: bool) -> str:
     """What follows an entry on its line: nothing, a comment or (not black) stray spaces."""
-    options = ["", "comment"] if black_style else ["", "comment", "comment", "spaces"]
-    kind = draw(st.sampled_from(options))
+    options = ("", "comment") if black_style else ("", "comment", "comment", "spaces")
+    kind = draw(one_of_these(*options))
     if kind == "":
         return ""
     if kind == "spaces":
-        return draw(st.sampled_from([" ", "   ", "\t"]))
-    prefix = "  # " if black_style else draw(st.sampled_from(["  # ", " # ", "  #", "\t# "]))
+        return draw(one_of_these(" ", "   ", "\t"))
+    prefix = "  # " if black_style else draw(one_of_these("  # ", " # ", "  #", "\t# "))
     return prefix + draw(words(black_style))
 
 
+@functools.cache
 @st.composite
 def gap_lines(draw, indent: str, black_style: bool, max_size: int = 2) -> list[str]:
     """Comment lines and (not black) blank lines between entries."""
-    kinds = ["comment"] if black_style else ["comment", "blank", "blank", "spaces"]
+    kinds = ("comment",) if black_style else ("comment", "blank", "blank", "spaces")
     out = []
-    for kind in draw(st.lists(st.sampled_from(kinds), max_size=max_size)):
+    for kind in draw(st.lists(one_of_these(*kinds), max_size=max_size)):
         if kind == "blank":
             out.append("")
         elif kind == "spaces":
             out.append(indent)
         else:
-            where = indent if black_style else draw(st.sampled_from([indent, "", indent + "  "]))
+            where = indent if black_style else draw(one_of_these(indent, "", indent + "  "))
             out.append(f"{where}# {draw(words(black_style))}")
     return out
 
@@ -165,12 +205,14 @@ scalars = st.one_of(small_ints, mib)
 int_lists = st.lists(st.integers(0, 64), max_size=4).map(lambda xs: "[" + ", ".join(map(str, xs)) + "]")
 
 
+@functools.cache
 @st.composite
 def one_line_dicts(draw) -> str:
     keys = draw(st.lists(st.integers(1, 16), unique=True, max_size=3))
     return "{" + ", ".join(f"{k}: {draw(scalars)}" for k in keys) + "}"
 
 
+@functools.cache
 @st.composite
 def multi_line_dicts(draw, indent: str, black_style: bool) -> str:
     """A nested dict over several lines; ``indent`` is the indentation of its key."""
@@ -185,6 +227,7 @@ def multi_line_dicts(draw, indent: str, black_style: bool) -> str:
     return "\n".join(lines)
 
 
+@functools.cache
 @st.composite
 def multi_line_lists(draw, indent: str, black_style: bool) -> str:
     items = draw(st.lists(st.integers(0, 64), min_size=1, max_size=3))
@@ -193,38 +236,39 @@ def multi_line_lists(draw, indent: str, black_style: bool) -> str:
     return "\n".join(["[", *body, f"{indent}]"])
 
 
-@st.composite
-def values(draw, indent: str | None, black_style: bool) -> str:
+@functools.cache
+def values(indent: str | None, black_style: bool) -> st.SearchStrategy[str]:
     """A value's source text; ``indent`` is None where the value must fit on one line."""
     kinds = [scalars, int_lists, one_line_dicts()]
     if indent is not None:
         kinds += [multi_line_dicts(indent, black_style), multi_line_lists(indent, black_style)]
-    return draw(st.one_of(kinds))
+    return st.one_of(*kinds)
 
 
+@functools.cache
 @st.composite
 def tables(draw, name: str, classes: tuple[str, ...], from_cc: int, to_cc: int, black_style: bool):
     """(lines, Table) for one known table; Table.line is relative to the first line."""
     indent = "    " * len(classes)
     entry = indent + "    "
-    others = draw(st.lists(st.sampled_from([k for k in range(7, 12) if k != from_cc]), unique=True, max_size=4))
-    upstream = draw(st.integers(0, 3)) == 0
+    others = draw(st.lists(one_of_these(*(k for k in range(7, 12) if k != from_cc)), unique=True, max_size=4))
+    upstream = draw(up_to(3)) == 0
     keys = list(others)
     if not upstream or draw(st.booleans()):
-        keys.insert(draw(st.integers(0, len(keys))), from_cc)
-        if draw(st.integers(0, 9)) == 0:  # a duplicate source key: the last one counts
-            keys.insert(draw(st.integers(0, len(keys))), from_cc)
+        keys.insert(draw(up_to(len(keys))), from_cc)
+        if draw(up_to(9)) == 0:  # a duplicate source key: the last one counts
+            keys.insert(draw(up_to(len(keys))), from_cc)
     if upstream:
-        keys.insert(draw(st.integers(0, len(keys))), to_cc)
+        keys.insert(draw(up_to(len(keys))), to_cc)
     table = Table(name, classes, multiline=draw(st.booleans()), patched=not upstream, keys=keys)
-    key_text = [f"0x{k:X}" if draw(st.integers(0, 7)) == 0 else str(k) for k in keys]
-    lhs = draw(st.sampled_from([name, name, f"{name}: dict[int, object]", f"ALIAS = {name}"]))
+    key_text = [f"0x{k:X}" if draw(up_to(7)) == 0 else str(k) for k in keys]
+    lhs = draw(one_of_these(name, name, f"{name}: dict[int, object]", f"ALIAS = {name}"))
     head = f"{indent}{lhs} = {{"
     trailing_comma = table.multiline if black_style else draw(st.booleans())
     last_source = max(i for i, k in enumerate(keys) if k == from_cc) if not upstream else -1
 
     if not table.multiline:
-        pad = "" if black_style else draw(st.sampled_from(["", "", " "]))
+        pad = "" if black_style else draw(one_of_these("", "", " "))
         vals = [draw(values(None, black_style)) for _ in keys]
         line = head + pad
         for i, (k, v) in enumerate(zip(key_text, vals, strict=True)):
@@ -262,25 +306,25 @@ def tables(draw, name: str, classes: tuple[str, ...], from_cc: int, to_cc: int, 
 @st.composite
 def cases(draw, black_style: bool = False) -> Case:
     from_cc = draw(st.integers(7, 11))
-    to_cc = draw(st.sampled_from([12, 13, 120]))
+    to_cc = draw(one_of_these(12, 13, 120))
     blocks: list[tuple[str, list[str], list[Table]]] = []  # (kind, lines, tables)
 
     def add_table(name: str, classes: tuple[str, ...]) -> tuple[list[str], Table]:
         return draw(tables(name, classes, from_cc, to_cc, black_style))
 
     # Module-level tables: each name at most once per scope.
-    for name in draw(st.lists(st.sampled_from(NAMES), unique=True, max_size=2)):
+    for name in draw(st.lists(one_of_these(*NAMES), unique=True, max_size=2)):
         lines, table = add_table(name, ())
         blocks.append(("table", lines, [table]))
     # Classes (possibly nested one level) holding one or two tables.
-    for c in range(draw(st.integers(0, 2))):
-        classes = (f"C{c}",) + (("Inner",) if draw(st.integers(0, 3)) == 0 else ())
+    for c in range(draw(up_to(2))):
+        classes = (f"C{c}",) + (("Inner",) if draw(up_to(3)) == 0 else ())
         lines = [f"{'    ' * i}class {cls}:" for i, cls in enumerate(classes)]
         body_indent = "    " * len(classes)
         found = []
         if draw(st.booleans()):
             lines.append(f'{body_indent}kind = "comm"')
-        for i, name in enumerate(draw(st.lists(st.sampled_from(NAMES), unique=True, min_size=1, max_size=2))):
+        for i, name in enumerate(draw(st.lists(one_of_these(*NAMES), unique=True, min_size=1, max_size=2))):
             if i and draw(st.booleans()):
                 lines.append("")
             table_lines, table = add_table(name, classes)
@@ -292,8 +336,8 @@ def cases(draw, black_style: bool = False) -> Case:
         blocks.append(("class", lines, found))
     assume(any(table for _, _, ts in blocks for table in ts))
     # Unrelated code: functions with a local table, dicts under other names, uses.
-    for i in range(draw(st.integers(0, 3))):
-        kind = draw(st.sampled_from(["function", "other", "attribute", "use"]))
+    for i in range(draw(up_to(3))):
+        kind = draw(one_of_these("function", "other", "attribute", "use"))
         if kind == "function":
             lines = [f"def helper{i}(x):", f"    SIZES = {{{from_cc}: x}}", "    return SIZES"]
         elif kind == "other":
@@ -303,11 +347,11 @@ def cases(draw, black_style: bool = False) -> Case:
         else:
             lines = [f"size_{i} = len(_WORLD_SIZES)"]
         blocks.append(("class" if kind == "function" else "code", lines, []))
-    order = draw(st.permutations(range(len(blocks))))
+    order = draw(orders(len(blocks)))
     blocks = [blocks[i] for i in order]
 
     head: list[tuple[str, list[str], list[Table]]] = []
-    imports = draw(st.lists(st.sampled_from(["import os", "import sys", "from typing import Any"]), unique=True))
+    imports = draw(st.lists(one_of_these("import os", "import sys", "from typing import Any"), unique=True))
     if imports:
         head.append(("import", imports, []))
     if any("MiB" in line for _, lines, _ in blocks for line in lines) or draw(st.booleans()):
@@ -319,7 +363,7 @@ def cases(draw, black_style: bool = False) -> Case:
         if n:
             prev_kind = blocks[n - 1][0]
             if not black_style:
-                blank = draw(st.integers(0, 2))
+                blank = draw(up_to(2))
             elif "class" in (kind, prev_kind):
                 blank = 2
             else:
@@ -331,7 +375,7 @@ def cases(draw, black_style: bool = False) -> Case:
         tables_found += found
     while lines and lines[-1] == "":
         lines.pop()
-    newline = draw(st.sampled_from(["\n", "\r\n"]))
+    newline = draw(one_of_these("\n", "\r\n"))
     return Case(lines, newline, from_cc, to_cc, tables_found, black_style)
 
 
@@ -494,11 +538,14 @@ def test_junk_python_fragments(source: str) -> None:
     check_junk(source.encode("utf-8"))
 
 
-@JUNK
+PATCHES = st.binary(max_size=8) | st.sampled_from([f.encode("utf-8") for f in FRAGMENTS])
+
+
+@MUTATED
 @given(cases(), st.data())
 def test_mutated_tables(case: Case, data: st.DataObject) -> None:
     source = case.source
     start = data.draw(st.integers(0, len(source)))
     end = data.draw(st.integers(start, min(len(source), start + 8)))
-    patch = data.draw(st.binary(max_size=8) | st.sampled_from([f.encode("utf-8") for f in FRAGMENTS]))
+    patch = data.draw(PATCHES)
     check_junk(source[:start] + patch + source[end:], case.from_cc, case.to_cc)

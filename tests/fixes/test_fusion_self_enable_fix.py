@@ -8,6 +8,7 @@ same release defines them (the majors read from its utils/common.py): SGLang is 
 from __future__ import annotations
 
 import ast
+import functools
 import types
 import zipfile
 
@@ -31,6 +32,9 @@ GPTOSS = ("0.5.4.post2", "0.5.4.post3", "0.5.5", "0.5.5.post1", "0.5.5.post2", "
           "0.5.6.post2")
 
 
+# A release's files are read from its wheel, and patched, once for all the tests that look at them
+# (bytes and tuples: nothing a test could change).
+@functools.cache
 def _read(version: str, path: str) -> bytes:
     with zipfile.ZipFile(fetch_wheel(version, default_cache())) as wheel:
         return wheel.read(path)
@@ -40,11 +44,18 @@ def _server_args(version: str) -> bytes:
     return _read(version, PATH.removeprefix("python/"))
 
 
+@functools.cache
 def _patched(version: str) -> tuple[bytes, tuple]:
     rules = read_fixes()["fusion-self-enable"].rules
     result = rewrite_file(_server_args(version), PATH, rules, base=lambda rule, path: _server_args(rule.made_on),
                           version=version)
     return result.source, result.found
+
+
+@functools.lru_cache(maxsize=2)  # a test reads the file as released and as patched; a tree is some 5 MB
+def _tree(source: bytes) -> ast.Module:
+    """``ast.parse(source)``: the patched file is read twice in a row (the readers here only look at it)."""
+    return ast.parse(source)
 
 
 def _majors(version: str) -> dict[str, tuple[int, ...]]:
@@ -94,7 +105,7 @@ def _self_enabling(source: bytes) -> list[tuple[int, list[tuple[ast.expr, bool]]
         for child in ast.iter_child_nodes(node):
             walk(child, tests)
 
-    walk(ast.parse(source), [])
+    walk(_tree(source), [])
     return found
 
 
@@ -109,7 +120,7 @@ def _turns_on(tests: list[tuple[ast.expr, bool]], gpu: tuple[int, int], majors: 
 
 
 def _imports(source: bytes) -> set[str]:
-    return {a.name for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ImportFrom) for a in n.names}
+    return {a.name for n in ast.walk(_tree(source)) if isinstance(n, ast.ImportFrom) for a in n.names}
 
 
 @pytest.mark.parametrize("version", [*GPTOSS, "0.5.7"])

@@ -22,10 +22,11 @@ from pathlib import Path
 import pytest
 
 from support.cli import PROCESS_ENV, invoke
+from support.crash import FULL_SIZE
 from support.mirror import default_cache, fetch_wheel
 from support.venvs import copy_venv
 
-FULL = int(os.environ.get("PATCHKIT_KILLS", "0")) >= 400  # make test-reliability
+FULL = FULL_SIZE  # make test-reliability
 RACE_ROUNDS = (5, 24)  # make test, make test-reliability
 SIGINT_SAMPLE = 11  # make test: 0, 5, 10, 15, 20 ms and six more drawn from 20-300; make test-reliability: every ms, 0-300
 KILL_POINTS = ["objects", "journal", "file:1", "file:4", "file:7", "state", "bytecode"]

@@ -13,8 +13,9 @@ modes and mtimes).  Each case also runs verify, status and revert on the same in
 
 The commands run in this process (support.crash.pk: the same command line, exit code and
 bytes), except where the process itself is what is checked: a source that could crash or
-hang the interpreter (deep nesting, values too large to fold) runs in a subprocess, and
-the permission cases run as another user.
+hang the interpreter (deep nesting, values too large to fold) runs in a process of its own
+(forked from one that imported patchkit once: support.forked), and the permission cases run as
+another user.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from support.crash import (
     snapshot,
     state_dir,
 )
+from support.forked import Forks
 from support.repos import DC, UTILS_NEW, comm, git, make_repo
 
 # What each hostile tree and tampered state dir runs: every command that reads a target.
@@ -372,7 +374,7 @@ class Source:
     # read as one of its problems (exit 1), apply refuses it (exit 3)
     codes: tuple[int, int, int, int, int]
     needle: str = ""  # in each failure's one line
-    isolated: bool = False  # could crash or hang the interpreter: a subprocess, with a hang guard
+    isolated: bool = False  # could crash or hang the interpreter: a process of its own, with a hang guard
 
 
 BROKEN_SOURCES = [
@@ -391,21 +393,28 @@ BROKEN_SOURCES = [
 ]
 
 
-def _run_isolated(args: list[str]) -> subprocess.CompletedProcess:
-    """``python -m patchkit`` in a subprocess: a crash is a signal, a hang is killed at the hang guard."""
+@pytest.fixture(scope="module")
+def forks():
+    """The runner of the commands that run apart: each a process of its own, forked from it."""
     from support.crash import env
 
-    try:
-        done = subprocess.run([sys.executable, "-m", "patchkit", *args], env=env(), capture_output=True, timeout=HANG_GUARD)
-    except subprocess.TimeoutExpired:
-        raise AssertionError(f"patchkit {' '.join(args[:1])} still running after {HANG_GUARD:g}s") from None
+    runner = Forks(env(), HANG_GUARD, ("verify", "apply", "status", "revert"))
+    yield runner
+    runner.close()
+
+
+def _run_isolated(forks: Forks, args: list[str]) -> subprocess.CompletedProcess:
+    """``python -m patchkit`` in a process of its own: a crash is a signal, a hang is killed at the hang guard."""
+    done = forks.run(args)
+    if done.returncode is None:
+        raise AssertionError(f"patchkit {' '.join(args[:1])} still running after {HANG_GUARD:g}s")
     assert done.returncode >= 0, f"patchkit {args[0]} died of signal {-done.returncode}"
     clean(done, args[0])
     return done
 
 
 @pytest.mark.parametrize("case", BROKEN_SOURCES, ids=[c.name for c in BROKEN_SOURCES])
-def test_broken_sources(tmp_path: Path, case: Source) -> None:
+def test_broken_sources(tmp_path: Path, case: Source, forks: Forks) -> None:
     repo = tmp_path / "co"  # a plain folder; SGLang 0.5.99 has no shipped patch
     for rel, data in {**VERSION_99, **case.files}.items():
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -416,7 +425,7 @@ def test_broken_sources(tmp_path: Path, case: Source) -> None:
     for step in ("verify", "apply", "verify after", "status", "revert"):
         command = step.split()[0]
         args = [command, str(repo), *(DEFAULTS if command in ("apply", "verify") else ())]
-        done = _run_isolated(args) if case.isolated else _run(args)
+        done = _run_isolated(forks, args) if case.isolated else _run(args)
         runs[step] = done
         codes.append(done.returncode)
         if done.returncode > 1:

@@ -8,15 +8,18 @@ This module adds what it does not cover, and scales with $PATCHKIT_KILLS:
    generated from the checkout, the replacement of one applied patch by another,
    ``revert --force`` over a hand edit, and apply and revert in a plain folder;
 2. upstream killed before each of its git commands and file renames (it has no fault
-   hook: a wrapper around GitPython and os.replace kills it);
+   hook: a wrapper around GitPython and os.replace kills it); the default budget kills it
+   before every third step, the first and the last included (``upstream_kill_steps``);
 3. chains of fault-hook kills over three states (original, 10 -> 12, 9 -> 11), kills
    of the recovery itself included;
 4. apply and revert killed at random instants (git checkout and plain folder at once):
    anywhere in the run, counted from the lock, or inside the transaction;
 5. upstream killed at random instants, the process alone or its whole process group.
 
-Every killed run is a separate process; the commands after it run in this process
-(support.crash.pk).  After each kill: a half-patched checkout only with a journal, and
+Every killed run is a separate process: the kills at a fault point (1 and 3) a process forked from
+one that has imported patchkit's command line (support.forked: no run pays Python's start-up), the
+kills at random instants ``python -m patchkit`` itself, start-up included.  The commands after
+it run in this process (support.crash.pk).  After each kill: a half-patched checkout only with a journal, and
 then verify says 1 (every line of it checked); the next command finishes the
 transaction; the checkout ends fully in one state, state.json agreeing, verify
 agreeing, no journal, lock or temp file left.  For upstream: the user's HEAD, branch,
@@ -32,8 +35,8 @@ import random
 import re
 import shutil
 import signal
+import statistics
 import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -44,6 +47,7 @@ from support.crash import (
     BRANCH,
     COMM,
     FILES,
+    FULL_KILLS,
     HANG_GUARD,
     POINTS,
     TARGET,
@@ -63,13 +67,13 @@ from support.crash import (
     pk,
     popen,
     record,
-    run,
     settled,
     state_dir,
     wait_for,
     wait_group,
     work_tree,
 )
+from support.forked import Forks
 from support.repos import git
 
 # -- what runs, and how many kills (docs/RELIABILITY.md is checked against these) -----------
@@ -105,21 +109,30 @@ UPSTREAM_STEPS = (
     "rename PR.md",
 )
 
-DEFAULT_KILLS = 58  # make test: the fixed kills, MIN_RANDOM of each random kind; make test-reliability sets PATCHKIT_KILLS
+DEFAULT_KILLS = 48  # make test: the fixed kills, MIN_RANDOM of each random kind; make test-reliability sets PATCHKIT_KILLS
 MIN_RANDOM = 4  # each random kind gets at least this many kills
+STEP_STRIDE = 3  # below FULL_KILLS, upstream is killed before every third of its steps
 SEED = 20261129
 
 
 BOUNDARY = "apply/revert at every fault point of 5 more transactions"
-STEPS = "upstream before each of its steps"
+STEPS = f"upstream before its steps: every third, the last included (each one from {FULL_KILLS} kills on)"
 CHAINS = "apply/revert: chains of fault-hook kills, recoveries included"
 TIMED = "apply/revert at random instants (git and plain folder)"
 UPSTREAM_RANDOM = "upstream at random instants (process or process group)"
 
 
+def upstream_kill_steps(total: int) -> list[int]:
+    """The steps (1 for the first) upstream is killed before: each one from FULL_KILLS kills on
+    (make test-reliability); below, every third, the first and the last included: 1, 4, 7, 10, 13
+    (its update-ref: no branch yet) and 16 (the branch made, the mbox written, PR.md's rename left)."""
+    steps = range(1, len(UPSTREAM_STEPS) + 1)
+    return list(steps) if total >= FULL_KILLS else sorted({*steps[::STEP_STRIDE], steps[-1]})
+
+
 def kill_plan(total: int) -> dict[str, int]:
     """How ``total`` kills are spread: the fixed boundary kills first, the rest at random."""
-    fixed = {BOUNDARY: len(BOUNDARY_CASES), STEPS: len(UPSTREAM_STEPS)}
+    fixed = {BOUNDARY: len(BOUNDARY_CASES), STEPS: len(upstream_kill_steps(total))}
     rest = max(total - sum(fixed.values()), 3 * MIN_RANDOM)
     upstream = max(MIN_RANDOM, rest * 2 // 5)
     chains = max(MIN_RANDOM, (rest - upstream) // 2)
@@ -128,16 +141,33 @@ def kill_plan(total: int) -> dict[str, int]:
 
 
 PLAN = kill_plan(kills_budget(DEFAULT_KILLS))
+UPSTREAM_KILL_STEPS = upstream_kill_steps(kills_budget(DEFAULT_KILLS))
 
+
+
+@pytest.fixture(scope="module")
+def forks():
+    """What the runs killed at a fault point are forked from (support.forked)."""
+    runner = Forks(env(), HANG_GUARD, ("apply", "revert"))
+    yield runner
+    runner.close()
+
+
+def _faulted(forks: Forks, args: list[str], point: str) -> subprocess.CompletedProcess:
+    """``patchkit ARGS`` with PATCHKIT_FAULT=point, a process of its own: killed there, or done."""
+    done = forks.run(args, {"PATCHKIT_FAULT": point})
+    assert done.returncode is not None, f"{args[0]} still running after {HANG_GUARD}s"
+    clean(done, args[0])
+    return done
 
 
 # -- 1. every fault point of five more transactions ---------------------------------------
 
 
-def _boundary(w: World, tmp_path: Path, transition: str, point: str) -> None:
+def _boundary(w: World, forks: Forks, tmp_path: Path, transition: str, point: str) -> None:
     kind, start, command = TRANSITIONS[transition]
     repo = w.checkout(tmp_path / f"co-{point.replace(':', '')}", start, kind)
-    done = run(*apply_args(w, repo, command), PATCHKIT_FAULT=point)
+    done = _faulted(forks, apply_args(w, repo, command), point)
     assert done.returncode == -signal.SIGKILL, done.stderr.decode()
     journal = after_kill(w, repo, start, command, point)
     assert check_verify(repo, w) == (1 if journal or start == "original" else 0)
@@ -160,12 +190,12 @@ def _boundary(w: World, tmp_path: Path, transition: str, point: str) -> None:
 
 
 @pytest.mark.parametrize("transition", TRANSITIONS)
-def test_kill_at_every_write_boundary(world: World, tmp_path: Path, transition: str) -> None:
+def test_kill_at_every_write_boundary(world: World, forks: Forks, tmp_path: Path, transition: str) -> None:
     """One kill at each fault point of the transaction (two at a time: two cores)."""
 
     def one(point: str) -> str | None:
         try:
-            _boundary(world, tmp_path, transition, point)
+            _boundary(world, forks, tmp_path, transition, point)
         except AssertionError as exc:
             return f"killed at {point}: {exc}"
         return None
@@ -177,19 +207,21 @@ def test_kill_at_every_write_boundary(world: World, tmp_path: Path, transition: 
 
 # -- 2. upstream killed before each of its steps ----------------------------------------------
 
-# Runs patchkit with GitPython's Git.execute and os.replace wrapped: "record" appends each
-# step to a log; "kill" SIGKILLs the process just before step k.
+# What the runs of upstream are forked from wraps GitPython's Git.execute and os.replace, before
+# patchkit is imported (support.forked: each run a process of its own, in a session of its own, as
+# ``python -m patchkit`` with this wrapper was).  PATCHKIT_TEST_STEP="record LOG" appends each step
+# to LOG; "kill K" SIGKILLs the run just before its step K.
 STEP_WRAPPER = r"""
-import os, signal, sys
-mode, k, log = sys.argv.pop(1), int(sys.argv.pop(1)), sys.argv.pop(1)
+import os, signal
 count = 0
 def step(name):
     global count
     count += 1
+    mode, _, arg = os.environ.get("PATCHKIT_TEST_STEP", "").partition(" ")
     if mode == "record":
-        with open(log, "a") as f:
+        with open(arg, "a") as f:
             f.write(name + "\n")
-    elif count == k:
+    elif mode == "kill" and count == int(arg):
         os.kill(os.getpid(), signal.SIGKILL)
 import git.cmd
 real_execute = git.cmd.Git.execute
@@ -204,8 +236,6 @@ def replace(src, dst, *args, **kwargs):
     step("rename " + os.path.basename(os.fspath(dst)))
     return real_replace(src, dst, *args, **kwargs)
 os.replace = replace
-from patchkit.cli import main
-main()
 """
 
 
@@ -315,21 +345,26 @@ class UpstreamChecks:
             store.rmdir()
 
 
-def _record_steps(w: World, tmp_path: Path) -> list[str]:
+def _record_steps(w: World, runs: Forks, tmp_path: Path) -> list[str]:
     repo = w.checkout(tmp_path / "record", "original")
     log = tmp_path / "steps.log"
-    done = subprocess.run(
-        [sys.executable, "-c", STEP_WRAPPER, "record", "0", str(log), "upstream", str(repo),
-         "--out", str(tmp_path / "record-out"), "--patches", str(w.patches)],
-        env=env(), capture_output=True,
-    )
+    done = runs.run(["upstream", str(repo), "--out", str(tmp_path / "record-out"), "--patches", str(w.patches)],
+                    {"PATCHKIT_TEST_STEP": f"record {log}"}, session=True)
     assert done.returncode == 0, done.stderr.decode()
     return log.read_text().splitlines()
 
 
-def test_kill_upstream_before_each_step(world: World, tmp_path: Path) -> None:
+@pytest.fixture
+def step_runs():
+    """What the runs of upstream with STEP_WRAPPER are forked from."""
+    runner = Forks(env(), HANG_GUARD, ("upstream",), preamble=STEP_WRAPPER)
+    yield runner
+    runner.close()
+
+
+def test_kill_upstream_before_each_step(world: World, step_runs: Forks, tmp_path: Path) -> None:
     w = world
-    steps = _record_steps(w, tmp_path)
+    steps = _record_steps(w, step_runs, tmp_path)
     assert tuple(steps) == UPSTREAM_STEPS, (
         "upstream's steps changed: update UPSTREAM_STEPS (and docs/RELIABILITY.md) to\n" + "\n".join(steps)
     )
@@ -339,14 +374,9 @@ def test_kill_upstream_before_each_step(world: World, tmp_path: Path) -> None:
         _dirty(repo)
         out = tmp_path / f"up-{k}"
         checks = UpstreamChecks(w, repo, out)
-        proc = subprocess.Popen(
-            [sys.executable, "-c", STEP_WRAPPER, "kill", str(k), "-", "upstream", str(repo),
-             "--out", str(out), "--patches", str(w.patches)],
-            env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-        )
-        _, err = proc.communicate(timeout=HANG_GUARD)
-        assert proc.returncode == -signal.SIGKILL, (k, err.decode())
-        wait_group(proc.pid)  # git children it left, if any, are done
+        done = step_runs.run(["upstream", str(repo), "--out", str(out), "--patches", str(w.patches)],
+                             {"PATCHKIT_TEST_STEP": f"kill {k}"}, session=True)  # answered once its git children are done
+        assert done.returncode == -signal.SIGKILL, (k, done.stderr.decode())
         what = f"killed before step {k} ({steps[k - 1]})"
         new = checks.after_kill(what)
         if k <= UPSTREAM_STEPS.index("git update-ref") + 1:
@@ -362,12 +392,12 @@ def test_kill_upstream_before_each_step(world: World, tmp_path: Path) -> None:
         return checks.stats, checks.breaches
 
     with ThreadPoolExecutor(max_workers=2) as pool:
-        results = list(pool.map(one, range(1, len(steps) + 1)))
+        results = list(pool.map(one, UPSTREAM_KILL_STEPS))
     kills = sum(r[0]["kills"] for r in results)
     left = sum(r[0]["scratch left by the kill"] for r in results)
     breaches = [b for r in results for b in r[1]]
-    record("upstream steps", kills=kills, scratch_left_by_kill=left, breaches=len(breaches))
-    assert kills == len(UPSTREAM_STEPS) == PLAN[STEPS]
+    record("upstream steps", steps=UPSTREAM_KILL_STEPS, kills=kills, scratch_left_by_kill=left, breaches=len(breaches))
+    assert kills == len(UPSTREAM_KILL_STEPS) == PLAN[STEPS]
     assert not breaches, "\n".join(breaches)
 
 
@@ -394,7 +424,7 @@ def _settle(w: World, repo: Path, rng: random.Random, pending: bool, stats: dict
     return state
 
 
-def _fault_chain(w: World, repo: Path, seed: int, wanted: int) -> dict:
+def _fault_chain(w: World, forks: Forks, repo: Path, seed: int, wanted: int) -> dict:
     """Kill with the fault hook at random points, sometimes the recovering run too."""
     rng = random.Random(seed)
     state = settled(repo, w)
@@ -404,7 +434,7 @@ def _fault_chain(w: World, repo: Path, seed: int, wanted: int) -> dict:
     while stats["kills"] < wanted:
         command = rng.choice(("apply", "apply911", "revert")) if pending else _choose(rng, state)
         point = rng.choice(POINTS)
-        done = run(*apply_args(w, repo, command), PATCHKIT_FAULT=point)
+        done = _faulted(forks, apply_args(w, repo, command), point)
         if done.returncode == -signal.SIGKILL:
             stats["kills"] += 1
             stats[point] += 1
@@ -423,7 +453,7 @@ def _fault_chain(w: World, repo: Path, seed: int, wanted: int) -> dict:
     return stats
 
 
-def test_fault_hook_chains(world: World, tmp_path: Path) -> None:
+def test_fault_hook_chains(world: World, forks: Forks, tmp_path: Path) -> None:
     w = world
     wanted = PLAN[CHAINS]
     chains = [
@@ -431,17 +461,21 @@ def test_fault_hook_chains(world: World, tmp_path: Path) -> None:
         (w.checkout(tmp_path / "plain", "patched", "plain"), SEED + 1, wanted // 2),
     ]
     with ThreadPoolExecutor(max_workers=2) as pool:
-        results = list(pool.map(lambda c: _fault_chain(w, *c), chains))
+        results = list(pool.map(lambda c: _fault_chain(w, forks, *c), chains))
     total = {k: sum(r[k] for r in results) for k in results[0]}
     record("fault chains", **total)
     assert total["kills"] == wanted
 
 
 def _measure(w: World, tmp_path: Path, kind: str) -> dict[str, float]:
-    """How long an apply runs, counted from its start, from taking the lock, and from its journal.
+    """How long an apply runs, counted from its start, from taking the lock, and from its journal:
+    the median of three runs.
 
     Only the spread of the kill instants depends on it.  A busy machine may not look in
-    time to see the lock or the journal of a run: that run then counts with its whole length."""
+    time to see the lock or the journal of a run: that run then counts with its whole length.
+    (The median, not the longest: the first run of a session compiles patchkit's bytecode and
+    takes several times as long, and kills spread over that length mostly came after the run
+    had ended, each a run and a check more for the same kill.)"""
     runs, locked, windows = [], [], []
     for i in range(3):
         repo = w.checkout(tmp_path / f"measure-{kind}-{i}", "original", kind)
@@ -455,8 +489,8 @@ def _measure(w: World, tmp_path: Path, kind: str) -> dict[str, float]:
         runs.append(end - t0)
         locked += [end - t1] if t1 is not None else []
         windows += [end - t2] if t2 is not None else []
-    run = max(runs)
-    return {"run": run, "locked": max(locked, default=run), "transaction": max(windows, default=run)}
+    run = statistics.median(runs)
+    return {"run": run, "locked": statistics.median(locked or [run]), "transaction": statistics.median(windows or [run])}
 
 
 def _timed_chain(w: World, repo: Path, seed: int, wanted: int, span: dict) -> dict:
@@ -520,6 +554,22 @@ def test_random_instant_kills(world: World, tmp_path: Path) -> None:
 # -- 5. upstream killed at random instants ---------------------------------------------------
 
 
+def _ends_within(proc: subprocess.Popen, seconds: float) -> None:
+    """Sleep ``seconds``, or less if the run ends first."""
+    try:
+        proc.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def _until_scratch(repo: Path, proc: subprocess.Popen) -> bool:
+    """Wait until upstream's scratch folder appears (True), or the run ends first (False)."""
+    deadline = time.monotonic() + HANG_GUARD
+    while not _scratch(repo) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.0002)
+    return bool(_scratch(repo))
+
+
 def _upstream_chain(w: World, tmp_path: Path, index: int, wanted: int) -> tuple[dict, list[str]]:
     rng = random.Random(SEED + 10 + index)
     repo = w.checkout(tmp_path / f"co-{index}", "original")
@@ -527,11 +577,17 @@ def _upstream_chain(w: World, tmp_path: Path, index: int, wanted: int) -> tuple[
     out = tmp_path / f"up-{index}"
     checks = UpstreamChecks(w, repo, out)
     checks.stats.update({"group kills": 0, "finished anyway": 0})
-    # How long a run takes, and when its scratch folder appears.
+    # How long a run takes, and how long it goes on once its scratch folder appears (the commit: the
+    # kills aimed there are drawn within that time, not a quarter of the whole run, which let most
+    # of those runs end first: a run and a check more for each such kill).
     t0 = time.monotonic()
-    done = run("upstream", str(repo), "--out", str(out), "--patches", str(w.patches))
-    took = time.monotonic() - t0
-    assert done.returncode == 0, done.stderr.decode()
+    proc = popen("upstream", str(repo), "--out", str(out), "--patches", str(w.patches))
+    commit = time.monotonic() if _until_scratch(repo, proc) else t0
+    out_, err = proc.communicate(timeout=HANG_GUARD)
+    end = time.monotonic()
+    clean((out_, err, proc.returncode), "upstream")
+    assert proc.returncode == 0, err.decode()
+    took, window = end - t0, end - commit
     checks.branch_ok(BRANCH, new_branches(repo)[BRANCH])
     git(repo, "update-ref", "-d", f"refs/heads/{BRANCH}")
     attempts, n = 0, 0
@@ -542,16 +598,18 @@ def _upstream_chain(w: World, tmp_path: Path, index: int, wanted: int) -> tuple[
         started = time.monotonic()
         proc = popen("upstream", str(repo), "--out", str(out), "--patches", str(w.patches), session=True)
         if rng.random() < 0.5:
-            time.sleep(rng.uniform(0, 1.1 * took))
+            _ends_within(proc, rng.uniform(0, 1.1 * took))
         else:  # around the commit: from the moment its scratch folder appears
-            deadline = time.monotonic() + HANG_GUARD
-            while not _scratch(repo) and proc.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.0002)
-            time.sleep(rng.uniform(0, 0.25 * took))
-        if group:
-            os.killpg(proc.pid, signal.SIGKILL)  # patchkit and every git it started
-        else:
-            proc.send_signal(signal.SIGKILL)  # patchkit alone: its git children run on
+            _until_scratch(repo, proc)
+            _ends_within(proc, rng.uniform(0, 1.2 * window))
+        ended = time.monotonic()
+        try:
+            if group:
+                os.killpg(proc.pid, signal.SIGKILL)  # patchkit and every git it started
+            else:
+                proc.send_signal(signal.SIGKILL)  # patchkit alone: its git children run on
+        except ProcessLookupError:  # it had ended, and no git of its group is left
+            pass
         out_, err = proc.communicate(timeout=HANG_GUARD)
         wait_group(proc.pid)
         clean((out_, err, proc.returncode), "upstream")
@@ -559,8 +617,9 @@ def _upstream_chain(w: World, tmp_path: Path, index: int, wanted: int) -> tuple[
             assert (proc.returncode, err) == (0, b""), err.decode()
             checks.stats["finished anyway"] += 1
             # A run that finished before its kill: the first run (cold caches, a busy machine) was slower
-            # than the runs now; aim the next kills within the quickest run seen.
-            took = min(took, time.monotonic() - started)
+            # than the runs now; aim the next kills within the quickest run seen (its end is known: the
+            # wait for the kill's instant returned there).
+            took = min(took, ended - started)
         else:
             checks.stats["kills"] += 1
             checks.stats["group kills"] += group

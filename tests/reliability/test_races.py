@@ -25,6 +25,7 @@ import pytest
 from support.crash import (
     BRANCH,
     FILES,
+    FULL_SIZE,
     HANG_GUARD,
     TARGET,
     World,
@@ -47,7 +48,8 @@ RACES = [
     ("upstream", "upstream", "same --out"),
     ("apply", "upstream", "apply", "upstream"),
 ]
-ROUNDS = 3  # per race; the start state alternates: original, patched, original
+RACE_ROUNDS = (2, 3)  # per race, make test and make test-reliability; the start state alternates: original, patched, original
+ROUNDS = RACE_ROUNDS[FULL_SIZE]
 ONE_LINE = re.compile(rb"patchkit: [^\n]+\n")
 
 

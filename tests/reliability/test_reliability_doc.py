@@ -25,9 +25,10 @@ import test_fuzz_properties as fuzz
 import test_hostile_and_broken as hostile
 import test_kills as kills
 import test_races as races
+import test_rewriter_properties as rewriter
 import test_writes_stay_inside as inside
 
-from support.crash import KILLS_ENV, POINTS
+from support.crash import FULL_KILLS, KILLS_ENV, POINTS
 from support.repos import ROOT
 
 DOC = ROOT / "docs" / "RELIABILITY.md"
@@ -61,9 +62,10 @@ def make_target(name: str) -> str:
 
 
 def reliability_kills() -> int:
-    """What ``make test-reliability`` sets PATCHKIT_KILLS to."""
+    """What ``make test-reliability`` sets PATCHKIT_KILLS to: the suite's full size (every sweep whole) or more."""
     found = re.findall(rf"\b{KILLS_ENV}=(\d+)", make_target("test-reliability"))
     assert len(found) == 1, found
+    assert int(found[0]) >= FULL_KILLS, found
     return int(found[0])
 
 
@@ -121,8 +123,9 @@ WRITE_ROWS = {
         cases(failed.test_a_write_that_fails_at_each_step),
     "a file-size limit (RLIMIT_FSIZE) below an original: before the journal":
         cases(failed.test_a_file_size_limit_before_the_journal_changes_nothing),
-    "a real tmpfs filled up to its last k free pages, k from 0, apply and revert: every k":
-        cases(failed.test_a_disk_that_fills_up_at_every_page) * failed.PAGES,
+    f"a real tmpfs filled up to its last k free pages, k from 0 to {failed.PAGES - 1}, apply and revert: every other k and "
+    f"the last (`{KILLS_ENV}={FULL_KILLS}`: every k, {cases(failed.test_a_disk_that_fills_up_at_every_page) * failed.PAGES})":
+        cases(failed.test_a_disk_that_fills_up_at_every_page) * len(failed.SAMPLED_PAGES),
     "Ctrl-C while importing, while nvidia-smi hangs (doctor, apply --to-cc auto), while the `--python` probe hangs, "
     "while waiting for the lock, while watch follows a log": sum(cases(t) for t in (
         interrupt.test_ctrl_c_while_the_command_line_is_imported, interrupt.test_ctrl_c_while_nvidia_smi_hangs,
@@ -175,10 +178,11 @@ def expected_rows() -> list[str]:
     rows += [_row(f"`{transition}`", ", ".join(POINTS), len(POINTS)) for transition in kills.TRANSITIONS]
     rows += [_row(label, cases(test)) for label, test in CRASH_ROWS.items()]
     rows += [_row(" + ".join(race), crash.ROUNDS) for race in crash.RACES]
-    rows += [_row(" + ".join(race), races.ROUNDS) for race in races.RACES]
+    rows += [_row(" + ".join(race), *races.RACE_ROUNDS) for race in races.RACES]
     rows += [_row(label, small, big) for label, (small, big) in environment.ROWS.items()]
     rows += [_row(label, hostile_count(test, commands)) for label, (test, commands) in HOSTILE_ROWS.items()]
     rows += [_row(name, count) for name, count in fuzz.EXAMPLES.items()]
+    rows += [_row(name, *counts) for name, counts in rewriter.EXAMPLES.items()]
     rows += [_row(label, count) for label, count in WRITE_ROWS.items()]
     rows += [_row(label, sum(cases(t) for t in tests)) for label, tests in LOG_ROWS.items()]
     return rows
@@ -195,9 +199,11 @@ def test_the_document_holds_the_suites_counts() -> None:
 
 
 def test_make_test_runs_the_default_size() -> None:
-    """``make test`` leaves PATCHKIT_KILLS alone: the document's default column is what it runs."""
+    """``make test`` leaves PATCHKIT_KILLS alone: the document's default column is what it runs;
+    ``make test-reliability`` runs the suite, and the rewriter's properties at their full count."""
     assert KILLS_ENV not in make_target("test")
-    assert "reliability" in make_target("test-reliability")
+    assert "tests/reliability " in make_target("test-reliability")
+    assert "tests/test_rewriter_properties.py" in make_target("test-reliability")
 
 
 def test_every_hostile_test_has_its_row() -> None:

@@ -222,11 +222,15 @@ def _cpu(source: bytes) -> float:
 
 @pytest.mark.parametrize("unit", HOSTILE)
 def test_linear_time(unit: bytes) -> None:
-    """4x the bytes costs about 4x the time, under 10x allowing for a loaded machine (a quadratic scan: 16x)."""
-    small = b"// __CUDA_ARCH__\n" + unit * (250_000 // len(unit))
-    large = b"// __CUDA_ARCH__\n" + unit * (1_000_000 // len(unit))
+    """16x the bytes costs about 16x the time, under 40x allowing for a loaded machine (a quadratic scan: 256x).
+
+    As discriminating as 250 KB against 1 MB under 10x, for less than half the work: a scan that
+    counts its line from the file's start at every finding (C's speed) measures 55x on nesting
+    (11x that way), one that looks through its findings at each (Python's) 86x (14x)."""
+    small = b"// __CUDA_ARCH__\n" + unit * (31_250 // len(unit))
+    large = b"// __CUDA_ARCH__\n" + unit * (500_000 // len(unit))
     ratio = _cpu(large) / max(_cpu(small), 1e-3)
-    assert ratio < 10, ratio
+    assert ratio < 40, ratio
 
 
 def test_deep_nesting_is_not_read() -> None:

@@ -4,7 +4,8 @@ and the reliability suite (tests/reliability/): ``from support.crash import ...`
 Two ways to run patchkit:
 
 - ``run``/``popen``: ``python -m patchkit`` in a separate process.  Every run that is
-  killed (PATCHKIT_FAULT, SIGKILL) or raced against another one goes this way.
+  killed (PATCHKIT_FAULT, SIGKILL) or raced against another one goes this way, or is forked
+  from a Python that has imported patchkit once (support.forked: the fault hook's kills).
 - ``pk``: the same command line in this process (``support.cli.invoke``), for the commands
   that look at, finish or undo what a killed or raced run left.  Same arguments, same
   exit code, same bytes on stdout and stderr; a Python start-up less.
@@ -55,8 +56,11 @@ KEYS = {"original": set(), "patched": {12}, "other": {11}, "edited": {12}}
 # Every subprocess runs the patchkit of this working tree, whatever is installed.
 PYTHONPATH = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
 
-# The kill budget of tests/reliability/test_kills.py (see there and docs/RELIABILITY.md).
+# The kill budget of tests/reliability/test_kills.py (see there and docs/RELIABILITY.md).  From
+# FULL_KILLS on (make test-reliability), every sweep of the reliability suite runs whole (FULL_SIZE):
+# every step, page and millisecond; make test runs a sample of each.
 KILLS_ENV = "PATCHKIT_KILLS"
+FULL_KILLS = 400
 RECORD_ENV = "PATCHKIT_RELIABILITY_LOG"
 HANG_GUARD = 120  # seconds: only a run that hangs gets near this, however busy the machine
 
@@ -118,6 +122,9 @@ def digest(data: bytes) -> str:
 def kills_budget(default: int) -> int:
     value = os.environ.get(KILLS_ENV, "").strip()
     return int(value) if value else default
+
+
+FULL_SIZE = kills_budget(0) >= FULL_KILLS
 
 
 def record(test: str, **counts) -> None:
@@ -484,21 +491,24 @@ def wait_group(pgid: int, timeout: float = HANG_GUARD) -> None:
 
 
 def snapshot(root: Path) -> dict[str, tuple]:
-    """Every entry under ``root``: kind, mode, bytes (files), target (symlinks), mtime."""
+    """Every entry under ``root``: kind, mode, bytes (files), target (symlinks), mtime.  (Paths as
+    strings: a whole installed package is taken several times a test, and Path objects cost more
+    than the reading.)"""
     out: dict[str, tuple] = {}
     if not root.exists():
         return out
     for folder, dirs, names in os.walk(root):
+        below = os.path.relpath(folder, root)
         for name in dirs + names:
-            path = Path(folder) / name
+            path, rel = os.path.join(folder, name), name if below == "." else f"{below}/{name}"
             info = os.lstat(path)
-            rel = str(path.relative_to(root))
             if stat.S_ISLNK(info.st_mode):
                 out[rel] = ("link", os.readlink(path))
             elif stat.S_ISDIR(info.st_mode):
                 out[rel] = ("dir", stat.S_IMODE(info.st_mode))
             else:
-                out[rel] = ("file", stat.S_IMODE(info.st_mode), path.read_bytes(), info.st_mtime_ns)
+                with open(path, "rb") as f:
+                    out[rel] = ("file", stat.S_IMODE(info.st_mode), f.read(), info.st_mtime_ns)
     return out
 
 

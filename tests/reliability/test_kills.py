@@ -16,10 +16,11 @@ This module adds what it does not cover, and scales with $PATCHKIT_KILLS:
    anywhere in the run, counted from the lock, or inside the transaction;
 5. upstream killed at random instants, the process alone or its whole process group.
 
-Every killed run is a separate process: the kills at a fault point (1 and 3) a process forked from
-one that has imported patchkit's command line (support.forked: no run pays Python's start-up), the
-kills at random instants ``python -m patchkit`` itself, start-up included.  The commands after
-it run in this process (support.crash.pk).  After each kill: a half-patched checkout only with a journal, and
+Every killed run is a separate process: the kills at a fault point or before a step (1, 2 and 3) a
+process forked from one that has imported patchkit's command line (support.forked: no run pays
+Python's start-up; for 2, with upstream's steps wrapped), the kills at random instants ``python -m
+patchkit`` itself, start-up included.  The commands after it run in this process
+(support.crash.pk).  After each kill: a half-patched checkout only with a journal, and
 then verify says 1 (every line of it checked); the next command finishes the
 transaction; the checkout ends fully in one state, state.json agreeing, verify
 agreeing, no journal, lock or temp file left.  For upstream: the user's HEAD, branch,
@@ -142,7 +143,6 @@ def kill_plan(total: int) -> dict[str, int]:
 
 PLAN = kill_plan(kills_budget(DEFAULT_KILLS))
 UPSTREAM_KILL_STEPS = upstream_kill_steps(kills_budget(DEFAULT_KILLS))
-
 
 
 @pytest.fixture(scope="module")

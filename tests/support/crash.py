@@ -5,7 +5,8 @@ Two ways to run patchkit:
 
 - ``run``/``popen``: ``python -m patchkit`` in a separate process.  Every run that is
   killed (PATCHKIT_FAULT, SIGKILL) or raced against another one goes this way, or is forked
-  from a Python that has imported patchkit once (support.forked: the fault hook's kills).
+  from a Python that has imported patchkit once (support.forked: test_kills.py's kills at a
+  fault point or before a step of upstream).
 - ``pk``: the same command line in this process (``support.cli.invoke``), for the commands
   that look at, finish or undo what a killed or raced run left.  Same arguments, same
   exit code, same bytes on stdout and stderr; a Python start-up less.

@@ -5,8 +5,8 @@ A command is a child process: a crash is that child's death by a signal (the fau
 too), a hang is killed at the hang guard, and its exit code, stdout and stderr are what ``python -m
 patchkit`` gives.  No command pays Python's start-up and those imports again (about 0.3 s of CPU,
 libcst's alone 0.24 s): for the commands that must run apart from the test's own process, many times
-over, and are not about the start-up (the reliability suite's kills at a fault point, its failed
-writes, the sources that could crash or hang the interpreter).  A run killed at a random instant,
+over, and are not about the start-up (the reliability suite's kills at a fault point or before a
+step of upstream, its failed writes, the sources that could crash or hang the interpreter).  A run killed at a random instant,
 start-up included, or raced, is ``python -m patchkit`` itself.
 """
 

@@ -75,20 +75,23 @@ def _end(run) -> None:
     object one by one costs a few % of a command's instructions.  Where any of that is not so
     (an exit that is not a code, a thread, a pipe closed under stdout) Python ends it as ever."""
     try:
-        run()
-    except SystemExit as exc:
-        code = exc.code
-    else:
-        code = 0
-    settle_interrupts()
-    threads = sys.modules.get("threading")
-    if not isinstance(code, int) or threads is not None and threads.active_count() > 1:
-        sys.exit(code)
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except (OSError, ValueError):  # a closed pipe or stream: Python says so, as it would have
-        sys.exit(code)
+        try:
+            run()
+        except SystemExit as exc:
+            code = exc.code
+        else:
+            code = 0
+        settle_interrupts()
+        threads = sys.modules.get("threading")
+        if not isinstance(code, int) or threads is not None and threads.active_count() > 1:
+            sys.exit(code)
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except (OSError, ValueError):  # a closed pipe or stream: Python says so, as it would have
+            sys.exit(code)
+    except Interrupted:  # a Ctrl-C after the command's work, while it ends: as every Ctrl-C
+        _leave("interrupted", INTERRUPTED)
     os._exit(code)
 
 

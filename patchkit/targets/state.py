@@ -55,7 +55,11 @@ class Store:
             raise UnsafePath(str(self.root), LINK)
         if not stat.S_ISDIR(info.st_mode):
             raise UnsafePath(str(self.root), "refused: the patchkit state dir is not a folder")
-        with os.scandir(self.root) as entries:
+        try:
+            entries = os.scandir(self.root)
+        except FileNotFoundError:  # another run's lock released and removed it since: nothing to check
+            return
+        with entries:
             for entry in entries:
                 if entry.is_symlink():
                     raise UnsafePath(entry.path, LINK)

@@ -93,6 +93,8 @@ class TracebackReader:
             text = strip_prefix(text)
         ended = None
         if self.open:
+            if self._header and text.startswith(self._header):  # a logger that writes its record's prefix on
+                text = text[len(self._header):]  # every line of the traceback (vLLM's "ERROR 01-12 01:09:14 [core.py:708] ")
             if self._state == _FRAMES:  # the most lines of a traceback: read here, without a call
                 frame = self._seen.get(text, self) if "File" in text else None
                 if frame is self:  # not seen before

@@ -74,3 +74,23 @@ def test_frames_are_bounded() -> None:
     frames = tb.parts[0].frames
     assert len(frames) == HEAD_FRAMES + TAIL_FRAMES
     assert [f.line for f in frames] == list(range(1, HEAD_FRAMES + 1)) + list(range(1001 - TAIL_FRAMES, 1001))
+
+
+def test_a_logger_prefix_on_every_line_of_the_traceback() -> None:
+    """vLLM's engine core logs a traceback with its record's prefix on every line, after the process's own
+    (lines as opendatalab/MinerU#4350 posted them, a DGX Spark's Triton refusing sm_121a): the frames and the
+    exception are read under both prefixes."""
+    prefix = "(EngineCore_DP0 pid=60) ERROR 01-12 01:09:14 [core.py:708] "
+    lines = [prefix + line for line in (
+        "Traceback (most recent call last):",
+        '  File "/usr/local/lib/python3.12/dist-packages/triton/backends/nvidia/compiler.py", line 442, in make_cubin',
+        '    raise PTXASError(f"{error}\\n"',
+        "triton.runtime.errors.PTXASError: PTXAS error: Internal Triton PTX codegen error")]
+    reader = TracebackReader()
+    assert [reader.feed(n, text) for n, text in enumerate(lines, 1)] == [None] * 4
+    tb = reader.finish()
+    (part,) = tb.parts
+    assert (tb.header, part.line, part.exception) == (
+        "ERROR 01-12 01:09:14 [core.py:708] ", 4, "triton.runtime.errors.PTXASError: PTXAS error: Internal Triton PTX codegen error")
+    assert [(f.path, f.line, f.func) for f in part.frames] == [
+        ("/usr/local/lib/python3.12/dist-packages/triton/backends/nvidia/compiler.py", 442, "make_cubin")]

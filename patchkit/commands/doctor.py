@@ -267,28 +267,19 @@ def doctor(found: list[tuple], apply_target: str, env=None, to_cc: CC | None = N
     settings = _settings(env, m)
     in_effect = frozenset({h.fix for _, hs in states for h in hs if h.status == Status.IN_EFFECT}
                           | {h.setting.name for h in settings if h.need == Need.SET})
-    found_modes, flags = _modes(env, m, launch, in_effect)
+    found_modes, flags, reached = _modes(env, m, launch, in_effect)
     return DoctorResult(seen, unseen, to_cc, m, basis, tuple(targets), tuple(needed), command, code,
                         tuple(speedups_here(m, versions)), nvcc_at(dict(os.environ)), settings,
-                        found_modes, launch, _read_to(env), flags)
+                        found_modes, launch, reached, flags)
 
 
-def _read_to(env) -> tuple[tuple[str, str], ...]:
-    """How far the modes' data reaches for each project ``--python`` has installed."""
+def _modes(env, m: Machine, launch: tuple[str, ...] | None, in_effect: frozenset[str]) -> tuple[tuple, tuple, tuple]:
+    """The failure modes the releases ``--python`` has installed are exposed to on these GPUs, the
+    launch line's flags that a way out names, against those releases, and how far the modes' data
+    reaches for each project installed: the installed releases read once for all three."""
     if env is None:
-        return ()
+        return (), (), ()
     from patchkit.fixes.modes import read_to
-    from patchkit.judge.settings import _versions
-
-    installed = _versions(list(env.sites))
-    return tuple((p, v) for p, v in read_to().items() if p in installed)
-
-
-def _modes(env, m: Machine, launch: tuple[str, ...] | None, in_effect: frozenset[str]) -> tuple[tuple, tuple]:
-    """The failure modes the releases ``--python`` has installed are exposed to on these GPUs, and the
-    launch line's flags that a way out names, against those releases."""
-    if env is None:
-        return (), ()
     from patchkit.judge.launch import read_launch
     from patchkit.judge.modes import flags_here, modes_here
     from patchkit.judge.settings import _versions
@@ -297,7 +288,8 @@ def _modes(env, m: Machine, launch: tuple[str, ...] | None, in_effect: frozenset
     versions = _versions(sites)
     said = read_launch(launch, Path.cwd()) if launch is not None else None
     flags = tuple(flags_here(said, versions)) if said is not None else ()
-    return tuple(modes_here(versions, list(m.ccs()), sites, said, in_effect)), flags
+    reached = tuple((p, v) for p, v in read_to().items() if p in versions)
+    return tuple(modes_here(versions, list(m.ccs()), sites, said, in_effect)), flags, reached
 
 
 def doctor_env(env, to_cc: CC | None = None):

@@ -1,9 +1,10 @@
 """A log read in one streaming pass, in bounded memory, at close to ``grep``'s speed.
 
-The log is read in chunks of CHUNK bytes.  ``bytes.find`` (C speed) jumps to each line that
-holds one of the needles; from there the lines are handed on one by one for as long as the
-caller wants more (a traceback's frames and exception), then it jumps again.  Line numbers
-are counted with ``bytes.count``.  A line keeps at most MAX_LINE bytes (the rest is skipped);
+The log is read in chunks of CHUNK bytes.  One pass of a compiled multi-pattern matcher
+(``ahocorasick_rs``, Aho-Corasick with SIMD prefilters, as ``grep -F`` uses) finds every line
+that holds one of the needles; from there the lines are handed on one by one for as long as
+the caller wants more (a traceback's frames and exception), then it jumps to the next line
+found.  Line numbers are counted with ``bytes.count``.  A line keeps at most MAX_LINE bytes (the rest is skipped);
 bytes that are not UTF-8 become U+FFFD, and NUL bytes and binary noise are read like text.
 
 A regular file is read to its end.  A stream (standard input, a FIFO, a character device) is
@@ -15,11 +16,11 @@ blocked on in ``open``.  A block device or a socket is no log.
 from __future__ import annotations
 
 import os
-import re
 import select
 import stat
 import time
 from collections.abc import Iterator
+from functools import lru_cache
 from pathlib import Path
 from typing import BinaryIO
 
@@ -165,24 +166,13 @@ def chunks(stream: BinaryIO) -> Iterator[tuple[bytearray, int]]:
         buf[:have] = buf[end:end + have]
 
 
-def words(texts: tuple[bytes, ...], shortest: int = 6) -> tuple[bytes, ...]:
-    """Fewer needles that still find every line holding one of ``texts``: greedily, the word
-    (``shortest`` letters or more) that most texts share, the longest first; a text sharing none
-    is kept whole, a longer needle being found faster.  Each needle is one pass of ``bytes.find`` over the log."""
-    left = list(dict.fromkeys(texts))
-    chosen: list[bytes] = []
-    while left:
-        counts: dict[bytes, int] = {}
-        for t in left:
-            for w in set(re.findall(rb"[A-Za-z_]{%d,}" % shortest, t)):
-                counts[w] = counts.get(w, 0) + 1
-        if not counts or max(counts.values()) == 1:  # a text alone: the whole of it (a longer needle is found faster)
-            chosen += left
-            break
-        best = max(counts, key=lambda w: (counts[w], len(w)))
-        chosen.append(best)
-        left = [t for t in left if best not in t]
-    return tuple(chosen)
+@lru_cache(maxsize=4)
+def _matcher(needles: tuple[bytes, ...]):
+    """The needles compiled once: leftmost-first matching, whose SIMD search runs at several GB/s
+    (the default, every overlapping match, cannot use it); a line holding any needle has a match."""
+    from ahocorasick_rs import BytesAhoCorasick, MatchKind
+
+    return BytesAhoCorasick(needles, matchkind=MatchKind.LeftmostFirst)
 
 
 class Scan:
@@ -191,26 +181,24 @@ class Scan:
     call, read once a line); ``lines`` is the count of all lines once it has run."""
 
     def __init__(self, stream: BinaryIO, needles: tuple[bytes, ...], reader) -> None:
-        self.stream, self.needles, self.reader = stream, words(needles), reader
+        self.stream, self.needles, self.reader = stream, tuple(n for n in dict.fromkeys(needles) if n), reader
         self.lines = 0
 
     def __iter__(self) -> Iterator[tuple[int, str]]:
         reader = self.reader
+        find = _matcher(self.needles).find_matches_as_indexes if self.needles else None
         for block, end in chunks(self.stream):
-            nexts = {n: block.find(n, 0, end) for n in self.needles}
+            hits = [start for _, start, _ in find(memoryview(block)[:end])] if find else []
+            next_hit = 0  # the first of ``hits`` not passed yet
             pos = counted = 0
             number = self.lines  # lines before ``counted``
             while pos < end:
                 if not reader.open:
-                    hit = -1
-                    for needle, at in nexts.items():
-                        if 0 <= at < pos:
-                            nexts[needle] = at = block.find(needle, pos, end)
-                        if at >= 0 and (hit < 0 or at < hit):
-                            hit = at
-                    if hit < 0:
+                    while next_hit < len(hits) and hits[next_hit] < pos:
+                        next_hit += 1
+                    if next_hit == len(hits):
                         break
-                    pos = block.rfind(b"\n", 0, hit) + 1
+                    pos = block.rfind(b"\n", 0, hits[next_hit]) + 1
                     number += block.count(b"\n", counted, pos)
                     counted = pos
                 nl = block.find(b"\n", pos)

@@ -14,7 +14,7 @@ from logs import real_text as r
 
 import patchkit.logs.read as read
 from patchkit.errors import BadInput
-from patchkit.logs.read import MAX_LINE, Scan, open_log, words
+from patchkit.logs.read import MAX_LINE, Scan, open_log
 from patchkit.logs.tracebacks import HEADER
 
 
@@ -38,7 +38,6 @@ def scanned(data: bytes, needles: tuple[bytes, ...], follow: int) -> tuple[list[
 
     out = []
     scan = Scan(io.BytesIO(data), needles, Reader())
-    scan.needles = needles  # exactly these, not the shared words
     for number, text in scan:
         state["left"] = follow if any(n.decode() in text for n in needles) else state["left"] - 1
         out.append((number, text))
@@ -71,11 +70,6 @@ def test_broken_utf8_and_progress_bars() -> None:
     data = b"\xff\xfe multicast \xc3\x28\r\nbar 10%\rbar 90%\rmulticast 100%\n"
     got, _ = scanned(data, (b"multicast",), 0)
     assert got == [(1, "\ufffd\ufffd multicast \ufffd("), (2, "multicast 100%")]
-
-
-def test_words_share_the_needles() -> None:
-    texts = (HEADER.encode(), b"Device capability 12 not supported", b"multicast operations are not supported")
-    assert words(texts) == (b"supported", HEADER.encode())
 
 
 def test_open_log_refuses_what_is_no_file(tmp_path: Path) -> None:

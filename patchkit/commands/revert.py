@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patchkit.cc import CC
-from patchkit.errors import OK, PatchkitError, Refused
+from patchkit.errors import OK, PatchkitError, Refused, localized
 from patchkit.plan import REVERT, Plan, plan_revert
-from patchkit.plan.apply import Snapshot, localized
+from patchkit.plan.apply import Snapshot
 from patchkit.plan.reasons import ReleaseChanged
 from patchkit.report import Where
 from patchkit.targets.env_transaction import Part, commit_all, exclusive_all

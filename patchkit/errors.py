@@ -44,6 +44,27 @@ class PatchkitError(Exception):
         self.reason = reason
 
 
+class _Localized:
+    """``localized``'s context manager."""
+
+    def __init__(self, local) -> None:
+        self.local = local
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        if isinstance(exc, PatchkitError) and exc.path and self.local(exc.path) != exc.path:
+            raise type(exc)(self.local(exc.path), exc.reason) from None
+        return False
+
+
+def localized(local) -> _Localized:
+    """``with localized(target.local):`` an error that names a repository path names it as the
+    target does (``sglang/...`` when installed); the one place this is done."""
+    return _Localized(local)
+
+
 class BadInput(PatchkitError):
     """A path, repository, tag or file that patchkit cannot use (exit 2)."""
 

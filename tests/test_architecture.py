@@ -109,7 +109,8 @@ def test_every_stage_is_in_the_architecture_doc() -> None:
                 assert f"`{prefix.removeprefix('patchkit.').replace('.', '/')}" in doc, prefix
 
 
-COMMANDS = sorted(p.stem for p in (PACKAGE / "commands").glob("*.py") if p.stem != "__init__")
+SHARED = {"__init__", "given", "transact"}  # what several commands share (their targets, their transaction): no command
+COMMANDS = sorted(p.stem for p in (PACKAGE / "commands").glob("*.py") if p.stem not in SHARED)
 
 
 def test_commands_return_typed_results_rendered_apart() -> None:

@@ -19,7 +19,6 @@ from patchkit.cli.options import (
     TO_CC_AUTO_OPT,
     check_cc,
     check_version,
-    targets,
 )
 from patchkit.fixes.registry import choose_fixes
 
@@ -40,16 +39,15 @@ from patchkit.fixes.registry import choose_fixes
 def apply(path, patches, no_generate, from_cc, to_cc, dry_run, version, python, project, fix_names, all_fixes, as_json):
     """Patch the checkout or installed package at PATH (default: here), all or nothing;
     with --python, every project patchkit knows that is installed for EXE."""
-    from patchkit.commands.apply import apply_auto, apply_targets
+    from patchkit.commands.apply import apply as command
+    from patchkit.commands.given import find
+    from patchkit.plan.apply import ApplyRequest
 
     check_version(version)
     fixes = choose_fixes(fix_names, all_fixes)
-    if to_cc is AUTO:
-        check_cc(from_cc, None, project)
-        return apply_auto(targets(path, python, project).found, patches, no_generate, from_cc, dry_run, version, fixes,
-                          named=tuple(fix_names))
-    check_cc(from_cc, to_cc, project)
+    check_cc(from_cc, None if to_cc is AUTO else to_cc, project)
     # --all-fixes names no fix: one a release cannot take whole is left out there, and said.
     named = tuple(fix_names) if fix_names else (() if all_fixes else None)
-    return apply_targets(targets(path, python, project).found, patches, no_generate, from_cc, to_cc, dry_run, version, fixes,
-                         named=named)
+    request = ApplyRequest(fixes=fixes, named=named, from_cc=from_cc, to_cc=to_cc, patches=patches, no_generate=no_generate,
+                           dry_run=dry_run)
+    return command(find(path, python, project), request, version)

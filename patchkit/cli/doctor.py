@@ -13,7 +13,6 @@ from patchkit.cli.options import (
     PROJECT_OPT,
     CCType,
     python_opt,
-    targets,
 )
 from patchkit.errors import BadInput
 
@@ -53,6 +52,7 @@ def doctor(ctx, path, python, project, to_cc, fmt, as_json):
     here, 2 with no GPU seen and no --to-cc."""
     from patchkit.commands.doctor import apply_target
     from patchkit.commands.doctor import doctor as command
+    from patchkit.commands.given import find
 
     if fmt == "env":
         if python is None:
@@ -62,13 +62,13 @@ def doctor(ctx, path, python, project, to_cc, fmt, as_json):
             raise BadInput(None, "--format env prints shell lines: give --json or --format env, not both")
         from patchkit.commands.doctor import doctor_env
 
-        return doctor_env(targets(path, python, project).env, to_cc=None if to_cc is AUTO else to_cc)
+        return doctor_env(find(path, python, project).env, to_cc=None if to_cc is AUTO else to_cc)
     launch = ctx.meta.get("launch")
     if launch is not None and python is None:
         raise BadInput(None, "a server's command line after -- is judged with the environment it runs in: give --python EXE")
     if fmt == "markdown" and as_json:
         raise BadInput(None, "--format markdown prints markdown: give --json or --format markdown, not both")
-    given = targets(path, python, project)
+    given = find(path, python, project)
     result = command(given.found, apply_target(path, python), given.env, to_cc=None if to_cc is AUTO else to_cc,
                      here=path is None and python is None, launch=launch)
     if fmt == "markdown":

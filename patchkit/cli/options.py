@@ -1,21 +1,16 @@
 """The options several commands share, their parameter types, and the input checks that
-need more than one option; ``targets`` and ``run_each``: the targets of PATH or ``--python``."""
+need more than one option (the targets they name: ``commands.given``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
 from patchkit.cc import AUTO, CC, must_differ
 from patchkit.errors import BadInput
 from patchkit.fixes.registry import PROJECTS
-from patchkit.values import Record
 from patchkit.versions import is_version
-
-if TYPE_CHECKING:
-    from patchkit.targets.environment import Environment
 
 
 class PathType(click.Path):
@@ -80,38 +75,6 @@ def check_out(out: Path) -> None:
             return
         if folder.exists() or folder.is_symlink():
             raise BadInput(str(out), "not a directory" if folder == out else f"{folder} is not a directory")
-
-
-class Targets(Record):
-    """What the command line names: each target's (folder, project, install), and the
-    environment ``--python`` read (None for a PATH)."""
-
-    found: list[tuple]
-    env: Environment | None
-
-
-def targets(path: Path | None, python: str | None, project: str | None) -> Targets:
-    """The targets of PATH (default: here), or of every project patchkit knows (or
-    ``project``) installed for ``--python``, wheels and editable installs alike
-    (``targets.environment``)."""
-    if python is None:
-        return Targets([(Path(".") if path is None else path, project, None)], None)
-    if path is not None:
-        raise BadInput(None, f"give PATH or --python, not both (PATH {path}, --python {python})")
-    from patchkit.targets.environment import read_environment
-
-    env = read_environment(python, project)
-    return Targets([(i.path, i.project, i) for i in env.installs], env)
-
-
-def run_each(command: str, given: Targets, run, judged: bool = False):
-    """``run(path, project, install)`` on each target of ``given``, one after the other; one
-    result.  ``judged``: it starts with what ``--python`` found and which known projects it
-    did not find, so that what was judged is never mistaken for the whole environment."""
-    from patchkit.report import Each, combine
-
-    results = [run(*each) for each in given.found]
-    return Each(command, tuple(results), given.env) if judged and given.env is not None else combine(command, results)
 
 
 # --- options shared by several commands ---------------------------------------------------

@@ -14,10 +14,7 @@ from patchkit.cli.options import (
     PROJECT_OPT,
     CCType,
     python_opt,
-    run_each,
-    targets,
 )
-from patchkit.errors import Refused
 
 
 @cli.command(short_help="Restore the exact original bytes.")
@@ -33,19 +30,13 @@ from patchkit.errors import Refused
 @JSON_OPT
 def revert(path, force, dry_run, patches, to_cc, python, project, as_json):
     """Restore the exact original bytes at PATH."""
-    from patchkit.commands.revert import ForceRefused, applied_for, revert_environment
-    from patchkit.commands.revert import revert as command
-    from patchkit.report import combine
+    from patchkit.commands.given import find
+    from patchkit.commands.revert import ForceRefused, RevertRequest, revert_targets
 
-    given = targets(path, python, project)
+    given = find(path, python, project)
     try:
-        if to_cc is not None:  # every target checked before the first is written
-            for p, name, i in given.found:
-                applied_for(p, to_cc, name, i)
-        if given.env is not None:  # an environment: one transaction for every project in it
-            return combine("revert", revert_environment(given.found, force, dry_run, patches, to_cc))
-        return run_each("revert", given, lambda p, name, i: command(p, force, dry_run, patches, name, i, to_cc=to_cc))
+        return revert_targets(given, RevertRequest(force=force, dry_run=dry_run, patches=patches, to_cc=to_cc))
     except ForceRefused as exc:  # its line starts with how the state is another release's
-        from patchkit.render.reasons import said
+        from patchkit.render.revert import refused
 
-        raise Refused(exc.path, f"{said(exc.changed)}: {exc.reason}") from None
+        raise refused(exc) from None

@@ -13,8 +13,6 @@ from patchkit.cli.options import (
     PROJECT_OPT,
     CCType,
     python_opt,
-    run_each,
-    targets,
 )
 
 
@@ -28,6 +26,7 @@ from patchkit.cli.options import (
 @JSON_OPT
 def status(path, patches, to_cc, python, project, as_json):
     """Version, applied patch, files, bytecode and pending work at PATH."""
-    from patchkit.commands.status import status as command
+    from patchkit.commands.given import find
+    from patchkit.commands.status import status_targets
 
-    return run_each("status", targets(path, python, project), lambda p, name, i: command(p, patches, name, i, to_cc=to_cc))
+    return status_targets(find(path, python, project), patches, to_cc)

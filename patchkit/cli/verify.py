@@ -15,8 +15,6 @@ from patchkit.cli.options import (
     CCType,
     check_cc,
     python_opt,
-    run_each,
-    targets,
 )
 from patchkit.errors import BadInput
 from patchkit.fixes.registry import choose_fixes
@@ -37,23 +35,13 @@ from patchkit.fixes.registry import choose_fixes
 @JSON_OPT
 def verify(path, from_cc, to_cc, python, project, fix_names, all_fixes, as_json):
     """Exit 0 only if the patch is in effect at PATH; else 1, a line per problem."""
-    from patchkit.commands.verify import sm12x_gpus, verify_auto
-    from patchkit.commands.verify import verify as command
+    from patchkit.commands.given import find
+    from patchkit.commands.verify import VerifyRequest, verify_targets
 
     fixes = choose_fixes(fix_names, all_fixes) if fix_names or all_fixes else None
-    found = None if to_cc is not None or from_cc is not None else sm12x_gpus()
-    if to_cc is AUTO or found is not None:  # given auto, or SM12x GPUs here: proved for them
-        if from_cc is not None:
-            raise BadInput(None, "--to-cc auto checks each GPU's key against the project's own --from-cc: give no --from-cc")
-        given = targets(path, python, project)
-        return verify_auto(given.found, fixes, named=tuple(fix_names), m=found, env=given.env)
-    check_cc(from_cc, to_cc, project)
+    if to_cc is AUTO and from_cc is not None:
+        raise BadInput(None, "--to-cc auto checks each GPU's key against the project's own --from-cc: give no --from-cc")
+    if to_cc is not AUTO:
+        check_cc(from_cc, to_cc, project)
     named = tuple(fix_names) if fix_names else (() if all_fixes else None)
-    given = targets(path, python, project)
-    done = run_each("verify", given, lambda p, name, i: command(p, from_cc, to_cc, name, fixes, i, named), judged=True)
-    if given.env is None:
-        return done
-    from patchkit.commands.settings import verify_settings  # --python: the settings its releases need, too
-
-    settings = verify_settings(given.env, to_cc)
-    return done._replace(results=done.results + (settings,)) if settings.judged else done
+    return verify_targets(find(path, python, project), VerifyRequest(from_cc=from_cc, to_cc=to_cc, fixes=fixes, named=named))

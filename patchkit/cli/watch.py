@@ -10,7 +10,6 @@ from patchkit.cli import cli
 from patchkit.cli.options import (
     JSON_OPT,
     PathType,
-    targets,
 )
 
 
@@ -26,6 +25,7 @@ def watch(log, timeout, python, as_json):
     without waiting): exit 0 at the ready line of the project the log is of, 1 with the
     diagnosis at a crash, 124 at the time-out, with the failure modes that hang where the start
     stopped (with --python, those its releases are exposed to).  Starts, signals and kills nothing."""
+    from patchkit.commands.given import find
     from patchkit.commands.watch import seconds
     from patchkit.commands.watch import watch as command
 
@@ -36,5 +36,5 @@ def watch(log, timeout, python, as_json):
 
         click.echo(progress_line(event), err=True)
 
-    env = targets(None, python, None).env if python is not None else None
+    env = find(None, python, None).env if python is not None else None
     return command(log, timeout, progress if sys.stderr.isatty() and not as_json else None, env=env)

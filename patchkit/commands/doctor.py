@@ -216,9 +216,9 @@ def _judged(h: FixHere, s: Session, effect: Effect | None, pulled: dict, m: Mach
                      clean_start_only(effect, s.project, s.version, m, s.reader()) if said else None)
 
 
-def doctor(found: list[tuple], apply_target: str, env=None, to_cc: CC | None = None, here: bool = False,
+def doctor(found: tuple, apply_target: str, env=None, to_cc: CC | None = None, here: bool = False,
            launch: tuple[str, ...] | None = None) -> DoctorResult | NoProjectHere:
-    """``found``: (path, project, install) of each target (``cli.targets``); ``apply_target``: how the command line
+    """``found``: each target (``commands.given.Given``); ``apply_target``: how the command line
     named them (``--python EXE`` or PATH), for the command to run; ``env``: the environment ``--python`` read
     (``targets.environment``), whose compiled CUDA code is judged for the GPUs (``kernels.installed_code``);
     ``to_cc``: --to-cc's cc, judged for instead of the GPUs nvidia-smi shows; ``here``: the target is the
@@ -226,7 +226,7 @@ def doctor(found: list[tuple], apply_target: str, env=None, to_cc: CC | None = N
     seen, unseen = _seen()
     effects = read_effects()
     try:
-        sessions = [Session.open(path, project=name, install=install) for path, name, install in found]
+        sessions = [g.open() for g in found]
     except NoProject as exc:
         if not here:
             raise

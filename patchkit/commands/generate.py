@@ -9,7 +9,6 @@ Deterministic: the same repository and patchkit give byte-identical output.  Ret
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
@@ -36,21 +35,22 @@ from patchkit.types import (
     PATCHED,
     Status,
 )
-from patchkit.values import Record
+from patchkit.values import Value
 from patchkit.versions import tag_to_version
 
 PATCH_AUTHOR = "patchkit <patchkit@users.noreply.invalid>"
 MANIFEST = "manifest.json"
 
-@dataclass
-class TagOutcome:
+class TagOutcome(Value):
+    """What generate made of one release tag: its status, the files of its folder, what each rule found."""
+
     tag: str
     version: str
     status: Status
-    outputs: dict[str, bytes] = field(default_factory=dict)  # file name -> bytes
-    tables: list[Found] = field(default_factory=list)  # each at its path
+    outputs: dict[str, bytes] = {}  # file name -> bytes
+    tables: tuple[Found, ...] = ()  # each at its path
     error: str | None = None
-    fixes: list[FixStatus] = field(default_factory=list)
+    fixes: tuple[FixStatus, ...] = ()
 
     def to_json(self) -> dict:
         return {
@@ -64,16 +64,15 @@ class TagOutcome:
         }
 
 
-@dataclass
-class GenerateResult:
+class GenerateResult(Value):
     """What generate wrote (or, with ``check``, how ``out`` differs from it), tag by tag."""
 
     repo: Path
     out: Path
     fixes: tuple[str, ...]
     check: bool
-    outcomes: list[TagOutcome]
-    differences: list[str] = field(default_factory=list)  # --check only
+    outcomes: tuple[TagOutcome, ...]
+    differences: tuple[str, ...] = ()  # --check only
 
     @property
     def failed(self) -> bool:
@@ -91,7 +90,7 @@ class GenerateResult:
         return {"tags": len(self.outcomes), **counts}
 
 
-class NoKeys(Record):
+class NoKeys(Value):
     """``generate --to-cc auto`` on a machine whose GPUs need no key of the project."""
 
     machine: object  # gpus.smi.Machine
@@ -206,18 +205,18 @@ def release_patch(
     errors = [f"{s.fix} {s.status}: {s.reason}" for s in statuses if s.status in (CANNOT_APPLY, INCOMPLETE) and s.fix in asked]
     tables = [t.at(e.path) for entry in series for e in entry.files for t in e.tables]
     if errors:
-        return TagOutcome(tag, version, ERROR, error="; ".join(errors), fixes=statuses)
+        return TagOutcome(tag, version, ERROR, error="; ".join(errors), fixes=tuple(statuses))
     manifest = Manifest(project=project.name, version=version, tag=tag, commit=release.commit, fixes=statuses,
                         series=series, patchkit=__version__)
     blocked = any(s.status in (CANNOT_APPLY, INCOMPLETE) for s in statuses)
     if not series:
         status = ALREADY_UPSTREAM if upstream_all else NOTHING_TO_PATCH
         # A release where a fix cannot apply keeps a manifest that says why (apply reads it).
-        return TagOutcome(tag, version, status, {MANIFEST: manifest.to_bytes()} if blocked else {}, upstream_all,
-                          fixes=statuses)
+        return TagOutcome(tag, version, status, {MANIFEST: manifest.to_bytes()} if blocked else {}, tuple(upstream_all),
+                          fixes=tuple(statuses))
     outputs[SERIES] = "".join(f"{e.patch}\n" for e in series).encode()
     outputs[MANIFEST] = manifest.to_bytes()
-    return TagOutcome(tag, version, PATCHED, outputs, tables, fixes=statuses)
+    return TagOutcome(tag, version, PATCHED, outputs, tuple(tables), fixes=tuple(statuses))
 
 
 def _gates_left(fix, project: Project, version: str, files: dict, fix_rules) -> list:
@@ -334,4 +333,4 @@ def generate(
         outcomes.append(outcome)
         if progress:
             progress(outcome)
-    return GenerateResult(repo, out, tuple(fixes), check, outcomes, differences(out, outcomes) if check else [])
+    return GenerateResult(repo, out, tuple(fixes), check, tuple(outcomes), tuple(differences(out, outcomes)) if check else ())

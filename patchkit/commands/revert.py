@@ -9,23 +9,20 @@ nothing written), every target checked first (``applied_for``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from patchkit.cc import CC
-from patchkit.errors import OK, PatchkitError, Refused
+from patchkit.commands.given import Given, Targets, each
+from patchkit.commands.given import sessions as given_sessions
+from patchkit.commands.transact import Done, Job, Transacted, shared, transact, transact_all
+from patchkit.errors import OK, Refused, localized
 from patchkit.plan import REVERT, Plan, plan_revert
-from patchkit.plan.apply import Snapshot, localized
+from patchkit.plan.apply import Look, Snapshot
 from patchkit.plan.reasons import ReleaseChanged
-from patchkit.report import Where
-from patchkit.targets.env_transaction import Part, commit_all, exclusive_all
+from patchkit.report import combine
 from patchkit.targets.session import Session
-from patchkit.targets.transaction import LockTaken, SetAside, commit, exclusive, keep_edits, set_aside
+from patchkit.targets.transaction import keep_edits
 from patchkit.values import Value
-
-if TYPE_CHECKING:
-    from patchkit.targets.jit_builds import JitCheck
 
 
 class ForceRefused(Refused):
@@ -37,114 +34,81 @@ class ForceRefused(Refused):
         self.changed = changed
 
 
-class RevertResult(Value, kw_only=True):
+class RevertResult(Transacted, kw_only=True):
     """What revert did (or, with ``dry_run``, would do) at one target."""
 
-    where: Where
-    dry_run: bool
-    pending: bool  # an interrupted transaction was pending (said when revert writes nothing)
-    lock: LockTaken | None  # what taking the lock did (None: revert took none, having nothing to write)
-    set_aside: SetAside | None  # a state of another release set aside (its folder None: a real run would)
-    plan: Plan
     kept: tuple[Path, ...]  # --force: the copies of files edited after apply
-    dropped: tuple[Path, ...]  # bytecode files dropped
-    jit: JitCheck | None  # FlashInfer's stale JIT builds of the files written: dropped, or named (None: not FlashInfer, or nothing written)
-    restart: tuple  # targets.processes.Process that started before the change
-    local: Callable[[str], str]  # how the target names a repository path
     exit_code: int = OK
 
 
-def revert(
-    path: Path, force: bool = False, dry_run: bool = False, patches: Path | None = None, project: str | None = None, install=None,
-    to_cc: CC | None = None,
-) -> RevertResult:
-    s = Session.open(path, project=project, install=install)
-    before = s.snapshot(patches)
-    _other_key(s, before, to_cc)
-    # As apply: look without the lock first, unless a killed run left something to finish.
-    plan = _plan(before, force) if dry_run or before.tidy else None
-    old = before.old
-    lock = aside = None
-    kept: list[Path] = []
-    dropped: list[Path] = []
-    if plan is None or not dry_run and (old or plan.action == REVERT):
-        with exclusive(s.target, s.store, s.version) as lock:
-            snap = s.snapshot(patches)
-            _other_key(s, snap, to_cc)
-            plan, old = _plan(snap, force), snap.old
-            aside = set_aside(s.store, *old) if old else None
-            if plan.action == REVERT:
-                kept = keep_edits(s.store, plan.changes, snap.applied)
-                if plan.changes or snap.applied is not None:
-                    dropped = commit(s.target, s.store, plan.changes, None, "revert", s.version)
-    elif old:
-        aside = SetAside(None, old.reason)
-    return _result(s, before, plan, dry_run, lock, aside, kept, dropped)
+class RevertRequest(Value, kw_only=True):
+    """What the command line asked of revert, at every target."""
+
+    force: bool = False
+    dry_run: bool = False
+    patches: Path | None = None
+    to_cc: CC | None = None  # revert only what adds this cc's key
 
 
-def _result(s: Session, before: Snapshot, plan: Plan, dry_run: bool, lock: LockTaken | None, aside: SetAside | None,
-            kept: list[Path], dropped: list[Path]) -> RevertResult:
-    written = [c.path for c in plan.changes] if plan.action == REVERT else None
-    return RevertResult(
-        where=Where.of(s), dry_run=dry_run, pending=before.pending, lock=lock, set_aside=aside, plan=plan, kept=tuple(kept),
-        dropped=tuple(dropped), jit=s.drop_jit_builds(written, dry_run) if written is not None else None,
-        restart=tuple(s.old_processes(written)) if written is not None and not dry_run else (), local=s.target.local,
-    )
+class _Revert(Job):
+    """Revert's steps (``commands.transact``) at the target of ``session``."""
+
+    verb = "revert"
+    final = (ForceRefused,)
+
+    def __init__(self, session: Session, request: RevertRequest) -> None:
+        super().__init__(session, request.dry_run)
+        self.request = request
+
+    def read(self) -> Snapshot:
+        snap = self.session.snapshot(self.request.patches)
+        _other_key(self.session, snap, self.request.to_cc)
+        return snap
+
+    def look(self, snap: Snapshot) -> Look:
+        return Look(_plan(snap, self.request.force), snap.old, ())
+
+    def writes(self, found: Look) -> bool:
+        return found.old is not None or found.plan.action == REVERT
+
+    def same(self, first: Snapshot, again: Snapshot) -> bool:
+        return _same(first, again)
+
+    def prepare(self, snap: Snapshot, found: Look) -> list[Path]:
+        return keep_edits(self.session.store, found.plan.changes, snap.applied) if found.plan.action == REVERT else []
+
+    def part(self, snap: Snapshot, found: Look) -> tuple | None:
+        plan = found.plan
+        return (plan.changes, None) if plan.action == REVERT and (plan.changes or snap.applied is not None) else None
+
+    def written(self, plan: Plan) -> list[str] | None:
+        return [c.path for c in plan.changes] if plan.action == REVERT else None
+
+    def result(self, done: Done) -> RevertResult:
+        return RevertResult(**shared(self, done), kept=tuple(done.prepared or ()))
 
 
-def revert_environment(found, force: bool = False, dry_run: bool = False, patches: Path | None = None,
-                       to_cc: CC | None = None) -> list[RevertResult]:
-    """``revert`` of the projects ``--python`` found (each (path, project, install) of ``found``) as
-    one transaction (``targets.env_transaction``), as ``commands.apply.apply_environment``: every
-    project read and planned (every refusal raised) before the first write."""
-    sessions = [Session.open(path, project=name, install=install) for path, name, install in found]
-    if not sessions:
-        return []
-    befores = [s.snapshot(patches) for s in sessions]
-    for s, b in zip(sessions, befores, strict=True):
-        _other_key(s, b, to_cc)
-    plans = _first_plans(sessions, befores, patches, force) if dry_run or all(b.tidy for b in befores) else None
-    if plans is not None and (dry_run or not any(b.old or p.action == REVERT for b, p in zip(befores, plans, strict=True))):
-        return [_result(s, b, p, dry_run, None, SetAside(None, b.old.reason) if b.old else None, [], [])
-                for s, b, p in zip(sessions, befores, plans, strict=True)]
-    home = sessions[0].home()
-    with exclusive_all(home, [(s.target, s.store, s.version) for s in sessions]) as taken:
-        snaps = [s.snapshot(patches) for s in sessions]
-        for s, snap in zip(sessions, snaps, strict=True):
-            _other_key(s, snap, to_cc)
-        plans = [_plan(snap, force) for snap in snaps]
-        asides = [set_aside(s.store, *snap.old) if snap.old else None for s, snap in zip(sessions, snaps, strict=True)]
-        kept = [keep_edits(s.store, p.changes, snap.applied) if p.action == REVERT else []
-                for s, snap, p in zip(sessions, snaps, plans, strict=True)]
-        reverting = [i for i, (snap, p) in enumerate(zip(snaps, plans, strict=True))
-                     if p.action == REVERT and (p.changes or snap.applied is not None)]
-        wrote = dict(zip(reverting, commit_all(home, [Part(sessions[i].target, sessions[i].store, sessions[i].version,
-                                                           plans[i].changes, None) for i in reverting], "revert"), strict=True))
-    return [_result(s, b, p, dry_run, lock, aside, k, wrote.get(i, []))
-            for i, (s, b, p, lock, aside, k) in enumerate(zip(sessions, befores, plans, taken, asides, kept, strict=True))]
-
-
-def _first_plans(sessions: list[Session], befores: list[Snapshot], patches: Path | None, force: bool) -> list[Plan] | None:
-    """The plans from what was read without the lock; None where one refused and the targets read
-    again differ (another run was writing meanwhile: its refusal is not trusted)."""
-    try:
-        return [_plan(b, force) for b in befores]
-    except ForceRefused:
-        raise
-    except PatchkitError:
-        if all(_same(b, s.snapshot(patches)) for s, b in zip(sessions, befores, strict=True)):
-            raise  # a refusal of what is there
-        return None
+def revert_targets(given: Targets, request: RevertRequest):
+    """``patchkit revert`` at each target of ``given``: one result.  With ``--to-cc``, every target
+    is checked before the first is written (``applied_for``); an environment's projects are one
+    transaction (``commands.transact.transact_all``), every refusal raised before the first write."""
+    if request.to_cc is not None:
+        for g in given.found:
+            applied_for(g, request.to_cc)
+    if given.env is not None:
+        jobs = [_Revert(s, request) for s in given_sessions(given)]
+        return combine("revert", transact_all(jobs[0].session.home(), jobs) if jobs else [])
+    return each("revert", given, lambda g: transact(_Revert(g.open(), request)))
 
 
 def _same(first: Snapshot, again: Snapshot) -> bool:
     return first._replace(read=None, tidy=None, stale=None) == again._replace(read=None, tidy=None, stale=None)
 
 
-def applied_for(path: Path, to_cc: CC, project: str | None = None, install=None) -> None:
-    """Refuse ``revert --to-cc`` at the target at ``path`` when what patchkit applied to this
+def applied_for(given: Given, to_cc: CC) -> None:
+    """Refuse ``revert --to-cc`` at the target ``given`` when what patchkit applied to this
     release adds another key than ``to_cc``'s: one Refused line (exit 3), nothing written."""
-    s = Session.open(path, project=project, install=install)
+    s = given.open()
     _other_key(s, s.snapshot(None), to_cc)
 
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from patchkit.cc import CC, Key
+from patchkit.commands.given import Given, Targets, each
 from patchkit.digest import sha256
 from patchkit.errors import OK, PatchkitError
 from patchkit.patch.manifest import Shipped
 from patchkit.plan.reasons import ReleaseChanged
 from patchkit.report import Where
 from patchkit.targets import bytecode
-from patchkit.targets.session import Session
 from patchkit.text import mentions
 from patchkit.types import PATCHED, STALE, Applied
 from patchkit.values import Record, Value
@@ -73,9 +73,13 @@ class StatusResult(Value, kw_only=True):
     for_cc: ForCC | None = None  # --to-cc
 
 
-def status(path: Path, patches: Path | None = None, project: str | None = None, install=None,
-           to_cc: CC | None = None) -> StatusResult:
-    s = Session.open(path, project=project, install=install)
+def status_targets(given: Targets, patches: Path | None = None, to_cc: CC | None = None):
+    """``patchkit status`` at each target of ``given``: one result."""
+    return each("status", given, lambda g: status(g, patches, to_cc))
+
+
+def status(given: Given, patches: Path | None = None, to_cc: CC | None = None) -> StatusResult:
+    s = given.open()
     read: dict[str, bytes] = {}
     applied, changed = s.state(read)
     shipped = s.shipped(patches)

@@ -8,9 +8,9 @@ its keys from ``judge.auto`` and runs the same verify for each.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from patchkit.cc import CC, Key
+from patchkit.cc import AUTO, CC, Key
+from patchkit.commands.given import Given, Targets, each
+from patchkit.commands.given import sessions as given_sessions
 from patchkit.errors import OK, PROBLEMS, PatchkitError
 from patchkit.fixes.kinds import DictKeyRule
 from patchkit.fixes.registry import FIXES, default_fixes, fixes_for, rules_for
@@ -38,19 +38,43 @@ class VerifyResult(Value, kw_only=True):
         return PROBLEMS if self.plan.problems else OK
 
 
-def verify(
-    path: Path, from_cc: CC | None = None, to_cc: CC | None = None, project: str | None = None, fixes: tuple[str, ...] | None = None, install=None,
-    named: tuple[str, ...] | None = None,
-) -> VerifyResult:
-    """``fixes``: the fixes whose lists and gates must be in effect too (default: the
-    fixes on by default and those recorded at apply).  ``named``: those asked for by name
-    (None: all); one the release cannot take whole is a problem when named, else a note.
-    ``from_cc``, ``to_cc``: the pair to prove, each side not given the one applied, else the
-    project's own (what its fixes copy)."""
-    s = Session.open(path, project=project, install=install)
-    if fixes is None and named is None:
-        fixes = _plain(s, to_cc)
-    return verify_session(s, from_cc, to_cc, fixes, named)
+class VerifyRequest(Value, kw_only=True):
+    """What the command line asked of verify, at every target.  ``fixes``: the fixes whose lists
+    and gates must be in effect too (None: the fixes on by default and those recorded at apply).
+    ``named``: those asked for by name (None: all); one the release cannot take whole is a
+    problem when named, else a note.  ``from_cc``, ``to_cc``: the pair to prove, each side not
+    given the one applied, else the project's own (what its fixes copy); ``to_cc`` ``AUTO``:
+    each key this machine's GPUs need."""
+
+    from_cc: CC | None = None
+    to_cc: object = None  # CC, AUTO or None
+    fixes: tuple[str, ...] | None = None
+    named: tuple[str, ...] | None = None
+
+
+def verify_targets(given: Targets, request: VerifyRequest):
+    """``patchkit verify`` at each target of ``given``: one result.  With no cc given and
+    SM12x GPUs here (``sm12x_gpus``), or ``--to-cc auto``, each key the GPUs need is proved
+    (``verify_auto``); with ``--python``, the settings its releases need are judged too."""
+    m = None if request.to_cc is not None or request.from_cc is not None else sm12x_gpus()
+    if request.to_cc is AUTO or m is not None:  # given auto, or SM12x GPUs here: proved for them
+        return verify_auto(given, request.fixes, named=request.named or (), m=m, env=given.env)
+    done = each("verify", given, lambda g: verify(g, request), judged=True)
+    if given.env is None:
+        return done
+    from patchkit.commands.settings import verify_settings  # --python: the settings its releases need, too
+
+    settings = verify_settings(given.env, request.to_cc)
+    return done._replace(results=done.results + (settings,)) if settings.judged else done
+
+
+def verify(given: Given, request: VerifyRequest) -> VerifyResult:
+    """``request`` at the target ``given``."""
+    s = Session.open(given.path, project=given.project, install=given.install)
+    fixes = request.fixes
+    if fixes is None and request.named is None:
+        fixes = _plain(s, request.to_cc)
+    return verify_session(s, request.from_cc, request.to_cc, fixes, request.named)
 
 
 def _plain(s: Session, to_cc: CC | None) -> tuple[str, ...] | None:
@@ -86,7 +110,7 @@ def sm12x_gpus():
     return m if any(g.cc[0] == 12 for g in m.gpus) else None
 
 
-def verify_auto(found, fixes, named=(), m=None, env=None) -> Auto:
+def verify_auto(given: Targets, fixes: tuple[str, ...] | None, named: tuple[str, ...] = (), m=None, env=None) -> Auto:
     """``verify --to-cc auto``: each key this machine's GPUs need at each target (``judge.auto``),
     proved as ``verify`` proves a key given; ``named``: the fixes --fix named; ``m``: the machine,
     read already; ``env``: the environment ``--python`` read, whose settings are judged for the
@@ -94,7 +118,7 @@ def verify_auto(found, fixes, named=(), m=None, env=None) -> Auto:
     from patchkit.judge import auto
 
     m = auto.read_machine() if m is None else m
-    sessions = [Session.open(path, project=name, install=install) for path, name, install in found]
+    sessions = given_sessions(given)
     keys = auto.for_verify(sessions, m, fixes, default_fixes(), named)
     settings = None
     if env is not None:

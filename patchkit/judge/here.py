@@ -17,7 +17,7 @@ import os
 
 from patchkit.cc import CC, Key
 from patchkit.digest import sha256
-from patchkit.errors import PatchkitError, RewriteError
+from patchkit.errors import PatchkitError, RewriteError, localized
 from patchkit.fixes.effects import Effect
 from patchkit.fixes.registry import FIXES, Project, fixes_for, rules_for
 from patchkit.gpus.smi import Machine
@@ -113,7 +113,7 @@ def _parsed(s: Session, fix: str, cc, current: dict[str, bytes], gpus: tuple[CC,
     found = []
     for rel, data in current.items():
         if any(r.wants(rel, data) for r in rules):
-            with s.local_errors():
+            with localized(s.target.local):
                 found += [t.at(rel) for t in rewrite_file(data, rel, rules, s.reader(), s.project.source_root, version=s.version).found]
     return found, [t for t in found if t.patched]
 

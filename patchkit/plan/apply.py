@@ -10,11 +10,10 @@ the target's files by repository path (a rule's helper, a fix's feature path).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from patchkit.errors import PatchkitError, Refused
+from patchkit.errors import Refused, localized
 from patchkit.fixes.registry import Project, fixes_for, rules_for
 from patchkit.patch.manifest import FixStatus, Shipped
 from patchkit.plan import APPLY, Plan, plan_apply
@@ -217,15 +216,3 @@ def _refuse_gates_left(snap: Snapshot, plan: Plan, fixes: tuple[str, ...], from_
             raise FixRefused(None, f"{name} incomplete on {snap.project.label} {snap.version}: the feature's path still "
                                    f"refuses the GPU at {snap.local(gates[0].path)}:{gates[0].line}: {gates[0].snippet}; "
                                    "nothing written", (name,))
-
-
-@contextmanager
-def localized(local: Callable[[str], str]) -> Iterator[None]:
-    """Errors that name a repository path name it as the target does (``sglang/...`` when installed)."""
-    try:
-        yield
-    except PatchkitError as exc:
-        if exc.path and local(exc.path) != exc.path:
-            raise type(exc)(local(exc.path), exc.reason) from None
-        raise
-

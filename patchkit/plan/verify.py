@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from patchkit.digest import sha256
-from patchkit.errors import PatchkitError, RewriteError
+from patchkit.errors import RewriteError, localized
 from patchkit.fixes.kinds import BackportRule
 from patchkit.plan.reasons import (
     Blocked,
@@ -110,7 +110,8 @@ def plan_verify(
             checked.append(Checked(where, "post-image hash recorded at apply", tuple(t["name"] for t in recorded[rel].tables)))
         elif mentions(data, names):
             try:
-                tables = _localized(lambda data=data, rel=rel: _evaluate(data, rel, names), local)
+                with localized(local):
+                    tables = _evaluate(data, rel, names)
             except RewriteError as exc:
                 problems.append(RewriteFailed(str(exc)))
                 continue
@@ -137,7 +138,8 @@ def plan_verify(
         if where in done or not any(r.wants(rel, data) for r in rules):
             continue
         try:
-            result = _localized(lambda data=data, rel=rel: _rewrite(data, rel, rules, read, root, version), local)
+            with localized(local):
+                result = _rewrite(data, rel, rules, read, root, version)
         except RewriteError as exc:
             problems.append(RewriteFailed(str(exc)))
             continue
@@ -152,16 +154,6 @@ def plan_verify(
         notes.append(JitNotChecked(jit_error))
     problems += [StaleJitBuild(b) for b in jit_builds]
     return VerifyPlan(tuple(checked), tuple(notes), tuple(problems), fixes, names, rules)
-
-
-def _localized(run, local):
-    """``run()``; an error that names a repository path names it as the target does."""
-    try:
-        return run()
-    except PatchkitError as exc:
-        if exc.path and local(exc.path) != exc.path:
-            raise type(exc)(local(exc.path), exc.reason) from None
-        raise
 
 
 def _judge(path: str, name: str, table, from_cc, to_cc, ours: bool):

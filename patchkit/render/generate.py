@@ -43,10 +43,10 @@ def to_text(r, terminal: bool) -> list[str]:
 
         return [gpus_line(r.machine), f"nothing to generate: {r.label} copies its keys from this machine's cc"]
     summary = r.summary()
-    return r.differences + [
+    return [*r.differences,
         f"{plural(summary['tags'], 'tag')}: {summary[PATCHED]} patched, {summary[NOTHING_TO_PATCH]} nothing to patch, "
         f"{summary[ALREADY_UPSTREAM]} already upstream, {plural(summary[ERROR], 'error')}"
-        + (f"; {plural(len(r.differences), 'difference')} in {r.out}" if r.check else "")
+        + (f"; {plural(len(r.differences), 'difference')} in {r.out}" if r.check else ""),
     ]
 
 
@@ -61,5 +61,5 @@ def to_json(r) -> dict:
         "check": r.check,
         "tags": [o.to_json() for o in r.outcomes],
         "summary": r.summary(),
-        "differences": r.differences,
+        "differences": list(r.differences),
     }

@@ -15,6 +15,13 @@ from patchkit.text import plural
 ONE_TARGET = True  # to_json renders one target: render.document puts it in a list, ``targets``
 
 
+def refused(exc):
+    """``commands.revert.ForceRefused`` as its one line says it: how the state is another release's first."""
+    from patchkit.errors import Refused
+
+    return Refused(exc.path, f"{said(exc.changed)}: {exc.reason}")
+
+
 def to_text(r, terminal: bool) -> list[str]:
     plan = r.plan
     lines = [where_line(r.where)]

@@ -19,6 +19,7 @@ import libcst as cst
 from patchkit.cc import Key
 from patchkit.errors import RewriteError
 from patchkit.rewrite.cut import rewrite_cut
+from patchkit.rewrite.insert import insert_after
 from patchkit.rewrite.output import Found, Rewritten, new_literal, render
 from patchkit.rewrite.scope import Scope, assignments, statements
 from patchkit.text import mentions
@@ -49,70 +50,15 @@ def key_value(node: cst.BaseExpression) -> Key | None:
     return None
 
 
-def _is_multiline(ws: object) -> bool:
-    return isinstance(ws, cst.ParenthesizedWhitespace)
-
-
 def insert_key(table: cst.Dict, from_cc: Key, to_cc: Key) -> cst.Dict:
-    """Return ``table`` with ``to_cc: <from_cc's value>`` after the last ``from_cc`` entry.
-
-    Whitespace is arranged so that the existing lines stay byte-identical: the new
-    entry goes on its own line in a multi-line dict, and in place in a one-line dict.
-    """
-    elements = list(table.elements)
-    index = max(
-        i
-        for i, e in enumerate(elements)
-        if isinstance(e, cst.DictElement) and key_value(e.key) == from_cc
-    )
-    source = elements[index]
-    last = index == len(elements) - 1
-    before = table.lbrace.whitespace_after if index == 0 else elements[index - 1].comma.whitespace_after
-    comma = source.comma if isinstance(source.comma, cst.Comma) else None
-    # The whitespace between the source entry and what follows it.
-    gap_in_rbrace = last and (comma is None or not _is_multiline(comma.whitespace_after))
-    gap = table.rbrace.whitespace_before if gap_in_rbrace else comma.whitespace_after
-
-    if _is_multiline(gap):
-        if _is_multiline(before):
-            indent, line = before.indent, before.last_line
-        elif not last:
-            indent, line = gap.indent, gap.last_line
-        else:
-            indent, line = gap.indent, cst.SimpleWhitespace(gap.last_line.value + "    ")
-        # The source entry keeps its trailing comment; the new line starts clean and
-        # keeps what stood before the next entry (blank lines, comment lines).
-        source_gap = cst.ParenthesizedWhitespace(
-            first_line=gap.first_line, empty_lines=[], indent=indent, last_line=line
-        )
-        rest_gap = gap.with_changes(first_line=cst.TrailingWhitespace())
-    else:
-        if not last:
-            source_gap = gap
-        elif isinstance(before, cst.SimpleWhitespace) and index > 0 and before.value:
-            source_gap = before
-        else:
-            source_gap = cst.SimpleWhitespace(" ")
-        rest_gap = gap
-
-    new_comma: cst.Comma | cst.MaybeSentinel
-    if gap_in_rbrace:
-        new_comma = comma if comma is not None else cst.MaybeSentinel.DEFAULT
-        table = table.with_changes(rbrace=table.rbrace.with_changes(whitespace_before=rest_gap))
-    else:
-        # In leading-comma style the source entry's trailing comment sits before the
-        # comma: the copy's comma starts clean.
-        clean = comma.whitespace_before
-        if _is_multiline(clean):
-            clean = clean.with_changes(first_line=cst.TrailingWhitespace())
-        new_comma = comma.with_changes(whitespace_before=clean, whitespace_after=rest_gap)
-    source_comma = (comma or cst.Comma()).with_changes(whitespace_after=source_gap)
-
-    added = source.with_changes(
-        key=new_literal(source.key, to_cc), value=source.value.deep_clone(), comma=new_comma
-    )
-    elements[index : index + 1] = [source.with_changes(comma=source_comma), added]
-    return table.with_changes(elements=elements)
+    """Return ``table`` with ``to_cc: <from_cc's value>`` after the last ``from_cc`` entry, the
+    existing lines byte-identical (``rewrite.insert.insert_after``)."""
+    index = max(i for i, e in enumerate(table.elements) if isinstance(e, cst.DictElement) and key_value(e.key) == from_cc)
+    source = table.elements[index]
+    added = source.with_changes(key=new_literal(source.key, to_cc), value=source.value.deep_clone())
+    elements, close_ws = insert_after(table.elements, index, added, table.lbrace.whitespace_after,
+                                      table.rbrace.whitespace_before, entries=True)
+    return table.with_changes(elements=elements, rbrace=table.rbrace.with_changes(whitespace_before=close_ws))
 
 
 def one_line(node: cst.CSTNode) -> str:

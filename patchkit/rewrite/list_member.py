@@ -7,10 +7,7 @@ gains ``to_cc`` right after it: ``[9, 10]`` -> ``[9, 10, 12]``.  A one-line list
 its line; in a multi-line list the new member gets a line of its own, indented and
 comma'd like its neighbours.  Every other byte stays as it was.
 
-Also here, shared with the other rewrites of sequences (``predicate`` imports them):
-``insert_after`` (one element after another in any comma-separated sequence, whitespace
-arranged like ``dict_key.insert_key`` does for dict entries), ``multiline`` and ``render``
-(the new module's bytes: black's line length kept, the file's final newline kept).
+The new member's whitespace is arranged by ``rewrite.insert.insert_after``, as every rewrite's is.
 """
 
 from __future__ import annotations
@@ -23,6 +20,7 @@ from patchkit.cc import Key
 from patchkit.errors import RewriteError
 from patchkit.rewrite.cut import rewrite_cut
 from patchkit.rewrite.dict_key import key_value, one_line, parse
+from patchkit.rewrite.insert import insert_after
 from patchkit.rewrite.output import LINE_LENGTH, Found, Rewritten, new_literal, render
 from patchkit.text import mentions
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
@@ -70,67 +68,6 @@ class ListRewrite(Rewritten):
     @property
     def lists(self) -> tuple[ListResult, ...]:
         return self.found
-
-
-def multiline(ws: object) -> bool:
-    """Does this whitespace hold a line break?"""
-    return isinstance(ws, cst.ParenthesizedWhitespace)
-
-
-def insert_after(elements, index: int, added, open_ws, close_ws):
-    """(elements with ``added`` right after ``elements[index]``, the new ``close_ws``).
-
-    ``elements`` is any comma-separated sequence (list or tuple elements, dict entries,
-    imported names); ``open_ws`` and ``close_ws`` are the whitespace after the opening and
-    before the closing bracket (None without brackets).  The existing lines stay
-    byte-identical: ``added`` goes on a line of its own when the source element has one
-    (with its indentation, and a trailing comma if the source had one), in place otherwise.
-    """
-    elements = list(elements)
-    source = elements[index]
-    last = index == len(elements) - 1
-    before = open_ws if index == 0 else elements[index - 1].comma.whitespace_after
-    comma = source.comma if isinstance(source.comma, cst.Comma) else None
-    # The whitespace between the source element and what follows it.
-    gap_in_close = last and (comma is None or not multiline(comma.whitespace_after))
-    gap = close_ws if gap_in_close else comma.whitespace_after
-
-    own_line = multiline(gap) and (index == 0 or multiline(before))
-    if own_line:
-        if multiline(before):
-            indent, line = before.indent, before.last_line
-        elif not last:
-            indent, line = gap.indent, gap.last_line
-        else:
-            indent, line = gap.indent, cst.SimpleWhitespace(gap.last_line.value + "    ")
-        # The source keeps its trailing comment; the new line starts clean and keeps
-        # what stood before the next element (blank lines, comment lines).
-        source_gap = cst.ParenthesizedWhitespace(first_line=gap.first_line, empty_lines=[], indent=indent, last_line=line)
-        rest_gap = gap.with_changes(first_line=cst.TrailingWhitespace())
-    else:
-        if not last:
-            source_gap = gap
-        elif isinstance(before, cst.SimpleWhitespace) and index > 0 and before.value:
-            source_gap = before
-        else:
-            source_gap = cst.SimpleWhitespace(" ")
-        rest_gap = gap
-
-    if gap_in_close:
-        # A one-line ``(10,)`` becomes ``(10, 12)``: its comma only made it a tuple.
-        keep = comma is not None and (own_line or len(elements) > 1)
-        new_comma = comma if keep else cst.MaybeSentinel.DEFAULT
-        close_ws = rest_gap
-    else:
-        # In leading-comma style the source's trailing comment sits before the comma:
-        # the copy's comma starts clean.
-        clean = comma.whitespace_before
-        if multiline(clean):
-            clean = clean.with_changes(first_line=cst.TrailingWhitespace())
-        new_comma = comma.with_changes(whitespace_before=clean, whitespace_after=rest_gap)
-    source_comma = (comma or cst.Comma()).with_changes(whitespace_after=source_gap)
-    elements[index : index + 1] = [source.with_changes(comma=source_comma), added.with_changes(comma=new_comma)]
-    return elements, close_ws
 
 
 def _brackets(seq: cst.BaseExpression):

@@ -27,7 +27,7 @@ import libcst as cst
 from patchkit.errors import RewriteError
 from patchkit.rewrite.cut import rewrite_cut
 from patchkit.rewrite.dict_key import one_line, parse
-from patchkit.rewrite.list_member import insert_after, multiline
+from patchkit.rewrite.insert import insert_after, multiline
 from patchkit.rewrite.output import LINE_LENGTH, render
 from patchkit.text import mentions
 from patchkit.types import ALREADY_UPSTREAM, PATCHED

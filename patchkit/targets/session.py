@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -299,16 +297,6 @@ class Session:
         stale = {rel: tuple(pyc.path for pyc in bytecode.check(self.target.path(rel), data) if pyc.status == STALE)
                  for rel, data in current.items() if mentions(data, self.project.names)}
         return {rel: paths for rel, paths in stale.items() if paths}
-
-    @contextmanager
-    def local_errors(self) -> Iterator[None]:
-        """Errors that name a repository path name it as it is here (``sglang/...`` when installed)."""
-        try:
-            yield
-        except PatchkitError as exc:
-            if exc.path and self.target.local(exc.path) != exc.path:
-                raise type(exc)(self.target.local(exc.path), exc.reason) from None
-            raise
 
     def why_no_shipped(self, patches: Path | None, from_cc, to_cc) -> str:
         """Why no shipped patch fits: none for this version, or one for another cc pair."""

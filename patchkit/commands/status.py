@@ -10,12 +10,12 @@ from pathlib import Path
 from patchkit.cc import CC, Key
 from patchkit.digest import sha256
 from patchkit.errors import OK, PatchkitError
+from patchkit.match import mentions
 from patchkit.patch.manifest import Shipped
 from patchkit.plan.reasons import ReleaseChanged
 from patchkit.report import Where
 from patchkit.targets import bytecode
 from patchkit.targets.session import Session
-from patchkit.text import mentions
 from patchkit.types import PATCHED, STALE, Applied
 from patchkit.values import Record, Value
 

@@ -43,9 +43,8 @@ $(VENV)/.test-deps: $(VENV)/.deps
 
 test-deps: install $(VENV)/.test-deps
 
-# A real (non-editable) install, as a user gets it: shipped patches and templates included, the
-# fixes' data files parsed at build time (patchkit/_build.py); redone when a file (or a folder: a file
-# added or deleted) of the package changed since.
+# A real (non-editable) install, as a user gets it: shipped patches and templates included; redone
+# when a file (or a folder: a file added or deleted) of the package changed since.
 # (Absolute names: `patches` alone would be the target of that name below.)
 SOURCES := $(shell find $(CURDIR)/patchkit $(CURDIR)/patches $(CURDIR)/templates -name __pycache__ -prune -o -print)
 $(VENV)/.installed: $(VENV)/.deps $(SOURCES)

@@ -5,7 +5,7 @@ an environment's compiled kernels need."""
 
 # The first thing patchkit does, when it runs as the command: from here on Ctrl-C is
 # "patchkit: interrupted" and exit 130, patchkit's own imports included (docs/REFERENCE.md, "Exit
-# codes"); ``patchkit.__main__`` then installs the command's own handler (``errors.catch_sigint``).
+# codes"); ``patchkit.__main__`` then installs the command's own handler (``signals.catch_sigint``).
 # A program that imports patchkit (the tests, a build backend) keeps its own Ctrl-C.
 try:
     import os as _os

@@ -20,8 +20,9 @@ import re
 import stat
 from pathlib import Path
 
-from patchkit.errors import BadInput, held_interrupts
-from patchkit.text import Pattern
+from patchkit.errors import BadInput
+from patchkit.match import Pattern
+from patchkit.signals import held_interrupts
 from patchkit.values import Record
 
 MAX_DEPTH = 64  # JSON nesting: patchkit's own documents and PEP 610's are 5 deep at most

@@ -23,7 +23,7 @@ from __future__ import annotations
 import enum
 import re
 
-from patchkit.text import Pattern
+from patchkit.match import Pattern
 from patchkit.values import Record
 
 # The compute capabilities of the GPUs NVIDIA has shipped that CUDA 12 and 13 still build for, from

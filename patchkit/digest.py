@@ -2,14 +2,7 @@
 
 from __future__ import annotations
 
-try:  # CPython's built-in sha256: no OpenSSL to load at start-up (hashlib costs ~2.5 ms more)
-    from _sha256 import sha256 as _new_sha256  # Python <= 3.11
-except ImportError:  # pragma: no cover - depends on the interpreter
-    try:
-        from _sha2 import sha256 as _new_sha256  # Python >= 3.12
-    except ImportError:
-        from hashlib import sha256 as _new_sha256
-
+import hashlib
 
 _SEEN: dict[bytes, str] = {}  # bytes -> their sha256: a command checks the same files several times
 _KEPT = 16 << 20  # the most bytes kept as keys (files patchkit reads are capped; a run reads a few)
@@ -21,10 +14,10 @@ def sha256(data: bytes) -> str:
     apply and revert check each file's digest several times, before and after, in the plan, the
     transaction and the state; equal bytes look their digest up (a memcmp), not hash it again."""
     if type(data) is not bytes:  # a bytearray or a view: not a key
-        return _new_sha256(data).hexdigest()
+        return hashlib.sha256(data).hexdigest()
     known = _SEEN.get(data)
     if known is None:
-        known = _new_sha256(data).hexdigest()
+        known = hashlib.sha256(data).hexdigest()
         if _HELD[0] + len(data) <= _KEPT:
             _SEEN[data] = known
             _HELD[0] += len(data)
@@ -33,6 +26,4 @@ def sha256(data: bytes) -> str:
 
 def blob_id(data: bytes) -> str:
     """The id git gives these bytes as a blob (``git hash-object``)."""
-    import hashlib
-
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()

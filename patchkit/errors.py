@@ -11,8 +11,6 @@ did not expect (a bug: please report it); 130 interrupted (Ctrl-C).
 
 from __future__ import annotations
 
-import sys
-
 from patchkit.text import printable
 
 OK = 0
@@ -101,7 +99,7 @@ class Pending(PatchkitError):
 
 
 class Interrupted(BaseException):
-    """SIGINT (Ctrl-C), raised by the handler ``patchkit.__main__`` installs first thing.
+    """SIGINT (Ctrl-C), raised by the handler ``patchkit.signals`` installs (``catch_sigint``).
 
     A BaseException, as KeyboardInterrupt is (``except Exception`` lets it through, ``finally``
     runs), but not one: click turns a KeyboardInterrupt into "Aborted!" and exit 1.  ``detail``:
@@ -110,79 +108,6 @@ class Interrupted(BaseException):
     def __init__(self, detail: str = "") -> None:
         super().__init__(detail)
         self.detail = detail
-
-
-_HELD = {"depth": 0, "pending": False, "late": False}  # Ctrl-C held back while a child starts; sent again (_unraisable)
-
-
-def on_sigint(signum, frame) -> None:
-    """The SIGINT handler of the command line: Ctrl-C raises Interrupted wherever patchkit is,
-    except while ``held_interrupts`` starts a child: then it is raised once the child is known."""
-    if _HELD["depth"]:
-        _HELD["pending"] = True
-        return
-    interrupt()
-
-
-def catch_sigint() -> None:
-    """Ctrl-C raises Interrupted from here on (``on_sigint``), also where Python cannot raise it: see
-    ``_unraisable``."""
-    import signal
-
-    signal.signal(signal.SIGINT, on_sigint)
-    sys.unraisablehook = _unraisable
-
-
-def _unraisable(unraisable) -> None:
-    """Python's hook for an exception it cannot raise (``sys.unraisablehook``).  Ctrl-C that lands in
-    a callback Python runs on its own (a weak reference's, as importlib's module locks have; a
-    ``__del__``) raises Interrupted there, which Python would print as "Exception ignored in ..." with a
-    traceback and then go on as if nothing was pressed.  It is raised again a millisecond later instead
-    (SIGALRM, whose handler is ``on_sigint``), in patchkit's own code: a signal sent from here would be
-    handled here, inside the hook.  Any other exception is Python's to print."""
-    if isinstance(unraisable.exc_value, Interrupted):
-        import signal
-
-        signal.signal(signal.SIGINT, on_sigint)  # interrupt() had set it aside, for the clean-up
-        signal.signal(signal.SIGALRM, on_sigint)
-        signal.setitimer(signal.ITIMER_REAL, 0.001)
-        _HELD["late"] = True
-        return
-    sys.__unraisablehook__(unraisable)
-
-
-def settle_interrupts() -> None:
-    """At the end of the command: a Ctrl-C sent again by ``_unraisable`` that has not come yet is moot
-    (the command has done its work), and must not end the process as a SIGALRM."""
-    if _HELD.get("late"):
-        import signal
-
-        signal.setitimer(signal.ITIMER_REAL, 0)
-
-
-def interrupt() -> None:
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the cleanup short
-    raise Interrupted()
-
-
-class held_interrupts:
-    """``with held_interrupts() as held: proc = Popen(...)``, then, where the child's clean-up is
-    in place, ``held.release()``: a Ctrl-C that came while Popen ran (which would leave a child
-    nobody knows the pid of) is raised there."""
-
-    def __enter__(self) -> held_interrupts:
-        _HELD["depth"] += 1
-        return self
-
-    def __exit__(self, *exc) -> None:
-        _HELD["depth"] -= 1
-
-    def release(self) -> None:
-        if not _HELD["depth"] and _HELD["pending"]:
-            _HELD["pending"] = False
-            interrupt()
 
 
 def unexpected(exc: BaseException) -> str:

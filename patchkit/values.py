@@ -1,4 +1,6 @@
-"""The two shapes of a value with named fields, made at import without compiling code.
+"""The two shapes of a value with named fields, made at import without compiling code, read by a
+type checker as dataclasses are (``typing.dataclass_transform``), and by ``inspect.signature``
+through a real ``__signature__``.
 
 A frozen dataclass generates its methods as source and compiles them when the class is
 defined (about 4 M instructions each), and ``typing.NamedTuple`` evaluates a generated
@@ -9,17 +11,49 @@ start.  Here each class only collects its field names once; the methods are shar
 - ``Value``: an immutable object (what ``@dataclass(frozen=True)`` made): equal to a value of
   the same class with equal fields, hashed as them.
 - ``Record``: a tuple with named fields (what ``typing.NamedTuple`` made): unpacked, indexed,
-  compared and written to JSON as a tuple, with ``_fields``, ``_field_defaults``, ``_make``,
-  ``_replace`` and ``_asdict``.
+  ordered and written to JSON as a tuple, with ``_fields``, ``_field_defaults``, ``_make``,
+  ``_replace`` and ``_asdict``; equal only to a record of the same class (never to a plain tuple).
 
 Ground floor: nothing here imports another patchkit module.
 """
 
 from __future__ import annotations
 
+import sys
 from operator import itemgetter
+from typing import TYPE_CHECKING, Any
+
+if sys.version_info >= (3, 11) or TYPE_CHECKING:
+    from typing import dataclass_transform
+else:  # pragma: no cover - Python 3.10 (typing_extensions is no dependency): for type checkers only
+    def dataclass_transform(**kwargs: Any):
+        def mark(cls):
+            cls.__dataclass_transform__ = kwargs
+            return cls
+
+        return mark
+
+if TYPE_CHECKING:
+    import inspect
 
 _NO_DEFAULT = object()
+
+
+class _Signature:
+    """``cls.__signature__``: the constructor's parameters, one per field (keyword-only for a
+    ``kw_only`` value), made when first asked (``inspect`` is not imported at a command's start)."""
+
+    def __get__(self, obj: object, cls: type) -> inspect.Signature:
+        import inspect
+
+        kind = inspect.Parameter.KEYWORD_ONLY if getattr(cls, "_kw_only", False) else inspect.Parameter.POSITIONAL_OR_KEYWORD
+        defaults = getattr(cls, "_defaults", None) or getattr(cls, "_field_defaults", {})
+        hints = {}
+        for klass in reversed(cls.__mro__):
+            hints.update(klass.__dict__.get("__annotations__", {}))
+        return inspect.Signature([
+            inspect.Parameter(f, kind, default=defaults.get(f, inspect.Parameter.empty), annotation=hints.get(f, inspect.Parameter.empty))
+            for f in cls._fields])
 
 
 class FrozenError(AttributeError):
@@ -30,6 +64,7 @@ def _is_classvar(hint: object) -> bool:
     return (hint if type(hint) is str else repr(hint)).startswith(("ClassVar", "typing.ClassVar"))
 
 
+@dataclass_transform(frozen_default=True)
 class Value:
     """An immutable value with named fields.
 
@@ -39,6 +74,7 @@ class Value:
     equal fields, hashed as them, ``Sub(a=1, b=2)`` as its repr, ``_replace(**changes)`` a copy."""
 
     __slots__ = ()
+    __signature__ = _Signature()
     _fields: tuple[str, ...] = ()
     _defaults: dict[str, object] = {}
     _kw_only = False
@@ -129,11 +165,14 @@ class _Fields(type):
         return super().__new__(mcls, name, bases, ns, **kw)
 
 
+@dataclass_transform(frozen_default=True)
 class Record(tuple, metaclass=_Fields):
     """A tuple with named fields: ``class Sub(Record)`` with annotated fields, as
-    ``typing.NamedTuple``; ``Sub(1, b=2)``, ``Sub(a=1, b=2)`` as its repr."""
+    ``typing.NamedTuple``; ``Sub(1, b=2)``, ``Sub(a=1, b=2)`` as its repr.  Equal to a record of
+    the same class with equal fields, hashed as its fields' tuple."""
 
     __slots__ = ()
+    __signature__ = _Signature()
     _fields: tuple[str, ...] = ()
     _field_defaults: dict[str, object] = {}
 
@@ -181,3 +220,11 @@ class Record(tuple, metaclass=_Fields):
 
     def __getnewargs__(self) -> tuple:
         return tuple(self)
+
+    def __eq__(self, other: object) -> bool:  # False, not NotImplemented: tuple's own would answer next
+        return other.__class__ is self.__class__ and tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = tuple.__hash__

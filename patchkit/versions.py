@@ -8,11 +8,13 @@ local label (``<=0.5.9`` admits ``0.5.9+cu128``)."""
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
-from patchkit.text import Pattern
+from packaging.version import InvalidVersion, Version
 
-_LEADING = Pattern(r"\d+(\.\d+)*")
+_LEADING = re.compile(r"\d+(\.\d+)*")
+_NORMAL = re.compile(r"\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?")
 
 
 def tag_to_version(tag: str) -> str:
@@ -25,8 +27,6 @@ def version_key(version: str) -> tuple:
     (a tag's ``v`` dropped): PEP 440's order, then the text, so that ``0.5`` and ``0.5.0`` sort
     the same way every time.  Text that is no PEP 440 version sorts just below the releases of
     the numbers it starts with (``0.5.x`` below ``0.5.dev0``), never raises."""
-    from packaging.version import InvalidVersion, Version  # imported when first ordering: a command's start stays fast
-
     text = tag_to_version(version)
     try:
         parsed = Version(text)
@@ -38,27 +38,8 @@ def version_key(version: str) -> tuple:
     return (release, 1, parsed, version)
 
 
-def _numbers(version: str) -> tuple | None:
-    """A final release or its post-release (``0.5.9``, ``0.5.4.post2``) as PEP 440 orders it, which
-    is what packaging compares for it: its numbers, trailing zeros dropped (``0.5`` is ``0.5.0``),
-    then its post number (-1: none, below every post-release).  None for any other version (a
-    pre- or dev-release, an epoch, a local label, another spelling): packaging orders those.  The
-    fixes' ranges are of such releases: the commands compare them without importing packaging."""
-    head, post, number = version.partition(".post")  # read as text: no expression compiled at start-up
-    parts = head.split(".")
-    if post and not number.isdecimal() or not all(p.isdecimal() for p in parts):
-        return None
-    numbers = [int(n) for n in parts]
-    while numbers and numbers[-1] == 0:
-        numbers.pop()
-    return tuple(numbers), int(number) if post else -1
-
-
 def after(a: str, b: str) -> bool:
     """Whether ``a`` sorts after ``b`` (``version_key``'s order)."""
-    x, y = _numbers(tag_to_version(a)), _numbers(tag_to_version(b))
-    if x is not None and y is not None:
-        return (x, a) > (y, b)  # version_key: the same Version, then the text
     return version_key(a) > version_key(b)
 
 
@@ -79,10 +60,6 @@ def in_range(version: str | None, since: str | None, until: str | None) -> bool:
     a local version taken as its public release."""
     if version is None:
         return False
-    plain = [_numbers(public(v)) for v in (version, "0" if since is None else since, "0" if until is None else until)]
-    if None not in plain:
-        key, low, high = plain
-        return (since is None or key >= low) and (until is None or key <= high)
     key = release_key(version)
     return (since is None or key >= release_key(since)) and (until is None or key <= release_key(until))
 
@@ -96,25 +73,8 @@ def is_version(version: str) -> bool:
     """A release version in PEP 440's normal form (no epoch, no local part): digits and dots,
     then a pre-release, a post-release and a dev-release, each at most once and in that order
     (``0.5.9``, ``0.5.4.post2``, ``0.5.0rc1``, ``0.6.0a1.dev3``): what patchkit ships patches for
-    and accepts as --version; packaging parses every one.  As the regular expression
-    ``\\d+(\\.\\d+)*((a|b|rc)\\d+)?(\\.post\\d+)?(\\.dev\\d+)?`` matches it whole, read without
-    compiling one (a command reads the tags at every start)."""
-    rest = version
-    for mark in (".dev", ".post"):  # from the end: each at most once, dev last
-        head, found, number = rest.rpartition(mark)
-        if found:
-            if not number.isdecimal():  # str.isdecimal: the digits \d matches
-                return False
-            rest = head
-    digits = len(rest)
-    while digits and rest[digits - 1].isdecimal():
-        digits -= 1
-    if digits < len(rest):  # a pre-release: a, b or rc, then its number
-        for mark in ("rc", "a", "b"):
-            if rest.endswith(mark, 0, digits):
-                rest = rest[: digits - len(mark)]
-                break
-    return all(part.isdecimal() for part in rest.split("."))
+    and accepts as --version; packaging parses every one."""
+    return _NORMAL.fullmatch(version) is not None
 
 
 def is_release_tag(tag: str) -> bool:

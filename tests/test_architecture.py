@@ -16,7 +16,7 @@ PACKAGE = ROOT / "patchkit"
 
 # Lowest first.  A module may import from its own stage and the stages below it.
 STAGES = [
-    ("ground", ["patchkit", "patchkit.errors", "patchkit.text", "patchkit.types", "patchkit.digest", "patchkit.versions", "patchkit.data", "patchkit.bounded"]),
+    ("ground", ["patchkit", "patchkit.errors", "patchkit.text", "patchkit.match", "patchkit.signals", "patchkit.types", "patchkit.digest", "patchkit.versions", "patchkit.data", "patchkit.bounded"]),
     ("source", ["patchkit.git"]),
     ("fixes", ["patchkit.fixes"]),
     ("rewrite", ["patchkit.rewrite"]),
@@ -32,7 +32,6 @@ STAGES = [
     ("render", ["patchkit.render"]),
     ("cli", ["patchkit.cli"]),
     ("entry", ["patchkit.__main__"]),
-    ("build", ["patchkit._build", "patchkit._build_steps"]),  # the build backend's step: run by setuptools, above everything it parses with
 ]
 
 

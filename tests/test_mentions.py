@@ -1,4 +1,4 @@
-"""``text.mentions``: whether a file's bytes hold any of some names, each answer remembered per
+"""``match.mentions``: whether a file's bytes hold any of some names, each answer remembered per
 name for those bytes (apply asks of the same files before its lock, under it, and in its plan)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from patchkit import text
-from patchkit.text import mentions
+from patchkit import match
+from patchkit.match import mentions
 
 
 class Counted(bytes):
@@ -29,8 +29,8 @@ def counted(data: bytes) -> Counted:
 
 @pytest.fixture(autouse=True)
 def fresh(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(text, "_SEEN", {})
-    monkeypatch.setattr(text, "_seen_bytes", 0)
+    monkeypatch.setattr(match, "_SEEN", {})
+    monkeypatch.setattr(match, "_seen_bytes", 0)
 
 
 def test_the_answer_is_any_name_in_the_bytes() -> None:
@@ -68,11 +68,11 @@ def test_bytes_that_differ_only_inside_are_told_apart() -> None:
 
 
 def test_what_is_remembered_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(text, "_SEEN_MAX", 10_000)
+    monkeypatch.setattr(match, "_SEEN_MAX", 10_000)
     for i in range(50):
         assert mentions(b"%d" % i + b"." * 3000, ["TABLE"]) is False
-        assert text._seen_bytes <= 10_000
-    assert sum(len(data) for entries in text._SEEN.values() for data, _ in entries) == text._seen_bytes
+        assert match._seen_bytes <= 10_000
+    assert sum(len(data) for entries in match._SEEN.values() for data, _ in entries) == match._seen_bytes
     mutable = bytearray(b"TABLE")
     assert mentions(mutable, ["TABLE"]) is True
     mutable[:] = b"OTHER"  # what is remembered is a copy of bytes that can change

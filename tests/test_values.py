@@ -1,5 +1,6 @@
 """patchkit.values: ``Value`` behaves as the frozen dataclass it replaces, ``Record`` as the
-``typing.NamedTuple`` it replaces (each checked against its twin); ``text.Pattern`` as the
+``typing.NamedTuple`` it replaces but equal only to a record of its class (each checked against its
+twin); ``match.Pattern`` as the
 pattern ``re.compile`` makes."""
 
 from __future__ import annotations
@@ -97,15 +98,15 @@ class PairTwin(NamedTuple):
 
 def test_a_record_is_its_named_tuple_twin() -> None:
     pair, twin = Pair("a", 1), PairTwin("a", 1)
-    assert pair == twin == ("a", 1, ()) and hash(pair) == hash(twin)
+    assert pair != twin and pair != ("a", 1, ()) and tuple(pair) == twin == ("a", 1, ()) and hash(pair) == hash(twin)
     assert (pair.first, pair[1], pair.rest, *pair) == ("a", 1, (), "a", 1, ())
     assert Pair._fields == PairTwin._fields and Pair._field_defaults == PairTwin._field_defaults
     assert Pair.__match_args__ == PairTwin.__match_args__
     assert repr(pair) == repr(twin).replace("PairTwin", "Pair") and pair.both() == ("a", 1)
     assert pair._asdict() == twin._asdict() and json.dumps(pair) == json.dumps(twin)
-    assert pair._replace(second=2, rest=(3,)) == twin._replace(second=2, rest=(3,))
-    assert Pair._make(["b", 2, ()]) == PairTwin._make(["b", 2, ()]) and type(Pair._make("bcd")) is Pair
-    assert Pair(second=2, first="b") == PairTwin(second=2, first="b") and Pair("b", second=2) == ("b", 2, ())
+    assert tuple(pair._replace(second=2, rest=(3,))) == twin._replace(second=2, rest=(3,))
+    assert tuple(Pair._make(["b", 2, ()])) == PairTwin._make(["b", 2, ()]) and type(Pair._make("bcd")) is Pair
+    assert tuple(Pair(second=2, first="b")) == PairTwin(second=2, first="b") and Pair("b", second=2) == Pair("b", 2, ())
     assert copy.copy(pair) == copy.deepcopy(pair) == pickle.loads(pickle.dumps(pair)) == pair
     assert type(pickle.loads(pickle.dumps(pair))) is Pair and isinstance(pair, tuple)
 
@@ -126,6 +127,15 @@ def test_a_record_refuses_what_its_named_tuple_refused() -> None:
         type("Bad", (Record,), {"__annotations__": {"a": "int", "b": "int"}, "a": 1})
 
 
+def test_values_and_records_show_their_fields_to_inspect_and_type_checkers() -> None:
+    import inspect
+
+    assert str(inspect.signature(Sub)) == "(name: 'str', found: 'str | None', path: 'str' = '')"
+    assert str(inspect.signature(Keywords)) == "(*, a: 'int', b: 'tuple' = ())"
+    assert str(inspect.signature(Pair)) == "(first: 'str', second: 'int | None', rest: 'tuple' = ())"
+    assert "__dataclass_transform__" in vars(Value) and "__dataclass_transform__" in vars(Record)
+
+
 def test_a_subclass_of_a_record_adds_methods_not_fields() -> None:
     class More(Pair):
         def third(self) -> str:
@@ -139,7 +149,7 @@ def test_a_subclass_of_a_record_adds_methods_not_fields() -> None:
 def test_a_pattern_is_compiled_at_its_first_use_as_re_compiles_it() -> None:
     import re
 
-    from patchkit.text import Pattern
+    from patchkit.match import Pattern
 
     lazy = Pattern(rb"^(?:from|import)[ \t]", re.M)
     assert "finditer" not in vars(lazy)  # nothing compiled yet

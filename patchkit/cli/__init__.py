@@ -26,7 +26,8 @@ COMMANDS = {name: f"patchkit.cli.{name}" for name in (
 
 
 def show_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
-    """``--version``: as click's ``version_option`` prints it, without asking gettext for the words."""
+    """``--version``: the line click's ``version_option`` prints, then how far the failure modes' data reaches
+    (read when asked: ``version_option`` takes its message when the option is made)."""
     if value and not ctx.resilient_parsing:
         from patchkit.fixes.modes import read_to
 

@@ -22,7 +22,8 @@ from typing import NoReturn
 
 import click
 
-from patchkit.errors import BAD_INPUT, INTERRUPTED, SOFTWARE, Interrupted, PatchkitError, catch_sigint, unexpected
+from patchkit.errors import BAD_INPUT, INTERRUPTED, SOFTWARE, Interrupted, PatchkitError, unexpected
+from patchkit.signals import catch_sigint
 
 
 def _head(command: str, exit_code: int) -> dict:
@@ -60,30 +61,7 @@ def fail(command: str, as_json: bool, exc: PatchkitError, exit_code: int) -> NoR
     sys.exit(exit_code)
 
 
-def _show_help(ctx: click.Context, param: click.Parameter, value: bool) -> None:
-    if value and not ctx.resilient_parsing:
-        click.echo(ctx.get_help(), color=ctx.color)
-        ctx.exit()
-
-
-class _Help:
-    """click's ``-h``/``--help`` option, the same option with the same words, made without asking
-    gettext for them: click's translates its help when it is made, and the first translation
-    reads the locale and looks for catalogues on disk, at every start."""
-
-    def get_help_option(self, ctx: click.Context) -> click.Option | None:
-        names = self.get_help_option_names(ctx)
-        if not names or not self.add_help_option:
-            return None
-        if getattr(self, "_help_option", None) is None:  # made once, as click's (its callbacks' order)
-            storage = getattr(click.core, "_HELP_OPTION_STORAGE_NAME", None)  # click 8.5: kept off the parameters
-            self._help_option = click.Option(
-                [*names, *([storage] if storage else [])], is_flag=True, expose_value=False, is_eager=True,
-                help="Show this message and exit.", callback=_show_help)
-        return self._help_option
-
-
-class Command(_Help, click.Command):
+class Command(click.Command):
     """A patchkit command: its callback returns a result (``patchkit.report``), printed here
     as ``render.text`` or, with --json, in the envelope; failures end here."""
 
@@ -126,7 +104,7 @@ class Command(_Help, click.Command):
         sys.exit(result.exit_code)
 
 
-class Group(_Help, click.Group):
+class Group(click.Group):
     """The command line: each command is defined by its module (``lazy``: the command's name and
     its module), imported when the command line names it; ``commands`` (``--help``, a name that
     is none) imports them all."""

@@ -13,7 +13,6 @@ from patchkit.cli.options import (
     JSON_OPT,
     TEMPLATES_OPT,
     TO_CC_AUTO_OPT,
-    PathType,
     check_cc,
     check_out,
 )
@@ -28,12 +27,12 @@ from patchkit.fixes.registry import FIXES, PROJECTS, choose_fixes, no_rule, rule
 @click.option("--project", type=click.Choice(sorted(PROJECTS)), default="sglang", show_default=True, help="The project the repository holds.")
 @click.option(
     "--repo",
-    type=PathType(),
+    type=click.Path(path_type=Path),
     default=None,
     help="The git repository of the --project, with a tag per release [default: $PATCHKIT_SGLANG_REPO, else ~/sglang, for any --project].",
 )
 @click.option("--tag", "tags", multiple=True, help="Release tag to generate for (repeatable) [default: every v* tag].")
-@click.option("--out", type=PathType(), default=Path("patches"), show_default=True, help="Folder to write <version>/ folders into.")
+@click.option("--out", type=click.Path(path_type=Path), default=Path("patches"), show_default=True, help="Folder to write <version>/ folders into.")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if --out differs from what would be written.")
 @JSON_OPT
 @TEMPLATES_OPT

@@ -11,13 +11,12 @@ from patchkit.cli import cli
 from patchkit.cli.options import (
     JSON_OPT,
     CCType,
-    PathType,
 )
 from patchkit.errors import BadInput
 
 
 @cli.command(short_help="Which GPUs the compiled CUDA code of shared objects can run on.")
-@click.argument("paths", nargs=-1, type=PathType(), metavar="[PATH]...")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path), metavar="[PATH]...")
 @click.option("--python", "python", default=None, metavar="EXE",
               help="Every distribution installed for this interpreter whose shared objects carry CUDA code (instead of PATH).")
 @click.option("--to-cc", "to_cc", type=CCType(auto=True), multiple=True,

@@ -13,18 +13,6 @@ from patchkit.fixes.registry import PROJECTS
 from patchkit.versions import is_version
 
 
-class PathType(click.Path):
-    """``click.Path(path_type=Path)`` (``dir_only``: ``file_okay=False`` too), its checks and
-    messages click's own, made without asking gettext for its name at start-up (click's
-    constructor translates ``path``/``directory`` when it is made, which reads the locale)."""
-
-    def __init__(self, dir_only: bool = False) -> None:  # click.Path.__init__'s fields, one by one
-        self.exists, self.file_okay, self.dir_okay = False, not dir_only, True
-        self.readable, self.writable, self.executable = True, False, False
-        self.resolve_path, self.allow_dash, self.type = False, False, Path
-        self.name = "directory" if dir_only else "path"
-
-
 class CCType(click.ParamType):
     """A compute capability, parsed once here for every command (``patchkit.cc.CC.parse``): ``12``,
     ``12.0``, ``12.1``, ``sm_120a``; with ``auto``, also ``--to-cc auto`` (``patchkit.cc.AUTO``).
@@ -79,7 +67,7 @@ def check_out(out: Path) -> None:
 
 # --- options shared by several commands ---------------------------------------------------
 
-PATH_ARG = click.argument("path", type=PathType(), default=None, required=False)
+PATH_ARG = click.argument("path", type=click.Path(path_type=Path), default=None, required=False)
 def python_opt(verb: str):
     """``--python EXE``, its help saying what the command does to what it finds there."""
     return click.option(
@@ -96,7 +84,7 @@ PROJECT_OPT = click.option(
 JSON_OPT = click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of lines.")
 PATCHES_OPT = click.option(
     "--patches",
-    type=PathType(dir_only=True),
+    type=click.Path(path_type=Path, file_okay=False),
     default=None,
     help="Folder of <version>/ (SGLang) and <project>/<version>/ series [default: the patches shipped with patchkit].",
 )
@@ -116,6 +104,6 @@ FIX_OPT = click.option(
 )
 ALL_FIXES_OPT = click.option("--all-fixes", is_flag=True, help="Every fix, the opt-in ones too.")
 TEMPLATES_OPT = click.option(
-    "--templates", type=PathType(dir_only=True), default=None,
+    "--templates", type=click.Path(path_type=Path, file_okay=False), default=None,
     help="Folder of templates overriding the shipped ones.",
 )

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from patchkit.cli import cli
 from patchkit.cli.options import (
     CCType,
-    PathType,
     check_cc,
 )
 from patchkit.errors import BadInput
@@ -15,13 +16,13 @@ from patchkit.fixes.registry import PROJECTS
 
 
 @cli.command(short_help="List code that treats --to-cc unlike --from-cc.")
-@click.argument("path", type=PathType(), default=None, required=False)
+@click.argument("path", type=click.Path(path_type=Path), default=None, required=False)
 @click.option("--to-cc", "--cc", "cc", type=CCType(), default="12", show_default=True,
               help="The new compute capability (12.0, 12.1, sm_120a...; 12, a major alone, compares \"X.Y\" by major; "
                    "12.1 after --from-cc 12.0: what names 12.0 and not 12.1 is unaware).")
 @click.option("--from-cc", type=CCType(), default="10", show_default=True, help="The one it should behave like.")
 @click.option("--unaware-only", is_flag=True, help="Only the gates that do not name --to-cc (neither aware nor covered).")
-@click.option("--repo", type=PathType(), default=None, help="Compare two releases of this git repository (with two --tag).")
+@click.option("--repo", type=click.Path(path_type=Path), default=None, help="Compare two releases of this git repository (with two --tag).")
 @click.option("--tag", "tags", multiple=True, help="A release tag to compare (give it twice, the older first; needs --repo).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @click.option("--markdown", is_flag=True, help="Print markdown tables.")

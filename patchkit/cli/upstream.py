@@ -15,7 +15,6 @@ from patchkit.cli.options import (
     PATCHES_OPT,
     TEMPLATES_OPT,
     TO_CC_OPT,
-    PathType,
     check_cc,
     check_out,
 )
@@ -23,10 +22,10 @@ from patchkit.fixes.registry import choose_fixes
 
 
 @cli.command(short_help="Make a branch, mboxes and PR.md, one commit per fix.")
-@click.argument("path", type=PathType(), default=".", required=False)
+@click.argument("path", type=click.Path(path_type=Path), default=".", required=False)
 @click.option("--branch", default=None, help="Branch to create [default: patchkit/sm<to_cc>0-<the fixes>, made unique].")
 @click.option(
-    "--out", type=PathType(), default=Path("upstream"), show_default=True,
+    "--out", type=click.Path(path_type=Path), default=Path("upstream"), show_default=True,
     help="Folder to write the mboxes and PR.md into.",
 )
 @FROM_CC_OPT

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
 from patchkit.cli import cli
 from patchkit.cli.options import (
     JSON_OPT,
-    PathType,
 )
 
 
 @cli.command(short_help="Follow a server's log until it is ready, crashes or times out.")
-@click.argument("log", type=PathType())
+@click.argument("log", type=click.Path(path_type=Path))
 @click.option("--timeout", default=None, metavar="SECONDS",
               help="Give up after this long, a finite number of seconds above 0 (exit 124) [default: wait].")
 @click.option("--python", "python", default=None, metavar="EXE",

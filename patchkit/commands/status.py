@@ -11,11 +11,11 @@ from patchkit.cc import CC, Key
 from patchkit.commands.given import Given, Targets, each
 from patchkit.digest import sha256
 from patchkit.errors import OK, PatchkitError
+from patchkit.match import mentions
 from patchkit.patch.manifest import Shipped
 from patchkit.plan.reasons import ReleaseChanged
 from patchkit.report import Where
 from patchkit.targets import bytecode
-from patchkit.text import mentions
 from patchkit.types import PATCHED, STALE, Applied
 from patchkit.values import Record, Value
 

@@ -14,11 +14,11 @@ from patchkit.commands.given import sessions as given_sessions
 from patchkit.errors import OK, PROBLEMS, PatchkitError
 from patchkit.fixes.kinds import DictKeyRule
 from patchkit.fixes.registry import FIXES, default_fixes, fixes_for, rules_for
+from patchkit.match import mentions
 from patchkit.plan.verify import VerifyPlan, plan_verify
 from patchkit.report import Auto, AutoTarget, Where
 from patchkit.targets import bytecode
 from patchkit.targets.session import Session
-from patchkit.text import mentions
 from patchkit.types import STALE
 from patchkit.values import Value
 

@@ -35,7 +35,6 @@ from pathlib import Path
 
 from patchkit.errors import BadInput
 from patchkit.fixes.load import HERE, NOT_FIXES, _get, _read, _strings
-from patchkit.text import named
 from patchkit.values import Record
 from patchkit.versions import after, in_range, is_version
 
@@ -341,7 +340,7 @@ def read_effect(path: Path) -> Effect | None:
 def read_effects(folder: Path = HERE) -> dict[str, Effect]:
     """fix name -> its Effect, for every fix file of ``folder`` with an ``[effect]`` table."""
     found = {}
-    for path in named(folder, "*.toml"):
+    for path in sorted(folder.glob("*.toml")):
         if path.name not in NOT_FIXES:
             effect = read_effect(path)
             if effect is not None:

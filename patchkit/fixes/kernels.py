@@ -16,12 +16,12 @@ BadInput line naming the file and the key.
 
 from __future__ import annotations
 
+from fnmatch import fnmatchcase
 from functools import lru_cache
 from pathlib import Path
 
 from patchkit.errors import BadInput
 from patchkit.fixes.load import HERE, _get, _read
-from patchkit.text import wildcard
 from patchkit.values import Record
 
 KERNELS = "known-kernels.toml"
@@ -57,7 +57,7 @@ class KnownDistribution(Record):
 
     def file(self, path: str) -> KnownFile | None:
         """What is known of the file at ``path`` (relative to site-packages)."""
-        return next((f for f in self.files if wildcard(path, f.glob)), None)
+        return next((f for f in self.files if fnmatchcase(path, f.glob)), None)
 
 
 class Kernels(Record):

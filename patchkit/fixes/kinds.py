@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from patchkit.text import mentions
+from patchkit.match import mentions
 from patchkit.types import StrEnum
 from patchkit.values import Record, Value
 

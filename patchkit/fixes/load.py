@@ -31,6 +31,7 @@ naming the file and the key.
 
 from __future__ import annotations
 
+import re
 import sys
 from functools import lru_cache
 from pathlib import Path
@@ -47,7 +48,6 @@ from patchkit.fixes.kinds import (
     Refresh,
     Rule,
 )
-from patchkit.text import named
 from patchkit.values import Record
 
 HERE = Path(__file__).resolve().parent
@@ -109,27 +109,9 @@ def _read(path: Path) -> dict:
         raise BadInput(str(path), f"not a readable TOML file ({exc})") from None
 
 
-@lru_cache(maxsize=1)
-def _built() -> dict:
-    """text -> document of each data file the build parsed (``_parsed.marshal``, which
-    patchkit/_build.py writes into the wheel); {} in a source tree or an editable install."""
-    import marshal
-
-    try:
-        with open(HERE / "_parsed.marshal", "rb") as f:
-            docs = marshal.loads(f.read())
-    except (OSError, EOFError, ValueError, TypeError):
-        return {}
-    return docs if isinstance(docs, dict) else {}
-
-
 @lru_cache(maxsize=16)
 def _parse(text: str) -> dict:
-    """``text`` as tomllib parses it: as the build parsed it (``_built``) when it is a text that
-    was parsed there (looked up by the text itself: no digest to compute), else parsed now."""
-    doc = _built().get(text)
-    if doc is not None:
-        return doc
+    """``text`` as tomllib parses it."""
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover - Python 3.10
@@ -204,18 +186,6 @@ def _rule(name: str, rule: object, path: Path, what: str) -> Rule:
     return cls(**{f: values[f] for f in cls._fields})
 
 
-def _diff_files(diff: bytes) -> list[tuple[bytes, bytes]]:
-    """(A, B) of each line ``diff --git a/A b/B`` of ``diff``, A and B without white space: what the
-    expression ``^diff --git a/(\\S+) b/(\\S+)$`` finds, read as text (no expression compiled at start-up)."""
-    found = []
-    for line in diff.split(b"\n"):
-        if line.startswith(b"diff --git a/"):
-            a, space, b = line[13:].partition(b" ")
-            if space and b.startswith(b"b/") and a and b[2:] and a.split() == [a] and b[2:].split() == [b[2:]]:
-                found.append((a, b[2:]))
-    return found
-
-
 def _backport(rule: dict, path: Path, what: str) -> dict:
     """A backport's diff (read beside the fix), its files, origin and base release."""
     name = _get(rule, "diff", str, path, what)
@@ -230,7 +200,7 @@ def _backport(rule: dict, path: Path, what: str) -> dict:
     if len(diff) > _DIFF_MAX:
         raise BadInput(str(file), f"{what}: the diff is over {_DIFF_MAX} bytes")
     files = []
-    for a, b in _diff_files(diff):
+    for a, b in re.findall(rb"^diff --git a/(\S+) b/(\S+)$", diff, re.M):
         if a != b:
             raise BadInput(str(file), f"{what}: renames are not carried ({a.decode()} -> {b.decode()})")
         files.append(a.decode("utf-8", "replace"))
@@ -294,7 +264,7 @@ def read_fix(path: Path) -> Fix:
 def read_fixes(folder: Path = HERE) -> dict[str, Fix]:
     """Every ``*.toml`` in ``folder`` but projects.toml, known-failures.toml (signatures.py reads
     it), known-speedups.toml (speedups.py) and known-kernels.toml (kernels.py): the default fixes first, then by name."""
-    fixes = [read_fix(p) for p in named(folder, "*.toml") if p.name not in NOT_FIXES]
+    fixes = [read_fix(p) for p in sorted(folder.glob("*.toml")) if p.name not in NOT_FIXES]
     return {f.name: f for f in sorted(fixes, key=lambda f: (not f.default, f.name))}
 
 

@@ -21,7 +21,6 @@ from pathlib import Path
 from patchkit.cc import CC
 from patchkit.errors import BadInput
 from patchkit.fixes.load import HERE, _read
-from patchkit.text import named
 from patchkit.types import StrEnum
 from patchkit.versions import at_least, is_version, version_key
 
@@ -317,7 +316,7 @@ def read_mode(path: Path) -> Mode:
 @lru_cache(maxsize=1)
 def modes(folder: Path = FOLDER) -> tuple[Mode, ...]:
     """Every mode, in the survey's order."""
-    paths = named(folder, "*.toml")
+    paths = sorted(folder.glob("*.toml"))
     if len(paths) > _MAX_FILES:
         raise BadInput(str(folder), f"{len(paths)} files: more than {_MAX_FILES} modes is not patchkit's data")
     found = tuple(read_mode(p) for p in paths)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from patchkit.cc import CC, Key, must_differ
 from patchkit.errors import BadInput
-from patchkit.fixes import prebuilt
 from patchkit.fixes.kinds import DictKeyRule, Rule
 from patchkit.fixes.load import HERE, read_fixes, read_projects
 from patchkit.values import Record
@@ -76,7 +75,7 @@ class Project(Record):
         return repo_path[len(prefix) :] if prefix and repo_path.startswith(prefix) else repo_path
 
 
-FIXES = prebuilt.read() or read_fixes()  # as the build step made them, where the files are as they were
+FIXES = read_fixes()
 
 
 def _projects() -> dict[str, Project]:

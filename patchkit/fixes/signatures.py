@@ -29,7 +29,6 @@ from patchkit.cc import KNOWN as KNOWN_CCS
 from patchkit.errors import BadInput
 from patchkit.fixes.effects import KEY
 from patchkit.fixes.load import HERE, _get, _read, _strings
-from patchkit.text import named
 from patchkit.values import Record
 
 KNOWN = "known-failures.toml"
@@ -146,7 +145,7 @@ def _effect(doc: object, path: Path, what: str) -> Effect:
 def read_known(folder: Path = HERE) -> Known:
     """Every fix's signatures (in the fixes' order of file name), the known failures and effects."""
     signatures: list[Signature] = []
-    for path in named(folder, "*.toml"):
+    for path in sorted(folder.glob("*.toml")):
         if path.name in ("projects.toml", KNOWN):
             continue
         doc = _read(path)

@@ -10,12 +10,12 @@ import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 from patchkit.errors import BadInput, BranchError
 from patchkit.git.batch import HASH_BYTES, CatFile, Entry, Kind, tree_entries
 from patchkit.git.refs import repo_format
-from patchkit.text import wildcard
 from patchkit.versions import is_release_tag, version_key
 
 
@@ -149,7 +149,7 @@ class GitSource:
                     continue
                 for mode, name, blob in self._parsed(tree):
                     path = f"{folder}/{name}" if folder else name
-                    if mode in ("100644", "100755") and path not in seen and wildcard(path, pattern):
+                    if mode in ("100644", "100755") and path not in seen and fnmatchcase(path, pattern):
                         seen.add(path)
                         found.append(SourceFile(path, blob, mode))
             result[tag] = found
@@ -190,7 +190,7 @@ class GitSource:
                 continue
             recursive = "/" in pattern[len(folder) + 1 :]
             for mode, path, blob in self._walk(sha, f"{folder}/" if folder else "", recursive):
-                if path not in seen and wildcard(path, pattern):
+                if path not in seen and fnmatchcase(path, pattern):
                     seen.add(path)
                     yield SourceFile(path, blob, mode)
 

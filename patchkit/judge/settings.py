@@ -229,7 +229,7 @@ def settings_here(sites: list[Path], env: dict, machine, settings: tuple[Setting
     """Each setting for each GPU of ``machine`` it is for, whose project is installed in ``sites``;
     judged with the variables of ``env`` (the environment the server starts from).  Wrong output
     (rank 1) first, then the rest in the data's order."""
-    from patchkit.kernels.installed import canonical
+    from packaging.utils import canonicalize_name as canonical
 
     versions = _versions(sites)
     found = []

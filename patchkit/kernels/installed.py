@@ -17,19 +17,14 @@ import re
 from pathlib import Path
 
 from patchkit.errors import BadInput
+from patchkit.targets import dist_info
 from patchkit.values import Record
 
 SHARED = re.compile(r"\.so(\.[0-9]+)*$")
-_DIST_INFO = re.compile(r"(?P<name>[^-]+)-(?P<version>[^-]+)\.dist-info$")
-
-
-def canonical(name: str) -> str:
-    """A distribution's name as PEP 503 normalises it: ``sglang_kernel`` -> ``sglang-kernel``."""
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 class Distribution(Record):
-    name: str  # canonical: "sglang-kernel"
+    name: str  # canonical (packaging.utils.canonicalize_name): "sglang-kernel"
     version: str
     site: Path
     dist_info: Path
@@ -43,22 +38,13 @@ def distributions(sites: list[Path]) -> list[Distribution]:
     as on sys.path), sorted by name."""
     found: dict[str, Distribution] = {}
     for site in sites:
-        try:
-            names = sorted(os.listdir(site))
-        except OSError:
-            continue
-        for folder in names:
-            match = _DIST_INFO.fullmatch(folder)
-            if match is None or canonical(match["name"]) in found:
-                continue
-            dist = _read_record(site, site / folder, canonical(match["name"]), match["version"])
-            found[dist.name] = dist
+        for name, version, folder in dist_info.installed(site):
+            if name not in found:
+                found[name] = _read_record(site, folder, name, version)
     return [found[name] for name in sorted(found)]
 
 
 def _read_record(site: Path, info: Path, name: str, version: str) -> Distribution:
-    from patchkit.targets import dist_info
-
     try:
         rows = dist_info.record(info, mentioning=(".so", ".cubin"))  # the rows of the files counted here
     except BadInput as exc:

@@ -311,17 +311,11 @@ def triton_ptxas(package: Path, tool: str, env: dict) -> tuple[str | None, str]:
 
 def _dist_versions(site: Path) -> dict[str, tuple[str, str]]:
     """canonical distribution name -> (name, version), from the dist-info folders of ``site``."""
-    from patchkit.kernels.installed import _DIST_INFO, canonical
+    from patchkit.targets.dist_info import installed
 
-    found = {}
-    try:
-        names = os.listdir(site)
-    except OSError:
-        return found
-    for folder in names:
-        match = _DIST_INFO.fullmatch(folder)
-        if match:
-            found.setdefault(canonical(match["name"]), (canonical(match["name"]), match["version"]))
+    found: dict[str, tuple[str, str]] = {}
+    for name, version, _ in installed(site):
+        found.setdefault(name, (name, version))
     return found
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from fnmatch import fnmatchcase
 from functools import lru_cache
 
 from patchkit.cc import CC
@@ -28,7 +29,7 @@ from patchkit.fixes.signatures import Known, Signature, read_known
 from patchkit.logs.origin import python_of, targets
 from patchkit.logs.phases import READY, ready, sglang_record
 from patchkit.logs.tracebacks import HEADER, Frame, Part, Traceback, TracebackReader
-from patchkit.text import plain, wildcard
+from patchkit.text import plain
 from patchkit.types import StrEnum
 from patchkit.values import Record
 
@@ -102,7 +103,7 @@ def _ends_with(text: str, pattern: str) -> bool:
 
 
 def _raised_in(sig: Signature, frames: tuple[Frame, ...]) -> bool:
-    return not sig.raised_in or bool(frames) and any(wildcard(frames[-1].path, g) for g in sig.raised_in)
+    return not sig.raised_in or bool(frames) and any(fnmatchcase(frames[-1].path, g) for g in sig.raised_in)
 
 
 def _ran(sig: Signature, frames: tuple[Frame, ...]) -> bool:

@@ -181,24 +181,6 @@ def read_manifest(path: Path) -> Manifest:
         raise BadInput(str(path), f"corrupt manifest: {exc}") from None
 
 
-# Where the build put each shipped patch, parsed (``patchkit/_build.py``): ``<sha256>.marshal``.
-BUILT = Path(__file__).resolve().parent / "_parsed"
-
-
-def _built(digest: str) -> list | None:
-    """The sections of the shipped patch whose bytes have sha256 ``digest``, as the build parsed
-    them (``patch.read.from_built``); None where the build did not (a source checkout, an
-    editable install, a patch of another folder): the caller parses it."""
-    from patchkit.patch.read import from_built
-
-    try:
-        with open(BUILT / f"{digest}.marshal", "rb") as f:
-            stored = f.read()
-    except OSError:
-        return None
-    return from_built(stored)
-
-
 class Shipped(Record):
     """The shipped patches of one version for the fixes chosen, taken together: their
     ``files`` (each file in one patch only), ``fixes`` and cc pair; ``parts`` each patch's
@@ -214,14 +196,12 @@ class Shipped(Record):
     parts: tuple[tuple[str, str, bytes], ...]
 
     def sections(self) -> dict:
-        """path -> patchread.FilePatch; parsed only when hunks are needed (not for hash checks):
-        each patch as the build parsed it (``_built``), else read here."""
+        """path -> patchread.FilePatch; parsed only when hunks are needed (not for hash checks)."""
         from patchkit.patch import read as patchread
 
         found = []
-        for name, digest, raw in self.parts:
-            parsed = _built(digest)
-            found += parsed if parsed is not None else patchread.parse(raw, name)
+        for name, _, raw in self.parts:
+            found += patchread.parse(raw, name)
         sections = {s.path: s for s in found}
         if sorted(sections) != sorted(f.path for f in self.files):
             raise BadInput(self.name, "names other files than manifest.json")

@@ -14,7 +14,7 @@ from patchkit.patch.write import split_lines
 from patchkit.rewrite import diff
 from patchkit.rewrite.diff import FilePatch, Hunk
 
-__all__ = ["FilePatch", "Hunk", "apply", "built", "from_built", "parse", "reverse"]
+__all__ = ["FilePatch", "Hunk", "apply", "parse", "reverse"]
 
 _REFUSED_HEADERS = (
     "new file mode", "deleted file mode", "rename from", "rename to", "copy from", "copy to",
@@ -69,24 +69,6 @@ def parse(data: bytes, name: str = "<patch>") -> list[FilePatch]:
         return diff.parse(data, headers)
     except diff.DiffError as exc:
         raise PatchError(name, f"corrupt patch: {exc}") from None
-
-
-def built(data: bytes, name: str = "<patch>") -> bytes:
-    """``parse(data)`` in the form the build stores beside the package (``patchkit/_build.py``):
-    marshal's bytes of plain tuples, which ``from_built`` reads back without unidiff."""
-    import marshal
-
-    return marshal.dumps([(f.path, [tuple(h) for h in f.hunks]) for f in parse(data, name)])
-
-
-def from_built(stored: bytes) -> list[FilePatch] | None:
-    """What ``built`` stored, read back; None where it is not such bytes (the caller parses)."""
-    import marshal
-
-    try:
-        return [FilePatch(path, tuple(Hunk(*h) for h in hunks)) for path, hunks in marshal.loads(stored)]
-    except (EOFError, ValueError, TypeError):
-        return None
 
 
 def _apply(data: bytes, patch: FilePatch, reverse: bool, name: str) -> bytes:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from patchkit import __version__
 from patchkit.digest import sha256
 from patchkit.errors import BadInput, Refused
+from patchkit.match import mentions
 from patchkit.patch.manifest import Shipped
 from patchkit.plan.reasons import (
     AlreadyPostImage,
@@ -30,7 +31,6 @@ from patchkit.plan.reasons import (
     Replacing,
     Restoring,
 )
-from patchkit.text import mentions
 from patchkit.types import (
     ALREADY_APPLIED,
     ALREADY_UPSTREAM,

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from patchkit.digest import sha256
 from patchkit.errors import RewriteError, localized
 from patchkit.fixes.kinds import BackportRule
+from patchkit.match import mentions
 from patchkit.plan.reasons import (
     Blocked,
     FileMissing,
@@ -32,7 +33,6 @@ from patchkit.plan.reasons import (
     StaleBytecode,
     StaleJitBuild,
 )
-from patchkit.text import mentions
 from patchkit.types import Applied
 from patchkit.values import Record
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import io
 
-from patchkit.text import Pattern
+from patchkit.match import Pattern
 from patchkit.values import Record
 
 # A hunk's header where a line starts, as unidiff splits the text into lines (at \n, \r\n and \r).

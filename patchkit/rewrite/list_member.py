@@ -18,11 +18,11 @@ import libcst as cst
 
 from patchkit.cc import Key
 from patchkit.errors import RewriteError
+from patchkit.match import mentions
 from patchkit.rewrite.cut import rewrite_cut
 from patchkit.rewrite.dict_key import key_value, one_line, parse
 from patchkit.rewrite.insert import insert_after
 from patchkit.rewrite.output import LINE_LENGTH, Found, Rewritten, new_literal, render
-from patchkit.text import mentions
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
 
 

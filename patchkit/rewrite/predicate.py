@@ -25,11 +25,11 @@ from dataclasses import dataclass
 import libcst as cst
 
 from patchkit.errors import RewriteError
+from patchkit.match import mentions
 from patchkit.rewrite.cut import rewrite_cut
 from patchkit.rewrite.dict_key import one_line, parse
 from patchkit.rewrite.insert import insert_after, multiline
 from patchkit.rewrite.output import LINE_LENGTH, render
-from patchkit.text import mentions
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
 from patchkit.values import Record
 

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from fnmatch import fnmatchcase
 from functools import lru_cache
 
 from patchkit.fixes.kinds import BackportRule, ComparisonRule, DictKeyRule, ListMemberRule, PredicateRule, Rule
+from patchkit.match import Pattern
 from patchkit.rewrite.found import Found
-from patchkit.text import Pattern, wildcard
 from patchkit.types import ALREADY_UPSTREAM
 from patchkit.values import Record
 
@@ -42,7 +43,7 @@ class FileRewrite(Record):
 
 def matches(path: str, pattern: str) -> bool:
     """Does the repository path match the rule's glob (``*`` stays inside one folder)?"""
-    return path.count("/") == pattern.count("/") and wildcard(path, pattern)
+    return path.count("/") == pattern.count("/") and fnmatchcase(path, pattern)
 
 
 def rules_of(path: str, rules: Iterable[Rule]) -> list[Rule]:

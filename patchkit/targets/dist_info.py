@@ -1,40 +1,39 @@
-"""A dist-info folder (PEP 376, the wheel spec) read as files, as ``importlib.metadata`` reads it,
-without importing it (``importlib.metadata`` and the email package it brings cost a command about
-10 ms): RECORD's rows by its CSV reader (a quoted path with a comma in it is one path; a row's path
-as its ``PackagePath``, its hash and size), and METADATA's Version header as its email parser
-gives it (``header``).  Nothing of the distribution is imported or run.
+"""The one reader of dist-info folders (PEP 376, the wheel spec): which distributions a site-packages
+folder holds (``installed``: names as ``packaging.utils.canonicalize_name`` gives them), RECORD's rows
+(``record``) and METADATA's Version (``version``), as ``importlib.metadata`` reads them.  Nothing of
+the distribution is imported or run.
 
-Each file is read through ``bounded.read_file``: a regular file within a cap (a FIFO, a device
-or a 3 GB file is a BadInput naming it, never a hang), decoded as UTF-8 with bad bytes replaced.
-The tests hold both against ``importlib.metadata`` on real and generated files.
-
-METADATA is a block of email headers, then the long description (the core metadata
-specification).  ``header`` reads one header as ``email.feedparser`` with the compat32 policy and
-``importlib.metadata`` give it: the headers end at the first line that is neither a header nor a
-continuation (a blank line among them), a ``From `` line is skipped, a header's name is matched in
-any case and the first wins, a continuation keeps its line ending, and a value over several lines
-is dedented as ``importlib.metadata`` does.
+Each file is read through ``bounded.read_file`` (``Folder.read_text``, the one method
+``importlib.metadata.Distribution`` asks a subclass for): a regular file within a cap (a FIFO, a
+device or a 3 GB file is a BadInput naming it, never a hang), decoded as UTF-8 with bad bytes replaced.
 """
 
 from __future__ import annotations
 
 import csv
+import os
+import re
 from collections.abc import Callable, Iterable
-from pathlib import Path, PurePosixPath
+from importlib import metadata
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
 
 from patchkit.bounded import read_file
 from patchkit.errors import BadInput
 from patchkit.targets.import_path import TEXT_CAP  # as for every small text file of an environment
 
 RECORD_CAP = 64 << 20  # torch's RECORD is a few MiB, FlashInfer 0.7.4's 2 MiB
+_FOLDER = re.compile(r"(?P<name>[^-]+)-(?P<version>[^-]+)\.dist-info")
 
 
 class MalformedRecord(BadInput):
     """A RECORD that is read but whose rows are not CSV rows of path, hash and size."""
 
 
-class DistInfo:
-    """The dist-info folder ``folder``; each file read once, within ``TEXT_CAP`` (RECORD: ``RECORD_CAP``).
+class Folder(metadata.Distribution):
+    """The dist-info folder ``folder`` as ``importlib.metadata`` reads it, each file read once through the
+    bounded reader, within ``TEXT_CAP`` (RECORD: ``RECORD_CAP``).
 
     ``lines``: when given, RECORD's text is only the lines it keeps, a superset of the rows a
     caller needs: a RECORD lists every file of a package (FlashInfer's some 15,000), and parsing
@@ -47,8 +46,7 @@ class DistInfo:
 
     def read_text(self, filename: str) -> str | None:
         """The text of the dist-info's file ``filename``, None when there is none; BadInput naming
-        it when it is no regular file or larger than its cap.  Only files of the folder itself
-        (as importlib.metadata's ``read_text`` answers: '' for a bare egg-info file is None)."""
+        it when it is no regular file or larger than its cap.  Only files of the folder itself."""
         if not filename or "/" in filename or filename in (".", ".."):
             return None
         if filename not in self._texts:
@@ -63,57 +61,41 @@ class DistInfo:
             self._texts[filename] = text
         return self._texts[filename]
 
-
-class FileHash:
-    """A row's hash, as importlib.metadata splits it: ``sha256=<urlsafe base64>``."""
-
-    def __init__(self, spec: str) -> None:
-        self.mode, _, self.value = spec.partition("=")
+    def locate_file(self, path: str | os.PathLike[str]) -> Path:
+        return self.folder.parent / path
 
 
-class RecordRow(PurePosixPath):
-    """A row of RECORD: its path (a ``PurePosixPath``, as importlib.metadata's ``PackagePath``), its
-    ``hash`` (a ``FileHash``, None when the row gives none) and its ``size`` (None when none)."""
-
-    hash: FileHash | None
-    size: int | None
-
-
-def _row(name: str, hash: str | None = None, size: str | None = None) -> RecordRow:
-    """importlib.metadata's ``make_file``: TypeError for a row of no or more than three columns,
-    ValueError for a size that is no number."""
-    row = RecordRow(name)
-    row.hash = FileHash(hash) if hash else None
-    row.size = int(size) if size else None
-    return row
+def installed(site: Path) -> list[tuple[str, str, Path]]:
+    """(canonical name, version, folder) of each dist-info folder in ``site``, as its folder's name
+    gives them, sorted by folder name; [] where ``site`` is no folder to read."""
+    try:
+        names = sorted(os.listdir(site))
+    except OSError:
+        return []
+    return [(canonicalize_name(m["name"]), m["version"], site / n) for n in names if (m := _FOLDER.fullmatch(n))]
 
 
-def _files(dist: DistInfo) -> list[RecordRow] | None:
-    """The rows of RECORD as importlib.metadata's ``Distribution.files`` makes them (a dist-info
-    without RECORD: its SOURCES.txt's lines, each one path; None without either)."""
-    text = dist.read_text("RECORD")
-    lines = text and text.splitlines()
-    if not lines:
-        sources = dist.read_text("SOURCES.txt")
-        lines = sources and [f'"{line}"' for line in sources.splitlines()]
-    return None if lines is None else [_row(*row) for row in csv.reader(lines)]
+def folders(site: Path, name: str) -> list[Path]:
+    """The dist-info folders of the distribution ``name`` (any spelling PEP 503 takes as one) in ``site``."""
+    wanted = canonicalize_name(name)
+    return [folder for found, _, folder in installed(site) if found == wanted]
 
 
-def record(folder: Path, paths: Iterable[str] | None = None, mentioning: tuple[str, ...] = ()) -> list[RecordRow] | None:
-    """The rows of the dist-info's RECORD (each a ``RecordRow`` with its ``hash`` and ``size``):
-    only those of ``paths`` when given, else only those whose line mentions one of ``mentioning``
-    when given (the rows of every ``.so``).  None when it has none; BadInput naming it when it
-    cannot be read, MalformedRecord when a row is not ``path,hash,size`` (a blank line, four
-    columns, a size that is no number; among the lines that may be the rows asked for)."""
+def record(folder: Path, paths: Iterable[str] | None = None, mentioning: tuple[str, ...] = ()) -> list[metadata.PackagePath] | None:
+    """The rows of the dist-info's RECORD (``importlib.metadata.PackagePath``s, with their ``hash``
+    and ``size``): only those of ``paths`` when given, else only those whose line mentions one of
+    ``mentioning`` when given (the rows of every ``.so``).  None when it has none; BadInput naming
+    it when it cannot be read, MalformedRecord when a row is not ``path,hash,size`` (a blank line,
+    four columns, a size that is no number; among the lines that may be the rows asked for)."""
     wanted = None if paths is None else frozenset(paths)
     if wanted is not None:  # a path is the line up to its first comma, unless it is quoted
-        dist = DistInfo(folder, lambda line: line.startswith('"') or line.split(",", 1)[0] in wanted)
+        dist = Folder(folder, lambda line: line.startswith('"') or line.split(",", 1)[0] in wanted)
     else:
-        dist = DistInfo(folder, (lambda line: any(m in line for m in mentioning)) if mentioning else None)
+        dist = Folder(folder, (lambda line: any(m in line for m in mentioning)) if mentioning else None)
     if dist.read_text("RECORD") is None:
         return None
     try:
-        rows = _files(dist) or []
+        rows = dist.files or []
         return rows if wanted is None else [row for row in rows if str(row) in wanted]
     except csv.Error as exc:
         raise MalformedRecord(str(Path(folder) / "RECORD"), f"unreadable RECORD: not CSV ({exc})") from None
@@ -122,76 +104,11 @@ def record(folder: Path, paths: Iterable[str] | None = None, mentioning: tuple[s
                                                      "(a blank line, more than three columns or a size that is no number)") from None
 
 
-# What starts a header line (feedparser's headerRE: "From ", a name of printable ASCII but ":"
-# then ":", or a space or tab that continues the header above).
-_NAME = frozenset(chr(c) for c in range(0x21, 0x7F)) - {":"}
-
-
 def version(folder: Path) -> str | None:
     """The ``Version`` header of the dist-info ``folder``'s METADATA; None when it has no METADATA
     or no version.  BadInput naming it when it is no regular file or larger than its cap."""
-    try:
-        data = read_file(folder / "METADATA", TEXT_CAP, "METADATA")
-    except FileNotFoundError:
+    dist = Folder(folder)
+    if dist.read_text("METADATA") is None:
         return None
-    found = header(data.decode("utf-8", "replace"), "Version")
-    return (found.strip() or None) if found is not None else None
-
-
-def _header_line(line: str) -> bool:
-    if line.startswith(("From ", " ", "\t")):
-        return True
-    name, colon, _ = line.partition(":")
-    return bool(colon) and _NAME.issuperset(name)
-
-
-def header(text: str, name: str) -> str | None:
-    """The value of the first header ``name`` (in any case) of the email headers that begin
-    ``text``, as ``importlib.metadata`` gives it; None when there is none."""
-    lines = []
-    for line in _lines(text):
-        if not _header_line(line):
-            break
-        lines.append(line)
-    wanted, found, current = name.lower(), None, None  # current: the lines of the header being read
-    for number, line in enumerate(lines):
-        if line[0] in " \t":
-            if current is not None:
-                current.append(line)
-            continue
-        if current is not None and found is None and current[0].split(":", 1)[0].lower() == wanted:
-            found = _value(current)
-        current = None
-        if line.startswith("From "):
-            if number == len(lines) - 1 and number:  # the first line of the body, pushed back
-                break
-            continue  # the envelope's line, or one misplaced: not a header
-        if line.find(":") > 0:
-            current = [line]
-    if current is not None and found is None and current[0].split(":", 1)[0].lower() == wanted:
-        found = _value(current)
-    return found
-
-
-def _lines(text: str):
-    """The lines of ``text`` with their ends, split at ``\r\n``, ``\r`` or ``\n`` (as the parser's
-    input, a StringIO with ``newline=''``, splits them), one at a time."""
-    start, size = 0, len(text)
-    while start < size:
-        cr, lf = text.find("\r", start), text.find("\n", start)
-        end = min(i for i in (cr, lf) if i >= 0) if cr >= 0 or lf >= 0 else size - 1
-        if text.startswith("\r\n", end):
-            end += 1
-        yield text[start:end + 1]
-        start = end + 1
-
-
-def _value(lines: list[str]) -> str:
-    """A header's value from its lines (compat32's ``header_source_parse``), dedented where it spans
-    several as ``importlib.metadata`` dedents it (``_adapters.Message``)."""
-    value = (lines[0].split(":", 1)[1].lstrip(" \t") + "".join(lines[1:])).rstrip("\r\n")
-    if "\n" not in value:
-        return value
-    import textwrap
-
-    return textwrap.dedent(" " * 8 + value)
+    found = dist.metadata.get("Version")
+    return (found.strip() or None) if isinstance(found, str) else None

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patchkit.errors import PatchkitError
-from patchkit.text import Pattern
+from patchkit.match import Pattern
 from patchkit.values import Record
 
 if TYPE_CHECKING:  # the site folders are read only for a process that may run the project

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import os
 import re
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 from patchkit.bounded import read_file
 from patchkit.errors import BadInput
-from patchkit.text import Pattern, wildcard
+from patchkit.match import Pattern
 from patchkit.values import Record
 
 TEXT_CAP = 4 << 20  # a .pth, a finder, direct_url.json, an .egg-link, METADATA (dist_info.py): a few KiB each in real installs
@@ -157,7 +158,7 @@ def candidates(name: str, path: ImportPath, label: str, egg: str) -> Candidates:
     namespace = None
     for entry in path.entries:
         if entry.folder.is_file():
-            if wildcard(entry.folder.name, egg):
+            if fnmatchcase(entry.folder.name, egg):
                 found.append(Found(entry.folder, entry, None))
             continue
         package = entry.folder / name

@@ -49,7 +49,7 @@ from itertools import islice
 from pathlib import Path
 
 from patchkit.errors import BadInput, PatchkitError, Refused, UnsafePath
-from patchkit.text import Pattern
+from patchkit.match import Pattern
 from patchkit.types import StrEnum
 from patchkit.values import Record
 from patchkit.versions import at_least, is_version
@@ -238,8 +238,7 @@ def _dist_version(site: Path, dist: str) -> str | None:
     """The ``Version`` of ``dist``'s METADATA in ``site`` (``dist_info.version``), None when there is none."""
     from patchkit.targets import dist_info
 
-    pattern = "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else "[-_.]" if c in "-_." else c for c in dist)
-    for info in sorted(site.glob(f"{pattern}-*.dist-info")):
+    for info in dist_info.folders(site, dist):
         found = dist_info.version(info)
         if found:
             return found

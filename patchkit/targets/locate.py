@@ -3,7 +3,6 @@ its version and its state dir."""
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -12,7 +11,6 @@ from patchkit.errors import BadInput, NoProject
 from patchkit.fixes.registry import PROJECTS, Project
 from patchkit.git.refs import git_dir, release_tags_at_head
 from patchkit.targets.safety import resolve_inside
-from patchkit.text import wildcard
 from patchkit.types import StrEnum
 from patchkit.values import Record
 from patchkit.versions import tag_to_version
@@ -132,21 +130,8 @@ def _recognise(folder: Path, p: Project) -> Target | None:
 
 
 def _matching(root: Path, pattern: str) -> list[str]:
-    """The files (or links to files) below ``root`` that ``pattern`` names, relative: what
-    ``root.glob(pattern)`` finds that is a file, read as strings when only the last component
-    of the pattern is a wildcard (``python/.../device_communicators/*.py``), as the fixes write them."""
-    folder, _, name = pattern.rpartition("/")
-    if any(c in folder for c in "*?[") or "//" in pattern or pattern.startswith("/") or "." in folder.split("/"):
-        return [p.relative_to(root).as_posix() for p in root.glob(pattern) if p.is_file()]
-    base = os.path.join(root, folder)
-    if any(c in name for c in "*?["):
-        try:
-            names = [n for n in os.listdir(base) if wildcard(n, name)]
-        except OSError:  # no such folder, or not one to read: nothing there, as glob finds
-            return []
-    else:
-        names = [name]
-    return [f"{folder}/{n}" if folder else n for n in names if os.path.isfile(os.path.join(base, n))]
+    """The files (or links to files) below ``root`` that ``pattern`` names, relative (``root.glob``)."""
+    return [p.relative_to(root).as_posix() for p in root.glob(pattern) if p.is_file()]
 
 
 def open_target(path: Path, project: str | None = None, install: Install | None = None) -> Target:

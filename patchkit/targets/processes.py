@@ -21,6 +21,7 @@ import errno
 import os
 import time
 
+from patchkit.match import Pattern
 from patchkit.targets.evidence import (
     Evidence,
     Package,
@@ -31,7 +32,7 @@ from patchkit.targets.evidence import (
     parse_command,
     runs_project,
 )
-from patchkit.text import Pattern, printable
+from patchkit.text import printable
 from patchkit.values import Record
 
 PROC = "/proc"  # (a str: every path below it is made per process, the cheapest way)

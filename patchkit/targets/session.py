@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -11,12 +12,12 @@ from patchkit.data import shipped as shipped_dir
 from patchkit.digest import sha256
 from patchkit.errors import BadInput, PatchkitError, UnsafePath
 from patchkit.fixes.registry import Project, fixes_for, rules_for
+from patchkit.match import mentions
 from patchkit.patch.manifest import FixStatus, Manifest, Shipped, read_manifest
 from patchkit.plan import release_changed
 from patchkit.targets.locate import INSTALLED, Target, open_install, open_target
 from patchkit.targets.safety import check_relative
 from patchkit.targets.state import Store, busy, pending
-from patchkit.text import mentions, wildcard
 from patchkit.types import CANNOT_APPLY, INCOMPLETE, STALE, Applied, Status, TargetKind
 from patchkit.versions import is_version, public
 
@@ -129,7 +130,7 @@ class Session:
         """What patchkit applied here; its paths must be target files of the project."""
         applied = self.store.applied()
         for f in applied.files if applied else ():
-            if not isinstance(f.path, str) or not any(wildcard(f.path, g) for g in self.project.files):
+            if not isinstance(f.path, str) or not any(fnmatchcase(f.path, g) for g in self.project.files):
                 raise BadInput(str(self.store.state_file), f"corrupt patchkit state: {f.path!r} is not a target file")
         return applied
 
@@ -377,7 +378,7 @@ class Session:
                 raise BadInput(str(patch_path), "does not match the sha256 in manifest.json (edited after generation?)")
             for f in entry.files:
                 check_relative(f.path)
-                if not any(wildcard(f.path, g) for g in self.project.files):
+                if not any(fnmatchcase(f.path, g) for g in self.project.files):
                     raise UnsafePath(f.path, f"refused: {manifest_path} names a file outside patchkit's target files")
             names.append(str(patch_path) if patches else "/".join(x for x in ("patches", self.project.patches, self.series, name) if x))
             parts.append((names[-1], entry.patch_sha256, raw))

@@ -17,6 +17,7 @@ Nothing in it is ever a symlink: the state dir, the folders and files in it are 
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import stat
@@ -27,7 +28,6 @@ from patchkit.bounded import load_json
 from patchkit.digest import sha256
 from patchkit.errors import BadInput, UnsafePath
 from patchkit.targets.atomic import STATE_LINK, fsync_dir, make_dir, read_private, sync_folders, write_atomic
-from patchkit.text import named
 from patchkit.types import FORMAT, Applied
 
 LINK = STATE_LINK
@@ -108,12 +108,12 @@ class Store:
         """
         if self.root.is_dir():
             self.check()
-            for path in named(self.root, ".*.patchkit-tmp"):
+            for path in _listed(self.root, ".*.patchkit-tmp"):
                 if not path.is_symlink():
                     path.unlink(missing_ok=True)
-            for scratch in named(self.root, "upstream-*"):
+            for scratch in _listed(self.root, "upstream-*"):
                 _remove_tree(scratch)
-            for folder in named(self.aside, "*"):
+            for folder in _listed(self.aside, "*"):
                 if folder.is_dir() and not folder.is_symlink() and not any(
                         (folder / n).is_file() for n in ("state.json", "journal.json")):  # killed
                     _remove_tree(folder)
@@ -125,7 +125,7 @@ class Store:
             return True
         if self.lock_file.exists() or self.journal_file.exists():
             return False
-        if named(self.root, ".*.patchkit-tmp") or named(self.root, "upstream-*"):
+        if _listed(self.root, ".*.patchkit-tmp") or _listed(self.root, "upstream-*"):
             return False
         keep = {f.pre_sha256 for f in applied.files} if applied else set()
         return not (self.objects.is_dir() and any(p.name not in keep for p in self.objects.iterdir()))
@@ -207,7 +207,7 @@ class Store:
 
     def set_aside_states(self) -> list[Path]:
         """The folders of states set aside, oldest first."""
-        return [f / "state.json" for f in named(self.aside, "*") if f.is_dir() and (f / "state.json").exists()]
+        return [f / "state.json" for f in _listed(self.aside, "*") if f.is_dir() and (f / "state.json").exists()]
 
     def journal(self) -> dict | None:
         return self._read_json(self.journal_file)
@@ -249,3 +249,13 @@ def _remove_tree(folder: Path) -> None:
     import shutil
 
     shutil.rmtree(folder, ignore_errors=True)
+
+
+def _listed(folder: Path, pattern: str) -> list[Path]:
+    """The entries of ``folder`` that ``pattern`` matches, sorted; [] where it is gone (another run's
+    lock removed it since it was looked at) or no folder to read."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    return [folder / n for n in sorted(fnmatch.filter(names, pattern))]

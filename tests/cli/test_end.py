@@ -1,5 +1,5 @@
 """How the ``patchkit`` process ends (``__main__._end``): with the command's exit code and every
-byte it printed, without taking the interpreter apart; as Python ends it where that is not safe."""
+byte it printed, as Python ends it."""
 
 from __future__ import annotations
 

@@ -249,7 +249,8 @@ def test_an_unexpected_exception_outside_a_command_is_exit_70(tmp_path: Path) ->
 
 CALLBACK = """
 import os, signal, sys, time, weakref
-from patchkit.errors import Interrupted, catch_sigint
+from patchkit.errors import Interrupted
+from patchkit.signals import catch_sigint
 catch_sigint()
 class Held: pass
 held = Held()

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from patchkit import bounded
-from patchkit.errors import Interrupted, on_sigint
+from patchkit.errors import Interrupted
+from patchkit.signals import on_sigint
 
 
 def _gone(pid: int) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import shutil
 import zipfile
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,6 @@ import pytest
 from patchkit.errors import BadInput
 from patchkit.fixes.kernels import KERNELS, known_kernels, read_kernels
 from patchkit.fixes.load import HERE
-from patchkit.text import wildcard
 
 SGLANG_KERNEL = known_kernels().of("sglang-kernel")
 FEATURES = [f for f in SGLANG_KERNEL.files if not f.at_start]
@@ -86,7 +86,7 @@ def test_import_sgl_kernel_loads_none_of_the_features_modules() -> None:
     assert 'ops_subdir = "sm90"' in load_utils and 'ops_subdir = "sm100"' in load_utils
     assert 'ops_pattern = str(sgl_kernel_dir / ops_subdir / "common_ops.*")' in load_utils
     for f in FEATURES:
-        (so,) = [n for n in shared if wildcard(n, f.glob)]  # a real file of the wheel
+        (so,) = [n for n in shared if fnmatchcase(n, f.glob)]  # a real file of the wheel
         module = so.split(".")[0].replace("/", ".")
         assert module not in loaded, so
     at_start = [n for n in shared if SGLANG_KERNEL.file(n) is None or SGLANG_KERNEL.file(n).at_start]

@@ -19,6 +19,7 @@ from patchkit.plan import APPLY, Plan
 from patchkit.plan.apply import ApplyRequest, Look, Snapshot, look, unchanged
 from patchkit.report import Auto, AutoTarget, Where, combine
 from patchkit.targets import bytecode
+from patchkit.targets.after_write import drop_jit_builds, old_processes
 from patchkit.targets.env_transaction import Part, commit_all, exclusive_all
 from patchkit.targets.session import Session
 from patchkit.targets.state import Store
@@ -88,8 +89,8 @@ def _result(s: Session, request: ApplyRequest, before: Snapshot, snap: Snapshot,
         where=Where.of(s), project=s.project.name, label=s.project.label, fixes=snap.fixes, kept=snap.kept,
         dry_run=request.dry_run, pending=before.pending, lock=lock, set_aside=aside, plan=plan, stale=found.stale,
         dropped=dropped, effects=_effects([t.fix for t in plan.tables if t.patched], s, versions) if plan.action == APPLY else (),
-        jit=s.drop_jit_builds(written, request.dry_run) if written is not None else None,
-        restart=tuple(s.old_processes(written)) if written is not None and not request.dry_run else (),
+        jit=drop_jit_builds(s.target, s.version, written, request.dry_run) if written is not None else None,
+        restart=tuple(old_processes(s.target, written)) if written is not None and not request.dry_run else (),
         local=s.target.local,
     )
 

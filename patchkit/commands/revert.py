@@ -19,6 +19,7 @@ from patchkit.plan import REVERT, Plan, plan_revert
 from patchkit.plan.apply import Snapshot, localized
 from patchkit.plan.reasons import ReleaseChanged
 from patchkit.report import Where
+from patchkit.targets.after_write import drop_jit_builds, old_processes
 from patchkit.targets.env_transaction import Part, commit_all, exclusive_all
 from patchkit.targets.session import Session
 from patchkit.targets.transaction import LockTaken, SetAside, commit, exclusive, keep_edits, set_aside
@@ -87,8 +88,8 @@ def _result(s: Session, before: Snapshot, plan: Plan, dry_run: bool, lock: LockT
     written = [c.path for c in plan.changes] if plan.action == REVERT else None
     return RevertResult(
         where=Where.of(s), dry_run=dry_run, pending=before.pending, lock=lock, set_aside=aside, plan=plan, kept=tuple(kept),
-        dropped=tuple(dropped), jit=s.drop_jit_builds(written, dry_run) if written is not None else None,
-        restart=tuple(s.old_processes(written)) if written is not None and not dry_run else (), local=s.target.local,
+        dropped=tuple(dropped), jit=drop_jit_builds(s.target, s.version, written, dry_run) if written is not None else None,
+        restart=tuple(old_processes(s.target, written)) if written is not None and not dry_run else (), local=s.target.local,
     )
 
 

@@ -139,10 +139,10 @@ def test_tests_import_their_helpers_from_the_support_package() -> None:
 
 # The strs judge/ and plan/ may return: names, not sentences; and the words of an error raised there.
 NAMES = {("judge/kernels.py", "label"): "a distribution's name and version",
-         ("judge/jit.py", "label"): "a JIT library's distribution and version", ("plan/__init__.py", "_patch_id"): "a sha256",
+         ("judge/jit.py", "label"): "a JIT library's distribution and version", ("plan/write_apply.py", "_patch_id"): "a sha256",
          ("plan/verify.py", "_qualified"): "a table's name as the evaluator spells it",
          ("judge/settings.py", "_target"): "a GPU's sm_ target, as ptxas's --gpu-name spells it",
-         ("plan/apply.py", "why_no_shipped"): "the words of --no-generate's refusal, raised in plan (and of the note beside it)",
+         ("plan/reasons.py", "no_shipped_words"): "the words of --no-generate's refusal, raised in plan (and of the note beside it)",
          ("judge/launch.py", "_model"): "the model as the server's command line names it",
          ("judge/settings.py", "as_set"): "a variable's value as the environment judged sets it",
          ("judge/launch.py", "_quant"): "the quantization method as the command line or config.json spells it"}

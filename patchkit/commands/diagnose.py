@@ -114,7 +114,7 @@ class Releases:
         for frame in frames:
             if target(frame.path, project, layout.source_root) is not None and os.path.isfile(frame.path):
                 session = self._session(os.path.dirname(frame.path), project)
-                status = session.shipped_status(fix) if session is not None else None
+                status = session.shipped_series.status(fix) if session is not None else None
                 return status is None or status is PATCHED
         return True
 

@@ -194,7 +194,7 @@ def release_patch(
             continue
         gates = _gates_left(FIXES[fix], project, version, {**current, **new}, fix_rules)
         if gates:
-            statuses.append(FixStatus(fix, INCOMPLETE, incomplete_reason(gates), [g.to_json() for g in gates]))
+            statuses.append(FixStatus(fix, INCOMPLETE, None, [g.to_json() for g in gates]))
             continue
         statuses.append(FixStatus(fix, PATCHED))
         current.update(new)
@@ -202,7 +202,7 @@ def release_patch(
                                     changes, upstream, templates)
         outputs[name] = patch
         series.append(entry)
-    errors = [f"{s.fix} {s.status}: {s.reason}" for s in statuses if s.status in (CANNOT_APPLY, INCOMPLETE) and s.fix in asked]
+    errors = [f"{s.fix} {s.status}: {s.says()}" for s in statuses if s.status in (CANNOT_APPLY, INCOMPLETE) and s.fix in asked]
     tables = [t.at(e.path) for entry in series for e in entry.files for t in e.tables]
     if errors:
         return TagOutcome(tag, version, ERROR, error="; ".join(errors), fixes=tuple(statuses))
@@ -226,12 +226,6 @@ def _gates_left(fix, project: Project, version: str, files: dict, fix_rules) -> 
         return []
     from_cc, to_cc = next((r.key_pair() for r in fix_rules if r.key_pair()), (project.from_cc, project.to_cc))
     return gates_left({p: data for p, (_, data, _) in files.items()}, path, from_cc, to_cc)
-
-
-def incomplete_reason(gates) -> str:
-    """Why a fix is incomplete, in one line: the gates left, with file and line."""
-    more = f" (and {len(gates) - 3} more)" if len(gates) > 3 else ""
-    return "the feature's path still refuses the GPU at " + "; ".join(g.words() for g in gates[:3]) + more
 
 
 def _patch(release, tag, version, project, fix, fix_rules, number, entries, changes, upstream, templates):

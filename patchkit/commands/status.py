@@ -13,9 +13,10 @@ from patchkit.digest import sha256
 from patchkit.errors import OK, PatchkitError
 from patchkit.match import mentions
 from patchkit.patch.manifest import Shipped
-from patchkit.plan.reasons import ReleaseChanged
+from patchkit.plan.reasons import NoShippedPatch, ReleaseChanged
 from patchkit.report import Where
 from patchkit.targets import bytecode
+from patchkit.targets.after_write import jit_builds, old_processes
 from patchkit.types import PATCHED, STALE, Applied
 from patchkit.values import Record, Value
 
@@ -63,7 +64,7 @@ class StatusResult(Value, kw_only=True):
     aside: tuple[Path, ...]  # the states of earlier releases set aside (their state files)
     aside_dir: Path
     shipped: Shipped | None
-    no_shipped: str | None  # why no shipped patch fits
+    no_shipped: NoShippedPatch | None  # why no shipped patch fits
     files: tuple[FileState, ...]
     jit_error: PatchkitError | None  # why FlashInfer's JIT builds were not checked
     builds: tuple  # targets.jit_builds.Build older than the patched sources
@@ -82,10 +83,10 @@ def status(given: Given, patches: Path | None = None, to_cc: CC | None = None) -
     s = given.open()
     read: dict[str, bytes] = {}
     applied, changed = s.state(read)
-    shipped = s.shipped(patches)
+    shipped = s.shipped_series.shipped(patches)
     if changed:
         applied = None
-    no_shipped = None if shipped else s.why_no_shipped(patches, s.project.from_cc, s.project.to_cc)
+    no_shipped = None if shipped else s.shipped_series.no_shipped(patches, s.version, s.project.from_cc, s.project.to_cc)
     recorded = {f.path: f for f in applied.files} if applied else {}
     known = {f.path: f for f in shipped.files} if shipped else {}
     files: list[FileState] = []
@@ -108,11 +109,11 @@ def status(given: Given, patches: Path | None = None, to_cc: CC | None = None) -
         files.append(FileState(s.target.local(rel), state, len(pycs), sum(p.status == STALE for p in pycs)))
         shown.append(rel)
     try:
-        builds, jit_error = (s.jit_builds(list(recorded)) if recorded else []), None
+        builds, jit_error = (jit_builds(s.target, s.version, list(recorded)) if recorded else []), None
     except PatchkitError as exc:
         builds, jit_error = [], exc
     pending = s.journal()[0]  # its own, or its part of its environment's
-    running = s.old_processes(shown)
+    running = old_processes(s.target, shown)
     install = s.target.install
     return StatusResult(
         where=Where.of(s), label=s.project.label, project=s.project.name, kind=s.target.kind,

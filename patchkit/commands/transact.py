@@ -14,6 +14,7 @@ from patchkit.errors import PatchkitError
 from patchkit.plan import Plan
 from patchkit.plan.apply import Look, Snapshot
 from patchkit.report import Where
+from patchkit.targets.after_write import drop_jit_builds, old_processes
 from patchkit.targets.env_transaction import Part, commit_all, exclusive_all
 from patchkit.targets.transaction import LockTaken, SetAside, commit, exclusive, set_aside
 from patchkit.values import Value
@@ -102,8 +103,8 @@ def shared(job: Job, done: Done) -> dict:
     written = job.written(plan)
     return dict(
         where=Where.of(s), dry_run=job.dry_run, pending=done.before.pending, lock=done.lock, set_aside=done.aside, plan=plan,
-        dropped=done.dropped, jit=s.drop_jit_builds(written, job.dry_run) if written is not None else None,
-        restart=tuple(s.old_processes(written)) if written is not None and not job.dry_run else (), local=s.target.local,
+        dropped=done.dropped, jit=drop_jit_builds(s.target, s.version, written, job.dry_run) if written is not None else None,
+        restart=tuple(old_processes(s.target, written)) if written is not None and not job.dry_run else (), local=s.target.local,
     )
 
 

@@ -38,7 +38,7 @@ def _steps(s: Session, git: GitSource, head: str, fixes, patches, from_cc, to_cc
     files = {f.path: git.read(f.blob) for f in git.files(head, s.project.files)}
     steps, notes = [], []
     for fix in fixes_for(s.project.name, fixes):
-        shipped = s.shipped(patches, from_cc, to_cc, (fix,))
+        shipped = s.shipped_series.shipped(patches, from_cc, to_cc, (fix,))
         plan = plan_apply(files, None, {}, shipped, rules=rules_for(s.project.name, (fix,), from_cc, to_cc), from_cc=from_cc,
                           to_cc=to_cc, version=s.version, read=partial(git.read_path, head), root=s.project.source_root)
         if plan.action != APPLY:

@@ -18,6 +18,7 @@ from patchkit.match import mentions
 from patchkit.plan.verify import VerifyPlan, plan_verify
 from patchkit.report import Auto, AutoTarget, Where
 from patchkit.targets import bytecode
+from patchkit.targets.after_write import jit_builds
 from patchkit.targets.session import Session
 from patchkit.types import STALE
 from patchkit.values import Value
@@ -154,12 +155,12 @@ def verify_session(s: Session, from_cc: CC | None = None, to_cc: CC | None = Non
     stale = {rel: [p for p in bytecode.check(s.target.path(rel), data) if p.status == STALE]
              for rel, data in current.items() if rel in recorded or mentions(data, names)}
     try:
-        builds, jit_error = (s.jit_builds(recorded) if ours else []), None
+        builds, jit_error = (jit_builds(s.target, s.version, recorded) if ours else []), None
     except PatchkitError as exc:
         builds, jit_error = [], str(exc)
     plan = plan_verify(
         current, ours, names=names, fixes=fixes, rules=tuple(r for r in rules_for(s.project.name, fixes) if not isinstance(r, DictKeyRule)),
-        blocked=tuple(s.blocked(None, fixes)), named=named, from_cc=from_cc, to_cc=to_cc, version=s.version,
+        blocked=tuple(s.shipped_series.blocked(None, fixes, s.target.local)), named=named, from_cc=from_cc, to_cc=to_cc, version=s.version,
         label=s.project.label, journal=journal, journal_file=str(journal_file), changed=changed, stale=stale,
         jit_builds=tuple(builds), jit_error=jit_error, read=s.reader(), root=s.project.source_root, local=s.target.local,
     )

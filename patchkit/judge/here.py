@@ -86,7 +86,7 @@ def _shipped(s: Session, fix: str, cc, current: dict[str, bytes]) -> tuple[bool,
     if not same(cc, s.project.to_cc):
         return None
     try:
-        shipped = s.shipped(None, s.project.from_cc, s.project.to_cc, (fix,))
+        shipped = s.shipped_series.shipped(None, s.project.from_cc, s.project.to_cc, (fix,))
     except PatchkitError:
         return None
     if shipped is None or shipped.fixes != (fix,):
@@ -168,11 +168,11 @@ def fix_here(s: Session, fix: str, ccs: list, current: dict[str, bytes] | None =
             held.append(cc)
             ours_here = ours_here or cap(cc).major == target
     if missing:
-        blocked = [b for b in s.blocked(None, (fix,)) if target is not None and any(cap(c).major == target for c in missing)]
+        blocked = [b for b in s.shipped_series.blocked(None, (fix,), s.target.local) if target is not None and any(cap(c).major == target for c in missing)]
         if blocked:  # the release's manifest: the fix cannot be applied whole here
             incomplete = blocked[0].status == Status.INCOMPLETE
             status, why = (Status.INCOMPLETE, GatesLeft) if incomplete else (Status.CANNOT_APPLY, CannotApplyHere)
-            return FixHere(fix, status, tuple(missing), tuple(held), why(blocked[0].reason or ""), False)
+            return FixHere(fix, status, tuple(missing), tuple(held), why(blocked[0].says() or ""), False)
         return FixHere(fix, Status.MISSING, tuple(missing), tuple(held), _lacks(s.project, fix, lacking), False)
     if asked and not found_any:
         return FixHere(fix, Status.NOTHING_TO_PATCH, (), tuple(held), NoTableIn(s.project.label, s.version), False)

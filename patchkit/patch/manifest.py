@@ -64,12 +64,27 @@ def _cc(value):
 
 
 class FixStatus(Record):
-    """What became of one fix on the release: patched, already upstream, cannot apply (why)..."""
+    """What became of one fix on the release: patched, already upstream, cannot apply (why)...
+    An incomplete fix keeps its gates, and no sentence: ``says`` makes it when read (a manifest
+    written before kept one, from the same gates; docs/ARCHITECTURE.md, "Saved values")."""
 
     fix: str
     status: Status
-    reason: str | None = None
+    reason: str | None = None  # cannot apply: the rule's error
     gates: list | None = None  # incomplete: the gates left on its feature path (``scan.finding``'s JSON)
+
+    def says(self) -> str | None:
+        """Why, in one line: an incomplete fix's gates left, with file and line (``gates_words``); else ``reason``."""
+        gates = self.gates
+        if self.status == INCOMPLETE and gates and all(isinstance(g, dict) and isinstance(g.get("path"), str) for g in gates):
+            return gates_words(gates)
+        return self.reason
+
+    def localized(self, local) -> FixStatus:
+        """With its gates' repository paths as the target names them (``local``: ``sglang/...`` in an
+        installed package, not ``python/sglang/...``)."""
+        gates = [dict(g, path=local(g["path"])) for g in self.gates or () if isinstance(g, dict) and isinstance(g.get("path"), str)]
+        return self._replace(gates=gates if self.gates is not None else None)
 
     def to_json(self) -> dict:
         doc = {"fix": self.fix, "status": self.status, "reason": self.reason}
@@ -81,6 +96,14 @@ class FixStatus(Record):
         if status is None or not isinstance(doc.get("fix"), str):
             raise Corrupt(_PATCH_NEEDS)
         return cls(doc["fix"], status, doc.get("reason"), doc.get("gates"))
+
+
+def gates_words(gates: list[dict]) -> str:
+    """Why a fix is incomplete, in one line: the gates left (at most three), with file and line."""
+    more = f" (and {len(gates) - 3} more)" if len(gates) > 3 else ""
+    said = [f"{g['path']}:{g.get('line')}" + (f" in {g['function']}()" if g.get("function") else "") + f": {g.get('snippet')}"
+            for g in gates[:3]]
+    return "the feature's path still refuses the GPU at " + "; ".join(said) + more
 
 
 class FileEntry(Record):

@@ -17,7 +17,7 @@ from patchkit.errors import Refused, localized
 from patchkit.fixes.registry import Project, fixes_for, rules_for
 from patchkit.patch.manifest import FixStatus, Shipped
 from patchkit.plan import APPLY, Plan, plan_apply
-from patchkit.plan.reasons import ForOtherGpus, LeftOut, NoRule, ReleaseChanged
+from patchkit.plan.reasons import ForOtherGpus, LeftOut, NoRule, NoShippedPatch, ReleaseChanged
 from patchkit.types import NOTHING_TO_PATCH, Applied
 from patchkit.values import Record, Value
 
@@ -100,15 +100,9 @@ def with_applied(fixes: tuple[str, ...], applied: Applied | None, old: bool) -> 
     return tuple(n for n in FIXES if n in fixes or n in kept), kept
 
 
-def why_no_shipped(label: str, version: str | None, series: str | None, series_pair: tuple | None, from_cc, to_cc) -> str:
-    """Why no shipped patch fits: none for this version, or one for another cc pair."""
-    what = f"{label} {version or '(version unknown)'}"
-    if series and series != version:
-        what += f" (release {series})"
-    if series_pair is None:
-        return f"no shipped patch for {what}"
-    return (f"no shipped patch for {what} that copies key {from_cc!r} to key {to_cc!r} "
-            f"(the shipped one copies key {series_pair[0]!r} to key {series_pair[1]!r})")
+def no_shipped(snap: Snapshot, from_cc, to_cc) -> NoShippedPatch:
+    """Why no shipped patch fits: none for this version, or one for another cc pair (``series_pair``)."""
+    return NoShippedPatch(snap.version, snap.project.label, snap.series, snap.series_pair, from_cc, to_cc)
 
 
 def unchanged(first: Snapshot, again: Snapshot) -> bool:
@@ -165,14 +159,11 @@ def _look_at(request: ApplyRequest, snap: Snapshot, fixes: tuple[str, ...]) -> L
             notes = () if request.left_out else (NoRule(snap.project.label, snap.project.name, tuple(fixes)),)
         return Look(Plan(NOTHING_TO_PATCH, notes=notes), snap.old, ())
     shipped = snap.shipped
-    missing_why = "" if shipped else why_no_shipped(snap.project.label, snap.version, snap.series, snap.series_pair,
-                                                    from_cc, to_cc)
     with localized(snap.local):
         plan = plan_apply(
             dict(snap.current), snap.applied, dict(snap.originals), shipped, rules=rules, from_cc=from_cc, to_cc=to_cc,
-            version=snap.version, no_generate=request.no_generate, missing=missing_why, read=snap.read,
-            root=snap.project.source_root, local=snap.local,
-            files="the installed files" if snap.installed else "the checkout's files",
+            version=snap.version, no_generate=request.no_generate, no_shipped=None if shipped else no_shipped(snap, from_cc, to_cc),
+            read=snap.read, root=snap.project.source_root, local=snap.local, installed=snap.installed,
         )
     if plan.action == APPLY and shipped is None:
         _refuse_gates_left(snap, plan, fixes, from_cc, to_cc)
@@ -194,8 +185,8 @@ def _refuse_blocked(snap: Snapshot, named: tuple[str, ...] | None) -> tuple[tupl
         b = asked[0]
         others = [f for f in fixes_for(snap.project.name, snap.fixes) if f not in {x.fix for x in blocked}]
         rest = f"; `--fix {' --fix '.join(others)}` applies the others" if others else ""
-        raise FixRefused(None, f"{b.fix} {b.status} on {label}: {b.reason}; nothing written{rest}", (b.fix,))
-    notes = [LeftOut(b.fix, b.status, snap.project.label, snap.version, b.reason) for b in blocked]
+        raise FixRefused(None, f"{b.fix} {b.status} on {label}: {b.says()}; nothing written{rest}", (b.fix,))
+    notes = [LeftOut(b.fix, b.status, snap.project.label, snap.version, b.says()) for b in blocked]
     return tuple(f for f in snap.fixes if f not in {b.fix for b in blocked}), notes
 
 

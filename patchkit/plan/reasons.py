@@ -154,11 +154,29 @@ class StaleJitBuild(Value):
 
 
 class NoShippedPatch(Value):
-    """No shipped patch fits: ``why`` in the target's words (``targets.session``), else none for ``version``."""
+    """No shipped patch of ``label`` ``version`` (its ``series``) fits: none, or ``pair`` (the cc pair the
+    shipped one copies) is not the pair ``from_cc``, ``to_cc`` asked for.  No ``label``: none for ``version``."""
 
     code: ClassVar[Reason] = Reason.NO_SHIPPED_PATCH
     version: str | None
-    why: str = ""
+    label: str | None = None
+    series: str | None = None
+    pair: tuple | None = None
+    from_cc: object = None
+    to_cc: object = None
+
+
+def no_shipped_words(r: NoShippedPatch) -> str:
+    """The sentence of ``r``: the words of --no-generate's refusal, raised in plan, and of the note."""
+    if r.label is None:
+        return f"no shipped patch for version {r.version or 'unknown'}"
+    what = f"{r.label} {r.version or '(version unknown)'}"
+    if r.series and r.series != r.version:
+        what += f" (release {r.series})"
+    if r.pair is None:
+        return f"no shipped patch for {what}"
+    return (f"no shipped patch for {what} that copies key {r.from_cc!r} to key {r.to_cc!r} "
+            f"(the shipped one copies key {r.pair[0]!r} to key {r.pair[1]!r})")
 
 
 class LocalEdits(Value):

@@ -129,7 +129,7 @@ def plan_verify(
         problems += [StaleBytecode(pyc.path, pyc.reason) for pyc in stale.get(rel, ())]
     for b in blocked:  # the release's manifest: this fix cannot be applied whole here
         asked = named is None or b.fix in named
-        (problems if asked else notes).append(Blocked(b.fix, b.status, label, version, b.reason, not asked))
+        (problems if asked else notes).append(Blocked(b.fix, b.status, label, version, b.says(), not asked))
     fixes = tuple(f for f in fixes if f not in {b.fix for b in blocked})
     rules = tuple(r for r in rules if r.fix in fixes)
     done = {c.path for c in checked if c.how.startswith("post-image")}

@@ -9,6 +9,7 @@ from patchkit.patch.write import hunks, split_lines
 from patchkit.plan import APPLY
 from patchkit.render.reasons import code, said
 from patchkit.render.servers import restart_json, restart_lines
+from patchkit.render.source import source_words
 from patchkit.render.where import where_line
 from patchkit.text import plural
 from patchkit.types import Reason
@@ -82,13 +83,13 @@ def to_text(r, terminal: bool) -> list[str]:
         if r.spare and not plan.notes and not plan.tables:  # every fix left out: the lines above say why
             lines.append("nothing written")
         elif not other:
-            lines.append(f"{plan.action}" + (f" ({plan.source})" if plan.source else "") + ": nothing written")
+            lines.append(f"{plan.action}" + (f" ({source_words(plan.source)})" if plan.source else "") + ": nothing written")
         if r.stale:
             verb = "would drop" if r.dry_run else "dropped"
             lines.append(f"{verb} {plural(len(r.dropped if not r.dry_run else r.stale), 'stale bytecode file')}")
     else:
         verb = "would patch" if r.dry_run else "patched"
-        lines.append(f"{'would apply' if r.dry_run else 'applied'} {plan.source}")
+        lines.append(f"{'would apply' if r.dry_run else 'applied'} {source_words(plan.source)}")
         lines += [f"  {verb} {local(c.path)} ({lines_changed(c.before, c.after, _counts(plan, c))})" for c in plan.changes]
         lines += [f"  {found_line(t._replace(path=local(t.path)) if t.path else t)}" for t in plan.tables]
         lines += [effect_line(name, effect, r.project, r.label, r.where.version, _written_key(plan, name)) for name, effect in r.effects]
@@ -131,7 +132,7 @@ def plan_fields(r) -> dict:
     whether one was pending, what taking the lock did, the state of another release set aside."""
     plan, aside, lock = r.plan, r.set_aside, r.lock
     return {
-        "action": plan.action, "dry_run": r.dry_run, "source": plan.source, "notes": [said(n) for n in plan.notes],
+        "action": plan.action, "dry_run": r.dry_run, "source": source_words(plan.source), "notes": [said(n) for n in plan.notes],
         "note_reasons": [code(n) for n in plan.notes],
         "pending": r.pending,
         "lock": None if lock is None else {

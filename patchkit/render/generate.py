@@ -27,7 +27,7 @@ def tag_line(outcome, width: int, out: Path) -> str:
             noun = _NOUNS.get(found[0].kind, "change") if found else "change"
             parts.append(f"{f.fix} {plural(len(found), noun)} in {plural(len(files), 'file')}")
         elif f.status in (CANNOT_APPLY, INCOMPLETE) and outcome.status != ERROR:
-            parts.append(f"{f.fix} {f.status} ({f.reason})")
+            parts.append(f"{f.fix} {f.status} ({f.says()})")
         elif f.status == NOT_NEEDED_HERE:
             parts.append(f"{f.fix} not needed here ({f.reason})")
         elif f.status not in (CANNOT_APPLY, INCOMPLETE) and outcome.status == PATCHED:
@@ -59,7 +59,12 @@ def to_json(r) -> dict:
         "out": str(r.out),
         "fixes": list(r.fixes),
         "check": r.check,
-        "tags": [o.to_json() for o in r.outcomes],
+        "tags": [_tag_json(o) for o in r.outcomes],
         "summary": r.summary(),
         "differences": list(r.differences),
     }
+
+
+def _tag_json(outcome) -> dict:
+    """A tag's part of the document: each fix with its reason in words (an incomplete fix's, from its gates)."""
+    return dict(outcome.to_json(), fixes=[dict(f.to_json(), reason=f.says()) for f in outcome.fixes])

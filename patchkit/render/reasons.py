@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from patchkit.fixes.kinds import Kind
 from patchkit.plan import reasons as plan
+from patchkit.render.source import source_words
 
 
 def said(reason) -> str | None:
@@ -83,9 +84,9 @@ def _replacing(r: plan.Replacing) -> str:
     parts = [f"{old_from} -> {old_to} becomes {new_from} -> {new_to}"] if r.old_pair != r.new_pair else []
     parts += [f"adds {', '.join(r.adds)}"] if r.adds else []
     parts += [f"takes away {', '.join(r.takes_away)}"] if r.takes_away else []
-    parts += [f"was {r.old_source}"] if r.old_source != r.new_source else []
+    parts += [f"was {source_words(r.old_source)}"] if r.old_source != r.new_source else []
     if not parts:
-        parts.append(f"{old_from} -> {old_to}, the same fixes, from {r.old_source}; other bytes for {', '.join(r.other_bytes)}")
+        parts.append(f"{old_from} -> {old_to}, the same fixes, from {source_words(r.old_source)}; other bytes for {', '.join(r.other_bytes)}")
     return f"replacing the applied patch ({'; '.join(parts)})"
 
 
@@ -118,7 +119,7 @@ _SENTENCES: dict[type, Callable[..., str]] = {
     plan.FileMissing: lambda r: f"{r.path}: missing ({r.cite} changes it)",
     plan.JitNotChecked: lambda r: f"FlashInfer's JIT builds not checked: {r.error}",
     plan.StaleJitBuild: _stale_jit_build,
-    plan.NoShippedPatch: lambda r: r.why or f"no shipped patch for version {r.version or 'unknown'}",
+    plan.NoShippedPatch: plan.no_shipped_words,
     plan.LocalEdits: lambda r: f"files differ from the pre-image of {r.patch} (local edits?): {', '.join(r.paths)}",
     plan.OutsideShippedPatch: lambda r: f"{', '.join(r.paths)} (outside {r.patch}) would change too: generated from the files",
     plan.AlreadyPostImage: lambda r: "the files already hold the shipped patch's post-image",

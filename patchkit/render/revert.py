@@ -9,6 +9,7 @@ from patchkit.plan import REVERT
 from patchkit.render.apply import jit_fields, jit_lines, plan_fields, transaction_lines
 from patchkit.render.reasons import said
 from patchkit.render.servers import restart_json, restart_lines
+from patchkit.render.source import source_words
 from patchkit.render.where import where_line
 from patchkit.text import plural
 
@@ -32,7 +33,7 @@ def to_text(r, terminal: bool) -> list[str]:
         lines.append(f"{plan.action}: nothing written")
     else:
         verb = "would restore" if r.dry_run else "restored"
-        lines.append(f"{'would revert' if r.dry_run else 'reverted'} {plan.source}")
+        lines.append(f"{'would revert' if r.dry_run else 'reverted'} {source_words(plan.source)}")
         lines += [f"  {verb} {r.local(c.path)} (sha256 {sha256(c.after)[:12]})" for c in plan.changes]
         if not r.dry_run:
             lines.append(f"dropped {plural(len(r.dropped), 'cached bytecode file')}")

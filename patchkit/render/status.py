@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from patchkit.render.reasons import code, said
 from patchkit.render.servers import restart_json, restart_lines
+from patchkit.render.source import applied_json, source_words
 from patchkit.text import plural
 
 ONE_TARGET = True  # to_json renders one target: render.document puts it in a list, ``targets``
@@ -21,7 +22,7 @@ def to_text(r, terminal: bool) -> list[str]:
                      "(the next apply or revert sets it aside)")
     elif r.applied:
         a = r.applied
-        lines.append(f"applied:  {a.source}, key {a.to_cc!r} copied from {a.from_cc!r} (patchkit {a.patchkit})")
+        lines.append(f"applied:  {source_words(a.source)}, key {a.to_cc!r} copied from {a.from_cc!r} (patchkit {a.patchkit})")
     else:
         lines.append("applied:  nothing recorded by patchkit")
     if r.for_cc is not None:
@@ -32,7 +33,7 @@ def to_text(r, terminal: bool) -> list[str]:
     if r.aside:
         lines.append(f"set aside: {plural(len(r.aside), 'state')} of earlier releases in {r.aside_dir}")
     lines.append(f"shipped:  {r.shipped.name}" if r.shipped
-                 else f"shipped:  {r.no_shipped}; apply generates the change from the files")
+                 else f"shipped:  {said(r.no_shipped)}; apply generates the change from the files")
     for f in r.files:
         stale = f", {f.stale} stale" if f.stale else ""
         pycs = f"; {plural(f.bytecode, 'cached bytecode file')}{stale}" if f.path.endswith(".py") else ""
@@ -55,10 +56,10 @@ def to_json(r) -> dict:
         kind=r.kind,
         editable=r.editable,
         state_dir=str(r.state_dir),
-        applied=r.applied.to_json() if r.applied else None,
+        applied=applied_json(r.applied) if r.applied else None,
         shipped_patch=r.shipped.patch if r.shipped else None,
         shipped=r.shipped.name if r.shipped else None,
-        no_shipped=r.no_shipped,
+        no_shipped=said(r.no_shipped),
         files=[f.to_json() for f in r.files],
         pending=r.pending,
         set_aside_reason=said(r.changed),

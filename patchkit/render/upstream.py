@@ -5,6 +5,7 @@ commit made, the mboxes and PR.md written, and what to do next."""
 from __future__ import annotations
 
 from patchkit.patch import message
+from patchkit.render.source import source_words
 from patchkit.render.where import where_line
 from patchkit.text import plural
 
@@ -24,7 +25,7 @@ def to_text(r, terminal: bool) -> list[str]:
     for (files, source), commit, text in zip(r.changes, made.commits, r.messages, strict=True):
         lines.append(f"created branch {made.branch} at {commit[:12]}: {message.subject(text)}" if len(r.messages) == 1
                      else f"committed {commit[:12]} on branch {made.branch}: {message.subject(text)}")
-        lines.append(f"  author {made.author[0]} <{made.author[1]}>; {plural(files, 'file')} changed ({source})")
+        lines.append(f"  author {made.author[0]} <{made.author[1]}>; {plural(files, 'file')} changed ({source_words(source)})")
     lines.append(f"wrote {', '.join(map(str, made.mboxes))} (git am) and {made.pr}")
     lines.append(f"next: git push <your fork> {made.branch}, then open a pull request with {made.pr}")
     return lines

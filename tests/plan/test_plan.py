@@ -21,7 +21,9 @@ from patchkit.fixes.registry import rules_for
 from patchkit.patch.manifest import FileEntry, Shipped
 from patchkit.patch.write import FileChange, format_patch
 from patchkit.plan import APPLY, REVERT, Plan, plan_apply, plan_revert
+from patchkit.plan.reasons import NoShippedPatch
 from patchkit.render.reasons import said
+from patchkit.render.source import source_words
 from patchkit.rewrite.found import Found
 from patchkit.types import (
     ALREADY_APPLIED,
@@ -31,6 +33,7 @@ from patchkit.types import (
     Applied,
     AppliedFile,
     Change,
+    source_from_json,
 )
 from support.repos import DC, UTILS_NEW, comm
 
@@ -103,7 +106,7 @@ SHIPPED = shipped()
 def applied(source: str, pre: dict, post: dict, tables: tuple, pair=(10, 12), version="0.5.5") -> Applied:
     """What state.json records (patch_id: see test_patch_id_names_the_bytes_written)."""
     files = [AppliedFile(p, sha(pre[p]), sha(post[p]), [t for t in tables if t["path"] == p]) for p in sorted(post)]
-    return Applied(version, source, "", pair[0], pair[1], __version__, files)
+    return Applied(version, source_from_json(source), "", pair[0], pair[1], __version__, files)
 
 
 def apply_(current, state=None, originals=None, shipped_=SHIPPED, pair=(10, 12), version="0.5.5", **options) -> Plan:
@@ -124,10 +127,10 @@ def plan(action, source="", changes_=(), applied_=None, notes=(), tables=()) -> 
 
 
 def same(got: Plan) -> Plan:
-    """``got`` with tuples for lists, its notes as apply and revert say them (``render.reasons``),
+    """``got`` with tuples for lists, its source and notes as apply and revert say them (``render``),
     what the rules found as recorded (``Found.to_json``) and no patch_id (compared on its own below)."""
     state = got.applied._replace(patch_id="") if got.applied else None
-    return Plan(got.action, got.source, tuple(got.changes), state, tuple(map(said, got.notes)), tuple(t.to_json() for t in got.tables))
+    return Plan(got.action, source_words(got.source), tuple(got.changes), state, tuple(map(said, got.notes)), tuple(t.to_json() for t in got.tables))
 
 
 S12 = applied(SHIPPED_SOURCE, PRE, P12, T12)
@@ -169,7 +172,7 @@ APPLY_CASES = [
         Refused(None, "no shipped patch for version 0.5.99; --no-generate refuses to generate one"),
         id="no shipped patch, --no-generate"),
     pytest.param(
-        lambda: apply_(PRE, shipped_=None, version="0.5.99", no_generate=True, missing="no shipped patch for SGLang 0.5.99"),
+        lambda: apply_(PRE, shipped_=None, version="0.5.99", no_generate=True, no_shipped=NoShippedPatch("0.5.99", "SGLang")),
         Refused(None, "no shipped patch for SGLang 0.5.99; --no-generate refuses to generate one"),
         id="no shipped patch, --no-generate, the reason given"),
     pytest.param(
@@ -289,7 +292,7 @@ def test_patch_id_names_the_bytes_written() -> None:
     generated = apply_(PRE, shipped_=None).applied
     other = apply_(PRE, shipped_=None, pair=(9, 11)).applied
     edited = apply_({UTILS: PRE[UTILS], COMM: EDITED}).applied
-    assert (shipped_.source, generated.source) == (SHIPPED_SOURCE, GENERATED)
+    assert (source_words(shipped_.source), source_words(generated.source)) == (SHIPPED_SOURCE, GENERATED)
     assert shipped_.patch_id == generated.patch_id
     assert len({shipped_.patch_id, other.patch_id, edited.patch_id}) == 3
     assert all(len(p) == 64 and int(p, 16) >= 0 for p in (shipped_.patch_id, other.patch_id))

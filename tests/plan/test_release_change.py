@@ -19,7 +19,7 @@ from patchkit.digest import sha256
 from patchkit.plan import release_changed
 from patchkit.render.reasons import code, said
 from patchkit.targets.state import Store
-from patchkit.types import Applied, AppliedFile
+from patchkit.types import Applied, AppliedFile, source_from_json
 from support.cli import invoke, run_cli
 from support.repos import DC, git, make_repo
 
@@ -29,7 +29,7 @@ COMM = f"{DC}/torch_symm_mem.py"
 
 def applied(version: str | None = "0.5.9", files: dict[str, tuple[bytes, bytes]] | None = None) -> Applied:
     files = files if files is not None else {"a.py": (b"old a", b"new a"), "b.py": (b"old b", b"new b")}
-    return Applied(version, "shipped patch p", "id", 10, 12, "0.1.0",
+    return Applied(version, source_from_json("shipped patch p"), "id", 10, 12, "0.1.0",
                    [AppliedFile(p, sha256(pre), sha256(post), []) for p, (pre, post) in files.items()])
 
 

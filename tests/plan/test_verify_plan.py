@@ -19,7 +19,7 @@ from patchkit.plan.verify import Checked, plan_verify
 from patchkit.render.reasons import said
 from patchkit.targets.bytecode import Pyc
 from patchkit.targets.jit_builds import CACHED, Build
-from patchkit.types import Applied, AppliedFile
+from patchkit.types import Applied, AppliedFile, source_from_json
 from support.repos import DC, UTILS_NEW, comm
 
 UTILS = f"{DC}/all_reduce_utils.py"
@@ -40,7 +40,7 @@ def sha(data: bytes) -> str:
 
 def ours(files=P12) -> Applied:
     """What state.json records after apply wrote ``files`` over PRE."""
-    return Applied("0.5.9", "generated from the checkout's files", "", 10, 12, "0.1.0", [
+    return Applied("0.5.9", source_from_json("generated from the checkout's files"), "", 10, 12, "0.1.0", [
         AppliedFile(p, sha(PRE[p]), sha(files[p]), [{"name": TABLES[p][0], "scope": TABLES[p][1], "path": p}]) for p in sorted(files)])
 
 

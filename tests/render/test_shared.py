@@ -33,7 +33,7 @@ from patchkit.scan.finding import EQUALITY, Finding
 from patchkit.targets.environment import WHEEL, Environment, Install
 from patchkit.targets.jit_builds import JitCheck
 from patchkit.targets.transaction import LockTaken
-from patchkit.types import PATCHED, TargetKind
+from patchkit.types import PATCHED, TargetKind, source_from_json
 
 DATA = Path(__file__).resolve().parent.parent / "gpus" / "data" / "rtxpro6000-8pcie"
 SITE = Path("/v/lib/python3.11/site-packages")
@@ -59,7 +59,7 @@ def verified(project: str, label: str, version: str, problems: tuple = ()) -> Ve
 def applied(project: str, label: str, version: str) -> ApplyResult:
     """apply of ``PATCH`` that changed no file and dropped no bytecode."""
     return ApplyResult(where=where(project, label, version), project=project, label=label, fixes=("torch-symm-mem",), kept=(),
-                       dry_run=False, pending=False, lock=LockTaken(), set_aside=None, plan=Plan(APPLY, PATCH), stale=(),
+                       dry_run=False, pending=False, lock=LockTaken(), set_aside=None, plan=Plan(APPLY, source_from_json(PATCH)), stale=(),
                        dropped=(), effects=(), jit=JitCheck(), restart=(), local=str)
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from patchkit.errors import BadInput
 from patchkit.targets.state import Store
-from patchkit.types import FORMAT, Applied, AppliedFile
+from patchkit.types import FORMAT, Applied, AppliedFile, source_from_json
 
 OLD, NEW = b"X = 1\n", b"X = 2\n"
 PATH = "python/sglang/srt/distributed/device_communicators/all_reduce_utils.py"
@@ -27,7 +27,7 @@ def sha(data: bytes) -> str:
     return sha256(data).hexdigest()
 
 
-APPLIED = Applied("0.5.5", "generated from the checkout's files", "ab" * 32, 10, 12, "0.1.0",
+APPLIED = Applied("0.5.5", source_from_json("generated from the checkout's files"), "ab" * 32, 10, 12, "0.1.0",
                   [AppliedFile(PATH, sha(OLD), sha(NEW), [{"name": "X", "scope": "module"}])])
 
 

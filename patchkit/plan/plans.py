@@ -1,0 +1,32 @@
+"""What a planner returns: a ``Plan`` and its ``Action`` (docs/ARCHITECTURE.md, "plan")."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from patchkit.types import Applied, Change, Source, Status, StrEnum
+from patchkit.values import Record
+
+if TYPE_CHECKING:  # for the annotations only
+    from patchkit.rewrite.found import Found
+
+
+class Action(StrEnum):
+    """What a plan writes, when it writes anything (else its ``Status`` says why not)."""
+
+    APPLY = "apply"
+    REVERT = "revert"
+
+
+APPLY, REVERT = Action.APPLY, Action.REVERT
+
+
+class Plan(Record):
+    action: Action | Status
+    source: Source | None = None  # where the patch comes from (None: nothing is)
+    changes: tuple[Change, ...] = ()
+    applied: Applied | None = None
+    notes: tuple = ()  # plan.reasons: what the plan notes on the way
+    tables: tuple[Found, ...] = ()  # each at its path
+    # (path, lines added, lines removed) of each change that is the shipped patch's, as its hunks count them
+    counted: tuple[tuple[str, int, int], ...] = ()

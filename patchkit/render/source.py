@@ -1,0 +1,27 @@
+"""Where a patch came from, in words (``types.Source``): what apply, revert and status say of it,
+and what their --json carries (the words earlier patchkits saved in state.json)."""
+
+from __future__ import annotations
+
+from patchkit.types import Files, FromShipped, Generated, Recognised, Recorded
+
+_FILES = {Files.CHECKOUT: "the checkout's files", Files.INSTALLED: "the installed files"}
+
+
+def source_words(source):
+    """The words of ``source``; "" for none; a state's own source (``Recorded``) as it was written."""
+    if source is None:
+        return ""
+    if isinstance(source, FromShipped):
+        return f"shipped patch {source.name}"
+    if isinstance(source, Generated):
+        return f"generated from {_FILES[source.from_]}"
+    if isinstance(source, Recognised):
+        return f"shipped patch {source.name} (recognised from the files; no patchkit state)"
+    assert isinstance(source, Recorded)
+    return source.text
+
+
+def applied_json(applied) -> dict:
+    """A recorded state (``types.Applied``) as --json shows it: as state.json holds it, its source in words."""
+    return dict(applied.to_json(), source=source_words(applied.source))

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from patchkit import __version__
 from patchkit.digest import sha256
 from patchkit.errors import BadInput, Refused
+from patchkit.match import mentions
 from patchkit.patch.manifest import Shipped
 from patchkit.plan.plans import APPLY, Plan
 from patchkit.plan.reasons import (
@@ -20,7 +21,6 @@ from patchkit.plan.reasons import (
     Restoring,
     no_shipped_words,
 )
-from patchkit.match import mentions
 from patchkit.types import (
     ALREADY_APPLIED,
     ALREADY_UPSTREAM,

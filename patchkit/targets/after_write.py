@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patchkit.errors import PatchkitError
-from patchkit.targets.locate import INSTALLED, Target
 from patchkit.match import mentions
+from patchkit.targets.locate import INSTALLED, Target
 from patchkit.types import STALE
 
 if TYPE_CHECKING:  # for the annotations only

@@ -83,6 +83,27 @@ def test_a_newest_release_without_the_fixs_text_and_a_yanked_one_left_out(pip_in
     assert list(index.sent) == [wheels[0].name]
 
 
+NVFP4 = "04-nvfp4-cutlass-crash.toml"  # its vLLM bound: fixed in 0.20.0, proven by CMakeLists.txt of the source archives
+
+
+def test_a_fix_proven_in_the_source_archive_is_read_there(pip_index, tmp_path, capsys):
+    """A proof of the source archive (``archive = "sdist"``) is looked for in the newest release's source archive,
+    not its wheel (which has no CMakeLists.txt)."""
+    from support.mirror import fetch_sdist
+
+    archive = fetch_sdist("vllm", "0.34.0", default_cache())
+    text = (check_releases.FOLDER / NVFP4).read_text()
+    (tmp_path / "modes").mkdir()  # the mode with its vLLM bound alone (and its ways out)
+    (tmp_path / "modes" / NVFP4).write_text(text[:text.index("[[exposed]]")] + text[text.index('[[exposed]]\nproject = "vllm"'):])
+    index, lines = _check({"vllm": [(archive, False)]}, tmp_path / "modes", tmp_path / "cache", pip_index, capsys)
+    assert lines == [
+        "nvfp4-cutlass-crash: vllm 0.34.0's CMakeLists.txt still holds 'set(CUTLASS_REVISION \"v4.7.1\")'"
+        " (the fix of 0.20.0)",
+        "1 bound of 1 mode against the newest releases (vllm 0.34.0): 0 read to an older release",
+    ]
+    assert list(index.sent) == [archive.name]
+
+
 def test_an_index_that_cannot_be_read_exits_2_with_one_line(pip_index, tmp_path, capsys):
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))

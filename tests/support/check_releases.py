@@ -11,7 +11,8 @@ left out.  Then, per mode, each bound read to an older release:
 
 and, for a bound with a first fixed release whose files prove the fix (a ``holds`` proof at
 ``fixed_in``), whether that file of the newest release still holds the text (read in part from the
-index: support.released).  It exits 0 whatever it finds, 2 with one line when an index cannot be read.
+index, or from the source archive for a proof of one: support.released).  It exits 0 whatever it
+finds, 2 with one line when an index cannot be read.
 """
 
 from __future__ import annotations
@@ -67,10 +68,12 @@ def _mark(mode: Mode, exposure: Exposure, newest_of: dict, cache: Path | None) -
         version = newest_of[proof.distribution]
         if version is None:
             continue
+        read = released.source_member if proof.sdist else released.member  # a file of the source archive there too
         try:
-            data = released.member(proof.distribution, version, proof.file, cache)
+            data = read(proof.distribution, version, proof.file, cache)
         except released.MissingMember:
-            lines.append(f"{mode.name}: {proof.distribution} {version} has no {proof.file}: read the release")
+            where = " source archive" if proof.sdist else ""
+            lines.append(f"{mode.name}: {proof.distribution} {version}{where} has no {proof.file}: read the release")
             continue
         except MirrorError as exc:
             raise Unreadable(str(exc)) from None

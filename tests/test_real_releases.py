@@ -101,7 +101,8 @@ def _checked_file(clone: Path, path: str, tag: str) -> bytes:
 
 def test_each_patch_applies_at_its_tag(mirror: Path, generated: Path, tmp_path: Path) -> None:
     """Each series applies in order (patch -p1, git apply); deepgemm-sm12x (0.5.4 - 0.5.20, first in
-    the series) refuses SM120 and SM121 in configurer.py; torch-symm-mem gives key 12 = key 10
+    the series) refuses SM120 and SM121 in configurer.py; fusion-self-enable (0.5.4.post2 - 0.5.7, next)
+    narrows the self-enabled fusion in server_args.py to SM90/SM100; torch-symm-mem gives key 12 = key 10
     in every table; allreduce-fusion adds the SM120 flag to the gate, defined and imported."""
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", "--no-checkout", str(mirror), str(clone)], check=True)
@@ -121,6 +122,13 @@ def test_each_patch_applies_at_its_tag(mirror: Path, generated: Path, tmp_path: 
             assert row[2] == "python/sglang/srt/layers/deep_gemm_wrapper/configurer.py", (tag, row)
             assert "sm_version in (120, 121)" in _checked_file(clone, row[2], tag).decode(), tag
             number = 2
+        if version_key("0.5.4.post2") <= version_key(tag) <= version_key("0.5.7"):  # fusion-self-enable's releases
+            fusion_off, *series = series
+            assert fusion_off.name == f"000{number}-Keep-SGLang-from-turning-the-all-reduce-fusion-on-by.patch", tag
+            (row,) = _patched(clone, fusion_off)
+            assert row[2] == "python/sglang/srt/server_args.py", (tag, row)
+            assert "is_sm100_supported()" in _checked_file(clone, row[2], tag).decode(), tag
+            number += 1
         torch, *rest = series
         assert torch.name == f"000{number}-Add-SM120-to-the-torch-symm-mem-all-reduce-tables.patch", tag
         numstat = _patched(clone, torch)

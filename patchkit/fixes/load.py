@@ -40,12 +40,12 @@ from patchkit.fixes.kinds import (
     BackportRule,
     ComparisonRule,
     DictKeyRule,
-    Kind,
     ListMemberRule,
     Origin,
     PredicateRule,
     Refresh,
     Rule,
+    RuleKind,
 )
 from patchkit.text import named
 from patchkit.values import Record
@@ -58,8 +58,8 @@ _LOCATORS = ("call", "keyword", "target", "test")
 NOT_FIXES = ("projects.toml", "known-failures.toml", "known-speedups.toml", "known-kernels.toml", "known-settings.toml")
 
 
-_CLASSES = {Kind.DICT_KEY: DictKeyRule, Kind.LIST_MEMBER: ListMemberRule, Kind.PREDICATE: PredicateRule,
-            Kind.BACKPORT: BackportRule, Kind.COMPARISON: ComparisonRule}
+_CLASSES = {RuleKind.DICT_KEY: DictKeyRule, RuleKind.LIST_MEMBER: ListMemberRule, RuleKind.PREDICATE: PredicateRule,
+            RuleKind.BACKPORT: BackportRule, RuleKind.COMPARISON: ComparisonRule}
 
 
 class FeaturePath(Record):
@@ -163,9 +163,9 @@ def _rule(name: str, rule: object, path: Path, what: str) -> Rule:
     if not isinstance(rule, dict):
         raise BadInput(str(path), f"{what}: not a table")
     kind = _get(rule, "kind", str, path, what)
-    if kind not in tuple(Kind):
-        raise BadInput(str(path), f"{what}: kind {kind!r} is not one of {', '.join(Kind)}")
-    cls = _CLASSES[Kind(kind)]
+    if kind not in tuple(RuleKind):
+        raise BadInput(str(path), f"{what}: kind {kind!r} is not one of {', '.join(RuleKind)}")
+    cls = _CLASSES[RuleKind(kind)]
     cc = str if cls is PredicateRule else int if cls is ComparisonRule else (int, str)
     backport = _backport(rule, path, what) if cls is BackportRule else {}
     values = dict(

@@ -121,12 +121,12 @@ def _parsed(s: Session, fix: str, cc, current: dict[str, bytes], gpus: tuple[CC,
 def _lacks(project: Project, fix: str, lacking: list[tuple]) -> Lacks:
     """What the files lack, each once in the order found: (name, key, path, kind) of each gap; an
     upstream change carried whole (a backport) by the files that lack it, of how many it has."""
-    from patchkit.fixes.kinds import BackportRule, Kind
+    from patchkit.fixes.kinds import BackportRule, RuleKind
 
-    gaps = tuple({(n, repr(k)): (n, k) for n, k, _, kind in lacking if kind != Kind.BACKPORT}.values())
+    gaps = tuple({(n, repr(k)): (n, k) for n, k, _, kind in lacking if kind != RuleKind.BACKPORT}.values())
     files: dict[str, list[str]] = {}
     for n, _, path, kind in lacking:
-        if kind == Kind.BACKPORT and path not in files.setdefault(n, []):
+        if kind == RuleKind.BACKPORT and path not in files.setdefault(n, []):
             files[n].append(path)
     sizes = {r.origin.cite(): len(r.files) for r in rules_for(project.name, (fix,)) if isinstance(r, BackportRule) and r.origin}
     return Lacks(gaps, tuple((n, tuple(paths), sizes.get(n)) for n, paths in files.items()))

@@ -4,7 +4,7 @@ bytecode and JIT builds dropped and the servers to restart; with ``dry_run`` the
 
 from __future__ import annotations
 
-from patchkit.fixes.kinds import Kind
+from patchkit.fixes.kinds import RuleKind
 from patchkit.patch.write import hunks, split_lines
 from patchkit.plan import APPLY
 from patchkit.render.reasons import code, said
@@ -213,16 +213,16 @@ def lines_changed(before: bytes, after: bytes, counted: dict | None = None) -> s
 
 def found_line(t) -> str:
     """One thing a rule found (``rewrite.found.Found``), as apply says it."""
-    kind = t.kind or Kind.DICT_KEY
-    if kind == Kind.BACKPORT:  # an upstream change, said per file it changes
+    kind = t.kind or RuleKind.DICT_KEY
+    if kind == RuleKind.BACKPORT:  # an upstream change, said per file it changes
         name = f"{t.name} in {t.path}" if t.path else t.name
         return f"{name}: " + (f"{t.added_key} applied {t.value}" if t.patched else "already there, left alone")
-    if kind == Kind.PREDICATE:
+    if kind == RuleKind.PREDICATE:
         return f"{t.name}: " + (f"{t.added_key} added" if t.patched else f"already has {t.added_key}, left alone")
-    if kind == Kind.COMPARISON:  # a test of an SM int, widened: said as it reads now
+    if kind == RuleKind.COMPARISON:  # a test of an SM int, widened: said as it reads now
         return f"{t.name} ({t.scope}): " + (
             f"now {t.value} ({t.added_key} admitted as {t.copied_from} is)" if t.patched else f"already admits {t.added_key}, left alone")
-    if kind == Kind.LIST_MEMBER:
+    if kind == RuleKind.LIST_MEMBER:
         return f"{t.name} ({t.scope}): " + (
             f"member {t.added_key!r} after {t.copied_from!r}" if t.patched else f"already has {t.added_key!r}, left alone")
     if t.patched:
@@ -232,7 +232,7 @@ def found_line(t) -> str:
 
 def _written_key(plan, fix: str):
     """The key apply wrote for ``fix`` (a table's), or None (a fix that adds no key)."""
-    return next((t.added_key for t in plan.tables if t.fix == fix and t.patched and t.kind in (None, Kind.DICT_KEY)), None)
+    return next((t.added_key for t in plan.tables if t.fix == fix and t.patched and t.kind in (None, RuleKind.DICT_KEY)), None)
 
 
 def _not_needed(name: str, why, judged: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from patchkit.fixes.kinds import Kind
+from patchkit.fixes.kinds import RuleKind
 from patchkit.plan import reasons as plan
 
 
@@ -68,7 +68,7 @@ def _lacks(path: str, t) -> str:
 
 # What a file lacks, by the kind of rule that found it (a table, a list or a gate lacks its key,
 # member or flag; a file lacks an upstream change).
-_LACKING = {Kind.BACKPORT: lambda path, t: f"{path}: lacks {t.name} ({t.added_key}; the {t.fix} patch is not applied)"}
+_LACKING = {RuleKind.BACKPORT: lambda path, t: f"{path}: lacks {t.name} ({t.added_key}; the {t.fix} patch is not applied)"}
 
 
 def _stale_jit_build(r: plan.StaleJitBuild) -> str:

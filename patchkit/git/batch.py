@@ -19,7 +19,7 @@ CHUNK = 4096  # bytes of names per write: a pipe holds one page at the least
 HASH_BYTES = {"sha1": 20, "sha256": 32}
 
 
-class Kind(StrEnum):
+class ObjectType(StrEnum):
     """A git object's type, as ``git cat-file --batch`` names it."""
 
     BLOB = "blob"
@@ -28,12 +28,12 @@ class Kind(StrEnum):
     TAG = "tag"
 
 
-_TYPES = {k.encode(): k for k in Kind}
+_TYPES = {k.encode(): k for k in ObjectType}
 
 
 class Object(Record):
     oid: str  # hex
-    kind: Kind
+    kind: ObjectType
     data: bytes
 
 

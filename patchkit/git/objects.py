@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patchkit.errors import BadInput, BranchError
-from patchkit.git.batch import HASH_BYTES, CatFile, Entry, Kind, tree_entries
+from patchkit.git.batch import HASH_BYTES, CatFile, Entry, ObjectType, tree_entries
 from patchkit.git.refs import repo_format
 from patchkit.text import wildcard
 from patchkit.versions import is_release_tag, version_key
@@ -97,7 +97,7 @@ class GitSource:
         """Commit and author date of many tags, read in one batch (and cached)."""
         wanted = [t for t in dict.fromkeys(tags) if t not in self._releases]
         for tag, found in zip(wanted, self._objects.get([f"refs/tags/{t}^{{commit}}" for t in wanted]), strict=True):
-            if found is None or found.kind is not Kind.COMMIT:
+            if found is None or found.kind is not ObjectType.COMMIT:
                 raise BadInput(str(self.path), f"no tag {tag!r} in this repository")
             self._releases[tag] = _release(tag, found.oid, found.data)
         return {t: self._releases[t] for t in tags}
@@ -127,7 +127,7 @@ class GitSource:
         entries = self._trees.get(oid)
         if entries is None:
             (found,) = self._objects.get([oid])
-            if found is None or found.kind is not Kind.TREE:
+            if found is None or found.kind is not ObjectType.TREE:
                 raise BadInput(str(self.path), f"cannot read tree {oid}: {oid} missing")
             entries = self._parsed(found)
         return entries
@@ -145,7 +145,7 @@ class GitSource:
             found, seen = [], set()
             for pattern, folder in zip(globs, folders, strict=True):
                 tree = next(trees)
-                if tree is None or tree.kind is not Kind.TREE:
+                if tree is None or tree.kind is not ObjectType.TREE:
                     continue
                 for mode, name, blob in self._parsed(tree):
                     path = f"{folder}/{name}" if folder else name

@@ -70,7 +70,7 @@ class Package(Record):
     environment: Path | None = None
 
 
-class Command(Record):
+class CommandLine(Record):
     """An interpreter's command line as CPython reads it: its one-letter options, then what runs."""
 
     flags: frozenset  # one-letter options without a value (E, I, P, s, ...)
@@ -84,7 +84,7 @@ _VALUED = "cmWX"  # one-letter options that take a value, joined or as the next 
 _VALUED_LONG = ("--check-hash-based-pycs",)
 
 
-def parse_command(argv: list[str]) -> Command:
+def parse_command(argv: list[str]) -> CommandLine:
     """``argv`` (argv[0] the interpreter) read as CPython's getopt reads it."""
     args, flags, i = argv[1:], set(), 0
     while i < len(args):
@@ -102,9 +102,9 @@ def parse_command(argv: list[str]) -> Command:
                 value = arg[j + 1:] if j + 1 < len(arg) else (args[i + 1] if i + 1 < len(args) else "")
                 i += 1 if j + 1 < len(arg) else 2
                 if letter == "m":
-                    return Command(frozenset(flags), value, None, False, tuple(args[i:]))
+                    return CommandLine(frozenset(flags), value, None, False, tuple(args[i:]))
                 if letter == "c":
-                    return Command(frozenset(flags), None, None, True, tuple(args[i:]))
+                    return CommandLine(frozenset(flags), None, None, True, tuple(args[i:]))
                 break
             flags.add(letter)
         else:
@@ -112,8 +112,8 @@ def parse_command(argv: list[str]) -> Command:
     if i < len(args) and args[i] == "--":
         i += 1
     if i >= len(args) or args[i] == "-":
-        return Command(frozenset(flags), None, None, True, tuple(args[i + 1:]))
-    return Command(frozenset(flags), None, args[i], False, tuple(args[i + 1:]))
+        return CommandLine(frozenset(flags), None, None, True, tuple(args[i + 1:]))
+    return CommandLine(frozenset(flags), None, args[i], False, tuple(args[i + 1:]))
 
 
 def runs_project(argv: list[str], project: str) -> bool:
@@ -149,7 +149,7 @@ def _is_script_of(arg: str, project: str) -> bool:
 class Seen(Record):
     """What patchkit read of a running process (``processes.py``); None where it could not."""
 
-    command: Command
+    command: CommandLine
     cwd: str | None
     environ: dict | None  # its initial environment; None when not read whole
     interpreter: str | None  # argv[0] as an absolute path, symlinks not resolved (else its executable)

@@ -8,22 +8,22 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.targets.evidence import Command, Evidence, Package, Seen, Why, evidence, parse_command
+from patchkit.targets.evidence import CommandLine, Evidence, Package, Seen, Why, evidence, parse_command
 
 
 @pytest.mark.parametrize(
     "argv, expected",
     [
         (["python", "-m", "sglang.launch_server", "--port", "1"],
-         Command(frozenset(), "sglang.launch_server", None, False, ("--port", "1"))),
-        (["python", "-Im", "sglang"], Command(frozenset("I"), "sglang", None, False, ())),
-        (["python", "-Es", "-Xdev", "-W", "ignore", "-msglang.x"], Command(frozenset("Es"), "sglang.x", None, False, ())),
+         CommandLine(frozenset(), "sglang.launch_server", None, False, ("--port", "1"))),
+        (["python", "-Im", "sglang"], CommandLine(frozenset("I"), "sglang", None, False, ())),
+        (["python", "-Es", "-Xdev", "-W", "ignore", "-msglang.x"], CommandLine(frozenset("Es"), "sglang.x", None, False, ())),
         (["python", "-Pu", "/x/sglang/launch_server.py", "-m", "y"],
-         Command(frozenset("Pu"), None, "/x/sglang/launch_server.py", False, ("-m", "y"))),
-        (["python", "--check-hash-based-pycs", "always", "--", "run.py"], Command(frozenset(), None, "run.py", False, ())),
-        (["python", "-Ic", "import sglang", "-m", "sglang"], Command(frozenset("I"), None, None, True, ("-m", "sglang"))),
-        (["python", "-", "a"], Command(frozenset(), None, None, True, ("a",))),
-        (["python", "-u"], Command(frozenset("u"), None, None, True, ())),
+         CommandLine(frozenset("Pu"), None, "/x/sglang/launch_server.py", False, ("-m", "y"))),
+        (["python", "--check-hash-based-pycs", "always", "--", "run.py"], CommandLine(frozenset(), None, "run.py", False, ())),
+        (["python", "-Ic", "import sglang", "-m", "sglang"], CommandLine(frozenset("I"), None, None, True, ("-m", "sglang"))),
+        (["python", "-", "a"], CommandLine(frozenset(), None, None, True, ("a",))),
+        (["python", "-u"], CommandLine(frozenset("u"), None, None, True, ())),
     ],
 )
 def test_the_command_line_is_read_as_cpython_reads_it(argv, expected):

@@ -170,7 +170,7 @@ def in_venv(interpreter: str) -> str | None:
     return next((f for f in (folder, os.path.dirname(folder)) if os.path.isfile(os.path.join(f, "pyvenv.cfg"))), None)
 
 
-class Environment:
+class EnvironmentPrefix:
     """Tells whether a process's interpreter is that of the environment at ``prefix``."""
 
     def __init__(self, prefix: Path) -> None:
@@ -286,7 +286,7 @@ def evidence(seen: Seen, package: Package, sites: dict | None = None) -> Evidenc
             where = absolute(entry, cwd) if entry else None
             if where is not None and _same(where, holder):
                 return Evidence(Why.PYTHONPATH, where)
-    if package.environment is not None and Environment(package.environment).owns(seen.interpreter, seen.exe):
+    if package.environment is not None and EnvironmentPrefix(package.environment).owns(seen.interpreter, seen.exe):
         return Evidence(Why.INTERPRETER, seen.interpreter or seen.exe or "")
     folders = site_folders(seen)
     if any(_same(site, holder) for site in folders):

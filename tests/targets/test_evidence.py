@@ -74,7 +74,7 @@ def test_a_pth_line_of_the_user_site_or_the_prefix_names_the_checkout(tmp_path):
 
 def test_an_installed_package_of_the_interpreters_prefix(tmp_path):
     """Outside a virtualenv, the interpreter's prefix's site-packages: the package installed there
-    is the interpreter's (as for a venv, whose interpreter Environment.owns tells)."""
+    is the interpreter's (as for a venv, whose interpreter EnvironmentPrefix.owns tells)."""
     python, site, _ = system_python(tmp_path)
     server = ["python3", "-m", "sglang.launch_server"]
     assert evidence(seen(server, python, {}), Package(site / "sglang")) == Evidence(Why.INTERPRETER, str(python))

@@ -47,7 +47,7 @@ class Signature(Record):
     framed: bool = False  # only where a traceback's frames show a project the fix patches
 
 
-class Package(Record):
+class FailingPackage(Record):
     name: str
     frames: str  # a folder of a frame's path: "sgl_kernel"
     message: str | None  # text of the exception that names the package without a frame
@@ -60,14 +60,14 @@ class Failure(Record):
     exception: str | None  # text of a traceback's last line; or
     cause: str  # with {package}
     advice: str  # with {package}
-    packages: tuple[Package, ...]
+    packages: tuple[FailingPackage, ...]
     log: str | None = None  # text of a log line (ptxas's own line)
     setting: str | None = None  # the setting (known-settings.toml) that cures it
     compiled: bool = False  # raised by compiled code missing for the GPU: diagnose judges the shared objects behind it
     cc: CC | None = None  # the GPU it is a failure of, where it is one GPU's (ptxas refusing sm_121a: 12.1)
 
 
-class Effect(Record):
+class EffectSignature(Record):
     name: str
     log: str
     means: str
@@ -76,7 +76,7 @@ class Effect(Record):
 class Known(Record):
     signatures: tuple[Signature, ...]
     failures: tuple[Failure, ...]
-    effects: tuple[Effect, ...]
+    effects: tuple[EffectSignature, ...]
 
 
 def _text(doc: dict, key: str, where: Path, what: str) -> str | None:
@@ -112,10 +112,10 @@ def _signature(fix: str, doc: object, path: Path, what: str) -> Signature:
                      _get(doc, "releases", str, path, what), _get(doc, "cause", str, path, what), framed)
 
 
-def _package(doc: object, path: Path, what: str) -> Package:
+def _package(doc: object, path: Path, what: str) -> FailingPackage:
     if not isinstance(doc, dict):
         raise BadInput(str(path), f"{what}: not a table")
-    return Package(_get(doc, "name", str, path, what), _get(doc, "frames", str, path, what), _text(doc, "message", path, what),
+    return FailingPackage(_get(doc, "name", str, path, what), _get(doc, "frames", str, path, what), _text(doc, "message", path, what),
                    _text(doc, "advice", path, what), _text(doc, "setting", path, what))
 
 
@@ -137,10 +137,10 @@ def _failure(doc: object, path: Path, what: str) -> Failure:
                    _get(doc, "compiled", bool, path, what) if "compiled" in doc else False, cc)
 
 
-def _effect(doc: object, path: Path, what: str) -> Effect:
+def _effect(doc: object, path: Path, what: str) -> EffectSignature:
     if not isinstance(doc, dict):
         raise BadInput(str(path), f"{what}: not a table")
-    return Effect(_get(doc, "name", str, path, what), _get(doc, "log", str, path, what), _get(doc, "means", str, path, what))
+    return EffectSignature(_get(doc, "name", str, path, what), _get(doc, "log", str, path, what), _get(doc, "means", str, path, what))
 
 
 def read_known(folder: Path = HERE) -> Known:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patchkit.errors import BadInput, BranchError
-from patchkit.git.batch import HASH_BYTES, CatFile, Entry, ObjectType, tree_entries
+from patchkit.git.batch import HASH_BYTES, CatFile, ObjectType, TreeEntry, tree_entries
 from patchkit.git.refs import repo_format
 from patchkit.text import wildcard
 from patchkit.versions import is_release_tag, version_key
@@ -81,7 +81,7 @@ class GitSource:
         self._git = git
         self._hash = HASH_BYTES[fmt]
         self._objects = CatFile(self.repo.git, str(path))
-        self._trees: dict[str, list[Entry]] = {}
+        self._trees: dict[str, list[TreeEntry]] = {}
         self._releases: dict[str, Release] = {}
 
     def release_tags(self) -> list[str]:
@@ -115,14 +115,14 @@ class GitSource:
             objects[blob] = found.data
         return objects
 
-    def _parsed(self, found) -> list[Entry]:
+    def _parsed(self, found) -> list[TreeEntry]:
         """The entries of a tree object read; each distinct tree is parsed once."""
         entries = self._trees.get(found.oid)
         if entries is None:
             entries = self._trees[found.oid] = tree_entries(found.data, self._hash)
         return entries
 
-    def _tree(self, oid: str) -> list[Entry]:
+    def _tree(self, oid: str) -> list[TreeEntry]:
         """The entries of the tree ``oid``; each distinct tree is read once."""
         entries = self._trees.get(oid)
         if entries is None:

@@ -22,7 +22,7 @@ from pathlib import Path
 from patchkit.fixes.kernels import KnownDistribution, KnownFile, known_kernels
 from patchkit.kernels.compat import NO_KERNELS, NONE, NOT_REGISTERED, UNKNOWN, Fit, fit, worst
 from patchkit.kernels.evidence import Elsewhere, fat_binaries_elsewhere, kernels_in
-from patchkit.kernels.fatbin import Binary, Entry, read_binary
+from patchkit.kernels.fatbin import Binary, FatbinEntry, read_binary
 from patchkit.kernels.imports import StartImports, importers, module_of, start_imports
 from patchkit.kernels.installed import Distribution, distributions
 from patchkit.values import Record
@@ -62,7 +62,7 @@ class FileHere(Record):
                 "imported_by": list(self.imported_by) if self.imported_by is not None else None, "gpus": [f.to_json() for f in self.fits]}
 
 
-def names_json(entries: tuple[Entry, ...]) -> list[dict]:
+def names_json(entries: tuple[FatbinEntry, ...]) -> list[dict]:
     """Each distinct target once per section and kind, patchkit's name beside cuobjdump's
     (``--list-elf`` names an sm_120f cubin's file ``x.sm_120.cubin``): what ``--json`` lists."""
     kinds = {1: "ptx", 2: "sass", 8: "lto"}

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from patchkit.kernels.fatbin import ELF, NVVM_IR, PTX, RELOCATABLE, Entry
+from patchkit.kernels.fatbin import ELF, NVVM_IR, PTX, RELOCATABLE, FatbinEntry
 from patchkit.values import Record
 
 # What a GPU gets from a file: its own code, PTX after a JIT, nothing, or what cannot be known.
@@ -53,7 +53,7 @@ def cc_of(arch: int) -> tuple[int, int]:
     return divmod(arch, 10)
 
 
-def runs_on(entry: Entry, cc: tuple[int, int]) -> bool:
+def runs_on(entry: FatbinEntry, cc: tuple[int, int]) -> bool:
     """Whether the code of ``entry`` (SASS as it is, PTX after a JIT) can run on a GPU of ``cc``,
     were it loaded (``Entry.loads`` says whether it is)."""
     if entry.kind not in (PTX, ELF):
@@ -93,7 +93,7 @@ class Fit(Record):
         return {"cc": self.cc_text(), "runs": self.runs, "by": list(self.by), "why": self.why}
 
 
-def fit(entries: Iterable[Entry], cc: tuple[int, int]) -> Fit:
+def fit(entries: Iterable[FatbinEntry], cc: tuple[int, int]) -> Fit:
     """What a GPU of ``cc`` runs of ``entries``: SASS, else PTX of ``.nv_fatbin``, else relocatable
     code (SASS or PTX) of ``__nv_relfatbin``, linked at the first start."""
     entries = list(entries)
@@ -112,7 +112,7 @@ def worst(fits: Iterable[Fit]) -> str:
     return min((f.runs for f in fits), key=order.index, default=SASS)
 
 
-def near_misses(entries: Iterable[Entry], cc: tuple[int, int]) -> list[str]:
+def near_misses(entries: Iterable[FatbinEntry], cc: tuple[int, int]) -> list[str]:
     """Why the code of ``cc``'s own major does not run on it: ``sm_120a runs on 12.0 only``,
     ``sm_121 needs 12.1 or later``, ``lto_120 is LTO IR, which the runtime does not link``."""
     said: dict[str, str] = {}

@@ -36,7 +36,7 @@ def read_text(path: Path, what: str) -> str:
     return read_file(path, TEXT_CAP, what).decode("utf-8", "replace")
 
 
-class Entry(Record):
+class PathEntry(Record):
     """One folder of ``sys.path``."""
 
     folder: Path
@@ -53,7 +53,7 @@ class Finder(Record):
 
 
 class ImportPath(Record):
-    entries: list[Entry]
+    entries: list[PathEntry]
     finders: list[Finder]
     reordering: list[Path]  # .pth files with code that rewrites sys.path
 
@@ -68,7 +68,7 @@ def _pth_files(site: Path) -> list[Path]:
 
 def import_path(sites: list[Path]) -> ImportPath:
     """``sys.path`` from ``sites`` (in order) and their .pth files, and the editable finders."""
-    entries: list[Entry] = []
+    entries: list[PathEntry] = []
     finders: list[Finder] = []
     reordering: list[Path] = []
     known: set[str] = set()
@@ -78,7 +78,7 @@ def import_path(sites: list[Path]) -> ImportPath:
         key = os.path.normcase(os.path.abspath(site))
         if key not in known:
             known.add(key)
-            entries.append(Entry(site, site, None))
+            entries.append(PathEntry(site, site, None))
         for pth in _pth_files(site):
             try:
                 text = read_text(pth, ".pth file")
@@ -98,7 +98,7 @@ def import_path(sites: list[Path]) -> ImportPath:
                 key = os.path.normcase(str(folder))
                 if key not in known and os.path.exists(folder):
                     known.add(key)
-                    entries.append(Entry(folder, site, pth))
+                    entries.append(PathEntry(folder, site, pth))
     return ImportPath(entries, finders, list(dict.fromkeys(reordering)))
 
 
@@ -121,7 +121,7 @@ class Found(Record):
     """A place that would give ``import NAME``."""
 
     package: Path  # the package folder (its __init__.py inside), or a zipped egg on the path
-    entry: Entry | None  # the folder of sys.path it is in (None: an editable finder)
+    entry: PathEntry | None  # the folder of sys.path it is in (None: an editable finder)
     finder: Finder | None
 
     @property

@@ -31,7 +31,7 @@ def copies(tmp_path_factory) -> dict[str, Path]:
 
 
 def as_listed(names: list[str]) -> set[str]:
-    """Our names as --list-elf / --list-ptx spell them (``Entry.listed``): the f dropped, compute_ as sm_."""
+    """Our names as --list-elf / --list-ptx spell them (``FatbinEntry.listed``): the f dropped, compute_ as sm_."""
     return {n.replace("compute_", "sm_").removesuffix("f") for n in names}
 
 

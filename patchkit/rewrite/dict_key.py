@@ -19,14 +19,14 @@ import libcst as cst
 from patchkit.cc import Key
 from patchkit.errors import RewriteError
 from patchkit.rewrite.cut import rewrite_cut
-from patchkit.rewrite.output import Found, Rewritten, new_literal, render
+from patchkit.rewrite.output import Hit, Rewritten, new_literal, render
 from patchkit.rewrite.scope import Scope, assignments, statements
 from patchkit.text import mentions
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
 
 
 @dataclass(frozen=True)
-class TableResult(Found):
+class TableResult(Hit):
     """What happened to one table assignment (``scope``: "module" or "class <Name>";
     ``value``: the copied value's source, on one line, comments dropped)."""
 

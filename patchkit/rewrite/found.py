@@ -1,5 +1,5 @@
 """What one rule found in one file, as the manifests, the states and the reports keep it
-(``rewrite.rules`` makes it from a rewrite's result, ``output.Found``); in a module of its own,
+(``rewrite.rules`` makes it from a rewrite's result, ``output.Hit``); in a module of its own,
 so that reading a manifest imports no rewriter."""
 
 from __future__ import annotations

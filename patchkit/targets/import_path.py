@@ -117,7 +117,7 @@ def mapping(finder: Path, label: str) -> dict:
     return found
 
 
-class Found(Record):
+class ImportPlace(Record):
     """A place that would give ``import NAME``."""
 
     package: Path  # the package folder (its __init__.py inside), or a zipped egg on the path
@@ -139,10 +139,10 @@ class Found(Record):
 class Candidates(Record):
     """Every place that would give ``import NAME``, in the order Python asks them."""
 
-    found: list[Found]  # regular packages on the path first, then the editable finders that map it
+    found: list[ImportPlace]  # regular packages on the path first, then the editable finders that map it
     namespace: Path | None  # the first folder of that name without __init__.py, when no folder on the path holds the package
 
-    def first(self) -> Found | None:
+    def first(self) -> ImportPlace | None:
         """What Python imports (None: nothing, or an empty namespace package)."""
         on_path = [f for f in self.found if f.entry is not None]
         if on_path:
@@ -153,20 +153,20 @@ class Candidates(Record):
 def candidates(name: str, path: ImportPath, label: str, egg: str) -> Candidates:
     """The places on ``path`` that hold the package ``name``.  ``egg``: a glob of the project's
     egg names (a zipped egg on the path is a file Python imports from)."""
-    found: list[Found] = []
+    found: list[ImportPlace] = []
     namespace = None
     for entry in path.entries:
         if entry.folder.is_file():
             if wildcard(entry.folder.name, egg):
-                found.append(Found(entry.folder, entry, None))
+                found.append(ImportPlace(entry.folder, entry, None))
             continue
         package = entry.folder / name
         if (package / "__init__.py").is_file():
-            found.append(Found(package, entry, None))
+            found.append(ImportPlace(package, entry, None))
         elif namespace is None and package.is_dir():
             namespace = package
     for finder in path.finders:
         folder = mapping(finder.module, label).get(name)
         if isinstance(folder, str) and (Path(folder) / "__init__.py").is_file():
-            found.append(Found(Path(folder), None, finder))
+            found.append(ImportPlace(Path(folder), None, finder))
     return Candidates(found, namespace if not any(f.entry for f in found) else None)

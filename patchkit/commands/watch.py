@@ -79,7 +79,7 @@ class WatchResult(Record):
     outcome: str
     seconds: float
     restarts: int  # how often the log started over
-    findings: tuple  # logs.match.Finding
+    findings: tuple  # logs.match.LogFinding
     line: int | None = None  # the ready line, or the line of the exception that ended the start
     traceback: Traceback | None = None  # a crash's traceback (None: a child process failed, SGLang's SIGQUIT handler)
     exists: bool = True  # timed out: whether the log exists

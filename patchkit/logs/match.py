@@ -27,7 +27,7 @@ from patchkit.fixes.modes import Mode, Sign
 from patchkit.fixes.signatures import Known, Signature, read_known
 from patchkit.logs.origin import python_of, targets
 from patchkit.logs.phases import READY, ready, sglang_record
-from patchkit.logs.tracebacks import HEADER, Frame, Part, Traceback, TracebackReader
+from patchkit.logs.tracebacks import HEADER, Frame, Traceback, TracebackPart, TracebackReader
 from patchkit.text import plain, wildcard
 from patchkit.types import StrEnum
 from patchkit.values import Record
@@ -192,7 +192,7 @@ class Matcher:
         part = parts[index]
         return self._add(*fields[:2], part.line or tb.line, *fields[2:], start=tb.line)
 
-    def _judge(self, parts: tuple[Part, ...]) -> tuple | None:
+    def _judge(self, parts: tuple[TracebackPart, ...]) -> tuple | None:
         """(the part, the fields of its Finding but the line) of a traceback, or None."""
         frames = tuple(f for part in parts for f in part.frames)
         unhelped = None  # a fix's signature, where the fix does nothing for the release that ran

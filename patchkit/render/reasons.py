@@ -106,7 +106,7 @@ _SENTENCES: dict[type, Callable[..., str]] = {
     plan.Reinstalled: lambda r: f"{_patched(r)}; it was reinstalled since ({r.path} is as pip installed it)",
     plan.NoLongerApplies: lambda r: f"{said(r.changed)}: that state no longer applies (the next apply or revert sets it aside)",
     plan.RewriteFailed: lambda r: r.error,
-    plan.Pending: lambda r: (f"{r.journal}: an interrupted transaction is pending; "
+    plan.PendingJournal: lambda r: (f"{r.journal}: an interrupted transaction is pending; "
                              "run `patchkit apply` or `patchkit revert` to finish it"),
     plan.NotADict: lambda r: f"{r.path}: {r.name} is not a dict",
     plan.NoKey: lambda r: f"{r.path}: {r.name} has no key {r.key!r} (the patch is not applied)",

@@ -44,7 +44,7 @@ STYLES = (MAJOR, DOTTED)
 Key = int | str  # a cc as a project's source writes it: 12 (MAJOR) or "12.0" (DOTTED)
 
 
-class Auto(enum.Enum):
+class AutoCC(enum.Enum):
     """``--to-cc auto``: the ccs of this machine's GPUs, from nvidia-smi (``judge.auto``)."""
 
     AUTO = "auto"
@@ -53,7 +53,7 @@ class Auto(enum.Enum):
         return self.value
 
 
-AUTO = Auto.AUTO
+AUTO = AutoCC.AUTO
 
 _WRITTEN = Pattern(r"([1-9][0-9]?)(?:\.([0-9]))?", re.ASCII)  # 12, 12.0, 12.1
 _ARCH = Pattern(r"sm_?([1-9][0-9]?)([0-9])([af]?)", re.ASCII | re.IGNORECASE)  # sm_120, sm_121a, sm100, sm_100f

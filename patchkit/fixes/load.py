@@ -35,6 +35,7 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
+from patchkit.cc import KeyStyle
 from patchkit.errors import BadInput
 from patchkit.fixes.kinds import (
     BackportRule,
@@ -304,7 +305,7 @@ def read_projects(folder: Path = HERE) -> dict[str, dict]:
     for name, project in doc.items():
         for key in ("label", "distribution", "source_root", "key_style", "patches"):
             _get(project, key, str, path, name)
-        if project["key_style"] not in ("major", "major.minor"):
+        if project["key_style"] not in tuple(KeyStyle):
             raise BadInput(str(path), f"{name}: key_style must be \"major\" or \"major.minor\"")
         installed = project.get("installed", {})
         if not isinstance(installed, dict) or not all(

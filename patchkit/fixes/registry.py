@@ -8,7 +8,7 @@ repository; an installed package has the same files below ``site-packages/<name>
 
 from __future__ import annotations
 
-from patchkit.cc import CC, Key, must_differ
+from patchkit.cc import CC, Key, KeyStyle, must_differ
 from patchkit.errors import BadInput
 from patchkit.fixes import prebuilt
 from patchkit.fixes.kinds import DictKeyRule, Rule
@@ -28,7 +28,7 @@ class Project(Record):
     # they are assigned (module level or class body) in any candidate file.
     tables: tuple[str, ...]
     # How the project spells a compute capability, and the default pair to copy.
-    key_style: str  # "major" (10, 12) or "major.minor" ("10.0", "12.0")
+    key_style: KeyStyle  # MAJOR (10, 12) or DOTTED ("10.0", "12.0")
     from_cc: Key
     to_cc: Key
     # Where its shipped patches live below patches/ ("" = patches/<version>/).
@@ -87,7 +87,7 @@ def _projects() -> dict[str, Project]:
         rules = [r for fix in FIXES.values() for r in fix.rules if r.project == name]
         if not rules:
             raise BadInput(str(HERE / "projects.toml"), f"{name}: no rule of any fix patches it")
-        style = int if layout["key_style"] == "major" else str
+        style = int if KeyStyle(layout["key_style"]) is KeyStyle.MAJOR else str
         for r in rules:
             if r.key_pair() is not None and not all(isinstance(cc, style) for cc in r.key_pair()):
                 raise BadInput(str(HERE / f"{r.fix}.toml"), f"{name}: from_cc and to_cc must be written {layout['key_style']}")
@@ -98,7 +98,7 @@ def _projects() -> dict[str, Project]:
             name, layout["label"], layout["source_root"],
             files=tuple(dict.fromkeys(g for r in rules for g in r.files)),
             tables=tuple(dict.fromkeys(t for r in rules if isinstance(r, DictKeyRule) for t in r.tables)),
-            key_style=layout["key_style"], from_cc=keyed.from_cc, to_cc=keyed.to_cc, patches=layout["patches"],
+            key_style=KeyStyle(layout["key_style"]), from_cc=keyed.from_cc, to_cc=keyed.to_cc, patches=layout["patches"],
             distribution=layout["distribution"], names=tuple(dict.fromkeys(n for r in rules for n in r.names())),
             installed=tuple(layout.get("installed", {}).items()),
         )

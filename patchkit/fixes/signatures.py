@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from patchkit.cc import CC
+from patchkit.cc import CC, KeyStyle
 from patchkit.cc import KNOWN as KNOWN_CCS
 from patchkit.errors import BadInput
 from patchkit.fixes.effects import KEY
@@ -91,7 +91,7 @@ def _keyed(sig: Signature) -> list[Signature]:
     from patchkit.fixes.registry import PROJECTS
 
     project = PROJECTS.get(sig.project)
-    keys = dict.fromkeys(str(project.key(cc) if project else cc.key("major.minor")) for cc in SM12X)
+    keys = dict.fromkeys(str(project.key(cc) if project else cc.key(KeyStyle.DOTTED)) for cc in SM12X)
     return [sig._replace(exception=sig.exception and sig.exception.replace(KEY, k), log=sig.log and sig.log.replace(KEY, k),
                          cause=sig.cause.replace(KEY, k)) for k in keys]
 

@@ -24,7 +24,6 @@ import enum
 import re
 
 from patchkit.text import Pattern
-from patchkit.types import StrEnum
 from patchkit.values import Record
 
 # The compute capabilities of the GPUs NVIDIA has shipped that CUDA 12 and 13 still build for, from
@@ -40,11 +39,14 @@ KNOWN: tuple[tuple[int, int], ...] = (
 
 
 
-class KeyStyle(StrEnum):
-    """How a project keys its tables by cc (projects.toml's ``key_style``)."""
+class KeyStyle(str, enum.Enum):
+    """How a project keys its tables by cc (projects.toml's ``key_style``); a member is its word."""
 
     MAJOR = "major"  # by major: 12
     DOTTED = "major.minor"  # by "X.Y": "12.0", "12.1"
+
+    def __str__(self) -> str:
+        return self.value
 
 
 MAJOR, DOTTED = KeyStyle.MAJOR, KeyStyle.DOTTED

@@ -313,4 +313,6 @@ def read_projects(folder: Path = HERE) -> dict[str, dict]:
             for k, v in installed.items()
         ):
             raise BadInput(str(path), f"{name}.installed: maps a repository folder to its installed folder, both ending in '/'")
+        if not isinstance(project.get("jit_builds", False), bool):
+            raise BadInput(str(path), f"{name}: jit_builds must be true or false")
     return doc

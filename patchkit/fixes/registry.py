@@ -38,6 +38,7 @@ class Project(Record):
     # Repository folders that an installed wheel keeps elsewhere: (repository prefix, installed
     # prefix), e.g. ("include/", "flashinfer/data/include/") for FlashInfer's JIT sources.
     installed: tuple[tuple[str, str], ...] = ()
+    jit_builds: bool = False  # it loads JIT builds of its own sources (FlashInfer): a patch leaves them stale
 
     def dist_info(self) -> str:
         """The glob of its dist-info folders: ``flashinfer_python-*.dist-info``."""
@@ -100,7 +101,7 @@ def _projects() -> dict[str, Project]:
             tables=tuple(dict.fromkeys(t for r in rules if isinstance(r, DictKeyRule) for t in r.tables)),
             key_style=KeyStyle(layout["key_style"]), from_cc=keyed.from_cc, to_cc=keyed.to_cc, patches=layout["patches"],
             distribution=layout["distribution"], names=tuple(dict.fromkeys(n for r in rules for n in r.names())),
-            installed=tuple(layout.get("installed", {}).items()),
+            installed=tuple(layout.get("installed", {}).items()), jit_builds=layout.get("jit_builds", False),
         )
     for fix in FIXES.values():
         for r in fix.rules:

@@ -18,7 +18,7 @@ import os
 from patchkit.cc import CC, Key
 from patchkit.digest import sha256
 from patchkit.errors import PatchkitError, RewriteError
-from patchkit.fixes.effects import Effect
+from patchkit.fixes.effects import Effect, MachineNeed, Outcome
 from patchkit.fixes.registry import FIXES, Project, fixes_for, rules_for
 from patchkit.gpus.smi import Machine
 from patchkit.judge.reasons import (
@@ -207,9 +207,9 @@ def no_multicast(m: Machine) -> NoMulticast | None:
     return None
 
 
-def lacks(machine_need: str, m: Machine) -> NoMulticast | NoNvcc | None:
+def lacks(machine_need: MachineNeed, m: Machine) -> NoMulticast | NoNvcc | None:
     """Why this machine lacks what a fix needs (``[[effect.needs]]``' ``machine``), or None."""
-    if machine_need == "multicast":
+    if machine_need is MachineNeed.MULTICAST:
         return no_multicast(m)
     from patchkit.kernels.jit import nvcc_at
 
@@ -262,7 +262,7 @@ def clean_start_only(effect: Effect | None, project: Project, version: str | Non
     failing = outcome(effect, project, version, said_key(project, m), read)[0] if effect is not None else []
     for need in effect.needs if failing else ():
         why = lacks(need.machine, m) if need.decides_need() else None
-        crashes = [f.says for f in failing if f.outcome == "crash" and f.outcome in need.helps_without]
+        crashes = [f.says for f in failing if f.outcome is Outcome.CRASH and f.outcome in need.helps_without]
         if why and crashes:
             return CleanStartOnly(effect.asked_with, why, tuple(dict.fromkeys(crashes)))
     return None

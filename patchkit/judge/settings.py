@@ -55,7 +55,6 @@ class DeepGemmWhy(StrEnum):
 
 
 SDIRS = ("nvidia/cu13/bin/ptxas", "nvidia/cuda_nvcc/bin/ptxas")  # where nvidia-cuda-nvcc 13.x / -cu12 12.x put ptxas
-DEEPGEMM_APIS = ("fp8_einsum", "m_grouped_fp8_fp4_gemm_nt_contiguous", "transform_sf_into_required_layout")
 
 
 class SettingHere(Record):
@@ -182,17 +181,16 @@ def _deepgemm(s: Setting, version: str, sites: list[Path], env: dict, cc: tuple[
     sp = s.spelling(version)
     if sp is None:
         return None
-    rels = ["deep_gemm"] + (["vllm/third_party/deep_gemm"] if s.project == "vllm" else [])
-    package = next((p for rel in rels for p in [_first(sites, rel)] if p is not None), None)
+    package = next((p for rel in s.loads_from for p in [_first(sites, rel)] if p is not None), None)
     if package is None:
         return None
-    if s.project == "vllm" and not _holds(_first(sites, "vllm/platforms/cuda.py"), "is_device_capability_family(120)"):
+    if s.admitted_by is not None and not _holds(_first(sites, s.admitted_by[0]), s.admitted_by[1]):
         return SettingHere(s, version, cc, Need.NOT_NEEDED, sp, sp.value, found=str(package), why=DeepGemmWhy.NOT_ADMITTED)
     impls = package / "include" / "deep_gemm" / "impls"
     names = tuple(sorted(n for n in os.listdir(impls) if n.startswith(f"sm{cc[0]}0_") and n.endswith(".cuh"))) if impls.is_dir() else ()
     if names:
         return SettingHere(s, version, cc, Need.NOT_NEEDED, sp, sp.value, found=str(package), why=DeepGemmWhy.HAS_IMPLS, impls=names)
-    if s.project == "sglang" and not _holds(package / "__init__.py", *DEEPGEMM_APIS):
+    if s.probe and not _holds(package / "__init__.py", *s.probe):
         return SettingHere(s, version, cc, Need.NOT_NEEDED, sp, sp.value, found=str(package), why=DeepGemmWhy.PROBE_REFUSES)
     current = env.get(sp.name)
     off = current is not None and current.strip().lower() in ("0", "false", "no", "n")

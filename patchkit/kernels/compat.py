@@ -37,15 +37,29 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from patchkit.kernels.fatbin import ELF, NVVM_IR, PTX, RELOCATABLE, FatbinEntry
+from patchkit.types import StrEnum
 from patchkit.values import Record
 
-# What a GPU gets from a file: its own code, PTX after a JIT, nothing, or what cannot be known.
-SASS, JIT, NONE, UNKNOWN = "sass", "jit", "none", "unknown"
-# Why a verdict cannot be known (UNKNOWN's reason).
-NOT_REGISTERED = "not-registered"  # no .nvFatBinSegment: the runtime is handed none of its fat binaries
-NO_KERNELS = "no-kernels"  # its cubins hold no function: a module no GPU can be missing a kernel of
-# How a JIT verdict comes about (JIT's ``why``): relocatable code the runtime links at the first start.
-LINKED = "linked"
+
+class KernelVerdict(StrEnum):
+    """What a GPU gets from a file (a member is its word in --json)."""
+
+    SASS = "sass"  # its own code
+    JIT = "jit"  # PTX after a JIT, or relocatable code linked at the first start
+    NONE = "none"  # nothing
+    UNKNOWN = "unknown"  # what cannot be known (its ``why``)
+
+
+class KernelWhy(StrEnum):
+    """Why a file gets its verdict (a Fit's ``why``)."""
+
+    NOT_REGISTERED = "not-registered"  # UNKNOWN: no .nvFatBinSegment, the runtime is handed none of its fat binaries
+    NO_KERNELS = "no-kernels"  # UNKNOWN: its cubins hold no function, a module no GPU can be missing a kernel of
+    LINKED = "linked"  # JIT: relocatable code the runtime links at the first start
+
+
+SASS, JIT, NONE, UNKNOWN = KernelVerdict
+NOT_REGISTERED, NO_KERNELS, LINKED = KernelWhy
 
 
 def cc_of(arch: int) -> tuple[int, int]:
@@ -70,22 +84,22 @@ class Fit(Record):
     """What one GPU of ``cc`` gets from a file."""
 
     cc: tuple[int, int]
-    runs: str  # SASS, JIT, NONE or UNKNOWN
+    runs: KernelVerdict
     by: tuple[str, ...]  # the architectures that serve it (SASS ones for SASS, PTX ones for JIT)
-    why: str | None = None  # UNKNOWN's reason (NOT_REGISTERED); JIT's LINKED for relocatable code
+    why: KernelWhy | None = None  # UNKNOWN's reason (NOT_REGISTERED); JIT's LINKED for relocatable code
 
     def cc_text(self) -> str:
         return f"{self.cc[0]}.{self.cc[1]}"
 
     def words(self) -> str:
-        if self.runs == SASS:
+        if self.runs is SASS:
             return f"runs on {self.cc_text()} ({', '.join(self.by)})"
-        if self.runs == JIT and self.why == LINKED:
+        if self.runs is JIT and self.why is LINKED:
             return (f"runs on {self.cc_text()} after a JIT link (relocatable {', '.join(self.by)}: the runtime links "
                     "__nv_relfatbin's code at the first start)")
-        if self.runs == JIT:
+        if self.runs is JIT:
             return f"runs on {self.cc_text()} after a JIT ({', '.join(self.by)}: the driver compiles it at the first start)"
-        if self.runs == UNKNOWN:
+        if self.runs is UNKNOWN:
             return f"cannot tell for {self.cc_text()}"
         return f"no code for {self.cc_text()}"
 
@@ -106,7 +120,7 @@ def fit(entries: Iterable[FatbinEntry], cc: tuple[int, int]) -> Fit:
     return Fit(cc, NONE, ())
 
 
-def worst(fits: Iterable[Fit]) -> str:
+def worst(fits: Iterable[Fit]) -> KernelVerdict:
     """The verdict of a file for several GPUs: the worst of them."""
     order = (NONE, UNKNOWN, JIT, SASS)
     return min((f.runs for f in fits), key=order.index, default=SASS)

@@ -4,6 +4,7 @@ bytecode and JIT builds dropped and the servers to restart; with ``dry_run`` the
 
 from __future__ import annotations
 
+from patchkit.fixes.effects import Outcome
 from patchkit.fixes.kinds import RuleKind
 from patchkit.patch.write import hunks, split_lines
 from patchkit.plan import APPLY
@@ -116,7 +117,7 @@ def to_json(r) -> dict:
         changes=[dict(path=local(c.path), **_counts(plan, c), **({"diff": _diff(c, local)} if r.dry_run else {}))
                  for c in plan.changes],
         tables=[(t._replace(path=local(t.path)) if t.path else t).to_json() for t in plan.tables],
-        effects=[{"fix": name, "prevents": [f.says for f in effect.failing(r.project, r.where.version) if f.outcome != "off"],
+        effects=[{"fix": name, "prevents": [f.says for f in effect.failing(r.project, r.where.version) if f.outcome is not Outcome.OFF],
                   "needs": [n.says for n in effect.needs]} for name, effect in r.effects],
         not_needed=[{"fix": name, "reason": code(why), "why": said(why), "judged": r.judged} for name, why in r.spare.items()],
         stale_bytecode=[str(p) for p in r.stale],
@@ -244,7 +245,7 @@ def _not_needed(name: str, why, judged: str) -> str:
 def effect_line(name: str, effect, project: str, label: str, version: str | None, key=None) -> str:
     """What a fix patched here prevents on this release, and what it needs of the machine; ``key``:
     the key it wrote (a GB10's '12.1'), as the release would print it."""
-    prevents = "; ".join(f"\"{f.says}\"" for f in effect.failing(project, version, key) if f.outcome != "off")
+    prevents = "; ".join(f"\"{f.says}\"" for f in effect.failing(project, version, key) if f.outcome is not Outcome.OFF)
     needs = "; ".join(f"it takes effect with {n.says}, else {n.otherwise}: {n.then}" for n in effect.needs)
     if prevents:
         what = f"prevents {prevents} on {label} {version}"

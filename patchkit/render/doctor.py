@@ -11,6 +11,7 @@ from pathlib import Path
 
 from patchkit.commands.doctor import DEFAULT, DoctorMarkdown, NoProjectHere
 from patchkit.errors import OK
+from patchkit.fixes.effects import MachineNeed, Outcome
 from patchkit.fixes.registry import PROJECTS
 from patchkit.judge.here import no_multicast
 from patchkit.judge.reasons import NoNvcc
@@ -227,11 +228,11 @@ def _effect_line(j, label: str) -> str | None:
         return None
     words = []
     for f in j.failing:
-        if f.outcome == "off":
+        if f.outcome is Outcome.OFF:
             words.append(f"without it {label} {f.says} ({f.where})")
         else:
             verb = "prevents" if j.here.status == Status.MISSING else "prevented"
-            words.append(f"{verb}: {'the warning ' if f.outcome == 'warning' else ''}{f.says} ({f.where})")
+            words.append(f"{verb}: {'the warning ' if f.outcome is Outcome.WARNING else ''}{f.says} ({f.where})")
     return "; ".join(words)
 
 
@@ -250,7 +251,7 @@ def _machine_lines(effect, r) -> list[str]:
     m = r.machine
     lines = []
     for need in effect.needs:
-        if need.machine == "multicast":
+        if need.machine is MachineNeed.MULTICAST:
             why = said(no_multicast(m))
             if m.links is None and not why:
                 lines.append(f"it needs {need.says}: how the GPUs are linked is not known (none measured); "
@@ -260,7 +261,7 @@ def _machine_lines(effect, r) -> list[str]:
             else:
                 lines.append(f"it needs {need.says}: NVLink links these GPUs, but topo -m does not show NVSwitch; "
                              f"without multicast {need.otherwise}, and {need.then}")
-        elif need.machine == "nvcc":
+        elif need.machine is MachineNeed.NVCC:
             n = r.nvcc
             lines.append(f"it needs {_for_gpus(need, r)}: " + (f"nvcc is {n.path} ({n.chosen_by})" if n.found
                                                                 else f"{said(NoNvcc(n.path, n.chosen_by))}; {_for_gpus(need, r, True)}"))

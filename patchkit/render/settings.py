@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shlex
 
-from patchkit.fixes.settings import SettingKind
+from patchkit.fixes.settings import Check, SettingKind
 from patchkit.judge.settings import DeepGemmWhy, Need, exportable
 
 
@@ -32,13 +32,13 @@ def set_line(h) -> str | None:
 
 def _what(h) -> str:
     s = h.setting
-    if s.check.value == "ptxas-knows-target":
+    if s.check is Check.PTXAS:
         c = h.asked
         said = f"{c.tool} {c.release or '?'} ({c.path})" if c is not None else "its ptxas"
         knows = "knows" if c is not None and c.knows(f"sm_{h.cc[0]}{h.cc[1]}a") else "does not know"
         read = f" (newer than patchkit's data: read in its {' and '.join(h.read_in)})" if h.read_in else ""
         return f"Triton {h.version}{read} calls {said}, which {knows} sm_{h.cc[0]}{h.cc[1]}a"
-    if s.check.value == "deepgemm-without-sm12x":
+    if s.check is Check.DEEPGEMM:
         impls = f"include/deep_gemm/impls/sm{h.cc[0]}0_*.cuh"
         if h.why == DeepGemmWhy.NOT_ADMITTED:
             return f"{s.project} {h.version}'s support_deep_gemm (vllm/platforms/cuda.py) does not admit {_cc(h)}"
@@ -47,7 +47,7 @@ def _what(h) -> str:
         if h.why == DeepGemmWhy.PROBE_REFUSES:
             return f"SGLang's probe refuses the DeepGEMM it loads ({h.found}) by itself"
         return f"the DeepGEMM it loads ({h.found}) has no {impls}"
-    if s.check.value == "nccl-pcie":
+    if s.check is Check.NCCL:
         return f"{s.project} {h.version}"
     return f"{s.project} {h.version} has {h.spelling.name}" if h.spelling else f"{s.project} {h.version}"
 
@@ -175,7 +175,7 @@ def failure(r) -> str | None:
         if not exportable(name) and h.value is not None:
             said.append(f"{h.setting.name}: {name} is needed for {_cc(h)} and export cannot set it: start the server "
                         f"with {set_line(h)}")
-        elif h.setting.check.value == "ptxas-knows-target":
+        elif h.setting.check is Check.PTXAS:
             said.append(f"{h.setting.name}: {name} is needed for {_cc(h)} and no ptxas here would do: {_install_ptxas(h)}")
         else:
             said.append(f"{h.setting.name}: {name} is needed for {_cc(h)} and no value is known here")

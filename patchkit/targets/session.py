@@ -225,7 +225,7 @@ class Session:
         """FlashInfer's JIT builds of the modules compiled from the files ``rels`` that are older
         than those files (``jit_builds.Build``): FlashInfer would load them instead of compiling
         what the files hold now.  [] for another project."""
-        if self.project.name != "flashinfer" or not self.version:
+        if not self.project.jit_builds or not self.version:
             return []
         from patchkit.targets import jit_builds
 
@@ -244,7 +244,7 @@ class Session:
         FlashInfer's cache is removed (``jit_builds.drop``; with ``dry_run`` it would be), a
         prebuilt one is left alone (``Build.advice`` says what removes it).  None for a project
         that has no JIT builds (all but FlashInfer): nothing to look for, nothing imported."""
-        if self.project.name != "flashinfer":
+        if not self.project.jit_builds:
             return None
         from patchkit.targets import jit_builds
         from patchkit.targets.jit_builds import Drop, JitCheck, JitDrop

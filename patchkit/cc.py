@@ -146,6 +146,14 @@ class CC(Record):
             return f"{self.major}.{self.minor}"
         raise ValueError(f"{style!r} is not a key style ({', '.join(KeyStyle)})")
 
+    def smi_text(self) -> str:
+        """``12.1``, ``12.0``: as nvidia-smi's ``compute_cap`` prints it, the minor always written."""
+        return f"{self.major}.{self.minor}"
+
+    def gpu(self) -> CC:
+        """The GPU's cc alone: ``sm_121a`` and ``12`` as ``12.1`` and ``12.0`` (no feature set, the minor written)."""
+        return CC(self.major, self.minor)
+
     def sm(self) -> int:
         """``120``: the architecture number, as in ``get_device_sm() == 120`` and ``sm_120``."""
         return self.major * 10 + self.minor
@@ -159,3 +167,6 @@ class CC(Record):
         if self.suffix:
             return self.arch()
         return f"{self.major}.{self.minor}" if self.dotted else str(self.major)
+
+
+SM12X = tuple(CC(major, minor) for major, minor in KNOWN if major == 12)  # the GPUs the fixes are for: 12.0, 12.1

@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 from typing import BinaryIO
 
+from patchkit.cc import SM12X
 from patchkit.errors import OK, PROBLEMS, PatchkitError
 from patchkit.logs.match import EFFECT, FAILURE, FIX, LogFinding, Matcher, needles
 from patchkit.logs.read import Scan, Stream, open_log
@@ -207,14 +208,14 @@ class KernelsBehind:
 
             from patchkit.errors import BadInput
 
-            self._gpus = Gpus(((12, 0), (12, 1)), False)
+            self._gpus = Gpus(SM12X, False)
             if shutil.which("nvidia-smi") is not None:
                 from patchkit.gpus.smi import machine
 
                 try:
                     self._gpus = Gpus(tuple(machine().ccs()), True)
                 except BadInput as exc:
-                    self._gpus = Gpus(((12, 0), (12, 1)), False, exc.reason)
+                    self._gpus = Gpus(SM12X, False, exc.reason)
         return self._gpus
 
     def behind(self, f: LogFinding) -> CodeBehind | None:

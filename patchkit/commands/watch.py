@@ -34,6 +34,7 @@ from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
+from patchkit.cc import SM12X
 from patchkit.errors import OK, PROBLEMS, TIMED_OUT, BadInput
 from patchkit.fixes.modes import Phase
 from patchkit.logs import phases
@@ -214,5 +215,5 @@ def _hangs(phase: Phase | None, env) -> tuple:
     from patchkit.judge.settings import _versions
 
     sites = list(env.sites)
-    exposed = {h.mode.name for h in modes_here(_versions(sites), [(12, 0), (12, 1)], sites) if h.verdict != Exposed.AVERTED}
+    exposed = {h.mode.name for h in modes_here(_versions(sites), list(SM12X), sites) if h.verdict != Exposed.AVERTED}
     return tuple(m for m in found if m.name in exposed)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from patchkit.cc import CC
 from patchkit.errors import BadInput
 from patchkit.fixes.load import HERE, NOT_FIXES, _get, _read, _strings
 from patchkit.text import named
@@ -105,32 +106,32 @@ class Needs(Record):
     written_otherwise: str = ""  # ``otherwise`` as the data writes it ({gpu}); ``otherwise`` is it for 12.0
     project: str = ""  # whose releases for_cc's since/until name ("": for_cc names none)
 
-    def words(self, cc: tuple[int, int], versions: dict | None = None) -> dict | None:
+    def words(self, cc: CC, versions: dict | None = None) -> dict | None:
         """What {arch}, {cuda} and {gpu} say for GPUs of ``cc``, with the releases ``versions``
         (project -> release) installed: those of ``project``'s release where the data has them,
         else those for any release.  None: the data has no words for ``cc``."""
-        entry = self.for_cc.get(f"{cc[0]}.{cc[1]}")
+        entry = self.for_cc.get(cc.smi_text())
         if not entry:
             return None
         anyone, *ranges = entry
         release = (versions or {}).get(self.project)
         return next(({**anyone, **words} for since, until, words in ranges if release and _covers(since, until, release)), anyone)
 
-    def said_for(self, cc: tuple[int, int], versions: dict | None = None) -> str:
-        """``says`` for GPUs of ``cc`` with ``versions`` installed (``(12, 1)``: FlashInfer's JIT build of
+    def said_for(self, cc: CC, versions: dict | None = None) -> str:
+        """``says`` for GPUs of ``cc`` with ``versions`` installed (``CC(12, 1)``: FlashInfer's JIT build of
         sm_121a, not sm_120a; FlashInfer 0.6.7 on 12.0: CUDA 12.9 or later, sm_120f)."""
         words = self.words(cc, versions)
         return self.written.format_map(words) if words and self.written else self.says
 
-    def otherwise_for(self, cc: tuple[int, int], versions: dict | None = None) -> str:
-        """``otherwise`` for GPUs of ``cc`` (``(12, 1)``: "... the comm module for SM121")."""
+    def otherwise_for(self, cc: CC, versions: dict | None = None) -> str:
+        """``otherwise`` for GPUs of ``cc`` (``CC(12, 1)``: "... the comm module for SM121")."""
         words = self.words(cc, versions)
         return self.written_otherwise.format_map(words) if words and self.written_otherwise else self.otherwise
 
     def with_versions(self, versions: dict) -> Needs:
         """The need as said on the fix's own cc (12.0) with ``versions`` (project -> release) installed:
         its words for the release of ``project`` there, else for any release."""
-        return self._replace(says=self.said_for((12, 0), versions), otherwise=self.otherwise_for((12, 0), versions))
+        return self._replace(says=self.said_for(CC(12, 0), versions), otherwise=self.otherwise_for(CC(12, 0), versions))
 
     def of_release(self, project: str, version: str | None) -> Needs:
         """The need as said for ``project`` ``version`` alone (a shipped patch of that release)."""

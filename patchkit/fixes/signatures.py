@@ -24,8 +24,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from patchkit.cc import CC, KeyStyle
-from patchkit.cc import KNOWN as KNOWN_CCS
+from patchkit.cc import CC, SM12X, KeyStyle
 from patchkit.errors import BadInput
 from patchkit.fixes.effects import KEY
 from patchkit.fixes.load import HERE, _get, _read, _strings
@@ -33,7 +32,6 @@ from patchkit.text import named
 from patchkit.values import Record
 
 KNOWN = "known-failures.toml"
-SM12X = tuple(CC(major, minor) for major, minor in KNOWN_CCS if major == 12)  # the GPUs the fixes are for: 12.0, 12.1
 
 
 class Signature(Record):

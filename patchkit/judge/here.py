@@ -44,7 +44,7 @@ from patchkit.values import Record
 def spelled(project: Project, machine: Machine) -> list[Key]:
     """The distinct ccs of the machine's GPUs as ``project`` keys them (``Project.key``): 12
     (SGLang, FlashInfer: by major) or "12.0", "12.1" (vLLM)."""
-    return sorted({project.key(CC(*cc)) for cc in machine.ccs()}, key=lambda k: CC.of(k).pair())
+    return sorted({project.key(cc) for cc in machine.ccs()}, key=lambda k: CC.of(k).pair())
 
 
 def _major(rule_cc: Key) -> int:
@@ -191,7 +191,7 @@ def fixes_here(s: Session, machine: Machine) -> list[FixHere]:
 
 def gpus(machine: Machine) -> tuple[CC, ...]:
     """The machine's distinct ccs (its GPUs', or those given)."""
-    return tuple(CC(*cc) for cc in machine.ccs())
+    return tuple(machine.ccs())
 
 
 def no_multicast(m: Machine) -> NoMulticast | None:
@@ -199,7 +199,7 @@ def no_multicast(m: Machine) -> NoMulticast | None:
     linked is not known (a machine given, not measured: the fix may take effect there)."""
     if m.links is None:
         ccs = m.no_multicast_known()  # a cc given (--to-cc 12.x): what every product of it lacks is known
-        return NoMulticast(Peers.NO_PRODUCT, tuple(CC(*cc) for cc in ccs)) if ccs else None
+        return NoMulticast(Peers.NO_PRODUCT, ccs) if ccs else None
     if not m.links:
         return NoMulticast(Peers.ONE_GPU)
     if m.pcie_only():

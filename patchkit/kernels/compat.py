@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from patchkit.cc import CC
 from patchkit.kernels.fatbin import ELF, NVVM_IR, PTX, RELOCATABLE, FatbinEntry
 from patchkit.types import StrEnum
 from patchkit.values import Record
@@ -62,34 +63,34 @@ SASS, JIT, NONE, UNKNOWN = KernelVerdict
 NOT_REGISTERED, NO_KERNELS, LINKED = KernelWhy
 
 
-def cc_of(arch: int) -> tuple[int, int]:
-    """``120`` -> (12, 0); ``103`` -> (10, 3)."""
-    return divmod(arch, 10)
+def cc_of(arch: int) -> CC:
+    """``120`` -> CC(12, 0); ``103`` -> CC(10, 3)."""
+    return CC(*divmod(arch, 10))
 
 
-def runs_on(entry: FatbinEntry, cc: tuple[int, int]) -> bool:
+def runs_on(entry: FatbinEntry, cc: CC) -> bool:
     """Whether the code of ``entry`` (SASS as it is, PTX after a JIT) can run on a GPU of ``cc``,
     were it loaded (``Entry.loads`` says whether it is)."""
     if entry.kind not in (PTX, ELF):
         return False
-    major, minor = cc_of(entry.arch)
+    code = cc_of(entry.arch)
     if entry.suffix == "a":
-        return cc == (major, minor)
+        return cc.pair() == code.pair()
     if entry.suffix == "f" or entry.kind == ELF:
-        return cc[0] == major and cc[1] >= minor
-    return entry.kind == PTX and cc >= (major, minor)
+        return cc.major == code.major and cc.minor >= code.minor
+    return entry.kind == PTX and cc.pair() >= code.pair()
 
 
 class Fit(Record):
     """What one GPU of ``cc`` gets from a file."""
 
-    cc: tuple[int, int]
+    cc: CC
     runs: KernelVerdict
     by: tuple[str, ...]  # the architectures that serve it (SASS ones for SASS, PTX ones for JIT)
     why: KernelWhy | None = None  # UNKNOWN's reason (NOT_REGISTERED); JIT's LINKED for relocatable code
 
     def cc_text(self) -> str:
-        return f"{self.cc[0]}.{self.cc[1]}"
+        return self.cc.smi_text()
 
     def words(self) -> str:
         if self.runs is SASS:
@@ -107,7 +108,7 @@ class Fit(Record):
         return {"cc": self.cc_text(), "runs": self.runs, "by": list(self.by), "why": self.why}
 
 
-def fit(entries: Iterable[FatbinEntry], cc: tuple[int, int]) -> Fit:
+def fit(entries: Iterable[FatbinEntry], cc: CC) -> Fit:
     """What a GPU of ``cc`` runs of ``entries``: SASS, else PTX of ``.nv_fatbin``, else relocatable
     code (SASS or PTX) of ``__nv_relfatbin``, linked at the first start."""
     entries = list(entries)
@@ -126,15 +127,15 @@ def worst(fits: Iterable[Fit]) -> KernelVerdict:
     return min((f.runs for f in fits), key=order.index, default=SASS)
 
 
-def near_misses(entries: Iterable[FatbinEntry], cc: tuple[int, int]) -> list[str]:
+def near_misses(entries: Iterable[FatbinEntry], cc: CC) -> list[str]:
     """Why the code of ``cc``'s own major does not run on it: ``sm_120a runs on 12.0 only``,
     ``sm_121 needs 12.1 or later``, ``lto_120 is LTO IR, which the runtime does not link``."""
     said: dict[str, str] = {}
     for e in entries:
-        major, minor = cc_of(e.arch)
-        if major != cc[0]:
+        major, minor = cc_of(e.arch).pair()
+        if major != cc.major:
             continue
-        if e.kind == NVVM_IR and minor <= cc[1]:
+        if e.kind == NVVM_IR and minor <= cc.minor:
             said.setdefault(e.name, f"{e.name} is LTO IR, which the runtime does not link")
         elif e.kind in (PTX, ELF) and (e.loads or e.section == RELOCATABLE) and not runs_on(e, cc):
             said[e.name] = f"{e.name} runs on {major}.{minor} only" if e.suffix == "a" else f"{e.name} needs {major}.{minor} or later"

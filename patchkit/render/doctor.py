@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from patchkit.cc import CC
 from patchkit.commands.doctor import DEFAULT, DoctorMarkdown, NoProjectHere
 from patchkit.errors import OK
 from patchkit.fixes.effects import MachineNeed, Outcome
@@ -26,8 +27,8 @@ from patchkit.text import plural
 from patchkit.types import Reason, Status
 
 
-def _cc(cc: tuple[int, int]) -> str:
-    return f"{cc[0]}.{cc[1]}"
+def _cc(cc: CC) -> str:
+    return cc.smi_text()
 
 
 def _here(r) -> tuple[str, str]:
@@ -164,7 +165,7 @@ def _header(r) -> list[str]:
     seen = r.seen
     lines = _gpu_lines(r)
     if r.to_cc is not None:
-        cc = _cc(r.to_cc.pair())
+        cc = _cc(r.to_cc)
         lines.append(f"judged for cc {cc} as given (--to-cc {r.to_cc}) "
                      + (f"instead of the GPUs above: how GPUs of cc {cc} would be linked is not known" if seen
                         else "and not measured: how the GPUs are linked is not known"))
@@ -242,7 +243,7 @@ def _for_gpus(need, r, otherwise: bool = False) -> str:
     sm_121a, SM121), joined."""
     words = need.otherwise_for if otherwise else need.said_for
     versions = {t.project: t.where.version for t in r.targets}
-    said = dict.fromkeys(words(cc, versions) for cc in r.machine.ccs() if cc[0] == 12)
+    said = dict.fromkeys(words(cc, versions) for cc in r.machine.ccs() if cc.major == 12)
     return " and ".join(said) if said else need.otherwise if otherwise else need.says
 
 
@@ -322,7 +323,7 @@ def speedup_lines(s, m, exe: Path | None = None) -> list[str]:
     else:  # a cc given: for a server on two or more such GPUs
         from patchkit.gpus.products import pcie_only
 
-        ccs = ", ".join(f"{a}.{b}" for a, b in m.given)
+        ccs = ", ".join(cc.smi_text() for cc in m.given)
         lines = [f"all-reduce on two or more GPUs of cc {ccs} (linked through PCIe only: {'; '.join(pcie_only(m.given))}): "
                  f"{sp.what}"]
     have = " and ".join(f"{PROJECTS[r.project].label} {installed[r.project]}" for r in sp.requires)

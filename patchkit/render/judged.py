@@ -68,7 +68,7 @@ SENTENCES: dict[type, Callable[..., str]] = {
     judge.CannotApplyHere: lambda r: r.says,
     judge.GatesLeft: lambda r: r.says,
     judge.InRelease: lambda r: "the release has it",
-    judge.NoMulticast: lambda r: (no_multicast_said([cc.pair() for cc in r.ccs]) if r.kind == judge.Peers.NO_PRODUCT
+    judge.NoMulticast: lambda r: (no_multicast_said(list(r.ccs)) if r.kind == judge.Peers.NO_PRODUCT
                                   else _NO_MULTICAST[r.kind]),
     judge.NoNvcc: lambda r: f"no nvcc at {r.path} ({r.chosen_by})",
     judge.Unneeded: _unneeded,

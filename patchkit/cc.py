@@ -9,7 +9,7 @@ with ``CC.parse``, whatever the user writes of:
   cuobjdump name an architecture, its feature set (``a``: arch-specific, ``f``: family) kept.
 
 A project's own spelling of a cc is the project's business, not the user's: ``key(style)``
-gives it (``MAJOR``: 12 for both 12.0 and 12.1; ``DOTTED``: "12.0", "12.1"), ``of`` reads one
+gives it (``KeyStyle.MAJOR``: 12 for both 12.0 and 12.1; ``DOTTED``: "12.0", "12.1"), ``of`` reads one
 back.  ``AUTO`` (``--to-cc auto``: this machine's GPUs, from nvidia-smi) is defined here once.
 
 A cc that no NVIDIA GPU has (``13``, ``12.5``) is refused by the parser, in the one message
@@ -37,14 +37,24 @@ KNOWN: tuple[tuple[int, int], ...] = (
     (8, 0), (8, 6), (8, 7), (8, 8), (8, 9), (9, 0), (10, 0), (10, 1), (10, 3), (11, 0), (12, 0), (12, 1),
 )
 
-MAJOR = "major"  # a project that keys its tables by major: 12 (projects.toml's key_style)
-DOTTED = "major.minor"  # one that keys them by "X.Y": "12.0", "12.1"
-STYLES = (MAJOR, DOTTED)
-
-Key = int | str  # a cc as a project's source writes it: 12 (MAJOR) or "12.0" (DOTTED)
 
 
-class Auto(enum.Enum):
+class KeyStyle(str, enum.Enum):
+    """How a project keys its tables by cc (projects.toml's ``key_style``); a member is its word."""
+
+    MAJOR = "major"  # by major: 12
+    DOTTED = "major.minor"  # by "X.Y": "12.0", "12.1"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+MAJOR, DOTTED = KeyStyle.MAJOR, KeyStyle.DOTTED
+
+Key = int | str  # a cc as a project's source writes it: 12 (KeyStyle.MAJOR) or "12.0" (KeyStyle.DOTTED)
+
+
+class AutoCC(enum.Enum):
     """``--to-cc auto``: the ccs of this machine's GPUs, from nvidia-smi (``judge.auto``)."""
 
     AUTO = "auto"
@@ -53,7 +63,7 @@ class Auto(enum.Enum):
         return self.value
 
 
-AUTO = Auto.AUTO
+AUTO = AutoCC.AUTO
 
 _WRITTEN = Pattern(r"([1-9][0-9]?)(?:\.([0-9]))?", re.ASCII)  # 12, 12.0, 12.1
 _ARCH = Pattern(r"sm_?([1-9][0-9]?)([0-9])([af]?)", re.ASCII | re.IGNORECASE)  # sm_120, sm_121a, sm100, sm_100f
@@ -127,14 +137,22 @@ class CC(Record):
         """``(12, 1)``: as nvidia-smi's GPUs and NVIDIA's compatibility rules compare them."""
         return self.major, self.minor
 
-    def key(self, style: str) -> Key:
+    def key(self, style: KeyStyle) -> Key:
         """The cc as a project of ``style`` keys it: 12 (``MAJOR``: 12.0 and 12.1 alike) or
         ``"12.1"`` (``DOTTED``)."""
-        if style == MAJOR:
+        if style is KeyStyle.MAJOR:
             return self.major
-        if style == DOTTED:
+        if style is KeyStyle.DOTTED:
             return f"{self.major}.{self.minor}"
-        raise ValueError(f"{style!r} is not a key style ({', '.join(STYLES)})")
+        raise ValueError(f"{style!r} is not a key style ({', '.join(KeyStyle)})")
+
+    def smi_text(self) -> str:
+        """``12.1``, ``12.0``: as nvidia-smi's ``compute_cap`` prints it, the minor always written."""
+        return f"{self.major}.{self.minor}"
+
+    def gpu(self) -> CC:
+        """The GPU's cc alone: ``sm_121a`` and ``12`` as ``12.1`` and ``12.0`` (no feature set, the minor written)."""
+        return CC(self.major, self.minor)
 
     def sm(self) -> int:
         """``120``: the architecture number, as in ``get_device_sm() == 120`` and ``sm_120``."""
@@ -149,3 +167,6 @@ class CC(Record):
         if self.suffix:
             return self.arch()
         return f"{self.major}.{self.minor}" if self.dotted else str(self.major)
+
+
+SM12X = tuple(CC(major, minor) for major, minor in KNOWN if major == 12)  # the GPUs the fixes are for: 12.0, 12.1

@@ -26,8 +26,9 @@ import sys
 from pathlib import Path
 from typing import BinaryIO
 
+from patchkit.cc import SM12X
 from patchkit.errors import OK, PROBLEMS, PatchkitError
-from patchkit.logs.match import EFFECT, FAILURE, FIX, Finding, Matcher, needles
+from patchkit.logs.match import EFFECT, FAILURE, FIX, LogFinding, Matcher, needles
 from patchkit.logs.read import Scan, Stream, open_log
 from patchkit.values import Record
 
@@ -46,7 +47,7 @@ class LogRead(Record):
     ready: int | None = None  # the line the server said it was ready at
     applied: tuple = ()  # one per finding: a fix's finding whose fix is applied now where its frame's files are here
 
-    def started_after(self, f: Finding) -> bool:
+    def started_after(self, f: LogFinding) -> bool:
         """Whether the server was ready after ``f``, a warning of a fix's (a log line, no
         traceback): the start went on without the fix, so it is no failure."""
         return f.kind is FIX and f.start is None and self.ready is not None and f.line < self.ready
@@ -118,7 +119,7 @@ class Releases:
                 return status is None or status is PATCHED
         return True
 
-    def applied(self, f: Finding) -> bool:
+    def applied(self, f: LogFinding) -> bool:
         """Whether a fix's finding is cured where it ran: the file of its frame is on this machine, in a
         target of one of the fix's projects, and patchkit's state there records the fix applied to this
         release (the server that wrote the log started before: it needs a restart)."""
@@ -207,17 +208,17 @@ class KernelsBehind:
 
             from patchkit.errors import BadInput
 
-            self._gpus = Gpus(((12, 0), (12, 1)), False)
+            self._gpus = Gpus(SM12X, False)
             if shutil.which("nvidia-smi") is not None:
                 from patchkit.gpus.smi import machine
 
                 try:
                     self._gpus = Gpus(tuple(machine().ccs()), True)
                 except BadInput as exc:
-                    self._gpus = Gpus(((12, 0), (12, 1)), False, exc.reason)
+                    self._gpus = Gpus(SM12X, False, exc.reason)
         return self._gpus
 
-    def behind(self, f: Finding) -> CodeBehind | None:
+    def behind(self, f: LogFinding) -> CodeBehind | None:
         """The shared objects behind a failure of compiled code (``compiled`` in known-failures.toml)
         raised from an installed package; None for any other finding."""
         from patchkit.logs.origin import site_of

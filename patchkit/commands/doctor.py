@@ -184,7 +184,7 @@ def _turned_on(effect: Effect, s: Session, versions: dict[str, str | None], m: M
     """Why an opt-in fix is needed here although nobody asked for it: the release turns the
     feature on by itself on these GPUs, with a version of the other project that fails.  Not
     where the fix that keeps the release from it (``prevented_by``) is in effect at the target."""
-    if not any(major == 12 for major, _ in m.ccs()):
+    if not any(cc.major == 12 for cc in m.ccs()):
         return ()
     kept = {h.fix for h in hs if h.status == Status.IN_EFFECT}
     return tuple(TurnedOn(s.project.name, s.version, d, other) for d in effect.turned_on(s.project.name, s.version)
@@ -232,9 +232,9 @@ def doctor(found: tuple, apply_target: str, env=None, to_cc: CC | None = None, h
             raise
         return NoProjectHere(seen, unseen, exc)
     if to_cc is not None:
-        m, basis = given(to_cc.pair()), TO_CC
+        m, basis = given(to_cc), TO_CC
     elif seen is None:  # the fixes' own cc: what each fix's state is, not what this machine needs
-        m, basis = given(max(CC.of(s.project.to_cc).pair() for s in sessions)), DEFAULT
+        m, basis = given(max((CC.of(s.project.to_cc) for s in sessions), key=CC.pair)), DEFAULT
     else:
         m, basis = seen, NVIDIA_SMI
     versions = {s.project.name: s.version for s in sessions}
@@ -298,7 +298,7 @@ def doctor_env(env, to_cc: CC | None = None):
     from patchkit.commands.settings import SettingsToSet, settings_to_set
 
     if to_cc is not None:
-        m = given(to_cc.pair())
+        m = given(to_cc)
     else:
         m, unseen = _seen()
         if m is None:

@@ -25,7 +25,7 @@ import os
 import shutil
 from pathlib import Path
 
-from patchkit.cc import AUTO, CC, Auto
+from patchkit.cc import AUTO, CC, AutoCC
 from patchkit.errors import OK, PROBLEMS, BadInput
 from patchkit.judge.kernels import installed_code, judge
 from patchkit.values import Record
@@ -33,12 +33,12 @@ from patchkit.values import Record
 MAX_FILES = 100_000  # shared objects under one PATH folder
 
 
-def _gpus(to_cc: list[CC | Auto], note: list[str]) -> tuple[list[tuple[int, int]], str | None]:
+def _gpus(to_cc: list[CC | AutoCC], note: list[str]) -> tuple[list[CC], str | None]:
     """The compute capabilities to judge for: ``--to-cc`` values, or ``auto`` / nothing: the GPUs
     of nvidia-smi (nothing: only when it is on PATH and answers; else no verdict, said in ``note``)."""
-    given = [c.pair() for c in to_cc or () if c is not AUTO]
+    given = [c.gpu() for c in to_cc or () if c is not AUTO]
     if given:
-        return sorted(set(given)), "--to-cc"
+        return sorted(set(given), key=CC.pair), "--to-cc"
     from patchkit.gpus.smi import machine
 
     if not to_cc and shutil.which("nvidia-smi") is None:

@@ -34,7 +34,7 @@ def verify_settings(env, to_cc=None, m=None) -> SettingsVerified:
     from patchkit.judge.settings import missing, settings_here
 
     if m is None and to_cc is not None and hasattr(to_cc, "pair"):
-        m = given(to_cc.pair())
+        m = given(to_cc)
     elif m is None:
         try:
             m = machine(timeout())

@@ -108,7 +108,7 @@ def sm12x_gpus():
         m = auto.read_machine()
     except PatchkitError:
         return None
-    return m if any(g.cc[0] == 12 for g in m.gpus) else None
+    return m if any(g.cc.major == 12 for g in m.gpus) else None
 
 
 def verify_auto(given: Targets, fixes: tuple[str, ...] | None, named: tuple[str, ...] = (), m=None, env=None) -> Auto:

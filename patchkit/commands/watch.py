@@ -34,6 +34,7 @@ from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
+from patchkit.cc import SM12X
 from patchkit.errors import OK, PROBLEMS, TIMED_OUT, BadInput
 from patchkit.fixes.modes import Phase
 from patchkit.logs import phases
@@ -79,7 +80,7 @@ class WatchResult(Record):
     outcome: str
     seconds: float
     restarts: int  # how often the log started over
-    findings: tuple  # logs.match.Finding
+    findings: tuple  # logs.match.LogFinding
     line: int | None = None  # the ready line, or the line of the exception that ended the start
     traceback: Traceback | None = None  # a crash's traceback (None: a child process failed, SGLang's SIGQUIT handler)
     exists: bool = True  # timed out: whether the log exists
@@ -214,5 +215,5 @@ def _hangs(phase: Phase | None, env) -> tuple:
     from patchkit.judge.settings import _versions
 
     sites = list(env.sites)
-    exposed = {h.mode.name for h in modes_here(_versions(sites), [(12, 0), (12, 1)], sites) if h.verdict != Exposed.AVERTED}
+    exposed = {h.mode.name for h in modes_here(_versions(sites), list(SM12X), sites) if h.verdict != Exposed.AVERTED}
     return tuple(m for m in found if m.name in exposed)

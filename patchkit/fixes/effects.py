@@ -33,14 +33,30 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from patchkit.cc import CC
 from patchkit.errors import BadInput
 from patchkit.fixes.load import HERE, NOT_FIXES, _get, _read, _strings
+from patchkit.types import StrEnum
 from patchkit.values import Record
 from patchkit.versions import after, in_range, is_version
 
-OUTCOMES = ("crash", "warning", "off")
+
+class Outcome(StrEnum):
+    """What a release does without the fix (a failure's ``outcome``, as the data spells it)."""
+
+    CRASH = "crash"
+    WARNING = "warning"
+    OFF = "off"  # it turns the feature off cleanly by itself
+
+
+class MachineNeed(StrEnum):
+    """What the machine needs for a fix to take effect (a need's ``machine``, as the data spells it)."""
+
+    MULTICAST = "multicast"
+    NVCC = "nvcc"
+
+
 KEY = "{key}"  # in a failure's ``says``: the cc as the release prints it, which is how the project keys it
-MACHINE_NEEDS = ("multicast", "nvcc")
 
 
 def _covers(since: str, until: str, version: str | None) -> bool:
@@ -57,7 +73,7 @@ class Fails(Record):
     project: str
     since: str
     until: str
-    outcome: str
+    outcome: Outcome
     says: str  # "{key}": the GPU's cc as the project prints it (its key: SGLang 12, vLLM "12.1")
     where: str
     shown_in: str = ""  # the repository path of the file whose ``holds`` shows this outcome ("": none)
@@ -76,11 +92,11 @@ class Fails(Record):
 
 
 class Needs(Record):
-    machine: str
+    machine: MachineNeed
     says: str
     otherwise: str  # what the code does when the machine lacks it
     then: str  # and what follows
-    helps_without: tuple[str, ...] = ()  # the outcomes the fix still helps on a machine without it
+    helps_without: tuple[Outcome, ...] = ()  # the outcomes the fix still helps on a machine without it
     adds_without: str = ""  # what the fix adds, on a machine without it, to a release of another outcome
     # "12.1" -> the words ``written``'s {arch} and {cuda} take for GPUs of that cc: (those for any release,
     # then (since, until, those for these releases of ``project``, the rest taken from the first), ...)
@@ -89,32 +105,32 @@ class Needs(Record):
     written_otherwise: str = ""  # ``otherwise`` as the data writes it ({gpu}); ``otherwise`` is it for 12.0
     project: str = ""  # whose releases for_cc's since/until name ("": for_cc names none)
 
-    def words(self, cc: tuple[int, int], versions: dict | None = None) -> dict | None:
+    def words(self, cc: CC, versions: dict | None = None) -> dict | None:
         """What {arch}, {cuda} and {gpu} say for GPUs of ``cc``, with the releases ``versions``
         (project -> release) installed: those of ``project``'s release where the data has them,
         else those for any release.  None: the data has no words for ``cc``."""
-        entry = self.for_cc.get(f"{cc[0]}.{cc[1]}")
+        entry = self.for_cc.get(cc.smi_text())
         if not entry:
             return None
         anyone, *ranges = entry
         release = (versions or {}).get(self.project)
         return next(({**anyone, **words} for since, until, words in ranges if release and _covers(since, until, release)), anyone)
 
-    def said_for(self, cc: tuple[int, int], versions: dict | None = None) -> str:
-        """``says`` for GPUs of ``cc`` with ``versions`` installed (``(12, 1)``: FlashInfer's JIT build of
+    def said_for(self, cc: CC, versions: dict | None = None) -> str:
+        """``says`` for GPUs of ``cc`` with ``versions`` installed (``CC(12, 1)``: FlashInfer's JIT build of
         sm_121a, not sm_120a; FlashInfer 0.6.7 on 12.0: CUDA 12.9 or later, sm_120f)."""
         words = self.words(cc, versions)
         return self.written.format_map(words) if words and self.written else self.says
 
-    def otherwise_for(self, cc: tuple[int, int], versions: dict | None = None) -> str:
-        """``otherwise`` for GPUs of ``cc`` (``(12, 1)``: "... the comm module for SM121")."""
+    def otherwise_for(self, cc: CC, versions: dict | None = None) -> str:
+        """``otherwise`` for GPUs of ``cc`` (``CC(12, 1)``: "... the comm module for SM121")."""
         words = self.words(cc, versions)
         return self.written_otherwise.format_map(words) if words and self.written_otherwise else self.otherwise
 
     def with_versions(self, versions: dict) -> Needs:
         """The need as said on the fix's own cc (12.0) with ``versions`` (project -> release) installed:
         its words for the release of ``project`` there, else for any release."""
-        return self._replace(says=self.said_for((12, 0), versions), otherwise=self.otherwise_for((12, 0), versions))
+        return self._replace(says=self.said_for(CC(12, 0), versions), otherwise=self.otherwise_for(CC(12, 0), versions))
 
     def of_release(self, project: str, version: str | None) -> Needs:
         """The need as said for ``project`` ``version`` alone (a shipped patch of that release)."""
@@ -222,7 +238,7 @@ def needs_words(need: Needs) -> str:
 
 def failure_words(f: Fails, label: str) -> str:
     """What goes wrong without the fix in a range of releases, in one clause."""
-    what = {"crash": "crashes with ", "warning": "warns ", "off": ""}[f.outcome]
+    what = {Outcome.CRASH: "crashes with ", Outcome.WARNING: "warns ", Outcome.OFF: ""}[f.outcome]
     return f"{label} {f.releases()} {what}{f.says} ({f.where})"
 
 
@@ -237,6 +253,14 @@ def _versions(entry: dict, path: Path, what: str, *keys: str) -> None:
             raise BadInput(str(path), f"{what}: {key} {entry[key]!r} is not a release version")
     if len(keys) == 2 and after(entry[keys[0]], entry[keys[1]]):
         raise BadInput(str(path), f"{what}: since {entry['since']} is after until {entry['until']}")
+
+
+def _member(enum: type[StrEnum], word: str, path: Path, what: str):
+    """The member of ``enum`` the data spells ``word``, or one BadInput line naming them all."""
+    try:
+        return enum(word)
+    except ValueError:
+        raise BadInput(str(path), f"{what} {word!r} is not one of {', '.join(enum)}") from None
 
 
 def _tables(effect: dict, key: str, path: Path, what: str) -> list[tuple[str, dict]]:
@@ -286,9 +310,7 @@ def read_effect(path: Path) -> Effect | None:
     fails = []
     for where, e in _tables(effect, "fails", path, what):
         _versions(e, path, where, "since", "until")
-        outcome = _get(e, "outcome", str, path, where)
-        if outcome not in OUTCOMES:
-            raise BadInput(str(path), f"{where}: outcome {outcome!r} is not one of {', '.join(OUTCOMES)}")
+        outcome = _member(Outcome, _get(e, "outcome", str, path, where), path, f"{where}: outcome")
         if ("shown_in" in e) != ("holds" in e):
             raise BadInput(str(path), f"{where}: shown_in and holds go together (the file, and the lines that show the outcome)")
         shown = (_get(e, "shown_in", str, path, where), _strings(e, "holds", path, where)) if "holds" in e else ("", ())
@@ -296,13 +318,9 @@ def read_effect(path: Path) -> Effect | None:
                            _get(e, "says", str, path, where), _get(e, "where", str, path, where), *shown))
     needs = []
     for where, e in _tables(effect, "needs", path, what):
-        machine = _get(e, "machine", str, path, where)
-        if machine not in MACHINE_NEEDS:
-            raise BadInput(str(path), f"{where}: machine {machine!r} is not one of {', '.join(MACHINE_NEEDS)}")
-        helps = _strings(e, "helps_without", path, where, required=False)
-        for outcome in helps:
-            if outcome not in OUTCOMES:
-                raise BadInput(str(path), f"{where}: helps_without {outcome!r} is not one of {', '.join(OUTCOMES)}")
+        machine = _member(MachineNeed, _get(e, "machine", str, path, where), path, f"{where}: machine")
+        helps = tuple(_member(Outcome, o, path, f"{where}: helps_without")
+                      for o in _strings(e, "helps_without", path, where, required=False))
         adds = _get(e, "adds_without", str, path, where) if helps or "adds_without" in e else ""
         written, written_otherwise = _get(e, "says", str, path, where), _get(e, "otherwise", str, path, where)
         project = _get(e, "project", str, path, where) if "project" in e else ""

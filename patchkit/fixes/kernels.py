@@ -20,6 +20,7 @@ from fnmatch import fnmatchcase
 from functools import lru_cache
 from pathlib import Path
 
+from patchkit.cc import CC
 from patchkit.errors import BadInput
 from patchkit.fixes.load import HERE, _get, _read
 from patchkit.values import Record
@@ -30,12 +31,12 @@ KERNELS = "known-kernels.toml"
 class KnownFile(Record):
     glob: str
     what: str
-    only_on: tuple[tuple[int, int], ...]
-    not_on: tuple[tuple[int, int], ...]
+    only_on: tuple[CC, ...]
+    not_on: tuple[CC, ...]
     do: str | None
     at_start: bool = True  # loaded when the distribution is (``always``); False: only where a feature imports it
 
-    def loaded_on(self, cc: tuple[int, int]) -> bool:
+    def loaded_on(self, cc: CC) -> bool:
         return (not self.only_on or cc in self.only_on) and cc not in self.not_on
 
 
@@ -68,7 +69,7 @@ class Kernels(Record):
         return self.distributions.get(name) or KnownDistribution(name, None, self.default, ())
 
 
-def _ccs(doc: dict, key: str, path: Path, what: str) -> tuple[tuple[int, int], ...]:
+def _ccs(doc: dict, key: str, path: Path, what: str) -> tuple[CC, ...]:
     if key not in doc:
         return ()
     found = []
@@ -76,7 +77,7 @@ def _ccs(doc: dict, key: str, path: Path, what: str) -> tuple[tuple[int, int], .
         major, dot, minor = str(text).partition(".")
         if not isinstance(text, str) or not (major.isdigit() and dot and minor.isdigit()):
             raise BadInput(str(path), f"{what}: {key!r} must list compute capabilities such as \"9.0\"")
-        found.append((int(major), int(minor)))
+        found.append(CC(int(major), int(minor)))
     return tuple(found)
 
 

@@ -46,7 +46,7 @@ class Refresh(Record):
         return in_range(version, self.since, self.until)
 
 
-class Kind(StrEnum):
+class RuleKind(StrEnum):
     """The kinds of rule, as the data files name them (``kind = "dict-key"``)."""
 
     DICT_KEY = "dict-key"
@@ -62,7 +62,7 @@ class Rule(Value):
     what a file must mention (``names``) and what it rewrites (``where``); ``rewrite.rules``
     maps each class to its rewrite."""
 
-    kind: ClassVar[Kind]
+    kind: ClassVar[RuleKind]
     fix: str
     project: str
     files: tuple[str, ...]
@@ -132,7 +132,7 @@ class Rule(Value):
 class DictKeyRule(Rule):
     """Adds a key that copies another to the dicts ``tables`` (keyed by compute capability)."""
 
-    kind: ClassVar[Kind] = Kind.DICT_KEY
+    kind: ClassVar[RuleKind] = RuleKind.DICT_KEY
     tables: tuple[str, ...] = ()
 
     def names(self) -> tuple[str, ...]:
@@ -153,7 +153,7 @@ class ListMemberRule(Rule):
     assignment (``target``) or the left side of a membership test (``test``); optionally only
     inside ``functions``."""
 
-    kind: ClassVar[Kind] = Kind.LIST_MEMBER
+    kind: ClassVar[RuleKind] = RuleKind.LIST_MEMBER
     call: str | None = None
     keyword: str | None = None
     target: str | None = None
@@ -177,7 +177,7 @@ class PredicateRule(Rule):
     the spellings in names ("sm100" -> "sm120"); ``helpers``: where a helper reached as an
     attribute must be defined."""
 
-    kind: ClassVar[Kind] = Kind.PREDICATE
+    kind: ClassVar[RuleKind] = RuleKind.PREDICATE
     functions: tuple[str, ...] = ()
     flag: str = ""
     helpers: tuple[str, ...] = ()
@@ -202,7 +202,7 @@ class ComparisonRule(Rule):
     (121): ``== 120`` -> ``in (120, 121)``, ``in (100, 120)`` -> ``in (100, 120, 121)``;
     optionally only inside ``functions``."""
 
-    kind: ClassVar[Kind] = Kind.COMPARISON
+    kind: ClassVar[RuleKind] = RuleKind.COMPARISON
     subject: str = ""
     functions: tuple[str, ...] = ()
 
@@ -227,7 +227,7 @@ class ComparisonRule(Rule):
 class BackportRule(Rule):
     """An upstream change carried as its diff, to exactly the files it names."""
 
-    kind: ClassVar[Kind] = Kind.BACKPORT
+    kind: ClassVar[RuleKind] = RuleKind.BACKPORT
     diff: bytes = b""  # the upstream diff
     origin: Origin | None = None  # where it comes from
     made_on: str | None = None  # the release a three-way merge takes its base from

@@ -36,17 +36,18 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
+from patchkit.cc import KeyStyle
 from patchkit.errors import BadInput
 from patchkit.fixes.kinds import (
     BackportRule,
     ComparisonRule,
     DictKeyRule,
-    Kind,
     ListMemberRule,
     Origin,
     PredicateRule,
     Refresh,
     Rule,
+    RuleKind,
 )
 from patchkit.values import Record
 
@@ -58,8 +59,8 @@ _LOCATORS = ("call", "keyword", "target", "test")
 NOT_FIXES = ("projects.toml", "known-failures.toml", "known-speedups.toml", "known-kernels.toml", "known-settings.toml")
 
 
-_CLASSES = {Kind.DICT_KEY: DictKeyRule, Kind.LIST_MEMBER: ListMemberRule, Kind.PREDICATE: PredicateRule,
-            Kind.BACKPORT: BackportRule, Kind.COMPARISON: ComparisonRule}
+_CLASSES = {RuleKind.DICT_KEY: DictKeyRule, RuleKind.LIST_MEMBER: ListMemberRule, RuleKind.PREDICATE: PredicateRule,
+            RuleKind.BACKPORT: BackportRule, RuleKind.COMPARISON: ComparisonRule}
 
 
 class FeaturePath(Record):
@@ -145,9 +146,9 @@ def _rule(name: str, rule: object, path: Path, what: str) -> Rule:
     if not isinstance(rule, dict):
         raise BadInput(str(path), f"{what}: not a table")
     kind = _get(rule, "kind", str, path, what)
-    if kind not in tuple(Kind):
-        raise BadInput(str(path), f"{what}: kind {kind!r} is not one of {', '.join(Kind)}")
-    cls = _CLASSES[Kind(kind)]
+    if kind not in tuple(RuleKind):
+        raise BadInput(str(path), f"{what}: kind {kind!r} is not one of {', '.join(RuleKind)}")
+    cls = _CLASSES[RuleKind(kind)]
     cc = str if cls is PredicateRule else int if cls is ComparisonRule else (int, str)
     backport = _backport(rule, path, what) if cls is BackportRule else {}
     values = dict(
@@ -274,7 +275,7 @@ def read_projects(folder: Path = HERE) -> dict[str, dict]:
     for name, project in doc.items():
         for key in ("label", "distribution", "source_root", "key_style", "patches"):
             _get(project, key, str, path, name)
-        if project["key_style"] not in ("major", "major.minor"):
+        if project["key_style"] not in tuple(KeyStyle):
             raise BadInput(str(path), f"{name}: key_style must be \"major\" or \"major.minor\"")
         installed = project.get("installed", {})
         if not isinstance(installed, dict) or not all(
@@ -282,4 +283,6 @@ def read_projects(folder: Path = HERE) -> dict[str, dict]:
             for k, v in installed.items()
         ):
             raise BadInput(str(path), f"{name}.installed: maps a repository folder to its installed folder, both ending in '/'")
+        if not isinstance(project.get("jit_builds", False), bool):
+            raise BadInput(str(path), f"{name}: jit_builds must be true or false")
     return doc

@@ -8,7 +8,7 @@ repository; an installed package has the same files below ``site-packages/<name>
 
 from __future__ import annotations
 
-from patchkit.cc import CC, Key, must_differ
+from patchkit.cc import CC, Key, KeyStyle, must_differ
 from patchkit.errors import BadInput
 from patchkit.fixes.kinds import DictKeyRule, Rule
 from patchkit.fixes.load import HERE, read_fixes, read_projects
@@ -27,7 +27,7 @@ class Project(Record):
     # they are assigned (module level or class body) in any candidate file.
     tables: tuple[str, ...]
     # How the project spells a compute capability, and the default pair to copy.
-    key_style: str  # "major" (10, 12) or "major.minor" ("10.0", "12.0")
+    key_style: KeyStyle  # MAJOR (10, 12) or DOTTED ("10.0", "12.0")
     from_cc: Key
     to_cc: Key
     # Where its shipped patches live below patches/ ("" = patches/<version>/).
@@ -37,6 +37,7 @@ class Project(Record):
     # Repository folders that an installed wheel keeps elsewhere: (repository prefix, installed
     # prefix), e.g. ("include/", "flashinfer/data/include/") for FlashInfer's JIT sources.
     installed: tuple[tuple[str, str], ...] = ()
+    jit_builds: bool = False  # it loads JIT builds of its own sources (FlashInfer): a patch leaves them stale
 
     def dist_info(self) -> str:
         """The glob of its dist-info folders: ``flashinfer_python-*.dist-info``."""
@@ -86,7 +87,7 @@ def _projects() -> dict[str, Project]:
         rules = [r for fix in FIXES.values() for r in fix.rules if r.project == name]
         if not rules:
             raise BadInput(str(HERE / "projects.toml"), f"{name}: no rule of any fix patches it")
-        style = int if layout["key_style"] == "major" else str
+        style = int if KeyStyle(layout["key_style"]) is KeyStyle.MAJOR else str
         for r in rules:
             if r.key_pair() is not None and not all(isinstance(cc, style) for cc in r.key_pair()):
                 raise BadInput(str(HERE / f"{r.fix}.toml"), f"{name}: from_cc and to_cc must be written {layout['key_style']}")
@@ -97,9 +98,9 @@ def _projects() -> dict[str, Project]:
             name, layout["label"], layout["source_root"],
             files=tuple(dict.fromkeys(g for r in rules for g in r.files)),
             tables=tuple(dict.fromkeys(t for r in rules if isinstance(r, DictKeyRule) for t in r.tables)),
-            key_style=layout["key_style"], from_cc=keyed.from_cc, to_cc=keyed.to_cc, patches=layout["patches"],
+            key_style=KeyStyle(layout["key_style"]), from_cc=keyed.from_cc, to_cc=keyed.to_cc, patches=layout["patches"],
             distribution=layout["distribution"], names=tuple(dict.fromkeys(n for r in rules for n in r.names())),
-            installed=tuple(layout.get("installed", {}).items()),
+            installed=tuple(layout.get("installed", {}).items()), jit_builds=layout.get("jit_builds", False),
         )
     for fix in FIXES.values():
         for r in fix.rules:

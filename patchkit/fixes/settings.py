@@ -10,7 +10,7 @@ from pathlib import Path
 
 from patchkit.cc import CC
 from patchkit.errors import BadInput
-from patchkit.fixes.load import HERE, _get, _optional, _read
+from patchkit.fixes.load import HERE, _get, _optional, _read, _strings
 from patchkit.types import StrEnum
 from patchkit.values import Record
 from patchkit.versions import at_least, is_version
@@ -64,6 +64,10 @@ class Setting(Record):
     measured: str
     spellings: tuple[Spelling, ...]
     caveat: str | None = None  # what can still go wrong with it set (said with it by doctor and verify)
+    # DEEPGEMM: where the project loads DeepGEMM from, in its order (site-packages paths)
+    loads_from: tuple[str, ...] = ("deep_gemm",)
+    admitted_by: tuple[str, str] | None = None  # DEEPGEMM: (file, text) the release holds where it admits the 12.x family
+    probe: tuple[str, ...] = ()  # DEEPGEMM: the APIs the project's probe asks of deep_gemm/__init__.py before it uses it
 
     def spelling(self, version: str | None) -> Spelling | None:
         """How the installed release spells it; None: no range covers it (or no version)."""
@@ -123,7 +127,17 @@ def _setting(doc: object, path: Path, what: str) -> Setting:
     return Setting(name, _enum(SettingKind, doc, "kind", path, what), _get(doc, "project", str, path, what),
                    _enum(Check, doc, "check", path, what), tuple(ccs), rank, _get(doc, "does", str, path, what),
                    _get(doc, "does_not", str, path, what), _get(doc, "evidence", str, path, what),
-                   _get(doc, "measured", str, path, what), spellings, _optional(doc, "caveat", path, what))
+                   _get(doc, "measured", str, path, what), spellings, _optional(doc, "caveat", path, what),
+                   *_deepgemm(doc, path, what))
+
+
+def _deepgemm(doc: dict, path: Path, what: str) -> tuple:
+    """``loads_from``, ``admitted_by`` and ``probe`` of a DeepGEMM setting (their defaults when absent)."""
+    loads_from = _strings(doc, "loads_from", path, what, required=False) or ("deep_gemm",)
+    admitted_by = _strings(doc, "admitted_by", path, what, required=False) or None
+    if admitted_by is not None and len(admitted_by) != 2:
+        raise BadInput(str(path), f"{what}: 'admitted_by' must be [file, text]")
+    return loads_from, admitted_by, _strings(doc, "probe", path, what, required=False)
 
 
 def read_settings(folder: Path = HERE) -> tuple[Setting, ...]:

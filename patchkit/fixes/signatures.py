@@ -24,15 +24,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from patchkit.cc import CC
-from patchkit.cc import KNOWN as KNOWN_CCS
+from patchkit.cc import CC, SM12X, KeyStyle
 from patchkit.errors import BadInput
 from patchkit.fixes.effects import KEY
 from patchkit.fixes.load import HERE, _get, _read, _strings
 from patchkit.values import Record
 
 KNOWN = "known-failures.toml"
-SM12X = tuple(CC(major, minor) for major, minor in KNOWN_CCS if major == 12)  # the GPUs the fixes are for: 12.0, 12.1
 
 
 class Signature(Record):
@@ -46,7 +44,7 @@ class Signature(Record):
     framed: bool = False  # only where a traceback's frames show a project the fix patches
 
 
-class Package(Record):
+class FailingPackage(Record):
     name: str
     frames: str  # a folder of a frame's path: "sgl_kernel"
     message: str | None  # text of the exception that names the package without a frame
@@ -59,14 +57,14 @@ class Failure(Record):
     exception: str | None  # text of a traceback's last line; or
     cause: str  # with {package}
     advice: str  # with {package}
-    packages: tuple[Package, ...]
+    packages: tuple[FailingPackage, ...]
     log: str | None = None  # text of a log line (ptxas's own line)
     setting: str | None = None  # the setting (known-settings.toml) that cures it
     compiled: bool = False  # raised by compiled code missing for the GPU: diagnose judges the shared objects behind it
     cc: CC | None = None  # the GPU it is a failure of, where it is one GPU's (ptxas refusing sm_121a: 12.1)
 
 
-class Effect(Record):
+class EffectSignature(Record):
     name: str
     log: str
     means: str
@@ -75,7 +73,7 @@ class Effect(Record):
 class Known(Record):
     signatures: tuple[Signature, ...]
     failures: tuple[Failure, ...]
-    effects: tuple[Effect, ...]
+    effects: tuple[EffectSignature, ...]
 
 
 def _text(doc: dict, key: str, where: Path, what: str) -> str | None:
@@ -90,7 +88,7 @@ def _keyed(sig: Signature) -> list[Signature]:
     from patchkit.fixes.registry import PROJECTS
 
     project = PROJECTS.get(sig.project)
-    keys = dict.fromkeys(str(project.key(cc) if project else cc.key("major.minor")) for cc in SM12X)
+    keys = dict.fromkeys(str(project.key(cc) if project else cc.key(KeyStyle.DOTTED)) for cc in SM12X)
     return [sig._replace(exception=sig.exception and sig.exception.replace(KEY, k), log=sig.log and sig.log.replace(KEY, k),
                          cause=sig.cause.replace(KEY, k)) for k in keys]
 
@@ -111,10 +109,10 @@ def _signature(fix: str, doc: object, path: Path, what: str) -> Signature:
                      _get(doc, "releases", str, path, what), _get(doc, "cause", str, path, what), framed)
 
 
-def _package(doc: object, path: Path, what: str) -> Package:
+def _package(doc: object, path: Path, what: str) -> FailingPackage:
     if not isinstance(doc, dict):
         raise BadInput(str(path), f"{what}: not a table")
-    return Package(_get(doc, "name", str, path, what), _get(doc, "frames", str, path, what), _text(doc, "message", path, what),
+    return FailingPackage(_get(doc, "name", str, path, what), _get(doc, "frames", str, path, what), _text(doc, "message", path, what),
                    _text(doc, "advice", path, what), _text(doc, "setting", path, what))
 
 
@@ -136,10 +134,10 @@ def _failure(doc: object, path: Path, what: str) -> Failure:
                    _get(doc, "compiled", bool, path, what) if "compiled" in doc else False, cc)
 
 
-def _effect(doc: object, path: Path, what: str) -> Effect:
+def _effect(doc: object, path: Path, what: str) -> EffectSignature:
     if not isinstance(doc, dict):
         raise BadInput(str(path), f"{what}: not a table")
-    return Effect(_get(doc, "name", str, path, what), _get(doc, "log", str, path, what), _get(doc, "means", str, path, what))
+    return EffectSignature(_get(doc, "name", str, path, what), _get(doc, "log", str, path, what), _get(doc, "means", str, path, what))
 
 
 def read_known(folder: Path = HERE) -> Known:

@@ -19,7 +19,7 @@ CHUNK = 4096  # bytes of names per write: a pipe holds one page at the least
 HASH_BYTES = {"sha1": 20, "sha256": 32}
 
 
-class Kind(StrEnum):
+class ObjectType(StrEnum):
     """A git object's type, as ``git cat-file --batch`` names it."""
 
     BLOB = "blob"
@@ -28,16 +28,16 @@ class Kind(StrEnum):
     TAG = "tag"
 
 
-_TYPES = {k.encode(): k for k in Kind}
+_TYPES = {k.encode(): k for k in ObjectType}
 
 
 class Object(Record):
     oid: str  # hex
-    kind: Kind
+    kind: ObjectType
     data: bytes
 
 
-class Entry(Record):
+class TreeEntry(Record):
     """One entry of a tree object."""
 
     mode: str  # "100644", "100755", "40000", "120000", "160000"
@@ -45,7 +45,7 @@ class Entry(Record):
     oid: str  # hex
 
 
-def tree_entries(raw: bytes, hash_bytes: int = 20) -> list[Entry]:
+def tree_entries(raw: bytes, hash_bytes: int = 20) -> list[TreeEntry]:
     """The entries of a raw tree object (``<mode> <name>\\0<id>`` each, the id ``hash_bytes`` long)."""
     entries, i = [], 0
     while i < len(raw):
@@ -54,7 +54,7 @@ def tree_entries(raw: bytes, hash_bytes: int = 20) -> list[Entry]:
         oid = raw[nul + 1 : nul + 1 + hash_bytes]
         if len(oid) != hash_bytes:
             raise ValueError(f"a tree entry cut short: {len(oid)} of {hash_bytes} bytes of its object id")
-        entries.append(Entry(raw[i:space].decode(), raw[space + 1 : nul].decode("utf-8", "surrogateescape"), oid.hex()))
+        entries.append(TreeEntry(raw[i:space].decode(), raw[space + 1 : nul].decode("utf-8", "surrogateescape"), oid.hex()))
         i = nul + 1 + hash_bytes
     return entries
 

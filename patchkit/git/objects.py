@@ -14,7 +14,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 from patchkit.errors import BadInput, BranchError
-from patchkit.git.batch import HASH_BYTES, CatFile, Entry, Kind, tree_entries
+from patchkit.git.batch import HASH_BYTES, CatFile, ObjectType, TreeEntry, tree_entries
 from patchkit.git.refs import repo_format
 from patchkit.versions import is_release_tag, version_key
 
@@ -81,7 +81,7 @@ class GitSource:
         self._git = git
         self._hash = HASH_BYTES[fmt]
         self._objects = CatFile(self.repo.git, str(path))
-        self._trees: dict[str, list[Entry]] = {}
+        self._trees: dict[str, list[TreeEntry]] = {}
         self._releases: dict[str, Release] = {}
 
     def release_tags(self) -> list[str]:
@@ -97,7 +97,7 @@ class GitSource:
         """Commit and author date of many tags, read in one batch (and cached)."""
         wanted = [t for t in dict.fromkeys(tags) if t not in self._releases]
         for tag, found in zip(wanted, self._objects.get([f"refs/tags/{t}^{{commit}}" for t in wanted]), strict=True):
-            if found is None or found.kind is not Kind.COMMIT:
+            if found is None or found.kind is not ObjectType.COMMIT:
                 raise BadInput(str(self.path), f"no tag {tag!r} in this repository")
             self._releases[tag] = _release(tag, found.oid, found.data)
         return {t: self._releases[t] for t in tags}
@@ -115,19 +115,19 @@ class GitSource:
             objects[blob] = found.data
         return objects
 
-    def _parsed(self, found) -> list[Entry]:
+    def _parsed(self, found) -> list[TreeEntry]:
         """The entries of a tree object read; each distinct tree is parsed once."""
         entries = self._trees.get(found.oid)
         if entries is None:
             entries = self._trees[found.oid] = tree_entries(found.data, self._hash)
         return entries
 
-    def _tree(self, oid: str) -> list[Entry]:
+    def _tree(self, oid: str) -> list[TreeEntry]:
         """The entries of the tree ``oid``; each distinct tree is read once."""
         entries = self._trees.get(oid)
         if entries is None:
             (found,) = self._objects.get([oid])
-            if found is None or found.kind is not Kind.TREE:
+            if found is None or found.kind is not ObjectType.TREE:
                 raise BadInput(str(self.path), f"cannot read tree {oid}: {oid} missing")
             entries = self._parsed(found)
         return entries
@@ -145,7 +145,7 @@ class GitSource:
             found, seen = [], set()
             for pattern, folder in zip(globs, folders, strict=True):
                 tree = next(trees)
-                if tree is None or tree.kind is not Kind.TREE:
+                if tree is None or tree.kind is not ObjectType.TREE:
                     continue
                 for mode, name, blob in self._parsed(tree):
                     path = f"{folder}/{name}" if folder else name

@@ -19,6 +19,7 @@ import re
 from functools import partial
 from itertools import repeat
 
+from patchkit.cc import CC
 from patchkit.values import Record
 
 QUERY = "index,name,compute_cap,pci.bus_id"
@@ -37,14 +38,14 @@ _DEVICE = re.compile(r"GPU([0-9]+)")
 class GPU(Record):
     index: int
     name: str
-    cc: tuple[int, int]  # (12, 0)
+    cc: CC  # CC(12, 0)
     bus_id: str
 
     def cc_text(self) -> str:
-        return f"{self.cc[0]}.{self.cc[1]}"
+        return self.cc.smi_text()
 
     def sm(self) -> str:
-        return f"SM{self.cc[0]}{self.cc[1]}"
+        return f"SM{self.cc.sm()}"
 
 
 class Link(Record):
@@ -86,7 +87,7 @@ def gpus(text: str) -> list[GPU]:
         major, minor = int(cc_match.group(1)), int(cc_match.group(2))
         if major not in CC_MAJORS:
             raise ValueError(f"line {n}: compute_cap {cc!r} is not one NVIDIA has (1.0 to 15.x)")
-        found.append(GPU(int(index), name, (major, minor), bus))
+        found.append(GPU(int(index), name, CC(major, minor), bus))
     if not found:
         raise ValueError("it listed no GPU")
     if sorted(g.index for g in found) != list(range(len(found))):

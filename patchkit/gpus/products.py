@@ -15,28 +15,30 @@ Standard library only.
 
 from __future__ import annotations
 
+from patchkit.cc import CC
+
 # cc -> why no GPU of it has multicast, with the source above.
-NO_MULTICAST: dict[tuple[int, int], str] = {
-    (12, 0): "RTX PRO 6000 and RTX 50 have no NVLink",
-    (12, 1): "GB10 is one GPU",
+NO_MULTICAST: dict[CC, str] = {
+    CC(12, 0): "RTX PRO 6000 and RTX 50 have no NVLink",
+    CC(12, 1): "GB10 is one GPU",
 }
 
 
 # cc -> why two or more GPUs of it meet over PCIe only (no NVLink), with the source above.  A GB10
 # is one GPU: nothing to all-reduce with inside a Spark.
-PCIE_ONLY: dict[tuple[int, int], str] = {(12, 0): "RTX PRO 6000 and RTX 50 have no NVLink"}
+PCIE_ONLY: dict[CC, str] = {CC(12, 0): "RTX PRO 6000 and RTX 50 have no NVLink"}
 
 
 def pcie_only(ccs) -> tuple[str, ...] | None:
     """Why two or more GPUs of every one of ``ccs`` meet over PCIe only (one reason each), or None."""
-    why = [PCIE_ONLY.get(tuple(cc)) for cc in ccs]
+    why = [PCIE_ONLY.get(cc) for cc in ccs]
     return tuple(why) if why and all(why) else None
 
 
 def without_multicast(ccs) -> tuple[str, ...] | None:
     """Why GPUs of every one of ``ccs`` lack multicast (one reason each), or None when one of them
     may have it (or none is given)."""
-    why = [NO_MULTICAST.get(tuple(cc)) for cc in ccs]
+    why = [NO_MULTICAST.get(cc) for cc in ccs]
     return tuple(why) if why and all(why) else None
 
 
@@ -45,5 +47,5 @@ def no_multicast_said(ccs) -> str | None:
     why each lacks it, as doctor's links line and every verdict that rests on it say it; None when
     one of them may have multicast."""
     why = without_multicast(ccs)
-    named = " or ".join(f"{major}.{minor}" for major, minor in ccs)
+    named = " or ".join(cc.smi_text() for cc in ccs)
     return f"no multicast on any GPU of cc {named} ({'; '.join(why)})" if why else None

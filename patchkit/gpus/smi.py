@@ -21,6 +21,7 @@ import os
 import shutil
 
 from patchkit import bounded
+from patchkit.cc import CC
 from patchkit.errors import BadInput
 from patchkit.gpus.parse import GPU, NO_DEVICES, QUERY, Link, gpus, links
 from patchkit.values import Record
@@ -34,9 +35,9 @@ class Machine(Record):
     nvidia_smi: str | None  # the program that answered; None for a machine given, not measured
     gpus: tuple[GPU, ...]
     links: tuple[Link, ...] | None  # each pair a < b; None: not known (a machine given, not measured)
-    given: tuple[tuple[int, int], ...] = ()  # the ccs given instead of measured (``given``)
+    given: tuple[CC, ...] = ()  # the ccs given instead of measured (``given``)
 
-    def no_multicast_known(self) -> tuple[tuple[int, int], ...] | None:
+    def no_multicast_known(self) -> tuple[CC, ...] | None:
         """For GPUs given, not measured: their ccs (lowest first) when no product of them has
         multicast (``products``), or None."""
         from patchkit.gpus.products import without_multicast
@@ -44,9 +45,9 @@ class Machine(Record):
         ccs = tuple(self.ccs())
         return ccs if self.links is None and without_multicast(ccs) else None
 
-    def ccs(self) -> list[tuple[int, int]]:
+    def ccs(self) -> list[CC]:
         """The distinct compute capabilities, lowest first."""
-        return sorted(set(self.given) if self.given else {g.cc for g in self.gpus})
+        return sorted(set(self.given) if self.given else {g.cc for g in self.gpus}, key=CC.pair)
 
     def nvlink(self) -> bool:
         return any(link.nvlink for link in self.links or ())
@@ -146,7 +147,7 @@ def machine(limit: float | None = None) -> Machine:
     return Machine(exe, tuple(found), tuple(pairs))
 
 
-def given(*ccs: tuple[int, int]) -> Machine:
-    """The machine of GPUs of ``ccs`` (``(12, 0)``), given instead of measured: how they are
-    linked is not known."""
-    return Machine(None, (), None, tuple(sorted(set(ccs))))
+def given(*ccs: CC) -> Machine:
+    """The machine of GPUs of ``ccs`` (``CC(12, 0)``; ``sm_121a`` and ``12`` as 12.1 and 12.0), given
+    instead of measured: how they are linked is not known."""
+    return Machine(None, (), None, tuple(sorted({cc.gpu() for cc in ccs}, key=CC.pair)))

@@ -13,7 +13,7 @@ No nvidia-smi or no GPU is one BadInput line (exit 2).
 
 from __future__ import annotations
 
-from patchkit.cc import CC, Key
+from patchkit.cc import CC, SM12X, Key
 from patchkit.errors import BadInput
 from patchkit.fixes.effects import read_effects
 from patchkit.fixes.registry import FIXES, Project, fixes_for
@@ -70,7 +70,7 @@ def _not_for(s: Session, m: Machine, held: tuple) -> tuple:
     return tuple(cc for cc in held if cc not in holds)
 
 
-SM12X = ((12, 0), (12, 1))  # the GPUs the fixes are for: a plain apply with none of them seen judges for their products
+# SM12X: the GPUs the fixes are for; a plain apply with none of them seen judges for their products
 
 
 def plain_machine(to_cc: CC | None) -> tuple[Machine, str]:
@@ -80,12 +80,12 @@ def plain_machine(to_cc: CC | None) -> tuple[Machine, str]:
     from patchkit.gpus.smi import given
 
     if to_cc is not None:
-        return given(to_cc.pair()), f"for cc {to_cc.major}.{to_cc.minor}"
+        return given(to_cc), f"for cc {to_cc.major}.{to_cc.minor}"
     try:
         m = read_machine()
     except BadInput:
         m = None
-    if m is not None and any(major == 12 for major, _ in m.ccs()):
+    if m is not None and any(cc.major == 12 for cc in m.ccs()):
         return m, "here"
     seen = "no SM12x GPU seen" if m is not None else "no GPU seen"
     return given(*SM12X), f"for the SM12x GPUs, 12.0 and 12.1 ({seen})"

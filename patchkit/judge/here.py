@@ -18,7 +18,7 @@ import os
 from patchkit.cc import CC, Key
 from patchkit.digest import sha256
 from patchkit.errors import PatchkitError, RewriteError, localized
-from patchkit.fixes.effects import Effect
+from patchkit.fixes.effects import Effect, MachineNeed, Outcome
 from patchkit.fixes.registry import FIXES, Project, fixes_for, rules_for
 from patchkit.gpus.smi import Machine
 from patchkit.judge.reasons import (
@@ -44,7 +44,7 @@ from patchkit.values import Record
 def spelled(project: Project, machine: Machine) -> list[Key]:
     """The distinct ccs of the machine's GPUs as ``project`` keys them (``Project.key``): 12
     (SGLang, FlashInfer: by major) or "12.0", "12.1" (vLLM)."""
-    return sorted({project.key(CC(*cc)) for cc in machine.ccs()}, key=lambda k: CC.of(k).pair())
+    return sorted({project.key(cc) for cc in machine.ccs()}, key=lambda k: CC.of(k).pair())
 
 
 def _major(rule_cc: Key) -> int:
@@ -121,12 +121,12 @@ def _parsed(s: Session, fix: str, cc, current: dict[str, bytes], gpus: tuple[CC,
 def _lacks(project: Project, fix: str, lacking: list[tuple]) -> Lacks:
     """What the files lack, each once in the order found: (name, key, path, kind) of each gap; an
     upstream change carried whole (a backport) by the files that lack it, of how many it has."""
-    from patchkit.fixes.kinds import BackportRule, Kind
+    from patchkit.fixes.kinds import BackportRule, RuleKind
 
-    gaps = tuple({(n, repr(k)): (n, k) for n, k, _, kind in lacking if kind != Kind.BACKPORT}.values())
+    gaps = tuple({(n, repr(k)): (n, k) for n, k, _, kind in lacking if kind != RuleKind.BACKPORT}.values())
     files: dict[str, list[str]] = {}
     for n, _, path, kind in lacking:
-        if kind == Kind.BACKPORT and path not in files.setdefault(n, []):
+        if kind == RuleKind.BACKPORT and path not in files.setdefault(n, []):
             files[n].append(path)
     sizes = {r.origin.cite(): len(r.files) for r in rules_for(project.name, (fix,)) if isinstance(r, BackportRule) and r.origin}
     return Lacks(gaps, tuple((n, tuple(paths), sizes.get(n)) for n, paths in files.items()))
@@ -191,7 +191,7 @@ def fixes_here(s: Session, machine: Machine) -> list[FixHere]:
 
 def gpus(machine: Machine) -> tuple[CC, ...]:
     """The machine's distinct ccs (its GPUs', or those given)."""
-    return tuple(CC(*cc) for cc in machine.ccs())
+    return tuple(machine.ccs())
 
 
 def no_multicast(m: Machine) -> NoMulticast | None:
@@ -199,7 +199,7 @@ def no_multicast(m: Machine) -> NoMulticast | None:
     linked is not known (a machine given, not measured: the fix may take effect there)."""
     if m.links is None:
         ccs = m.no_multicast_known()  # a cc given (--to-cc 12.x): what every product of it lacks is known
-        return NoMulticast(Peers.NO_PRODUCT, tuple(CC(*cc) for cc in ccs)) if ccs else None
+        return NoMulticast(Peers.NO_PRODUCT, ccs) if ccs else None
     if not m.links:
         return NoMulticast(Peers.ONE_GPU)
     if m.pcie_only():
@@ -207,9 +207,9 @@ def no_multicast(m: Machine) -> NoMulticast | None:
     return None
 
 
-def lacks(machine_need: str, m: Machine) -> NoMulticast | NoNvcc | None:
+def lacks(machine_need: MachineNeed, m: Machine) -> NoMulticast | NoNvcc | None:
     """Why this machine lacks what a fix needs (``[[effect.needs]]``' ``machine``), or None."""
-    if machine_need == "multicast":
+    if machine_need is MachineNeed.MULTICAST:
         return no_multicast(m)
     from patchkit.kernels.jit import nvcc_at
 
@@ -262,7 +262,7 @@ def clean_start_only(effect: Effect | None, project: Project, version: str | Non
     failing = outcome(effect, project, version, said_key(project, m), read)[0] if effect is not None else []
     for need in effect.needs if failing else ():
         why = lacks(need.machine, m) if need.decides_need() else None
-        crashes = [f.says for f in failing if f.outcome == "crash" and f.outcome in need.helps_without]
+        crashes = [f.says for f in failing if f.outcome is Outcome.CRASH and f.outcome in need.helps_without]
         if why and crashes:
             return CleanStartOnly(effect.asked_with, why, tuple(dict.fromkeys(crashes)))
     return None

@@ -19,6 +19,7 @@ Per library:
 
 from __future__ import annotations
 
+from patchkit.cc import CC
 from patchkit.kernels.jit import DEEPGEMM, FLASHINFER, TRITON, Compiler, JitInstall
 from patchkit.types import StrEnum
 from patchkit.values import Record
@@ -54,7 +55,7 @@ FAILING = (REFUSES, COMPILER_LACKS, NO_COMPILER)
 class JitFit(Record):
     """What one GPU of ``cc`` gets from a JIT library."""
 
-    cc: tuple[int, int]
+    cc: CC
     verdict: JitVerdict
     target: str | None  # the sm_ target it would build ("sm_121a"); None: not known
     compiler: Compiler | None  # the compiler it would call for this cc
@@ -63,7 +64,7 @@ class JitFit(Record):
 
     def to_json(self) -> dict:
         c = self.compiler
-        return {"cc": f"{self.cc[0]}.{self.cc[1]}", "verdict": self.verdict, "target": self.target, "why": self.why,
+        return {"cc": self.cc.smi_text(), "verdict": self.verdict, "target": self.target, "why": self.why,
                 "names": list(self.names), "compiler": None if c is None else
                 {"tool": c.tool, "path": c.path, "chosen_by": c.chosen_by, "release": c.release,
                  "found": c.found, "knows_target": c.knows(self.target) if self.target else None, "problem": c.problem}}
@@ -118,16 +119,16 @@ def _compiled(cc, target: str, compiler: Compiler, done: str = BUILDS, names: tu
     return JitFit(cc, done, target, compiler, why, names)
 
 
-def flashinfer_fit(install: JitInstall, cc: tuple[int, int]) -> JitFit:
+def flashinfer_fit(install: JitInstall, cc: CC) -> JitFit:
     s, nvcc = install.sources, install.compilers[0]
     if s.form is None:
         return JitFit(cc, UNKNOWN, None, nvcc, UNKNOWN_FORM)
-    major, minor = cc
+    major, minor = cc.pair()
     if major != 12:
         return _compiled(cc, f"sm_{major}{minor}{'a' if major >= 9 else ''}", nvcc)
-    if cc not in s.form.targets:  # a 12.x GPU other than 12.0 and 12.1
+    if cc.pair() not in s.form.targets:  # a 12.x GPU other than 12.0 and 12.1
         return JitFit(cc, UNKNOWN, None, nvcc, UNKNOWN_FORM)
-    options, raises = s.form.targets[cc]
+    options, raises = s.form.targets[cc.pair()]
     known = nvcc.found and nvcc.release
     target = next((t for needs, t in options if not (known and needs) or _release(nvcc.release) >= _release(needs)), None)
     if target is None:  # nvcc older than every target of this form needs: FlashInfer raises
@@ -138,23 +139,23 @@ def flashinfer_fit(install: JitInstall, cc: tuple[int, int]) -> JitFit:
     return _compiled(cc, target, nvcc)
 
 
-def deepgemm_fit(install: JitInstall, cc: tuple[int, int]) -> JitFit:
+def deepgemm_fit(install: JitInstall, cc: CC) -> JitFit:
     s, nvcc = install.sources, install.compilers[0]
-    if cc[0] not in s.impls:
+    if cc.major not in s.impls:
         return JitFit(cc, REFUSES, None, nvcc, NO_IMPLS, tuple(f"sm{m}0" for m in sorted(s.impls)))
     if not nvcc.found:
         return JitFit(cc, NO_COMPILER, None, nvcc, None)
-    return JitFit(cc, BUILDS, None, nvcc, None, tuple(s.impls[cc[0]]))
+    return JitFit(cc, BUILDS, None, nvcc, None, tuple(s.impls[cc.major]))
 
 
-def triton_fit(install: JitInstall, cc: tuple[int, int]) -> JitFit:
-    arch = cc[0] * 10 + cc[1]
+def triton_fit(install: JitInstall, cc: CC) -> JitFit:
+    arch = cc.sm()
     target = f"sm_{arch}{'a' if arch >= 90 else ''}"
     tools = {c.tool: c for c in install.compilers}
     ptxas = tools.get("ptxas-blackwell") if arch >= 100 and "ptxas-blackwell" in tools else tools["ptxas"]
     return _compiled(cc, target, ptxas)
 
 
-def jit_here(installs: list[JitInstall], ccs: list[tuple[int, int]]) -> list[JitHere]:
+def jit_here(installs: list[JitInstall], ccs: list[CC]) -> list[JitHere]:
     judge = {FLASHINFER: flashinfer_fit, DEEPGEMM: deepgemm_fit, TRITON: triton_fit}
     return [JitHere(i, tuple(judge[i.kind](i, cc) for cc in ccs)) for i in installs]

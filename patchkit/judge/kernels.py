@@ -19,10 +19,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from patchkit.cc import CC
 from patchkit.fixes.kernels import KnownDistribution, KnownFile, known_kernels
 from patchkit.kernels.compat import NO_KERNELS, NONE, NOT_REGISTERED, UNKNOWN, Fit, fit, worst
 from patchkit.kernels.evidence import Elsewhere, fat_binaries_elsewhere, kernels_in
-from patchkit.kernels.fatbin import Binary, Entry, read_binary
+from patchkit.kernels.fatbin import Binary, FatbinEntry, read_binary
 from patchkit.kernels.imports import StartImports, importers, module_of, start_imports
 from patchkit.kernels.installed import Distribution, distributions
 from patchkit.values import Record
@@ -62,7 +63,7 @@ class FileHere(Record):
                 "imported_by": list(self.imported_by) if self.imported_by is not None else None, "gpus": [f.to_json() for f in self.fits]}
 
 
-def names_json(entries: tuple[Entry, ...]) -> list[dict]:
+def names_json(entries: tuple[FatbinEntry, ...]) -> list[dict]:
     """Each distinct target once per section and kind, patchkit's name beside cuobjdump's
     (``--list-elf`` names an sm_120f cubin's file ``x.sm_120.cubin``): what ``--json`` lists."""
     kinds = {1: "ptx", 2: "sass", 8: "lto"}
@@ -76,7 +77,7 @@ def names_json(entries: tuple[Entry, ...]) -> list[dict]:
     return [seen[k] for k in sorted(seen, key=lambda k: (k[0] != ".nv_fatbin", k[1] != 2, k[1], k[2], k[3]))]
 
 
-def judge(path: str, shown: str, ccs: list[tuple[int, int]], known: KnownFile | None = None) -> FileHere:
+def judge(path: str, shown: str, ccs: list[CC], known: KnownFile | None = None) -> FileHere:
     binary = read_binary(path)
     fits = tuple(fit(binary.entries, cc) for cc in ccs)
     if binary.problem or not binary.cuda or all(f.runs != NONE for f in fits):
@@ -124,7 +125,7 @@ class DistributionHere(Record):
         return [rel for rel in self.dist.shared if module_of(rel) in self.start.modules]
 
 
-def installed_code(sites: list[Path], ccs: list[tuple[int, int]], only: str | None = None) -> list[DistributionHere]:
+def installed_code(sites: list[Path], ccs: list[CC], only: str | None = None) -> list[DistributionHere]:
     """Every distribution in ``sites`` (or the one that installed the package folder ``only``)
     with CUDA code in its shared objects, or bare cubins, each file judged for ``ccs``; where the
     data names the server's start, what the release imports there, and who imports each file that

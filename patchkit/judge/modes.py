@@ -80,7 +80,7 @@ def _fits(way: WayOut, versions: dict[str, str]) -> bool:
     return version is not None and way.fits(version)
 
 
-def modes_here(versions: dict[str, str], ccs: list[tuple[int, int]], sites: list[Path],
+def modes_here(versions: dict[str, str], ccs: list[CC], sites: list[Path],
                launch: Launch | None = None, in_effect: frozenset[str] = frozenset()) -> list[ModeHere]:
     """Each mode this install is exposed to (or may be), silent wrong output first.  ``versions``:
     canonical distribution name -> installed release; ``ccs``: the GPUs judged for; ``launch``: the
@@ -98,10 +98,10 @@ def modes_here(versions: dict[str, str], ccs: list[tuple[int, int]], sites: list
 _ORDER = (Exposed.EXPOSED, Exposed.IF, Exposed.UNREAD, Exposed.AVERTED)
 
 
-def _judge(mode: Mode, exposure: Exposure, versions: dict[str, str], ccs: list[tuple[int, int]], sites: list[Path],
+def _judge(mode: Mode, exposure: Exposure, versions: dict[str, str], ccs: list[CC], sites: list[Path],
            launch: Launch | None, in_effect: frozenset[str]) -> ModeHere | None:
     """The mode at one exposure: None where the release, the GPUs or the launch line keep it out."""
-    gpus = tuple(g for g in (exposure.gpus or mode.gpus) if g.pair() in ccs)
+    gpus = tuple(g for g in (exposure.gpus or mode.gpus) if g in ccs)
     version = versions.get(exposure.project)
     if not gpus or version is None:
         return None

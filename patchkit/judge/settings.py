@@ -26,6 +26,7 @@ import os
 import shutil
 from pathlib import Path
 
+from patchkit.cc import CC
 from patchkit.fixes.settings import Check, Setting, SettingKind, Spelling, read_settings
 from patchkit.kernels.jit import Compiler, ask
 from patchkit.types import StrEnum
@@ -55,13 +56,12 @@ class DeepGemmWhy(StrEnum):
 
 
 SDIRS = ("nvidia/cu13/bin/ptxas", "nvidia/cuda_nvcc/bin/ptxas")  # where nvidia-cuda-nvcc 13.x / -cu12 12.x put ptxas
-DEEPGEMM_APIS = ("fp8_einsum", "m_grouped_fp8_fp4_gemm_nt_contiguous", "transform_sf_into_required_layout")
 
 
 class SettingHere(Record):
     setting: Setting
     version: str  # the installed release of setting.project
-    cc: tuple[int, int]  # the GPU it is judged for
+    cc: CC  # the GPU it is judged for
     need: Need
     spelling: Spelling | None
     value: str | None  # what to set: the value, or the path of a ptxas that would do
@@ -82,7 +82,7 @@ class SettingHere(Record):
         s, sp = self.setting, self.spelling
         c = self.asked
         return {"setting": s.name, "kind": s.kind.value, "project": s.project, "version": self.version,
-                "cc": f"{self.cc[0]}.{self.cc[1]}", "need": self.need.value, "rank": s.rank,
+                "cc": self.cc.smi_text(), "need": self.need.value, "rank": s.rank,
                 "name": sp.name if sp else None, "value": self.value, "found": self.found,
                 "ptxas": None if c is None else {"path": c.path, "release": c.release, "targets": list(c.targets or ()),
                                                  "problem": c.problem},
@@ -132,8 +132,8 @@ def _candidates(sites: list[Path], env: dict, bundled: str) -> list[tuple[str, s
     return list(dict(found[::-1]).items())[::-1]  # one per path, the first kept
 
 
-def _target(cc: tuple[int, int]) -> str:
-    arch = cc[0] * 10 + cc[1]
+def _target(cc: CC) -> str:
+    arch = cc.sm()
     return f"sm_{arch}{'a' if arch >= 90 else ''}"
 
 
@@ -145,7 +145,7 @@ def _read_spelling(s: Setting, version: str, sites: list[Path]) -> tuple[Spellin
     return None, tuple(dict.fromkeys(rel for sp in s.spellings for rel, _ in sp.marks))
 
 
-def _triton(s: Setting, version: str, sites: list[Path], env: dict, cc: tuple[int, int]) -> SettingHere | None:
+def _triton(s: Setting, version: str, sites: list[Path], env: dict, cc: CC) -> SettingHere | None:
     sp, read_in = s.spelling(version), ()
     if sp is None and not all(at_least(version, x.since) for x in s.spellings):
         return None  # older than every release read: not said
@@ -160,7 +160,7 @@ def _triton(s: Setting, version: str, sites: list[Path], env: dict, cc: tuple[in
             tools = sorted(n for n in ("ptxas", "ptxas-blackwell") if (bin_dir / n).is_file())
             bundled = tuple(ask(n, str(bin_dir / n), "bundled with Triton", "--gpu-name") for n in tools)
             return SettingHere(s, version, cc, Need.UNREAD, None, None, read_in=read_in, bundled=bundled)
-    blackwell = (bin_dir / "ptxas-blackwell").is_file() and cc[0] >= 10 and "BLACKWELL" in sp.name
+    blackwell = (bin_dir / "ptxas-blackwell").is_file() and cc.major >= 10 and "BLACKWELL" in sp.name
     tool = "ptxas-blackwell" if blackwell else "ptxas"
     chosen, how = env.get(sp.name), f"${sp.name}"
     if not chosen:
@@ -178,21 +178,20 @@ def _triton(s: Setting, version: str, sites: list[Path], env: dict, cc: tuple[in
     return SettingHere(s, version, cc, Need.NEEDED, sp, value, asked, would, read_in=read_in)
 
 
-def _deepgemm(s: Setting, version: str, sites: list[Path], env: dict, cc: tuple[int, int]) -> SettingHere | None:
+def _deepgemm(s: Setting, version: str, sites: list[Path], env: dict, cc: CC) -> SettingHere | None:
     sp = s.spelling(version)
     if sp is None:
         return None
-    rels = ["deep_gemm"] + (["vllm/third_party/deep_gemm"] if s.project == "vllm" else [])
-    package = next((p for rel in rels for p in [_first(sites, rel)] if p is not None), None)
+    package = next((p for rel in s.loads_from for p in [_first(sites, rel)] if p is not None), None)
     if package is None:
         return None
-    if s.project == "vllm" and not _holds(_first(sites, "vllm/platforms/cuda.py"), "is_device_capability_family(120)"):
+    if s.admitted_by is not None and not _holds(_first(sites, s.admitted_by[0]), s.admitted_by[1]):
         return SettingHere(s, version, cc, Need.NOT_NEEDED, sp, sp.value, found=str(package), why=DeepGemmWhy.NOT_ADMITTED)
     impls = package / "include" / "deep_gemm" / "impls"
-    names = tuple(sorted(n for n in os.listdir(impls) if n.startswith(f"sm{cc[0]}0_") and n.endswith(".cuh"))) if impls.is_dir() else ()
+    names = tuple(sorted(n for n in os.listdir(impls) if n.startswith(f"sm{cc.major}0_") and n.endswith(".cuh"))) if impls.is_dir() else ()
     if names:
         return SettingHere(s, version, cc, Need.NOT_NEEDED, sp, sp.value, found=str(package), why=DeepGemmWhy.HAS_IMPLS, impls=names)
-    if s.project == "sglang" and not _holds(package / "__init__.py", *DEEPGEMM_APIS):
+    if s.probe and not _holds(package / "__init__.py", *s.probe):
         return SettingHere(s, version, cc, Need.NOT_NEEDED, sp, sp.value, found=str(package), why=DeepGemmWhy.PROBE_REFUSES)
     current = env.get(sp.name)
     off = current is not None and current.strip().lower() in ("0", "false", "no", "n")
@@ -200,7 +199,7 @@ def _deepgemm(s: Setting, version: str, sites: list[Path], env: dict, cc: tuple[
                        set_to=current)
 
 
-def _nccl(s: Setting, version: str, machine, cc: tuple[int, int]) -> SettingHere | None:
+def _nccl(s: Setting, version: str, machine, cc: CC) -> SettingHere | None:
     sp = s.spelling(version)
     if sp is None or sp.value is None:
         return None
@@ -213,7 +212,7 @@ def _nccl(s: Setting, version: str, machine, cc: tuple[int, int]) -> SettingHere
     return SettingHere(s, version, cc, need, sp, sp.value)
 
 
-def _release_has(s: Setting, version: str, sites: list[Path], env: dict, cc: tuple[int, int]) -> SettingHere | None:
+def _release_has(s: Setting, version: str, sites: list[Path], env: dict, cc: CC) -> SettingHere | None:
     sp = s.spelling(version)
     if sp is None:
         return None
@@ -238,7 +237,7 @@ def settings_here(sites: list[Path], env: dict, machine, settings: tuple[Setting
         if version is None or s.check == Check.LOG_ONLY:
             continue
         for cc in machine.ccs():
-            if not any(c.pair() == tuple(cc) for c in s.ccs):
+            if cc not in s.ccs:
                 continue
             if s.check == Check.PTXAS:
                 here = _triton(s, version, sites, env, cc)

@@ -36,8 +36,8 @@ def for_machine(sp: Speedup, m: Machine) -> bool:
     if not m.gpus and m.given:
         from patchkit.gpus.products import pcie_only
 
-        return all(cc[0] == sp.major for cc in m.given) and pcie_only(m.given) is not None
-    return all(g.cc[0] == sp.major for g in m.gpus) and m.pcie_only()
+        return all(cc.major == sp.major for cc in m.given) and pcie_only(m.given) is not None
+    return all(g.cc.major == sp.major for g in m.gpus) and m.pcie_only()
 
 
 def speedups_here(m: Machine, versions: dict[str, str | None]) -> list[SpeedupHere]:

@@ -36,56 +36,71 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from patchkit.kernels.fatbin import ELF, NVVM_IR, PTX, RELOCATABLE, Entry
+from patchkit.cc import CC
+from patchkit.kernels.fatbin import ELF, NVVM_IR, PTX, RELOCATABLE, FatbinEntry
+from patchkit.types import StrEnum
 from patchkit.values import Record
 
-# What a GPU gets from a file: its own code, PTX after a JIT, nothing, or what cannot be known.
-SASS, JIT, NONE, UNKNOWN = "sass", "jit", "none", "unknown"
-# Why a verdict cannot be known (UNKNOWN's reason).
-NOT_REGISTERED = "not-registered"  # no .nvFatBinSegment: the runtime is handed none of its fat binaries
-NO_KERNELS = "no-kernels"  # its cubins hold no function: a module no GPU can be missing a kernel of
-# How a JIT verdict comes about (JIT's ``why``): relocatable code the runtime links at the first start.
-LINKED = "linked"
+
+class KernelVerdict(StrEnum):
+    """What a GPU gets from a file (a member is its word in --json)."""
+
+    SASS = "sass"  # its own code
+    JIT = "jit"  # PTX after a JIT, or relocatable code linked at the first start
+    NONE = "none"  # nothing
+    UNKNOWN = "unknown"  # what cannot be known (its ``why``)
 
 
-def cc_of(arch: int) -> tuple[int, int]:
-    """``120`` -> (12, 0); ``103`` -> (10, 3)."""
-    return divmod(arch, 10)
+class KernelWhy(StrEnum):
+    """Why a file gets its verdict (a Fit's ``why``)."""
+
+    NOT_REGISTERED = "not-registered"  # UNKNOWN: no .nvFatBinSegment, the runtime is handed none of its fat binaries
+    NO_KERNELS = "no-kernels"  # UNKNOWN: its cubins hold no function, a module no GPU can be missing a kernel of
+    LINKED = "linked"  # JIT: relocatable code the runtime links at the first start
 
 
-def runs_on(entry: Entry, cc: tuple[int, int]) -> bool:
+SASS, JIT, NONE, UNKNOWN = KernelVerdict
+NOT_REGISTERED, NO_KERNELS, LINKED = KernelWhy
+
+
+def cc_of(arch: int) -> CC:
+    """``120`` -> CC(12, 0); ``103`` -> CC(10, 3)."""
+    return CC(*divmod(arch, 10))
+
+
+def runs_on(entry: FatbinEntry, cc: CC) -> bool:
     """Whether the code of ``entry`` (SASS as it is, PTX after a JIT) can run on a GPU of ``cc``,
     were it loaded (``Entry.loads`` says whether it is)."""
     if entry.kind not in (PTX, ELF):
         return False
-    major, minor = cc_of(entry.arch)
+    code = cc_of(entry.arch)
     if entry.suffix == "a":
-        return cc == (major, minor)
+        return cc.pair() == code.pair()
     if entry.suffix == "f" or entry.kind == ELF:
-        return cc[0] == major and cc[1] >= minor
-    return entry.kind == PTX and cc >= (major, minor)
+        return cc.major == code.major and cc.minor >= code.minor
+    return entry.kind == PTX and cc.pair() >= code.pair()
 
 
 class Fit(Record):
     """What one GPU of ``cc`` gets from a file."""
 
-    cc: tuple[int, int]
-    runs: str  # SASS, JIT, NONE or UNKNOWN
+    cc: CC
+    runs: KernelVerdict
     by: tuple[str, ...]  # the architectures that serve it (SASS ones for SASS, PTX ones for JIT)
-    why: str | None = None  # UNKNOWN's reason (NOT_REGISTERED); JIT's LINKED for relocatable code
+    why: KernelWhy | None = None  # UNKNOWN's reason (NOT_REGISTERED); JIT's LINKED for relocatable code
 
     def cc_text(self) -> str:
-        return f"{self.cc[0]}.{self.cc[1]}"
+        return self.cc.smi_text()
 
     def words(self) -> str:
-        if self.runs == SASS:
+        if self.runs is SASS:
             return f"runs on {self.cc_text()} ({', '.join(self.by)})"
-        if self.runs == JIT and self.why == LINKED:
+        if self.runs is JIT and self.why is LINKED:
             return (f"runs on {self.cc_text()} after a JIT link (relocatable {', '.join(self.by)}: the runtime links "
                     "__nv_relfatbin's code at the first start)")
-        if self.runs == JIT:
+        if self.runs is JIT:
             return f"runs on {self.cc_text()} after a JIT ({', '.join(self.by)}: the driver compiles it at the first start)"
-        if self.runs == UNKNOWN:
+        if self.runs is UNKNOWN:
             return f"cannot tell for {self.cc_text()}"
         return f"no code for {self.cc_text()}"
 
@@ -93,7 +108,7 @@ class Fit(Record):
         return {"cc": self.cc_text(), "runs": self.runs, "by": list(self.by), "why": self.why}
 
 
-def fit(entries: Iterable[Entry], cc: tuple[int, int]) -> Fit:
+def fit(entries: Iterable[FatbinEntry], cc: CC) -> Fit:
     """What a GPU of ``cc`` runs of ``entries``: SASS, else PTX of ``.nv_fatbin``, else relocatable
     code (SASS or PTX) of ``__nv_relfatbin``, linked at the first start."""
     entries = list(entries)
@@ -106,21 +121,21 @@ def fit(entries: Iterable[Entry], cc: tuple[int, int]) -> Fit:
     return Fit(cc, NONE, ())
 
 
-def worst(fits: Iterable[Fit]) -> str:
+def worst(fits: Iterable[Fit]) -> KernelVerdict:
     """The verdict of a file for several GPUs: the worst of them."""
     order = (NONE, UNKNOWN, JIT, SASS)
     return min((f.runs for f in fits), key=order.index, default=SASS)
 
 
-def near_misses(entries: Iterable[Entry], cc: tuple[int, int]) -> list[str]:
+def near_misses(entries: Iterable[FatbinEntry], cc: CC) -> list[str]:
     """Why the code of ``cc``'s own major does not run on it: ``sm_120a runs on 12.0 only``,
     ``sm_121 needs 12.1 or later``, ``lto_120 is LTO IR, which the runtime does not link``."""
     said: dict[str, str] = {}
     for e in entries:
-        major, minor = cc_of(e.arch)
-        if major != cc[0]:
+        major, minor = cc_of(e.arch).pair()
+        if major != cc.major:
             continue
-        if e.kind == NVVM_IR and minor <= cc[1]:
+        if e.kind == NVVM_IR and minor <= cc.minor:
             said.setdefault(e.name, f"{e.name} is LTO IR, which the runtime does not link")
         elif e.kind in (PTX, ELF) and (e.loads or e.section == RELOCATABLE) and not runs_on(e, cc):
             said[e.name] = f"{e.name} runs on {major}.{minor} only" if e.suffix == "a" else f"{e.name} needs {major}.{minor} or later"

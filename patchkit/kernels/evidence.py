@@ -32,7 +32,7 @@ from patchkit.kernels.fatbin import (
     SHF_ALLOC,
     SHF_EXECINSTR,
     SHT_PROGBITS,
-    Entry,
+    FatbinEntry,
     Unreadable,
     elf_sections,
 )
@@ -100,7 +100,7 @@ def _first_fat_binary(window: bytes, base: int, end: int) -> tuple[int, int, int
     return None
 
 
-def kernels_in(path: str, entries: tuple[Entry, ...]) -> bool | None:
+def kernels_in(path: str, entries: tuple[FatbinEntry, ...]) -> bool | None:
     """Whether the cubins of ``.nv_fatbin`` hold a function (True at the first one found), hold none
     (False: every one read, none compressed), or cannot be told (None: a compressed cubin first, a
     cubin that is no ELF, more than ``MAX_CUBINS``)."""

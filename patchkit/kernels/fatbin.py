@@ -71,7 +71,7 @@ class Unreadable(ValueError):
     """What is wrong with a file, in words (its verdict)."""
 
 
-class Entry(Record):
+class FatbinEntry(Record):
     kind: int  # PTX, ELF, NVVM_IR, or another kind (listed, never counted)
     arch: int  # 120
     suffix: str  # "", "a" (arch-specific) or "f" (family-specific)
@@ -107,7 +107,7 @@ class Binary(Record):
     size: int
     elf: bool  # an ELF file at all
     sections: tuple[str, ...]  # the fat binary sections found
-    entries: tuple[Entry, ...]
+    entries: tuple[FatbinEntry, ...]
     problem: str | None  # None: read to the end
     control: bool = False  # a .nvFatBinSegment: the runtime is handed its fat binary at start-up
 
@@ -157,7 +157,7 @@ def read_binary(path: str) -> Binary:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         return Binary(path, 0, False, (), (), f"cannot open it ({exc.strerror or exc})")
-    entries: list[Entry] = []
+    entries: list[FatbinEntry] = []
     found: list[str] = []
     size, elf, control = 0, False, False
     try:
@@ -253,7 +253,7 @@ def elf_sections(fd: int, size: int) -> list[Section]:
     return found
 
 
-def _walk(fd: int, section: str, start: int, end: int, entries: list[Entry]) -> None:
+def _walk(fd: int, section: str, start: int, end: int, entries: list[FatbinEntry]) -> None:
     """Append the entries of every fat binary in ``[start, end)``, headers only."""
     offset = start
     while offset < end:
@@ -280,7 +280,7 @@ def _walk(fd: int, section: str, start: int, end: int, entries: list[Entry]) -> 
             if flags & ARCH_SPECIFIC and flags & FAMILY:
                 raise Unreadable(f"{section}: the entry at byte {at} is flagged both arch-specific and family-specific")
             suffix = "a" if flags & ARCH_SPECIFIC else "f" if flags & FAMILY else ""
-            entries.append(Entry(kind, arch, suffix, (major, minor), bool(flags & COMPRESSED), at, section, at + size))
+            entries.append(FatbinEntry(kind, arch, suffix, (major, minor), bool(flags & COMPRESSED), at, section, at + size))
             if len(entries) > MAX_ENTRIES:
                 raise Unreadable(f"more than {MAX_ENTRIES} entries: not read further")
             at += size + padded

@@ -28,7 +28,7 @@ from patchkit.fixes.modes import Mode, Sign
 from patchkit.fixes.signatures import Known, Signature, read_known
 from patchkit.logs.origin import python_of, targets
 from patchkit.logs.phases import READY, ready, sglang_record
-from patchkit.logs.tracebacks import HEADER, Frame, Part, Traceback, TracebackReader
+from patchkit.logs.tracebacks import HEADER, Frame, Traceback, TracebackPart, TracebackReader
 from patchkit.text import plain
 from patchkit.types import StrEnum
 from patchkit.values import Record
@@ -73,7 +73,7 @@ def needles(data: Known | None = None) -> tuple[bytes, ...]:
     return tuple(dict.fromkeys(t.encode() for t in texts))
 
 
-class Finding(Record):
+class LogFinding(Record):
     kind: Verdict
     name: str  # the fix, failure or effect
     line: int  # the first log line it was seen at: the exception's line of a traceback, or the line that says it
@@ -146,13 +146,13 @@ class Matcher:
         self.helps = helps
         self.reader = TracebackReader()
         self.tracebacks = 0
-        self.verdict: Finding | None = None  # what the last traceback that ended was
+        self.verdict: LogFinding | None = None  # what the last traceback that ended was
         self._found: dict[tuple, list] = {}  # key -> [the first Finding, count, lines]
         self._judged: dict[tuple, tuple | None] = {}  # a traceback's frames and exceptions -> what it is
         self.ready: int | None = None  # the line the server said it was ready at (the first)
 
     @property
-    def findings(self) -> list[Finding]:
+    def findings(self) -> list[LogFinding]:
         return sorted((f._replace(count=n, lines=tuple(lines)) for f, n, lines in self._found.values()), key=lambda f: f.line)
 
     def feed(self, number: int, text: str) -> Traceback | None:
@@ -174,7 +174,7 @@ class Matcher:
             self.verdict = self.judge(ended)
         return ended
 
-    def judge(self, tb: Traceback) -> Finding | None:
+    def judge(self, tb: Traceback) -> LogFinding | None:
         """The finding a traceback is (recorded), or None when patchkit knows nothing of it.  The
         same traceback again (another rank, another request) is judged once."""
         self.tracebacks += 1
@@ -193,7 +193,7 @@ class Matcher:
         part = parts[index]
         return self._add(*fields[:2], part.line or tb.line, *fields[2:], start=tb.line)
 
-    def _judge(self, parts: tuple[Part, ...]) -> tuple | None:
+    def _judge(self, parts: tuple[TracebackPart, ...]) -> tuple | None:
         """(the part, the fields of its Finding but the line) of a traceback, or None."""
         frames = tuple(f for part in parts for f in part.frames)
         unhelped = None  # a fix's signature, where the fix does nothing for the release that ran
@@ -266,7 +266,7 @@ class Matcher:
         return "a compiled package (no frame names it)", None, None
 
     def _add(self, kind, name, line, what, frames, project, releases, cause, advice, commands, said=None,
-             origin=None, cc=None, start=None) -> Finding:
+             origin=None, cc=None, start=None) -> LogFinding:
         """Record a finding, or count it again: one per failure, however the log dressed its text (the
         same exception with colour codes and without is one), one per mode where its text is a mode's sign
         (a known failure's, where the frames are the sign's too; a fix's signature placed it already)."""
@@ -276,7 +276,7 @@ class Matcher:
         key = ("mode", mode) if mode else (kind, name, plain(said or what.split("\n", 1)[0]), frame)
         seen = self._found.get(key)
         if seen is None:
-            finding = Finding(kind, name, line, what, frame, project, releases, cause, advice, commands, (line,), 1, origin,
+            finding = LogFinding(kind, name, line, what, frame, project, releases, cause, advice, commands, (line,), 1, origin,
                               start, cc, mode)
             self._found[key] = [finding, 1, [line]]
             return finding

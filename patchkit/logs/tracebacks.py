@@ -45,7 +45,7 @@ class Frame(Record):
     func: str
 
 
-class Part(Record):
+class TracebackPart(Record):
     frames: tuple[Frame, ...]  # outermost first (at most HEAD_FRAMES + TAIL_FRAMES of them)
     exception: str  # "KeyError: 12"; a message of several lines joined with "\n"
     line: int = 0  # the log line of the exception's first line (0: the log ended before it)
@@ -54,7 +54,7 @@ class Part(Record):
 class Traceback(Record):
     line: int  # the log line of its first "Traceback (most recent call last):"
     header: str  # what came before that on the line
-    parts: tuple[Part, ...]  # the first raised first, as Python prints a chain
+    parts: tuple[TracebackPart, ...]  # the first raised first, as Python prints a chain
     logging_error: bool  # printed by the logging module's handleError
 
     @property
@@ -180,7 +180,7 @@ class TracebackReader:
             return
         frames = tuple(self._frames) + tuple(self._tail) if self._tail else tuple(self._frames)
         message = self._message[0] if len(self._message) == 1 else "\n".join(self._message)[:MAX_MESSAGE]
-        self._parts.append(_new(Part, (frames, message, self._at)))
+        self._parts.append(_new(TracebackPart, (frames, message, self._at)))
         if len(self._parts) > MAX_PARTS:
             del self._parts[1]  # keep the first raised and the latest ones
         self._state = _DONE

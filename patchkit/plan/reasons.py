@@ -54,7 +54,7 @@ class RewriteFailed(Value):
     error: str
 
 
-class Pending(Value):
+class PendingJournal(Value):
     """An interrupted transaction is pending (its journal)."""
 
     code: ClassVar[Reason] = Reason.PENDING

@@ -27,7 +27,7 @@ from patchkit.plan.reasons import (
     NoLongerApplies,
     NotADict,
     NotApplied,
-    Pending,
+    PendingJournal,
     ReleaseChanged,
     RewriteFailed,
     StaleBytecode,
@@ -99,7 +99,7 @@ def plan_verify(
     problems: list = []
     notes: list = []
     if journal is not None:
-        problems.append(Pending(journal_file))
+        problems.append(PendingJournal(journal_file))
     if changed:
         notes.append(NoLongerApplies(changed))
     recorded = {f.path: f for f in ours.files} if ours else {}

@@ -4,7 +4,8 @@ bytecode and JIT builds dropped and the servers to restart; with ``dry_run`` the
 
 from __future__ import annotations
 
-from patchkit.fixes.kinds import Kind
+from patchkit.fixes.effects import Outcome
+from patchkit.fixes.kinds import RuleKind
 from patchkit.patch.write import hunks, split_lines
 from patchkit.plan import APPLY
 from patchkit.render.reasons import code, said
@@ -117,7 +118,7 @@ def to_json(r) -> dict:
         changes=[dict(path=local(c.path), **_counts(plan, c), **({"diff": _diff(c, local)} if r.dry_run else {}))
                  for c in plan.changes],
         tables=[(t._replace(path=local(t.path)) if t.path else t).to_json() for t in plan.tables],
-        effects=[{"fix": name, "prevents": [f.says for f in effect.failing(r.project, r.where.version) if f.outcome != "off"],
+        effects=[{"fix": name, "prevents": [f.says for f in effect.failing(r.project, r.where.version) if f.outcome is not Outcome.OFF],
                   "needs": [n.says for n in effect.needs]} for name, effect in r.effects],
         not_needed=[{"fix": name, "reason": code(why), "why": said(why), "judged": r.judged} for name, why in r.spare.items()],
         stale_bytecode=[str(p) for p in r.stale],
@@ -214,16 +215,16 @@ def lines_changed(before: bytes, after: bytes, counted: dict | None = None) -> s
 
 def found_line(t) -> str:
     """One thing a rule found (``rewrite.found.Found``), as apply says it."""
-    kind = t.kind or Kind.DICT_KEY
-    if kind == Kind.BACKPORT:  # an upstream change, said per file it changes
+    kind = t.kind or RuleKind.DICT_KEY
+    if kind == RuleKind.BACKPORT:  # an upstream change, said per file it changes
         name = f"{t.name} in {t.path}" if t.path else t.name
         return f"{name}: " + (f"{t.added_key} applied {t.value}" if t.patched else "already there, left alone")
-    if kind == Kind.PREDICATE:
+    if kind == RuleKind.PREDICATE:
         return f"{t.name}: " + (f"{t.added_key} added" if t.patched else f"already has {t.added_key}, left alone")
-    if kind == Kind.COMPARISON:  # a test of an SM int, widened: said as it reads now
+    if kind == RuleKind.COMPARISON:  # a test of an SM int, widened: said as it reads now
         return f"{t.name} ({t.scope}): " + (
             f"now {t.value} ({t.added_key} admitted as {t.copied_from} is)" if t.patched else f"already admits {t.added_key}, left alone")
-    if kind == Kind.LIST_MEMBER:
+    if kind == RuleKind.LIST_MEMBER:
         return f"{t.name} ({t.scope}): " + (
             f"member {t.added_key!r} after {t.copied_from!r}" if t.patched else f"already has {t.added_key!r}, left alone")
     if t.patched:
@@ -233,7 +234,7 @@ def found_line(t) -> str:
 
 def _written_key(plan, fix: str):
     """The key apply wrote for ``fix`` (a table's), or None (a fix that adds no key)."""
-    return next((t.added_key for t in plan.tables if t.fix == fix and t.patched and t.kind in (None, Kind.DICT_KEY)), None)
+    return next((t.added_key for t in plan.tables if t.fix == fix and t.patched and t.kind in (None, RuleKind.DICT_KEY)), None)
 
 
 def _not_needed(name: str, why, judged: str) -> str:
@@ -245,7 +246,7 @@ def _not_needed(name: str, why, judged: str) -> str:
 def effect_line(name: str, effect, project: str, label: str, version: str | None, key=None) -> str:
     """What a fix patched here prevents on this release, and what it needs of the machine; ``key``:
     the key it wrote (a GB10's '12.1'), as the release would print it."""
-    prevents = "; ".join(f"\"{f.says}\"" for f in effect.failing(project, version, key) if f.outcome != "off")
+    prevents = "; ".join(f"\"{f.says}\"" for f in effect.failing(project, version, key) if f.outcome is not Outcome.OFF)
     needs = "; ".join(f"it takes effect with {n.says}, else {n.otherwise}: {n.then}" for n in effect.needs)
     if prevents:
         what = f"prevents {prevents} on {label} {version}"

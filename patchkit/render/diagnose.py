@@ -36,7 +36,7 @@ def to_text(r, terminal: bool) -> list[str]:
 def gpus_words(g) -> str:
     """The GPUs the code was judged for (``commands.diagnose.Gpus``)."""
     if g.seen:
-        return f"this machine's GPUs ({', '.join(f'{a}.{b}' for a, b in g.ccs)}, nvidia-smi)"
+        return f"this machine's GPUs ({', '.join(cc.smi_text() for cc in g.ccs)}, nvidia-smi)"
     return f"any 12.x GPU (nvidia-smi: {g.why})" if g.why is not None else "any 12.x GPU (nvidia-smi is not on PATH)"
 
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from patchkit.cc import CC
 from patchkit.commands.doctor import DEFAULT, DoctorMarkdown, NoProjectHere
 from patchkit.errors import OK
+from patchkit.fixes.effects import MachineNeed, Outcome
 from patchkit.fixes.registry import PROJECTS
 from patchkit.judge.here import no_multicast
 from patchkit.judge.reasons import NoNvcc
@@ -25,8 +27,8 @@ from patchkit.text import plural
 from patchkit.types import Reason, Status
 
 
-def _cc(cc: tuple[int, int]) -> str:
-    return f"{cc[0]}.{cc[1]}"
+def _cc(cc: CC) -> str:
+    return cc.smi_text()
 
 
 def _here(r) -> tuple[str, str]:
@@ -163,7 +165,7 @@ def _header(r) -> list[str]:
     seen = r.seen
     lines = _gpu_lines(r)
     if r.to_cc is not None:
-        cc = _cc(r.to_cc.pair())
+        cc = _cc(r.to_cc)
         lines.append(f"judged for cc {cc} as given (--to-cc {r.to_cc}) "
                      + (f"instead of the GPUs above: how GPUs of cc {cc} would be linked is not known" if seen
                         else "and not measured: how the GPUs are linked is not known"))
@@ -227,11 +229,11 @@ def _effect_line(j, label: str) -> str | None:
         return None
     words = []
     for f in j.failing:
-        if f.outcome == "off":
+        if f.outcome is Outcome.OFF:
             words.append(f"without it {label} {f.says} ({f.where})")
         else:
             verb = "prevents" if j.here.status == Status.MISSING else "prevented"
-            words.append(f"{verb}: {'the warning ' if f.outcome == 'warning' else ''}{f.says} ({f.where})")
+            words.append(f"{verb}: {'the warning ' if f.outcome is Outcome.WARNING else ''}{f.says} ({f.where})")
     return "; ".join(words)
 
 
@@ -241,7 +243,7 @@ def _for_gpus(need, r, otherwise: bool = False) -> str:
     sm_121a, SM121), joined."""
     words = need.otherwise_for if otherwise else need.said_for
     versions = {t.project: t.where.version for t in r.targets}
-    said = dict.fromkeys(words(cc, versions) for cc in r.machine.ccs() if cc[0] == 12)
+    said = dict.fromkeys(words(cc, versions) for cc in r.machine.ccs() if cc.major == 12)
     return " and ".join(said) if said else need.otherwise if otherwise else need.says
 
 
@@ -250,7 +252,7 @@ def _machine_lines(effect, r) -> list[str]:
     m = r.machine
     lines = []
     for need in effect.needs:
-        if need.machine == "multicast":
+        if need.machine is MachineNeed.MULTICAST:
             why = said(no_multicast(m))
             if m.links is None and not why:
                 lines.append(f"it needs {need.says}: how the GPUs are linked is not known (none measured); "
@@ -260,7 +262,7 @@ def _machine_lines(effect, r) -> list[str]:
             else:
                 lines.append(f"it needs {need.says}: NVLink links these GPUs, but topo -m does not show NVSwitch; "
                              f"without multicast {need.otherwise}, and {need.then}")
-        elif need.machine == "nvcc":
+        elif need.machine is MachineNeed.NVCC:
             n = r.nvcc
             lines.append(f"it needs {_for_gpus(need, r)}: " + (f"nvcc is {n.path} ({n.chosen_by})" if n.found
                                                                 else f"{said(NoNvcc(n.path, n.chosen_by))}; {_for_gpus(need, r, True)}"))
@@ -321,7 +323,7 @@ def speedup_lines(s, m, exe: Path | None = None) -> list[str]:
     else:  # a cc given: for a server on two or more such GPUs
         from patchkit.gpus.products import pcie_only
 
-        ccs = ", ".join(f"{a}.{b}" for a, b in m.given)
+        ccs = ", ".join(cc.smi_text() for cc in m.given)
         lines = [f"all-reduce on two or more GPUs of cc {ccs} (linked through PCIe only: {'; '.join(pcie_only(m.given))}): "
                  f"{sp.what}"]
     have = " and ".join(f"{PROJECTS[r.project].label} {installed[r.project]}" for r in sp.requires)

@@ -15,7 +15,7 @@ import shlex
 from collections.abc import Sequence
 
 from patchkit.fixes.registry import FIXES, PROJECTS
-from patchkit.logs.match import EFFECT, FAILURE, FIX, MODE, Finding
+from patchkit.logs.match import EFFECT, FAILURE, FIX, MODE, LogFinding
 from patchkit.logs.origin import target
 from patchkit.render.modes import by_name, mode_lines
 from patchkit.render.modes import headline as headline_of
@@ -31,7 +31,7 @@ def project_of(path: str) -> str | None:
     return None
 
 
-def gpus(findings: Sequence[Finding]) -> str:
+def gpus(findings: Sequence[LogFinding]) -> str:
     """The GPUs the failures found are of, as a summary names them: "SM121" where each is a 12.1 GPU's
     (ptxas refusing sm_121a), "SM120" where each is of SM12x as the fixes are (named for 12.0, as
     their titles are), "SM12x" for a mix."""
@@ -39,7 +39,7 @@ def gpus(findings: Sequence[Finding]) -> str:
     return names.pop() if len(names) == 1 else "SM12x"
 
 
-def headline(f: Finding) -> str:
+def headline(f: LogFinding) -> str:
     what = f.what.split("\n", 1)[0]
     if f.frame is None:
         return what
@@ -47,7 +47,7 @@ def headline(f: Finding) -> str:
     return f"{what} raised at {f.frame.path}:{f.frame.line}" + (f" ({project})" if project else "")
 
 
-def details(f: Finding, started: int | None = None, python: str | None = None, applied: bool = False) -> list[str]:
+def details(f: LogFinding, started: int | None = None, python: str | None = None, applied: bool = False) -> list[str]:
     """What a finding says under its headline; ``started``: the line the server was ready at after
     it (a fix's warning that did not stop the start); ``python``: the server's interpreter, given;
     ``applied``: the fix is applied now where the frames' files are (on this machine)."""
@@ -81,20 +81,20 @@ def details(f: Finding, started: int | None = None, python: str | None = None, a
     return out + _mode(f) + _seen(f)
 
 
-def _mode(f: Finding) -> list[str]:
+def _mode(f: LogFinding) -> list[str]:
     """The failure mode a fix's or a known failure's finding is of (a mode's own finding says it above)."""
     mode = by_name(f.mode) if f.mode is not None and f.kind is not MODE else None
     return [f"mode: {headline_of(mode)}"] if mode is not None else []
 
 
-def _seen(f: Finding) -> list[str]:
+def _seen(f: LogFinding) -> list[str]:
     if f.count > 1:
         more = ", ".join(map(str, f.lines)) + (", ..." if f.count > len(f.lines) else "")
         return [f"seen {f.count} times: lines {more}"]
     return []
 
 
-def finding_lines(label: str, findings: Sequence[Finding], under: Sequence[list[str]] = (),
+def finding_lines(label: str, findings: Sequence[LogFinding], under: Sequence[list[str]] = (),
                   started: Sequence[int | None] = (), python: str | None = None, applied: Sequence[bool] = ()) -> list[str]:
     """The findings of one log, grouped under its name (piped: ``log:line: ...``); ``under``: the
     lines to add under each finding (as many as findings, or none); ``started``: for each, the line
@@ -112,7 +112,7 @@ def finding_lines(label: str, findings: Sequence[Finding], under: Sequence[list[
     return lines
 
 
-def finding_json(f: Finding, kernels: list[dict] | None = None) -> dict:
+def finding_json(f: LogFinding, kernels: list[dict] | None = None) -> dict:
     """A finding in --json: the log's text as it is, the line of the exception (``line``) and of
     its traceback's start (``traceback_line``, None for a log line); a known failure's ``kernels``:
     the files with no code for the GPUs behind it (None: not judged)."""

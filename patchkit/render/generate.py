@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from patchkit.commands.generate import NoKeys
-from patchkit.fixes.kinds import Kind
+from patchkit.fixes.kinds import RuleKind
 from patchkit.patch.manifest import SERIES
 from patchkit.text import plural
 from patchkit.types import ALREADY_UPSTREAM, CANNOT_APPLY, ERROR, INCOMPLETE, NOT_NEEDED_HERE, NOTHING_TO_PATCH, PATCHED
 
-_NOUNS = {Kind.DICT_KEY: "table", Kind.LIST_MEMBER: "list", Kind.PREDICATE: "gate"}
+_NOUNS = {RuleKind.DICT_KEY: "table", RuleKind.LIST_MEMBER: "list", RuleKind.PREDICATE: "gate"}
 
 
 def tag_line(outcome, width: int, out: Path) -> str:

@@ -43,15 +43,15 @@ def _names(names) -> str:
 
 def fit_words(j, f) -> str:
     """What one GPU gets from a JIT library (``judge.jit.JitFit``), in words."""
-    cc, kind = f"{f.cc[0]}.{f.cc[1]}", j.install.kind
+    cc, kind = f.cc.smi_text(), j.install.kind
     c = f.compiler
     if f.verdict == BUILDS and kind == DEEPGEMM:
-        return f"{cc}: builds, from impls/sm{f.cc[0]}0_*.cuh ({plural(len(f.names), 'kernel template')})"
+        return f"{cc}: builds, from impls/sm{f.cc.major}0_*.cuh ({plural(len(f.names), 'kernel template')})"
     if f.verdict == BUILDS:
         return f"{cc}: builds {f.target}"
     if f.verdict == SOME and f.why == MODULES_LEAVE_OUT:
         return (f"{cc}: builds {f.target}, but {len(f.names)} of its {j.install.sources.modules} modules leave major "
-                f"{f.cc[0]} out of supported_major_versions ({_names(f.names)})")
+                f"{f.cc.major} out of supported_major_versions ({_names(f.names)})")
     if f.verdict == REFUSES and f.why == NO_IMPLS:
         return (f"{cc}: nothing to build: its kernel templates are for {', '.join(f.names) or 'no GPU'} only "
                 f"(include/deep_gemm/impls), so its APIs assert \"Unsupported architecture\" on {cc}")

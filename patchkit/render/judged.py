@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from patchkit.fixes.effects import Outcome
 from patchkit.gpus.products import no_multicast_said
 from patchkit.judge import reasons as judge
 
@@ -18,7 +19,7 @@ def said(reason) -> str:
 def _clean(f, label: str, version: str | None) -> str:
     """How a release turns a feature off by itself (a ``fixes.effects.Fails``), and, for a release
     newer than the data, the file that shows it."""
-    said = f'{label} {version} warns "{f.says}"' if f.outcome == "warning" else f"{label} {version} {f.says}"
+    said = f'{label} {version} warns "{f.says}"' if f.outcome is Outcome.WARNING else f"{label} {version} {f.says}"
     return said + (f" (newer than patchkit's data: read in its {f.read_in})" if f.read_in else "")
 
 
@@ -67,7 +68,7 @@ SENTENCES: dict[type, Callable[..., str]] = {
     judge.CannotApplyHere: lambda r: r.says,
     judge.GatesLeft: lambda r: r.says,
     judge.InRelease: lambda r: "the release has it",
-    judge.NoMulticast: lambda r: (no_multicast_said([cc.pair() for cc in r.ccs]) if r.kind == judge.Peers.NO_PRODUCT
+    judge.NoMulticast: lambda r: (no_multicast_said(list(r.ccs)) if r.kind == judge.Peers.NO_PRODUCT
                                   else _NO_MULTICAST[r.kind]),
     judge.NoNvcc: lambda r: f"no nvcc at {r.path} ({r.chosen_by})",
     judge.Unneeded: _unneeded,

@@ -5,13 +5,14 @@ diagnose's too."""
 
 from __future__ import annotations
 
+from patchkit.cc import CC
 from patchkit.kernels.compat import NO_KERNELS, NONE, NOT_REGISTERED, UNKNOWN, near_misses
 from patchkit.render import jit
 from patchkit.text import plural
 
 
 def to_text(r, terminal: bool) -> list[str]:
-    for_gpus = f" for {', '.join(f'{a}.{b}' for a, b in r.ccs)} ({r.source})" if r.ccs else ""
+    for_gpus = f" for {', '.join(cc.smi_text() for cc in r.ccs)} ({r.source})" if r.ccs else ""
     if r.exe is not None:
         cuda = [d for d in r.found if d.files]
         lines = [f"{r.exe}: {plural(len(cuda), 'distribution')} with CUDA code{for_gpus}"]
@@ -28,7 +29,7 @@ def to_text(r, terminal: bool) -> list[str]:
 
 def to_json(r) -> dict:
     files = [f.to_json(d.dist) for d in r.found for f in d.files] if r.exe is not None else [f.to_json(None) for f in r.files]
-    return {"command": "kernels", "ok": not r.failing, "exit_code": r.exit_code, "gpus": [f"{a}.{b}" for a, b in r.ccs] or None,
+    return {"command": "kernels", "ok": not r.failing, "exit_code": r.exit_code, "gpus": [cc.smi_text() for cc in r.ccs] or None,
             "gpus_from": r.source, "note": list(r.note) or None, "files": files, "jit": [j.to_json() for j in r.jit]}
 
 
@@ -70,14 +71,14 @@ def why_unknown(f, why: str | None) -> str:
     return "not known"
 
 
-def distribution_lines(d, ccs: list[tuple[int, int]], listing: bool) -> list[str]:
+def distribution_lines(d, ccs: list[CC], listing: bool) -> list[str]:
     """What kernels (``listing``: every file) and doctor (the files that cannot run on these GPUs or
     cannot be told, and what to do) say of one distribution (``judge.kernels.DistributionHere``):
     one statement, which doctor's last line repeats, never contradicts."""
     lines = []
     counts = plural(len(d.files), "file") + " with CUDA code" + (f", {d.without} without" if d.without else "")
     cubins = f"; {plural(d.dist.cubins, 'bare .cubin file')}, not read (patchkit reads the fat binaries of shared objects)" if d.dist.cubins else ""
-    gpus = ", ".join(f"{a}.{b}" for a, b in ccs)
+    gpus = ", ".join(cc.smi_text() for cc in ccs)
     failing = d.failing()
     unknown = [f for f in d.files if f not in failing and any(fit.runs == UNKNOWN for fit in f.fits)]
     if d.dist.problem:
@@ -110,7 +111,7 @@ def distribution_lines(d, ccs: list[tuple[int, int]], listing: bool) -> list[str
         lines.append(f"    {f.shown}: {verdict(f)}{_what(f)}" + ("" if f.loaded else " (not loaded on these GPUs)"))
         if not listing and f.missing:
             cc = f.missing[0].cc
-            do = (f.known.do if f.known and f.known.do else d.known.do).format(cc=f"{cc[0]}.{cc[1]}", sm=f"sm_{cc[0]}{cc[1]}", start=start)
+            do = (f.known.do if f.known and f.known.do else d.known.do).format(cc=cc.smi_text(), sm=f"sm_{cc.sm()}", start=start)
             dos[do] = dos.get(do, False) or d.at_start(f)
     lines += [f"    do{'' if needed else ' (if the server loads them)'}: {do}" for do, needed in dos.items()]
     return lines

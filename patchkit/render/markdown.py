@@ -73,5 +73,5 @@ def markdown(r, versions: dict[str, str]) -> list[str]:
     out += fixes or ["no project patchkit patches is installed"]
     if r.settings:
         out += ["", "#### Settings", ""]
-        out += [f"- {h.setting.name} for {h.cc[0]}.{h.cc[1]}: {h.need}" for h in r.settings]
+        out += [f"- {h.setting.name} for {h.cc.smi_text()}: {h.need}" for h in r.settings]
     return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from patchkit.fixes.kinds import Kind
+from patchkit.fixes.kinds import RuleKind
 from patchkit.plan import reasons as plan
 from patchkit.render.source import source_words
 
@@ -69,7 +69,7 @@ def _lacks(path: str, t) -> str:
 
 # What a file lacks, by the kind of rule that found it (a table, a list or a gate lacks its key,
 # member or flag; a file lacks an upstream change).
-_LACKING = {Kind.BACKPORT: lambda path, t: f"{path}: lacks {t.name} ({t.added_key}; the {t.fix} patch is not applied)"}
+_LACKING = {RuleKind.BACKPORT: lambda path, t: f"{path}: lacks {t.name} ({t.added_key}; the {t.fix} patch is not applied)"}
 
 
 def _stale_jit_build(r: plan.StaleJitBuild) -> str:
@@ -107,7 +107,7 @@ _SENTENCES: dict[type, Callable[..., str]] = {
     plan.Reinstalled: lambda r: f"{_patched(r)}; it was reinstalled since ({r.path} is as pip installed it)",
     plan.NoLongerApplies: lambda r: f"{said(r.changed)}: that state no longer applies (the next apply or revert sets it aside)",
     plan.RewriteFailed: lambda r: r.error,
-    plan.Pending: lambda r: (f"{r.journal}: an interrupted transaction is pending; "
+    plan.PendingJournal: lambda r: (f"{r.journal}: an interrupted transaction is pending; "
                              "run `patchkit apply` or `patchkit revert` to finish it"),
     plan.NotADict: lambda r: f"{r.path}: {r.name} is not a dict",
     plan.NoKey: lambda r: f"{r.path}: {r.name} has no key {r.key!r} (the patch is not applied)",

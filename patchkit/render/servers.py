@@ -5,22 +5,22 @@ that patchkit cannot tell."""
 from __future__ import annotations
 
 from patchkit.bounded import size_words
-from patchkit.targets.evidence import Evidence, Reason
+from patchkit.targets.evidence import Evidence, Why
 
 
 def because(why: Evidence) -> str:
     """Why a process is named, as a sentence from its evidence."""
-    if why.reason == Reason.SCRIPT:
+    if why.reason == Why.SCRIPT:
         return f"because it runs {why.path}"
-    if why.reason == Reason.CWD:
+    if why.reason == Why.CWD:
         return f"because its current folder is {why.path}, the first place python -m and -c import from"
-    if why.reason == Reason.PYTHONPATH:
+    if why.reason == Why.PYTHONPATH:
         return f"because its PYTHONPATH has {why.path}"
-    if why.reason == Reason.INTERPRETER:
+    if why.reason == Why.INTERPRETER:
         return f"because it runs {why.path}, a Python of the environment the package is installed in"
-    if why.reason == Reason.EDITABLE:
+    if why.reason == Why.EDITABLE:
         return f"because its interpreter's site-packages hold the editable install of {why.path} ({why.detail})"
-    if why.reason == Reason.TOO_LARGE:
+    if why.reason == Why.TOO_LARGE:
         return (f"patchkit cannot tell whether it runs these files: {why.path} is larger than the "
                 f"{size_words(int(why.detail))} it reads")
     return f"patchkit cannot tell whether it runs these files: {why.path} cannot be read ({why.detail})"

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import shlex
 
-from patchkit.fixes.settings import SettingKind
+from patchkit.fixes.settings import Check, SettingKind
 from patchkit.judge.settings import DeepGemmWhy, Need, exportable
 
 
 def _cc(h) -> str:
-    return f"{h.cc[0]}.{h.cc[1]}"
+    return h.cc.smi_text()
 
 
 def set_line(h) -> str | None:
@@ -32,14 +32,14 @@ def set_line(h) -> str | None:
 
 def _what(h) -> str:
     s = h.setting
-    if s.check.value == "ptxas-knows-target":
+    if s.check is Check.PTXAS:
         c = h.asked
         said = f"{c.tool} {c.release or '?'} ({c.path})" if c is not None else "its ptxas"
-        knows = "knows" if c is not None and c.knows(f"sm_{h.cc[0]}{h.cc[1]}a") else "does not know"
+        knows = "knows" if c is not None and c.knows(f"sm_{h.cc.sm()}a") else "does not know"
         read = f" (newer than patchkit's data: read in its {' and '.join(h.read_in)})" if h.read_in else ""
-        return f"Triton {h.version}{read} calls {said}, which {knows} sm_{h.cc[0]}{h.cc[1]}a"
-    if s.check.value == "deepgemm-without-sm12x":
-        impls = f"include/deep_gemm/impls/sm{h.cc[0]}0_*.cuh"
+        return f"Triton {h.version}{read} calls {said}, which {knows} sm_{h.cc.sm()}a"
+    if s.check is Check.DEEPGEMM:
+        impls = f"include/deep_gemm/impls/sm{h.cc.major}0_*.cuh"
         if h.why == DeepGemmWhy.NOT_ADMITTED:
             return f"{s.project} {h.version}'s support_deep_gemm (vllm/platforms/cuda.py) does not admit {_cc(h)}"
         if h.why == DeepGemmWhy.HAS_IMPLS:
@@ -47,7 +47,7 @@ def _what(h) -> str:
         if h.why == DeepGemmWhy.PROBE_REFUSES:
             return f"SGLang's probe refuses the DeepGEMM it loads ({h.found}) by itself"
         return f"the DeepGEMM it loads ({h.found}) has no {impls}"
-    if s.check.value == "nccl-pcie":
+    if s.check is Check.NCCL:
         return f"{s.project} {h.version}"
     return f"{s.project} {h.version} has {h.spelling.name}" if h.spelling else f"{s.project} {h.version}"
 
@@ -61,7 +61,7 @@ def _answer(c, target: str) -> str:
 
 def unread(h) -> str:
     """Why a Triton newer than patchkit has read is not judged, and what the ptxas it bundles say."""
-    target = f"sm_{h.cc[0]}{h.cc[1]}a"
+    target = f"sm_{h.cc.sm()}a"
     asked = "; ".join(_answer(c, target) for c in h.bundled) or "no ptxas"
     return (f"Triton {h.version} is newer than patchkit has read (its data ends before {h.setting.spellings[-1].before}): "
             f"its {' and '.join(h.read_in) or 'files'} do not hold what showed which ptxas the releases read call for "
@@ -136,7 +136,7 @@ def to_text(r, terminal: bool) -> list[str]:
         return [f"export {name}={shlex.quote(value)}" for name, value in r.to_set]
     if r.unseen is not None:
         return [f"settings of {r.exe}: not judged: no GPU seen ({r.unseen}) and no --to-cc"]
-    ccs = ", ".join(f"{a}.{b}" for a, b in r.ccs)
+    ccs = ", ".join(cc.smi_text() for cc in r.ccs)
     lines = [f"settings of {r.exe} for {ccs}, with this shell's variables:"]
     lines += [missing_line(h) for h in r.missing]
     # A setting in place whose caveat still holds: said, as doctor says it (no problem: the exit stays).
@@ -154,7 +154,7 @@ def to_text(r, terminal: bool) -> list[str]:
 
 
 def to_json(r) -> dict:
-    return {"settings_of": r.exe, "ccs": [f"{a}.{b}" for a, b in r.ccs], "in_effect": not r.missing, "not_judged": r.unseen,
+    return {"settings_of": r.exe, "ccs": [cc.smi_text() for cc in r.ccs], "in_effect": not r.missing, "not_judged": r.unseen,
             "settings": [h.to_json() | {"set_line": set_line(h)} for h in r.judged],
             "problems": [missing_line(h) for h in r.missing]}
 
@@ -175,7 +175,7 @@ def failure(r) -> str | None:
         if not exportable(name) and h.value is not None:
             said.append(f"{h.setting.name}: {name} is needed for {_cc(h)} and export cannot set it: start the server "
                         f"with {set_line(h)}")
-        elif h.setting.check.value == "ptxas-knows-target":
+        elif h.setting.check is Check.PTXAS:
             said.append(f"{h.setting.name}: {name} is needed for {_cc(h)} and no ptxas here would do: {_install_ptxas(h)}")
         else:
             said.append(f"{h.setting.name}: {name} is needed for {_cc(h)} and no value is known here")

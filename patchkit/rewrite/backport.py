@@ -35,7 +35,7 @@ from patchkit.values import Record
 EXACT, OFFSET, MERGED = "exactly", "at an offset", "by a three-way merge"
 
 
-class Applied(Record):
+class Merged(Record):
     source: bytes
     status: str  # PATCHED or ALREADY_UPSTREAM
     how: str  # EXACT, "at an offset of +3 lines", MERGED
@@ -104,7 +104,7 @@ def refresh(hunks: tuple[Hunk, ...], drop: tuple[str, ...]) -> tuple[Hunk, ...]:
 
 
 def rewrite(data: bytes, path: str, hunks: tuple[Hunk, ...], base: bytes | Callable[[], bytes | None] | None = None,
-            base_name: str = "") -> Applied:
+            base_name: str = "") -> Merged:
     """``data`` (the file at ``path``) with the hunks applied (see the module's docstring).
     ``base``: the file in the release the change was made on (``base_name``), for a merge, or a
     function that reads it, called only when a merge is needed (that release may not be at hand)."""
@@ -113,19 +113,19 @@ def rewrite(data: bytes, path: str, hunks: tuple[Hunk, ...], base: bytes | Calla
     if new is not None:
         moved = sorted({o for o in offsets if o})
         how = EXACT if not moved else f"{OFFSET} of {', '.join(f'{o:+d}' for o in moved)} lines"
-        result = Applied(b"".join(new), PATCHED, how, len(hunks))
+        result = Merged(b"".join(new), PATCHED, how, len(hunks))
     else:
         failed = offsets
         back, _ = _patch(lines, hunks, reverse=True)
         if back is not None:
-            return Applied(data, ALREADY_UPSTREAM, "already there", len(hunks))
+            return Merged(data, ALREADY_UPSTREAM, "already there", len(hunks))
         if callable(base):
             base = base()
         if base is None:
             merged = f" (its shipped patch merges it against {base_name})" if base_name else ""
             raise RewriteError(path, f"{failed.name()} does not apply as text{merged}")
         merged = _merge(base.splitlines(keepends=True), lines, hunks, base_name, path)
-        result = Applied(b"".join(merged), PATCHED, MERGED, len(hunks))
+        result = Merged(b"".join(merged), PATCHED, MERGED, len(hunks))
     if path.endswith(".py"):
         unbound = unbound_names(data, result.source)
         if unbound:

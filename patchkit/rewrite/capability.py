@@ -13,6 +13,7 @@ Plain Python: no LibCST, so the command line can use it without paying for it.
 from __future__ import annotations
 
 import re
+from enum import Enum
 from typing import Any
 
 from patchkit.cc import CC, Key
@@ -57,15 +58,18 @@ def same(a: CC | Key, b: CC | Key) -> bool:
 
 # --- capability literals in source code ---------------------------------------------
 
-MAJOR = "major"  # int 7..13
-SM = "sm"  # int 70..139: major * 10 + minor, as in get_device_sm() == 100
-TUPLE = "tuple"  # (7..13, 0..9)
-DOTTED = "str"  # "X.Y" with X 7..13, compared as (X, Y), or by X when the cc is an int
-FLOAT = "float"  # 7.0 <= X.Y < 14
+class LiteralForm(Enum):
+    """How source code writes a capability (not how a project keys its tables: ``cc.KeyStyle``)."""
+
+    MAJOR = "major"  # int 7..13
+    SM = "sm"  # int 70..139: major * 10 + minor, as in get_device_sm() == 100
+    TUPLE = "tuple"  # (7..13, 0..9)
+    DOTTED = "str"  # "X.Y" with X 7..13, compared as (X, Y), or by X when the cc is an int
+    FLOAT = "float"  # 7.0 <= X.Y < 14
 
 
 class Literal(Record):
-    kind: str  # MAJOR, SM, TUPLE, DOTTED or FLOAT
+    kind: LiteralForm
     value: Any  # comparable with a Cap's side (see ``sides``)
     written: Any  # the value as written in the source
 
@@ -83,29 +87,29 @@ def literal(value: object) -> Literal | None:
         return None
     if isinstance(value, int):
         if 7 <= value <= 13:
-            return Literal(MAJOR, value, value)
-        return Literal(SM, value, value) if 70 <= value <= 139 else None
+            return Literal(LiteralForm.MAJOR, value, value)
+        return Literal(LiteralForm.SM, value, value) if 70 <= value <= 139 else None
     if isinstance(value, tuple):
         if len(value) == 2 and all(type(v) is int for v in value) and 7 <= value[0] <= 13 and 0 <= value[1] <= 9:
-            return Literal(TUPLE, value, value)
+            return Literal(LiteralForm.TUPLE, value, value)
         return None
     if isinstance(value, str):
         parsed = _dotted(value)
-        return Literal(DOTTED, parsed, value) if parsed else None
+        return Literal(LiteralForm.DOTTED, parsed, value) if parsed else None
     if isinstance(value, float):
-        return Literal(FLOAT, value, value) if 7 <= value < 14 else None
+        return Literal(LiteralForm.FLOAT, value, value) if 7 <= value < 14 else None
     return None
 
 
 def sides(lit: Literal, c: Cap) -> tuple[Any, Any]:
     """(the capability's value, the literal's value), comparable with each other."""
-    if lit.kind == MAJOR:
+    if lit.kind == LiteralForm.MAJOR:
         return c.major, lit.value
-    if lit.kind == SM:
+    if lit.kind == LiteralForm.SM:
         return c.major * 10 + c.minor, lit.value
-    if lit.kind == TUPLE:
+    if lit.kind == LiteralForm.TUPLE:
         return (c.major, c.minor), lit.value
-    if lit.kind == FLOAT:
+    if lit.kind == LiteralForm.FLOAT:
         return float(f"{c.major}.{c.minor}"), lit.value
     # "X.Y": by (major, minor) when the capability was given as "X.Y", else by major
     return ((c.major, c.minor), lit.value) if c.dotted else (c.major, lit.value[0])
@@ -119,7 +123,7 @@ def table_keys(keys: list[object]) -> list[Literal] | None:
     out = []
     for key in keys:
         lit = literal(key)
-        if lit is None or lit.kind not in (MAJOR, DOTTED):
+        if lit is None or lit.kind not in (LiteralForm.MAJOR, LiteralForm.DOTTED):
             return None
         out.append(lit)
     if not any(lit.value in (9, 10, (9, 0), (10, 0)) for lit in out):
@@ -130,8 +134,8 @@ def table_keys(keys: list[object]) -> list[Literal] | None:
 def has_key(keys: list[Literal], c: Cap) -> bool:
     """Does a capability table with these keys have an entry for ``c``?"""
     for lit in keys:
-        if lit.kind == MAJOR and lit.value == c.major:
+        if lit.kind == LiteralForm.MAJOR and lit.value == c.major:
             return True
-        if lit.kind == DOTTED and (lit.value == (c.major, c.minor) if c.dotted else lit.value[0] == c.major):
+        if lit.kind == LiteralForm.DOTTED and (lit.value == (c.major, c.minor) if c.dotted else lit.value[0] == c.major):
             return True
     return False

@@ -25,12 +25,12 @@ from patchkit.errors import RewriteError
 from patchkit.rewrite.cut import rewrite_cut
 from patchkit.rewrite.dict_key import key_value, one_line, parse
 from patchkit.rewrite.list_member import add_member
-from patchkit.rewrite.output import LINE_LENGTH, Found, Rewritten, render
+from patchkit.rewrite.output import LINE_LENGTH, Hit, Rewritten, render
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
 
 
 @dataclass(frozen=True)
-class ComparisonResult(Found):
+class ComparisonResult(Hit):
     """What happened to one test: ``name`` is the test as it read (``sm_version == 120``),
     ``scope`` what encloses it ("module", "def f"), ``value`` the test as it reads now."""
 

@@ -21,13 +21,13 @@ from patchkit.errors import RewriteError
 from patchkit.match import mentions
 from patchkit.rewrite.cut import rewrite_cut
 from patchkit.rewrite.insert import insert_after
-from patchkit.rewrite.output import Found, Rewritten, new_literal, render
+from patchkit.rewrite.output import Hit, Rewritten, new_literal, render
 from patchkit.rewrite.scope import Scope, assignments, statements
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
 
 
 @dataclass(frozen=True)
-class TableResult(Found):
+class TableResult(Hit):
     """What happened to one table assignment (``scope``: "module" or "class <Name>";
     ``value``: the copied value's source, on one line, comments dropped)."""
 

@@ -1,10 +1,10 @@
 """What one rule found in one file, as the manifests, the states and the reports keep it
-(``rewrite.rules`` makes it from a rewrite's result, ``output.Found``); in a module of its own,
+(``rewrite.rules`` makes it from a rewrite's result, ``output.Hit``); in a module of its own,
 so that reading a manifest imports no rewriter."""
 
 from __future__ import annotations
 
-from patchkit.fixes.kinds import Kind
+from patchkit.fixes.kinds import RuleKind
 from patchkit.types import ALREADY_UPSTREAM, PATCHED, Status
 from patchkit.values import Record
 
@@ -13,7 +13,7 @@ class Found(Record):
     """What one rule found in one file: a table, a list, a gate or an upstream change."""
 
     fix: str | None  # None in a manifest older than series (its tables name neither fix nor kind)
-    kind: Kind | None  # the rule's kind (None: dict-key, as above)
+    kind: RuleKind | None  # the rule's kind (None: dict-key, as above)
     name: str  # "MAX_SIZES", "_is_sm100_supported in fusion_applies()", "upstream commit abc (#1)"
     scope: str  # what encloses it: "module", "class A", "def f"; a backport's "the upstream change"
     status: Status  # PATCHED or ALREADY_UPSTREAM
@@ -44,10 +44,10 @@ class Found(Record):
         none makes a ValueError)."""
         added = doc.get("added")
         kind, status = doc.get("kind"), Status.parse(doc["status"])
-        if kind is not None and kind not in tuple(Kind):
-            raise ValueError(f"a table's kind {kind!r} is no kind of rule ({', '.join(Kind)})")
+        if kind is not None and kind not in tuple(RuleKind):
+            raise ValueError(f"a table's kind {kind!r} is no kind of rule ({', '.join(RuleKind)})")
         if status not in (PATCHED, ALREADY_UPSTREAM):
             raise ValueError(f"a table's status {doc['status']!r} is not {PATCHED} or {ALREADY_UPSTREAM}")
-        return cls(doc.get("fix"), None if kind is None else Kind(kind), doc["name"], doc["scope"], status,
+        return cls(doc.get("fix"), None if kind is None else RuleKind(kind), doc["name"], doc["scope"], status,
                    doc["added_key"], doc["copied_from"], doc.get("value"), None if added is None else tuple(added),
                    doc.get("path"))

@@ -22,7 +22,7 @@ from patchkit.match import mentions
 from patchkit.rewrite.cut import rewrite_cut
 from patchkit.rewrite.dict_key import key_value, one_line, parse
 from patchkit.rewrite.insert import insert_after
-from patchkit.rewrite.output import LINE_LENGTH, Found, Rewritten, new_literal, render
+from patchkit.rewrite.output import LINE_LENGTH, Hit, Rewritten, new_literal, render
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
 
 
@@ -57,7 +57,7 @@ class Locator:
 
 
 @dataclass(frozen=True)
-class ListResult(Found):
+class ListResult(Hit):
     """What happened to one list: ``name`` is the Locator's label; ``scope`` is what encloses
     the list ("module", "class A", "def f", "def A.f"); ``value`` the list as it reads now."""
 

@@ -18,7 +18,7 @@ LINE_LENGTH = 88  # black's default, and SGLang's: a longer new line is refused,
 
 
 @dataclass(frozen=True)
-class Found:
+class Hit:
     """What happened to one thing a rewrite found (a table, a list, a gate): its name, where
     it is, PATCHED or ALREADY_UPSTREAM, what it copies and what it added, and its value on
     one line.  ``to_json`` is the one shape manifests, state and reports carry."""

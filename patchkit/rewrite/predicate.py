@@ -49,7 +49,7 @@ class PredicateResult:
     expression: str  # the or-expression as it reads now, on one line, comments dropped
 
     def to_json(self) -> dict:
-        """The shape every rewrite's findings share (``output.Found.to_json``)."""
+        """The shape every rewrite's findings share (``output.Hit.to_json``)."""
         return {"name": f"{self.flag} in {self.function}()", "scope": f"def {self.function}", "status": self.status,
                 "added_key": self.new_flag, "copied_from": self.flag, "value": self.expression}
 

@@ -79,7 +79,7 @@ class _Context(Record):
 
 
 def _of(f, added: tuple[str, ...] | None = None) -> tuple:
-    """A kind's finding (``output.Found``, ``PredicateResult``) as Found's fields after fix and kind."""
+    """A kind's finding (``output.Hit``, ``PredicateResult``) as Found's fields after fix and kind."""
     doc = f.to_json()
     return (doc["name"], doc["scope"], doc["status"], doc["added_key"], doc["copied_from"], doc["value"], added)
 

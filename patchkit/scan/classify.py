@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from patchkit.rewrite.capability import DOTTED, FLOAT, MAJOR, SM, TUPLE, Cap, Literal
+from patchkit.rewrite.capability import Cap, Literal, LiteralForm
 
 UNAWARE = "unaware"
 AWARE = "aware"
@@ -39,13 +39,13 @@ CLASSES = (UNAWARE, AWARE, COVERED)  # the order of the text output
 
 def literal_major(lit: Literal) -> int | None:
     """The major a capability literal stands for: 12, 121 -> 12; "12.0", (12, 1), 12.0 -> 12."""
-    if lit.kind == MAJOR:
+    if lit.kind == LiteralForm.MAJOR:
         return lit.value
-    if lit.kind == SM:
+    if lit.kind == LiteralForm.SM:
         return lit.value // 10
-    if lit.kind in (TUPLE, DOTTED):
+    if lit.kind in (LiteralForm.TUPLE, LiteralForm.DOTTED):
         return lit.value[0]
-    if lit.kind == FLOAT:
+    if lit.kind == LiteralForm.FLOAT:
         return int(lit.value)
     return None
 
@@ -53,11 +53,11 @@ def literal_major(lit: Literal) -> int | None:
 def literal_cc(lit: Literal) -> tuple[int, int] | None:
     """The (major, minor) a capability literal stands for: 121, (12, 1), "12.1", 12.1 -> (12, 1);
     None for a major alone (12)."""
-    if lit.kind == SM:
+    if lit.kind == LiteralForm.SM:
         return divmod(lit.value, 10)
-    if lit.kind in (TUPLE, DOTTED):
+    if lit.kind in (LiteralForm.TUPLE, LiteralForm.DOTTED):
         return tuple(lit.value)
-    if lit.kind == FLOAT:
+    if lit.kind == LiteralForm.FLOAT:
         return int(lit.value), round((lit.value - int(lit.value)) * 10)
     return None
 

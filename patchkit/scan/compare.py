@@ -20,7 +20,7 @@ from patchkit.values import Record
 GLOBS = ("*", "**/*")  # every file, once; ``in_scan`` keeps the ones ``scan_tree`` scans
 
 
-class Release(Record):
+class ReleaseFindings(Record):
     tag: str
     findings: list[Finding]
     classes: list[str]  # the class of each finding
@@ -35,7 +35,7 @@ class Changes(Record):
     unchanged: int
 
 
-def releases(source, tags: list[str], from_cc, cc, tables, classify: Callable[[Finding], str], skipped: list) -> list[Release]:
+def releases(source, tags: list[str], from_cc, cc, tables, classify: Callable[[Finding], str], skipped: list) -> list[ReleaseFindings]:
     """Scan the source files of each tag's tree (the files ``scan_tree`` would scan in a
     checkout).  A file that is the same blob at the same path in both is scanned once.
     ``skipped``: gets (tag, path, reason) of each file that cannot be read or parsed."""
@@ -49,7 +49,7 @@ def releases(source, tags: list[str], from_cc, cc, tables, classify: Callable[[F
         skipped += [(tag, pb[0], results[pb][2]) for pb in files[tag] if results[pb][2] is not None]
         findings = sorted((f for pb in files[tag] for f in results[pb][0]), key=lambda f: (f.path, f.line))
         parsed = sum(results[pb][1] for pb in files[tag])
-        out.append(Release(tag, findings, [classify(f) for f in findings], len(files[tag]), parsed))
+        out.append(ReleaseFindings(tag, findings, [classify(f) for f in findings], len(files[tag]), parsed))
     return out
 
 
@@ -58,7 +58,7 @@ def key(f: Finding) -> tuple:
     return (f.path, f.kind, f.name) if f.kind is TABLE and f.name else (f.path, f.kind, f.snippet)
 
 
-def compare(before: Release, after: Release) -> Changes:
+def compare(before: ReleaseFindings, after: ReleaseFindings) -> Changes:
     """What changed from ``before`` to ``after``; each list in path and line order."""
     old: dict[tuple, list[int]] = defaultdict(list)
     for i, f in enumerate(before.findings):

@@ -29,7 +29,7 @@ from patchkit.types import StrEnum
 from patchkit.values import Record
 
 
-class Kind(StrEnum):
+class FindingKind(StrEnum):
     """What a finding is: a table keyed by cc, or a gate of one of five shapes."""
 
     TABLE = "table"
@@ -40,9 +40,9 @@ class Kind(StrEnum):
     PREPROCESSOR = "preprocessor"
 
 
-TABLE, MEMBERSHIP, EQUALITY, COMPARISON = Kind.TABLE, Kind.MEMBERSHIP, Kind.EQUALITY, Kind.COMPARISON
-PLATFORM_FLAG, PREPROCESSOR = Kind.PLATFORM_FLAG, Kind.PREPROCESSOR
-KINDS = tuple(Kind)
+TABLE, MEMBERSHIP, EQUALITY, COMPARISON = FindingKind.TABLE, FindingKind.MEMBERSHIP, FindingKind.EQUALITY, FindingKind.COMPARISON
+PLATFORM_FLAG, PREPROCESSOR = FindingKind.PLATFORM_FLAG, FindingKind.PREPROCESSOR
+KINDS = tuple(FindingKind)
 
 SNIPPET_MAX = 160
 
@@ -50,7 +50,7 @@ SNIPPET_MAX = 160
 class Finding(Record):
     path: str  # relative to the scanned root, "/"-separated
     line: int
-    kind: Kind
+    kind: FindingKind
     snippet: str  # the code on one line (comments dropped), cut at SNIPPET_MAX
     values: tuple  # table: its keys; gates: the capability literals compared with
     name: str | None  # table: the assigned name (Scope.qualify: "Class.NAME"), None inline; gates: the subject's code

@@ -22,7 +22,7 @@ from typing import Any
 import libcst as cst
 
 from patchkit.cc import Key
-from patchkit.rewrite.capability import MAJOR, TUPLE, Cap, Literal, has_key, literal, sides, table_keys
+from patchkit.rewrite.capability import Cap, Literal, LiteralForm, has_key, literal, sides, table_keys
 from patchkit.rewrite.dict_key import key_value
 from patchkit.rewrite.dict_key import one_line as _rewriter_one_line
 from patchkit.rewrite.scope import MODULE, Scope, assignments, header, statements
@@ -343,9 +343,9 @@ def _fits(subject: cst.BaseExpression, lit: Literal) -> bool:
     """Can this subject be compared with this literal?  ``(major, minor)`` only with
     tuples, ``sm // 10`` only with majors; anything else with anything."""
     if isinstance(subject, cst.Tuple):
-        return lit.kind == TUPLE
+        return lit.kind == LiteralForm.TUPLE
     if _is_major_of_sm(subject):
-        return lit.kind == MAJOR
+        return lit.kind == LiteralForm.MAJOR
     return True
 
 

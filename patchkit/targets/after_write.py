@@ -30,7 +30,7 @@ def jit_builds(target: Target, version: str | None, rels) -> list:
     """FlashInfer's JIT builds of the modules compiled from the files ``rels`` that are older
     than those files (``jit_builds.Build``): FlashInfer would load them instead of compiling
     what the files hold now.  [] for another project."""
-    if target.project.name != "flashinfer" or not version:
+    if not target.project.jit_builds or not version:
         return []
     from patchkit.targets import jit_builds as builds_of
 
@@ -50,7 +50,7 @@ def drop_jit_builds(target: Target, version: str | None, rels, dry_run: bool = F
     FlashInfer's cache is removed (``jit_builds.drop``; with ``dry_run`` it would be), a
     prebuilt one is left alone (``Build.advice`` says what removes it).  None for a project
     that has no JIT builds (all but FlashInfer): nothing to look for, nothing imported."""
-    if target.project.name != "flashinfer":
+    if not target.project.jit_builds:
         return None
     from patchkit.targets import jit_builds as builds_of
     from patchkit.targets.jit_builds import Drop, JitCheck, JitDrop

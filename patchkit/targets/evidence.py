@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # the site folders are read only for a process that may run t
     from patchkit.targets.import_path import ImportPath
 
 
-class Reason(str, Enum):
+class Why(str, Enum):
     """Why a process is named: what shows that it runs the package's files."""
 
     SCRIPT = "script"  # path: the file of the package it runs
@@ -52,11 +52,11 @@ class Reason(str, Enum):
     TOO_LARGE = "too large"  # cannot tell: path is the /proc file larger than patchkit reads; detail: the cap in bytes
 
 
-CANNOT_TELL = (Reason.UNREADABLE, Reason.TOO_LARGE)
+CANNOT_TELL = (Why.UNREADABLE, Why.TOO_LARGE)
 
 
 class Evidence(Record):
-    reason: Reason
+    reason: Why
     path: str
     detail: str = ""
 
@@ -70,7 +70,7 @@ class Package(Record):
     environment: Path | None = None
 
 
-class Command(Record):
+class CommandLine(Record):
     """An interpreter's command line as CPython reads it: its one-letter options, then what runs."""
 
     flags: frozenset  # one-letter options without a value (E, I, P, s, ...)
@@ -84,7 +84,7 @@ _VALUED = "cmWX"  # one-letter options that take a value, joined or as the next 
 _VALUED_LONG = ("--check-hash-based-pycs",)
 
 
-def parse_command(argv: list[str]) -> Command:
+def parse_command(argv: list[str]) -> CommandLine:
     """``argv`` (argv[0] the interpreter) read as CPython's getopt reads it."""
     args, flags, i = argv[1:], set(), 0
     while i < len(args):
@@ -102,9 +102,9 @@ def parse_command(argv: list[str]) -> Command:
                 value = arg[j + 1:] if j + 1 < len(arg) else (args[i + 1] if i + 1 < len(args) else "")
                 i += 1 if j + 1 < len(arg) else 2
                 if letter == "m":
-                    return Command(frozenset(flags), value, None, False, tuple(args[i:]))
+                    return CommandLine(frozenset(flags), value, None, False, tuple(args[i:]))
                 if letter == "c":
-                    return Command(frozenset(flags), None, None, True, tuple(args[i:]))
+                    return CommandLine(frozenset(flags), None, None, True, tuple(args[i:]))
                 break
             flags.add(letter)
         else:
@@ -112,8 +112,8 @@ def parse_command(argv: list[str]) -> Command:
     if i < len(args) and args[i] == "--":
         i += 1
     if i >= len(args) or args[i] == "-":
-        return Command(frozenset(flags), None, None, True, tuple(args[i + 1:]))
-    return Command(frozenset(flags), None, args[i], False, tuple(args[i + 1:]))
+        return CommandLine(frozenset(flags), None, None, True, tuple(args[i + 1:]))
+    return CommandLine(frozenset(flags), None, args[i], False, tuple(args[i + 1:]))
 
 
 def runs_project(argv: list[str], project: str) -> bool:
@@ -149,7 +149,7 @@ def _is_script_of(arg: str, project: str) -> bool:
 class Seen(Record):
     """What patchkit read of a running process (``processes.py``); None where it could not."""
 
-    command: Command
+    command: CommandLine
     cwd: str | None
     environ: dict | None  # its initial environment; None when not read whole
     interpreter: str | None  # argv[0] as an absolute path, symlinks not resolved (else its executable)
@@ -170,7 +170,7 @@ def in_venv(interpreter: str) -> str | None:
     return next((f for f in (folder, os.path.dirname(folder)) if os.path.isfile(os.path.join(f, "pyvenv.cfg"))), None)
 
 
-class Environment:
+class EnvironmentPrefix:
     """Tells whether a process's interpreter is that of the environment at ``prefix``."""
 
     def __init__(self, prefix: Path) -> None:
@@ -254,14 +254,14 @@ def _editable(path: ImportPath, package: str, name: str) -> Evidence | None:
     holder = os.path.dirname(package)
     for entry in path.entries:
         if entry.pth is not None and _same(entry.folder, holder):
-            return Evidence(Reason.EDITABLE, str(entry.folder), str(entry.pth))
+            return Evidence(Why.EDITABLE, str(entry.folder), str(entry.pth))
     for finder in path.finders:
         try:
             folder = mapping(finder.module, name).get(name)
         except (PatchkitError, OSError):
             continue
         if isinstance(folder, str) and _same(folder, package):
-            return Evidence(Reason.EDITABLE, folder, str(finder.pth))
+            return Evidence(Why.EDITABLE, folder, str(finder.pth))
     return None
 
 
@@ -277,20 +277,20 @@ def evidence(seen: Seen, package: Package, sites: dict | None = None) -> Evidenc
     if command.script is not None:
         script = absolute(command.script, cwd)
         if script is not None and _inside(script, real):
-            return Evidence(Reason.SCRIPT, script)
+            return Evidence(Why.SCRIPT, script)
     safe = {"I", "P"} & command.flags or (not ignore_env and env and env.get("PYTHONSAFEPATH"))
     if command.script is None and not safe and cwd is not None and _same(cwd, holder):
-        return Evidence(Reason.CWD, cwd)
+        return Evidence(Why.CWD, cwd)
     if not ignore_env and env is not None:
         for entry in env.get("PYTHONPATH", "").split(os.pathsep):
             where = absolute(entry, cwd) if entry else None
             if where is not None and _same(where, holder):
-                return Evidence(Reason.PYTHONPATH, where)
-    if package.environment is not None and Environment(package.environment).owns(seen.interpreter, seen.exe):
-        return Evidence(Reason.INTERPRETER, seen.interpreter or seen.exe or "")
+                return Evidence(Why.PYTHONPATH, where)
+    if package.environment is not None and EnvironmentPrefix(package.environment).owns(seen.interpreter, seen.exe):
+        return Evidence(Why.INTERPRETER, seen.interpreter or seen.exe or "")
     folders = site_folders(seen)
     if any(_same(site, holder) for site in folders):
-        return Evidence(Reason.INTERPRETER, seen.interpreter or "")
+        return Evidence(Why.INTERPRETER, seen.interpreter or "")
     editable = _editable(_import_path(tuple(folders), sites), real, os.path.basename(real))
     if editable is not None:
         return editable

@@ -37,7 +37,7 @@ def read_text(path: Path, what: str) -> str:
     return read_file(path, TEXT_CAP, what).decode("utf-8", "replace")
 
 
-class Entry(Record):
+class PathEntry(Record):
     """One folder of ``sys.path``."""
 
     folder: Path
@@ -54,7 +54,7 @@ class Finder(Record):
 
 
 class ImportPath(Record):
-    entries: list[Entry]
+    entries: list[PathEntry]
     finders: list[Finder]
     reordering: list[Path]  # .pth files with code that rewrites sys.path
 
@@ -69,7 +69,7 @@ def _pth_files(site: Path) -> list[Path]:
 
 def import_path(sites: list[Path]) -> ImportPath:
     """``sys.path`` from ``sites`` (in order) and their .pth files, and the editable finders."""
-    entries: list[Entry] = []
+    entries: list[PathEntry] = []
     finders: list[Finder] = []
     reordering: list[Path] = []
     known: set[str] = set()
@@ -79,7 +79,7 @@ def import_path(sites: list[Path]) -> ImportPath:
         key = os.path.normcase(os.path.abspath(site))
         if key not in known:
             known.add(key)
-            entries.append(Entry(site, site, None))
+            entries.append(PathEntry(site, site, None))
         for pth in _pth_files(site):
             try:
                 text = read_text(pth, ".pth file")
@@ -99,7 +99,7 @@ def import_path(sites: list[Path]) -> ImportPath:
                 key = os.path.normcase(str(folder))
                 if key not in known and os.path.exists(folder):
                     known.add(key)
-                    entries.append(Entry(folder, site, pth))
+                    entries.append(PathEntry(folder, site, pth))
     return ImportPath(entries, finders, list(dict.fromkeys(reordering)))
 
 
@@ -118,11 +118,11 @@ def mapping(finder: Path, label: str) -> dict:
     return found
 
 
-class Found(Record):
+class ImportPlace(Record):
     """A place that would give ``import NAME``."""
 
     package: Path  # the package folder (its __init__.py inside), or a zipped egg on the path
-    entry: Entry | None  # the folder of sys.path it is in (None: an editable finder)
+    entry: PathEntry | None  # the folder of sys.path it is in (None: an editable finder)
     finder: Finder | None
 
     @property
@@ -140,10 +140,10 @@ class Found(Record):
 class Candidates(Record):
     """Every place that would give ``import NAME``, in the order Python asks them."""
 
-    found: list[Found]  # regular packages on the path first, then the editable finders that map it
+    found: list[ImportPlace]  # regular packages on the path first, then the editable finders that map it
     namespace: Path | None  # the first folder of that name without __init__.py, when no folder on the path holds the package
 
-    def first(self) -> Found | None:
+    def first(self) -> ImportPlace | None:
         """What Python imports (None: nothing, or an empty namespace package)."""
         on_path = [f for f in self.found if f.entry is not None]
         if on_path:
@@ -154,20 +154,20 @@ class Candidates(Record):
 def candidates(name: str, path: ImportPath, label: str, egg: str) -> Candidates:
     """The places on ``path`` that hold the package ``name``.  ``egg``: a glob of the project's
     egg names (a zipped egg on the path is a file Python imports from)."""
-    found: list[Found] = []
+    found: list[ImportPlace] = []
     namespace = None
     for entry in path.entries:
         if entry.folder.is_file():
             if fnmatchcase(entry.folder.name, egg):
-                found.append(Found(entry.folder, entry, None))
+                found.append(ImportPlace(entry.folder, entry, None))
             continue
         package = entry.folder / name
         if (package / "__init__.py").is_file():
-            found.append(Found(package, entry, None))
+            found.append(ImportPlace(package, entry, None))
         elif namespace is None and package.is_dir():
             namespace = package
     for finder in path.finders:
         folder = mapping(finder.module, label).get(name)
         if isinstance(folder, str) and (Path(folder) / "__init__.py").is_file():
-            found.append(Found(Path(folder), None, finder))
+            found.append(ImportPlace(Path(folder), None, finder))
     return Candidates(found, namespace if not any(f.entry for f in found) else None)

@@ -55,9 +55,9 @@ from patchkit.values import Record
 from patchkit.versions import at_least, is_version
 
 # Where a build comes from, as the lines name it: below ~/.cache/flashinfer or FLASHINFER_WORKSPACE_BASE, or prebuilt.
-Kind = StrEnum("Kind", {"CACHED": "cached JIT build", "WORKSPACE": "JIT build under FLASHINFER_WORKSPACE_BASE",
+BuildKind = StrEnum("BuildKind", {"CACHED": "cached JIT build", "WORKSPACE": "JIT build under FLASHINFER_WORKSPACE_BASE",
                         "PREBUILT": "prebuilt by flashinfer-jit-cache", "AOT": "prebuilt in flashinfer/data/aot"})
-CACHED, WORKSPACE, PREBUILT, AOT = Kind
+CACHED, WORKSPACE, PREBUILT, AOT = BuildKind
 UNINSTALL_JIT_CACHE = "pip uninstall flashinfer-jit-cache"
 
 # The files each JIT module is compiled from, as the repository (and an editable install) spells them; a wheel
@@ -88,7 +88,7 @@ _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
 class Build(Record):
     module: str
-    kind: Kind
+    kind: BuildKind
     path: Path  # the module's build folder (cached, workspace) or the prebuilt .so
     library: Path  # the .so FlashInfer loads (a half-done build folder may have none)
     mtime: float | None  # of the .so, else of build.ninja, else of the folder; None: unreadable
@@ -203,7 +203,7 @@ def _prebuilt(version: str, sites: Sequence[Path], env: Mapping[str, str], modul
     return builds
 
 
-def _cached(version: str, root: Path, kind: Kind, modules: list[str]) -> list[Build]:
+def _cached(version: str, root: Path, kind: BuildKind, modules: list[str]) -> list[Build]:
     here = root / version
     try:
         with os.scandir(here) as entries:

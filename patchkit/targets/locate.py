@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # a checkout's commands do not read an environment
     from patchkit.targets.environment import Install
 
 
-class Kind(StrEnum):
+class Layout(StrEnum):
     """What a target is, as the lines name it."""
 
     CHECKOUT = "git checkout"
@@ -27,7 +27,7 @@ class Kind(StrEnum):
     INSTALLED = "installed package"
 
 
-CHECKOUT, DIRECTORY, INSTALLED = Kind.CHECKOUT, Kind.DIRECTORY, Kind.INSTALLED
+CHECKOUT, DIRECTORY, INSTALLED = Layout.CHECKOUT, Layout.DIRECTORY, Layout.INSTALLED
 
 ENV_DIR = ".patchkit-environment"  # an environment's state dir, in its site-packages (targets/env_transaction.py)
 
@@ -36,7 +36,7 @@ _VERSION = r"""^__version__\s*(?::[^=]*)?=\s*(?:version\s*=\s*)?["']([^"']+)["']
 
 class Target(Record):
     root: Path  # the checkout, or the site-packages folder of an installed package
-    kind: Kind
+    kind: Layout
     state_dir: Path
     project: Project
     install: Install | None = None  # how --python found it, when it is an editable install

@@ -25,8 +25,8 @@ from patchkit.match import Pattern
 from patchkit.targets.evidence import (
     Evidence,
     Package,
-    Reason,
     Seen,
+    Why,
     absolute,
     evidence,
     parse_command,
@@ -108,7 +108,7 @@ def _unread(path: str, exc: OSError, unread: list) -> None:
     """Note why ``path`` could not be read; _Gone when the process has exited (ENOENT, ESRCH)."""
     if exc.errno in (errno.ENOENT, errno.ESRCH):
         raise _Gone(path) from None
-    unread.append(Evidence(Reason.UNREADABLE, path, exc.strerror or type(exc).__name__))
+    unread.append(Evidence(Why.UNREADABLE, path, exc.strerror or type(exc).__name__))
 
 
 def _link(path: str, unread: list) -> str | None:
@@ -154,7 +154,7 @@ def _environ(path: str, unread: list) -> dict | None:
         _unread(path, exc, unread)
         return None
     if len(raw) > ENVIRON_CAP:
-        unread.append(Evidence(Reason.TOO_LARGE, path, str(ENVIRON_CAP)))
+        unread.append(Evidence(Why.TOO_LARGE, path, str(ENVIRON_CAP)))
         return None
     found = {}
     for entry in raw.split(b"\0"):

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from gpus.standin import standin
 
+from patchkit.cc import CC
 from patchkit.errors import BadInput
 from patchkit.fixes.modes import FOLDER, Condition, Cost, modes, read_mode
 from patchkit.judge.launch import read_launch
@@ -67,20 +68,20 @@ def _site(tmp_path: Path, version: str, compiler: str | None) -> Path:
 def test_triton_is_judged_per_release_and_gpu(tmp_path: Path) -> None:
     site = _site(tmp_path, "3.5.1", "def get_ptxas(arch): return knobs.nvidia.ptxas\n")
 
-    def judged(version: str, cc: tuple[int, int], compiler: str | None = None) -> list:
+    def judged(version: str, cc: CC, compiler: str | None = None) -> list:
         here = _site(tmp_path / f"{version}-{len(list(tmp_path.iterdir()))}", version, compiler) if compiler is not None else site
         return [(h.mode.name, h.verdict) for h in modes_here({"triton": version}, [cc], [here])]
 
-    assert judged("3.5.1", (12, 1)) == [("triton-ptxas-sm121a", Exposed.EXPOSED)]
-    assert judged("3.5.1", (12, 0)) == []  # its bundled ptxas knows sm_120a
-    assert judged("3.6.0", (12, 1)) == []
-    assert judged("3.2.0", (12, 1)) == []  # before the range read
+    assert judged("3.5.1", CC(12, 1)) == [("triton-ptxas-sm121a", Exposed.EXPOSED)]
+    assert judged("3.5.1", CC(12, 0)) == []  # its bundled ptxas knows sm_120a
+    assert judged("3.6.0", CC(12, 1)) == []
+    assert judged("3.2.0", CC(12, 1)) == []  # before the range read
     # Newer than read (3.9.0): its own files say. The first fixed release's text is there: not exposed.
-    assert judged("3.10.0", (12, 1), f"    {TRITON_FIX}\n") == []
+    assert judged("3.10.0", CC(12, 1), f"    {TRITON_FIX}\n") == []
     # Not there (refactored, or regressed): not judged, never assumed like 3.9.0.
-    assert judged("3.10.0", (12, 1), "def get_ptxas(arch): ...\n") == [("triton-ptxas-sm121a", Exposed.UNREAD)]
+    assert judged("3.10.0", CC(12, 1), "def get_ptxas(arch): ...\n") == [("triton-ptxas-sm121a", Exposed.UNREAD)]
     # A way out in effect averts it.
-    [h] = modes_here({"triton": "3.5.1"}, [(12, 1)], [site], in_effect=frozenset({"triton-ptxas"}))
+    [h] = modes_here({"triton": "3.5.1"}, [CC(12, 1)], [site], in_effect=frozenset({"triton-ptxas"}))
     assert (h.verdict, h.averted_by.what) == (Exposed.AVERTED, "triton-ptxas")
 
 

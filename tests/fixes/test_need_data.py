@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from patchkit.cc import CC
 from patchkit.errors import BadInput
 from patchkit.fixes.effects import read_effect, read_effects
 from patchkit.fixes.load import HERE, read_fixes
@@ -273,9 +274,9 @@ def test_the_fusion_needs_the_cuda_the_flashinfer_release_builds_with(version: s
     assert GENCODE in source
     assert need.project == "flashinfer"
     for cc, (cuda, arch) in words.items():
-        said = need.words(tuple(map(int, cc.split("."))), {"flashinfer": version})
+        said = need.words(CC.parse(cc), {"flashinfer": version})
         assert (said["cuda"], said["arch"]) == (cuda, arch)
-        assert need.said_for(tuple(map(int, cc.split("."))), {"flashinfer": version}) == (
+        assert need.said_for(CC.parse(cc), {"flashinfer": version}) == (
             f"CUDA {cuda} and nvcc, for FlashInfer's JIT build of {arch} (trtllm_comm.so)")
 
 
@@ -285,11 +286,11 @@ def test_without_a_flashinfer_release_the_need_says_every_form() -> None:
     (need,) = read_effects()["allreduce-fusion"].needs
     anyone = ("CUDA 12.8 or later (12.9 or later with FlashInfer 0.6.7 to 0.7.0) and nvcc, for FlashInfer's JIT build "
               "of sm_120a or sm_120f (trtllm_comm.so)")
-    assert need.says == need.said_for((12, 0)) == need.said_for((12, 0), {"flashinfer": "0.7.5"}) == anyone
-    assert need.said_for((12, 0), {"sglang": "0.6.7"}) == anyone  # another project's release says nothing of FlashInfer's
-    assert need.said_for((12, 1)) == ("CUDA 12.9 or later and nvcc, for FlashInfer's JIT build of sm_121a, or sm_120f "
+    assert need.says == need.said_for(CC(12, 0)) == need.said_for(CC(12, 0), {"flashinfer": "0.7.5"}) == anyone
+    assert need.said_for(CC(12, 0), {"sglang": "0.6.7"}) == anyone  # another project's release says nothing of FlashInfer's
+    assert need.said_for(CC(12, 1)) == ("CUDA 12.9 or later and nvcc, for FlashInfer's JIT build of sm_121a, or sm_120f "
                                       "with FlashInfer 0.6.7 to 0.6.7.post3 (trtllm_comm.so)")
-    assert need.otherwise_for((12, 1), {"flashinfer": "0.6.7"}) == "FlashInfer cannot build the comm module for SM121"
+    assert need.otherwise_for(CC(12, 1), {"flashinfer": "0.6.7"}) == "FlashInfer cannot build the comm module for SM121"
     assert need.of_release("flashinfer", "0.6.9").says == "CUDA 12.9 or later and nvcc, for FlashInfer's JIT build of sm_120f (trtllm_comm.so)"
     assert need.of_release("sglang", "0.5.9").says == anyone
     assert need.to_json()["for_cc"]["12.0"][2] == {"since": "0.6.7", "until": "0.7.0", "arch": "sm_120f", "cuda": "12.9 or later"}
@@ -324,5 +325,5 @@ def test_a_wrong_for_cc_is_one_line(tmp_path: Path, more: str, reason: str) -> N
                     '{ since = "0.6.7", until = "0.6.8", cuda = "b" }], "12.1" = { cuda = "c", gpu = "h" } }\n')
     (need,) = read_effect(path).needs
     assert (need.says, need.otherwise) == ("a", "g")
-    assert [need.said_for(cc, {"flashinfer": v}) for cc, v in [((12, 0), "0.6.6"), ((12, 0), "0.6.8"), ((12, 1), "0.6.8")]] == ["a", "b", "c"]
-    assert need.otherwise_for((12, 0), {"flashinfer": "0.6.7"}) == "g"  # the keys a range leaves out are the first table's
+    assert [need.said_for(cc, {"flashinfer": v}) for cc, v in [(CC(12, 0), "0.6.6"), (CC(12, 0), "0.6.8"), (CC(12, 1), "0.6.8")]] == ["a", "b", "c"]
+    assert need.otherwise_for(CC(12, 0), {"flashinfer": "0.6.7"}) == "g"  # the keys a range leaves out are the first table's

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from patchkit.errors import BadInput
-from patchkit.git.batch import CHUNK, CatFile, Entry, tree_entries
+from patchkit.git.batch import CHUNK, CatFile, TreeEntry, tree_entries
 from patchkit.git.objects import GitSource
 from support.repos import GIT_ENV, git
 
@@ -31,14 +31,14 @@ def _repo(path: Path, *init: str) -> Path:
     return path
 
 
-def _ls_tree(repo: Path, rev: str) -> list[Entry]:
+def _ls_tree(repo: Path, rev: str) -> list[TreeEntry]:
     """git's own listing of a tree: ``<mode> <type> <id>\\t<name>`` per entry."""
     entries = []
     for line in git(repo, "ls-tree", "-z", rev).split("\0"):
         if line:
             meta, name = line.split("\t", 1)
             mode, _, oid = meta.split(" ")
-            entries.append(Entry(mode.lstrip("0") if mode == "040000" else mode, name, oid))
+            entries.append(TreeEntry(mode.lstrip("0") if mode == "040000" else mode, name, oid))
     return entries
 
 
@@ -56,9 +56,9 @@ def test_a_tree_is_parsed_with_the_hash_length_of_its_repository(tmp_path: Path,
     (tree,) = _catfile(repo).get(["HEAD^{tree}"])
     assert tree.kind == "tree" and len(tree.oid) == 2 * hash_bytes
     assert tree_entries(tree.data, hash_bytes) == _ls_tree(repo, "HEAD") == [
-        Entry("120000", "link", git(repo, "rev-parse", "HEAD:link").strip()),
-        Entry("40000", "pkg", git(repo, "rev-parse", "HEAD:pkg").strip()),
-        Entry("100755", "run.sh", git(repo, "rev-parse", "HEAD:run.sh").strip()),
+        TreeEntry("120000", "link", git(repo, "rev-parse", "HEAD:link").strip()),
+        TreeEntry("40000", "pkg", git(repo, "rev-parse", "HEAD:pkg").strip()),
+        TreeEntry("100755", "run.sh", git(repo, "rev-parse", "HEAD:run.sh").strip()),
     ]
     (sub,) = _catfile(repo).get(["HEAD:pkg"])
     assert tree_entries(sub.data, hash_bytes) == _ls_tree(repo, "HEAD:pkg")

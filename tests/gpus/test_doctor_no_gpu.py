@@ -272,7 +272,7 @@ def test_to_cc_auto_adds_no_key_the_fixes_are_not_for(tmp_path: Path, sglang_ven
     from patchkit.gpus.smi import given
     from patchkit.judge import auto
 
-    monkeypatch.setattr(auto, "read_machine", lambda *_: given((8, 0)))
+    monkeypatch.setattr(auto, "read_machine", lambda *_: given(CC(8, 0)))
     venv = copy_venv(sglang_venv, tmp_path / "V")
     python = str(venv / "bin" / "python")
     site = next((venv / "lib").glob("python3*/site-packages"))
@@ -291,7 +291,7 @@ def test_to_cc_auto_adds_only_the_key_a_fix_is_for(tmp_path: Path, sglang_venv: 
     from patchkit.judge import auto
     from patchkit.rewrite.evaluate import tables
 
-    monkeypatch.setattr(auto, "read_machine", lambda *_: given((8, 0), (12, 0)))
+    monkeypatch.setattr(auto, "read_machine", lambda *_: given(CC(8, 0), CC(12, 0)))
     venv = copy_venv(sglang_venv, tmp_path / "V")
     done = invoke("apply", "--python", str(venv / "bin" / "python"), "--to-cc", "auto", env=no_nvidia_smi(tmp_path))
     assert (done.returncode, done.stderr) == (0, b""), done.stderr.decode()
@@ -309,3 +309,4 @@ def test_path_targets_hint_that_python_finds_every_project(tmp_path: Path, sglan
     at = lines(done).index(ADVICE_HEAD)
     assert lines(done)[at + 1] == (f"{NEEDS}install flashinfer-python (not among the targets; `--python EXE` finds every "
                                    "project installed for EXE)")
+from patchkit.cc import CC

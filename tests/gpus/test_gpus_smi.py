@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from standin import DATA, no_nvidia_smi, standin
 
+from patchkit.cc import CC
 from patchkit.errors import BadInput
 from patchkit.gpus import parse
 from patchkit.gpus.smi import machine
@@ -21,7 +22,7 @@ def read(machine_name: str, name: str) -> str:
 
 def test_the_real_h200_query_and_matrix() -> None:
     (gpu,) = parse.gpus(read("h200-1gpu", "query.csv"))
-    assert gpu == parse.GPU(0, "NVIDIA H200", (9, 0), "00000000:00:06.0")
+    assert gpu == parse.GPU(0, "NVIDIA H200", CC(9, 0), "00000000:00:06.0")
     assert gpu.sm() == "SM90"
     assert "\x1b[4m" in read("h200-1gpu", "topo-m.txt")  # the real header is underlined
     assert parse.links(read("h200-1gpu", "topo-m.txt"), 1) == []
@@ -34,7 +35,7 @@ def test_the_query_with_its_header_is_refused() -> None:
 
 def test_eight_pcie_gpus() -> None:
     gpus = parse.gpus(read("rtxpro6000-8pcie", "query.csv"))
-    assert [g.cc for g in gpus] == [(12, 0)] * 8
+    assert [g.cc for g in gpus] == [CC(12, 0)] * 8
     assert gpus[0].name == "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
     links = parse.links(read("rtxpro6000-8pcie", "topo-m.txt"), 8)
     assert len(links) == 28 and not any(link.nvlink for link in links)

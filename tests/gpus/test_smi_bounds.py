@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from standin import DATA, scripted
 
+from patchkit.cc import CC
 from patchkit.errors import BadInput
 from patchkit.gpus import parse
 from patchkit.gpus.smi import machine
@@ -97,7 +98,7 @@ def test_a_compute_capability_nvidia_does_not_have(cc: str) -> None:
         parse.gpus(f"0, NVIDIA H200, {cc}, 00000000:00:06.0\n")
 
 
-@pytest.mark.parametrize("cc, value", [("1.0", (1, 0)), ("12.1", (12, 1)), ("15.9", (15, 9))])
+@pytest.mark.parametrize("cc, value", [("1.0", CC(1, 0)), ("12.1", CC(12, 1)), ("15.9", CC(15, 9))])
 def test_the_compute_capabilities_nvidia_has_are_read(cc: str, value: tuple) -> None:
     (gpu,) = parse.gpus(f"0, NVIDIA H200, {cc}, 00000000:00:06.0\n")
     assert gpu.cc == value

@@ -158,7 +158,7 @@ def make(name: str, real: Path, source: str, cuobjdump: Path) -> None:
     with gzip.GzipFile(DATA / f"{name}.extents.gz", "wb", mtime=0) as out:
         out.write(MAGIC + json.dumps(meta).encode() + b"\n" + body)
     copy = materialize(name, Path(f"/tmp/{name.replace('/', '_')}.sparse"))
-    ccs = [(7, 5), (8, 0), (9, 0), (10, 0), (12, 0), (12, 1)]
+    ccs = [CC(7, 5), CC(8, 0), CC(9, 0), CC(10, 0), CC(12, 0), CC(12, 1)]
     a, b = judge(str(real), name, ccs), judge(str(copy), name, ccs)
     assert (a.binary.entries, a.binary.control, a.fits, a.elsewhere) == (b.binary.entries, b.binary.control, b.fits, b.elsewhere), name
     copy.unlink()
@@ -186,7 +186,7 @@ def python_files(tree: Path, dist: str) -> list[str]:
     keep = list(start.read)
     for so in sorted(tree.rglob("*.so")):
         rel = so.relative_to(tree).as_posix()
-        if module_of(rel) not in start.modules and judge(str(so), rel, [(12, 0)], known.file(rel)).binary.cuda:
+        if module_of(rel) not in start.modules and judge(str(so), rel, [CC(12, 0)], known.file(rel)).binary.cuda:
             keep += importers(tree, module_of(rel))
     return sorted(set(keep))
 
@@ -247,3 +247,4 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+from patchkit.cc import CC

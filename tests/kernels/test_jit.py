@@ -18,6 +18,7 @@ import pytest
 from gpus.standin import TOOLS
 from gpus.standin import tool as standin
 
+from patchkit.cc import CC
 from patchkit.judge.jit import (
     BUILDS,
     COMPILER_LACKS,
@@ -101,7 +102,7 @@ def test_triton_351_cannot_build_for_a_gb10(tmp_path: Path) -> None:
     'gpu-name'" (shared fixture triton-ptxas-sm_121a.txt): its --help lists no sm_121a."""
     site = tmp_path / "site"
     triton(site, "3.5.1")
-    (j,) = jit_here(jit_installs([site], no_cuda(tmp_path)), [(12, 0), (12, 1)])
+    (j,) = jit_here(jit_installs([site], no_cuda(tmp_path)), [CC(12, 0), CC(12, 1)])
     assert [(f.verdict, f.target, f.why, f.compiler.tool, f.compiler.release) for f in j.fits] == [
         (BUILDS, "sm_120a", None, "ptxas", "12.8"), (COMPILER_LACKS, "sm_121a", NOT_A_TARGET, "ptxas", "12.8")]
     ptxas = site / "triton" / "backends" / "nvidia" / "bin" / "ptxas"
@@ -112,14 +113,14 @@ def test_triton_351_cannot_build_for_a_gb10(tmp_path: Path) -> None:
     ]
     # Triton takes $TRITON_PTXAS_PATH first: a ptxas of CUDA 13.0 knows sm_121a.
     env = no_cuda(tmp_path) | {"TRITON_PTXAS_PATH": str(standin(tmp_path / "cu13" / "ptxas", "ptxas-13.0.88"))}
-    (j,) = jit_here(jit_installs([site], env), [(12, 1)])
+    (j,) = jit_here(jit_installs([site], env), [CC(12, 1)])
     assert [(f.verdict, f.compiler.chosen_by, f.compiler.release) for f in j.fits] == [(BUILDS, "$TRITON_PTXAS_PATH", "13.0")]
 
 
 def test_triton_360_uses_ptxas_blackwell_from_10(tmp_path: Path) -> None:
     site = tmp_path / "site"
     triton(site, "3.6.0")
-    (j,) = jit_here(jit_installs([site], no_cuda(tmp_path)), [(9, 0), (12, 1)])
+    (j,) = jit_here(jit_installs([site], no_cuda(tmp_path)), [CC(9, 0), CC(12, 1)])
     assert [(f.verdict, f.target, f.compiler.tool, f.compiler.release) for f in j.fits] == [
         (BUILDS, "sm_90a", "ptxas", "12.8"), (BUILDS, "sm_121a", "ptxas-blackwell", "12.9")]
 
@@ -134,7 +135,7 @@ def test_triton_360_uses_ptxas_blackwell_from_10(tmp_path: Path) -> None:
 def test_flashinfer(tmp_path: Path, version: str, targets: tuple, modules: int, leave_out: int) -> None:
     site = tmp_path / "site"
     flashinfer(site, version)
-    (j,) = jit_here(jit_installs([site], no_cuda(tmp_path)), [(12, 0), (12, 1)])
+    (j,) = jit_here(jit_installs([site], no_cuda(tmp_path)), [CC(12, 0), CC(12, 1)])
     assert [(f.verdict, f.target, f.why) for f in j.fits] == [(SOME, t, MODULES_LEAVE_OUT) for t in targets]
     assert (j.install.sources.modules, len(j.fits[0].names)) == (modules, leave_out)
     assert ("gen_trtllm_comm_module" in j.fits[0].names) == (version == "0.6.4")
@@ -143,7 +144,7 @@ def test_flashinfer(tmp_path: Path, version: str, targets: tuple, modules: int, 
                                f"supported_major_versions (gen_cutlass_fused_moe_sm100_module, gen_cutlass_fused_moe_sm103_module, "
                                f"{j.fits[0].names[2]}, {j.fits[0].names[3]} and {leave_out - 4} more)")
     # $CUDA_HOME first: FlashInfer calls the nvcc there, and there is none.
-    (none,) = jit_here(jit_installs([site], no_cuda(tmp_path) | {"CUDA_HOME": str(tmp_path / "no-cuda")}), [(12, 0)])
+    (none,) = jit_here(jit_installs([site], no_cuda(tmp_path) | {"CUDA_HOME": str(tmp_path / "no-cuda")}), [CC(12, 0)])
     assert (none.fits[0].verdict, none.fits[0].compiler.chosen_by) == (NO_COMPILER, "$CUDA_HOME")
     assert jit_lines(none)[1] == f"    12.0: cannot build: no nvcc at {tmp_path}/no-cuda/bin/nvcc"
 
@@ -155,7 +156,7 @@ def test_flashinfer_074_builds_sm_121a_for_a_gb10(tmp_path: Path) -> None:
     once made doctor say "12.1: builds sm_120f" beside the fix's "FlashInfer's JIT build of sm_121a"."""
     site = tmp_path / "site"
     flashinfer(site, "0.7.4")
-    (j,) = jit_here(jit_installs([site], no_cuda(tmp_path)), [(12, 0), (12, 1)])
+    (j,) = jit_here(jit_installs([site], no_cuda(tmp_path)), [CC(12, 0), CC(12, 1)])
     assert j.install.sources.form.release == "0.7.4"
     assert [(f.verdict, f.target, f.compiler.release) for f in j.fits] == [(SOME, "sm_120f", "13.0"), (SOME, "sm_121a", "13.0")]
     # Each get_nvcc_flags_list call is owned by the function that holds it: gen_gemm_sm120_module passes [12]
@@ -183,7 +184,7 @@ def test_flashinfer_074_builds_sm_121a_for_a_gb10(tmp_path: Path) -> None:
     # 0.6.7, the form whose lines 0.7.4 also holds: sm_120f for both.
     old = tmp_path / "old"
     flashinfer(old, "0.6.7")
-    (j,) = jit_here(jit_installs([old], no_cuda(tmp_path)), [(12, 1)])
+    (j,) = jit_here(jit_installs([old], no_cuda(tmp_path)), [CC(12, 1)])
     assert (j.install.sources.form.release, j.fits[0].target) == ("0.6.7", "sm_120f")
 
 
@@ -191,12 +192,12 @@ def test_deep_gemm_bundled_in_vllm(tmp_path: Path) -> None:
     old, new = tmp_path / "old", tmp_path / "new"
     deep_gemm_in_vllm(old, "0.27.1")
     deep_gemm_in_vllm(new, "0.34.0")
-    (j,) = jit_here(jit_installs([old], no_cuda(tmp_path)), [(9, 0), (10, 0), (12, 0), (12, 1)])
+    (j,) = jit_here(jit_installs([old], no_cuda(tmp_path)), [CC(9, 0), CC(10, 0), CC(12, 0), CC(12, 1)])
     assert [(f.verdict, f.why) for f in j.fits] == [(BUILDS, None), (BUILDS, None), (REFUSES, NO_IMPLS), (REFUSES, NO_IMPLS)]
     assert j.label == "DeepGEMM bundled in vllm 0.27.1" and j.fits[2].names == ("sm90", "sm100")
     assert jit_lines(j)[3] == ("    12.0: nothing to build: its kernel templates are for sm90, sm100 only (include/deep_gemm/impls), "
                                "so its APIs assert \"Unsupported architecture\" on 12.0")
-    (j,) = jit_here(jit_installs([new], no_cuda(tmp_path)), [(12, 1)])
+    (j,) = jit_here(jit_installs([new], no_cuda(tmp_path)), [CC(12, 1)])
     assert [(f.verdict, len(f.names)) for f in j.fits] == [(BUILDS, 11)]
 
 

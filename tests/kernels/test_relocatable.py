@@ -16,6 +16,7 @@ import pytest
 from oracle import parse_headers, parse_lists
 from test_fatbin import as_cuobjdump
 
+from patchkit.cc import CC
 from patchkit.judge.kernels import judge
 from patchkit.kernels.compat import JIT, LINKED, NO_KERNELS, NONE, SASS, UNKNOWN
 from patchkit.kernels.evidence import kernels_in
@@ -73,7 +74,7 @@ def test_entries_as_cuobjdump_lists_them(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(BUILDS))
 def test_the_verdict_is_what_the_h200_did(name: str) -> None:
     on_h200, (runs, by, why) = BUILDS[name]
-    f = judge(str(RDC / f"{name}.so"), name, [(9, 0)])
+    f = judge(str(RDC / f"{name}.so"), name, [CC(9, 0)])
     assert [(x.runs, x.by, x.why) for x in f.fits] == [(runs, by, why)]
     seen = on_the_h200()
     for mode in ("EAGER", "LAZY"):
@@ -90,7 +91,7 @@ def test_the_lto_only_build_failed_differently() -> None:
 
 
 def test_words() -> None:
-    words = {name: verdict(judge(str(RDC / f"{name}.so"), name, [(9, 0)])) for name in BUILDS}
+    words = {name: verdict(judge(str(RDC / f"{name}.so"), name, [CC(9, 0)])) for name in BUILDS}
     assert words["link80-rel90"] == ("sm_80; relocatable sm_80, sm_90: runs on 9.0 after a JIT link (relocatable sm_90: "
                                      "the runtime links __nv_relfatbin's code at the first start)")
     assert words["link80-lto90"] == "sm_80; relocatable sm_80 (never loaded: LTO IR lto_90): no code for 9.0 (lto_90 is LTO IR, which the runtime does not link)"

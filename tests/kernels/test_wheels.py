@@ -16,6 +16,7 @@ from fixtures import SOURCES, listing, materialize
 from oracle import parse_headers, parse_lists
 from test_fatbin import as_cuobjdump
 
+from patchkit.cc import CC
 from patchkit.judge.kernels import judge
 from patchkit.kernels.compat import NOT_REGISTERED, SASS, UNKNOWN
 from patchkit.kernels.fatbin import EXECUTABLE, RELOCATABLE, read_binary
@@ -31,7 +32,7 @@ def copies(tmp_path_factory) -> dict[str, Path]:
 
 
 def as_listed(names: list[str]) -> set[str]:
-    """Our names as --list-elf / --list-ptx spell them (``Entry.listed``): the f dropped, compute_ as sm_."""
+    """Our names as --list-elf / --list-ptx spell them (``FatbinEntry.listed``): the f dropped, compute_ as sm_."""
     return {n.replace("compute_", "sm_").removesuffix("f") for n in names}
 
 
@@ -78,12 +79,12 @@ def test_cufft_is_not_none_anywhere(copies: dict[str, Path]) -> None:
     """cuFFT 12.0's one registered-looking cubin is sm_75, but no .nvFatBinSegment hands it to the
     runtime, and 23,983 fat binaries sit in .ldata: cuFFT ran on an H200 (shared fixtures)."""
     for name in ("libcufft.so.12", "libcufftw.so.12"):
-        f = judge(str(copies[name]), name, [(9, 0), (12, 0), (12, 1)])
+        f = judge(str(copies[name]), name, [CC(9, 0), CC(12, 0), CC(12, 1)])
         assert (f.binary.sass(), f.binary.control) == (["sm_75"], False)
         assert [(x.runs, x.why) for x in f.fits] == [(UNKNOWN, NOT_REGISTERED)] * 3 and f.missing == ()
-    cufft = judge(str(copies["libcufft.so.12"]), "libcufft.so.12", [(9, 0)])
+    cufft = judge(str(copies["libcufft.so.12"]), "libcufft.so.12", [CC(9, 0)])
     assert (cufft.elsewhere.section, cufft.elsewhere.offset, cufft.elsewhere.kind, cufft.elsewhere.arch) == (".ldata", 8515616, 1, 75)
-    assert judge(str(copies["libcufftw.so.12"]), "libcufftw.so.12", [(9, 0)]).elsewhere is None
+    assert judge(str(copies["libcufftw.so.12"]), "libcufftw.so.12", [CC(9, 0)]).elsewhere is None
 
 
 def test_a_healthy_cuda_13_environment_exits_0(copies: dict[str, Path], tmp_path: Path) -> None:
@@ -108,7 +109,7 @@ def test_a_healthy_cuda_13_environment_exits_0(copies: dict[str, Path], tmp_path
 
 
 def test_vllm_020_for_a_gb10(copies: dict[str, Path]) -> None:
-    by = {Path(n).name: judge(str(copies[n]), n, [(12, 1)]) for n in NAMES if n.startswith("vllm-0.20.2/")}
+    by = {Path(n).name: judge(str(copies[n]), n, [CC(12, 1)]) for n in NAMES if n.startswith("vllm-0.20.2/")}
     assert [(x.runs, x.by) for x in by["_C.abi3.so"].fits] == [(SASS, ("sm_120", "sm_120f"))]
     assert [n for n, f in sorted(by.items()) if f.missing] == ["_flashmla_C.abi3.so", "_flashmla_extension_C.abi3.so",
                                                                "_vllm_fa3_C.abi3.so"]
@@ -130,12 +131,12 @@ def test_doctor_and_diagnose_on_an_installed_cufft(copies: dict[str, Path], tmp_
     (site / "nvidia" / "cu13" / "lib").mkdir(parents=True)
     for name in ("libcufft.so.12", "libcufftw.so.12"):
         (site / "nvidia" / "cu13" / "lib" / name).write_bytes(copies[name].read_bytes())
-    (d,) = installed_code([site], [(9, 0)])
+    (d,) = installed_code([site], [CC(9, 0)])
     assert d.failing() == []
-    lines = distribution_lines(d, [(9, 0)], listing=False)
+    lines = distribution_lines(d, [CC(9, 0)], listing=False)
     assert lines[0] == "  nvidia-cufft 12.0.0.61: cannot tell whether its 2 files with CUDA code run on 9.0 (below)"
     assert lines[1].startswith("    nvidia/cu13/lib/libcufft.so.12: sm_75: cannot tell for 9.0: kernels loaded another way")
-    said = code_lines(CodeBehind("nvidia", (d,), Gpus(((9, 0),), True)))
+    said = code_lines(CodeBehind("nvidia", (d,), Gpus((CC(9, 0),), True)))
     assert said == ["files: no shared object of nvidia-cufft 12.0.0.61 lacks code for this machine's GPUs (9.0, nvidia-smi); "
                     "cannot tell for libcufft.so.12, libcufftw.so.12 (kernels loaded another way)"]
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 from logs import real_text as r
 
 from patchkit.logs.match import EFFECT, FIX, Matcher, apply_commands
-from patchkit.logs.tracebacks import Frame, Part, Traceback
+from patchkit.logs.tracebacks import Frame, Traceback, TracebackPart
 
 IMAGE = "no kernel image is available for execution on the device"
 
 
 def judged(frames: list[str], exception: str):
-    tb = Traceback(1, "", (Part(tuple(Frame(p, 1, "f") for p in frames), exception),), False)
+    tb = Traceback(1, "", (TracebackPart(tuple(Frame(p, 1, "f") for p in frames), exception),), False)
     return Matcher().judge(tb)
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from gpus.standin import no_nvidia_smi, standin
 
+from patchkit.cc import CC
 from patchkit.rewrite.evaluate import tables
 from support.cli import invoke
 from support.venvs import copy_venv, make_venv, snapshot
@@ -170,7 +171,7 @@ def test_a_newer_release_whose_files_do_not_tell_is_never_needed(vllm_0340) -> N
     from patchkit.render.reasons import code, said
 
     site, _ = vllm_0340
-    effect, vllm, gb10 = read_effects()["torch-symm-mem"], PROJECTS["vllm"], given((12, 1))
+    effect, vllm, gb10 = read_effects()["torch-symm-mem"], PROJECTS["vllm"], given(CC(12, 1))
     assert (effect.read_until("vllm"), effect.newer("vllm", "0.34.0"), effect.newer("vllm", "0.33.0")) == ("0.33.0", True, False)
     unread = unneeded(effect, vllm, "0.34.0", gb10, lambda path: None)
     assert code(unread) == "newer-than-read"

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from patchkit.fixes.effects import Fails
+from patchkit.fixes.effects import Fails, Outcome
 from patchkit.judge import reasons as judge
 from patchkit.plan import reasons as plan
 from patchkit.render import judged, reasons
@@ -44,7 +44,7 @@ def test_every_reason_is_said_and_every_code_is_some_reason() -> None:
     assert sorted(codes) == sorted(Reason)
 
 
-SYMM = Fails("sglang", "0.5.14", "0.5.23", "warning", "TorchSymmMemCommunicator: Device capability 12 not supported", "here")
+SYMM = Fails("sglang", "0.5.14", "0.5.23", Outcome.WARNING, "TorchSymmMemCommunicator: Device capability 12 not supported", "here")
 
 
 @pytest.mark.parametrize("reason, sentence, reason_code", [

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 
 from patchkit.render.servers import because, restart_json, restart_lines
-from patchkit.targets.evidence import Evidence, Reason
+from patchkit.targets.evidence import Evidence, Why
 from patchkit.targets.processes import Process
 
 SITE = "/v/lib/python3.11/site-packages"
-ONE = Process(1234, "/v/bin/python -m sglang.launch_server --port 30000", 7, Evidence(Reason.PYTHONPATH, "/x/python"))
-TWO = Process(1240, "/v/bin/vllm serve", 8, Evidence(Reason.INTERPRETER, "/v/bin/python"))
+ONE = Process(1234, "/v/bin/python -m sglang.launch_server --port 30000", 7, Evidence(Why.PYTHONPATH, "/x/python"))
+TWO = Process(1240, "/v/bin/vllm serve", 8, Evidence(Why.INTERPRETER, "/v/bin/python"))
 
 
 def test_restart_lines_wording():
@@ -31,19 +31,19 @@ def test_restart_lines_wording():
 
 def test_each_reason_has_its_sentence():
     said = {
-        Evidence(Reason.SCRIPT, "/x/python/sglang/launch_server.py"): "because it runs /x/python/sglang/launch_server.py",
-        Evidence(Reason.CWD, "/x/python"): "because its current folder is /x/python, the first place python -m and -c import from",
-        Evidence(Reason.PYTHONPATH, "/x/python"): "because its PYTHONPATH has /x/python",
-        Evidence(Reason.INTERPRETER, "/v/bin/python3"):
+        Evidence(Why.SCRIPT, "/x/python/sglang/launch_server.py"): "because it runs /x/python/sglang/launch_server.py",
+        Evidence(Why.CWD, "/x/python"): "because its current folder is /x/python, the first place python -m and -c import from",
+        Evidence(Why.PYTHONPATH, "/x/python"): "because its PYTHONPATH has /x/python",
+        Evidence(Why.INTERPRETER, "/v/bin/python3"):
             "because it runs /v/bin/python3, a Python of the environment the package is installed in",
-        Evidence(Reason.EDITABLE, "/x/python/sglang", f"{SITE}/__editable__.sglang-0.5.9.pth"):
+        Evidence(Why.EDITABLE, "/x/python/sglang", f"{SITE}/__editable__.sglang-0.5.9.pth"):
             f"because its interpreter's site-packages hold the editable install of /x/python/sglang ({SITE}/__editable__.sglang-0.5.9.pth)",
-        Evidence(Reason.UNREADABLE, "/proc/4242/environ", "Permission denied"):
+        Evidence(Why.UNREADABLE, "/proc/4242/environ", "Permission denied"):
             "patchkit cannot tell whether it runs these files: /proc/4242/environ cannot be read (Permission denied)",
-        Evidence(Reason.TOO_LARGE, "/proc/4242/environ", str(1 << 20)):
+        Evidence(Why.TOO_LARGE, "/proc/4242/environ", str(1 << 20)):
             "patchkit cannot tell whether it runs these files: /proc/4242/environ is larger than the 1 MiB it reads",
     }
-    assert {e.reason for e in said} == set(Reason)
+    assert {e.reason for e in said} == set(Why)
     assert {e: because(e) for e in said} == said
 
 

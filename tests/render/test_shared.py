@@ -17,7 +17,7 @@ from patchkit.commands.apply import ApplyResult
 from patchkit.commands.scan import TreeScan
 from patchkit.commands.verify import VerifyResult
 from patchkit.errors import PROBLEMS
-from patchkit.fixes.kinds import Kind
+from patchkit.fixes.kinds import RuleKind
 from patchkit.gpus import parse
 from patchkit.gpus.smi import Machine
 from patchkit.judge.reasons import NoMulticast, Peers
@@ -43,7 +43,7 @@ PATCH = "shipped patch patches/0.5.9/0001-Add-SM120-to-the-torch-symm-mem-all-re
 LACKS = ("flashinfer/data/include/flashinfer/comm/trtllm_allreduce.cuh: lacks FlashInfer PR 3903 (14 hunks; the "
          "allreduce-fusion patch is not applied)")
 NOT_APPLIED = NotApplied("flashinfer/data/include/flashinfer/comm/trtllm_allreduce.cuh", Found(
-    "allreduce-fusion", Kind.BACKPORT, "FlashInfer PR 3903", "the upstream change", PATCHED, "14 hunks", "0123456789ab", "exactly"))
+    "allreduce-fusion", RuleKind.BACKPORT, "FlashInfer PR 3903", "the upstream change", PATCHED, "14 hunks", "0123456789ab", "exactly"))
 
 
 def where(project: str, label: str, version: str) -> Where:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from patchkit.cc import CC
 from patchkit.commands.settings import SettingsVerified
 from patchkit.fixes.settings import read_settings
 from patchkit.gpus.smi import given
@@ -63,7 +64,7 @@ def site_with(tmp_path: Path, project: str, version: str, files: dict[str, bytes
 
 
 def judged(site: Path, env: dict, names=VLLM) -> dict:
-    return {h.setting.name: h for h in settings_here([site], env, given((12, 1))) if h.setting.name in names}
+    return {h.setting.name: h for h in settings_here([site], env, given(CC(12, 1))) if h.setting.name in names}
 
 
 def holds(files: dict[str, bytes], rel: str, text: str) -> bool:
@@ -123,12 +124,12 @@ def test_doctor_and_verify_say_the_fp4_moe_settings_as_a_crash_with_their_caveat
                         "    --gpu-memory-utilization 0.80"]
     # verify: the variable missing, with its caveat; set, the caveat still said and no problem.
     found = list(judged(site, {}).values())
-    text = to_text(SettingsVerified("/v/bin/python", ((12, 1),), tuple(found), tuple(missing(found))), False)
+    text = to_text(SettingsVerified("/v/bin/python", (CC(12, 1),), tuple(found), tuple(missing(found))), False)
     assert text[1:] == ["setting vllm-fp4-moe-gb10: missing for 12.1 (vllm 0.23.0 has VLLM_USE_FLASHINFER_MOE_FP4); set it: "
                         f"export VLLM_USE_FLASHINFER_MOE_FP4=0; caveat: {fp4.caveat}", "verify: 1 setting missing"]
     found = list(judged(site, {"VLLM_USE_FLASHINFER_MOE_FP4": "0"}).values())
     assert lines(found)[1:3] == ["  vllm-fp4-moe-gb10: set for 12.1 (VLLM_USE_FLASHINFER_MOE_FP4=0)", f"    caveat: {fp4.caveat}"]
-    text = to_text(SettingsVerified("/v/bin/python", ((12, 1),), tuple(found), tuple(missing(found))), False)
+    text = to_text(SettingsVerified("/v/bin/python", (CC(12, 1),), tuple(found), tuple(missing(found))), False)
     assert text[1:] == [f"setting vllm-fp4-moe-gb10: set for 12.1 (VLLM_USE_FLASHINFER_MOE_FP4=0); caveat: {fp4.caveat}",
                         "verify: ok (1 setting judged, none missing)"]
     assert found[0].to_json()["caveat"] == fp4.caveat and memory.caveat is None
@@ -221,12 +222,12 @@ def test_doctor_and_verify_say_the_sglang_caveat(tmp_path: Path) -> None:
     [h] = judged(site, {}, ("sglang-deepgemm-off",)).values()
     said = lines([h])
     assert h.need == Need.NEEDED and said[2:] == ["    export SGLANG_ENABLE_JIT_DEEPGEMM=0", f"    caveat: {s.caveat}"]
-    text = to_text(SettingsVerified("/v/bin/python", ((12, 1),), (h,), (h,)), False)
+    text = to_text(SettingsVerified("/v/bin/python", (CC(12, 1),), (h,), (h,)), False)
     assert text[1].startswith("setting sglang-deepgemm-off: missing for 12.1 (the DeepGEMM it loads (")
     assert text[1].endswith(f"); set it: export SGLANG_ENABLE_JIT_DEEPGEMM=0; caveat: {s.caveat}")
     [h] = judged(site, {"SGLANG_ENABLE_JIT_DEEPGEMM": "0"}, ("sglang-deepgemm-off",)).values()
     assert h.need == Need.SET and lines([h])[1:] == ["  sglang-deepgemm-off: set for 12.1 (SGLANG_ENABLE_JIT_DEEPGEMM=0)",
                                                      f"    caveat: {s.caveat}"]
-    text = to_text(SettingsVerified("/v/bin/python", ((12, 1),), (h,), ()), False)
+    text = to_text(SettingsVerified("/v/bin/python", (CC(12, 1),), (h,), ()), False)
     assert text[1:] == [f"setting sglang-deepgemm-off: set for 12.1 (SGLANG_ENABLE_JIT_DEEPGEMM=0); caveat: {s.caveat}",
                         "verify: ok (1 setting judged, none missing)"]

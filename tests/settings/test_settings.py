@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from patchkit.cc import CC
 from patchkit.fixes.settings import read_settings
 from patchkit.fixes.signatures import read_known
 from patchkit.gpus.smi import given
@@ -87,23 +88,23 @@ def test_triton_351_needs_its_ptxas_path_on_a_gb10_only(tmp_path: Path) -> None:
     venv, site = venv_with(tmp_path, "3.5.1", nvcc=True)
     bundled = site / "triton" / "backends" / "nvidia" / "bin" / "ptxas"
     ptxas13 = site / "nvidia" / "cu13" / "bin" / "ptxas"
-    [h] = triton_setting(settings_here([site], clean_env(), given((12, 1))))
+    [h] = triton_setting(settings_here([site], clean_env(), given(CC(12, 1))))
     assert (h.need, h.spelling.name, h.asked.path, h.asked.release) == (Need.NEEDED, "TRITON_PTXAS_PATH", str(bundled), "12.8")
     assert "sm_121a" not in h.asked.targets and "sm_120a" in h.asked.targets  # the real binary's --help
     assert (h.value, [w.release for w in h.would_do]) == (str(ptxas13), ["13.5"])
     assert set_line(h) == f"export TRITON_PTXAS_PATH={ptxas13}"
     # The judgement flips with the variable set to the 13.5 ptxas; set to the bundled 12.8 one it does not do.
-    [h] = triton_setting(settings_here([site], clean_env(TRITON_PTXAS_PATH=str(ptxas13)), given((12, 1))))
+    [h] = triton_setting(settings_here([site], clean_env(TRITON_PTXAS_PATH=str(ptxas13)), given(CC(12, 1))))
     assert (h.need, h.asked.release, "sm_121a" in h.asked.targets) == (Need.SET, "13.5", True)
-    [h] = triton_setting(settings_here([site], clean_env(TRITON_PTXAS_PATH=str(bundled)), given((12, 1))))
+    [h] = triton_setting(settings_here([site], clean_env(TRITON_PTXAS_PATH=str(bundled)), given(CC(12, 1))))
     assert h.need == Need.WRONG
     # 12.0: the bundled ptxas knows sm_120a: the setting is for 12.1 only, not judged there.
-    assert triton_setting(settings_here([site], clean_env(), given((12, 0)))) == []
+    assert triton_setting(settings_here([site], clean_env(), given(CC(12, 0)))) == []
 
 
 def test_triton_360_needs_nothing_on_a_gb10(tmp_path: Path) -> None:
     venv, site = venv_with(tmp_path, "3.6.0")
-    [h] = triton_setting(settings_here([site], clean_env(), given((12, 1))))
+    [h] = triton_setting(settings_here([site], clean_env(), given(CC(12, 1))))
     assert (h.need, h.asked.tool, h.asked.release, "sm_121a" in h.asked.targets) == (Need.NOT_NEEDED, "ptxas-blackwell", "12.9", True)
 
 
@@ -170,7 +171,7 @@ def test_each_release_spells_it_as_its_files_read_it() -> None:
                        "3.6.0": blackwell, "3.7.0": blackwell, "3.7.1": blackwell, "3.8.0": blackwell, "3.9.0": blackwell}
     # The reading ends at 3.9.0, the newest on the index: a later release is read from its files (test_triton_newest.py).
     assert (s.spelling("3.9.1"), s.spelling("3.10.0"), s.spellings[-1].before) == (None, None, "3.9.1")
-    here = SettingHere(s, "3.3.1", (12, 1), Need.NEEDED, s.spelling("3.3.1"), "/opt/cuda 12.9/bin/ptxas")
+    here = SettingHere(s, "3.3.1", CC(12, 1), Need.NEEDED, s.spelling("3.3.1"), "/opt/cuda 12.9/bin/ptxas")
     assert set_line(here) == "env 'TRITON_PTXAS-BLACKWELL_PATH=/opt/cuda 12.9/bin/ptxas' <command>"
 
 

@@ -17,6 +17,7 @@ from kernels.test_jit import standin
 from settings.test_settings import clean_env
 from settings.test_settings_here import GB10, gb10, lines, with_vllm
 
+from patchkit.cc import CC
 from patchkit.commands.settings import SettingsVerified
 from patchkit.fixes.settings import read_settings
 from patchkit.gpus.smi import given
@@ -55,7 +56,7 @@ def ptxas_setting(until: str | None = None):
 
 
 def judge(site: Path, setting=None, **variables: str):
-    return settings_here([site], clean_env(**variables), given((12, 1)), (setting or ptxas_setting(),))
+    return settings_here([site], clean_env(**variables), given(CC(12, 1)), (setting or ptxas_setting(),))
 
 
 def test_each_release_read_is_judged_from_its_bundled_ptxas_blackwell(tmp_path: Path) -> None:
@@ -67,7 +68,7 @@ def test_each_release_read_is_judged_from_its_bundled_ptxas_blackwell(tmp_path: 
         assert (h.asked.tool, h.asked.path, h.asked.release, h.asked.knows("sm_121a")) == (
             "ptxas-blackwell", str(site / BIN / "ptxas-blackwell"), release, True)
         # None of them needs it on 12.0 either: the setting is for 12.1 only.
-        assert settings_here([site], clean_env(), given((12, 0)), (ptxas_setting(),)) == []
+        assert settings_here([site], clean_env(), given(CC(12, 0)), (ptxas_setting(),)) == []
 
 
 def test_the_variable_is_judged_by_what_its_ptxas_answers(tmp_path: Path) -> None:
@@ -108,7 +109,7 @@ def test_a_release_newer_than_the_data_is_read_from_its_knobs_and_compiler(tmp_p
         f"sm_121a; ptxas-blackwell 13.4 ({site / BIN / 'ptxas-blackwell'}), which knows sm_121a)")
     assert h.to_json()["need"] == "newer than patchkit has read"
     # verify: not missing (no variable can be named), and its last line is no "ok".
-    said = to_text(SettingsVerified("PY", ((12, 1),), (h,), tuple(missing([h]))), False)
+    said = to_text(SettingsVerified("PY", (CC(12, 1),), (h,), tuple(missing([h]))), False)
     assert said[-2:] == [f"setting triton-ptxas: not judged for 12.1 ({doctor_lines([h])[1].split(' (', 1)[1][:-1]})",
                          "verify: none missing of 0 settings judged; not judged: triton-ptxas (newer than patchkit has read)"]
     # Older than every release the data reads: not said at all.

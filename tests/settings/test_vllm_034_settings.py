@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from patchkit.cc import CC
 from patchkit.gpus.smi import given
 from patchkit.judge.settings import Need, settings_here
 from patchkit.render.settings import lines
@@ -33,17 +34,17 @@ def vllm_site(tmp_path: Path, impls: str | None, *files: str) -> Path:
     return site
 
 
-def deepgemm_line(site: Path, cc: tuple[int, int]) -> str:
+def deepgemm_line(site: Path, cc: CC) -> str:
     found = [h for h in settings_here([site], {}, given(cc)) if h.setting.name == "vllm-deepgemm-off"]
     return [line for line in lines(found) if "vllm-deepgemm-off" in line][0]
 
 
 def test_the_reason_says_what_the_bundled_deepgemm_has(tmp_path: Path) -> None:
     site = vllm_site(tmp_path, "0.34.0", "vllm/platforms/cuda.py")
-    (h,) = [h for h in settings_here([site], {}, given((12, 1))) if h.setting.name == "vllm-deepgemm-off"]
+    (h,) = [h for h in settings_here([site], {}, given(CC(12, 1))) if h.setting.name == "vllm-deepgemm-off"]
     assert (h.need, len(h.impls)) == (Need.NOT_NEEDED, 11)
     deep_gemm = site / "vllm" / "third_party" / "deep_gemm"
-    assert deepgemm_line(site, (12, 1)) == (f"  vllm-deepgemm-off: not needed for 12.1 (the DeepGEMM it loads ({deep_gemm}) has "
+    assert deepgemm_line(site, CC(12, 1)) == (f"  vllm-deepgemm-off: not needed for 12.1 (the DeepGEMM it loads ({deep_gemm}) has "
                                             "include/deep_gemm/impls/sm120_*.cuh (11))")
 
 
@@ -51,7 +52,7 @@ def test_without_sm120_templates_it_is_needed_and_says_so(tmp_path: Path) -> Non
     """The same cuda.py (it admits the 12.x family) with 0.27.1's bundled DeepGEMM (sm90 and sm100 only)."""
     site = vllm_site(tmp_path, "0.27.1", "vllm/platforms/cuda.py")
     deep_gemm = site / "vllm" / "third_party" / "deep_gemm"
-    assert deepgemm_line(site, (12, 0)) == (
+    assert deepgemm_line(site, CC(12, 0)) == (
         f"  vllm-deepgemm-off: needed for 12.0 (the DeepGEMM it loads ({deep_gemm}) has no include/deep_gemm/impls/sm120_*.cuh): "
         "turns vLLM's DeepGEMM off (is_deep_gemm_supported() is false), where the DeepGEMM it would load has no SM12x kernels")
 
@@ -59,7 +60,7 @@ def test_without_sm120_templates_it_is_needed_and_says_so(tmp_path: Path) -> Non
 def test_a_release_whose_support_deep_gemm_leaves_12_out_says_that(tmp_path: Path) -> None:
     """A cuda.py without is_device_capability_family(120) (here: none at all) is the reason, not the templates."""
     site = vllm_site(tmp_path, "0.27.1")
-    assert deepgemm_line(site, (12, 1)) == ("  vllm-deepgemm-off: not needed for 12.1 (vllm 0.34.0's support_deep_gemm "
+    assert deepgemm_line(site, CC(12, 1)) == ("  vllm-deepgemm-off: not needed for 12.1 (vllm 0.34.0's support_deep_gemm "
                                             "(vllm/platforms/cuda.py) does not admit 12.1)")
 
 
@@ -72,7 +73,7 @@ def test_the_gb10_attention_advice_names_the_backend_0340_tries_first(tmp_path: 
     assert [line.strip() for line in rest.splitlines() if line.strip().startswith("AttentionBackendEnum.")][:3] == [
         "AttentionBackendEnum.FLASH_ATTN,", "AttentionBackendEnum.FLASHINFER,", "AttentionBackendEnum.TRITON_ATTN,"]
     site = vllm_site(tmp_path, None, "vllm/engine/arg_utils.py", "vllm/v1/attention/backends/registry.py")
-    found = [h for h in settings_here([site], {}, given((12, 1))) if h.setting.name == "vllm-attention-gb10"]
+    found = [h for h in settings_here([site], {}, given(CC(12, 1))) if h.setting.name == "vllm-attention-gb10"]
     assert lines(found)[1:] == [
         "  vllm-attention-gb10: needed for 12.1 (vllm 0.34.0 has --attention-backend): runs vLLM's attention with its Triton "
         "backend (TRITON_ATTN) on a GB10, in place of the one vLLM tries first for 12.x without MLA: FlashAttention "

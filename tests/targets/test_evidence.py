@@ -8,22 +8,22 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.targets.evidence import Command, Evidence, Package, Reason, Seen, evidence, parse_command
+from patchkit.targets.evidence import CommandLine, Evidence, Package, Seen, Why, evidence, parse_command
 
 
 @pytest.mark.parametrize(
     "argv, expected",
     [
         (["python", "-m", "sglang.launch_server", "--port", "1"],
-         Command(frozenset(), "sglang.launch_server", None, False, ("--port", "1"))),
-        (["python", "-Im", "sglang"], Command(frozenset("I"), "sglang", None, False, ())),
-        (["python", "-Es", "-Xdev", "-W", "ignore", "-msglang.x"], Command(frozenset("Es"), "sglang.x", None, False, ())),
+         CommandLine(frozenset(), "sglang.launch_server", None, False, ("--port", "1"))),
+        (["python", "-Im", "sglang"], CommandLine(frozenset("I"), "sglang", None, False, ())),
+        (["python", "-Es", "-Xdev", "-W", "ignore", "-msglang.x"], CommandLine(frozenset("Es"), "sglang.x", None, False, ())),
         (["python", "-Pu", "/x/sglang/launch_server.py", "-m", "y"],
-         Command(frozenset("Pu"), None, "/x/sglang/launch_server.py", False, ("-m", "y"))),
-        (["python", "--check-hash-based-pycs", "always", "--", "run.py"], Command(frozenset(), None, "run.py", False, ())),
-        (["python", "-Ic", "import sglang", "-m", "sglang"], Command(frozenset("I"), None, None, True, ("-m", "sglang"))),
-        (["python", "-", "a"], Command(frozenset(), None, None, True, ("a",))),
-        (["python", "-u"], Command(frozenset("u"), None, None, True, ())),
+         CommandLine(frozenset("Pu"), None, "/x/sglang/launch_server.py", False, ("-m", "y"))),
+        (["python", "--check-hash-based-pycs", "always", "--", "run.py"], CommandLine(frozenset(), None, "run.py", False, ())),
+        (["python", "-Ic", "import sglang", "-m", "sglang"], CommandLine(frozenset("I"), None, None, True, ("-m", "sglang"))),
+        (["python", "-", "a"], CommandLine(frozenset(), None, None, True, ("a",))),
+        (["python", "-u"], CommandLine(frozenset("u"), None, None, True, ())),
     ],
 )
 def test_the_command_line_is_read_as_cpython_reads_it(argv, expected):
@@ -57,7 +57,7 @@ def test_a_pth_line_of_the_user_site_or_the_prefix_names_the_checkout(tmp_path):
     package = Package(checkout / "python/sglang")
     home = {"HOME": str(tmp_path / "home")}
     server = ["python3", "-m", "sglang.launch_server"]
-    by_user = Evidence(Reason.EDITABLE, f"{checkout}/python", str(user / "__editable__.sglang-0.5.9.pth"))
+    by_user = Evidence(Why.EDITABLE, f"{checkout}/python", str(user / "__editable__.sglang-0.5.9.pth"))
     assert evidence(seen(server, python, home), package) == by_user
     assert evidence(seen(["python3", "-s", "-m", "sglang.launch_server"], python, home), package) is None
     assert evidence(seen(["python3", "-I", "-m", "sglang.launch_server"], python, home), package) is None
@@ -66,7 +66,7 @@ def test_a_pth_line_of_the_user_site_or_the_prefix_names_the_checkout(tmp_path):
                     package) == by_user
     (site / "sglang.pth").write_text(f"# a comment\n{checkout}/python\n")
     assert evidence(seen(["python3", "-s", "-m", "sglang.launch_server"], python, home), package) == Evidence(
-        Reason.EDITABLE, f"{checkout}/python", str(site / "sglang.pth"))
+        Why.EDITABLE, f"{checkout}/python", str(site / "sglang.pth"))
     other = tmp_path / "y"
     (other / "python/sglang").mkdir(parents=True)
     assert evidence(seen(server, python, home), Package(other / "python/sglang")) is None
@@ -74,17 +74,17 @@ def test_a_pth_line_of_the_user_site_or_the_prefix_names_the_checkout(tmp_path):
 
 def test_an_installed_package_of_the_interpreters_prefix(tmp_path):
     """Outside a virtualenv, the interpreter's prefix's site-packages: the package installed there
-    is the interpreter's (as for a venv, whose interpreter Environment.owns tells)."""
+    is the interpreter's (as for a venv, whose interpreter EnvironmentPrefix.owns tells)."""
     python, site, _ = system_python(tmp_path)
     server = ["python3", "-m", "sglang.launch_server"]
-    assert evidence(seen(server, python, {}), Package(site / "sglang")) == Evidence(Reason.INTERPRETER, str(python))
+    assert evidence(seen(server, python, {}), Package(site / "sglang")) == Evidence(Why.INTERPRETER, str(python))
     assert evidence(seen(server, python, {}), Package(tmp_path / "elsewhere/site-packages/sglang")) is None
 
 
 def test_what_could_not_be_read_is_the_answer_only_without_evidence(tmp_path):
     python, _, _ = system_python(tmp_path)
-    hidden = Evidence(Reason.UNREADABLE, "/proc/4242/environ", "Permission denied")
+    hidden = Evidence(Why.UNREADABLE, "/proc/4242/environ", "Permission denied")
     checkout = tmp_path / "x"
     server = seen(["python3", "-m", "sglang.launch_server"], python, None, cwd=str(checkout / "python"))._replace(unread=(hidden,))
-    assert evidence(server, Package(checkout / "python/sglang")) == Evidence(Reason.CWD, str(checkout / "python"))
+    assert evidence(server, Package(checkout / "python/sglang")) == Evidence(Why.CWD, str(checkout / "python"))
     assert evidence(server, Package(tmp_path / "y/python/sglang")) == hidden

@@ -20,7 +20,7 @@ import pytest
 
 import patchkit
 from patchkit.targets import processes
-from patchkit.targets.evidence import Evidence, Package, Reason
+from patchkit.targets.evidence import Evidence, Package, Why
 from patchkit.targets.processes import parse_start_ticks, runs_project, stale_processes
 from support.procs import TICK_NS, after_start, running
 
@@ -95,7 +95,7 @@ def test_process_started_before_the_change_is_named_with_pid_and_cmdline(standin
         procs = stale_processes("sglang", changed, Package(standin / "sglang"))
         found = {p.pid: p for p in procs}
         assert found[proc.pid].cmdline == f"{venv_v}/bin/python -m sglang.launch_server --port 1"
-        assert found[proc.pid].why == Evidence(Reason.PYTHONPATH, str(standin))
+        assert found[proc.pid].why == Evidence(Why.PYTHONPATH, str(standin))
         assert before - TICK_NS < found[proc.pid].started_ns <= changed
         assert [p.pid for p in procs] == sorted(found)
         assert os.getpid() not in found
@@ -112,13 +112,13 @@ def test_process_of_another_project_is_not_named(standin, venv_v):
     with running([venv_v / "bin/python", "-m", "vllm.entrypoints.api_server"], standin) as proc:
         changed = after_start(proc.pid)
         assert proc.pid not in named("sglang", changed, Package(standin / "sglang"))
-        assert named("vllm", changed, Package(standin / "vllm"))[proc.pid] == Evidence(Reason.PYTHONPATH, str(standin))
+        assert named("vllm", changed, Package(standin / "vllm"))[proc.pid] == Evidence(Why.PYTHONPATH, str(standin))
 
 
 def test_interpreter_prefix_selects_the_environment(standin, venv_v, venv_w):
     with running([venv_v / "bin/python", "-m", "sglang.launch_server"], standin) as proc:
         changed = after_start(proc.pid)
-        assert named("sglang", changed, installed(venv_v))[proc.pid] == Evidence(Reason.INTERPRETER, f"{venv_v}/bin/python")
+        assert named("sglang", changed, installed(venv_v))[proc.pid] == Evidence(Why.INTERPRETER, f"{venv_v}/bin/python")
         assert proc.pid not in named("sglang", changed, installed(venv_w))
         assert proc.pid in named("sglang", changed, Package(standin / "sglang"))
 
@@ -134,7 +134,7 @@ def test_interpreter_given_without_an_absolute_path(standin, venv_v, venv_w, how
         argv, popen = ["bin/python"], {"cwd": venv_v}
     with running(argv + ["-m", "sglang.launch_server"], standin, **popen) as proc:
         changed = after_start(proc.pid)
-        assert named("sglang", changed, installed(venv_v))[proc.pid] == Evidence(Reason.INTERPRETER, f"{venv_v}/bin/python")
+        assert named("sglang", changed, installed(venv_v))[proc.pid] == Evidence(Why.INTERPRETER, f"{venv_v}/bin/python")
         assert proc.pid not in named("sglang", changed, installed(venv_w))
 
 
@@ -147,7 +147,7 @@ def test_system_prefix_matches_its_binary_but_not_a_venv_built_on_it(standin, ve
         with running([venv_v / "bin/python", "-m", "sglang.launch_server"], standin) as in_venv:
             changed = max(after_start(plain.pid), after_start(in_venv.pid))
             in_system = Package(system / "lib/python3/site-packages/sglang", system)
-            assert named("sglang", changed, in_system)[plain.pid] == Evidence(Reason.INTERPRETER, base)  # same binary, another name
+            assert named("sglang", changed, in_system)[plain.pid] == Evidence(Why.INTERPRETER, base)  # same binary, another name
             assert in_venv.pid not in named("sglang", changed, in_system)  # runs V's site-packages
             assert plain.pid not in named("sglang", changed, installed(venv_v))
             (system / "pyvenv.cfg").write_text("home = /nowhere\n")  # now a venv: only its bin/ counts
@@ -168,7 +168,7 @@ def test_system_prefix_matches_its_binary_but_not_a_venv_built_on_it(standin, ve
 def test_argv_forms_that_run_the_project_are_named(standin, venv_v, args):
     argv = [venv_v / "bin/python"] + [a.format(standin=standin) for a in args]
     in_package = argv[1] == f"{standin}/sglang/launch_server.py"  # a file of the package: that is the evidence
-    why = Evidence(Reason.SCRIPT, argv[1]) if in_package else Evidence(Reason.PYTHONPATH, str(standin))
+    why = Evidence(Why.SCRIPT, argv[1]) if in_package else Evidence(Why.PYTHONPATH, str(standin))
     with running(argv, standin) as proc:
         changed = after_start(proc.pid)
         assert named("sglang", changed, Package(standin / "sglang"))[proc.pid] == why
@@ -178,7 +178,7 @@ def test_argv_forms_that_run_the_project_are_named(standin, venv_v, args):
 def test_interpreter_known_by_its_binary_when_argv0_is_renamed(standin, venv_v):
     with running(["my-server", "-m", "sglang.launch_server"], standin, executable=venv_v / "bin/python") as proc:
         assert named("sglang", after_start(proc.pid), Package(standin / "sglang"))[proc.pid] == Evidence(
-            Reason.PYTHONPATH, str(standin))
+            Why.PYTHONPATH, str(standin))
 
 
 def test_python_process_that_only_mentions_the_project_is_not_named(standin, venv_v):
@@ -275,7 +275,7 @@ def test_entries_that_vanished_or_cannot_be_read_are_skipped(tmp_path, monkeypat
     package = Package(checkout / "python/sglang")
     procs = stale_processes("sglang", time.time_ns(), package)
     assert [(p.pid, p.cmdline) for p in procs] == [(100, "python3 -m sglang.launch_server --name a\\tb\\n")]
-    assert procs[0].why == Evidence(Reason.CWD, str(checkout / "python"))
+    assert procs[0].why == Evidence(Why.CWD, str(checkout / "python"))
     (tmp_path / "self/stat").unlink()  # not a procfs
     assert stale_processes("sglang", time.time_ns(), package) == []
 
@@ -313,13 +313,13 @@ def test_what_proc_shows_is_the_evidence_and_what_it_hides_is_said(tmp_path, mon
     monkeypatch.setattr(processes, "PROC", proc)
     found = {p.pid: p for p in stale_processes("sglang", time.time_ns(), Package(checkout / "python/sglang"))}
     assert {pid: p.why for pid, p in found.items()} == {
-        200: Evidence(Reason.CWD, str(checkout / "python")),
-        201: Evidence(Reason.PYTHONPATH, str(checkout / "python")),
-        202: Evidence(Reason.UNREADABLE, f"{proc}/202/environ", "Is a directory"),
-        203: Evidence(Reason.TOO_LARGE, f"{proc}/203/environ", str(processes.ENVIRON_CAP)),
-        208: Evidence(Reason.PYTHONPATH, str(checkout / "python")),  # PYTHONSAFEPATH leaves out the cwd only
-        209: Evidence(Reason.PYTHONPATH, str(checkout / "python")),
-        210: Evidence(Reason.SCRIPT, str(checkout / "python/sglang/launch_server.py")),
+        200: Evidence(Why.CWD, str(checkout / "python")),
+        201: Evidence(Why.PYTHONPATH, str(checkout / "python")),
+        202: Evidence(Why.UNREADABLE, f"{proc}/202/environ", "Is a directory"),
+        203: Evidence(Why.TOO_LARGE, f"{proc}/203/environ", str(processes.ENVIRON_CAP)),
+        208: Evidence(Why.PYTHONPATH, str(checkout / "python")),  # PYTHONSAFEPATH leaves out the cwd only
+        209: Evidence(Why.PYTHONPATH, str(checkout / "python")),
+        210: Evidence(Why.SCRIPT, str(checkout / "python/sglang/launch_server.py")),
     }  # 204: -E ignores PYTHONPATH; 205 (-I), 206 (-P), 207: no cwd first; 211: -c runs code
     assert found[209].cmdline == "python3 -m sglang.launch_server --name ..."  # cut at the cap, whole arguments only
     assert found[200].cmdline == "python3 -m sglang.launch_server"
@@ -345,7 +345,7 @@ def seen_as(uid: int, package: Package, changed_ns: int) -> dict[int, Evidence]:
         found = json.loads(pipe.read() or b"null")
     os.waitpid(child, 0)
     assert found is not None, "the child as another user did not answer"
-    return {pid: Evidence(Reason(reason), path, detail) for pid, reason, path, detail in found}
+    return {pid: Evidence(Why(reason), path, detail) for pid, reason, path, detail in found}
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root: to read /proc as another user, and to become one")
@@ -354,9 +354,9 @@ def test_another_users_server_is_named_as_one_patchkit_cannot_tell_about(standin
     folder or executable (EACCES): named, saying that patchkit cannot tell, never left out silently."""
     with running([venv_v / "bin/python", "-m", "sglang.launch_server"], standin) as proc:
         changed = after_start(proc.pid)
-        assert named("sglang", changed, Package(standin / "sglang"))[proc.pid] == Evidence(Reason.PYTHONPATH, str(standin))
+        assert named("sglang", changed, Package(standin / "sglang"))[proc.pid] == Evidence(Why.PYTHONPATH, str(standin))
         nobody = seen_as(65534, Package(standin / "sglang"), changed)
-        assert nobody[proc.pid] == Evidence(Reason.UNREADABLE, f"/proc/{proc.pid}/exe", "Permission denied")
+        assert nobody[proc.pid] == Evidence(Why.UNREADABLE, f"/proc/{proc.pid}/exe", "Permission denied")
 
 
 @pytest.mark.parametrize(

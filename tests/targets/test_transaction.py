@@ -23,7 +23,7 @@ from patchkit.targets import transaction
 from patchkit.targets.locate import DIRECTORY, Target, open_target
 from patchkit.targets.state import Store
 from patchkit.targets.transaction import Finished, JournalSetAside, Lock, LockTaken, commit, exclusive, recover
-from patchkit.types import Applied, AppliedFile, Change
+from patchkit.types import Applied, AppliedFile, Change, Files, Generated
 from support.repos import DC
 
 A, B = f"{DC}/all_reduce_utils.py", f"{DC}/torch_symm_mem.py"
@@ -36,7 +36,7 @@ def sha(data: bytes) -> str:
     return sha256(data).hexdigest()
 
 
-APPLIED = Applied("0.5.5", "generated from the checkout's files", "cd" * 32, 10, 12, "0.1.0",
+APPLIED = Applied("0.5.5", Generated(Files.CHECKOUT), "cd" * 32, 10, 12, "0.1.0",
                   [AppliedFile(p, sha(BEFORE[p]), sha(AFTER[p]), []) for p in (A, B)])
 CHANGES = [Change(p, BEFORE[p], AFTER[p]) for p in (A, B)]
 

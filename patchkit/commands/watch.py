@@ -193,22 +193,20 @@ def _ends_start(tb: Traceback, matcher: Matcher) -> bool:
     return known or phases.SCHEDULER_EXCEPTION in tb.header or not tb.header.strip()
 
 
-def _result(path: Path, start: _Start, outcome: str, elapsed: float, restarts: int, **more: object) -> WatchResult:
-    return WatchResult(str(path), outcome, elapsed, restarts, tuple(start.matcher.findings), **more)
-
-
 def _ready(path: Path, start: _Start, elapsed: float, number: int, restarts: int) -> WatchResult:
-    return _result(path, start, READY, elapsed, restarts, line=number)
+    return WatchResult(str(path), READY, elapsed, restarts, tuple(start.matcher.findings), line=number)
 
 
 def _crashed(path: Path, start: _Start, elapsed: float, tb: Traceback | None, restarts: int) -> WatchResult:
-    return _result(path, start, CRASHED, elapsed, restarts, line=tb.last_line if tb else None, traceback=tb)
+    return WatchResult(str(path), CRASHED, elapsed, restarts, tuple(start.matcher.findings), line=tb.last_line if tb else None,
+                       traceback=tb)
 
 
 def _timed_out(path: Path, start: _Start, timeout: float, exists: bool, restarts: int,
                env: Environment | None = None) -> WatchResult:
-    return _result(path, start, OUT_OF_TIME, timeout, restarts, exists=exists, phase=start.phase, last=tuple(start.last),
-                   hangs=_hangs(start.phase[0] if start.phase else None, env), judged=env is not None)
+    return WatchResult(str(path), OUT_OF_TIME, timeout, restarts, tuple(start.matcher.findings), exists=exists,
+                       phase=start.phase, last=tuple(start.last), hangs=_hangs(start.phase[0] if start.phase else None, env),
+                       judged=env is not None)
 
 
 def _hangs(phase: Phase | None, env: Environment | None) -> tuple[Mode, ...]:

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from patchkit.cc import Key
 
 if sys.version_info >= (3, 11):
-    from enum import StrEnum
+    from enum import StrEnum as StrEnum  # re-exported: the modules that name a StrEnum import it from here
 else:  # pragma: no cover - Python 3.10
 
     class StrEnum(str, Enum):

@@ -24,13 +24,18 @@ import os
 import stat
 import sys
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
-from patchkit.cc import SM12X
+from patchkit.cc import CC, SM12X
 from patchkit.errors import OK, PROBLEMS, PatchkitError
 from patchkit.logs.match import EFFECT, FAILURE, FIX, LogFinding, Matcher, needles
-from patchkit.logs.read import Scan, Stream, open_log
+from patchkit.logs.read import Log, Scan, Stream, open_log
 from patchkit.values import Record
+
+if TYPE_CHECKING:
+    from patchkit.judge.kernels import DistributionHere, FileHere
+    from patchkit.logs.tracebacks import Frame
+    from patchkit.targets.session import Session
 
 STDIN = "<stdin>"
 
@@ -42,10 +47,10 @@ class LogRead(Record):
     label: str
     lines: int
     tracebacks: int
-    findings: tuple  # logs.match.Finding
-    code: tuple  # one per finding
+    findings: tuple[LogFinding, ...]
+    code: tuple[CodeBehind | None, ...]  # one per finding
     ready: int | None = None  # the line the server said it was ready at
-    applied: tuple = ()  # one per finding: a fix's finding whose fix is applied now where its frame's files are here
+    applied: tuple[bool, ...] = ()  # one per finding: a fix's finding whose fix is applied now where its frame's files are here
 
     def started_after(self, f: LogFinding) -> bool:
         """Whether the server was ready after ``f``, a warning of a fix's (a log line, no
@@ -78,7 +83,8 @@ class DiagnoseResult(Record):
 def diagnose(logs: list[str], stdin: BinaryIO | None = None, python: str | None = None) -> DiagnoseResult:
     """Diagnose each of ``logs`` (paths; ``-`` is standard input, as is an empty list).  ``python``: the
     interpreter whose environment the server ran (else the site-packages folder of the frames)."""
-    results, releases = [], Releases()
+    results: list[tuple[str, int, Matcher]] = []
+    releases = Releases()
     for log in logs or ["-"]:
         label, stream = (STDIN, _stdin(stdin)) if log == "-" else (log, open_log(Path(log)))
         try:
@@ -104,9 +110,9 @@ class Releases:
     has no manifest for, cannot be told: the fix is offered, as its signature says."""
 
     def __init__(self) -> None:
-        self._sessions: dict[str, object] = {}  # a frame's folder -> its Session, or None
+        self._sessions: dict[str, Session | None] = {}  # a frame's folder -> its Session, or None
 
-    def helps(self, fix: str, project: str, frames) -> bool:
+    def helps(self, fix: str, project: str, frames: tuple[Frame, ...]) -> bool:
         from patchkit.fixes.registry import PROJECTS
         from patchkit.logs.origin import target
         from patchkit.types import PATCHED
@@ -140,7 +146,7 @@ class Releases:
                 return applied is not None and changed is None and f.name in applied.fixes()
         return False
 
-    def _session(self, folder: str, project: str):
+    def _session(self, folder: str, project: str) -> Session | None:
         if folder not in self._sessions:
             from patchkit.errors import PatchkitError
             from patchkit.targets.session import Session
@@ -152,21 +158,22 @@ class Releases:
         return self._sessions[folder]
 
 
-def _stdin(stdin: BinaryIO | None) -> BinaryIO:
+def _stdin(stdin: BinaryIO | None) -> Log:
     """Standard input, bounded as any stream is unless it is a regular file (``< server.log``)."""
     stream = stdin or sys.stdin.buffer
     try:
         regular = stat.S_ISREG(os.fstat(stream.fileno()).st_mode)
     except (OSError, ValueError, AttributeError, io.UnsupportedOperation):  # not a file descriptor (a test's bytes)
         regular = False
-    return stream if regular else Stream(None, STDIN, source=stream)
+    log: Log = stream  # type: ignore[assignment]  # io's binary files have readinto; typing.BinaryIO omits it
+    return log if regular else Stream(None, STDIN, source=log)
 
 
 class Gpus(Record):
     """The GPUs the code behind a missing kernel image is judged for: those nvidia-smi reports
     (``seen``), or, when it is not on PATH (``why`` None) or does not answer (``why``), 12.0 and 12.1."""
 
-    ccs: tuple
+    ccs: tuple[CC, ...]
     seen: bool
     why: str | None = None
 
@@ -176,10 +183,10 @@ class CodeBehind(Record):
     package): the distributions that installed the package folder ``top``, judged for ``gpus``."""
 
     top: str
-    found: tuple  # judge.kernels.DistributionHere
+    found: tuple[DistributionHere, ...]
     gpus: Gpus
 
-    def missing(self) -> list[tuple]:
+    def missing(self) -> list[tuple[DistributionHere, FileHere]]:
         """(distribution, file) of each file with no code for the GPUs."""
         return [(d, x) for d in self.found for x in d.files if x.missing]
 
@@ -194,13 +201,13 @@ class KernelsBehind:
         from patchkit.logs.match import known
 
         self.compiled = {x.name for x in known().failures if x.compiled}  # the failures of compiled code
-        self.sites = None
+        self.sites: list[Path] | None = None
         if python is not None:
             from patchkit.targets.environment import interpreter, site_packages_of
 
             self.sites = site_packages_of(interpreter(python))
         self._gpus: Gpus | None = None
-        self._found: dict = {}
+        self._found: dict[tuple[str, str], CodeBehind | None] = {}
 
     def gpus(self) -> Gpus:
         if self._gpus is None:
@@ -223,8 +230,7 @@ class KernelsBehind:
         raised from an installed package; None for any other finding."""
         from patchkit.logs.origin import site_of
 
-        compiled = f.kind is FAILURE and f.origin and f.name in self.compiled
-        where = site_of(f.origin) if compiled else None
+        where = site_of(f.origin) if f.kind is FAILURE and f.origin and f.name in self.compiled else None
         if where is None:
             return None
         if where not in self._found:

@@ -33,6 +33,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchkit.cc import SM12X
 from patchkit.errors import OK, PROBLEMS, TIMED_OUT, BadInput
@@ -43,6 +44,11 @@ from patchkit.logs.match import EFFECT, Matcher
 from patchkit.logs.tracebacks import Traceback
 from patchkit.types import StrEnum
 from patchkit.values import Record
+
+if TYPE_CHECKING:
+    from patchkit.fixes.modes import Mode
+    from patchkit.logs.match import LogFinding
+    from patchkit.targets.environment import Environment
 
 POLL = 0.25
 SETTLE = 1.0  # seconds without a new line before a traceback that has its exception counts as ended
@@ -80,13 +86,13 @@ class WatchResult(Record):
     outcome: str
     seconds: float
     restarts: int  # how often the log started over
-    findings: tuple  # logs.match.LogFinding
+    findings: tuple[LogFinding, ...]
     line: int | None = None  # the ready line, or the line of the exception that ended the start
     traceback: Traceback | None = None  # a crash's traceback (None: a child process failed, SGLang's SIGQUIT handler)
     exists: bool = True  # timed out: whether the log exists
     phase: tuple[str, int] | None = None  # timed out: the phase the start reached, and its line
-    last: tuple = ()  # timed out: the start's last lines, (number, text)
-    hangs: tuple = ()  # timed out: the failure modes (fixes.modes.Mode) that hang in that phase
+    last: tuple[tuple[int, str], ...] = ()  # timed out: the start's last lines, (number, text)
+    hangs: tuple[Mode, ...] = ()  # timed out: the failure modes that hang in that phase
     judged: bool = False  # whether ``hangs`` holds only the modes the releases installed are exposed to (--python)
 
     @property
@@ -105,7 +111,7 @@ class _Start:
         from patchkit.commands.diagnose import Releases  # a fix offered only to a release it changes, as diagnose does
 
         self.matcher = Matcher(helps=Releases().helps)
-        self.phase: tuple[str, int] | None = None
+        self.phase: tuple[Phase, int] | None = None
         self.sglang = False  # a line was one of SGLang's records: its ready line is SGLang's own
         self.child_failed = False
         self.last: deque[tuple[int, str]] = deque(maxlen=LAST_LINES)
@@ -126,7 +132,8 @@ def seconds(value: str | float | None) -> float | None:
 
 
 def watch(path: Path, timeout: float | None, progress: Callable[[Progress], None] | None = None,
-          clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep, env=None) -> WatchResult:
+          clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+          env: Environment | None = None) -> WatchResult:
     timeout = seconds(timeout)
     if path.is_dir():
         raise BadInput(str(path), "is a directory, not a log file")
@@ -165,8 +172,8 @@ def watch(path: Path, timeout: float | None, progress: Callable[[Progress], None
                 last_data = now
             elif now - last_data >= SETTLE:
                 if start.matcher.reader.complete:
-                    ended = start.matcher.finish()
-                    if _ends_start(ended, start.matcher):
+                    ended = start.matcher.finish()  # a traceback, as it is open
+                    if ended is not None and _ends_start(ended, start.matcher):
                         return _crashed(path, start, now - began, ended, follower.restarts)
                 if start.child_failed and not start.matcher.reader.open:
                     return _crashed(path, start, now - began, None, follower.restarts)
@@ -187,24 +194,23 @@ def _ends_start(tb: Traceback, matcher: Matcher) -> bool:
     return known or phases.SCHEDULER_EXCEPTION in tb.header or not tb.header.strip()
 
 
-def _result(path: Path, start: _Start, outcome: str, elapsed: float, restarts: int, **more) -> WatchResult:
-    return WatchResult(str(path), outcome, elapsed, restarts, tuple(start.matcher.findings), **more)
-
-
 def _ready(path: Path, start: _Start, elapsed: float, number: int, restarts: int) -> WatchResult:
-    return _result(path, start, READY, elapsed, restarts, line=number)
+    return WatchResult(str(path), READY, elapsed, restarts, tuple(start.matcher.findings), line=number)
 
 
 def _crashed(path: Path, start: _Start, elapsed: float, tb: Traceback | None, restarts: int) -> WatchResult:
-    return _result(path, start, CRASHED, elapsed, restarts, line=tb.last_line if tb else None, traceback=tb)
+    return WatchResult(str(path), CRASHED, elapsed, restarts, tuple(start.matcher.findings), line=tb.last_line if tb else None,
+                       traceback=tb)
 
 
-def _timed_out(path: Path, start: _Start, timeout: float, exists: bool, restarts: int, env=None) -> WatchResult:
-    return _result(path, start, OUT_OF_TIME, timeout, restarts, exists=exists, phase=start.phase, last=tuple(start.last),
-                   hangs=_hangs(start.phase[0] if start.phase else None, env), judged=env is not None)
+def _timed_out(path: Path, start: _Start, timeout: float, exists: bool, restarts: int,
+               env: Environment | None = None) -> WatchResult:
+    return WatchResult(str(path), OUT_OF_TIME, timeout, restarts, tuple(start.matcher.findings), exists=exists,
+                       phase=start.phase, last=tuple(start.last), hangs=_hangs(start.phase[0] if start.phase else None, env),
+                       judged=env is not None)
 
 
-def _hangs(phase: Phase | None, env) -> tuple:
+def _hangs(phase: Phase | None, env: Environment | None) -> tuple[Mode, ...]:
     """The modes that hang in ``phase``; with ``env`` (--python), those its releases are exposed to."""
     from patchkit.fixes.modes import modes
 

@@ -17,11 +17,14 @@ from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
 from pathlib import Path
+from typing import TypeVar
 
 from patchkit.cc import CC
 from patchkit.errors import BadInput
 from patchkit.fixes.load import HERE, _read
 from patchkit.types import StrEnum
+
+_E = TypeVar("_E", bound=StrEnum)
 from patchkit.versions import at_least, is_version, version_key
 
 FOLDER = HERE / "modes"
@@ -238,7 +241,7 @@ class _Doc:
             raise self.bad(f"{key!r} must be an array of tables ([[{key}]])")
         return [_Doc(v, self.path, f"{self.what}, {key} {i}") for i, v in enumerate(value, 1)]
 
-    def enum(self, key: str, kind: type[StrEnum], value: str | None = None):
+    def enum(self, key: str, kind: type[_E], value: str | None = None) -> _E:
         value = self.text(key) if value is None else value
         try:
             return kind(value)

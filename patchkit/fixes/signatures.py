@@ -76,7 +76,7 @@ class Known(Record):
     effects: tuple[EffectSignature, ...]
 
 
-def _text(doc: dict, key: str, where: Path, what: str) -> str | None:
+def _text(doc: dict[str, object], key: str, where: Path, what: str) -> str | None:
     return _get(doc, key, str, where, what) if key in doc else None
 
 
@@ -124,9 +124,9 @@ def _failure(doc: object, path: Path, what: str) -> Failure:
     exception, log = _text(doc, "exception", path, what), _text(doc, "log", path, what)
     if (exception is None) == (log is None):
         raise BadInput(str(path), f"{what}: a failure names 'exception' or 'log', one of them")
-    cc = _text(doc, "cc", path, what)
+    written = _text(doc, "cc", path, what)
     try:
-        cc = CC.parse(cc) if cc is not None else None
+        cc = CC.parse(written) if written is not None else None
     except ValueError as exc:
         raise BadInput(str(path), f"{what}: cc: {exc}") from None
     return Failure(_get(doc, "name", str, path, what), exception, _get(doc, "cause", str, path, what),

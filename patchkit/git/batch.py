@@ -10,10 +10,14 @@ patchkit waits on git.  Tree objects are parsed here too, with the repository's 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import IO, TYPE_CHECKING, NoReturn
 
 from patchkit.errors import BadInput
 from patchkit.types import StrEnum
 from patchkit.values import Record
+
+if TYPE_CHECKING:
+    from git.cmd import Git
 
 CHUNK = 4096  # bytes of names per write: a pipe holds one page at the least
 HASH_BYTES = {"sha1": 20, "sha256": 32}
@@ -47,7 +51,8 @@ class TreeEntry(Record):
 
 def tree_entries(raw: bytes, hash_bytes: int = 20) -> list[TreeEntry]:
     """The entries of a raw tree object (``<mode> <name>\\0<id>`` each, the id ``hash_bytes`` long)."""
-    entries, i = [], 0
+    entries: list[TreeEntry] = []
+    i = 0
     while i < len(raw):
         space = raw.index(b" ", i)
         nul = raw.index(b"\0", space)
@@ -60,7 +65,8 @@ def tree_entries(raw: bytes, hash_bytes: int = 20) -> list[TreeEntry]:
 
 
 def _chunks(names: Sequence[str]) -> Iterator[list[str]]:
-    chunk, size = [], 0
+    chunk: list[str] = []
+    size = 0
     for name in names:
         length = len(name.encode("utf-8", "surrogateescape")) + 1
         if chunk and size + length > CHUNK:
@@ -76,24 +82,21 @@ class CatFile:
     """``git cat-file --batch`` of the repository that ``git`` (GitPython's command runner) runs
     in, started on the first read and kept for the next; ``where`` names the repository in errors."""
 
-    def __init__(self, git, where: str) -> None:
+    def __init__(self, git: Git, where: str) -> None:
         self._git = git
         self._where = where
-        self._proc = None  # GitPython's AutoInterrupt: it ends the process when dropped
+        self._proc: Git.AutoInterrupt | None = None  # GitPython's: it ends the process when dropped
+        self._pipes: tuple[IO[bytes], IO[bytes]] | None = None  # its standard input and output
 
     def get(self, names: Sequence[str]) -> list[Object | None]:
         """The object each name (an id, ``tag^{commit}``, ``rev:path``) names, None where there is
         none (git answers "missing" or "ambiguous"), in the order given."""
-        import subprocess
-
         for name in names:
             if "\n" in name:
                 raise BadInput(self._where, f"an object name with a line feed in it: {name!r}")
-        if self._proc is None and names:
-            self._proc = self._git.cat_file("--batch", as_process=True, istream=subprocess.PIPE)
         found: list[Object | None] = []
         for chunk in _chunks(names):
-            stdin, stdout = self._proc.proc.stdin, self._proc.proc.stdout
+            stdin, stdout = self._pipes or self._start()
             try:
                 stdin.write("".join(f"{n}\n" for n in chunk).encode("utf-8", "surrogateescape"))
                 stdin.flush()
@@ -103,7 +106,14 @@ class CatFile:
                 found.append(self._answer(stdout, name))
         return found
 
-    def _answer(self, stdout, name: str) -> Object | None:
+    def _start(self) -> tuple[IO[bytes], IO[bytes]]:
+        import subprocess
+
+        proc = self._git.cat_file("--batch", as_process=True, istream=subprocess.PIPE)
+        self._proc, self._pipes = proc, (proc.proc.stdin, proc.proc.stdout)
+        return self._pipes
+
+    def _answer(self, stdout: IO[bytes], name: str) -> Object | None:
         header = stdout.readline()
         if not header.endswith(b"\n"):
             self._died()
@@ -118,9 +128,11 @@ class CatFile:
             return None
         raise BadInput(self._where, f"git cat-file answered {header[:200].decode('utf-8', 'replace').rstrip()!r} for {name!r}")
 
-    def _died(self):
-        proc, self._proc = self._proc, None
-        proc.proc.kill()
-        proc.proc.wait()
-        err = proc.proc.stderr.read().decode("utf-8", "replace").strip().splitlines() if proc.proc.stderr else []
-        raise BadInput(self._where, f"git cat-file stopped ({err[-1] if err else f'exit {proc.proc.returncode}'})")
+    def _died(self) -> NoReturn:
+        auto, self._proc, self._pipes = self._proc, None, None
+        proc = auto.proc if auto is not None else None  # set while the process runs, as here
+        if proc is not None:
+            proc.kill()
+            proc.wait()
+        err = proc.stderr.read().decode("utf-8", "replace").strip().splitlines() if proc and proc.stderr else []
+        raise BadInput(self._where, f"git cat-file stopped ({err[-1] if err else f'exit {proc and proc.returncode}'})")

@@ -12,11 +12,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchkit.errors import BadInput, BranchError
 from patchkit.git.batch import HASH_BYTES, CatFile, ObjectType, TreeEntry, tree_entries
 from patchkit.git.refs import repo_format
 from patchkit.versions import is_release_tag, version_key
+
+if TYPE_CHECKING:
+    from patchkit.git.batch import Object
 
 
 @dataclass(frozen=True)
@@ -115,7 +119,7 @@ class GitSource:
             objects[blob] = found.data
         return objects
 
-    def _parsed(self, found) -> list[TreeEntry]:
+    def _parsed(self, found: Object) -> list[TreeEntry]:
         """The entries of a tree object read; each distinct tree is parsed once."""
         entries = self._trees.get(found.oid)
         if entries is None:
@@ -181,11 +185,7 @@ class GitSource:
         for pattern in globs:
             folder = _static(pattern)
             static = folder.split("/") if folder else []
-            sha = root
-            for part in static:
-                sha = next((e[2] for e in self._tree(sha) if e[1] == part and e[0] == "40000"), None)
-                if sha is None:
-                    break
+            sha = self._folder(root, static)
             if sha is None:
                 continue
             recursive = "/" in pattern[len(folder) + 1 :]
@@ -193,6 +193,15 @@ class GitSource:
                 if path not in seen and fnmatchcase(path, pattern):
                     seen.add(path)
                     yield SourceFile(path, blob, mode)
+
+    def _folder(self, sha: str, parts: list[str]) -> str | None:
+        """The tree of the folder ``parts`` below the tree ``sha``; None where there is none."""
+        for part in parts:
+            found = next((e[2] for e in self._tree(sha) if e[1] == part and e[0] == "40000"), None)
+            if found is None:
+                return None
+            sha = found
+        return sha
 
     def read_path(self, rev: str, path: str) -> bytes | None:
         """The bytes of the file at ``path`` in ``rev``, or None if there is none."""
@@ -252,7 +261,8 @@ class GitSource:
                     self.repo.git.update_index("--cacheinfo", f"{mode},{blob},{path}")
                 tree = self.repo.git.write_tree()
             (scratch / "message").write_bytes(message.encode())
-            return self.repo.git.commit_tree(tree, "-p", parent, "-F", str(scratch / "message"))
+            commit: str = self.repo.git.commit_tree(tree, "-p", parent, "-F", str(scratch / "message"))
+            return commit
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
@@ -273,4 +283,5 @@ class GitSource:
 
     def format_patch(self, commit: str) -> bytes:
         """``git format-patch -1 --stdout`` of the commit, as bytes."""
-        return self.repo.git.format_patch("-1", "--stdout", commit, stdout_as_string=False)
+        patch: bytes = self.repo.git.format_patch("-1", "--stdout", commit, stdout_as_string=False)
+        return patch

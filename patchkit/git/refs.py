@@ -166,6 +166,7 @@ def _tags_at_head_with_git(root: Path, fmt: tuple[str, str] | None = None) -> li
     unless the repository's format ``fmt`` is one the file reading does not know: BadInput then."""
     import subprocess
 
+    done: subprocess.CompletedProcess[bytes] | None
     try:
         done = subprocess.run(
             ["git", "-C", str(root), "-c", "core.fsmonitor=false", "tag", "--points-at", "HEAD", "--list", "v*"],

@@ -33,7 +33,7 @@ class Launch:
     options: dict[str, str] = field(default_factory=dict)  # flag -> value, as written (the last one wins)
     switches: frozenset[str] = frozenset()  # flags given without a value
     model: str | None = None
-    config: dict | None = None  # the local model's config.json
+    config: dict[str, object] | None = None  # the local model's config.json
     known: dict[Condition, bool] = field(default_factory=dict)
 
     def holds(self, condition: Condition) -> bool | None:
@@ -72,7 +72,7 @@ def _model(options: dict[str, str], positional: list[str]) -> str | None:
     return None
 
 
-def _config(model: str | None, cwd: Path) -> dict | None:
+def _config(model: str | None, cwd: Path) -> dict[str, object] | None:
     if model is None:
         return None
     path = (cwd / model / "config.json") if not Path(model).is_absolute() else Path(model) / "config.json"
@@ -87,7 +87,7 @@ def _config(model: str | None, cwd: Path) -> dict | None:
     return doc
 
 
-def _quant(options: dict[str, str], config: dict | None) -> str | None:
+def _quant(options: dict[str, str], config: dict[str, object] | None) -> str | None:
     if "--quantization" in options or "-q" in options:
         return (options.get("--quantization") or options.get("-q") or "").lower()
     q = config.get("quantization_config") if config else None
@@ -140,6 +140,7 @@ def read_launch(words: tuple[str, ...], cwd: Path) -> Launch:
         names = [a for a in arch if isinstance(a, str)] if isinstance(arch, list) else []
         known[Condition.SPARSE_MLA] = any(a in _SPARSE_MLA for a in names)
         known[Condition.MLA] = any(a in _MLA for a in names)
-        text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+        inner = config.get("text_config")
+        text = inner if isinstance(inner, dict) else config
         known[Condition.HEAD_DIM_512] = any(text.get(k) == 512 for k in ("head_dim", "global_head_dim"))
     return Launch(words, options, switches, model, config, known)

@@ -33,7 +33,7 @@ class Follower:
         self.restarts = 0
         self._fd: int | None = None
         self._stream = False  # a FIFO or a character device: read without waiting, never truncated
-        self._inode = None
+        self._inode: int | None = None
         self._pos = 0
         self._head = b""
         self._partial = b""
@@ -61,15 +61,15 @@ class Follower:
         except FileNotFoundError:
             return [], False
         restarted = False
-        if self._fd is not None and (st.st_ino != self._inode or self._truncated(st.st_size)):
+        if self._fd is not None and (st.st_ino != self._inode or self._truncated(self._fd, st.st_size)):
             self.close()
             restarted = True
             self.restarts += 1
-        if self._fd is None:
-            if not self._open():
-                return [], restarted
+        fd = self._fd if self._fd is not None else self._open()
+        if fd is None:
+            return [], restarted
         try:
-            data = os.read(self._fd, MAX_POLL)
+            data = os.read(fd, MAX_POLL)
         except BlockingIOError:  # a stream with nothing to read now
             data = b""
         self._pos += len(data)
@@ -77,12 +77,12 @@ class Follower:
             self._head += data[: HEAD - len(self._head)]
         return self._lines(data), restarted
 
-    def _open(self) -> bool:
-        """Open the log (False: it is not there); a folder or a block device is a BadInput line."""
+    def _open(self) -> int | None:
+        """Open the log: its descriptor (None: it is not there); a folder or a block device is a BadInput line."""
         try:
             fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO: no wait for a writer
         except FileNotFoundError:
-            return False
+            return None
         except PermissionError:
             raise BadInput(str(self.path), "permission denied") from None
         st = os.fstat(fd)
@@ -97,14 +97,14 @@ class Follower:
             os.set_blocking(fd, True)
         self._fd, self._inode, self.exists = fd, st.st_ino, True
         self._pos, self._head, self._partial, self._skipping, self._number = 0, b"", b"", False, 0
-        return True
+        return fd
 
-    def _truncated(self, size: int) -> bool:
-        """A regular file shorter than what was read, or whose first bytes changed (a stream never is)."""
-        return not self._stream and (size < self._pos or os.pread(self._fd, len(self._head), 0) != self._head)
+    def _truncated(self, fd: int, size: int) -> bool:
+        """A regular file (open as ``fd``) shorter than what was read, or whose first bytes changed (a stream never is)."""
+        return not self._stream and (size < self._pos or os.pread(fd, len(self._head), 0) != self._head)
 
     def _lines(self, data: bytes) -> list[tuple[int, str]]:
-        out = []
+        out: list[tuple[int, str]] = []
         start = 0
         while True:
             nl = data.find(b"\n", start)

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable
 from fnmatch import fnmatchcase
 from functools import lru_cache
 
 from patchkit.cc import CC
 from patchkit.fixes.modes import Mode, Sign
-from patchkit.fixes.signatures import Known, Signature, read_known
+from patchkit.fixes.signatures import Failure, Known, FailingPackage, Signature, read_known
 from patchkit.logs.origin import python_of, targets
 from patchkit.logs.phases import READY, ready, sglang_record
 from patchkit.logs.tracebacks import HEADER, Frame, Traceback, TracebackPart, TracebackReader
@@ -67,7 +68,7 @@ def needles(data: Known | None = None) -> tuple[bytes, ...]:
     logging module's "--- Logging error ---" before a traceback matters to watch only, which
     reads every line)."""
     data = data or known()
-    texts = [HEADER] + [s.log or s.exception for s in data.signatures if s.log or not s.raised_in]
+    texts = [HEADER] + [t for s in data.signatures if (s.log or not s.raised_in) and (t := s.log or s.exception)]
     texts += [e.log for e in data.effects] + [f.log for f in data.failures if f.log] + list(READY)
     texts += [s.text for _, s in signs()]
     return tuple(dict.fromkeys(t.encode() for t in texts))
@@ -93,7 +94,7 @@ class LogFinding(Record):
 
 
 @lru_cache(maxsize=64)
-def _whole(pattern: str) -> re.Pattern:
+def _whole(pattern: str) -> re.Pattern[str]:
     return re.compile(re.escape(pattern) + r"(?!\w)")
 
 
@@ -136,8 +137,24 @@ def apply_commands(fix: str, frames: tuple[Frame, ...]) -> tuple[str, ...]:
     return tuple(shlex.join(["patchkit", "apply", *where, *option]) for where in found)
 
 
+# The fields of a traceback's Finding but its line (``Matcher._add``'s parameters from ``kind`` to ``cc``).
+_Fields = tuple[Verdict, str, str, tuple[Frame, ...], "str | None", str, str, str, tuple[str, ...], "str | None",
+                "str | None", "CC | None"]
+_Key = tuple[tuple[tuple[Frame, ...], str], ...]  # a traceback's frames and exception of each part
+
+
+class _Seen:
+    """A finding recorded: the first Finding, how many times it was seen, its first MAX_LINES lines."""
+
+    __slots__ = ("finding", "count", "lines")
+
+    def __init__(self, finding: LogFinding, line: int) -> None:
+        self.finding, self.count, self.lines = finding, 1, [line]
+
+
 class Matcher:
-    def __init__(self, data: Known | None = None, helps=None, python: str | None = None) -> None:
+    def __init__(self, data: Known | None = None, helps: Callable[[str, str, tuple[Frame, ...]], bool] | None = None,
+                 python: str | None = None) -> None:
         self.data = data or known()
         self.python = python  # the server's interpreter, as diagnose --python gave it (a failure's advice names it)
         # ``helps(fix, project, frames)``: False where the release the frames ran is known and the fix
@@ -147,13 +164,14 @@ class Matcher:
         self.reader = TracebackReader()
         self.tracebacks = 0
         self.verdict: LogFinding | None = None  # what the last traceback that ended was
-        self._found: dict[tuple, list] = {}  # key -> [the first Finding, count, lines]
-        self._judged: dict[tuple, tuple | None] = {}  # a traceback's frames and exceptions -> what it is
+        self._found: dict[tuple[str | Frame | None, ...], _Seen] = {}
+        self._judged: dict[_Key, tuple[int, _Fields] | None] = {}  # a traceback's frames and exceptions -> what it is
         self.ready: int | None = None  # the line the server said it was ready at (the first)
 
     @property
     def findings(self) -> list[LogFinding]:
-        return sorted((f._replace(count=n, lines=tuple(lines)) for f, n, lines in self._found.values()), key=lambda f: f.line)
+        return sorted((s.finding._replace(count=s.count, lines=tuple(s.lines)) for s in self._found.values()),
+                      key=lambda f: f.line)
 
     def feed(self, number: int, text: str) -> Traceback | None:
         """Read one line; the traceback it ended, if any (judged already)."""
@@ -179,7 +197,7 @@ class Matcher:
         same traceback again (another rank, another request) is judged once."""
         self.tracebacks += 1
         parts = tb.parts
-        key = ((parts[0].frames, parts[0].exception),) if len(parts) == 1 else tuple((p.frames, p.exception) for p in parts)
+        key: _Key = ((parts[0].frames, parts[0].exception),) if len(parts) == 1 else tuple((p.frames, p.exception) for p in parts)
         if key in self._judged:
             verdict = self._judged[key]
         else:
@@ -191,18 +209,18 @@ class Matcher:
             return None
         index, fields = verdict
         part = parts[index]
-        return self._add(*fields[:2], part.line or tb.line, *fields[2:], start=tb.line)
+        return self._add(fields[0], fields[1], part.line or tb.line, *fields[2:], start=tb.line)
 
-    def _judge(self, parts: tuple[TracebackPart, ...]) -> tuple | None:
+    def _judge(self, parts: tuple[TracebackPart, ...]) -> tuple[int, _Fields] | None:
         """(the part, the fields of its Finding but the line) of a traceback, or None."""
         frames = tuple(f for part in parts for f in part.frames)
-        unhelped = None  # a fix's signature, where the fix does nothing for the release that ran
+        unhelped: tuple[int, _Fields] | None = None  # a fix's signature, where the fix does nothing for the release that ran
         for i, part in enumerate(parts):
             for sig in self.data.signatures:
                 if sig.exception and _ends_with(part.exception, sig.exception) and _raised_in(sig, part.frames) \
                         and _ran(sig, frames):
-                    fields = i, (FIX, sig.fix, part.exception, part.frames, sig.project, sig.releases, sig.cause, "",
-                                 apply_commands(sig.fix, frames))
+                    fields: tuple[int, _Fields] = i, (FIX, sig.fix, part.exception, part.frames, sig.project, sig.releases,
+                                                      sig.cause, "", apply_commands(sig.fix, frames), None, None, None)
                     if self.helps is None or self.helps(sig.fix, sig.project, frames):
                         return fields
                     unhelped = unhelped or fields
@@ -225,8 +243,10 @@ class Matcher:
         """A log line a signature or an effect names: the same line of every rank, whatever its
         time and prefix, is one finding."""
         for sig in self.data.signatures:
-            if sig.log and sig.log in text or sig.exception and not (sig.raised_in or sig.framed) and _ends_with(text, sig.exception):
-                said = text[text.find(sig.log or sig.exception):]
+            says = sig.log if sig.log and sig.log in text else sig.exception \
+                if sig.exception and not (sig.raised_in or sig.framed) and _ends_with(text, sig.exception) else None
+            if says is not None:
+                said = text[text.find(says):]
                 self._add(FIX, sig.fix, number, _message(text), (), sig.project, sig.releases, sig.cause, "",
                           apply_commands(sig.fix, ()), said)
                 return
@@ -253,7 +273,7 @@ class Matcher:
         return shlex.quote(python) if python else "EXE"
 
     @staticmethod
-    def _package(failure, frames: tuple[Frame, ...], exception: str):
+    def _package(failure: Failure, frames: tuple[Frame, ...], exception: str) -> tuple[str, str | None, FailingPackage | None]:
         """The package a failure names, the path of the frame that names it (None: named by the message),
         and its entry of the failure's packages (None: none named)."""
         for package in failure.packages:
@@ -265,25 +285,26 @@ class Matcher:
                 return package.name, None, package
         return "a compiled package (no frame names it)", None, None
 
-    def _add(self, kind, name, line, what, frames, project, releases, cause, advice, commands, said=None,
-             origin=None, cc=None, start=None) -> LogFinding:
+    def _add(self, kind: Verdict, name: str, line: int, what: str, frames: tuple[Frame, ...], project: str | None,
+             releases: str, cause: str, advice: str, commands: tuple[str, ...], said: str | None = None,
+             origin: str | None = None, cc: CC | None = None, start: int | None = None) -> LogFinding:
         """Record a finding, or count it again: one per failure, however the log dressed its text (the
         same exception with colour codes and without is one), one per mode where its text is a mode's sign
         (a known failure's, where the frames are the sign's too; a fix's signature placed it already)."""
         frame = frames[-1] if frames else None
         mode = name if kind is MODE else None if kind is EFFECT else \
             next((m.name for m, s in signs() if _ends_with(what, s.text) and (kind is FIX or _framed(s, frames))), None)
-        key = ("mode", mode) if mode else (kind, name, plain(said or what.split("\n", 1)[0]), frame)
+        key: tuple[str | Frame | None, ...] = ("mode", mode) if mode else (kind, name, plain(said or what.split("\n", 1)[0]), frame)
         seen = self._found.get(key)
         if seen is None:
             finding = LogFinding(kind, name, line, what, frame, project, releases, cause, advice, commands, (line,), 1, origin,
                               start, cc, mode)
-            self._found[key] = [finding, 1, [line]]
+            self._found[key] = _Seen(finding, line)
             return finding
-        seen[1] += 1
-        if len(seen[2]) < MAX_LINES:
-            seen[2].append(line)
-        return seen[0]
+        seen.count += 1
+        if len(seen.lines) < MAX_LINES:
+            seen.lines.append(line)
+        return seen.finding
 
 
 def _framed(sign: Sign, frames: tuple[Frame, ...]) -> bool:

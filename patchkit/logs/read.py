@@ -22,9 +22,14 @@ import time
 from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, Protocol
 
 from patchkit.errors import BadInput
+
+if TYPE_CHECKING:
+    from ahocorasick_rs import BytesAhoCorasick
+
+    from patchkit.logs.tracebacks import TracebackReader
 
 CHUNK = 1 << 20  # a block the needles' passes find in the cache
 MAX_LINE = 4096
@@ -32,7 +37,15 @@ MAX_STREAM = 4 << 30  # bytes read from a stream before it counts as one that do
 WRITER_WAIT = 10.0  # seconds a FIFO may go without a writer
 
 
-def open_log(path: Path) -> BinaryIO:
+class Log(Protocol):
+    """What a log is read through: a file opened unbuffered, standard input's buffer, a ``Stream``."""
+
+    def readinto(self, buffer: memoryview, /) -> int | None: ...
+
+    def close(self) -> None: ...
+
+
+def open_log(path: Path) -> Log:
     """The log at ``path`` opened for reading (a stream: bounded, see ``Stream``); a BadInput
     line when it cannot be."""
     try:
@@ -67,7 +80,7 @@ class Stream:
     a FIFO first waits, at most ``wait`` seconds, for a process that writes to it.  ``fd``: a
     descriptor it owns, or ``source``: a file object (standard input) it reads from."""
 
-    def __init__(self, fd: int | None, name: str, fifo: bool = False, source: BinaryIO | None = None,
+    def __init__(self, fd: int | None, name: str, fifo: bool = False, source: Log | None = None,
                  wait: float | None = None) -> None:
         self.fd, self.name, self.source = fd, name, source
         self.left = MAX_STREAM
@@ -77,18 +90,20 @@ class Stream:
                 self._pending = _wait_for_writer(fd, name, WRITER_WAIT if wait is None else wait)
             os.set_blocking(fd, True)  # from here on, a stream to its end (as standard input is)
 
-    def readinto(self, view) -> int:
+    def readinto(self, buffer: memoryview, /) -> int:
         if self.left <= 0:
             raise BadInput(self.name, f"no end after {MAX_STREAM >> 30} GiB (a stream that does not end, such as "
                                       "/dev/zero): not read further")
-        view = memoryview(view)[: self.left]
+        view = memoryview(buffer)[: self.left]
         if self._pending:
             n = len(self._pending)
             view[:n], self._pending = self._pending, b""
         elif self.source is not None:
             n = self.source.readinto(view) or 0
-        else:
+        elif self.fd is not None:
             n = os.readv(self.fd, [view])
+        else:
+            raise ValueError("I/O operation on closed file")  # as a closed file says
         self.left -= n
         return n
 
@@ -131,7 +146,7 @@ def _carriage(line: str) -> str:
     return line.rsplit("\r", 1)[-1] if "\r" in line else line
 
 
-def chunks(stream: BinaryIO) -> Iterator[tuple[bytearray, int]]:
+def chunks(stream: Log) -> Iterator[tuple[bytearray, int]]:
     """The stream in blocks (data, end): ``data[:end]`` is whole lines (the last line given an
     end), a long line cut to MAX_LINE.  One buffer is read into again and again (a line cut by
     the buffer's end moves to its front): use a block before asking for the next."""
@@ -167,7 +182,7 @@ def chunks(stream: BinaryIO) -> Iterator[tuple[bytearray, int]]:
 
 
 @lru_cache(maxsize=4)
-def _matcher(needles: tuple[bytes, ...]):
+def _matcher(needles: tuple[bytes, ...]) -> BytesAhoCorasick:
     """The needles compiled once: leftmost-first matching, whose SIMD search runs at several GB/s
     (the default, every overlapping match, cannot use it); a line holding any needle has a match."""
     from ahocorasick_rs import BytesAhoCorasick, MatchKind
@@ -180,7 +195,7 @@ class Scan:
     as long as ``reader.open`` says (a ``TracebackReader``: inside a traceback; an attribute, not a
     call, read once a line); ``lines`` is the count of all lines once it has run."""
 
-    def __init__(self, stream: BinaryIO, needles: tuple[bytes, ...], reader) -> None:
+    def __init__(self, stream: Log, needles: tuple[bytes, ...], reader: TracebackReader) -> None:
         self.stream, self.needles, self.reader = stream, tuple(n for n in dict.fromkeys(needles) if n), reader
         self.lines = 0
 

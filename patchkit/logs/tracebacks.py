@@ -36,7 +36,7 @@ HEAD_FRAMES, TAIL_FRAMES = 8, 40  # the outermost and innermost frames kept of a
 MAX_PARTS, MAX_MESSAGE_LINES, MAX_MESSAGE = 16, 12, 4096
 MAX_SEEN = 4096  # frame lines remembered
 _FRAMES, _MESSAGE, _GAP, _CHAIN, _DONE = range(5)  # the states of the open part
-_TAIL = ()  # no frames past the head yet (a deque of the innermost ones once there are)
+_TAIL: tuple[()] = ()  # no frames past the head yet (a deque of the innermost ones once there are)
 
 
 class Frame(Record):
@@ -81,11 +81,23 @@ class TracebackReader:
 
     __slots__ = ("open", "_logging_error_at", "_line", "_header", "_parts", "_logging_error", "_state", "_frames",
                  "_tail", "_message", "_at", "_seen")
+    open: bool
+    _logging_error_at: int
+    _line: int
+    _header: str
+    _parts: list[TracebackPart]
+    _logging_error: bool
+    _state: int
+    _frames: list[Frame]
+    _tail: deque[Frame] | tuple[()]
+    _message: list[str]
+    _at: int
+    _seen: dict[str, Frame | None]
 
     def __init__(self) -> None:
         self.open = False  # inside a traceback: the next line may belong to it
         self._logging_error_at = -2
-        self._seen: dict[str, Frame | None] = {}
+        self._seen = {}
 
     def feed(self, number: int, text: str) -> Traceback | None:
         """The traceback that this line ends (the line itself is read afresh after it), if any."""
@@ -96,8 +108,8 @@ class TracebackReader:
             if self._header and text.startswith(self._header):  # a logger that writes its record's prefix on
                 text = text[len(self._header):]  # every line of the traceback (vLLM's "ERROR 01-12 01:09:14 [core.py:708] ")
             if self._state == _FRAMES:  # the most lines of a traceback: read here, without a call
-                frame = self._seen.get(text, self) if "File" in text else None
-                if frame is self:  # not seen before
+                frame = self._seen.get(text, ...) if "File" in text else None
+                if frame is ...:  # not seen before
                     frame = self._frame(text)
                 if frame:
                     frames = self._frames

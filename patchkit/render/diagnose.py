@@ -5,6 +5,7 @@ with no code for the GPUs, then one line: how many known failures, of which GPUs
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchkit.kernels.compat import UNKNOWN
 from patchkit.logs.match import EFFECT
@@ -13,8 +14,11 @@ from patchkit.render.kernels import verdict
 from patchkit.report import render
 from patchkit.text import escaped, plural
 
+if TYPE_CHECKING:
+    from patchkit.commands.diagnose import CodeBehind, DiagnoseResult, Gpus
 
-def to_text(r, terminal: bool) -> list[str]:
+
+def to_text(r: DiagnoseResult, terminal: bool) -> list[str]:
     lines: list[str] = []
     for log in r.logs:
         lines += finding_lines(log.label, log.findings, [code_lines(c) for c in log.code],
@@ -33,14 +37,14 @@ def to_text(r, terminal: bool) -> list[str]:
     return render(lines, terminal)
 
 
-def gpus_words(g) -> str:
+def gpus_words(g: Gpus) -> str:
     """The GPUs the code was judged for (``commands.diagnose.Gpus``)."""
     if g.seen:
         return f"this machine's GPUs ({', '.join(cc.smi_text() for cc in g.ccs)}, nvidia-smi)"
     return f"any 12.x GPU (nvidia-smi: {g.why})" if g.why is not None else "any 12.x GPU (nvidia-smi is not on PATH)"
 
 
-def code_lines(c) -> list[str]:
+def code_lines(c: CodeBehind | None) -> list[str]:
     """What a finding says of the compiled code behind it (``commands.diagnose.CodeBehind``; None:
     nothing, as for every finding but a missing kernel image from an installed package)."""
     if c is None:
@@ -59,7 +63,7 @@ def code_lines(c) -> list[str]:
         [f"  {x.shown} ({d.label}): {verdict(x)}" + (f" ({x.known.what})" if x.known else "") for d, x in missing]
 
 
-def to_json(r) -> dict:
+def to_json(r: DiagnoseResult) -> dict[str, object]:
     return {
         "command": "diagnose",
         "logs": [{"log": log.label, "lines": log.lines, "tracebacks": log.tracebacks,
@@ -71,5 +75,5 @@ def to_json(r) -> dict:
     }
 
 
-def _files(c) -> list[dict] | None:
+def _files(c: CodeBehind | None) -> list[dict[str, object]] | None:
     return None if c is None else [x.to_json(d.dist) for d, x in c.missing()]

@@ -112,7 +112,7 @@ def finding_lines(label: str, findings: Sequence[LogFinding], under: Sequence[li
     return lines
 
 
-def finding_json(f: LogFinding, kernels: list[dict] | None = None) -> dict:
+def finding_json(f: LogFinding, kernels: list[dict[str, object]] | None = None) -> dict[str, object]:
     """A finding in --json: the log's text as it is, the line of the exception (``line``) and of
     its traceback's start (``traceback_line``, None for a log line); a known failure's ``kernels``:
     the files with no code for the GPUs behind it (None: not judged)."""

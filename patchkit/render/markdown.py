@@ -8,9 +8,13 @@ from __future__ import annotations
 import os
 import re
 import shlex
+from typing import TYPE_CHECKING
 
 from patchkit.render.modes import COST, VERDICT
 from patchkit.text import escaped
+
+if TYPE_CHECKING:
+    from patchkit.commands.doctor import DoctorResult
 
 SECRET_FLAGS = ("--api-key", "--hf-token", "--token", "--admin-api-key", "--ssl-keyfile-password")
 _SECRET_TEXT = re.compile(r"\b(hf_[A-Za-z0-9]{8,}|sk-[A-Za-z0-9_-]{8,}|ghp_[A-Za-z0-9]{8,}|nvapi-[A-Za-z0-9_-]{8,})")
@@ -47,7 +51,7 @@ def _cell(text: str) -> str:
     return redact(text).replace("|", "\\|")
 
 
-def markdown(r, versions: dict[str, str]) -> list[str]:
+def markdown(r: DoctorResult, versions: dict[str, str]) -> list[str]:
     """The report of a ``DoctorResult`` ``r``; ``versions``: the distributions installed, by name."""
     out = ["### Environment (patchkit doctor --format markdown)", ""]
     if r.seen is None:

@@ -72,7 +72,7 @@ def here_lines(h: ModeHere) -> list[str]:
     return out
 
 
-def here_json(h: ModeHere) -> dict:
+def here_json(h: ModeHere) -> dict[str, object]:
     return {"mode": h.mode.name, "survey": h.mode.survey, "title": h.mode.title, "cost": h.mode.cost.value,
             "verdict": h.verdict.value, "unstated": [c.value for c in h.unstated], "project": h.exposure.project,
             "version": h.version, "gpus": [f"{g.major}.{g.minor}" for g in h.gpus],

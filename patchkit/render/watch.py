@@ -5,7 +5,7 @@ lines, each a place in the log).  ``progress_line``: what it reports as it goes,
 
 from __future__ import annotations
 
-from patchkit.commands.watch import CRASHED, READY, STARTED_OVER, WAITING
+from patchkit.commands.watch import CRASHED, READY, STARTED_OVER, WAITING, Progress, WatchResult
 from patchkit.logs.match import EFFECT
 from patchkit.render.findings import finding_json, finding_lines, gpus
 from patchkit.render.modes import mode_lines
@@ -13,7 +13,7 @@ from patchkit.report import Heading, Place, render
 from patchkit.text import escaped, plural
 
 
-def progress_line(p) -> str:
+def progress_line(p: Progress) -> str:
     """A ``commands.watch.Progress`` in words."""
     shown = escaped(p.log)
     if p.kind is WAITING:
@@ -27,7 +27,7 @@ def _restarts(restarts: int) -> str:
     return f" (the log started over {plural(restarts, 'time')})" if restarts else ""
 
 
-def to_text(r, terminal: bool) -> list[str]:
+def to_text(r: WatchResult, terminal: bool) -> list[str]:
     lines = finding_lines(r.log, r.findings)
     shown = escaped(r.log)
     if r.outcome == READY:
@@ -55,7 +55,8 @@ def to_text(r, terminal: bool) -> list[str]:
     return render(lines, terminal)
 
 
-def to_json(r) -> dict:
+def to_json(r: WatchResult) -> dict[str, object]:
+    extra: dict[str, object]
     if r.outcome == READY:
         extra = {"line": r.line}
     elif r.outcome == CRASHED:

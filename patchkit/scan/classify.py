@@ -28,8 +28,12 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from patchkit.rewrite.capability import Cap, Literal, LiteralForm
+
+if TYPE_CHECKING:
+    from patchkit.scan.finding import Finding
 
 UNAWARE = "unaware"
 AWARE = "aware"
@@ -39,14 +43,18 @@ CLASSES = (UNAWARE, AWARE, COVERED)  # the order of the text output
 
 def literal_major(lit: Literal) -> int | None:
     """The major a capability literal stands for: 12, 121 -> 12; "12.0", (12, 1), 12.0 -> 12."""
+    value = lit.value
     if lit.kind == LiteralForm.MAJOR:
-        return lit.value
+        major: int = value
+        return major
     if lit.kind == LiteralForm.SM:
-        return lit.value // 10
+        sm: int = value
+        return sm // 10
     if lit.kind in (LiteralForm.TUPLE, LiteralForm.DOTTED):
-        return lit.value[0]
+        cc: tuple[int, int] = value
+        return cc[0]
     if lit.kind == LiteralForm.FLOAT:
-        return int(lit.value)
+        return int(value)
     return None
 
 
@@ -54,9 +62,11 @@ def literal_cc(lit: Literal) -> tuple[int, int] | None:
     """The (major, minor) a capability literal stands for: 121, (12, 1), "12.1", 12.1 -> (12, 1);
     None for a major alone (12)."""
     if lit.kind == LiteralForm.SM:
-        return divmod(lit.value, 10)
+        sm: int = lit.value
+        return divmod(sm, 10)
     if lit.kind in (LiteralForm.TUPLE, LiteralForm.DOTTED):
-        return tuple(lit.value)
+        major, minor = lit.value
+        return major, minor
     if lit.kind == LiteralForm.FLOAT:
         return int(lit.value), round((lit.value - int(lit.value)) * 10)
     return None
@@ -74,7 +84,7 @@ _ALIASES_12 = r"|rtx_?pro|rtx_?50[0-9]0|geforce|gb10(?![0-9])|(?:consumer|workst
 
 
 @lru_cache(maxsize=8)
-def words(major: int, minor: int | None = None) -> re.Pattern:
+def words(major: int, minor: int | None = None) -> re.Pattern[str]:
     """What names ``major`` in a name, a string or a path: ``sm120``, ``sm_120``,
     ``SM12x``, ``sm121``, ``Sm12`` (not ``sm1200``, ``sm_12345``); case-insensitive.  With
     ``minor``, that cc alone: ``sm121``, ``sm_121a``, and ``gb10`` for 12.1."""
@@ -89,7 +99,7 @@ def path_names(path: str, c: Cap, exact: bool = False) -> bool:
     return words(c.major, c.minor if exact else None).search(path) is not None
 
 
-def classify(finding, c: Cap, fix: str | None, exact: bool = False) -> str:
+def classify(finding: Finding, c: Cap, fix: str | None, exact: bool = False) -> str:
     """The class of ``finding`` for the capability ``c``; ``fix``: the fix that covers it, or None;
     ``exact``: ``c`` has the major of the cc it should behave like (see ``literal_names``)."""
     if fix:

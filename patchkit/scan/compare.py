@@ -12,10 +12,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from patchkit.scan.finding import TABLE, Finding
 from patchkit.scan.tree import in_scan, scan_sources
 from patchkit.values import Record
+
+if TYPE_CHECKING:
+    from patchkit.cc import Key
+    from patchkit.git.objects import GitSource
 
 GLOBS = ("*", "**/*")  # every file, once; ``in_scan`` keeps the ones ``scan_tree`` scans
 
@@ -35,7 +40,8 @@ class Changes(Record):
     unchanged: int
 
 
-def releases(source, tags: list[str], from_cc, cc, tables, classify: Callable[[Finding], str], skipped: list) -> list[ReleaseFindings]:
+def releases(source: GitSource, tags: list[str], from_cc: Key, cc: Key, tables: tuple[str, ...],
+             classify: Callable[[Finding], str], skipped: list[tuple[str, str, str]]) -> list[ReleaseFindings]:
     """Scan the source files of each tag's tree (the files ``scan_tree`` would scan in a
     checkout).  A file that is the same blob at the same path in both is scanned once.
     ``skipped``: gets (tag, path, reason) of each file that cannot be read or parsed."""
@@ -46,25 +52,27 @@ def releases(source, tags: list[str], from_cc, cc, tables, classify: Callable[[F
     results = dict(zip(todo, scan_sources([(path, data[blob]) for path, blob in todo], from_cc, cc, tables), strict=True))
     out = []
     for tag in tags:
-        skipped += [(tag, pb[0], results[pb][2]) for pb in files[tag] if results[pb][2] is not None]
+        skipped += [(tag, pb[0], why) for pb in files[tag] if (why := results[pb][2]) is not None]
         findings = sorted((f for pb in files[tag] for f in results[pb][0]), key=lambda f: (f.path, f.line))
         parsed = sum(results[pb][1] for pb in files[tag])
         out.append(ReleaseFindings(tag, findings, [classify(f) for f in findings], len(files[tag]), parsed))
     return out
 
 
-def key(f: Finding) -> tuple:
+def key(f: Finding) -> tuple[str, ...]:
     """What makes two findings of two releases the same gate."""
     return (f.path, f.kind, f.name) if f.kind is TABLE and f.name else (f.path, f.kind, f.snippet)
 
 
 def compare(before: ReleaseFindings, after: ReleaseFindings) -> Changes:
     """What changed from ``before`` to ``after``; each list in path and line order."""
-    old: dict[tuple, list[int]] = defaultdict(list)
+    old: dict[tuple[str, ...], list[int]] = defaultdict(list)
     for i, f in enumerate(before.findings):
         old[key(f)].append(i)
     taken: set[int] = set()
-    appeared, changed, unchanged = [], [], 0
+    appeared: list[tuple[Finding, str]] = []
+    changed: list[tuple[Finding, Finding, str, str]] = []
+    unchanged = 0
     for f, cls in zip(after.findings, after.classes, strict=True):
         partners = old.get(key(f))
         if not partners:

@@ -13,12 +13,17 @@ with such a gate left is *incomplete*.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from patchkit.rewrite.capability import cap
 from patchkit.rewrite.rules import matches
 from patchkit.scan.classify import UNAWARE, classify
 from patchkit.scan.source import scan_file
 from patchkit.values import Record
+
+if TYPE_CHECKING:
+    from patchkit.cc import Key
+    from patchkit.fixes.load import FeaturePath
 
 _DEF = re.compile(rb"^([ \t]*)(?:async[ \t]+)?def[ \t]+(\w+)", re.M)
 
@@ -33,7 +38,7 @@ class Gate(Record):
         inside = f" in {self.function}()" if self.function else ""
         return f"{self.path}:{self.line}{inside}: {self.snippet}"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         return self._asdict()
 
 
@@ -55,15 +60,14 @@ def _function(data: bytes, line: int) -> str | None:
     return stack[-1][0] if stack else None
 
 
-def gates_left(files: dict[str, bytes], feature, from_cc, to_cc) -> list[Gate]:
+def gates_left(files: dict[str, bytes], feature: FeaturePath, from_cc: Key, to_cc: Key) -> list[Gate]:
     """The gates in ``files`` (repository path -> bytes) on the ``feature`` path (a
     ``fixes.load.FeaturePath``) that still refuse ``to_cc`` where ``from_cc`` passes."""
     new = cap(to_cc)
-    left = []
+    left: list[Gate] = []
     for file, text, says in feature.blocks:
         data = files.get(file)
-        at = data.find(text.encode()) if data is not None else -1
-        if at >= 0:
+        if data is not None and (at := data.find(text.encode())) >= 0:
             line = data.count(b"\n", 0, at) + 1
             left.append(Gate(file, line, says, _function(data, line) if file.endswith(".py") else None))
     for path, data in sorted(files.items()):

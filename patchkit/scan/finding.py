@@ -45,6 +45,7 @@ PLATFORM_FLAG, PREPROCESSOR = FindingKind.PLATFORM_FLAG, FindingKind.PREPROCESSO
 KINDS = tuple(FindingKind)
 
 SNIPPET_MAX = 160
+Written = int | float | str | tuple[int, int]  # a capability literal as the source writes it; a flag's name
 
 
 class Finding(Record):
@@ -52,12 +53,12 @@ class Finding(Record):
     line: int
     kind: FindingKind
     snippet: str  # the code on one line (comments dropped), cut at SNIPPET_MAX
-    values: tuple  # table: its keys; gates: the capability literals compared with
+    values: tuple[Written, ...]  # table: its keys; gates: the capability literals compared with
     name: str | None  # table: the assigned name (Scope.qualify: "Class.NAME"), None inline; gates: the subject's code
     patchable: bool  # a table patchkit's rewriter patches: a registry name at module or class level
     names_cc: bool = False  # its statement names the cc: a literal, an sm120 word (``patchkit.scan.classify``)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         return dict(self._asdict(), values=[list(v) if isinstance(v, tuple) else v for v in self.values])
 
 

@@ -18,13 +18,14 @@ where a flag expression stands.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TypeGuard
 
 import libcst as cst
 
 from patchkit.rewrite.capability import Cap
 from patchkit.scan.flags import flag
 
-_Value = tuple  # (value for from_cc, value for cc): True, False or None (unknown)
+_Value = tuple[bool | None, bool | None]  # (value for from_cc, value for cc): True, False or None (unknown)
 _UNKNOWN: _Value = (None, None)
 
 
@@ -40,11 +41,11 @@ def atom_name(node: cst.CSTNode) -> str | None:
     return None
 
 
-def _is_not(node: cst.CSTNode) -> bool:
+def _is_not(node: cst.CSTNode) -> TypeGuard[cst.UnaryOperation]:
     return isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not)
 
 
-def _children(node: cst.CSTNode) -> tuple:
+def _children(node: cst.CSTNode) -> tuple[cst.BaseExpression, ...]:
     if isinstance(node, cst.BooleanOperation):
         return node.left, node.right
     if _is_not(node):
@@ -54,7 +55,7 @@ def _children(node: cst.CSTNode) -> tuple:
 
 def parts(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """Every node of the flag expression at ``node``: its ``and``/``or``/``not`` and operands."""
-    stack = [node]
+    stack: list[cst.CSTNode] = [node]
     while stack:
         n = stack.pop()
         yield n
@@ -71,13 +72,13 @@ def flag_names(node: cst.CSTNode) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _and(x, y):
+def _and(x: bool | None, y: bool | None) -> bool | None:
     if x is False or y is False:
         return False
     return True if x is True and y is True else None
 
 
-def _or(x, y):
+def _or(x: bool | None, y: bool | None) -> bool | None:
     if x is True or y is True:
         return True
     return False if x is False and y is False else None
@@ -97,15 +98,15 @@ def gates(node: cst.CSTNode, caps: tuple[Cap, Cap]) -> list[cst.CSTNode]:
             values[id(n)] = (op(left[0], right[0]), op(left[1], right[1]))
         elif kids:  # not
             inner = values[id(kids[0])]
-            values[id(n)] = tuple(None if v is None else not v for v in inner)
+            values[id(n)] = (None if inner[0] is None else not inner[0], None if inner[1] is None else not inner[1])
         elif isinstance(n, cst.Name) and n.value in ("True", "False"):
-            values[id(n)] = (n.value == "True",) * 2
+            values[id(n)] = (n.value == "True", n.value == "True")
         else:
             name = atom_name(n)
             f = flag(name) if name is not None else None
             values[id(n)] = (f.holds(caps[0]), f.holds(caps[1])) if f is not None else _UNKNOWN
     found: list[cst.CSTNode] = []
-    stack = [node]
+    stack: list[cst.CSTNode] = [node]
     while stack:
         n = stack.pop()
         a, b = values[id(n)]

@@ -44,20 +44,20 @@ _BLACKWELL = frozenset({10, 11, 12})
 
 class Flag(Record):
     name: str
-    majors: frozenset  # the majors it holds for
-    exact: frozenset  # the (major, minor) it holds for
+    majors: frozenset[int]  # the majors it holds for
+    exact: frozenset[tuple[int, int]]  # the (major, minor) it holds for
 
     def holds(self, c: Cap) -> bool:
         return c.major in self.majors or (c.major, c.minor) in self.exact
 
 
-def _arch(text: str) -> tuple[set, set] | None:
+def _arch(text: str) -> tuple[set[int], set[tuple[int, int]]] | None:
     text = text.lower()
     if text == "hopper":
         return {9}, set()
     if text == "blackwell":
         return set(_BLACKWELL), set()
-    digits, suffix = _SM.fullmatch(text).groups()
+    digits, suffix = _SM.fullmatch(text).groups()  # type: ignore[union-attr]  # _FLAG let only these through
     if suffix == "x":
         major = int(digits)
         return ({major}, set()) if 7 <= major <= 13 and len(digits) <= 2 else None
@@ -75,8 +75,8 @@ def flag(name: str) -> Flag | None:
     m = _FLAG.fullmatch(name)
     if m is None:
         return None
-    majors: set = set()
-    exact: set = set()
+    majors: set[int] = set()
+    exact: set[tuple[int, int]] = set()
     for part in re.split(r"_or_", m.group("archs"), flags=re.I):
         read = _arch(part)
         if read is None:

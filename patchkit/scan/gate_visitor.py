@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import operator
 import re
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeGuard
 
 import libcst as cst
 
@@ -28,7 +28,7 @@ from patchkit.rewrite.dict_key import one_line as _rewriter_one_line
 from patchkit.rewrite.scope import MODULE, Scope, assignments, header, statements
 from patchkit.scan import flag_gates
 from patchkit.scan.classify import literal_names, words
-from patchkit.scan.finding import COMPARISON, EQUALITY, MEMBERSHIP, PLATFORM_FLAG, TABLE, Finding, short
+from patchkit.scan.finding import COMPARISON, EQUALITY, MEMBERSHIP, PLATFORM_FLAG, TABLE, Finding, FindingKind, Written, short
 from patchkit.scan.flags import flag
 from patchkit.values import Record
 
@@ -60,8 +60,9 @@ def _literal_of(node: cst.BaseExpression) -> Literal | None:
         return literal(node.evaluated_value)
     if isinstance(node, cst.Tuple):
         els = node.elements
-        if len(els) == 2 and all(isinstance(e, cst.Element) and isinstance(e.value, cst.Integer) for e in els):
-            return literal(tuple(e.value.evaluated_value for e in els))
+        ints = [e.value for e in els if isinstance(e, cst.Element) and isinstance(e.value, cst.Integer)]
+        if len(els) == 2 and len(ints) == 2:
+            return literal(tuple(i.evaluated_value for i in ints))
         return None
     return literal(key_value(node))
 
@@ -80,9 +81,9 @@ def _container(node: cst.BaseExpression) -> list[Literal] | None:
 
 class _Hit(Record):
     node: cst.CSTNode  # whose line is reported
-    kind: str
+    kind: FindingKind
     snippet: str
-    values: tuple
+    values: tuple[Written, ...]
     name: str | None
     patchable: bool
     statement: int  # the id of its statement (of the first ``if`` of an if/elif chain)
@@ -294,8 +295,8 @@ def one_line(node: cst.CSTNode) -> str:
     code = re.sub(r"\s+", " ", re.sub(r"#[^\n]*", "", _EMPTY.code_for_node(node))).strip()
     # Find the 1-tuples in the code (a group with one comma, at its end) and put their
     # comma back in the same group of the rendering (the n-th "(" in both).
-    singles = set()
-    stack: list[list] = []  # [index among "(", commas at this level, comma last?]
+    singles: set[int] = set()
+    stack: list[list[int]] = []  # [index among "(", commas at this level, comma last? (a bool)]
     count = 0
     for ch in code:
         if ch in "([{":
@@ -316,7 +317,9 @@ def one_line(node: cst.CSTNode) -> str:
                 stack[-1][2] = False
     if not singles:
         return text
-    out, count, opened = [], 0, []
+    out: list[str] = []
+    opened: list[int] = []
+    count = 0
     for ch in text:
         if ch == "(":
             opened.append(count)
@@ -330,7 +333,7 @@ def one_line(node: cst.CSTNode) -> str:
     return "".join(out)
 
 
-def _is_major_of_sm(node: cst.BaseExpression) -> bool:
+def _is_major_of_sm(node: cst.BaseExpression) -> TypeGuard[cst.BinaryOperation]:
     return (
         isinstance(node, cst.BinaryOperation)
         and isinstance(node.operator, cst.FloorDivide)
@@ -350,7 +353,8 @@ def _fits(subject: cst.BaseExpression, lit: Literal) -> bool:
 
 
 def visit(
-    module: cst.Module, path: str, caps, from_cc: Key, tables, line0: int = 0, scope: Scope = MODULE
+    module: cst.Module, path: str, caps: tuple[Cap, Cap], from_cc: Key, tables: Iterable[str], line0: int = 0,
+    scope: Scope = MODULE,
 ) -> list[Finding]:
     """The findings in ``module`` (its line 1 is line ``line0 + 1`` of ``path``), whose
     statements stand in ``scope``."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import operator
 import re
+from collections.abc import Callable
 from functools import lru_cache
 
 from patchkit.rewrite.capability import Cap
@@ -31,7 +32,7 @@ _OPLIT = re.compile(rb"(==|!=|<=|>=|<|>)[\s\\(\[]*([\"']?)([0-9]+)(\.[0-9]+|[\s\
 _REVLIT = re.compile(rb"([0-9]+)(\.[0-9]+[\"']?|[\s\\]*,[\s\\]*[0-9]+[\s\\]*,?[\s\\]*\))?[\s\\)]*(==|!=|<=|>=|<|>)")
 _CONTAINER = re.compile(rb"\bin[\s\\]*[(\[{]")
 _DIGITS = re.compile(rb"[0-9]+")
-_BYTE_OPS = {
+_BYTE_OPS: dict[bytes, Callable[[int, int], bool]] = {
     b"==": operator.eq,
     b"!=": operator.ne,
     b"<": operator.lt,
@@ -65,7 +66,7 @@ def _word_spans(low: bytes) -> list[tuple[int, int]]:
 
 
 @lru_cache(maxsize=16)
-def _key_patterns(c: Cap) -> tuple[re.Pattern, ...]:
+def _key_patterns(c: Cap) -> tuple[re.Pattern[bytes], ...]:
     # int keys (10:) and "X.Y" keys (the quote before "10.0" is checked by hand)
     return re.compile(rb"%d[ \t]*:" % c.major), re.compile(rb"%d\.[0-9]+[\"'][ \t]*:" % c.major)
 
@@ -93,7 +94,7 @@ def marks(src: bytes, a: Cap, b: Cap) -> list[int]:
             s -= 1
         if s and low[s - 1] in _ALNUM:
             continue
-        name = low[s : _IDENT_END.match(low, m.end()).end()].decode("ascii")
+        name = low[s : _IDENT_END.match(low, m.end()).end()].decode("ascii")  # type: ignore[union-attr]  # [a-z0-9_]* matches anywhere
         if flags.differs(name, a, b):
             out.add(s)
     spans = _word_spans(low)

@@ -41,7 +41,8 @@ from __future__ import annotations
 
 import bisect
 import re
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Literal
 
 from patchkit.cc import Key
 from patchkit.rewrite.capability import Cap, pair
@@ -82,9 +83,9 @@ class _Undecidable(Exception):
 
 # --- the expression ----------------------------------------------------------------------
 
-_BINARY = {  # operator: (precedence, function of two known ints)
-    "||": (1, None),
-    "&&": (2, None),
+_BINARY: dict[str, tuple[int, Callable[[int, int], int | None]]] = {  # operator: (precedence, function of two known ints)
+    "||": (1, lambda x, y: int(bool(x or y))),  # (not called: _node_value reads || and && as Kleene's logic)
+    "&&": (2, lambda x, y: int(bool(x and y))),
     "|": (3, lambda x, y: x | y),
     "^": (4, lambda x, y: x ^ y),
     "&": (5, lambda x, y: x & y),
@@ -102,11 +103,19 @@ _BINARY = {  # operator: (precedence, function of two known ints)
     "/": (10, lambda x, y: int(x / y) if y else None),
     "%": (10, lambda x, y: x - y * int(x / y) if y else None),
 }
-_UNARY = {"!": lambda x: int(not x), "~": lambda x: ~x, "-": lambda x: -x, "+": lambda x: x}
+_UNARY: dict[str, Callable[[int], int]] = {"!": lambda x: int(not x), "~": lambda x: ~x, "-": lambda x: -x, "+": lambda x: x}
+
+# A token, and a node of a condition's tree: ("num", 1200), ("name", "__CUDA_ARCH__"), ("defined", name),
+# ("call", name), ("unknown", text), ("un", op, x), ("bin", op, x, y), ("cond", c, yes, no).
+_Token = tuple[Literal["num"], int] | tuple[Literal["name", "op", "unknown"], str]
+_Leaf = tuple[Literal["num"], int] | tuple[Literal["name", "defined", "call", "unknown"], str]
+Node = _Leaf | tuple[Literal["un"], str, "Node"] | tuple[Literal["bin"], str, "Node", "Node"] \
+    | tuple[Literal["cond"], "Node", "Node", "Node"]
 
 
-def _tokens(text: str) -> list[tuple[str, Any]]:
-    out, pos = [], 0
+def _tokens(text: str) -> list[_Token]:
+    out: list[_Token] = []
+    pos = 0
     while pos < len(text):
         m = _TOKEN.match(text, pos)
         if m is None:
@@ -129,21 +138,21 @@ def _tokens(text: str) -> list[tuple[str, Any]]:
 class _Parser:
     """Precedence climbing over the tokens; nodes are tuples."""
 
-    def __init__(self, tokens):
+    def __init__(self, tokens: list[_Token]) -> None:
         self.tokens = tokens
         self.i = 0
 
-    def peek(self):
+    def peek(self) -> _Token | tuple[None, None]:
         return self.tokens[self.i] if self.i < len(self.tokens) else (None, None)
 
-    def take(self, op=None):
+    def take(self, op: str | None = None) -> _Token:
         tok = self.peek()
         if tok[0] is None or (op is not None and tok != ("op", op)):
             raise _Undecidable(f"expected {op!r}")
         self.i += 1
         return tok
 
-    def expression(self, depth=0):
+    def expression(self, depth: int = 0) -> Node:
         if depth > _MAX_DEPTH:
             raise _Undecidable("too deep")
         cond = self.binary(1, depth)
@@ -154,28 +163,30 @@ class _Parser:
             return ("cond", cond, yes, self.expression(depth + 1))
         return cond
 
-    def binary(self, level, depth):
+    def binary(self, level: int, depth: int) -> Node:
         left = self.unary(depth)
         while True:
-            kind, op = self.peek()
-            if kind != "op" or op not in _BINARY or _BINARY[op][0] < level:
+            tok = self.peek()
+            if tok[0] != "op" or tok[1] not in _BINARY or _BINARY[tok[1]][0] < level:
                 return left
+            op = tok[1]
             self.take()
             right = self.binary(_BINARY[op][0] + 1, depth + 1)
             left = ("bin", op, left, right)
 
-    def unary(self, depth):
+    def unary(self, depth: int) -> Node:
         if depth > _MAX_DEPTH:
             raise _Undecidable("too deep")
-        kind, value = self.take()
+        tok = self.take()
+        if tok[0] == "num":
+            return ("num", tok[1])
+        kind, value = tok
         if kind == "op" and value in _UNARY:
             return ("un", value, self.unary(depth + 1))
         if kind == "op" and value == "(":
             inner = self.expression(depth + 1)
             self.take(")")
             return inner
-        if kind == "num":
-            return ("num", value)
         if kind == "unknown":
             return ("unknown", value)
         if kind == "name":
@@ -183,24 +194,24 @@ class _Parser:
                 paren = self.peek() == ("op", "(")
                 if paren:
                     self.take("(")
-                kind, name = self.take()
-                if kind != "name":
+                named = self.take()
+                if named[0] != "name":
                     raise _Undecidable("defined of no name")
                 if paren:
                     self.take(")")
-                return ("defined", name)
+                return ("defined", named[1])
             if self.peek() == ("op", "("):  # a function-like macro: unknown, whatever its arguments
                 self.take("(")
                 level = 1
                 while level:
                     tok = self.take()
-                    level += {("op", "("): 1, ("op", ")"): -1}.get(tok, 0)
+                    level += 1 if tok == ("op", "(") else -1 if tok == ("op", ")") else 0
                 return ("call", value)
             return ("name", value)
         raise _Undecidable(f"unexpected {value!r}")
 
 
-def parse(text: str):
+def parse(text: str) -> Node:
     """The condition ``text`` as a tree; raises ``_Undecidable`` for one this does not read."""
     p = _Parser(_tokens(text))
     tree = p.expression()
@@ -209,20 +220,19 @@ def parse(text: str):
     return tree
 
 
-def _node_value(node, arch: int, operands: list):
+def _node_value(node: Node, arch: int, operands: list[int | None]) -> int | None:
     """One node's value from its operands' values (None: unknown)."""
-    kind = node[0]
-    if kind == "num":
+    if node[0] == "num":
         return node[1]
-    if kind == "name":
+    if node[0] == "name":
         return arch if node[1] == ARCH else {"true": 1, "false": 0}.get(node[1])
-    if kind == "defined":
+    if node[0] == "defined":
         return 1 if node[1] == ARCH else None
-    if kind in ("call", "unknown"):
+    if node[0] == "call" or node[0] == "unknown":
         return None
-    if kind == "un":
+    if node[0] == "un":
         return None if operands[0] is None else _UNARY[node[1]](operands[0])
-    if kind == "cond":
+    if node[0] == "cond":
         c, yes, no = operands
         if c is None:
             return yes if yes is not None and yes == no else None
@@ -239,29 +249,29 @@ def _node_value(node, arch: int, operands: list):
     return None if x is None or y is None else _BINARY[op][1](x, y)
 
 
-def evaluate(tree, arch: int) -> int | None:
+def evaluate(tree: Node, arch: int) -> int | None:
     """The value of the condition with ``__CUDA_ARCH__`` = ``arch``; None: unknown.
     Without recursion: ``a || b || ...`` of thousands of terms is a tree that deep."""
-    values: dict[int, Any] = {}
+    values: dict[int, int | None] = {}
     for node in reversed(list(_walk(tree))):  # operands before the node they belong to
         operands = [values[id(n)] for n in node[1:] if isinstance(n, tuple)]
         values[id(node)] = _node_value(node, arch, operands)
     return values[id(tree)]
 
 
-def _walk(tree):
+def _walk(tree: Node) -> Iterator[Node]:
     """The nodes of ``tree``, each before its operands, left before right."""
-    stack = [tree]
+    stack: list[Node] = [tree]
     while stack:
         node = stack.pop()
         yield node
         stack.extend(reversed([n for n in node[1:] if isinstance(n, tuple)]))
 
 
-def arch_literals(tree) -> list[tuple[str, int, bool]]:
+def arch_literals(tree: Node) -> list[tuple[str, int, bool]]:
     """(operator, number, __CUDA_ARCH__ on the left?) of each comparison of ``__CUDA_ARCH__``
     with an integer literal, in source order."""
-    out = []
+    out: list[tuple[str, int, bool]] = []
     for node in _walk(tree):
         if node[0] == "bin" and node[1] in ("==", "!=", "<", "<=", ">", ">="):
             left, right = node[2], node[3]
@@ -291,13 +301,13 @@ def _spans(src: bytes) -> tuple[list[int], list[int]]:
     return starts, ends
 
 
-def _inside(starts, ends, pos: int) -> int | None:
+def _inside(starts: list[int], ends: list[int], pos: int) -> int | None:
     """The end of the multi-line lexeme that holds ``pos``, or None."""
     i = bisect.bisect_right(starts, pos) - 1
     return ends[i] if i >= 0 and pos < ends[i] else None
 
 
-def _logical_end(src: bytes, pos: int, starts, ends) -> int:
+def _logical_end(src: bytes, pos: int, starts: list[int], ends: list[int]) -> int:
     """The end of the directive's logical line from ``pos``: splices and comments continue it."""
     while True:
         nl = src.find(b"\n", pos)
@@ -322,7 +332,7 @@ def _continues(src: bytes, start: int) -> bool:
     return j >= 0 and src[j] == 92  # "\\"
 
 
-def _literal_names(tree, target: Cap) -> bool:
+def _literal_names(tree: Node, target: Cap) -> bool:
     """Does the condition compare ``__CUDA_ARCH__`` with a value of the cc's major, in a way
     that holds for the cc?"""
     low, value = target.major * 100, arch_value(target)

@@ -22,13 +22,13 @@ from __future__ import annotations
 import libcst as cst
 
 from patchkit.cc import Key
-from patchkit.rewrite.capability import pair
+from patchkit.rewrite.capability import Cap, pair
 from patchkit.scan import prefilter, preprocessor, statement_cutter
 from patchkit.scan.finding import Finding
 from patchkit.scan.gate_visitor import visit
 
 
-def scan(source: bytes, path: str, from_cc: Key, cc: Key, tables) -> tuple[list[Finding], bool]:
+def scan(source: bytes, path: str, from_cc: Key, cc: Key, tables: tuple[str, ...]) -> tuple[list[Finding], bool]:
     """(findings, parsed?) by the fast path.  Raises for source neither ast nor LibCST can parse."""
     caps = pair(from_cc, cc)
     if caps[0] == caps[1]:
@@ -54,7 +54,7 @@ def scan(source: bytes, path: str, from_cc: Key, cc: Key, tables) -> tuple[list[
     return _fallback(source, path, caps, from_cc, tables), True
 
 
-def _whole_file(source: bytes, path: str, caps, from_cc: Key, tables) -> list[Finding]:
+def _whole_file(source: bytes, path: str, caps: tuple[Cap, Cap], from_cc: Key, tables: tuple[str, ...]) -> list[Finding]:
     found = visit(cst.parse_module(source), path, caps, from_cc, tables)
     found.sort(key=lambda f: f.line)
     return found
@@ -81,7 +81,7 @@ def scan_source(
     return scan(source, path, from_cc, cc, tables)[0]
 
 
-def scan_any(source: bytes, path: str, from_cc: Key, cc: Key, tables=()) -> tuple[list[Finding], bool]:
+def scan_any(source: bytes, path: str, from_cc: Key, cc: Key, tables: tuple[str, ...] = ()) -> tuple[list[Finding], bool]:
     """(findings, read?) of one file, by its extension: *.py by the fast path (``scan``), a
     C/C++/CUDA file by ``preprocessor.scan``; any other file has none (and is not read)."""
     suffix = path[path.rfind(".") :].lower() if "." in path.rsplit("/", 1)[-1] else ""

@@ -15,6 +15,7 @@ import re
 import tokenize
 import warnings
 from collections.abc import Iterator
+from typing import Protocol, TypeGuard
 
 from patchkit.rewrite.scope import BLOCK, CLASS, DEF, MODULE, Scope
 from patchkit.values import Record
@@ -30,16 +31,34 @@ class Piece(Record):
     scope: Scope  # where the statement stands in the file
 
 
-def _first_line(s: ast.AST) -> int:
-    return min([s.lineno, *(d.lineno for d in getattr(s, "decorator_list", ()))])
+class _Block(Protocol):
+    """A statement with a body (``if``, ``def``, ``with``, ...) or an ``except`` clause."""
+
+    @property
+    def lineno(self) -> int: ...
+
+    @property
+    def col_offset(self) -> int: ...
+
+    @property
+    def body(self) -> list[ast.stmt]: ...
 
 
-def _containing(body: list, line: int) -> Iterator[ast.stmt]:
+def _block(s: ast.stmt) -> TypeGuard[_Block]:
+    return isinstance(getattr(s, "body", None), list)
+
+
+def _first_line(s: ast.stmt | _Block) -> int:
+    decorators: list[ast.expr] = getattr(s, "decorator_list", [])
+    return min([s.lineno, *(d.lineno for d in decorators)])
+
+
+def _containing(body: list[ast.stmt], line: int) -> Iterator[ast.stmt]:
     """The statements of ``body`` spanning ``line`` (several when joined by ``;``)."""
     for s in body:
         if _first_line(s) > line:
             return
-        if line <= s.end_lineno:
+        if line <= s.end_lineno:  # type: ignore[operator]  # None only in a node made by hand, not by ast.parse
             yield s
 
 
@@ -55,7 +74,7 @@ def pieces(src: bytes, tree: ast.Module, marks: list[int]) -> Iterator[Piece]:
     def off(line: int, col: int) -> int:
         return starts[line - 1] + col
 
-    def header(s, scope, prefix=b""):
+    def header(s: _Block, scope: Scope, prefix: bytes = b"") -> tuple[tuple[int, int], Piece]:
         first = s.body[0]
         start, end = off(_first_line(s), s.col_offset), off(_first_line(first), first.col_offset)
         text = src[start:end]
@@ -66,18 +85,19 @@ def pieces(src: bytes, tree: ast.Module, marks: list[int]) -> Iterator[Piece]:
         line0 = _first_line(s) - 1 - prefix.count(b"\n")
         return (start, end), Piece(prefix + text + b"pass\n", line0, scope)
 
-    def headers(chain, scope):
+    def headers(chain: list[ast.If], scope: Scope) -> tuple[tuple[int, int], Piece]:
         """An if/elif chain's headers with ``pass`` bodies, each on its own line."""
-        text, key, line0 = b"", None, _first_line(chain[0]) - 1
+        text, line0 = b"", _first_line(chain[0]) - 1
+        spans = []
         for c in chain:
-            (start, end), piece = header(c, scope)
+            span, piece = header(c, scope)
             if c is not chain[0]:  # blank lines up to the elif keep its line number
                 text += b"\n" * (piece.line0 - line0 - len(_NEWLINE.findall(text))) + b"el"
             text += piece.text
-            key = (key or (start, end))[0], end
-        return key, Piece(text, line0, scope)
+            spans.append(span)
+        return (spans[0][0], spans[-1][1]), Piece(text, line0, scope)
 
-    def descend(body, line, scope):
+    def descend(body: list[ast.stmt], line: int, scope: Scope) -> Iterator[tuple[tuple[int, int], Piece]]:
         for s in _containing(body, line):
             if isinstance(s, _TRY):
                 inner = list(s.body)
@@ -102,7 +122,7 @@ def pieces(src: bytes, tree: ast.Module, marks: list[int]) -> Iterator[Piece]:
                 yield from descend(chain[-1].orelse, line, inner_scope)
             elif isinstance(s, ast.Match):  # (patterns and guards are not looked at)
                 yield from descend([x for c in s.cases for x in c.body], line, scope.enter(BLOCK))
-            elif isinstance(getattr(s, "body", None), list) and s.body:
+            elif _block(s) and s.body:
                 first = _first_line(s.body[0])
                 if line <= first:  # the header (or a body on its line)
                     yield header(s, scope)
@@ -113,10 +133,10 @@ def pieces(src: bytes, tree: ast.Module, marks: list[int]) -> Iterator[Piece]:
                         inner_scope = scope.enter(DEF if isinstance(s, _DEF) else BLOCK)
                     yield from descend(s.body + getattr(s, "orelse", []), line, inner_scope)
             else:
-                start, end = off(s.lineno, s.col_offset), off(s.end_lineno, s.end_col_offset)
+                start, end = off(s.lineno, s.col_offset), off(s.end_lineno, s.end_col_offset)  # type: ignore[arg-type]  # set by ast.parse
                 yield (start, end), Piece(src[start:end] + b"\n", s.lineno - 1, scope)
 
-    seen = set()
+    seen: set[tuple[int, int]] = set()
     for line in lines:
         for key, piece in descend(tree.body, line, MODULE):
             if key not in seen:

@@ -53,7 +53,11 @@ def in_scan(rel: str) -> bool:
     return name.endswith(SUFFIXES) and not any(d.startswith(".") or d in SKIP_DIRS for d in folders)
 
 
-def _scan_file(full: str, rel: str, from_cc: Key, cc: Key, tables) -> tuple[list[Finding], bool, str | None]:
+_Result = tuple[list[Finding], bool, str | None]  # (findings, parsed?, why it was skipped or None)
+_Chunk = tuple[list[int] | list[tuple[str, str]], Key, Key, tuple[str, ...]]  # files: indices into _SOURCES, or paths
+
+
+def _scan_file(full: str, rel: str, from_cc: Key, cc: Key, tables: tuple[str, ...]) -> _Result:
     """(findings, parsed?, why it was skipped or None)."""
     try:
         with open(full, "rb") as fh:
@@ -63,7 +67,7 @@ def _scan_file(full: str, rel: str, from_cc: Key, cc: Key, tables) -> tuple[list
     return _scan_bytes(data, rel, from_cc, cc, tables)
 
 
-def _scan_bytes(data: bytes, rel: str, from_cc: Key, cc: Key, tables) -> tuple[list[Finding], bool, str | None]:
+def _scan_bytes(data: bytes, rel: str, from_cc: Key, cc: Key, tables: tuple[str, ...]) -> _Result:
     try:
         found, parsed = scan_any(data, rel, from_cc, cc, tables)
     except cst.ParserSyntaxError as exc:
@@ -76,11 +80,10 @@ def _scan_bytes(data: bytes, rel: str, from_cc: Key, cc: Key, tables) -> tuple[l
 _SOURCES: list[tuple[str, bytes]] = []  # scan_sources' input, inherited by its forked workers
 
 
-def _scan_chunk(args) -> list[tuple[list[Finding], bool, str | None]]:
+def _scan_chunk(args: _Chunk) -> list[_Result]:
     files, from_cc, cc, tables = args
-    if files and isinstance(files[0], int):  # indices into _SOURCES
-        return [_scan_bytes(_SOURCES[i][1], _SOURCES[i][0], from_cc, cc, tables) for i in files]
-    return [_scan_file(full, rel, from_cc, cc, tables) for full, rel in files]
+    return [_scan_bytes(_SOURCES[f][1], _SOURCES[f][0], from_cc, cc, tables) if isinstance(f, int)
+            else _scan_file(f[0], f[1], from_cc, cc, tables) for f in files]
 
 
 def scan_sources(
@@ -108,7 +111,9 @@ def scan_sources(
     return results
 
 
-def _collect(rels: list[str], results, skipped) -> tuple[list[Finding], int, int]:
+def _collect(
+    rels: list[str], results: list[_Result], skipped: list[tuple[str, str]] | None
+) -> tuple[list[Finding], int, int]:
     findings: list[Finding] = []
     parsed = 0
     for rel, (found, ok, why) in zip(rels, results, strict=True):
@@ -146,7 +151,8 @@ def scan_tree(
     return _collect([rel for _, rel in files], results, skipped)
 
 
-def _parallel(files, from_cc, cc, tables, jobs):
+def _parallel(files: list[int] | list[tuple[str, str]], from_cc: Key, cc: Key, tables: tuple[str, ...],
+              jobs: int) -> list[_Result]:
     import gc
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
@@ -164,7 +170,7 @@ def _parallel(files, from_cc, cc, tables, jobs):
     # inherited objects, whose pages copy-on-write would copy.
     with ProcessPoolExecutor(jobs, mp_context=context, initializer=gc.freeze) as pool:
         parts = list(pool.map(_scan_chunk, [(c, from_cc, cc, tables) for c in chunks]))
-    out: list[Any] = [None] * len(files)
+    out: list[Any] = [None] * len(files)  # each filled with a _Result below
     for i, part in enumerate(parts):
         out[i::n] = part
     return out

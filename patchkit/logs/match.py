@@ -26,7 +26,7 @@ from functools import lru_cache
 
 from patchkit.cc import CC
 from patchkit.fixes.modes import Mode, Sign
-from patchkit.fixes.signatures import Failure, Known, FailingPackage, Signature, read_known
+from patchkit.fixes.signatures import FailingPackage, Failure, Known, Signature, read_known
 from patchkit.logs.origin import python_of, targets
 from patchkit.logs.phases import READY, ready, sglang_record
 from patchkit.logs.tracebacks import HEADER, Frame, Traceback, TracebackPart, TracebackReader

@@ -28,7 +28,17 @@ from patchkit.rewrite.dict_key import one_line as _rewriter_one_line
 from patchkit.rewrite.scope import MODULE, Scope, assignments, header, statements
 from patchkit.scan import flag_gates
 from patchkit.scan.classify import literal_names, words
-from patchkit.scan.finding import COMPARISON, EQUALITY, MEMBERSHIP, PLATFORM_FLAG, TABLE, Finding, FindingKind, Written, short
+from patchkit.scan.finding import (
+    COMPARISON,
+    EQUALITY,
+    MEMBERSHIP,
+    PLATFORM_FLAG,
+    TABLE,
+    Finding,
+    FindingKind,
+    Written,
+    short,
+)
 from patchkit.scan.flags import flag
 from patchkit.values import Record
 

@@ -11,7 +11,7 @@ try:
     import os as _os
     import sys as _sys
 
-    def _interrupted_at_start(signum, frame) -> None:
+    def _interrupted_at_start(signum: int | None, frame: object) -> None:  # frame: unused
         """Ctrl-C before ``patchkit.__main__`` installed its handler: nothing has begun, nothing is
         left to end."""
         _os.write(2, b"patchkit: interrupted\n")
@@ -24,7 +24,7 @@ try:
             return True
         return "-m" in argv and argv[argv.index("-m") + 1:argv.index("-m") + 2] == ["patchkit"]
 
-    def _unraisable_at_start(unraisable) -> None:
+    def _unraisable_at_start(unraisable: "_sys.UnraisableHookArgs") -> None:  # quoted: a name for type checkers only
         """Ctrl-C inside a callback Python runs on its own while this module imports (importlib's
         module-lock weakref): Python would print "Exception ignored in ..." and go on."""
         if isinstance(unraisable.exc_value, KeyboardInterrupt):

@@ -8,9 +8,13 @@ wherever patchkit is (the child processes it runs are ended on the way out), and
 import gc
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 from patchkit.errors import INTERRUPTED, SOFTWARE, Interrupted, unexpected
 from patchkit.signals import catch_sigint, settle_interrupts
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 catch_sigint()
 
@@ -38,7 +42,7 @@ def main() -> None:
     _end(run)
 
 
-def _end(run) -> None:
+def _end(run: "Callable[[], object]") -> None:
     """Run the command line and exit with its code.  A Ctrl-C after the command's work, while its
     output is flushed, is one more Ctrl-C (exit 130); once the output is out, the command's exit code
     stands, and Python ends the process as ever."""

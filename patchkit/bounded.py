@@ -19,11 +19,15 @@ import os
 import re
 import stat
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from patchkit.errors import BadInput
 from patchkit.match import Pattern
 from patchkit.signals import held_interrupts
 from patchkit.values import Record
+
+if TYPE_CHECKING:
+    import subprocess
 
 MAX_DEPTH = 64  # JSON nesting: patchkit's own documents and PEP 610's are 5 deep at most
 _STRING = Pattern(rb'"(?:[^"\\]|\\.)*"', re.S)
@@ -66,7 +70,8 @@ def read_file(path: Path | str, cap: int, what: str = "file") -> bytes:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):  # replaced between the two looks
             raise BadInput(name, f"{_kind(st.st_mode)}, not a regular file: patchkit reads a {what} from regular files only")
-        chunks, total = [], 0
+        chunks: list[bytes] = []
+        total = 0
         while True:
             chunk = os.read(fd, min(1 << 20, cap + 1 - total))
             if not chunk:
@@ -98,7 +103,7 @@ def depth(data: bytes) -> int:
     return deepest
 
 
-def load_json(data: bytes | str):
+def load_json(data: bytes | str) -> Any:  # Any: JSON, as json.loads; its shape is the caller's to check
     """The JSON document in ``data``; ValueError for one that is not JSON or that nests deeper
     than MAX_DEPTH (never a RecursionError)."""
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
@@ -124,7 +129,7 @@ class Ran(Record):
 TIME, BYTES = "time", "bytes"
 
 
-def _end(proc, finished: bool) -> None:
+def _end(proc: subprocess.Popen[bytes], finished: bool) -> None:
     """Close ``proc``'s pipes; unless it ``finished``, end its whole session's group first (the
     deadline, the cap, or an exception such as Ctrl-C) and give it a second to be reaped."""
     import signal
@@ -145,7 +150,7 @@ def _end(proc, finished: bool) -> None:
             pass
 
 
-def run(argv: list[str], limit: float, cap: int, stdin: bytes = b"", env: dict | None = None) -> Ran:
+def run(argv: list[str], limit: float, cap: int, stdin: bytes = b"", env: dict[str, str] | None = None) -> Ran:
     """Run ``argv`` in a session of its own (its standard input ``stdin``, or nothing), read
     its stdout and stderr together, at most ``cap`` bytes, and wait for it, all within
     ``limit`` seconds from its start.  OSError when it cannot be started."""
@@ -161,8 +166,10 @@ def run(argv: list[str], limit: float, cap: int, stdin: bytes = b"", env: dict |
             proc = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, start_new_session=True, env=env)
         held.release()
+        assert proc.stdout is not None and proc.stderr is not None  # stdout=PIPE, stderr=PIPE
         into = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
         if stdin:
+            assert proc.stdin is not None  # stdin=PIPE when there is input
             try:
                 proc.stdin.write(stdin)  # a few hundred bytes: the pipe's buffer takes them at once
                 proc.stdin.close()

@@ -11,7 +11,14 @@ did not expect (a bug: please report it); 130 interrupted (Ctrl-C).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from patchkit.text import printable
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from types import TracebackType
+    from typing import Literal
 
 OK = 0
 PROBLEMS = 1
@@ -24,7 +31,7 @@ INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a job ended by Ctrl-C
 TIMED_OUT = 124  # watch: no ready line or crash before --timeout, as timeout(1) exits
 
 
-def worst(codes) -> int:
+def worst(codes: Iterable[int]) -> int:
     """The exit code of several results: the highest, except that settings missing (5) rank
     below a patch not in effect (1), so that ``verify || apply`` still applies a missing patch."""
     return max(codes, key=lambda c: (c != OK, c != SETTINGS, c), default=OK)
@@ -45,19 +52,19 @@ class PatchkitError(Exception):
 class _Localized:
     """``localized``'s context manager."""
 
-    def __init__(self, local) -> None:
+    def __init__(self, local: Callable[[str], str]) -> None:
         self.local = local
 
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, kind, exc, tb) -> bool:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> Literal[False]:
         if isinstance(exc, PatchkitError) and exc.path and self.local(exc.path) != exc.path:
             raise type(exc)(self.local(exc.path), exc.reason) from None
         return False
 
 
-def localized(local) -> _Localized:
+def localized(local: Callable[[str], str]) -> _Localized:
     """``with localized(target.local):`` an error that names a repository path names it as the
     target does (``sglang/...`` when installed); the one place this is done."""
     return _Localized(local)

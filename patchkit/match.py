@@ -5,9 +5,11 @@ library's (``fnmatch``, ``Path.glob``)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, AnyStr
 
 
-def mentions(data: bytes, names) -> bool:
+def mentions(data: bytes, names: Iterable[str]) -> bool:
     """Whether ``data`` holds any of ``names`` (as UTF-8): the one test of whether a file is worth
     a closer look (a rule's names, a project's tables).
 
@@ -29,7 +31,7 @@ def mentions(data: bytes, names) -> bool:
 
 # The answers of ``mentions``, per file content: (size, first and last bytes) -> [(bytes, {name: found})].
 # Bounded: past _SEEN_MAX bytes of files, it starts afresh (a command that reads many releases).
-_SEEN: dict[tuple, list[tuple[bytes, dict[str, bool]]]] = {}
+_SEEN: dict[tuple[int, bytes, bytes], list[tuple[bytes, dict[str, bool]]]] = {}
 _SEEN_MAX = 32 << 20
 _seen_bytes = 0
 
@@ -40,9 +42,9 @@ def _answers(data: bytes) -> dict[str, bool]:
     if not isinstance(data, bytes):  # a bytearray, a memoryview: remembered as the bytes they hold now
         data = bytes(data)
     key = (len(data), data[:64], data[-64:])
-    for seen, answers in _SEEN.get(key, ()):
+    for seen, known in _SEEN.get(key, ()):
         if seen is data or seen == data:
-            return answers
+            return known
     if _seen_bytes + len(data) > _SEEN_MAX:
         _SEEN.clear()
         _seen_bytes = 0
@@ -52,16 +54,20 @@ def _answers(data: bytes) -> dict[str, bool]:
     return answers
 
 
-class Pattern:
-    """A regular expression compiled at its first use, with the compiled pattern's methods
-    (``Pattern(r"\\d+").fullmatch(text)``).  ``re.compile`` runs the expression compiler, which is
-    written in Python: about 1 M instructions a pattern, at every start for a module-level one.
-    A command pays for the patterns it matches with, not for every pattern of the modules it imports."""
+if TYPE_CHECKING:
+    def Pattern(source: AnyStr, flags: int = 0) -> re.Pattern[AnyStr]:
+        """To a type checker: what the class below answers to, a compiled pattern's methods."""
+else:
+    class Pattern:
+        """A regular expression compiled at its first use, with the compiled pattern's methods
+        (``Pattern(r"\\d+").fullmatch(text)``).  ``re.compile`` runs the expression compiler, which is
+        written in Python: about 1 M instructions a pattern, at every start for a module-level one.
+        A command pays for the patterns it matches with, not for every pattern of the modules it imports."""
 
-    def __init__(self, source: str | bytes, flags: int = 0) -> None:
-        self._source, self._flags = source, flags
+        def __init__(self, source: str | bytes, flags: int = 0) -> None:
+            self._source, self._flags = source, flags
 
-    def __getattr__(self, name: str):
-        value = getattr(re.compile(self._source, self._flags), name)
-        setattr(self, name, value)  # found on the instance from now on, without this call
-        return value
+        def __getattr__(self, name: str) -> object:
+            value = getattr(re.compile(self._source, self._flags), name)
+            setattr(self, name, value)  # found on the instance from now on, without this call
+            return value

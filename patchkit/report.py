@@ -10,9 +10,27 @@ the lines that name a place in a file (``Place``, grouped under its ``Heading`` 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Protocol
+
 from patchkit.errors import worst
 from patchkit.types import TargetKind
 from patchkit.values import Record
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from patchkit.cc import Key
+    from patchkit.gpus.smi import Machine
+    from patchkit.judge.reasons import Unneeded
+    from patchkit.targets.environment import Environment
+    from patchkit.targets.session import Session
+
+
+class Result(Protocol):
+    """What every command's result has: its exit code."""
+
+    @property
+    def exit_code(self) -> int: ...
 
 
 class Where(Record):
@@ -28,15 +46,15 @@ class Where(Record):
     editable_of: str | None = None  # an editable install: the checkout it runs from
 
     @classmethod
-    def of(cls, s) -> Where:
+    def of(cls, s: Session) -> Where:
         """The target of a ``targets.session.Session``."""
         return cls(**s.where_fields())
 
-    def fields(self, **more) -> dict:
+    def fields(self, **more: object) -> dict[str, object]:
         """The start of a target's part of a --json document: the target, its version, how it was found."""
         return {"path": self.path, "version": self.version, "version_from": self.version_from, **more}
 
-    def data(self, command: str, **more) -> dict:
+    def data(self, command: str, **more: object) -> dict[str, object]:
         """``fields``, after the command's name (doctor's targets)."""
         return {"command": command, **self.fields(**more)}
 
@@ -48,15 +66,15 @@ class Each(Record):
     document), so that what was judged is never mistaken for all."""
 
     command: str
-    results: tuple
-    env: object | None = None  # targets.environment.Environment
+    results: tuple[Result, ...]
+    env: Environment | None = None
 
     @property
     def exit_code(self) -> int:
         return worst(r.exit_code for r in self.results)
 
 
-def combine(command: str, results: list):
+def combine(command: str, results: Sequence[Result]) -> Result:
     """``results`` of one command as one result: the one alone, else ``Each``."""
     return results[0] if len(results) == 1 else Each(command, tuple(results))
 
@@ -68,21 +86,21 @@ class AutoTarget(Record):
     where: Where
     project: str
     label: str
-    held: tuple  # the machine's ccs as the project spells them
-    spare: dict  # fix -> why it is not needed here (judge.reasons.Unneeded)
-    results: tuple[object, ...]  # the command's results, one per key
-    not_for: tuple = ()  # of ``held``, with nothing to do: the keys no fix is for (the release holds the rest)
-    ours: tuple = ()  # of ``held``, with nothing to do: the keys patchkit applied (not the release's own)
+    held: tuple[Key, ...]  # the machine's ccs as the project spells them
+    spare: dict[str, Unneeded]  # fix -> why it is not needed here
+    results: tuple[Result, ...]  # the command's results, one per key
+    not_for: tuple[Key, ...] = ()  # of ``held``, with nothing to do: the keys no fix is for (the release holds the rest)
+    ours: tuple[Key, ...] = ()  # of ``held``, with nothing to do: the keys patchkit applied (not the release's own)
 
 
 class Auto(Record):
     """``apply`` or ``verify`` with ``--to-cc auto``: the machine's GPUs, then each target."""
 
     command: str
-    machine: object  # gpus.smi.Machine
+    machine: Machine
     targets: tuple[AutoTarget, ...]
-    env: object | None = None  # verify --python: the environment read, said after the machine (as ``Each.env``)
-    settings: object | None = None  # verify --python: the settings judged for the machine (commands.settings)
+    env: Environment | None = None  # verify --python: the environment read, said after the machine (as ``Each.env``)
+    settings: Result | None = None  # verify --python: the settings judged for the machine (commands.settings)
 
     @property
     def exit_code(self) -> int:
@@ -103,6 +121,9 @@ class Place(str):
     ripgrep do, for editors and grep."""
 
     __slots__ = ("path", "line", "text")
+    path: str
+    line: int
+    text: str
 
     def __new__(cls, grouped: str, path: str, line: int, text: str) -> Place:
         place = super().__new__(cls, grouped)

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 from patchkit.errors import Interrupted
+
+if TYPE_CHECKING:
+    from types import FrameType
 
 _HELD = {"depth": 0, "pending": False, "late": False}  # Ctrl-C held back while a child starts; sent again (_unraisable)
 
 
-def on_sigint(signum, frame) -> None:
+def on_sigint(signum: int, frame: FrameType | None) -> None:
     """The SIGINT handler of the command line: Ctrl-C raises Interrupted wherever patchkit is,
     except while ``held_interrupts`` starts a child: then it is raised once the child is known."""
     if _HELD["depth"]:
@@ -27,7 +31,7 @@ def catch_sigint() -> None:
     sys.unraisablehook = _unraisable
 
 
-def _unraisable(unraisable) -> None:
+def _unraisable(unraisable: sys.UnraisableHookArgs) -> None:
     """Python's hook for an exception it cannot raise (``sys.unraisablehook``).  Ctrl-C that lands in
     a callback Python runs on its own (a weak reference's, as importlib's module locks have; a
     ``__del__``) raises Interrupted there, which Python would print as "Exception ignored in ..." with a
@@ -64,7 +68,7 @@ class held_interrupts:
         _HELD["depth"] += 1
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         _HELD["depth"] -= 1
 
     def release(self) -> None:

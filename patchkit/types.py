@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from patchkit.values import Record, Value
 
@@ -54,6 +54,8 @@ class Status(StrEnum):
     @classmethod
     def parse(cls, word: object) -> Status | None:
         """The status a document spells (a manifest's, a state's), or None if it is none."""
+        if not isinstance(word, str):  # what cls(word) refuses too
+            return None
         try:
             return cls(word)
         except (ValueError, TypeError):
@@ -143,7 +145,7 @@ class AppliedFile(Record):
     path: str
     pre_sha256: str
     post_sha256: str
-    tables: list = []  # never mutated
+    tables: list[dict[str, object]] = []  # never mutated; each a found table's JSON
 
 
 class Applied(Record):
@@ -160,16 +162,17 @@ class Applied(Record):
     def fixes(self) -> list[str]:
         """The fixes whose changes this records, in the order first recorded (a state written
         before series names none: its tables carry no fix)."""
-        return list(dict.fromkeys(t["fix"] for f in self.files for t in f.tables if isinstance(t, dict) and t.get("fix")))
+        return list(dict.fromkeys(fix for f in self.files for t in f.tables if isinstance(t, dict)
+                                  for fix in (t.get("fix"),) if isinstance(fix, str) and fix))
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         doc = self._asdict()
         doc["files"] = [f._asdict() for f in self.files]
         doc["source"] = self.source.to_json()
         return {"format": FORMAT, **doc}
 
     @classmethod
-    def from_json(cls, doc: dict) -> Applied:
+    def from_json(cls, doc: dict[str, Any]) -> Applied:  # Any: a state's JSON, its fields checked where it is read
         files = [AppliedFile(**f) for f in doc["files"]]
         fields = {k: doc[k] for k in ("version", "patch_id", "from_cc", "to_cc", "patchkit")}
         return cls(files=files, source=source_from_json(doc["source"]), **fields)
@@ -187,7 +190,7 @@ class FromShipped(Value):
 
     name: str
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, str]:
         return {"shipped": self.name}
 
 
@@ -196,7 +199,7 @@ class Generated(Value):
 
     from_: Files
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, str]:
         return {"generated": self.from_.value}
 
 
@@ -205,7 +208,7 @@ class Recognised(Value):
 
     name: str
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, str]:
         return {"recognised": self.name}
 
 

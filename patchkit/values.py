@@ -20,21 +20,26 @@ Ground floor: nothing here imports another patchkit module.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterable
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if sys.version_info >= (3, 11) or TYPE_CHECKING:
     from typing import dataclass_transform
 else:  # pragma: no cover - Python 3.10 (typing_extensions is no dependency): for type checkers only
-    def dataclass_transform(**kwargs: Any):
-        def mark(cls):
-            cls.__dataclass_transform__ = kwargs
+    _T = TypeVar("_T")
+
+    def dataclass_transform(**kwargs: object) -> Callable[[_T], _T]:
+        def mark(cls: _T) -> _T:
+            cls.__dataclass_transform__ = kwargs  # type: ignore[attr-defined]  # any class takes the marker; _T is only the class's type
             return cls
 
         return mark
 
 if TYPE_CHECKING:
     import inspect
+
+    from typing_extensions import Self
 
 _NO_DEFAULT = object()
 
@@ -43,12 +48,12 @@ class _Signature:
     """``cls.__signature__``: the constructor's parameters, one per field (keyword-only for a
     ``kw_only`` value), made when first asked (``inspect`` is not imported at a command's start)."""
 
-    def __get__(self, obj: object, cls: type) -> inspect.Signature:
+    def __get__(self, obj: object, cls: type[Value] | type[Record]) -> inspect.Signature:
         import inspect
 
         kind = inspect.Parameter.KEYWORD_ONLY if getattr(cls, "_kw_only", False) else inspect.Parameter.POSITIONAL_OR_KEYWORD
         defaults = getattr(cls, "_defaults", None) or getattr(cls, "_field_defaults", {})
-        hints = {}
+        hints: dict[str, object] = {}
         for klass in reversed(cls.__mro__):
             hints.update(klass.__dict__.get("__annotations__", {}))
         return inspect.Signature([
@@ -79,7 +84,7 @@ class Value:
     _defaults: dict[str, object] = {}
     _kw_only = False
 
-    def __init_subclass__(cls, kw_only: bool = False, **kw) -> None:
+    def __init_subclass__(cls, kw_only: bool = False, **kw: object) -> None:
         super().__init_subclass__(**kw)
         if kw_only:
             cls._kw_only = True
@@ -99,7 +104,7 @@ class Value:
                 raise TypeError(f"{cls.__name__}: a field without a default follows one with a default")
         cls._fields, cls._defaults = tuple(fields), defaults
 
-    def __init__(self, *args, **kw) -> None:
+    def __init__(self, *args: object, **kw: object) -> None:
         fields = self._fields
         name = type(self).__name__
         if args and self._kw_only or len(args) > len(fields):
@@ -118,14 +123,14 @@ class Value:
                     values[key] = value
         self.__dict__.update(values)
 
-    def _values(self) -> tuple:
+    def _values(self) -> tuple[object, ...]:
         return tuple(self.__dict__[f] for f in self._fields)
 
-    def _replace(self, **changes):
+    def _replace(self, **changes: object) -> Self:
         return type(self)(**{**self.__dict__, **changes})
 
     def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
+        if not isinstance(other, Value) or other.__class__ is not self.__class__:
             return NotImplemented
         return self._values() == other._values()
 
@@ -147,14 +152,14 @@ class _Fields(type):
     record has no class variables); a field given a value in the class body has it as its
     default, and none without one may follow it.  A subclass of a record class adds no field."""
 
-    def __new__(mcls, name: str, bases: tuple, ns: dict, **kw):
+    def __new__(mcls, name: str, bases: tuple[type, ...], ns: dict[str, Any], **kw: object) -> _Fields:  # Any: a class body holds anything
         ns.setdefault("__slots__", ())
         if "_fields" in ns or any(getattr(b, "_fields", ()) for b in bases):
             if "_fields" not in ns and ns.get("__annotations__"):
                 raise TypeError(f"{name}: a subclass of a record adds no field")
             return super().__new__(mcls, name, bases, ns, **kw)
         fields = tuple(ns.get("__annotations__", ()))
-        defaults = {}
+        defaults: dict[str, object] = {}
         for i, field in enumerate(fields):
             if field in ns:
                 defaults[field] = ns[field]
@@ -166,7 +171,7 @@ class _Fields(type):
 
 
 @dataclass_transform(frozen_default=True)
-class Record(tuple, metaclass=_Fields):
+class Record(tuple[Any, ...], metaclass=_Fields):  # Any: each field has its own type, read by name
     """A tuple with named fields: ``class Sub(Record)`` with annotated fields, as
     ``typing.NamedTuple``; ``Sub(1, b=2)``, ``Sub(a=1, b=2)`` as its repr.  Equal to a record of
     the same class with equal fields, hashed as its fields' tuple."""
@@ -176,13 +181,13 @@ class Record(tuple, metaclass=_Fields):
     _fields: tuple[str, ...] = ()
     _field_defaults: dict[str, object] = {}
 
-    def __new__(cls, *args, **kw):
+    def __new__(cls, *args: object, **kw: object) -> Self:
         if kw or len(args) != len(cls._fields):
-            args = cls._arrange(args, kw)
+            return tuple.__new__(cls, cls._arrange(args, kw))
         return tuple.__new__(cls, args)
 
     @classmethod
-    def _arrange(cls, args: tuple, kw: dict) -> list:
+    def _arrange(cls, args: tuple[object, ...], kw: dict[str, object]) -> list[object]:
         """The fields' values in order, from ``args``, then ``kw``, then the defaults."""
         fields = cls._fields
         if len(args) > len(fields):
@@ -200,25 +205,25 @@ class Record(tuple, metaclass=_Fields):
         return values
 
     @classmethod
-    def _make(cls, iterable):
+    def _make(cls, iterable: Iterable[object]) -> Self:
         made = tuple.__new__(cls, iterable)
         if len(made) != len(cls._fields):
             raise TypeError(f"{cls.__name__} takes {len(cls._fields)} values, {len(made)} given")
         return made
 
-    def _replace(self, **changes):
+    def _replace(self, **changes: object) -> Self:
         made = self._make(map(changes.pop, self._fields, self))
         if changes:
             raise ValueError(f"got unexpected field names: {list(changes)!r}")
         return made
 
-    def _asdict(self) -> dict:
+    def _asdict(self) -> dict[str, Any]:
         return dict(zip(self._fields, self, strict=True))
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({', '.join(f'{f}={v!r}' for f, v in zip(self._fields, self, strict=True))})"
 
-    def __getnewargs__(self) -> tuple:
+    def __getnewargs__(self) -> tuple[object, ...]:
         return tuple(self)
 
     def __eq__(self, other: object) -> bool:  # False, not NotImplemented: tuple's own would answer next

@@ -22,7 +22,7 @@ def tag_to_version(tag: str) -> str:
 
 
 @lru_cache(maxsize=4096)  # the same few hundred versions are compared again and again
-def version_key(version: str) -> tuple:
+def version_key(version: str) -> tuple[Version, int, Version, str]:
     """Sort key for versions such as ``0.5.10``, ``0.5.4.post3``, ``0.6.0rc1`` and ``0.5.9+cu128``
     (a tag's ``v`` dropped): PEP 440's order, then the text, so that ``0.5`` and ``0.5.0`` sort
     the same way every time.  Text that is no PEP 440 version sorts just below the releases of
@@ -49,7 +49,7 @@ def public(version: str) -> str:
     return tag_to_version(version).partition("+")[0]
 
 
-def release_key(version: str) -> tuple:
+def release_key(version: str) -> tuple[Version, int, Version]:
     """The key of ``public(version)`` for range checks: PEP 440's order with no tie broken by the
     text (``0.5`` is ``0.5.0``, as a specifier matches them)."""
     return version_key(public(version))[:3]

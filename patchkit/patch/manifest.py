@@ -9,11 +9,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchkit.errors import BadInput
 from patchkit.rewrite.found import Found
 from patchkit.types import CANNOT_APPLY, INCOMPLETE, NOT_NEEDED_HERE, PATCHED, Status
 from patchkit.values import Record
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Collection
+
+    from patchkit.cc import Key
+    from patchkit.patch.read import FilePatch
 
 # What a reader needs of a manifest (written by ``Manifest``, checked by ``read_manifest``):
 # the release, the fixes considered, and the series, one patch per fix that changed something.
@@ -37,26 +44,32 @@ _FILE_NEEDS = f"each file needs {', '.join(FILE_KEYS)}"
 _WRONG_TYPE = "a field has the wrong type"
 
 
-def _record(value, keys: tuple[str, ...], why: str) -> dict:
+def _record(value: object, keys: tuple[str, ...], why: str) -> dict[str, object]:
     """``value`` if it is an object with ``keys``; else Corrupt(``why``)."""
     if not isinstance(value, dict) or any(k not in value for k in keys):
         raise Corrupt(why)
     return value
 
 
-def _items(value, why: str, empty: bool = True) -> list:
+def _items(value: object, why: str, empty: bool = True) -> list[object]:
     if not isinstance(value, list) or not (empty or value):
         raise Corrupt(why)
     return value
 
 
-def _text(value) -> str:
+def _text(value: object) -> str:
     if not isinstance(value, str):
         raise Corrupt(_WRONG_TYPE)
     return value
 
 
-def _cc(value):
+def _maybe_text(value: object) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise Corrupt(_WRONG_TYPE)
+    return value
+
+
+def _cc(value: object) -> Key | None:
     """A key as tables spell it (12, "12.0"), or None (a series entry of predicate rules only)."""
     if value is not None and (not isinstance(value, (int, str)) or isinstance(value, bool)):
         raise Corrupt(_WRONG_TYPE)
@@ -71,34 +84,40 @@ class FixStatus(Record):
     fix: str
     status: Status
     reason: str | None = None  # cannot apply: the rule's error
-    gates: list | None = None  # incomplete: the gates left on its feature path (``scan.finding``'s JSON)
+    gates: list[object] | None = None  # incomplete: the gates left on its feature path (``scan.finding``'s JSON)
 
     def says(self) -> str | None:
         """Why, in one line: an incomplete fix's gates left, with file and line (``gates_words``); else ``reason``."""
-        gates = self.gates
-        if self.status == INCOMPLETE and gates and all(isinstance(g, dict) and isinstance(g.get("path"), str) for g in gates):
+        gates = [g for g in self.gates or () if isinstance(g, dict) and isinstance(g.get("path"), str)]
+        if self.status == INCOMPLETE and gates and len(gates) == len(self.gates or ()):
             return gates_words(gates)
         return self.reason
 
-    def localized(self, local) -> FixStatus:
+    def localized(self, local: Callable[[str], str]) -> FixStatus:
         """With its gates' repository paths as the target names them (``local``: ``sglang/...`` in an
         installed package, not ``python/sglang/...``)."""
         gates = [dict(g, path=local(g["path"])) for g in self.gates or () if isinstance(g, dict) and isinstance(g.get("path"), str)]
         return self._replace(gates=gates if self.gates is not None else None)
 
-    def to_json(self) -> dict:
-        doc = {"fix": self.fix, "status": self.status, "reason": self.reason}
+    def to_json(self) -> dict[str, object]:
+        doc: dict[str, object] = {"fix": self.fix, "status": self.status, "reason": self.reason}
         return doc if self.gates is None else dict(doc, gates=self.gates)
 
     @classmethod
-    def from_json(cls, doc) -> FixStatus:
+    def from_json(cls, doc: object) -> FixStatus:
         status = Status.parse(doc.get("status")) if isinstance(doc, dict) else None
-        if status is None or not isinstance(doc.get("fix"), str):
+        if status is None or not isinstance(doc, dict) or not isinstance(fix := doc.get("fix"), str):
             raise Corrupt(_PATCH_NEEDS)
-        return cls(doc["fix"], status, doc.get("reason"), doc.get("gates"))
+        return cls(fix, status, _maybe_text(doc.get("reason")), _gates(doc.get("gates")))
 
 
-def gates_words(gates: list[dict]) -> str:
+def _gates(value: object) -> list[object] | None:
+    if value is not None and not isinstance(value, list):
+        raise Corrupt(_WRONG_TYPE)
+    return value
+
+
+def gates_words(gates: list[dict[str, object]]) -> str:
     """Why a fix is incomplete, in one line: the gates left (at most three), with file and line."""
     more = f" (and {len(gates) - 3} more)" if len(gates) > 3 else ""
     said = [f"{g['path']}:{g.get('line')}" + (f" in {g['function']}()" if g.get("function") else "") + f": {g.get('snippet')}"
@@ -113,13 +132,13 @@ class FileEntry(Record):
     post_blob: str | None
     pre_sha256: str
     post_sha256: str
-    tables: list  # what the rules patched here (rewrite.found.Found)
+    tables: list[Found]  # what the rules patched here
 
     @classmethod
-    def from_json(cls, doc) -> FileEntry:
-        doc = _record(doc, FILE_KEYS, _FILE_NEEDS)
+    def from_json(cls, value: object) -> FileEntry:
+        doc = _record(value, FILE_KEYS, _FILE_NEEDS)
         tables = [Found.from_json(_record(t, TABLE_KEYS, _WRONG_TYPE)) for t in _items(doc["tables"], _WRONG_TYPE)]
-        return cls(_text(doc["path"]), doc.get("mode"), doc.get("pre_blob"), doc.get("post_blob"), _text(doc["pre_sha256"]),
+        return cls(_text(doc["path"]), _maybe_text(doc.get("mode")), _maybe_text(doc.get("pre_blob")), _maybe_text(doc.get("post_blob")), _text(doc["pre_sha256"]),
                    _text(doc["post_sha256"]), tables)
 
 
@@ -130,19 +149,19 @@ class SeriesEntry(Record):
     fix: str
     patch: str  # file name of the patch beside the manifest
     patch_sha256: str
-    from_cc: object  # the pair its keyed rules copy (None: only predicate rules)
-    to_cc: object
-    rules: list  # {"kind", "where", "evidence", "needs"} of each rule
+    from_cc: Key | None  # the pair its keyed rules copy (None: only predicate rules)
+    to_cc: Key | None
+    rules: list[object]  # {"kind", "where", "evidence", "needs"} of each rule
     files: list[FileEntry]
-    already_upstream: list  # what the fix found already there (rewrite.found.Found)
+    already_upstream: list[Found]  # what the fix found already there
 
     @classmethod
-    def from_json(cls, doc) -> SeriesEntry:
-        doc = _record(doc, PATCH_KEYS, _PATCH_NEEDS)
+    def from_json(cls, value: object) -> SeriesEntry:
+        doc = _record(value, PATCH_KEYS, _PATCH_NEEDS)
         files = [FileEntry.from_json(f) for f in _items(doc["files"], _FILE_NEEDS, empty=False)]
-        upstream = [Found.from_json(t) for t in doc.get("already_upstream") or [] if isinstance(t, dict)]
+        upstream = [Found.from_json(t) for t in _items(doc.get("already_upstream") or [], _WRONG_TYPE) if isinstance(t, dict)]
         return cls(_text(doc["fix"]), _text(doc["patch"]), _text(doc["patch_sha256"]), _cc(doc["from_cc"]), _cc(doc["to_cc"]),
-                   doc.get("rules") or [], files, upstream)
+                   _items(doc.get("rules") or [], _WRONG_TYPE), files, upstream)
 
 
 class Manifest(Record):
@@ -158,10 +177,10 @@ class Manifest(Record):
         return (json.dumps(_plain(self), indent=2, sort_keys=True) + "\n").encode()
 
     @classmethod
-    def from_json(cls, doc) -> Manifest:
+    def from_json(cls, value: object) -> Manifest:
         """The manifest a document holds (one of patchkit before series as a one-patch series);
         Corrupt when it lacks what readers use or a field has the wrong type."""
-        doc = _record(_upgrade(doc) if isinstance(doc, dict) else doc, MANIFEST_KEYS, _NEEDS_KEYS)
+        doc = _record(_upgrade(value) if isinstance(value, dict) else value, MANIFEST_KEYS, _NEEDS_KEYS)
         fixes = [FixStatus.from_json(f) for f in _items(doc["fixes"], _PATCH_NEEDS)]
         entries = _items(doc["series"], _PATCH_NEEDS)
         for entry in entries:  # every patch has its keys before any is read further
@@ -169,15 +188,15 @@ class Manifest(Record):
         if not entries and not any(f.status in EXPLAINS_NO_PATCH for f in fixes):
             raise Corrupt(_PATCH_NEEDS)
         series = [SeriesEntry.from_json(e) for e in entries]
-        return cls(doc.get("project"), _text(doc["version"]), doc.get("tag"), doc.get("commit"), fixes, series,
-                   doc.get("patchkit"))
+        return cls(_maybe_text(doc.get("project")), _text(doc["version"]), _maybe_text(doc.get("tag")), _maybe_text(doc.get("commit")),
+                   fixes, series, _maybe_text(doc.get("patchkit")))
 
-    def blocked(self, fixes) -> list[FixStatus]:
+    def blocked(self, fixes: Collection[str]) -> list[FixStatus]:
         """Those of ``fixes`` that cannot apply on this release or are incomplete."""
         return [f for f in self.fixes if f.fix in fixes and f.status in (CANNOT_APPLY, INCOMPLETE)]
 
 
-def _plain(value):
+def _plain(value: object) -> object:
     """Records (and lists of them) as JSON's dicts and lists; a value with its own JSON
     shape (``rewrite.found.Found``) in that shape."""
     if hasattr(value, "to_json"):
@@ -187,7 +206,7 @@ def _plain(value):
     return [_plain(v) for v in value] if isinstance(value, (list, tuple)) else value
 
 
-def _upgrade(doc: dict) -> dict:
+def _upgrade(doc: dict[str, object]) -> dict[str, object]:
     """A manifest of patchkit before series (one patch, torch-symm-mem) as a one-patch series."""
     if "series" in doc or "patch" not in doc:
         return doc
@@ -213,16 +232,16 @@ class Shipped(Record):
     version: str
     patch: str  # the patches' file names, joined by " + "
     fixes: tuple[str, ...]
-    from_cc: object  # the pair their keyed rules copy (None: predicate rules only)
-    to_cc: object
+    from_cc: Key | None  # the pair their keyed rules copy (None: predicate rules only)
+    to_cc: Key | None
     files: tuple[FileEntry, ...]
     parts: tuple[tuple[str, str, bytes], ...]
 
-    def sections(self) -> dict:
+    def sections(self) -> dict[str, FilePatch]:
         """path -> patchread.FilePatch; parsed only when hunks are needed (not for hash checks)."""
         from patchkit.patch import read as patchread
 
-        found = []
+        found: list[FilePatch] = []
         for name, _, raw in self.parts:
             found += patchread.parse(raw, name)
         sections = {s.path: s for s in found}

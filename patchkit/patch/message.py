@@ -6,27 +6,35 @@ commit-message template from the same context, so they read the same.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchkit import __version__
 from patchkit.errors import BadInput
+from patchkit.fixes.kinds import BackportRule
 from patchkit.patch.render import render
+
+if TYPE_CHECKING:
+    from patchkit.cc import Key
+    from patchkit.fixes.kinds import Rule
+    from patchkit.fixes.load import Fix
 
 COMMIT_TEMPLATE = "commit-message.j2"
 PR_TEMPLATE = "pr-body.md.j2"
 SUBJECT_MAX = 72
 
 
-def sm(cc) -> str:
+def sm(cc: Key) -> str:
     """The architecture name of a compute capability: 12 -> "SM120", "12.0" -> "SM120"."""
     major, _, minor = str(cc).partition(".")
     return f"SM{major}{minor or 0}"
 
 
 def context(
-    *, project: str, version: str | None, tag: str | None, commit: str, from_cc, to_cc,
-    files: list[dict], already_upstream: list[dict], last_update: str, **extra,
-) -> dict:
+    *, project: str, version: str | None, tag: str | None, commit: str, from_cc: Key, to_cc: Key,
+    files: list[dict[str, object]], already_upstream: list[dict[str, object]], last_update: str, **extra: object,
+) -> dict[str, object]:
     """``files``: ``[{"path": ..., "tables": [TableResult.to_json(), ...]}]`` of the patched files."""
     return {
         "project": project,
@@ -45,22 +53,22 @@ def context(
     }
 
 
-def fix_fields(fix, rules, project: str | None = None, version: str | None = None) -> dict:
+def fix_fields(fix: Fix, rules: Iterable[Rule], project: str | None = None, version: str | None = None) -> dict[str, object]:
     """A fix (``fixes.load.Fix``) and the rules of it at hand, as the templates see them;
     with ``project``, also its effect on that project's ``version`` (``effect_fields``)."""
-    rules = [r for r in rules if version is None or r.covers(version)]
+    chosen = [r for r in rules if version is None or r.covers(version)]
     return {
         "fix": {"name": fix.name, "title": fix.title, "rationale": fix.rationale, "default": fix.default},
         # With a release, the rules for it alone (a backport refreshed per release range names its range).
-        "rules": [{"kind": r.kind, "where": r.where(), "evidence": r.evidence, "needs": r.needs} for r in rules],
+        "rules": [{"kind": r.kind, "where": r.where(), "evidence": r.evidence, "needs": r.needs} for r in chosen],
         # Each backport's upstream change by the name its findings carry ("FlashInfer PR 3903"):
         # project, pr, commit (None: not known), title, landed_in.
-        "origins": {r.origin.cite(): r.origin._asdict() for r in rules if getattr(r, "origin", None) is not None},
+        "origins": {r.origin.cite(): r.origin._asdict() for r in chosen if isinstance(r, BackportRule) and r.origin is not None},
         "effect": effect_fields(fix.name, project, version) if project else None,
     }
 
 
-def effect_fields(fix: str, project: str, version: str | None) -> dict | None:
+def effect_fields(fix: str, project: str, version: str | None) -> dict[str, object] | None:
     """What the fix does on ``project`` ``version`` (its ``[effect]``), as the templates see it:
     what fails there without it, what it needs of the machine, whether the release turns
     the feature on by itself."""
@@ -80,7 +88,7 @@ def effect_fields(fix: str, project: str, version: str | None) -> dict | None:
     }
 
 
-def commit_message(ctx: dict, templates: Path | None = None) -> str:
+def commit_message(ctx: dict[str, object], templates: Path | None = None) -> str:
     """The rendered commit message; its subject is checked to be one line of at most 72 characters."""
     message = render(COMMIT_TEMPLATE, ctx, templates).strip("\n") + "\n"
     first = subject(message)
@@ -94,5 +102,5 @@ def subject(message: str) -> str:
     return message.strip("\n").split("\n", 1)[0].strip()
 
 
-def pr_body(ctx: dict, templates: Path | None = None) -> str:
+def pr_body(ctx: dict[str, object], templates: Path | None = None) -> str:
     return render(PR_TEMPLATE, ctx, templates).strip("\n") + "\n"

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchkit.data import shipped
 from patchkit.errors import BadInput
 
-_ENVIRONMENTS: dict = {}
+if TYPE_CHECKING:
+    import jinja2
+
+_ENVIRONMENTS: dict[Path | None, jinja2.Environment] = {}
 
 
-def _environment(override: Path | None):
+def _environment(override: Path | None) -> jinja2.Environment:
     """One jinja2 environment per template folder: each template is compiled once per run."""
     env = _ENVIRONMENTS.get(override)
     if env is None:
@@ -43,7 +47,7 @@ def reflow(text: str, width: int = 72, indent: str = "") -> str:
                                       break_long_words=False, break_on_hyphens=False) for p in paragraphs if p.strip())
 
 
-def render(name: str, context: dict, override: Path | None = None) -> str:
+def render(name: str, context: dict[str, object], override: Path | None = None) -> str:
     import jinja2
 
     env = _environment(override)

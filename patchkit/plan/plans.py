@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
-from patchkit.types import Applied, Change, Source, Status, StrEnum
+from patchkit.types import Applied, Change, Reason, Source, Status, StrEnum
 from patchkit.values import Record
 
 if TYPE_CHECKING:  # for the annotations only
     from patchkit.rewrite.found import Found
+
+
+class Note(Protocol):
+    """What a plan notes on the way (``plan.reasons``): a value with its reason's code."""
+
+    @property
+    def code(self) -> Reason: ...
 
 
 class Action(StrEnum):
@@ -24,9 +32,9 @@ APPLY, REVERT = Action.APPLY, Action.REVERT
 class Plan(Record):
     action: Action | Status
     source: Source | None = None  # where the patch comes from (None: nothing is)
-    changes: tuple[Change, ...] = ()
+    changes: Sequence[Change] = ()  # a list or a tuple
     applied: Applied | None = None
-    notes: tuple = ()  # plan.reasons: what the plan notes on the way
-    tables: tuple[Found, ...] = ()  # each at its path
+    notes: Sequence[Note] = ()  # plan.reasons: what the plan notes on the way
+    tables: Sequence[Found] = ()  # each at its path
     # (path, lines added, lines removed) of each change that is the shipped patch's, as its hunks count them
     counted: tuple[tuple[str, int, int], ...] = ()

@@ -3,10 +3,14 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from patchkit.types import CANNOT_APPLY, Reason, Status
 from patchkit.values import Value
+
+if TYPE_CHECKING:
+    from patchkit.cc import Key
+    from patchkit.types import Source
 
 
 class ReleaseChanged(Value):
@@ -142,11 +146,18 @@ class JitNotChecked(Value):
     error: str
 
 
+class _Build(Protocol):
+    """A FlashInfer JIT build as a reason reads it (``targets.jit_builds.Build``)."""
+
+    @property
+    def droppable(self) -> bool: ...
+
+
 class StaleJitBuild(Value):
     """A FlashInfer JIT build (``targets.jit_builds.Build``) older than the patched sources:
     dropped by apply, or (not droppable) a prebuilt module loaded instead of them."""
 
-    build: object
+    build: _Build
 
     @property
     def code(self) -> Reason:
@@ -161,9 +172,9 @@ class NoShippedPatch(Value):
     version: str | None
     label: str | None = None
     series: str | None = None
-    pair: tuple | None = None
-    from_cc: object = None
-    to_cc: object = None
+    pair: tuple[Key, Key] | None = None
+    from_cc: Key | None = None
+    to_cc: Key | None = None
 
 
 def no_shipped_words(r: NoShippedPatch) -> str:
@@ -245,12 +256,12 @@ class Replacing(Value):
     and ``takes_away``, the sources, and the files whose bytes differ (``other_bytes``)."""
 
     code: ClassVar[Reason] = Reason.REPLACING
-    old_pair: tuple
-    new_pair: tuple
+    old_pair: tuple[Key, Key]
+    new_pair: tuple[Key, Key]
     adds: tuple[str, ...]
     takes_away: tuple[str, ...]
-    old_source: str
-    new_source: str
+    old_source: Source
+    new_source: Source
     other_bytes: tuple[str, ...]
 
 

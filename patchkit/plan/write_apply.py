@@ -35,7 +35,14 @@ from patchkit.types import (
 )
 
 if TYPE_CHECKING:  # for the annotations only
+    from collections.abc import Callable
+
+    from patchkit.cc import Key
+    from patchkit.fixes.kinds import Rule
+    from patchkit.patch.read import FilePatch
+    from patchkit.plan.plans import Note
     from patchkit.rewrite.found import Found
+    from patchkit.rewrite.rules import Read
 
 
 def _patch_id(posts: dict[str, bytes]) -> str:
@@ -60,13 +67,14 @@ def from_shipped(base: dict[str, bytes], shipped: Shipped) -> tuple[dict[str, by
     return out, {path: _counted(section) for path, section in sections.items()}
 
 
-def generated(base: dict[str, bytes], rules: tuple, read=None, root: str = "", version: str | None = None
-              ) -> tuple[dict[str, bytes], list]:
+def generated(base: dict[str, bytes], rules: tuple[Rule, ...], read: Read | None = None, root: str = "", version: str | None = None
+              ) -> tuple[dict[str, bytes], list[Found]]:
     """Post-images made by the rules' rewrites from ``base`` (changed files only), and all
     they found; ``read`` gives another file of the release (a predicate's helper)."""
     from patchkit.rewrite.rules import rewrite_file  # LibCST: only when no shipped patch fits
 
-    posts, found = {}, []
+    posts: dict[str, bytes] = {}
+    found: list[Found] = []
     for path, data in sorted(base.items()):
         result = rewrite_file(data, path, rules, read, root, version=version)
         found += [t.at(path) for t in result.found]
@@ -75,7 +83,7 @@ def generated(base: dict[str, bytes], rules: tuple, read=None, root: str = "", v
     return posts, found
 
 
-def _outside(base: dict[str, bytes], shipped: Shipped, rules: tuple, read, root: str, version: str | None) -> list[str]:
+def _outside(base: dict[str, bytes], shipped: Shipped, rules: tuple[Rule, ...], read: Read | None, root: str, version: str | None) -> list[str]:
     """The candidate files the shipped patch leaves alone that the rules would change.  A file
     there that names what a rule looks for and cannot be judged (it does not parse) is a
     RewriteError naming it, as verify names it: a patch is never called applied while verify
@@ -92,15 +100,15 @@ def plan_apply(
     originals: dict[str, bytes],
     shipped: Shipped | None,
     *,
-    rules: tuple,
-    from_cc,
-    to_cc,
+    rules: tuple[Rule, ...],
+    from_cc: Key,
+    to_cc: Key,
     version: str | None,
     no_generate: bool = False,
     no_shipped: NoShippedPatch | None = None,
-    read=None,
+    read: Read | None = None,
     root: str = "",
-    local=None,
+    local: Callable[[str], str] | None = None,
     installed: bool = False,
 ) -> Plan:
     """What ``apply`` writes.
@@ -115,7 +123,7 @@ def plan_apply(
     package's files (else a checkout's).
     """
     local = local or (lambda path: path)
-    notes: list = []
+    notes: list[Note] = []
     base = dict(current)
     if applied:
         for f in applied.files:
@@ -175,6 +183,7 @@ def plan_apply(
         if changes:  # an earlier patch is applied and nothing is left to patch: restore
             return Plan(APPLY, source, changes, None, (*notes, Restoring()), found)
         return Plan(ALREADY_UPSTREAM, source, notes=notes, tables=found)
+    assert source is not None  # set with posts: the shipped patch's, or generated above
     new = Applied(
         version=version,
         source=source,
@@ -195,13 +204,13 @@ def plan_apply(
     return Plan(APPLY, source, changes, new, notes, found, counted)
 
 
-def _counted(section) -> tuple[int, int]:
+def _counted(section: FilePatch) -> tuple[int, int]:
     """The lines a file's section of a patch adds and removes (what ``git apply --numstat`` says)."""
     marks = [mark for hunk in section.hunks for mark, _ in hunk.body]
     return marks.count("+"), marks.count("-")
 
 
-def _replacing(old: Applied, new: Applied, local) -> Replacing:
+def _replacing(old: Applied, new: Applied, local: Callable[[str], str]) -> Replacing:
     """What differs between the applied patch and the one replacing it."""
     before, after = old.fixes(), new.fixes()
     changed = sorted({f.path for f in old.files} ^ {f.path for f in new.files}

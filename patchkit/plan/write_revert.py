@@ -41,18 +41,18 @@ def plan_revert(
         return Plan(NOTHING_TO_REVERT, notes=(NoState(),))
     changes = []
     sections = None
-    for f in shipped.files:
-        data = current.get(f.path)
+    for entry in shipped.files:
+        data = current.get(entry.path)
         digest = sha256(data) if data is not None else None
-        if digest == f.pre_sha256:
+        if digest == entry.pre_sha256:
             continue
-        if digest != f.post_sha256:
-            return Plan(NOTHING_TO_REVERT, notes=(NeitherImage(f.path, shipped.name),))
+        if data is None or digest != entry.post_sha256:
+            return Plan(NOTHING_TO_REVERT, notes=(NeitherImage(entry.path, shipped.name),))
         sections = sections or shipped.sections()
-        original = patchread.reverse(data, sections[f.path], shipped.name)
-        if sha256(original) != f.pre_sha256:
-            raise BadInput(shipped.name, f"corrupt patch: reversing it on {f.path} does not give the pre-image")
-        changes.append(Change(f.path, data, original))
+        original = patchread.reverse(data, sections[entry.path], shipped.name)
+        if sha256(original) != entry.pre_sha256:
+            raise BadInput(shipped.name, f"corrupt patch: reversing it on {entry.path} does not give the pre-image")
+        changes.append(Change(entry.path, data, original))
     if not changes:
         return Plan(NOTHING_TO_REVERT, notes=(OriginalRelease(),))
     return Plan(REVERT, Recognised(shipped.name), changes, None)

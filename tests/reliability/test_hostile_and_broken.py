@@ -192,6 +192,7 @@ HOSTILE_PATCHES = [
     Hostile("manifest names one file only", _edit_entry(lambda e: e.update(files=e["files"][:1])), 2, "names other files than manifest.json"),
     Hostile("manifest without files", _edit_entry(lambda e: e.update(files=[])), 2, "corrupt manifest", status=2, revert=2),
     Hostile("manifest path not a string", _edit_entry(lambda e: e["files"][0].update(path=5)), 2, "{manifest}", status=2, revert=2),
+    Hostile("manifest mode not a string", _edit_entry(lambda e: e["files"][0].update(mode=5)), 2, "{manifest}: corrupt manifest: a field has the wrong type", status=2, revert=2),
     Hostile("manifest path ..", _edit_entry(lambda e: e["files"][0].update(path="../outside/outside.py")), 3, "refused", status=3, revert=3),
     Hostile("manifest tables not a list of tables", _edit_entry(lambda e: e["files"][1].update(tables="zz")), 2, "corrupt manifest", status=2, revert=2),
     Hostile("manifest series not a list", _edit_manifest(lambda m: m.update(series=m["series"][0])), 2, "{manifest}: corrupt manifest: each patch of the series needs fix, patch", status=2, revert=2),

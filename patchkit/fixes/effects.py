@@ -215,22 +215,6 @@ class Effect(Record):
         }
 
 
-def needs_words(need: Needs) -> str:
-    """What a fix needs of the machine and what happens without it, in one clause."""
-    return f"{need.says}; without it {need.otherwise}: {need.then}"
-
-
-def failure_words(f: Fails, label: str) -> str:
-    """What goes wrong without the fix in a range of releases, in one clause."""
-    what = {"crash": "crashes with ", "warning": "warns ", "off": ""}[f.outcome]
-    return f"{label} {f.releases()} {what}{f.says} ({f.where})"
-
-
-def on_by_itself_words(d: DefaultOn, label: str, other: str) -> str:
-    kept = f"; {d.prevented_by} keeps it off" if d.prevented_by else ""
-    return f"{label} {d.releases()} turns it on by itself on SM120 for {', '.join(d.models)}, with {other} below {d.fixed_in}{kept}"
-
-
 def _versions(entry: dict, path: Path, what: str, *keys: str) -> None:
     for key in keys:
         if not is_version(_get(entry, key, str, path, what)):

@@ -77,18 +77,6 @@ class Fit(Record):
     def cc_text(self) -> str:
         return f"{self.cc[0]}.{self.cc[1]}"
 
-    def words(self) -> str:
-        if self.runs == SASS:
-            return f"runs on {self.cc_text()} ({', '.join(self.by)})"
-        if self.runs == JIT and self.why == LINKED:
-            return (f"runs on {self.cc_text()} after a JIT link (relocatable {', '.join(self.by)}: the runtime links "
-                    "__nv_relfatbin's code at the first start)")
-        if self.runs == JIT:
-            return f"runs on {self.cc_text()} after a JIT ({', '.join(self.by)}: the driver compiles it at the first start)"
-        if self.runs == UNKNOWN:
-            return f"cannot tell for {self.cc_text()}"
-        return f"no code for {self.cc_text()}"
-
     def to_json(self) -> dict:
         return {"cc": self.cc_text(), "runs": self.runs, "by": list(self.by), "why": self.why}
 
@@ -112,16 +100,29 @@ def worst(fits: Iterable[Fit]) -> str:
     return min((f.runs for f in fits), key=order.index, default=SASS)
 
 
-def near_misses(entries: Iterable[Entry], cc: tuple[int, int]) -> list[str]:
-    """Why the code of ``cc``'s own major does not run on it: ``sm_120a runs on 12.0 only``,
-    ``sm_121 needs 12.1 or later``, ``lto_120 is LTO IR, which the runtime does not link``."""
-    said: dict[str, str] = {}
+class Miss(Record):
+    """Code of a GPU's own major that does not run on it: ``name`` (``sm_120a``), its ``cc`` and
+    ``why``: ``EXACT`` (runs on that cc only), ``LATER`` (needs that cc or later), ``LTO`` (LTO IR,
+    which the runtime does not link)."""
+
+    name: str
+    cc: tuple[int, int]
+    why: str
+
+
+EXACT, LATER, LTO = "exact", "later", "lto"
+
+
+def near_misses(entries: Iterable[Entry], cc: tuple[int, int]) -> list[Miss]:
+    """Why the code of ``cc``'s own major does not run on it (``render.kernels.miss_words``: ``sm_120a
+    runs on 12.0 only``, ``sm_121 needs 12.1 or later``, ``lto_120 is LTO IR, which the runtime does not link``)."""
+    said: dict[str, Miss] = {}
     for e in entries:
         major, minor = cc_of(e.arch)
         if major != cc[0]:
             continue
         if e.kind == NVVM_IR and minor <= cc[1]:
-            said.setdefault(e.name, f"{e.name} is LTO IR, which the runtime does not link")
+            said.setdefault(e.name, Miss(e.name, (major, minor), LTO))
         elif e.kind in (PTX, ELF) and (e.loads or e.section == RELOCATABLE) and not runs_on(e, cc):
-            said[e.name] = f"{e.name} runs on {major}.{minor} only" if e.suffix == "a" else f"{e.name} needs {major}.{minor} or later"
+            said[e.name] = Miss(e.name, (major, minor), EXACT if e.suffix == "a" else LATER)
     return [said[name] for name in sorted(said)]

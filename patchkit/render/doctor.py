@@ -16,6 +16,7 @@ from patchkit.judge.here import no_multicast
 from patchkit.judge.reasons import NoNvcc
 from patchkit.render import jit
 from patchkit.render.kernels import always, distribution_lines
+from patchkit.render.machine import link_summary, machine_json
 from patchkit.render.modes import here_json, here_lines
 from patchkit.render.reasons import code, said
 from patchkit.render.settings import lines as settings_lines
@@ -122,7 +123,7 @@ def failure(r) -> str | None:
 
 def to_json(r) -> dict:
     if isinstance(r, NoProjectHere):
-        return {"command": "doctor", "ok": False, "exit_code": r.exit_code, "machine": r.seen.to_json() if r.seen else None,
+        return {"command": "doctor", "ok": False, "exit_code": r.exit_code, "machine": machine_json(r.seen) if r.seen else None,
                 "no_gpu": r.unseen, "targets": [], "error": failure(r)}
     these = _here(r)[1]
     targets = [t.where.data("doctor", project=t.project, label=t.label, kind=t.kind, fixes=[
@@ -136,7 +137,7 @@ def to_json(r) -> dict:
                            "files": [f.to_json(d.dist) for f in d.files]} for d in r.code.found],
         "jit": [j.to_json() for j in r.code.jit]}
     doc = {"command": "doctor", "ok": r.exit_code == OK, "exit_code": r.exit_code,
-           "machine": r.seen.to_json() if r.seen else None, "no_gpu": r.unseen,
+           "machine": machine_json(r.seen) if r.seen else None, "no_gpu": r.unseen,
            "judged_for": {"ccs": [_cc(c) for c in r.machine.ccs()], "from": r.basis},
            "targets": targets, "needed": list(r.needed), "apply": r.apply,
            "recommendation": speedup_json(r.speedups[0]) if r.speedups else None,
@@ -156,7 +157,7 @@ def _gpu_lines(r) -> list[str]:
     if seen is None:
         return [f"no GPU seen: {r.unseen}"]
     return [f"GPUs ({seen.nvidia_smi}):", *(f"  GPU{g.index}  {g.name}  cc {g.cc_text()} ({g.sm()})  {g.bus_id}" for g in seen.gpus),
-            f"links: {seen.link_summary()}"]
+            f"links: {link_summary(seen)}"]
 
 
 def _header(r) -> list[str]:

@@ -61,11 +61,26 @@ def release_lines(r: dict) -> list[str]:
 
 def effect_lines(effect) -> list[str]:
     """What the fix does and under which conditions (its ``[effect]``)."""
-    from patchkit.fixes.effects import failure_words, needs_words, on_by_itself_words
-
     lines = [f"  effect:   {effect.changes}", f"  upstream: {effect.upstream}", f"  without it (with {effect.asked_with}):"]
     lines += [f"    {failure_words(f, PROJECTS[f.project].label)}" for f in effect.fails]
     lines += [f"  needs:    {needs_words(n)}" for n in effect.needs]
     lines += [f"  on by itself: {on_by_itself_words(d, PROJECTS[d.project].label, PROJECTS[d.with_project].label)}"
               for d in effect.default_on]
     return lines
+
+
+def needs_words(need) -> str:
+    """What a fix needs of the machine and what happens without it, in one clause."""
+    return f"{need.says}; without it {need.otherwise}: {need.then}"
+
+
+def failure_words(f, label: str) -> str:
+    """What goes wrong without the fix in a range of releases, in one clause."""
+    what = {"crash": "crashes with ", "warning": "warns ", "off": ""}[f.outcome]
+    return f"{label} {f.releases()} {what}{f.says} ({f.where})"
+
+
+def on_by_itself_words(d, label: str, other: str) -> str:
+    """What turns the feature on by itself in a range of releases, in one clause."""
+    kept = f"; {d.prevented_by} keeps it off" if d.prevented_by else ""
+    return f"{label} {d.releases()} turns it on by itself on SM120 for {', '.join(d.models)}, with {other} below {d.fixed_in}{kept}"

@@ -5,7 +5,18 @@ diagnose's too."""
 
 from __future__ import annotations
 
-from patchkit.kernels.compat import NO_KERNELS, NONE, NOT_REGISTERED, UNKNOWN, near_misses
+from patchkit.kernels.compat import (
+    EXACT,
+    JIT,
+    LINKED,
+    LTO,
+    NO_KERNELS,
+    NONE,
+    NOT_REGISTERED,
+    SASS,
+    UNKNOWN,
+    near_misses,
+)
 from patchkit.render import jit
 from patchkit.text import plural
 
@@ -51,12 +62,35 @@ def verdict(f) -> str:
         return f"unreadable: {b.problem}" if b.elf else b.problem
     if not b.cuda:
         return "no CUDA code"
-    words = [fit.words() + (f" ({'; '.join(near_misses(b.entries, fit.cc))})" if fit.runs == NONE and near_misses(b.entries, fit.cc) else "")
+    words = [fit_words(fit) + (f" ({'; '.join(map(miss_words, near_misses(b.entries, fit.cc)))})"
+                               if fit.runs == NONE and near_misses(b.entries, fit.cc) else "")
              for fit in f.fits if fit.runs != UNKNOWN]
     unknown = [fit for fit in f.fits if fit.runs == UNKNOWN]
     if unknown:
         words.append(f"cannot tell for {', '.join(fit.cc_text() for fit in unknown)}: {why_unknown(f, unknown[0].why)}")
     return carries(f) + (": " + "; ".join(words) if words else "")
+
+
+def fit_words(fit) -> str:
+    """What one GPU gets from a file (``kernels.compat.Fit``), in words."""
+    if fit.runs == SASS:
+        return f"runs on {fit.cc_text()} ({', '.join(fit.by)})"
+    if fit.runs == JIT and fit.why == LINKED:
+        return (f"runs on {fit.cc_text()} after a JIT link (relocatable {', '.join(fit.by)}: the runtime links "
+                "__nv_relfatbin's code at the first start)")
+    if fit.runs == JIT:
+        return f"runs on {fit.cc_text()} after a JIT ({', '.join(fit.by)}: the driver compiles it at the first start)"
+    if fit.runs == UNKNOWN:
+        return f"cannot tell for {fit.cc_text()}"
+    return f"no code for {fit.cc_text()}"
+
+
+def miss_words(miss) -> str:
+    """Why code of a GPU's own major does not run on it (``kernels.compat.Miss``)."""
+    cc = f"{miss.cc[0]}.{miss.cc[1]}"
+    if miss.why == LTO:
+        return f"{miss.name} is LTO IR, which the runtime does not link"
+    return f"{miss.name} runs on {cc} only" if miss.why == EXACT else f"{miss.name} needs {cc} or later"
 
 
 def why_unknown(f, why: str | None) -> str:

@@ -9,6 +9,7 @@ import os
 import re
 import shlex
 
+from patchkit.render.machine import link_summary
 from patchkit.render.modes import COST, VERDICT
 from patchkit.text import escaped
 
@@ -55,7 +56,7 @@ def markdown(r, versions: dict[str, str]) -> list[str]:
     else:
         out += ["| GPU | name | cc | bus |", "|---|---|---|---|"]
         out += [f"| {g.index} | {_cell(g.name)} | {g.cc_text()} | {g.bus_id} |" for g in r.seen.gpus]
-        out += ["", f"Links: {_cell(r.seen.link_summary())}", ""]
+        out += ["", f"Links: {_cell(link_summary(r.seen))}", ""]
     if r.code is not None:
         out += [f"Python: `{redact(str(r.code.exe))}`", ""]
     if versions:

@@ -77,8 +77,6 @@ class Fit(Record):
     def cc_text(self) -> str:
         return f"{self.cc[0]}.{self.cc[1]}"
 
-    def to_json(self) -> dict:
-        return {"cc": self.cc_text(), "runs": self.runs, "by": list(self.by), "why": self.why}
 
 
 def fit(entries: Iterable[Entry], cc: tuple[int, int]) -> Fit:

@@ -9,7 +9,7 @@ from pathlib import Path
 from patchkit.kernels.compat import UNKNOWN
 from patchkit.logs.match import EFFECT
 from patchkit.render.findings import finding_json, finding_lines, gpus
-from patchkit.render.kernels import verdict
+from patchkit.render.kernels import file_json, verdict
 from patchkit.report import render
 from patchkit.text import escaped, plural
 
@@ -72,4 +72,4 @@ def to_json(r) -> dict:
 
 
 def _files(c) -> list[dict] | None:
-    return None if c is None else [x.to_json(d.dist) for d, x in c.missing()]
+    return None if c is None else [file_json(x, d.dist) for d, x in c.missing()]

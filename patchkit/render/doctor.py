@@ -15,7 +15,7 @@ from patchkit.fixes.registry import PROJECTS
 from patchkit.judge.here import no_multicast
 from patchkit.judge.reasons import NoNvcc
 from patchkit.render import jit
-from patchkit.render.kernels import always, distribution_lines
+from patchkit.render.kernels import always, distribution_lines, file_json
 from patchkit.render.machine import link_summary, machine_json
 from patchkit.render.modes import here_json, here_lines
 from patchkit.render.reasons import code, said
@@ -134,8 +134,8 @@ def to_json(r) -> dict:
         "gpus": [_cc(c) for c in r.machine.ccs()], "no_code": _no_code(r), "no_code_if_loaded": _no_code(r, maybe=True),
         "distributions": [{"name": d.dist.name, "version": d.dist.version, "always": always(d),
                            "cubins": d.dist.cubins, "problem": d.dist.problem,
-                           "files": [f.to_json(d.dist) for f in d.files]} for d in r.code.found],
-        "jit": [j.to_json() for j in r.code.jit]}
+                           "files": [file_json(f, d.dist) for f in d.files]} for d in r.code.found],
+        "jit": [jit.jit_json(j) for j in r.code.jit]}
     doc = {"command": "doctor", "ok": r.exit_code == OK, "exit_code": r.exit_code,
            "machine": machine_json(r.seen) if r.seen else None, "no_gpu": r.unseen,
            "judged_for": {"ccs": [_cc(c) for c in r.machine.ccs()], "from": r.basis},

@@ -16,6 +16,7 @@ from patchkit.kernels.compat import (
     SASS,
     UNKNOWN,
     near_misses,
+    worst,
 )
 from patchkit.render import jit
 from patchkit.text import plural
@@ -38,9 +39,9 @@ def to_text(r, terminal: bool) -> list[str]:
 
 
 def to_json(r) -> dict:
-    files = [f.to_json(d.dist) for d in r.found for f in d.files] if r.exe is not None else [f.to_json(None) for f in r.files]
+    files = [file_json(f, d.dist) for d in r.found for f in d.files] if r.exe is not None else [file_json(f, None) for f in r.files]
     return {"command": "kernels", "ok": not r.failing, "exit_code": r.exit_code, "gpus": [f"{a}.{b}" for a, b in r.ccs] or None,
-            "gpus_from": r.source, "note": list(r.note) or None, "files": files, "jit": [j.to_json() for j in r.jit]}
+            "gpus_from": r.source, "note": list(r.note) or None, "files": files, "jit": [jit.jit_json(j) for j in r.jit]}
 
 
 def carries(f) -> str:
@@ -170,3 +171,35 @@ def _what(f) -> str:
     elif f.imported_by is not None:
         words.append("no import of it found in the release's Python files")
     return f" ({'; '.join(words)})" if words else ""
+
+
+def file_json(f, dist) -> dict:
+    """A file judged (``judge.kernels.FileHere``) in a --json document; ``dist``: its distribution, or None."""
+    b = f.binary
+    return {"path": f.shown, "file": b.path, "distribution": dist.name if dist else None,
+            "version": dist.version if dist else None, "sass": b.sass(), "ptx": b.ptx(), "compressed": b.compressed(),
+            "relocatable": b.relocatable(), "lto": b.lto(), "other": b.other(), "registered": b.control if b.elf else None,
+            "names": names_json(b.entries), "entries": len(b.entries), "cuda": b.cuda, "problem": b.problem,
+            "what": f.known.what if f.known else None, "loaded": f.loaded if f.fits else None,
+            "verdict": (None if b.problem or not b.cuda or not f.fits else worst(f.fits)),
+            "elsewhere": {"section": f.elsewhere.section, "offset": f.elsewhere.offset} if f.elsewhere else None,
+            "imported_by": list(f.imported_by) if f.imported_by is not None else None, "gpus": [fit_json(x) for x in f.fits]}
+
+
+def names_json(entries) -> list[dict]:
+    """Each distinct target once per section and kind, patchkit's name beside cuobjdump's
+    (``--list-elf`` names an sm_120f cubin's file ``x.sm_120.cubin``): what ``--json`` lists."""
+    kinds = {1: "ptx", 2: "sass", 8: "lto"}
+    seen: dict[tuple, dict] = {}
+    for e in entries:
+        key = (e.section, e.kind, e.arch, e.suffix)
+        if key not in seen:
+            seen[key] = {"name": e.name, "cuobjdump": e.listed, "kind": kinds.get(e.kind, f"kind-{e.kind}"),
+                         "section": e.section, "loads": e.loads, "entries": 0}
+        seen[key]["entries"] += 1
+    return [seen[k] for k in sorted(seen, key=lambda k: (k[0] != ".nv_fatbin", k[1] != 2, k[1], k[2], k[3]))]
+
+
+def fit_json(fit) -> dict:
+    """What one GPU gets from a file (``kernels.compat.Fit``) in a --json document."""
+    return {"cc": fit.cc_text(), "runs": fit.runs, "by": list(fit.by), "why": fit.why}

@@ -40,7 +40,7 @@ def to_json(r) -> dict:
         documents.append({
             "name": fix.name, "title": fix.title, "rationale": fix.rationale, "default": fix.default,
             "enable": None if fix.default else f"--fix {fix.name}", "rules": rules, "releases": list(entry.releases),
-            "effect": effect.to_json() if effect is not None else None,
+            "effect": effect_json(effect) if effect is not None else None,
         })
     return {"command": "fixes", "patches": str(r.patches), "fixes": documents}
 
@@ -84,3 +84,19 @@ def on_by_itself_words(d, label: str, other: str) -> str:
     """What turns the feature on by itself in a range of releases, in one clause."""
     kept = f"; {d.prevented_by} keeps it off" if d.prevented_by else ""
     return f"{label} {d.releases()} turns it on by itself on SM120 for {', '.join(d.models)}, with {other} below {d.fixed_in}{kept}"
+
+
+def effect_json(effect) -> dict:
+    """A fix's effect (``fixes.effects.Effect``) in a --json document."""
+    return {
+        "changes": effect.changes, "upstream": effect.upstream, "asked_with": effect.asked_with,
+        "fails": [f._asdict() for f in effect.fails], "needs": [needs_json(n) for n in effect.needs],
+        "default_on": [dict(d._asdict(), models=list(d.models)) for d in effect.default_on],
+    }
+
+
+def needs_json(need) -> dict:
+    """A fix's need (``fixes.effects.Needs``) as --json says it: ``for_cc`` as the data writes it
+    (each cc's tables, since/until in those of a range)."""
+    return need._asdict() | {"for_cc": {cc: [anyone, *({"since": s, "until": u, **w} for s, u, w in ranges)]
+                                        for cc, (anyone, *ranges) in need.for_cc.items()}}

@@ -136,11 +136,6 @@ class Needs(Record):
         """The need as said for ``project`` ``version`` alone (a shipped patch of that release)."""
         return self.with_versions({project: version})
 
-    def to_json(self) -> dict:
-        """As --json says it: ``for_cc`` as the data writes it (each cc's tables, since/until in those of a range)."""
-        return self._asdict() | {"for_cc": {cc: [anyone, *({"since": s, "until": u, **w} for s, u, w in ranges)]
-                                            for cc, (anyone, *ranges) in self.for_cc.items()}}
-
     def decides_need(self) -> bool:
         """Whether lacking it makes the fix unneeded for some releases."""
         return bool(self.helps_without)
@@ -223,28 +218,6 @@ class Effect(Record):
     def turned_on(self, project: str, version: str | None) -> list[DefaultOn]:
         return [d for d in self.default_on if d.project == project and d.covers(version)]
 
-    def to_json(self) -> dict:
-        return {
-            "changes": self.changes, "upstream": self.upstream, "asked_with": self.asked_with,
-            "fails": [f._asdict() for f in self.fails], "needs": [n.to_json() for n in self.needs],
-            "default_on": [dict(d._asdict(), models=list(d.models)) for d in self.default_on],
-        }
-
-
-def needs_words(need: Needs) -> str:
-    """What a fix needs of the machine and what happens without it, in one clause."""
-    return f"{need.says}; without it {need.otherwise}: {need.then}"
-
-
-def failure_words(f: Fails, label: str) -> str:
-    """What goes wrong without the fix in a range of releases, in one clause."""
-    what = {Outcome.CRASH: "crashes with ", Outcome.WARNING: "warns ", Outcome.OFF: ""}[f.outcome]
-    return f"{label} {f.releases()} {what}{f.says} ({f.where})"
-
-
-def on_by_itself_words(d: DefaultOn, label: str, other: str) -> str:
-    kept = f"; {d.prevented_by} keeps it off" if d.prevented_by else ""
-    return f"{label} {d.releases()} turns it on by itself on SM120 for {', '.join(d.models)}, with {other} below {d.fixed_in}{kept}"
 
 
 def _versions(entry: dict, path: Path, what: str, *keys: str) -> None:

@@ -40,12 +40,3 @@ def without_multicast(ccs) -> tuple[str, ...] | None:
     may have it (or none is given)."""
     why = [NO_MULTICAST.get(cc) for cc in ccs]
     return tuple(why) if why and all(why) else None
-
-
-def no_multicast_said(ccs) -> str | None:
-    """``no multicast on any GPU of cc 12.0 or 12.1 (...; ...)``: the ccs (pairs, lowest first) and
-    why each lacks it, as doctor's links line and every verdict that rests on it say it; None when
-    one of them may have multicast."""
-    why = without_multicast(ccs)
-    named = " or ".join(cc.smi_text() for cc in ccs)
-    return f"no multicast on any GPU of cc {named} ({'; '.join(why)})" if why else None

@@ -2,9 +2,9 @@
 
 ``text(result, terminal)`` is its lines (``terminal``: grouped under headings, else each place
 in a file as ``path:line: text``), ``document(result)`` its --json document.  The result of a
-command module ``patchkit.commands.X`` is rendered by ``patchkit.render.X`` (its ``to_text``
-and ``to_json``, as pip's ``list`` has its formatters; and its ``failure``, where a result
-can fail although it has something to say); the shapes several commands share (``report.Each``,
+command is rendered by the module ``RENDERERS`` names for its type (its ``to_text`` and
+``to_json``, as pip's ``list`` has its formatters; and its ``failure``, where a result can fail
+although it has something to say); the shapes several commands share (``report.Each``,
 ``report.Auto``) here.  ``cli/boundary.py`` adds the envelope (``SCHEMA``, the command, ``ok``,
 ``exit_code``).  A command of targets (apply, verify, revert, status: its render module says
 ``ONE_TARGET``) renders each target's part, and its document holds them in ``targets``, a list
@@ -23,6 +23,24 @@ from patchkit.report import Auto, Each
 # verify's per-target ``ok`` is ``in_effect``.  A change that takes a field away or changes what one
 # means makes it 3; a field added keeps it.
 SCHEMA = 2
+
+# Each result type (``patchkit.commands``' classes, by name) and the module of ``patchkit.render``
+# that renders it; named as strings, so that rendering one result imports one module.
+RENDERERS = {
+    "ApplyResult": "apply",
+    "DiagnoseResult": "diagnose",
+    "DoctorResult": "doctor", "DoctorMarkdown": "doctor", "NoProjectHere": "doctor",
+    "FixesResult": "fixes",
+    "GenerateResult": "generate", "NoKeys": "generate",
+    "KernelsResult": "kernels",
+    "RevertResult": "revert",
+    "TreeScan": "scan", "CompareScan": "scan",
+    "SettingsVerified": "settings", "SettingsToSet": "settings",
+    "StatusResult": "status",
+    "UpstreamResult": "upstream",
+    "VerifyResult": "verify",
+    "WatchResult": "watch",
+}
 
 
 def text(result, terminal: bool) -> list[str]:
@@ -67,10 +85,15 @@ def failure(result) -> str | None:
 
 
 def _module(result):
-    command = type(result).__module__
-    if not command.startswith("patchkit.commands."):
-        raise TypeError(f"no renderer for {type(result).__name__}")
-    return importlib.import_module(f"patchkit.render.{command.rsplit('.', 1)[1]}")
+    return renderer(type(result))
+
+
+def renderer(kind: type):
+    """The render module of a result of type ``kind`` (``RENDERERS``)."""
+    name = RENDERERS.get(kind.__name__) if kind.__module__.startswith("patchkit.commands.") else None
+    if name is None:
+        raise TypeError(f"no renderer for {kind.__name__}")
+    return importlib.import_module(f"patchkit.render.{name}")
 
 
 def _each_text(each: Each, terminal: bool) -> list[str]:

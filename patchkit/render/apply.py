@@ -8,6 +8,7 @@ from patchkit.fixes.effects import Outcome
 from patchkit.fixes.kinds import RuleKind
 from patchkit.patch.write import hunks, split_lines
 from patchkit.plan import APPLY
+from patchkit.render.found import found_line
 from patchkit.render.reasons import code, said
 from patchkit.render.servers import restart_json, restart_lines
 from patchkit.render.source import source_words
@@ -211,25 +212,6 @@ def lines_changed(before: bytes, after: bytes, counted: dict | None = None) -> s
     if added and removed:
         return f"+{added} -{removed} lines"
     return f"-{plural(removed, 'line')}" if removed else f"+{plural(added, 'line')}"
-
-
-def found_line(t) -> str:
-    """One thing a rule found (``rewrite.found.Found``), as apply says it."""
-    kind = t.kind or RuleKind.DICT_KEY
-    if kind == RuleKind.BACKPORT:  # an upstream change, said per file it changes
-        name = f"{t.name} in {t.path}" if t.path else t.name
-        return f"{name}: " + (f"{t.added_key} applied {t.value}" if t.patched else "already there, left alone")
-    if kind == RuleKind.PREDICATE:
-        return f"{t.name}: " + (f"{t.added_key} added" if t.patched else f"already has {t.added_key}, left alone")
-    if kind == RuleKind.COMPARISON:  # a test of an SM int, widened: said as it reads now
-        return f"{t.name} ({t.scope}): " + (
-            f"now {t.value} ({t.added_key} admitted as {t.copied_from} is)" if t.patched else f"already admits {t.added_key}, left alone")
-    if kind == RuleKind.LIST_MEMBER:
-        return f"{t.name} ({t.scope}): " + (
-            f"member {t.added_key!r} after {t.copied_from!r}" if t.patched else f"already has {t.added_key!r}, left alone")
-    if t.patched:
-        return f"{t.name} ({t.scope}): key {t.added_key!r} = key {t.copied_from!r}"
-    return f"{t.name} ({t.scope}): already has key {t.added_key!r}, left alone"
 
 
 def _written_key(plan, fix: str):

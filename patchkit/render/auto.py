@@ -4,6 +4,7 @@ needed here said under its target's first line."""
 
 from __future__ import annotations
 
+from patchkit.render.machine import machine_json
 from patchkit.render.reasons import code, said
 from patchkit.render.where import where_line
 from patchkit.report import Auto, AutoTarget
@@ -62,7 +63,7 @@ def to_text(auto: Auto, terminal: bool) -> list[str]:
 def to_json(auto: Auto) -> dict:
     from patchkit.render import environment, target_document
 
-    machine = auto.machine.to_json()
+    machine = machine_json(auto.machine)
     not_needed = [{"path": t.where.path, "project": t.project, "fix": name, "reason": code(why), "why": said(why)}
                   for t in auto.targets for name, why in t.spare.items()]
     targets = [target_document(r) for t in auto.targets for r in t.results]

@@ -17,7 +17,8 @@ from patchkit.fixes.registry import PROJECTS
 from patchkit.judge.here import no_multicast
 from patchkit.judge.reasons import NoNvcc
 from patchkit.render import jit
-from patchkit.render.kernels import always, distribution_lines
+from patchkit.render.kernels import always, distribution_lines, file_json
+from patchkit.render.machine import link_summary, machine_json
 from patchkit.render.modes import here_json, here_lines
 from patchkit.render.reasons import code, said
 from patchkit.render.settings import lines as settings_lines
@@ -124,7 +125,7 @@ def failure(r) -> str | None:
 
 def to_json(r) -> dict:
     if isinstance(r, NoProjectHere):
-        return {"command": "doctor", "ok": False, "exit_code": r.exit_code, "machine": r.seen.to_json() if r.seen else None,
+        return {"command": "doctor", "ok": False, "exit_code": r.exit_code, "machine": machine_json(r.seen) if r.seen else None,
                 "no_gpu": r.unseen, "targets": [], "error": failure(r)}
     these = _here(r)[1]
     targets = [t.where.data("doctor", project=t.project, label=t.label, kind=t.kind, fixes=[
@@ -135,10 +136,10 @@ def to_json(r) -> dict:
         "gpus": [_cc(c) for c in r.machine.ccs()], "no_code": _no_code(r), "no_code_if_loaded": _no_code(r, maybe=True),
         "distributions": [{"name": d.dist.name, "version": d.dist.version, "always": always(d),
                            "cubins": d.dist.cubins, "problem": d.dist.problem,
-                           "files": [f.to_json(d.dist) for f in d.files]} for d in r.code.found],
-        "jit": [j.to_json() for j in r.code.jit]}
+                           "files": [file_json(f, d.dist) for f in d.files]} for d in r.code.found],
+        "jit": [jit.jit_json(j) for j in r.code.jit]}
     doc = {"command": "doctor", "ok": r.exit_code == OK, "exit_code": r.exit_code,
-           "machine": r.seen.to_json() if r.seen else None, "no_gpu": r.unseen,
+           "machine": machine_json(r.seen) if r.seen else None, "no_gpu": r.unseen,
            "judged_for": {"ccs": [_cc(c) for c in r.machine.ccs()], "from": r.basis},
            "targets": targets, "needed": list(r.needed), "apply": r.apply,
            "recommendation": speedup_json(r.speedups[0]) if r.speedups else None,
@@ -158,7 +159,7 @@ def _gpu_lines(r) -> list[str]:
     if seen is None:
         return [f"no GPU seen: {r.unseen}"]
     return [f"GPUs ({seen.nvidia_smi}):", *(f"  GPU{g.index}  {g.name}  cc {g.cc_text()} ({g.sm()})  {g.bus_id}" for g in seen.gpus),
-            f"links: {seen.link_summary()}"]
+            f"links: {link_summary(seen)}"]
 
 
 def _header(r) -> list[str]:

@@ -6,12 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from patchkit.commands.generate import NoKeys
-from patchkit.fixes.kinds import RuleKind
 from patchkit.patch.manifest import SERIES
+from patchkit.render.found import words
 from patchkit.text import plural
 from patchkit.types import ALREADY_UPSTREAM, CANNOT_APPLY, ERROR, INCOMPLETE, NOT_NEEDED_HERE, NOTHING_TO_PATCH, PATCHED
-
-_NOUNS = {RuleKind.DICT_KEY: "table", RuleKind.LIST_MEMBER: "list", RuleKind.PREDICATE: "gate"}
 
 
 def tag_line(outcome, width: int, out: Path) -> str:
@@ -24,7 +22,7 @@ def tag_line(outcome, width: int, out: Path) -> str:
         if f.status == PATCHED:
             found = [t for t in outcome.tables if t.fix == f.fix]
             files = {t.path for t in found}
-            noun = _NOUNS.get(found[0].kind, "change") if found else "change"
+            noun = words(found[0]).noun if found else "change"
             parts.append(f"{f.fix} {plural(len(found), noun)} in {plural(len(files), 'file')}")
         elif f.status in (CANNOT_APPLY, INCOMPLETE) and outcome.status != ERROR:
             parts.append(f"{f.fix} {f.status} ({f.says()})")

@@ -17,6 +17,7 @@ from patchkit.judge.jit import (
     TOO_OLD,
     UNKNOWN,
     UNKNOWN_FORM,
+    worst,
 )
 from patchkit.kernels.jit import DEEPGEMM, FLASHINFER, TRITON
 from patchkit.text import plural
@@ -84,3 +85,27 @@ def jit_lines(j) -> list[str]:
         note = "; ptxas-blackwell for 10.0 and later"
     lines = [f"  {j.label}: {what} JIT, compiles with {tools}{note}"]
     return lines + [f"    {fit_words(j, f)}" for f in j.fits]
+
+
+def fit_json(f) -> dict:
+    """What one GPU gets from a JIT library (``judge.jit.JitFit``) in a --json document."""
+    c = f.compiler
+    return {"cc": f.cc.smi_text(), "verdict": f.verdict, "target": f.target, "why": f.why,
+            "names": list(f.names), "compiler": None if c is None else
+            {"tool": c.tool, "path": c.path, "chosen_by": c.chosen_by, "release": c.release,
+             "found": c.found, "knows_target": c.knows(f.target) if f.target else None, "problem": c.problem}}
+
+
+def jit_json(j) -> dict:
+    """A JIT library judged (``judge.jit.JitHere``) in a --json document."""
+    i, s = j.install, j.install.sources
+    sources: dict = {"where": str(s.where)}
+    if i.kind == FLASHINFER:
+        sources |= {"form": s.form.release if s.form else None, "modules": s.modules, "refusing_12": list(s.refusing),
+                    "arch_list": s.arch_list}
+    elif i.kind == DEEPGEMM:
+        sources |= {"impls": {f"sm{major}0": len(names) for major, names in sorted(s.impls.items())}}
+    else:
+        sources |= {"ptxas_blackwell": s.blackwell}
+    return {"library": i.kind, "distribution": i.distribution, "version": i.version, "sources": sources,
+            "verdict": worst(j.fits), "gpus": [fit_json(f) for f in j.fits]}

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from patchkit.fixes.effects import Outcome
-from patchkit.gpus.products import no_multicast_said
 from patchkit.judge import reasons as judge
+from patchkit.render.machine import no_multicast_said
 
 
 def said(reason) -> str:

@@ -6,7 +6,19 @@ diagnose's too."""
 from __future__ import annotations
 
 from patchkit.cc import CC
-from patchkit.kernels.compat import NO_KERNELS, NONE, NOT_REGISTERED, UNKNOWN, near_misses
+from patchkit.kernels.compat import (
+    EXACT,
+    JIT,
+    LINKED,
+    LTO,
+    NO_KERNELS,
+    NONE,
+    NOT_REGISTERED,
+    SASS,
+    UNKNOWN,
+    near_misses,
+    worst,
+)
 from patchkit.render import jit
 from patchkit.text import plural
 
@@ -28,9 +40,9 @@ def to_text(r, terminal: bool) -> list[str]:
 
 
 def to_json(r) -> dict:
-    files = [f.to_json(d.dist) for d in r.found for f in d.files] if r.exe is not None else [f.to_json(None) for f in r.files]
+    files = [file_json(f, d.dist) for d in r.found for f in d.files] if r.exe is not None else [file_json(f, None) for f in r.files]
     return {"command": "kernels", "ok": not r.failing, "exit_code": r.exit_code, "gpus": [cc.smi_text() for cc in r.ccs] or None,
-            "gpus_from": r.source, "note": list(r.note) or None, "files": files, "jit": [j.to_json() for j in r.jit]}
+            "gpus_from": r.source, "note": list(r.note) or None, "files": files, "jit": [jit.jit_json(j) for j in r.jit]}
 
 
 def carries(f) -> str:
@@ -52,12 +64,35 @@ def verdict(f) -> str:
         return f"unreadable: {b.problem}" if b.elf else b.problem
     if not b.cuda:
         return "no CUDA code"
-    words = [fit.words() + (f" ({'; '.join(near_misses(b.entries, fit.cc))})" if fit.runs == NONE and near_misses(b.entries, fit.cc) else "")
+    words = [fit_words(fit) + (f" ({'; '.join(map(miss_words, near_misses(b.entries, fit.cc)))})"
+                               if fit.runs == NONE and near_misses(b.entries, fit.cc) else "")
              for fit in f.fits if fit.runs != UNKNOWN]
     unknown = [fit for fit in f.fits if fit.runs == UNKNOWN]
     if unknown:
         words.append(f"cannot tell for {', '.join(fit.cc_text() for fit in unknown)}: {why_unknown(f, unknown[0].why)}")
     return carries(f) + (": " + "; ".join(words) if words else "")
+
+
+def fit_words(fit) -> str:
+    """What one GPU gets from a file (``kernels.compat.Fit``), in words."""
+    if fit.runs == SASS:
+        return f"runs on {fit.cc_text()} ({', '.join(fit.by)})"
+    if fit.runs == JIT and fit.why == LINKED:
+        return (f"runs on {fit.cc_text()} after a JIT link (relocatable {', '.join(fit.by)}: the runtime links "
+                "__nv_relfatbin's code at the first start)")
+    if fit.runs == JIT:
+        return f"runs on {fit.cc_text()} after a JIT ({', '.join(fit.by)}: the driver compiles it at the first start)"
+    if fit.runs == UNKNOWN:
+        return f"cannot tell for {fit.cc_text()}"
+    return f"no code for {fit.cc_text()}"
+
+
+def miss_words(miss) -> str:
+    """Why code of a GPU's own major does not run on it (``kernels.compat.Miss``)."""
+    cc = miss.cc.smi_text()
+    if miss.why is LTO:
+        return f"{miss.name} is LTO IR, which the runtime does not link"
+    return f"{miss.name} runs on {cc} only" if miss.why is EXACT else f"{miss.name} needs {cc} or later"
 
 
 def why_unknown(f, why: str | None) -> str:
@@ -137,3 +172,35 @@ def _what(f) -> str:
     elif f.imported_by is not None:
         words.append("no import of it found in the release's Python files")
     return f" ({'; '.join(words)})" if words else ""
+
+
+def file_json(f, dist) -> dict:
+    """A file judged (``judge.kernels.FileHere``) in a --json document; ``dist``: its distribution, or None."""
+    b = f.binary
+    return {"path": f.shown, "file": b.path, "distribution": dist.name if dist else None,
+            "version": dist.version if dist else None, "sass": b.sass(), "ptx": b.ptx(), "compressed": b.compressed(),
+            "relocatable": b.relocatable(), "lto": b.lto(), "other": b.other(), "registered": b.control if b.elf else None,
+            "names": names_json(b.entries), "entries": len(b.entries), "cuda": b.cuda, "problem": b.problem,
+            "what": f.known.what if f.known else None, "loaded": f.loaded if f.fits else None,
+            "verdict": (None if b.problem or not b.cuda or not f.fits else worst(f.fits)),
+            "elsewhere": {"section": f.elsewhere.section, "offset": f.elsewhere.offset} if f.elsewhere else None,
+            "imported_by": list(f.imported_by) if f.imported_by is not None else None, "gpus": [fit_json(x) for x in f.fits]}
+
+
+def names_json(entries) -> list[dict]:
+    """Each distinct target once per section and kind, patchkit's name beside cuobjdump's
+    (``--list-elf`` names an sm_120f cubin's file ``x.sm_120.cubin``): what ``--json`` lists."""
+    kinds = {1: "ptx", 2: "sass", 8: "lto"}
+    seen: dict[tuple, dict] = {}
+    for e in entries:
+        key = (e.section, e.kind, e.arch, e.suffix)
+        if key not in seen:
+            seen[key] = {"name": e.name, "cuobjdump": e.listed, "kind": kinds.get(e.kind, f"kind-{e.kind}"),
+                         "section": e.section, "loads": e.loads, "entries": 0}
+        seen[key]["entries"] += 1
+    return [seen[k] for k in sorted(seen, key=lambda k: (k[0] != ".nv_fatbin", k[1] != 2, k[1], k[2], k[3]))]
+
+
+def fit_json(fit) -> dict:
+    """What one GPU gets from a file (``kernels.compat.Fit``) in a --json document."""
+    return {"cc": fit.cc_text(), "runs": fit.runs, "by": list(fit.by), "why": fit.why}

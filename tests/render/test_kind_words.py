@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from patchkit.fixes.kinds import RuleKind, ListMemberRule
+from patchkit.fixes.kinds import ListMemberRule, RuleKind
 from patchkit.fixes.load import read_fixes
 from patchkit.render.apply import found_line
 from patchkit.render.found import WORDS

@@ -73,7 +73,8 @@ class TargetKind(StrEnum):
     """What a report says its target is (``report.Where``, the first line of every report):
     a checkout (a git checkout or a plain folder of the source), an installed package (a
     wheel's files in site-packages), or an editable install (a checkout that an environment
-    imports).  Made by ``targets.session``, said by ``render.where``."""
+    imports).  Made by ``targets.session`` from the target's ``targets.locate.Layout`` (how it lies
+    on disk) and how it was found, said by ``render.where``."""
 
     CHECKOUT = "checkout"
     INSTALLED = "installed"

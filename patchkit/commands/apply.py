@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from patchkit.cc import AUTO
+from patchkit.cc import AUTO, CC
 from patchkit.commands.given import Targets
 from patchkit.commands.given import sessions as given_sessions
 from patchkit.commands.transact import Done, Job, Transacted, shared, transact, transact_all
@@ -56,7 +56,7 @@ class _Apply(Job):
 
     def read(self) -> Snapshot:
         r = self.request
-        return self.session.snapshot(r.patches, r.fixes, r.from_cc, r.to_cc)
+        return self.session.snapshot(r.patches, r.fixes, *r.keys(self.session.project))
 
     def look(self, snap: Snapshot) -> Look:
         return look(self.request, snap)
@@ -130,7 +130,8 @@ def apply_all(sessions: list[Session], request: ApplyRequest, keys=None) -> list
         if keys is not None else [(s, (request.from_cc, request.to_cc), fixes, ()) for s in sessions]
     asked = []
     for s, pair, f, left in runs:
-        from_cc, to_cc = s.project.cc_pair(*pair)
+        s.project.cc_pair(*pair)  # refuses a pair the project keys as one
+        from_cc, to_cc = (CC.of(key) if cc is None else cc for cc, key in zip(pair, (s.project.from_cc, s.project.to_cc), strict=True))
         asked.append((s, request._replace(fixes=f, from_cc=from_cc, to_cc=to_cc, left_out=left)))
     home = asked[0][0].home() if asked and asked[0][0].whole else None
     if home is None:  # a checkout or a package named by PATH: one target, its own lock and journal

@@ -257,3 +257,10 @@ class BackportRule(Rule):
         from patchkit.versions import at_least
 
         return self.origin is not None and bool(version) and at_least(version, self.origin.landed_in)
+
+
+# Each kind of rule, its class: the one table a new kind is added to (``load`` reads a rule
+# of the data through it; ``rewrite.rules.REWRITES`` gives each kind its rewrite).
+RULES: dict[RuleKind, type[Rule]] = {
+    cls.kind: cls for cls in (DictKeyRule, ListMemberRule, PredicateRule, BackportRule, ComparisonRule)
+}

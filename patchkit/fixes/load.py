@@ -39,6 +39,7 @@ from pathlib import Path
 from patchkit.cc import KeyStyle
 from patchkit.errors import BadInput
 from patchkit.fixes.kinds import (
+    RULES,
     BackportRule,
     ComparisonRule,
     DictKeyRule,
@@ -57,10 +58,6 @@ _DIFF_MAX = 1 << 20  # a backport's diff is read whole: one upstream change, not
 _LOCATORS = ("call", "keyword", "target", "test")
 # The data files beside the fixes that are not fixes.
 NOT_FIXES = ("projects.toml", "known-failures.toml", "known-speedups.toml", "known-kernels.toml", "known-settings.toml")
-
-
-_CLASSES = {RuleKind.DICT_KEY: DictKeyRule, RuleKind.LIST_MEMBER: ListMemberRule, RuleKind.PREDICATE: PredicateRule,
-            RuleKind.BACKPORT: BackportRule, RuleKind.COMPARISON: ComparisonRule}
 
 
 class FeaturePath(Record):
@@ -148,7 +145,7 @@ def _rule(name: str, rule: object, path: Path, what: str) -> Rule:
     kind = _get(rule, "kind", str, path, what)
     if kind not in tuple(RuleKind):
         raise BadInput(str(path), f"{what}: kind {kind!r} is not one of {', '.join(RuleKind)}")
-    cls = _CLASSES[RuleKind(kind)]
+    cls = RULES[RuleKind(kind)]
     cc = str if cls is PredicateRule else int if cls is ComparisonRule else (int, str)
     backport = _backport(rule, path, what) if cls is BackportRule else {}
     values = dict(

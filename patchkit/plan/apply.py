@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from patchkit.cc import CC, AutoCC, Key
 from patchkit.errors import Refused, localized
 from patchkit.fixes.registry import Project, fixes_for, rules_for
 from patchkit.patch.manifest import FixStatus, Shipped
@@ -27,12 +28,20 @@ class ApplyRequest(Value, kw_only=True):
 
     fixes: tuple[str, ...] | None  # the fixes asked for (None: those on by default; the kept ones are the snapshot's)
     named: tuple[str, ...] | None  # those asked for by name (None: all of ``fixes``)
-    from_cc: object  # the cc pair, as the project writes it
-    to_cc: object
+    # The cc pair as given (None: that side of the project's own pair; ``AUTO``: --to-cc auto), a CC
+    # from the command line to the look, which writes each as the project keys it (``keys``).
+    from_cc: CC | None
+    to_cc: CC | AutoCC | None
     patches: Path | None  # the folder of shipped series (None: the ones installed with patchkit)
     no_generate: bool
     dry_run: bool
     left_out: tuple[str, ...] = ()  # the fixes a plain apply left out as not needed on the GPUs judged for
+
+    def keys(self, project: Project) -> tuple[Key, Key]:
+        """The pair as ``project`` keys it (``Project.key``), each side not given its own."""
+        from_cc, to_cc = self.from_cc, self.to_cc
+        return (project.from_cc if from_cc is None else project.key(from_cc),
+                project.to_cc if not isinstance(to_cc, CC) else project.key(to_cc))
 
 
 class Old(Record):
@@ -148,7 +157,7 @@ def _look_at(request: ApplyRequest, snap: Snapshot, fixes: tuple[str, ...]) -> L
         restore = "reinstall the package" if snap.installed else "e.g. `git checkout -- FILE`"
         raise Refused(snap.local(missing[0]), f"its original bytes are missing from {snap.objects}; restore the file "
                                               f"({restore}) and remove {snap.state_file}")
-    from_cc, to_cc = request.from_cc, request.to_cc
+    from_cc, to_cc = request.keys(snap.project)
     rules = rules_for(snap.project.name, fixes, from_cc, to_cc)
     # The fixes with rules for this project, none of them for GPUs of to_cc's major (--to-cc 9.0).
     other = tuple(f for f in fixes_for(snap.project.name, fixes) if not rules_for(snap.project.name, (f,), from_cc, to_cc))

@@ -20,7 +20,15 @@ from collections.abc import Callable, Iterable
 from fnmatch import fnmatchcase
 from functools import lru_cache
 
-from patchkit.fixes.kinds import BackportRule, ComparisonRule, DictKeyRule, ListMemberRule, PredicateRule, Rule
+from patchkit.fixes.kinds import (
+    BackportRule,
+    ComparisonRule,
+    DictKeyRule,
+    ListMemberRule,
+    PredicateRule,
+    Rule,
+    RuleKind,
+)
 from patchkit.match import Pattern
 from patchkit.rewrite.found import Found
 from patchkit.types import ALREADY_UPSTREAM
@@ -63,7 +71,7 @@ def rewrite_file(
     cannot be applied."""
     found: list[Found] = []
     for rule in (r for r in rules_of(path, rules) if r.covers(version)):
-        data, more = _REWRITES[type(rule)](data, path, rule, _Context(read, root, base, version))
+        data, more = REWRITES[rule.kind](data, path, rule, _Context(read, root, base, version))
         found += [Found(rule.fix, rule.kind, *f) for f in more]
     return FileRewrite(data, tuple(found))
 
@@ -142,10 +150,10 @@ def _comparison(data: bytes, path: str, rule: ComparisonRule, ctx: _Context) -> 
     return result.source, [_of(t) for t in result.tests]
 
 
-# Each kind of rule, its rewrite.
-_REWRITES: dict[type[Rule], Callable[..., tuple[bytes, list[tuple]]]] = {
-    DictKeyRule: _dict_key, ListMemberRule: _list_member, PredicateRule: _predicate, BackportRule: _backport,
-    ComparisonRule: _comparison,
+# Each kind of rule (``fixes.kinds.RULES``), its rewrite.
+REWRITES: dict[RuleKind, Callable[..., tuple[bytes, list[tuple]]]] = {
+    RuleKind.DICT_KEY: _dict_key, RuleKind.LIST_MEMBER: _list_member, RuleKind.PREDICATE: _predicate,
+    RuleKind.BACKPORT: _backport, RuleKind.COMPARISON: _comparison,
 }
 
 

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 from patchkit.errors import PatchkitError
 from patchkit.match import mentions
 from patchkit.targets.locate import INSTALLED, Target
-from patchkit.types import STALE
 
 if TYPE_CHECKING:  # for the annotations only
     from patchkit.targets.jit_builds import JitCheck
@@ -21,7 +20,7 @@ def stale_bytecode(target: Target, current: dict[str, bytes]) -> dict[str, tuple
     """The stale cached bytecode of every target file that holds a table."""
     from patchkit.targets import bytecode
 
-    stale = {rel: tuple(pyc.path for pyc in bytecode.check(target.path(rel), data) if pyc.status == STALE)
+    stale = {rel: tuple(pyc.path for pyc in bytecode.check(target.path(rel), data) if pyc.status is bytecode.STALE)
              for rel, data in current.items() if mentions(data, target.project.names)}
     return {rel: paths for rel, paths in stale.items() if paths}
 

@@ -34,7 +34,7 @@ from patchkit.digest import sha256
 from patchkit.errors import BadInput, PatchkitError, Refused
 from patchkit.targets import bytecode
 from patchkit.targets.atomic import sync_folders, write_atomic
-from patchkit.targets.locate import Layout, Target, open_target
+from patchkit.targets.locate import Target, open_target
 from patchkit.targets.state import Store
 from patchkit.targets.transaction import (
     Finished,
@@ -187,7 +187,7 @@ def commit_all(home: Store, parts: list[Part], op: str) -> list[list[Path]]:
 
 def _part(p: Part) -> dict:
     return {
-        "project": p.target.project.name, "root": str(p.target.root), "kind": str(Layout(p.target.kind)),
+        "project": p.target.project.name, "root": str(p.target.root), "kind": str(p.target.kind),
         "state_dir": str(p.store.root), "version": p.version,
         "files": [{"path": c.path, "before": sha256(c.before), "after": sha256(c.after)} for c in p.changes],
         "applied": p.applied.to_json() if p.applied else None,

@@ -20,17 +20,25 @@ from patchkit.bounded import TIME, load_json, read_file, run
 from patchkit.errors import BadInput
 from patchkit.fixes.registry import PROJECTS, Project
 from patchkit.targets.import_path import TEXT_CAP, ImportPath, candidates, import_path, mapping, read_text
+from patchkit.types import StrEnum
 from patchkit.values import Record
 
-WHEEL = "wheel"
-EDITABLE = "editable"
+
+class InstallForm(StrEnum):
+    """How a project is installed for an interpreter (``Install.how``; --json's ``how``)."""
+
+    WHEEL = "wheel"  # its files in site-packages
+    EDITABLE = "editable"  # a checkout that the environment imports
+
+
+WHEEL, EDITABLE = InstallForm.WHEEL, InstallForm.EDITABLE
 
 
 class Install(Record):
     """One project installed for an interpreter."""
 
     project: str  # the project's name in patchkit ("sglang")
-    how: str  # WHEEL or EDITABLE
+    how: InstallForm
     site: Path  # the site-packages folder where it was found
     package: Path  # the package folder Python imports: site/sglang, or a checkout's python/sglang
     dist_info: Path | None  # its dist-info folder (a legacy .egg-link has none)
@@ -39,7 +47,7 @@ class Install(Record):
     @property
     def path(self) -> Path:
         """What a command opens: the site-packages folder of a wheel, the package folder of an editable install."""
-        return self.site if self.how == WHEEL else self.package
+        return self.site if self.how is WHEEL else self.package
 
 
 class Environment(Record):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchkit.cc import CC, AutoCC, Key
 from patchkit.errors import Refused, localized
@@ -21,6 +22,10 @@ from patchkit.plan import APPLY, Plan, plan_apply
 from patchkit.plan.reasons import ForOtherGpus, LeftOut, NoRule, NoShippedPatch, ReleaseChanged
 from patchkit.types import NOTHING_TO_PATCH, Applied
 from patchkit.values import Record, Value
+
+if TYPE_CHECKING:  # for the annotations only
+    from patchkit.cc import Key
+    from patchkit.plan.plans import Note
 
 
 class ApplyRequest(Value, kw_only=True):
@@ -69,7 +74,7 @@ class Snapshot(Value, kw_only=True):
     originals: Mapping[str, bytes | None]  # the bytes ``applied`` replaced, by repository path
     current: Mapping[str, bytes]  # every candidate file (and each file of ``applied``) that exists
     shipped: Shipped | None  # the shipped patches for ``fixes`` but ``blocked`` and the cc pair, or None
-    series_pair: tuple | None  # without ``shipped``: the cc pair of the shipped patches of ``fixes`` (None: none)
+    series_pair: tuple[Key, Key] | None  # without ``shipped``: the cc pair of the shipped patches of ``fixes`` (None: none)
     series: str | None  # the release whose series is this version's
     blocked: tuple[FixStatus, ...]  # those of ``fixes`` the series' manifest says cannot be applied whole
     stale: Mapping[str, tuple[Path, ...]]  # the stale bytecode of each file that holds a table
@@ -109,7 +114,7 @@ def with_applied(fixes: tuple[str, ...], applied: Applied | None, old: bool) -> 
     return tuple(n for n in FIXES if n in fixes or n in kept), kept
 
 
-def no_shipped(snap: Snapshot, from_cc, to_cc) -> NoShippedPatch:
+def no_shipped(snap: Snapshot, from_cc: Key, to_cc: Key) -> NoShippedPatch:
     """Why no shipped patch fits: none for this version, or one for another cc pair (``series_pair``)."""
     return NoShippedPatch(snap.version, snap.project.label, snap.series, snap.series_pair, from_cc, to_cc)
 
@@ -152,7 +157,8 @@ def _look(request: ApplyRequest, snap: Snapshot) -> Look:
 
 
 def _look_at(request: ApplyRequest, snap: Snapshot, fixes: tuple[str, ...]) -> Look:
-    missing = [p for p, data in snap.originals.items() if data is None]
+    originals = {p: data for p, data in snap.originals.items() if data is not None}
+    missing = [p for p in snap.originals if p not in originals]
     if missing:
         restore = "reinstall the package" if snap.installed else "e.g. `git checkout -- FILE`"
         raise Refused(snap.local(missing[0]), f"its original bytes are missing from {snap.objects}; restore the file "
@@ -163,14 +169,14 @@ def _look_at(request: ApplyRequest, snap: Snapshot, fixes: tuple[str, ...]) -> L
     other = tuple(f for f in fixes_for(snap.project.name, fixes) if not rules_for(snap.project.name, (f,), from_cc, to_cc))
     if not rules:
         if other:
-            notes: tuple = (ForOtherGpus(snap.project.label, to_cc, other, ()),)
+            notes: tuple[Note, ...] = (ForOtherGpus(snap.project.label, to_cc, other, ()),)
         else:  # none left but those not needed here (said by the command): no rule to name
             notes = () if request.left_out else (NoRule(snap.project.label, snap.project.name, tuple(fixes)),)
         return Look(Plan(NOTHING_TO_PATCH, notes=notes), snap.old, ())
     shipped = snap.shipped
     with localized(snap.local):
         plan = plan_apply(
-            dict(snap.current), snap.applied, dict(snap.originals), shipped, rules=rules, from_cc=from_cc, to_cc=to_cc,
+            dict(snap.current), snap.applied, originals, shipped, rules=rules, from_cc=from_cc, to_cc=to_cc,
             version=snap.version, no_generate=request.no_generate, no_shipped=None if shipped else no_shipped(snap, from_cc, to_cc),
             read=snap.read, root=snap.project.source_root, local=snap.local, installed=snap.installed,
         )
@@ -199,7 +205,7 @@ def _refuse_blocked(snap: Snapshot, named: tuple[str, ...] | None) -> tuple[tupl
     return tuple(f for f in snap.fixes if f not in {b.fix for b in blocked}), notes
 
 
-def _refuse_gates_left(snap: Snapshot, plan: Plan, fixes: tuple[str, ...], from_cc, to_cc) -> None:
+def _refuse_gates_left(snap: Snapshot, plan: Plan, fixes: tuple[str, ...], from_cc: Key, to_cc: Key) -> None:
     """A patch generated from the files (no manifest to tell): refuse it where a gate on a
     fix's feature path still refuses the GPU after the rules."""
     from patchkit.fixes.registry import FIXES

@@ -171,9 +171,8 @@ def open_install(install: Install) -> Target:
     p = PROJECTS[install.project]
     if install.how is WHEEL:
         return open_target(install.site, p.name)
-    root = install.package.parent
-    if p.source_root:
-        root = root.parent if root.name == p.source_root else None
+    folder = install.package.parent
+    root = folder if not p.source_root else folder.parent if folder.name == p.source_root else None
     target = _recognise(root, p) if root is not None else None
     if target is None or target.kind is INSTALLED:
         raise BadInput(

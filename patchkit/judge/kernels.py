@@ -18,6 +18,7 @@ loaded or run.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypedDict
 
 from patchkit.cc import CC
 from patchkit.fixes.kernels import KnownDistribution, KnownFile, known_kernels
@@ -51,7 +52,7 @@ class FileHere(Record):
             return ()
         return tuple(f for f in self.fits if f.runs == NONE and (self.known is None or self.known.loaded_on(f.cc)))
 
-    def to_json(self, dist: Distribution | None) -> dict:
+    def to_json(self, dist: Distribution | None) -> dict[str, object]:
         b = self.binary
         return {"path": self.shown, "file": b.path, "distribution": dist.name if dist else None,
                 "version": dist.version if dist else None, "sass": b.sass(), "ptx": b.ptx(), "compressed": b.compressed(),
@@ -63,11 +64,22 @@ class FileHere(Record):
                 "imported_by": list(self.imported_by) if self.imported_by is not None else None, "gpus": [f.to_json() for f in self.fits]}
 
 
-def names_json(entries: tuple[FatbinEntry, ...]) -> list[dict]:
+class NameJson(TypedDict):
+    """One target of ``names_json``."""
+
+    name: str
+    cuobjdump: str | None
+    kind: str
+    section: str
+    loads: bool
+    entries: int
+
+
+def names_json(entries: tuple[FatbinEntry, ...]) -> list[NameJson]:
     """Each distinct target once per section and kind, patchkit's name beside cuobjdump's
     (``--list-elf`` names an sm_120f cubin's file ``x.sm_120.cubin``): what ``--json`` lists."""
     kinds = {1: "ptx", 2: "sass", 8: "lto"}
-    seen: dict[tuple, dict] = {}
+    seen: dict[tuple[str, int, int, str], NameJson] = {}
     for e in entries:
         key = (e.section, e.kind, e.arch, e.suffix)
         if key not in seen:

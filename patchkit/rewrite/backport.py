@@ -29,7 +29,7 @@ from functools import lru_cache
 from patchkit.errors import RewriteError
 from patchkit.rewrite import diff as diffs
 from patchkit.rewrite.diff import Hunk
-from patchkit.types import ALREADY_UPSTREAM, PATCHED
+from patchkit.types import ALREADY_UPSTREAM, PATCHED, Status
 from patchkit.values import Record
 
 EXACT, OFFSET, MERGED = "exactly", "at an offset", "by a three-way merge"
@@ -37,7 +37,7 @@ EXACT, OFFSET, MERGED = "exactly", "at an offset", "by a three-way merge"
 
 class Merged(Record):
     source: bytes
-    status: str  # PATCHED or ALREADY_UPSTREAM
+    status: Status  # PATCHED or ALREADY_UPSTREAM
     how: str  # EXACT, "at an offset of +3 lines", MERGED
     hunks: int
 
@@ -54,16 +54,18 @@ def parse(diff: bytes, name: str) -> dict[str, tuple[Hunk, ...]]:
     return {f.path.encode("latin-1").decode("utf-8", "replace"): f.hunks for f in files}
 
 
-def _patch(lines: list[bytes], hunks: tuple[Hunk, ...], reverse: bool = False):
+def _patch(lines: list[bytes], hunks: tuple[Hunk, ...], reverse: bool = False
+) -> tuple[list[bytes], list[int]] | tuple[None, Hunk]:
     """(new lines, offsets) with every hunk applied at the nearest place that holds its pre-image, or (None, hunk)."""
     return diffs.apply_hunks(lines, hunks, reverse=reverse, search=True)
 
 
 def _merge(base: list[bytes], ours: list[bytes], hunks: tuple[Hunk, ...], name: str, path: str) -> list[bytes]:
     """Ours with theirs' changes (the hunks applied to ``base``), or RewriteError at a conflict."""
-    theirs, offsets = _patch(base, hunks)
-    if theirs is None:
-        raise RewriteError(path, f"{offsets.name()} does not apply to {name}, the release the change was made on")
+    patched = _patch(base, hunks)
+    if patched[0] is None:
+        raise RewriteError(path, f"{patched[1].name()} does not apply to {name}, the release the change was made on")
+    theirs, offsets = patched
     spans, delta = [], 0  # where each hunk sits in base, to name the one that conflicts
     for h, off in zip(hunks, offsets, strict=True):
         start = max(h.old_start - 1, 0) + delta + off if h.old else h.old_start + delta + off
@@ -109,21 +111,22 @@ def rewrite(data: bytes, path: str, hunks: tuple[Hunk, ...], base: bytes | Calla
     ``base``: the file in the release the change was made on (``base_name``), for a merge, or a
     function that reads it, called only when a merge is needed (that release may not be at hand)."""
     lines = data.splitlines(keepends=True)
-    new, offsets = _patch(lines, hunks)
-    if new is not None:
+    patched = _patch(lines, hunks)
+    if patched[0] is not None:
+        new, offsets = patched
         moved = sorted({o for o in offsets if o})
         how = EXACT if not moved else f"{OFFSET} of {', '.join(f'{o:+d}' for o in moved)} lines"
         result = Merged(b"".join(new), PATCHED, how, len(hunks))
     else:
-        failed = offsets
+        failed = patched[1]
         back, _ = _patch(lines, hunks, reverse=True)
         if back is not None:
             return Merged(data, ALREADY_UPSTREAM, "already there", len(hunks))
         if callable(base):
             base = base()
         if base is None:
-            merged = f" (its shipped patch merges it against {base_name})" if base_name else ""
-            raise RewriteError(path, f"{failed.name()} does not apply as text{merged}")
+            against = f" (its shipped patch merges it against {base_name})" if base_name else ""
+            raise RewriteError(path, f"{failed.name()} does not apply as text{against}")
         merged = _merge(base.splitlines(keepends=True), lines, hunks, base_name, path)
         result = Merged(b"".join(merged), PATCHED, MERGED, len(hunks))
     if path.endswith(".py"):

@@ -11,7 +11,7 @@ from_cc>`` right after the ``from_cc`` entry.  The value node is copied verbatim
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import libcst as cst
@@ -32,7 +32,7 @@ class TableResult(Hit):
     ``value``: the copied value's source, on one line, comments dropped)."""
 
 
-class Rewrite(Rewritten):
+class Rewrite(Rewritten[TableResult]):
     """The rewritten source and what happened to each table found in it."""
 
     @property
@@ -53,8 +53,8 @@ def key_value(node: cst.BaseExpression) -> Key | None:
 def insert_key(table: cst.Dict, from_cc: Key, to_cc: Key) -> cst.Dict:
     """Return ``table`` with ``to_cc: <from_cc's value>`` after the last ``from_cc`` entry, the
     existing lines byte-identical (``rewrite.insert.insert_after``)."""
-    index = max(i for i, e in enumerate(table.elements) if isinstance(e, cst.DictElement) and key_value(e.key) == from_cc)
-    source = table.elements[index]
+    index, source = max(((i, e) for i, e in enumerate(table.elements) if isinstance(e, cst.DictElement) and key_value(e.key) == from_cc),
+                        key=lambda found: found[0])
     added = source.with_changes(key=new_literal(source.key, to_cc), value=source.value.deep_clone())
     elements, close_ws = insert_after(table.elements, index, added, table.lbrace.whitespace_after,
                                       table.rbrace.whitespace_before, entries=True)
@@ -86,7 +86,9 @@ def _table_name(targets: list[cst.BaseExpression], names: frozenset[str]) -> str
     return None
 
 
-def _add_key(table: cst.BaseExpression, name: str, scope: Scope, from_cc: Key, to_cc: Key, path: str):
+def _add_key(
+    table: cst.BaseExpression, name: str, scope: Scope, from_cc: Key, to_cc: Key, path: str
+) -> tuple[TableResult, cst.Dict | None]:
     """(what happened to the table, its new value or None when it stays as it is)."""
     if not isinstance(table, cst.Dict):
         raise RewriteError(
@@ -107,14 +109,14 @@ def _add_key(table: cst.BaseExpression, name: str, scope: Scope, from_cc: Key, t
 class _Replace(cst.CSTTransformer):
     """Put each new node in place of the old one (``{id(old): new}``)."""
 
-    def __init__(self, new: dict[int, cst.CSTNode]) -> None:
+    def __init__(self, new: Mapping[int, cst.CSTNode]) -> None:
         super().__init__()
         self.new = new
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         return id(node) not in self.new
 
-    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]  # LibCST's is generic in the node's type: each new node has its old one's type, which a dict keyed by id() cannot say
         return self.new.get(id(original_node), updated_node)
 
 

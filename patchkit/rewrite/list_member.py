@@ -62,7 +62,7 @@ class ListResult(Hit):
     the list ("module", "class A", "def f", "def A.f"); ``value`` the list as it reads now."""
 
 
-class ListRewrite(Rewritten):
+class ListRewrite(Rewritten[ListResult]):
     """The rewritten source and what happened to each list found in it."""
 
     @property
@@ -70,7 +70,12 @@ class ListRewrite(Rewritten):
         return self.found
 
 
-def _brackets(seq: cst.BaseExpression):
+# A literal sequence a member is added to.
+_Seq = cst.List | cst.Set | cst.Tuple
+_Ws = cst.BaseParenthesizableWhitespace
+
+
+def _brackets(seq: _Seq) -> tuple[_Ws | None, _Ws | None]:
     """(whitespace after the opening bracket, before the closing one) of a list, set or tuple."""
     if isinstance(seq, cst.List):
         return seq.lbracket.whitespace_after, seq.rbracket.whitespace_before
@@ -81,7 +86,7 @@ def _brackets(seq: cst.BaseExpression):
     return None, None
 
 
-def _with_close(seq: cst.BaseExpression, elements, close_ws) -> cst.BaseExpression:
+def _with_close(seq: _Seq, elements: list[cst.BaseElement], close_ws: _Ws | None) -> _Seq:
     if isinstance(seq, cst.List):
         return seq.with_changes(elements=elements, rbracket=seq.rbracket.with_changes(whitespace_before=close_ws))
     if isinstance(seq, cst.Set):
@@ -92,11 +97,11 @@ def _with_close(seq: cst.BaseExpression, elements, close_ws) -> cst.BaseExpressi
     return seq.with_changes(elements=elements)
 
 
-def add_member(seq: cst.BaseExpression, from_cc: Key, to_cc: Key) -> cst.BaseExpression:
+def add_member(seq: _Seq, from_cc: Key, to_cc: Key) -> _Seq:
     """``seq`` (a literal list, set or tuple holding ``from_cc``) with ``to_cc`` after the
     last ``from_cc``, spelled like it (``"10.0"`` gives ``"12.0"`` in the same quotes)."""
-    index = max(i for i, e in enumerate(seq.elements) if _member(e) == from_cc)
-    source = seq.elements[index]
+    index, source = max(((i, e) for i, e in enumerate(seq.elements) if isinstance(e, cst.Element) and _member(e) == from_cc),
+                        key=lambda found: found[0])
     added = source.with_changes(value=new_literal(source.value, to_cc))
     open_ws, close_ws = _brackets(seq)
     elements, close_ws = insert_after(seq.elements, index, added, open_ws, close_ws)

@@ -75,5 +75,5 @@ def to_json(r: DiagnoseResult) -> dict[str, object]:
     }
 
 
-def _files(c) -> list[dict] | None:
+def _files(c: CodeBehind | None) -> list[dict[str, object]] | None:
     return None if c is None else [file_json(x, d.dist) for d, x in c.missing()]

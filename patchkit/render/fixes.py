@@ -4,13 +4,21 @@ series cover, by project."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from patchkit.fixes.effects import Outcome
 from patchkit.fixes.registry import PROJECTS
 from patchkit.text import plural
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
 
+if TYPE_CHECKING:
+    from typing import Any
 
-def to_text(r, terminal: bool) -> list[str]:
+    from patchkit.commands.fixes import FixesResult
+    from patchkit.fixes.effects import DefaultOn, Effect, Fails, Needs
+
+
+def to_text(r: FixesResult, terminal: bool) -> list[str]:
     lines: list[str] = []
     for n, entry in enumerate(r.fixes):
         fix = entry.fix
@@ -32,8 +40,8 @@ def to_text(r, terminal: bool) -> list[str]:
     return lines
 
 
-def to_json(r) -> dict:
-    documents = []
+def to_json(r: FixesResult) -> dict[str, object]:
+    documents: list[dict[str, object]] = []
     for entry in r.fixes:
         fix, effect = entry.fix, entry.effect
         rules = [{"project": rule.project, "label": PROJECTS[rule.project].label, "kind": rule.kind, "files": list(rule.files),
@@ -46,11 +54,12 @@ def to_json(r) -> dict:
     return {"command": "fixes", "patches": str(r.patches), "fixes": documents}
 
 
-def release_lines(r: dict) -> list[str]:
-    """The releases of one project a fix's shipped series cover (``commands.fixes.releases``), by status."""
+def release_lines(r: dict[str, Any]) -> list[str]:
+    """The releases of one project a fix's shipped series cover (``commands.fixes.releases``), by status
+    (``Any``: that document's values, of a type per key, which it declares as a plain dict)."""
     if not r["shipped"]:
         return [f"    {r['label']}: no shipped series"]
-    rows = [(PATCHED, r["patched_ranges"]), (ALREADY_UPSTREAM, r["already_upstream_ranges"])]
+    rows: list[tuple[str, list[str]]] = [(PATCHED, r["patched_ranges"]), (ALREADY_UPSTREAM, r["already_upstream_ranges"])]
     rows += [(status, found["ranges"]) for status, found in r["other"].items()]
     if r["not_listed"]:
         rows.append(("not in the manifest", r["not_listed_ranges"]))
@@ -60,7 +69,7 @@ def release_lines(r: dict) -> list[str]:
     return lines
 
 
-def effect_lines(effect) -> list[str]:
+def effect_lines(effect: Effect) -> list[str]:
     """What the fix does and under which conditions (its ``[effect]``)."""
     lines = [f"  effect:   {effect.changes}", f"  upstream: {effect.upstream}", f"  without it (with {effect.asked_with}):"]
     lines += [f"    {failure_words(f, PROJECTS[f.project].label)}" for f in effect.fails]
@@ -70,24 +79,24 @@ def effect_lines(effect) -> list[str]:
     return lines
 
 
-def needs_words(need) -> str:
+def needs_words(need: Needs) -> str:
     """What a fix needs of the machine and what happens without it, in one clause."""
     return f"{need.says}; without it {need.otherwise}: {need.then}"
 
 
-def failure_words(f, label: str) -> str:
+def failure_words(f: Fails, label: str) -> str:
     """What goes wrong without the fix in a range of releases, in one clause."""
     what = {Outcome.CRASH: "crashes with ", Outcome.WARNING: "warns ", Outcome.OFF: ""}[f.outcome]
     return f"{label} {f.releases()} {what}{f.says} ({f.where})"
 
 
-def on_by_itself_words(d, label: str, other: str) -> str:
+def on_by_itself_words(d: DefaultOn, label: str, other: str) -> str:
     """What turns the feature on by itself in a range of releases, in one clause."""
     kept = f"; {d.prevented_by} keeps it off" if d.prevented_by else ""
     return f"{label} {d.releases()} turns it on by itself on SM120 for {', '.join(d.models)}, with {other} below {d.fixed_in}{kept}"
 
 
-def effect_json(effect) -> dict:
+def effect_json(effect: Effect) -> dict[str, object]:
     """A fix's effect (``fixes.effects.Effect``) in a --json document."""
     return {
         "changes": effect.changes, "upstream": effect.upstream, "asked_with": effect.asked_with,
@@ -96,7 +105,7 @@ def effect_json(effect) -> dict:
     }
 
 
-def needs_json(need) -> dict:
+def needs_json(need: Needs) -> dict[str, object]:
     """A fix's need (``fixes.effects.Needs``) as --json says it: ``for_cc`` as the data writes it
     (each cc's tables, since/until in those of a range)."""
     return need._asdict() | {"for_cc": {cc: [anyone, *({"since": s, "until": u, **w} for s, u, w in ranges)]

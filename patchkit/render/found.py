@@ -6,9 +6,12 @@ tests/render/test_kind_words.py fails for a kind without one."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from patchkit.fixes.kinds import RuleKind
+
+if TYPE_CHECKING:
+    from patchkit.rewrite.found import Found
 
 
 class Words(NamedTuple):
@@ -37,12 +40,12 @@ WORDS: dict[RuleKind, Words] = {
 }
 
 
-def words(t) -> Words:
+def words(t: Found) -> Words:
     """The words of ``t``'s kind (a manifest older than kinds holds dict keys)."""
     return WORDS[t.kind or RuleKind.DICT_KEY]
 
 
-def found_line(t) -> str:
+def found_line(t: Found) -> str:
     """One thing a rule found, as apply says it."""
     w = words(t)
     if w.scoped:

@@ -4,6 +4,7 @@ it is done (``tag_line``), then the differences ``--check`` found and the summar
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchkit.commands.generate import NoKeys
 from patchkit.patch.manifest import SERIES
@@ -11,8 +12,11 @@ from patchkit.render.found import words
 from patchkit.text import plural
 from patchkit.types import ALREADY_UPSTREAM, CANNOT_APPLY, ERROR, INCOMPLETE, NOT_NEEDED_HERE, NOTHING_TO_PATCH, PATCHED
 
+if TYPE_CHECKING:
+    from patchkit.commands.generate import GenerateResult, TagOutcome
 
-def tag_line(outcome, width: int, out: Path) -> str:
+
+def tag_line(outcome: TagOutcome, width: int, out: Path) -> str:
     """A tag's line: its status, where its series went, what each fix did there."""
     line = f"{outcome.tag:<{width}}  {outcome.status}"
     if outcome.status == PATCHED:
@@ -35,7 +39,7 @@ def tag_line(outcome, width: int, out: Path) -> str:
     return line + (": " + "; ".join(parts) if parts else "")
 
 
-def to_text(r, terminal: bool) -> list[str]:
+def to_text(r: GenerateResult | NoKeys, terminal: bool) -> list[str]:
     if isinstance(r, NoKeys):  # --to-cc auto, and the GPUs need no key
         from patchkit.render.auto import gpus_line
 
@@ -48,7 +52,7 @@ def to_text(r, terminal: bool) -> list[str]:
     ]
 
 
-def to_json(r) -> dict:
+def to_json(r: GenerateResult | NoKeys) -> dict[str, object]:
     if isinstance(r, NoKeys):
         return {"command": "generate", "to_cc": "auto", "nothing_to_do": True}
     return {
@@ -63,6 +67,6 @@ def to_json(r) -> dict:
     }
 
 
-def _tag_json(outcome) -> dict:
+def _tag_json(outcome: TagOutcome) -> dict[str, object]:
     """A tag's part of the document: each fix with its reason in words (an incomplete fix's, from its gates)."""
     return dict(outcome.to_json(), fixes=[dict(f.to_json(), reason=f.says()) for f in outcome.fixes])

@@ -3,10 +3,18 @@ what no GPU of a cc has (``gpus.products``), and its part of a --json document."
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from patchkit.gpus.products import without_multicast
 
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
-def no_multicast_said(ccs) -> str | None:
+    from patchkit.cc import CC
+    from patchkit.gpus.smi import Machine
+
+
+def no_multicast_said(ccs: Sequence[CC]) -> str | None:
     """``no multicast on any GPU of cc 12.0 or 12.1 (...; ...)``: the ccs (pairs, lowest first) and
     why each lacks it, as doctor's links line and every verdict that rests on it say it; None when
     one of them may have multicast."""
@@ -15,7 +23,7 @@ def no_multicast_said(ccs) -> str | None:
     return f"no multicast on any GPU of cc {named} ({'; '.join(why)})" if why else None
 
 
-def link_summary(m) -> str:
+def link_summary(m: Machine) -> str:
     """How the GPUs of ``m`` (``gpus.smi.Machine``) are linked, in one line."""
     if m.links is None:
         ccs = m.no_multicast_known()
@@ -35,7 +43,7 @@ def link_summary(m) -> str:
             "NVSwitch as well, which topo -m does not show")
 
 
-def machine_json(m) -> dict:
+def machine_json(m: Machine) -> dict[str, object]:
     """A machine (``gpus.smi.Machine``) in a --json document."""
     return {
         "nvidia_smi": m.nvidia_smi,

@@ -27,7 +27,7 @@ def tag_line(outcome, width: int, out: Path) -> str:
         elif f.status in (CANNOT_APPLY, INCOMPLETE) and outcome.status != ERROR:
             parts.append(f"{f.fix} {f.status} ({f.says()})")
         elif f.status == NOT_NEEDED_HERE:
-            parts.append(f"{f.fix} not needed here ({f.reason})")
+            parts.append(f"{f.fix} not needed here ({why(f)})")
         elif f.status not in (CANNOT_APPLY, INCOMPLETE) and outcome.status == PATCHED:
             parts.append(f"{f.fix} {f.status}")
     if outcome.error:
@@ -63,6 +63,20 @@ def to_json(r) -> dict:
     }
 
 
+def why(f) -> str | None:
+    """Why a fix stands as it does on the release, in words, from what the manifest keeps
+    (``FixStatus.says``; a fix not needed here, the judge's reason said by ``render/reasons.py``)."""
+    if f.status == NOT_NEEDED_HERE and f.unneeded is not None:
+        from patchkit.render.reasons import said
+        from patchkit.render.saved import read
+
+        return said(read(f.unneeded)) or f.reason
+    return f.says()
+
+
 def _tag_json(outcome) -> dict:
-    """A tag's part of the document: each fix with its reason in words (an incomplete fix's, from its gates)."""
-    return dict(outcome.to_json(), fixes=[dict(f.to_json(), reason=f.says()) for f in outcome.fixes])
+    """A tag's part of the document: each fix with its reason in words (an incomplete fix's gates
+    too), the values the manifest keeps for the words left out."""
+    fixes = [{"fix": f.fix, "status": f.status, "reason": why(f), **({} if f.gates is None else {"gates": f.gates})}
+             for f in outcome.fixes]
+    return dict(outcome.to_json(), fixes=fixes)

@@ -413,6 +413,9 @@ def flashinfer_mirror(prebuilt) -> Path:
 BACKPORT = next(r for r in FIXES["allreduce-fusion"].rules if r.kind == "backport")
 UTILS_CONTEXT = b"inline int GetCudaMultiProcessorCount() {"
 UTILS_CONFLICT = "include/flashinfer/utils.cuh: hunk 1 (@@ -359,6 +359,22 @@) conflicts"
+# What the manifest keeps of it: the code and its fields, said as UTILS_CONFLICT when read.
+UTILS_CONFLICT_SAVED = {"code": "hunk-conflicts", "path": "include/flashinfer/utils.cuh",
+                        "fields": {"number": 1, "header": "@@ -359,6 +359,22 @@"}}
 
 
 def test_flashinfer_series_carry_the_whole_upstream_change(flashinfer_mirror: Path, tmp_path: Path) -> None:
@@ -455,7 +458,8 @@ def test_flashinfer_series_carry_the_whole_upstream_change(flashinfer_mirror: Pa
         manifest = json.loads((folder / "manifest.json").read_bytes())
         if UTILS_CONTEXT not in original["include/flashinfer/utils.cuh"]:
             assert manifest["series"] == [] and ours == ["manifest.json"], version
-            assert manifest["fixes"] == [{"fix": "allreduce-fusion", "status": "cannot apply", "reason": UTILS_CONFLICT}], version
+            assert manifest["fixes"] == [{"fix": "allreduce-fusion", "status": "cannot apply", "reason": None,
+                                          "unfit": UTILS_CONFLICT_SAVED}], version
             assert f"{tag:<14}  nothing to patch: allreduce-fusion cannot apply ({UTILS_CONFLICT})" in lines, version
             seen["cannot apply"].append(version)
             continue

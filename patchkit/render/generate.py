@@ -14,6 +14,7 @@ from patchkit.types import ALREADY_UPSTREAM, CANNOT_APPLY, ERROR, INCOMPLETE, NO
 
 if TYPE_CHECKING:
     from patchkit.commands.generate import GenerateResult, TagOutcome
+    from patchkit.patch.manifest import FixStatus
 
 
 def tag_line(outcome: TagOutcome, width: int, out: Path) -> str:
@@ -31,7 +32,7 @@ def tag_line(outcome: TagOutcome, width: int, out: Path) -> str:
         elif f.status in (CANNOT_APPLY, INCOMPLETE) and outcome.status != ERROR:
             parts.append(f"{f.fix} {f.status} ({f.says()})")
         elif f.status == NOT_NEEDED_HERE:
-            parts.append(f"{f.fix} not needed here ({f.reason})")
+            parts.append(f"{f.fix} not needed here ({why(f)})")
         elif f.status not in (CANNOT_APPLY, INCOMPLETE) and outcome.status == PATCHED:
             parts.append(f"{f.fix} {f.status}")
     if outcome.error:
@@ -67,6 +68,20 @@ def to_json(r: GenerateResult | NoKeys) -> dict[str, object]:
     }
 
 
+def why(f: FixStatus) -> str | None:
+    """Why a fix stands as it does on the release, in words, from what the manifest keeps
+    (``FixStatus.says``; a fix not needed here, the judge's reason said by ``render/reasons.py``)."""
+    if f.status == NOT_NEEDED_HERE and f.unneeded is not None:
+        from patchkit.render.reasons import said
+        from patchkit.render.saved import read
+
+        return said(read(f.unneeded)) or f.reason
+    return f.says()
+
+
 def _tag_json(outcome: TagOutcome) -> dict[str, object]:
-    """A tag's part of the document: each fix with its reason in words (an incomplete fix's, from its gates)."""
-    return dict(outcome.to_json(), fixes=[dict(f.to_json(), reason=f.says()) for f in outcome.fixes])
+    """A tag's part of the document: each fix with its reason in words (an incomplete fix's gates
+    too), the values the manifest keeps for the words left out."""
+    fixes = [{"fix": f.fix, "status": f.status, "reason": why(f), **({} if f.gates is None else {"gates": f.gates})}
+             for f in outcome.fixes]
+    return dict(outcome.to_json(), fixes=fixes)

@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from patchkit.errors import RewriteError
 from patchkit.rewrite.cut import rewrite_cut
 from patchkit.rewrite.dict_key import key_value, one_line, parse
 from patchkit.rewrite.list_member import add_member
 from patchkit.rewrite.output import LINE_LENGTH, Hit, Rewritten, render
+from patchkit.rewrite.unfit import Misfit, no_fit
 from patchkit.types import ALREADY_UPSTREAM, PATCHED, Status
 
 if TYPE_CHECKING:
@@ -129,7 +129,7 @@ def rewrite(
     if named) to admit ``to_cc``.  Nothing found: the source as it is, and no tests.  Raises
     RewriteError (naming ``path``) for a syntax error or a line wider than ``line_length``."""
     if from_cc == to_cc:
-        raise RewriteError(path, f"--from-cc and --to-cc are both {from_cc!r}")
+        raise no_fit(path, Misfit.SAME_KEYS, key=from_cc)
     if subject.encode() not in source or str(from_cc).encode() not in source:
         return ComparisonRewrite(source, ())
     widen = Widen(subject, functions, from_cc, to_cc)

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 import libcst as cst
 
 from patchkit.cc import Key
-from patchkit.errors import RewriteError
 from patchkit.match import mentions
 from patchkit.rewrite.cut import rewrite_cut
 from patchkit.rewrite.insert import insert_after
 from patchkit.rewrite.output import Hit, Rewritten, new_literal, render
 from patchkit.rewrite.scope import Scope, assignments, statements
+from patchkit.rewrite.unfit import Misfit, no_fit
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
 
 
@@ -91,17 +91,13 @@ def _add_key(
 ) -> tuple[TableResult, cst.Dict | None]:
     """(what happened to the table, its new value or None when it stays as it is)."""
     if not isinstance(table, cst.Dict):
-        raise RewriteError(
-            path, f"table {name} ({scope.label()}) is not a dict literal; patchkit only rewrites literal tables"
-        )
+        raise no_fit(path, Misfit.NOT_A_DICT, name=name, scope=scope.label())
     keys = _keys(table)
     if to_cc in keys:
         return TableResult(name, scope.label(), ALREADY_UPSTREAM, from_cc, to_cc, _value_of(table, to_cc)), None
     if from_cc not in keys:
-        known = ", ".join(repr(k) for k in keys if k is not None) or "none"
-        raise RewriteError(
-            path, f"table {name} ({scope.label()}) has no key {from_cc!r} to copy from (keys: {known})"
-        )
+        known = [repr(k) for k in keys if k is not None]
+        raise no_fit(path, Misfit.NO_KEY_TO_COPY, name=name, scope=scope.label(), key=from_cc, keys=known)
     result = TableResult(name, scope.label(), PATCHED, from_cc, to_cc, _value_of(table, from_cc))
     return result, insert_key(table, from_cc, to_cc)
 
@@ -133,18 +129,18 @@ def parse(source: bytes, path: str) -> cst.Module:
         compile(source, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as exc:
         if "encoding" in str(exc.msg):
-            raise RewriteError(path, f"cannot decode: {exc.msg}") from None
-        raise RewriteError(path, f"cannot parse: line {exc.lineno}: {exc.msg}") from None
+            raise no_fit(path, Misfit.CANNOT_DECODE, detail=exc.msg) from None
+        raise no_fit(path, Misfit.CANNOT_PARSE_LINE, line=exc.lineno, detail=exc.msg) from None
     except (UnicodeDecodeError, LookupError) as exc:
-        raise RewriteError(path, f"cannot decode: {exc}") from None
+        raise no_fit(path, Misfit.CANNOT_DECODE, detail=str(exc)) from None
     except (ValueError, RecursionError, MemoryError) as exc:
-        raise RewriteError(path, f"cannot parse: {exc}") from None
+        raise no_fit(path, Misfit.CANNOT_PARSE, detail=str(exc)) from None
     try:
         return cst.parse_module(source)
     except cst.ParserSyntaxError as exc:
-        raise RewriteError(path, f"cannot parse: line {exc.raw_line}, column {exc.raw_column}: {exc.message}") from None
+        raise no_fit(path, Misfit.CANNOT_PARSE_AT, line=exc.raw_line, column=exc.raw_column, detail=exc.message) from None
     except (UnicodeDecodeError, LookupError, SyntaxError, RecursionError) as exc:
-        raise RewriteError(path, f"cannot decode: {exc}") from None
+        raise no_fit(path, Misfit.CANNOT_DECODE, detail=str(exc)) from None
 
 
 def rewrite(source: bytes, names: Iterable[str], from_cc: Key, to_cc: Key, path: str = "<source>") -> Rewrite:
@@ -155,7 +151,7 @@ def rewrite(source: bytes, names: Iterable[str], from_cc: Key, to_cc: Key, path:
     """
     names = frozenset(names)
     if from_cc == to_cc:
-        raise RewriteError(path, f"--from-cc and --to-cc are both {from_cc!r}")
+        raise no_fit(path, Misfit.SAME_KEYS, key=from_cc)
     if not mentions(source, names):
         return Rewrite(source, ())
     results: list[TableResult] = []

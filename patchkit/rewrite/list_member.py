@@ -17,12 +17,12 @@ from dataclasses import dataclass
 import libcst as cst
 
 from patchkit.cc import Key
-from patchkit.errors import RewriteError
 from patchkit.match import mentions
 from patchkit.rewrite.cut import rewrite_cut
 from patchkit.rewrite.dict_key import key_value, one_line, parse
 from patchkit.rewrite.insert import insert_after
 from patchkit.rewrite.output import LINE_LENGTH, Hit, Rewritten, new_literal, render
+from patchkit.rewrite.unfit import Misfit, no_fit
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
 
 
@@ -155,16 +155,14 @@ class AddMember(cst.CSTTransformer):
     def _add(self, value: cst.BaseExpression) -> cst.BaseExpression:
         name, scope = self.locator.label(), self._scope()
         if not isinstance(value, (cst.List, cst.Tuple, cst.Set)):
-            raise RewriteError(
-                self.path, f"{name} ({scope}) is not a literal list or tuple; patchkit only rewrites literal lists"
-            )
+            raise no_fit(self.path, Misfit.NOT_A_LIST, name=name, scope=scope)
         members = [_member(e) for e in value.elements]
         if self.to_cc in members:
             self.results.append(ListResult(name, scope, ALREADY_UPSTREAM, self.from_cc, self.to_cc, one_line(value)))
             return value
         if self.from_cc not in members:
-            known = ", ".join(repr(m) for m in members if m is not None) or "none"
-            raise RewriteError(self.path, f"{name} ({scope}) has no member {self.from_cc!r} to follow (members: {known})")
+            known = [repr(m) for m in members if m is not None]
+            raise no_fit(self.path, Misfit.NO_MEMBER_TO_FOLLOW, name=name, scope=scope, member=self.from_cc, members=known)
         new = add_member(value, self.from_cc, self.to_cc)
         self.results.append(ListResult(name, scope, PATCHED, self.from_cc, self.to_cc, one_line(new)))
         return new
@@ -221,7 +219,7 @@ def rewrite(
     list without ``from_cc``, or a line the rewrite would make wider than ``line_length``.
     """
     if from_cc == to_cc:
-        raise RewriteError(path, f"--from-cc and --to-cc are both {from_cc!r}")
+        raise no_fit(path, Misfit.SAME_KEYS, key=from_cc)
     if not all(mentions(source, [name]) for name in locator.names()):
         return ListRewrite(source, ())
     adder = AddMember(locator, from_cc, to_cc, path)

@@ -13,7 +13,7 @@ from typing import Generic, TypedDict, TypeVar
 import libcst as cst
 
 from patchkit.cc import Key
-from patchkit.errors import RewriteError
+from patchkit.rewrite.unfit import Misfit, no_fit
 from patchkit.types import PATCHED, Status
 
 LINE_LENGTH = 88  # black's default, and SGLang's: a longer new line is refused, never re-wrapped
@@ -95,10 +95,7 @@ def render(after: cst.Module, source: bytes, path: str, line_length: int | None 
         old = set(source.decode(after.encoding, errors="replace").splitlines())
         for line in code.splitlines():
             if line not in old and _width(line) > line_length:
-                raise RewriteError(
-                    path,
-                    f"the rewrite would make a line {_width(line)} columns wide, over black's {line_length}: {line.strip()}",
-                )
+                raise no_fit(path, Misfit.LINE_TOO_WIDE, width=_width(line), limit=line_length, line=line.strip())
     out = code.encode(after.encoding)
     # LibCST takes a final comment ending in a backslash for a line continuation and
     # drops the file's last newline (libcst 1.9): put the original ending back.

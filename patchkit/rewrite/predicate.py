@@ -27,12 +27,12 @@ from typing import TypeGuard
 import libcst as cst
 from libcst.helpers import ensure_type
 
-from patchkit.errors import RewriteError
 from patchkit.match import mentions
 from patchkit.rewrite.cut import rewrite_cut
 from patchkit.rewrite.dict_key import one_line, parse
 from patchkit.rewrite.insert import insert_after, multiline
 from patchkit.rewrite.output import LINE_LENGTH, HitJson, render
+from patchkit.rewrite.unfit import Misfit, no_fit
 from patchkit.types import ALREADY_UPSTREAM, PATCHED, Status
 from patchkit.values import Record
 
@@ -227,15 +227,12 @@ class _Plan:
             return
         found = [(i, s, a[1]) for i, s in _top_level(module) if (a := _assignment(s)) is not None and a[0] == flag]
         if not found:
-            raise RewriteError(path, f"{flag} is not assigned at module level; patchkit copies its definition for {new_flag}")
+            raise no_fit(path, Misfit.FLAG_NOT_AT_MODULE_LEVEL, flag=flag, new_flag=new_flag)
         flag_at, small, value = found[-1]
         literals = _Literals()
         value.visit(literals)
         if literals.found:
-            raise RewriteError(
-                path, f"the definition of {flag} holds literals ({', '.join(literals.found)}); "
-                "patchkit only copies definitions made of names and calls"
-            )
+            raise no_fit(path, Misfit.DEFINITION_HOLDS_LITERALS, flag=flag, literals=list(literals.found))
         rename = _Rename(old, new)
         renamed = small.visit(rename)  # a node of small's own type: _Rename removes nothing
         definition = ensure_type(renamed, cst.BaseSmallStatement).with_changes(  # type: ignore[type-abstract]  # ensure_type is an isinstance check, which takes an abstract class (mypy issue 4717)
@@ -243,8 +240,7 @@ class _Plan:
         )
         helpers = sorted(n for n in rename.renamed if n != flag)
         if len(helpers) != 1:
-            named = ", ".join(helpers) or "none"
-            raise RewriteError(path, f"the definition of {flag} must name one helper with {old!r} (names: {named})")
+            raise no_fit(path, Misfit.NOT_ONE_HELPER, flag=flag, spelling=old, names=helpers)
         self.definition = flag_at, cst.SimpleStatementLine(body=[definition])
         helper, new_helper = helpers[0], rename.renamed[helpers[0]]
         if new_helper in rename.attributes:
@@ -257,9 +253,7 @@ class _Plan:
                 self.import_at = i, helper
                 self.helper = Helper(new_helper, _import_module(s), new_helper)
                 return
-        raise RewriteError(
-            path, f"{helper} is not imported at module level by 'from ... import'; patchkit imports {new_helper} next to it"
-        )
+        raise no_fit(path, Misfit.HELPER_NOT_IMPORTED, helper=helper, new_helper=new_helper)
 
 
 def _add_import(statement: cst.SimpleStatementLine, old_helper: str, new_helper: str) -> cst.SimpleStatementLine:
@@ -331,7 +325,7 @@ class AddFlag(cst.CSTTransformer):
 
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
         if self.seen and not self.results:
-            raise RewriteError(self.path, f"function {' / '.join(self.seen)} has no or-expression with {self.flag}")
+            raise no_fit(self.path, Misfit.NO_OR_EXPRESSION, functions=list(self.seen), flag=self.flag)
         if not any(r.status == PATCHED for r in self.results):
             return updated_node
         plan = _Plan(updated_node, self.flag, self.new_flag, self.old, self.new, self.path)
@@ -348,17 +342,11 @@ class AddFlag(cst.CSTTransformer):
         return updated_node.with_changes(body=body)
 
 
-def missing(new_flag: str, helper: Helper) -> str:
-    """Why the new flag cannot be added: its helper does not exist in the release."""
-    where = "" if helper.module is None else f" in {helper.module}"
-    return f"cannot add {new_flag}: {helper.reached} is not defined{where} in this release"
-
-
 def _check(flag: str, old: str, new: str, path: str) -> None:
     if old == new:
-        raise RewriteError(path, f"the capability spellings are both {old!r}")
+        raise no_fit(path, Misfit.SAME_SPELLINGS, spelling=old)
     if old not in flag:
-        raise RewriteError(path, f"flag {flag} does not contain {old!r}")
+        raise no_fit(path, Misfit.FLAG_LACKS_SPELLING, flag=flag, spelling=old)
 
 
 def rewrite(

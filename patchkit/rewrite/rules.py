@@ -151,13 +151,14 @@ def _list_member(data: bytes, path: str, rule: ListMemberRule, ctx: _Context) ->
 
 
 def _predicate(data: bytes, path: str, rule: PredicateRule, ctx: _Context) -> tuple[bytes, list[_Fields]]:
-    from patchkit.errors import RewriteError
     from patchkit.rewrite import predicate
+    from patchkit.rewrite.unfit import Misfit, no_fit
 
     result = predicate.rewrite(data, rule.functions, rule.flag, rule.from_cc, rule.to_cc, path=path)
     # The helper matters only when an or-expression changed, and this release must define it.
     if result.helper is not None and not helper_exists(result.helper, path, rule, ctx.read, ctx.root):
-        raise RewriteError(path, predicate.missing(result.predicates[0].new_flag, result.helper))
+        helper = result.helper
+        raise no_fit(path, Misfit.HELPER_UNDEFINED, new_flag=result.predicates[0].new_flag, helper=helper.reached, module=helper.module)
     return result.source, [_of(p, tuple(result.added)) for p in result.predicates]
 
 

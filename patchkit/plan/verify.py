@@ -47,7 +47,7 @@ if TYPE_CHECKING:  # for the annotations only
     from patchkit.rewrite.rules import FileRewrite, Read
 
 
-class Pyc(Protocol):
+class StalePyc(Protocol):
     """A stale cached bytecode file as verify says it (``targets.bytecode.Pyc``)."""
 
     @property
@@ -92,7 +92,7 @@ def plan_verify(
     journal: Mapping[str, object] | None = None,
     journal_file: str = "",
     changed: ReleaseChanged | None = None,
-    stale: Mapping[str, Sequence[Pyc]] | None = None,
+    stale: Mapping[str, Sequence[StalePyc]] | None = None,
     jit_builds: tuple[JitBuild, ...] = (),
     jit_error: str | None = None,
     read: Read | None = None,

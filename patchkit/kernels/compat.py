@@ -104,7 +104,7 @@ class Fit(Record):
             return f"cannot tell for {self.cc_text()}"
         return f"no code for {self.cc_text()}"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         return {"cc": self.cc_text(), "runs": self.runs, "by": list(self.by), "why": self.why}
 
 

@@ -77,7 +77,7 @@ class Machine(Record):
         return (f"NVLink and PCIe pairs ({counted}): no multicast across the PCIe pairs; across NVLink it needs "
                 "NVSwitch as well, which topo -m does not show")
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         return {
             "nvidia_smi": self.nvidia_smi,
             "gpus": [{"index": g.index, "name": g.name, "cc": g.cc_text(), "bus_id": g.bus_id} for g in self.gpus],

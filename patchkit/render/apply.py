@@ -4,6 +4,8 @@ bytecode and JIT builds dropped and the servers to restart; with ``dry_run`` the
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from patchkit.fixes.effects import Outcome
 from patchkit.fixes.kinds import RuleKind
 from patchkit.patch.write import hunks, split_lines
@@ -14,6 +16,9 @@ from patchkit.render.source import source_words
 from patchkit.render.where import where_line
 from patchkit.text import plural
 from patchkit.types import Reason
+
+if TYPE_CHECKING:
+    from patchkit.targets.transaction import Waited
 
 ONE_TARGET = True  # to_json renders one target: render.document puts it in a list, ``targets``
 
@@ -30,14 +35,17 @@ def transaction_lines(r, command: str) -> list[str]:
     return lines
 
 
+def waited_line(waited: Waited) -> str:
+    """That taking a lock waited (apply, revert, upstream): how long, and for which run when known."""
+    holder = f" (pid {waited.pid})" if waited.pid is not None else ""
+    return f"waited {waited.seconds:.1f}s for another patchkit run{holder} to finish"
+
+
 def lock_lines(lock) -> list[str]:
     """What taking the lock did (``targets.transaction.LockTaken``): that this run waited, what recovery did."""
     from patchkit.targets.transaction import Finished
 
-    lines = []
-    if lock.waited is not None:
-        holder = f" (pid {lock.waited.pid})" if lock.waited.pid is not None else ""
-        lines.append(f"waited {lock.waited.seconds:.1f}s for another patchkit run{holder} to finish")
+    lines = [] if lock.waited is None else [waited_line(lock.waited)]
     done = lock.recovered
     if isinstance(done, Finished):
         lines.append(f"finished an interrupted {done.op} ({done.files} files)")

@@ -4,6 +4,8 @@ the bytecode and JIT builds dropped and the servers to restart."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from patchkit.digest import sha256
 from patchkit.plan import REVERT
 from patchkit.render.apply import jit_fields, jit_lines, plan_fields, transaction_lines
@@ -13,10 +15,14 @@ from patchkit.render.source import source_words
 from patchkit.render.where import where_line
 from patchkit.text import plural
 
+if TYPE_CHECKING:
+    from patchkit.commands.revert import ForceRefused
+    from patchkit.errors import Refused
+
 ONE_TARGET = True  # to_json renders one target: render.document puts it in a list, ``targets``
 
 
-def refused(exc):
+def refused(exc: ForceRefused) -> Refused:
     """``commands.revert.ForceRefused`` as its one line says it: how the state is another release's first."""
     from patchkit.errors import Refused
 

@@ -31,7 +31,9 @@ FORMAT = 1  # of state.json and journal.json
 
 class Status(StrEnum):
     """What became of a table, a fix, a release or a target: one name each, in lines, in
-    --json and in the manifests (a member is its word: it prints and compares as it)."""
+    --json and in the manifests (a member is its word: it prints and compares as it).  Why a
+    fix stands so is a ``Reason``, whose code --json gives beside it (``CANNOT_APPLY``'s is
+    ``cannot-apply``); a bytecode file's freshness is ``targets.bytecode.Freshness``."""
 
     PATCHED = "patched"
     ALREADY_UPSTREAM = "already upstream"
@@ -46,10 +48,6 @@ class Status(StrEnum):
     MISSING = "missing"  # its keys, members or flags are missing
     IN_EFFECT = "in effect"
     NOT_FOR_THESE = "not for these GPUs"  # no fix for the GPUs' major: the fixes copy SM100's keys for SM12x
-    # A cached bytecode file against its source
-    FRESH = "fresh"
-    STALE = "stale"
-    INVALID = "invalid"
 
     @classmethod
     def parse(cls, word: object) -> Status | None:
@@ -66,14 +64,14 @@ class Status(StrEnum):
 PATCHED, ALREADY_UPSTREAM, NOTHING_TO_PATCH = Status.PATCHED, Status.ALREADY_UPSTREAM, Status.NOTHING_TO_PATCH
 CANNOT_APPLY, INCOMPLETE, NOT_NEEDED_HERE = Status.CANNOT_APPLY, Status.INCOMPLETE, Status.NOT_NEEDED_HERE
 ALREADY_APPLIED, NOTHING_TO_REVERT, ERROR = Status.ALREADY_APPLIED, Status.NOTHING_TO_REVERT, Status.ERROR
-FRESH, STALE, INVALID = Status.FRESH, Status.STALE, Status.INVALID
 
 
 class TargetKind(StrEnum):
     """What a report says its target is (``report.Where``, the first line of every report):
     a checkout (a git checkout or a plain folder of the source), an installed package (a
     wheel's files in site-packages), or an editable install (a checkout that an environment
-    imports).  Made by ``targets.session``, said by ``render.where``."""
+    imports).  Made by ``targets.session`` from the target's ``targets.locate.Layout`` (how it lies
+    on disk) and how it was found, said by ``render.where``."""
 
     CHECKOUT = "checkout"
     INSTALLED = "installed"

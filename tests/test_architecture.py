@@ -141,6 +141,7 @@ def test_tests_import_their_helpers_from_the_support_package() -> None:
 NAMES = {("judge/kernels.py", "label"): "a distribution's name and version",
          ("judge/jit.py", "label"): "a JIT library's distribution and version", ("plan/write_apply.py", "_patch_id"): "a sha256",
          ("plan/verify.py", "_qualified"): "a table's name as the evaluator spells it",
+         ("plan/verify.py", "reason"): "a stale bytecode file's reason, as targets/bytecode.py gives it (a protocol's member)",
          ("judge/settings.py", "_target"): "a GPU's sm_ target, as ptxas's --gpu-name spells it",
          ("plan/reasons.py", "no_shipped_words"): "the words of --no-generate's refusal, raised in plan (and of the note beside it)",
          ("judge/launch.py", "_model"): "the model as the server's command line names it",

@@ -55,12 +55,12 @@ def generate(from_cc: CC | None, to_cc: CC | AutoCC | None, fix_names: tuple[str
         to_cc, machine = generate_cc(PROJECTS[project], from_cc)
         if to_cc is None:
             return command.NoKeys(machine, PROJECTS[project].label)
-        from patchkit.render.reasons import said
+        from patchkit.render.saved import saved
 
         unneeded = generate_skip(PROJECTS[project], machine, tuple(fix_names))
 
-        def skip(fix: str, version: str) -> str | None:  # the manifest says why in words
-            return said(unneeded(fix, version))
+        def skip(fix: str, version: str) -> dict[str, object] | None:  # the manifest keeps why as values
+            return saved(unneeded(fix, version))
     check_cc(from_cc, to_cc, project)
     check_out(out)
     target = PROJECTS[project]

@@ -61,7 +61,7 @@ class _Apply(Job[ApplyResult]):
 
     def read(self) -> Snapshot:
         r = self.request
-        return self.session.snapshot(r.patches, r.fixes, r.from_cc, r.to_cc)
+        return self.session.snapshot(r.patches, r.fixes, *r.keys(self.session.project))
 
     def look(self, snap: Snapshot) -> Look:
         return look(self.request, snap)
@@ -132,15 +132,23 @@ def apply_all(sessions: list[Session], request: ApplyRequest, keys: list[Keys] |
     and ``fixes``.  Each target's request has its project's cc pair and the fixes it gets."""
     fixes = default_fixes() if request.fixes is None else request.fixes
     runs = [(k.session, k.pairs[0], fixes if k.fixes is None else k.fixes, tuple(k.spare)) for k in keys if k.pairs] \
-        if keys is not None else [(s, (request.from_cc, request.to_cc), fixes, ()) for s in sessions]
+        if keys is not None else [(s, (request.from_cc, _given_cc(request)), fixes, ()) for s in sessions]
     asked = []
     for s, pair, f, left in runs:
-        from_cc, to_cc = s.project.cc_pair(*pair)
+        s.project.cc_pair(*pair)  # refuses a pair the project keys as one
+        from_cc, to_cc = (CC.of(key) if cc is None else cc for cc, key in zip(pair, (s.project.from_cc, s.project.to_cc), strict=True))
         asked.append((s, request._replace(fixes=f, from_cc=from_cc, to_cc=to_cc, left_out=left)))
     home = asked[0][0].home() if asked and asked[0][0].whole else None
     if home is None:  # a checkout or a package named by PATH: one target, its own lock and journal
         return [apply_one(s, r) for s, r in asked]
     return apply_environment(home, asked)
+
+
+def _given_cc(request: ApplyRequest) -> CC | None:
+    """The cc ``request`` adds, or None for the project's own: ``apply`` sends ``--to-cc auto`` to ``apply_auto``."""
+    if request.to_cc is AUTO:
+        raise ValueError("--to-cc auto is apply_auto's: it gives each target its key")
+    return request.to_cc
 
 
 def apply(given: Targets, request: ApplyRequest, version: str | None = None) -> Result:
@@ -158,13 +166,13 @@ def apply_targets(sessions: list[Session], request: ApplyRequest) -> Result:
     ``--all-fixes`` names none, and a fix that cannot be applied whole on a release is then left
     out there and said).  A fix not named is left out where it is not needed on the GPUs judged
     for (``judge.auto.for_plain``: the verdict doctor gives), and said."""
-    asked = default_fixes() if request.fixes is None else request.fixes
-    spare, judged = plain_spare(sessions, request.to_cc, asked, request.named or ())
+    asked, to_cc = default_fixes() if request.fixes is None else request.fixes, _given_cc(request)
+    spare, judged = plain_spare(sessions, to_cc, asked, request.named or ())
     if not any(spare):
         return combine("apply", apply_all(sessions, request))
     from patchkit.judge.auto import Keys
 
-    pair = ((request.from_cc, request.to_cc),)
+    pair = ((request.from_cc, to_cc),)
     keys = [Keys(s, pair, tuple(f for f in asked if f not in left), left, ()) for s, left in zip(sessions, spare, strict=True)]
     results = apply_all(sessions, request, keys)
     return combine("apply", [r._replace(spare=left, judged=judged) for r, left in zip(results, spare, strict=True)])

@@ -48,6 +48,7 @@ from patchkit.judge.settings import Need, missing
 from patchkit.judge.speedups import speedups_here
 from patchkit.kernels.jit import NvccAt, nvcc_at
 from patchkit.report import Where
+from patchkit.targets.locate import Layout
 from patchkit.targets.session import Session
 from patchkit.types import Status
 from patchkit.values import Record
@@ -84,7 +85,7 @@ class DoctorTarget(Record):
     where: Where
     project: str
     label: str
-    kind: str  # git checkout, installed package
+    kind: Layout  # how the target lies on disk, as --json says it (git checkout, directory, installed package)
     fixes: tuple[FixJudged, ...]
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from patchkit import __version__
 from patchkit.digest import blob_id, sha256
-from patchkit.errors import OK, PROBLEMS, REFUSED, PatchkitError, RewriteError, UnsafePath
+from patchkit.errors import OK, PROBLEMS, REFUSED, PatchkitError, UnsafePath
 from patchkit.fixes.kinds import BackportRule, Rule
 from patchkit.fixes.registry import FIXES, Project
 from patchkit.git.objects import GitSource, SourceFile
@@ -24,6 +24,7 @@ from patchkit.patch.manifest import SERIES, FileEntry, FixStatus, Manifest, Seri
 from patchkit.patch.write import FileChange, format_patch, patch_filename
 from patchkit.rewrite.found import Found
 from patchkit.rewrite.rules import rewrite_file
+from patchkit.rewrite.unfit import Misfit, NoFit, no_fit
 from patchkit.scan.feature_path import gates_left
 from patchkit.targets.atomic import remove_temps, write_atomic
 from patchkit.types import (
@@ -128,8 +129,7 @@ def _fix_changes(current: Files, fix_rules: tuple[Rule, ...], read: Read, root: 
         if isinstance(rule, BackportRule) and rule.covers(version) and not rule.landed(version):
             missing = rule.missing_from(current)
             if missing:
-                by = f" ({rule.origin.cite()} changes it)" if rule.origin is not None else ""  # a loaded backport has its origin
-                raise RewriteError(missing[0], f"not in this release{by}")
+                raise no_fit(missing[0], Misfit.NOT_IN_RELEASE, change=rule.origin.cite() if rule.origin is not None else "the upstream change")  # a loaded backport has its origin
     variant = _variant(fix_rules, version) if version else ()
     for path, (file, data, blob) in sorted(current.items()):
         key = (fix, blob, variant)
@@ -164,7 +164,7 @@ def release_patch(
     templates: Path | None = None,
     files: list[SourceFile] | None = None,
     blobs: dict[str, bytes] | None = None,
-    skip: Callable[[str, str], str | None] | None = None,
+    skip: Callable[[str, str], dict[str, object] | None] | None = None,
 ) -> TagOutcome:
     """The series (one patch per fix that changes something), its ``series`` file and
     manifest for one tag.  A fix that cannot apply is an error of the tag when it is
@@ -172,7 +172,7 @@ def release_patch(
 
     ``files`` and ``blobs`` are the tag's candidate files and their bytes when read in bulk.
     ``skip(fix, version)``: why a fix is not needed on this machine for the release (``--to-cc
-    auto``), which leaves it out of the series; None to keep it.
+    auto``; the judge's reason as the manifest keeps it), which leaves it out of the series; None to keep it.
     """
     release = source.release(tag)
     version = tag_to_version(tag)
@@ -195,13 +195,14 @@ def release_patch(
             continue
         why = skip(fix, version) if skip else None
         if why:
-            statuses.append(FixStatus(fix, NOT_NEEDED_HERE, why))
+            statuses.append(FixStatus(fix, NOT_NEEDED_HERE, unneeded=why))
             continue
         try:
             changes, entries, upstream, new = _fix_changes(current, fix_rules, read, project.source_root, cache, fix,
                                                            base, version)
-        except PatchkitError as exc:
-            statuses.append(FixStatus(fix, CANNOT_APPLY, str(exc)))
+        except PatchkitError as exc:  # the rule's misfit, a value (any other error in its words)
+            unfit = exc.unfit if isinstance(exc, NoFit) else None
+            statuses.append(FixStatus(fix, CANNOT_APPLY, None if unfit else str(exc), unfit=unfit))
             continue
         upstream_all += upstream
         if not changes:
@@ -324,7 +325,7 @@ def generate(
     check: bool = False,
     templates: Path | None = None,
     progress: Callable[[TagOutcome], None] | None = None,
-    skip: Callable[[str, str], str | None] | None = None,
+    skip: Callable[[str, str], dict[str, object] | None] | None = None,
 ) -> GenerateResult:
     """Generate (or with ``check``, compare) the series of ``tags`` (default: every release tag).
 

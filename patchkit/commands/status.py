@@ -18,7 +18,7 @@ from patchkit.plan.reasons import NoShippedPatch, ReleaseChanged
 from patchkit.report import Where
 from patchkit.targets import bytecode
 from patchkit.targets.after_write import jit_builds, old_processes
-from patchkit.types import PATCHED, STALE, Applied
+from patchkit.types import PATCHED, Applied
 from patchkit.values import Record, Value
 
 if TYPE_CHECKING:
@@ -112,7 +112,7 @@ def status(given: Given, patches: Path | None = None, to_cc: CC | None = None) -
         else:
             state = "not recorded"
         pycs = bytecode.check(s.target.path(rel), data)
-        files.append(FileState(s.target.local(rel), state, len(pycs), sum(p.status == STALE for p in pycs)))
+        files.append(FileState(s.target.local(rel), state, len(pycs), sum(p.status is bytecode.STALE for p in pycs)))
         shown.append(rel)
     try:
         builds, jit_error = (jit_builds(s.target, s.version, list(recorded)) if recorded else []), None

@@ -22,7 +22,6 @@ from patchkit.report import Auto, AutoTarget, Each, Where
 from patchkit.targets import bytecode
 from patchkit.targets.after_write import jit_builds
 from patchkit.targets.session import Session
-from patchkit.types import STALE
 from patchkit.values import Value
 
 if TYPE_CHECKING:
@@ -163,7 +162,7 @@ def verify_session(s: Session, from_cc: CC | None = None, to_cc: CC | None = Non
     if fixes is None:
         recorded_fixes = set(ours.fixes()) if ours else set()
         fixes = tuple(n for n in FIXES if FIXES[n].default or n in recorded_fixes)
-    stale = {rel: [p for p in bytecode.check(s.target.path(rel), data) if p.status == STALE]
+    stale = {rel: [p for p in bytecode.check(s.target.path(rel), data) if p.status is bytecode.STALE]
              for rel, data in current.items() if rel in recorded or mentions(data, names)}
     try:
         builds, jit_error = (jit_builds(s.target, s.version, recorded) if ours else []), None

@@ -31,14 +31,22 @@ A fix without ``[effect]`` has no effects to tell.  A wrong table is one BadInpu
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TypeAlias, TypeVar
 
-from patchkit.cc import CC
+from patchkit.cc import CC, Key
 from patchkit.errors import BadInput
-from patchkit.fixes.load import HERE, NOT_FIXES, _get, _read, _strings
+from patchkit.fixes.load import HERE, NOT_FIXES, Table, _get, _read, _strings
 from patchkit.types import StrEnum
 from patchkit.values import Record
 from patchkit.versions import after, in_range, is_version
+
+_E = TypeVar("_E", bound=StrEnum)
+# A need's words for GPUs of one cc: (the words for any release, (since, until, the words of those releases), ...).
+ForCC: TypeAlias = "tuple[Table, *tuple[tuple[str, str, Table], ...]]"  # a string: Python 3.10 reads no * here
+# project -> its release installed (None: not known)
+Versions = Mapping[str, "str | None"]
 
 
 class Outcome(StrEnum):
@@ -80,7 +88,7 @@ class Fails(Record):
     holds: tuple[str, ...] = ()  # those lines, as the release writes them (each found in the file)
     read_in: str = ""  # a release newer than the data: the file it was judged from (``read_newer``)
 
-    def keyed(self, key) -> Fails:
+    def keyed(self, key: Key | None) -> Fails:
         """The failure as the release says it on a GPU the project keys ``key`` (``KEY`` filled in)."""
         return self._replace(says=self.says.replace(KEY, str(key)))
 
@@ -100,12 +108,12 @@ class Needs(Record):
     adds_without: str = ""  # what the fix adds, on a machine without it, to a release of another outcome
     # "12.1" -> the words ``written``'s {arch} and {cuda} take for GPUs of that cc: (those for any release,
     # then (since, until, those for these releases of ``project``, the rest taken from the first), ...)
-    for_cc: dict = {}
+    for_cc: dict[str, ForCC] = {}
     written: str = ""  # ``says`` as the data writes it ({arch}, {cuda}); ``says`` is it for the fix's own cc (12.0)
     written_otherwise: str = ""  # ``otherwise`` as the data writes it ({gpu}); ``otherwise`` is it for 12.0
     project: str = ""  # whose releases for_cc's since/until name ("": for_cc names none)
 
-    def words(self, cc: CC, versions: dict | None = None) -> dict | None:
+    def words(self, cc: CC, versions: Versions | None = None) -> Table | None:
         """What {arch}, {cuda} and {gpu} say for GPUs of ``cc``, with the releases ``versions``
         (project -> release) installed: those of ``project``'s release where the data has them,
         else those for any release.  None: the data has no words for ``cc``."""
@@ -116,18 +124,18 @@ class Needs(Record):
         release = (versions or {}).get(self.project)
         return next(({**anyone, **words} for since, until, words in ranges if release and _covers(since, until, release)), anyone)
 
-    def said_for(self, cc: CC, versions: dict | None = None) -> str:
+    def said_for(self, cc: CC, versions: Versions | None = None) -> str:
         """``says`` for GPUs of ``cc`` with ``versions`` installed (``CC(12, 1)``: FlashInfer's JIT build of
         sm_121a, not sm_120a; FlashInfer 0.6.7 on 12.0: CUDA 12.9 or later, sm_120f)."""
         words = self.words(cc, versions)
         return self.written.format_map(words) if words and self.written else self.says
 
-    def otherwise_for(self, cc: CC, versions: dict | None = None) -> str:
+    def otherwise_for(self, cc: CC, versions: Versions | None = None) -> str:
         """``otherwise`` for GPUs of ``cc`` (``CC(12, 1)``: "... the comm module for SM121")."""
         words = self.words(cc, versions)
         return self.written_otherwise.format_map(words) if words and self.written_otherwise else self.otherwise
 
-    def with_versions(self, versions: dict) -> Needs:
+    def with_versions(self, versions: Versions) -> Needs:
         """The need as said on the fix's own cc (12.0) with ``versions`` (project -> release) installed:
         its words for the release of ``project`` there, else for any release."""
         return self._replace(says=self.said_for(CC(12, 0), versions), otherwise=self.otherwise_for(CC(12, 0), versions))
@@ -135,11 +143,6 @@ class Needs(Record):
     def of_release(self, project: str, version: str | None) -> Needs:
         """The need as said for ``project`` ``version`` alone (a shipped patch of that release)."""
         return self.with_versions({project: version})
-
-    def to_json(self) -> dict:
-        """As --json says it: ``for_cc`` as the data writes it (each cc's tables, since/until in those of a range)."""
-        return self._asdict() | {"for_cc": {cc: [anyone, *({"since": s, "until": u, **w} for s, u, w in ranges)]
-                                            for cc, (anyone, *ranges) in self.for_cc.items()}}
 
     def decides_need(self) -> bool:
         """Whether lacking it makes the fix unneeded for some releases."""
@@ -170,10 +173,10 @@ class Effect(Record):
     fails: tuple[Fails, ...]
     needs: tuple[Needs, ...]
     default_on: tuple[DefaultOn, ...]
-    keys: dict = {}  # project -> the key its rules add (their ``to_cc``): what ``fails`` print where no GPU is named
+    keys: dict[str, Key] = {}  # project -> the key its rules add (their ``to_cc``): what ``fails`` print where no GPU is named
     written: tuple[Fails, ...] = ()  # ``fails`` as the data writes them, ``KEY`` unfilled
 
-    def failing(self, project: str, version: str | None, key=None) -> list[Fails]:
+    def failing(self, project: str, version: str | None, key: Key | None = None) -> list[Fails]:
         """What ``project`` ``version`` does without the fix, on a GPU it keys ``key`` (None: the
         one the fix's rules are for)."""
         key = self.keys.get(project) if key is None else key
@@ -192,7 +195,9 @@ class Effect(Record):
         until = self.read_until(project)
         return until is not None and version is not None and not in_range(version, None, until)
 
-    def read_newer(self, project: str, version: str | None, read, key=None) -> list[Fails]:
+    def read_newer(
+        self, project: str, version: str | None, read: Callable[[str], bytes | None], key: Key | None = None
+    ) -> list[Fails]:
         """What a release newer than the data does without the fix, judged from its files: the
         newest outcome whose lines (``holds``) its file (``shown_in``, read by ``read``: a
         repository path to bytes or None) still holds, for that release; [] when none does
@@ -223,31 +228,9 @@ class Effect(Record):
     def turned_on(self, project: str, version: str | None) -> list[DefaultOn]:
         return [d for d in self.default_on if d.project == project and d.covers(version)]
 
-    def to_json(self) -> dict:
-        return {
-            "changes": self.changes, "upstream": self.upstream, "asked_with": self.asked_with,
-            "fails": [f._asdict() for f in self.fails], "needs": [n.to_json() for n in self.needs],
-            "default_on": [dict(d._asdict(), models=list(d.models)) for d in self.default_on],
-        }
 
 
-def needs_words(need: Needs) -> str:
-    """What a fix needs of the machine and what happens without it, in one clause."""
-    return f"{need.says}; without it {need.otherwise}: {need.then}"
-
-
-def failure_words(f: Fails, label: str) -> str:
-    """What goes wrong without the fix in a range of releases, in one clause."""
-    what = {Outcome.CRASH: "crashes with ", Outcome.WARNING: "warns ", Outcome.OFF: ""}[f.outcome]
-    return f"{label} {f.releases()} {what}{f.says} ({f.where})"
-
-
-def on_by_itself_words(d: DefaultOn, label: str, other: str) -> str:
-    kept = f"; {d.prevented_by} keeps it off" if d.prevented_by else ""
-    return f"{label} {d.releases()} turns it on by itself on SM120 for {', '.join(d.models)}, with {other} below {d.fixed_in}{kept}"
-
-
-def _versions(entry: dict, path: Path, what: str, *keys: str) -> None:
+def _versions(entry: Table, path: Path, what: str, *keys: str) -> None:
     for key in keys:
         if not is_version(_get(entry, key, str, path, what)):
             raise BadInput(str(path), f"{what}: {key} {entry[key]!r} is not a release version")
@@ -255,7 +238,7 @@ def _versions(entry: dict, path: Path, what: str, *keys: str) -> None:
         raise BadInput(str(path), f"{what}: since {entry['since']} is after until {entry['until']}")
 
 
-def _member(enum: type[StrEnum], word: str, path: Path, what: str):
+def _member(enum: type[_E], word: str, path: Path, what: str) -> _E:
     """The member of ``enum`` the data spells ``word``, or one BadInput line naming them all."""
     try:
         return enum(word)
@@ -263,18 +246,18 @@ def _member(enum: type[StrEnum], word: str, path: Path, what: str):
         raise BadInput(str(path), f"{what} {word!r} is not one of {', '.join(enum)}") from None
 
 
-def _tables(effect: dict, key: str, path: Path, what: str) -> list[tuple[str, dict]]:
+def _tables(effect: Table, key: str, path: Path, what: str) -> list[tuple[str, Table]]:
     entries = effect.get(key, [])
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
         raise BadInput(str(path), f"{what}: {key!r} must be a list of tables ([[effect.{key}]])")
     return [(f"{what}, {key} {i}", e) for i, e in enumerate(entries, 1)]
 
 
-def _for_cc(need: dict, project: str, path: Path, where: str) -> dict:
+def _for_cc(need: Table, project: str, path: Path, where: str) -> dict[str, ForCC]:
     """A need's ``for_cc``: cc -> (the words for any release, (since, until, the words of those releases), ...)."""
     if "for_cc" not in need:
         return {}
-    found = {}
+    found: dict[str, ForCC] = {}
     for cc, entries in _get(need, "for_cc", dict, path, where).items():
         what = f"{where}, for_cc {cc}"
         entries = [entries] if isinstance(entries, dict) else entries
@@ -283,7 +266,7 @@ def _for_cc(need: dict, project: str, path: Path, where: str) -> dict:
         anyone, *rest = entries
         if "since" in anyone or "until" in anyone:
             raise BadInput(str(path), f"{what}: the first table holds the words for any release (no since, until)")
-        ranges = []
+        ranges: list[tuple[str, str, Table]] = []
         for t in rest:
             _versions(t, path, what, "since", "until")
             if not project:
@@ -346,7 +329,7 @@ def read_effect(path: Path) -> Effect | None:
         default_on.append(DefaultOn(_get(e, "project", str, path, where), e["since"], e["until"],
                                     _strings(e, "models", path, where), _get(e, "with_project", str, path, where),
                                     e["fixed_in"], prevented_by))
-    keys: dict = {}
+    keys: dict[str, Key] = {}
     for r in doc.get("rules", ()):
         if isinstance(r, dict) and "project" in r and "to_cc" in r:
             keys.setdefault(r["project"], r["to_cc"])

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from patchkit.cc import CC
 from patchkit.errors import BadInput
-from patchkit.fixes.load import HERE, _get, _read
+from patchkit.fixes.load import HERE, Table, _get, _read
 from patchkit.values import Record
 
 KERNELS = "known-kernels.toml"
@@ -69,7 +69,7 @@ class Kernels(Record):
         return self.distributions.get(name) or KnownDistribution(name, None, self.default, ())
 
 
-def _ccs(doc: dict, key: str, path: Path, what: str) -> tuple[CC, ...]:
+def _ccs(doc: Table, key: str, path: Path, what: str) -> tuple[CC, ...]:
     if key not in doc:
         return ()
     found = []
@@ -81,7 +81,7 @@ def _ccs(doc: dict, key: str, path: Path, what: str) -> tuple[CC, ...]:
     return tuple(found)
 
 
-def _text(doc: dict, key: str, path: Path, what: str) -> str | None:
+def _text(doc: Table, key: str, path: Path, what: str) -> str | None:
     return _get(doc, key, str, path, what) if key in doc else None
 
 

@@ -9,11 +9,15 @@ data files and picks the class; ``rewrite.rules`` maps each class to its rewrite
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Container
+from typing import TYPE_CHECKING, ClassVar
 
 from patchkit.match import mentions
 from patchkit.types import StrEnum
 from patchkit.values import Record, Value
+
+if TYPE_CHECKING:
+    from patchkit.cc import CC, Key
 
 
 class Origin(Record):
@@ -66,8 +70,8 @@ class Rule(Value):
     fix: str
     project: str
     files: tuple[str, ...]
-    from_cc: object
-    to_cc: object
+    from_cc: Key
+    to_cc: Key
     evidence: str
     needs: str
     # The releases the rule is for (None: no bound); outside them it finds nothing.
@@ -87,17 +91,17 @@ class Rule(Value):
         mentions one of the names."""
         return mentions(data, self.names())
 
-    def key_pair(self) -> tuple[object, object] | None:
+    def key_pair(self) -> tuple[Key, Key] | None:
         """(from_cc, to_cc) as the project keys them; None for a rule whose pair is spelled in
         names (a predicate's "sm100" -> "sm120")."""
         return self.from_cc, self.to_cc
 
-    def paired(self, from_cc=None, to_cc=None) -> Rule:
+    def paired(self, from_cc: Key | None = None, to_cc: Key | None = None) -> Rule:
         """The rule for the pair --from-cc/--to-cc give (None: its own), for a rule that copies
         a key or member; a gate's flag or an upstream change stays as it is."""
         return self
 
-    def for_gpu(self, cc) -> bool:
+    def for_gpu(self, cc: CC) -> bool:
         """Whether the rule is for a GPU of ``cc`` (a ``CC``): a rule that copies a key or member
         is keyed per GPU by the caller."""
         return True
@@ -110,7 +114,7 @@ class Rule(Value):
 
         return self._for_major(CC(major, 0))
 
-    def _for_major(self, cc) -> bool:
+    def _for_major(self, cc: CC) -> bool:
         """For the major its ``to_cc`` names (12 of "sm120", of 12): a gate's flag, an upstream change."""
         from patchkit.cc import CC
 
@@ -141,7 +145,7 @@ class DictKeyRule(Rule):
     def where(self) -> str:
         return ", ".join(self.tables)
 
-    def paired(self, from_cc=None, to_cc=None) -> Rule:
+    def paired(self, from_cc: Key | None = None, to_cc: Key | None = None) -> Rule:
         return self._replace(from_cc=self.from_cc if from_cc is None else from_cc, to_cc=self.to_cc if to_cc is None else to_cc)
 
     def meant_for(self, major: int) -> bool:
@@ -178,6 +182,8 @@ class PredicateRule(Rule):
     attribute must be defined."""
 
     kind: ClassVar[RuleKind] = RuleKind.PREDICATE
+    from_cc: str  # spellings in names: "sm100"
+    to_cc: str
     functions: tuple[str, ...] = ()
     flag: str = ""
     helpers: tuple[str, ...] = ()
@@ -192,7 +198,7 @@ class PredicateRule(Rule):
     def key_pair(self) -> None:
         return None
 
-    def for_gpu(self, cc) -> bool:
+    def for_gpu(self, cc: CC) -> bool:
         return self._for_major(cc)
 
 
@@ -203,6 +209,8 @@ class ComparisonRule(Rule):
     optionally only inside ``functions``."""
 
     kind: ClassVar[RuleKind] = RuleKind.COMPARISON
+    from_cc: int  # SM ints: 120
+    to_cc: int
     subject: str = ""
     functions: tuple[str, ...] = ()
 
@@ -216,7 +224,7 @@ class ComparisonRule(Rule):
     def key_pair(self) -> None:
         return None
 
-    def for_gpu(self, cc) -> bool:
+    def for_gpu(self, cc: CC) -> bool:
         """For the GPU whose SM int is ``to_cc`` (121: a GB10) alone: ``from_cc``'s GPU has it."""
         return cc.major * 10 + cc.minor == int(self.to_cc)
 
@@ -237,15 +245,16 @@ class BackportRule(Rule):
         return ()  # its files are named exactly
 
     def where(self) -> str:
-        return f"{self.origin.cite()} ({self.origin.title}), in {', '.join(self.files)}"
+        cited = "" if self.origin is None else f"{self.origin.cite()} ({self.origin.title}), "  # (the loader gives every one its origin)
+        return f"{cited}in {', '.join(self.files)}"
 
     def wants(self, path: str, data: bytes) -> bool:
         return path in self.files
 
-    def for_gpu(self, cc) -> bool:
+    def for_gpu(self, cc: CC) -> bool:
         return self._for_major(cc)
 
-    def missing_from(self, present) -> tuple[str, ...]:
+    def missing_from(self, present: Container[str]) -> tuple[str, ...]:
         """The files it changes that ``present`` lacks, when it holds some of them: a release
         holding none has nothing of the change to carry (as a table rule finds no table), one
         holding some would get half of it."""
@@ -257,3 +266,10 @@ class BackportRule(Rule):
         from patchkit.versions import at_least
 
         return self.origin is not None and bool(version) and at_least(version, self.origin.landed_in)
+
+
+# Each kind of rule, its class: the one table a new kind is added to (``load`` reads a rule
+# of the data through it; ``rewrite.rules.REWRITES`` gives each kind its rewrite).
+RULES: dict[RuleKind, type[Rule]] = {
+    cls.kind: cls for cls in (DictKeyRule, ListMemberRule, PredicateRule, BackportRule, ComparisonRule)
+}

@@ -35,10 +35,12 @@ import re
 import sys
 from functools import lru_cache
 from pathlib import Path
+from typing import Any, TypeVar, overload
 
 from patchkit.cc import KeyStyle
 from patchkit.errors import BadInput
 from patchkit.fixes.kinds import (
+    RULES,
     BackportRule,
     ComparisonRule,
     DictKeyRule,
@@ -59,8 +61,10 @@ _LOCATORS = ("call", "keyword", "target", "test")
 NOT_FIXES = ("projects.toml", "known-failures.toml", "known-speedups.toml", "known-kernels.toml", "known-settings.toml")
 
 
-_CLASSES = {RuleKind.DICT_KEY: DictKeyRule, RuleKind.LIST_MEMBER: ListMemberRule, RuleKind.PREDICATE: PredicateRule,
-            RuleKind.BACKPORT: BackportRule, RuleKind.COMPARISON: ComparisonRule}
+# A TOML table as tomllib gives it.  Any: its values are TOML's, each checked by ``_get`` where it is read.
+Table = dict[str, Any]
+_T = TypeVar("_T")
+_U = TypeVar("_U")
 
 
 class FeaturePath(Record):
@@ -100,7 +104,7 @@ class Fix(Record):
         return next((p for p in self.paths if p.covers(project, version)), None)
 
 
-def _read(path: Path) -> dict:
+def _read(path: Path) -> Table:
     """The TOML document of ``path``.  The same text is parsed once in a process (the registry,
     the effects, the signatures and the speedups read the same files): callers share the
     document and never change it."""
@@ -111,7 +115,7 @@ def _read(path: Path) -> dict:
 
 
 @lru_cache(maxsize=16)
-def _parse(text: str) -> dict:
+def _parse(text: str) -> Table:
     """``text`` as tomllib parses it."""
     if sys.version_info >= (3, 11):
         import tomllib
@@ -120,14 +124,18 @@ def _parse(text: str) -> dict:
     return tomllib.loads(text)
 
 
-def _get(doc: dict, key: str, kind: type | tuple, where: Path, what: str):
+@overload
+def _get(doc: Table, key: str, kind: type[_T], where: Path, what: str) -> _T: ...
+@overload
+def _get(doc: Table, key: str, kind: tuple[type[_T], type[_U]], where: Path, what: str) -> _T | _U: ...
+def _get(doc: Table, key: str, kind: type[object] | tuple[type[object], ...], where: Path, what: str) -> object:
     value = doc.get(key)
     if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
         raise BadInput(str(where), f"{what}: {key!r} is missing or not {getattr(kind, '__name__', 'a value of the right type')}")
     return value
 
 
-def _strings(doc: dict, key: str, where: Path, what: str, required: bool = True) -> tuple[str, ...]:
+def _strings(doc: Table, key: str, where: Path, what: str, required: bool = True) -> tuple[str, ...]:
     if not required and key not in doc:
         return ()
     value = _get(doc, key, list, where, what)
@@ -136,7 +144,7 @@ def _strings(doc: dict, key: str, where: Path, what: str, required: bool = True)
     return tuple(value)
 
 
-def _optional(doc: dict, key: str, where: Path, what: str) -> str | None:
+def _optional(doc: Table, key: str, where: Path, what: str) -> str | None:
     return _get(doc, key, str, where, what) if key in doc else None
 
 
@@ -148,10 +156,11 @@ def _rule(name: str, rule: object, path: Path, what: str) -> Rule:
     kind = _get(rule, "kind", str, path, what)
     if kind not in tuple(RuleKind):
         raise BadInput(str(path), f"{what}: kind {kind!r} is not one of {', '.join(RuleKind)}")
-    cls = _CLASSES[RuleKind(kind)]
+    cls = RULES[RuleKind(kind)]
     cc = str if cls is PredicateRule else int if cls is ComparisonRule else (int, str)
     backport = _backport(rule, path, what) if cls is BackportRule else {}
-    values = dict(
+    # Any: each kind's class takes its own of these fields, each of the type read here.
+    values: dict[str, Any] = dict(
         fix=name,
         project=_get(rule, "project", str, path, what),
         files=backport.pop("files") if backport else _strings(rule, "files", path, what),
@@ -187,7 +196,7 @@ def _rule(name: str, rule: object, path: Path, what: str) -> Rule:
     return cls(**{f: values[f] for f in cls._fields})
 
 
-def _backport(rule: dict, path: Path, what: str) -> dict:
+def _backport(rule: Table, path: Path, what: str) -> dict[str, object]:
     """A backport's diff (read beside the fix), its files, origin and base release."""
     name = _get(rule, "diff", str, path, what)
     file = path.parent / name
@@ -219,16 +228,16 @@ def _backport(rule: dict, path: Path, what: str) -> dict:
         where = f"{what}, refresh {i}"
         if not isinstance(entry, dict):
             raise BadInput(str(path), f"{where}: not a table")
-        file = _get(entry, "file", str, path, where)
-        if file not in files:
-            raise BadInput(str(path), f"{where}: {file!r} is not a file of the diff")
-        refresh.append(Refresh(file, _optional(entry, "since", path, where), _optional(entry, "until", path, where),
+        changed = _get(entry, "file", str, path, where)
+        if changed not in files:
+            raise BadInput(str(path), f"{where}: {changed!r} is not a file of the diff")
+        refresh.append(Refresh(changed, _optional(entry, "since", path, where), _optional(entry, "until", path, where),
                                _strings(entry, "drop", path, where), _get(entry, "why", str, path, where)))
     return dict(files=tuple(files), diff=diff, origin=cited, made_on=_get(rule, "made_on", str, path, what),
                 refresh=tuple(refresh))
 
 
-def _globs(entry: dict, path: Path, what: str) -> tuple[str, ...]:
+def _globs(entry: Table, path: Path, what: str) -> tuple[str, ...]:
     files = _get(entry, "files", list, path, what)
     if not all(isinstance(f, str) and f for f in files) or not files and not entry.get("functions"):
         raise BadInput(str(path), f"{what}: 'files' must be a list of globs (or empty, with 'functions')")
@@ -254,7 +263,8 @@ def read_fix(path: Path) -> Fix:
             where = f"{what}, block {j}"
             if not isinstance(block, dict):
                 raise BadInput(str(path), f"{where}: not a table")
-            blocks.append(tuple(_get(block, k, str, path, where) for k in ("file", "text", "says")))
+            blocks.append((_get(block, "file", str, path, where), _get(block, "text", str, path, where),
+                           _get(block, "says", str, path, where)))
         paths.append(FeaturePath(_get(entry, "project", str, path, what), _get(entry, "since", str, path, what),
                                  _optional(entry, "until", path, what), _globs(entry, path, what),
                                  tuple((k, tuple(v)) for k, v in functions.items()), tuple(blocks)))
@@ -269,7 +279,7 @@ def read_fixes(folder: Path = HERE) -> dict[str, Fix]:
     return {f.name: f for f in sorted(fixes, key=lambda f: (not f.default, f.name))}
 
 
-def read_projects(folder: Path = HERE) -> dict[str, dict]:
+def read_projects(folder: Path = HERE) -> dict[str, Table]:
     path = folder / "projects.toml"
     doc = _read(path)
     for name, project in doc.items():

@@ -8,6 +8,8 @@ repository; an installed package has the same files below ``site-packages/<name>
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
+
 from patchkit.cc import CC, Key, KeyStyle, must_differ
 from patchkit.errors import BadInput
 from patchkit.fixes.kinds import DictKeyRule, Rule
@@ -48,7 +50,9 @@ class Project(Record):
         12.0 and 12.1 where it keys by major (SGLang, FlashInfer), "12.1" where by "X.Y" (vLLM)."""
         return cc.key(self.key_style)
 
-    def cc_pair(self, from_cc: CC | None = None, to_cc: CC | None = None, defaults: tuple | None = None) -> tuple[Key, Key]:
+    def cc_pair(
+        self, from_cc: CC | None = None, to_cc: CC | None = None, defaults: tuple[Key, Key] | None = None
+    ) -> tuple[Key, Key]:
         """The pair of keys to use, as this project writes them: each cc given, else that side of
         ``defaults`` (the project's own pair: what its fixes copy).  BadInput when both are one key."""
         base = (self.from_cc, self.to_cc) if defaults is None else defaults
@@ -89,7 +93,8 @@ def _projects() -> dict[str, Project]:
             raise BadInput(str(HERE / "projects.toml"), f"{name}: no rule of any fix patches it")
         style = int if KeyStyle(layout["key_style"]) is KeyStyle.MAJOR else str
         for r in rules:
-            if r.key_pair() is not None and not all(isinstance(cc, style) for cc in r.key_pair()):
+            pair = r.key_pair()
+            if pair is not None and not all(isinstance(cc, style) for cc in pair):
                 raise BadInput(str(HERE / f"{r.fix}.toml"), f"{name}: from_cc and to_cc must be written {layout['key_style']}")
         keyed = next((r for r in rules if r.key_pair() is not None), None)
         if keyed is None:
@@ -113,7 +118,7 @@ def default_fixes() -> tuple[str, ...]:
     return tuple(name for name, fix in FIXES.items() if fix.default)
 
 
-def choose_fixes(names=(), all_fixes: bool = False) -> tuple[str, ...]:
+def choose_fixes(names: Collection[str] = (), all_fixes: bool = False) -> tuple[str, ...]:
     """The fixes a command works with: ``--all-fixes``, the ``--fix`` names, or the default ones."""
     if all_fixes:
         return tuple(FIXES)
@@ -123,7 +128,7 @@ def choose_fixes(names=(), all_fixes: bool = False) -> tuple[str, ...]:
     return tuple(n for n in FIXES if n in names) if names else default_fixes()
 
 
-def rules_for(project: str, fixes, from_cc=None, to_cc=None) -> tuple[Rule, ...]:
+def rules_for(project: str, fixes: Iterable[str], from_cc: Key | None = None, to_cc: Key | None = None) -> tuple[Rule, ...]:
     """The rules of ``fixes`` that patch ``project``, in the fixes' order; ``from_cc`` and
     ``to_cc`` (--from-cc, --to-cc) replace the pair of the rules that copy a key or member, and
     leave out the others where they are for GPUs of another major (``Rule.meant_for``: the
@@ -135,12 +140,12 @@ def rules_for(project: str, fixes, from_cc=None, to_cc=None) -> tuple[Rule, ...]
     return tuple(r.paired(from_cc, to_cc) for r in rules if major is None or r.meant_for(major))
 
 
-def fixes_for(project: str, fixes=None) -> tuple[str, ...]:
+def fixes_for(project: str, fixes: Iterable[str] | None = None) -> tuple[str, ...]:
     """Those of ``fixes`` (default: every fix) that have a rule patching ``project``."""
     return tuple(n for n in (FIXES if fixes is None else fixes) if any(r.project == project for r in FIXES[n].rules))
 
 
-def no_rule(label: str, project: str, fixes) -> str:
+def no_rule(label: str, project: str, fixes: Iterable[str]) -> str:
     """Why nothing of ``fixes`` applies to a project, and which fixes would."""
     return f"no rule of {', '.join(fixes)} patches {label}; {', '.join(fixes_for(project))} does (--fix NAME)"
 

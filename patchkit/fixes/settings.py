@@ -7,12 +7,15 @@ the file and the key."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal, TypeVar, overload
 
 from patchkit.cc import CC
 from patchkit.errors import BadInput
-from patchkit.fixes.load import HERE, _get, _optional, _read, _strings
+from patchkit.fixes.load import HERE, Table, _get, _optional, _read, _strings
 from patchkit.types import StrEnum
 from patchkit.values import Record
+
+_E = TypeVar("_E", bound=StrEnum)
 from patchkit.versions import at_least, is_version
 
 SETTINGS = "known-settings.toml"
@@ -74,7 +77,11 @@ class Setting(Record):
         return next((s for s in self.spellings if version and s.covers(version)), None)
 
 
-def _version(doc: dict, key: str, path: Path, what: str, required: bool = True) -> str | None:
+@overload
+def _version(doc: Table, key: str, path: Path, what: str, required: Literal[True] = True) -> str: ...
+@overload
+def _version(doc: Table, key: str, path: Path, what: str, required: bool) -> str | None: ...
+def _version(doc: Table, key: str, path: Path, what: str, required: bool = True) -> str | None:
     value = _get(doc, key, str, path, what) if required or key in doc else None
     if value is not None and not is_version(value):
         raise BadInput(str(path), f"{what}: {key!r} is not a version: {value!r}")
@@ -99,7 +106,7 @@ def _spelling(doc: object, path: Path, what: str) -> Spelling:
                     tuple((f, t) for f, t in marks))
 
 
-def _enum(cls, doc: dict, key: str, path: Path, what: str):
+def _enum(cls: type[_E], doc: Table, key: str, path: Path, what: str) -> _E:
     word = _get(doc, key, str, path, what)
     try:
         return cls(word)
@@ -131,12 +138,13 @@ def _setting(doc: object, path: Path, what: str) -> Setting:
                    *_deepgemm(doc, path, what))
 
 
-def _deepgemm(doc: dict, path: Path, what: str) -> tuple:
+def _deepgemm(doc: Table, path: Path, what: str) -> tuple[tuple[str, ...], tuple[str, str] | None, tuple[str, ...]]:
     """``loads_from``, ``admitted_by`` and ``probe`` of a DeepGEMM setting (their defaults when absent)."""
     loads_from = _strings(doc, "loads_from", path, what, required=False) or ("deep_gemm",)
-    admitted_by = _strings(doc, "admitted_by", path, what, required=False) or None
-    if admitted_by is not None and len(admitted_by) != 2:
+    admitted = _strings(doc, "admitted_by", path, what, required=False) or None
+    if admitted is not None and len(admitted) != 2:
         raise BadInput(str(path), f"{what}: 'admitted_by' must be [file, text]")
+    admitted_by = None if admitted is None else (admitted[0], admitted[1])
     return loads_from, admitted_by, _strings(doc, "probe", path, what, required=False)
 
 

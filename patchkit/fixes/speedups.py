@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from patchkit.errors import BadInput
-from patchkit.fixes.load import HERE, _get, _read, _strings, read_projects
+from patchkit.fixes.load import HERE, Table, _get, _read, _strings, read_projects
 from patchkit.values import Record
 from patchkit.versions import at_least, is_version
 
@@ -48,11 +48,11 @@ class Speedup(Record):
         """The project whose server turns it on (``turn_on``): the first of ``requires``."""
         return self.requires[0].project
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         return dict(self._asdict(), server=self.server, measured=list(self.measured), requires=[r._asdict() for r in self.requires])
 
 
-def _requires(entry: dict, path: Path, what: str, projects: dict) -> Requires:
+def _requires(entry: Table, path: Path, what: str, projects: Table) -> Requires:
     project = _get(entry, "project", str, path, what)
     if project not in projects:
         raise BadInput(str(path), f"{what}: project {project!r} is not a project of projects.toml")
@@ -63,7 +63,7 @@ def _requires(entry: dict, path: Path, what: str, projects: dict) -> Requires:
     return Requires(project, since, otherwise)
 
 
-def _speedup(entry: object, path: Path, what: str, projects: dict) -> Speedup:
+def _speedup(entry: object, path: Path, what: str, projects: Table) -> Speedup:
     if not isinstance(entry, dict):
         raise BadInput(str(path), f"{what}: not a table")
     name = _get(entry, "name", str, path, what)

@@ -15,7 +15,7 @@ Standard library only.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from patchkit.cc import CC
 
@@ -51,12 +51,3 @@ def without_multicast(ccs: Iterable[CC]) -> tuple[str, ...] | None:
     """Why GPUs of every one of ``ccs`` lack multicast (one reason each), or None when one of them
     may have it (or none is given)."""
     return _every(NO_MULTICAST, ccs)
-
-
-def no_multicast_said(ccs: Sequence[CC]) -> str | None:
-    """``no multicast on any GPU of cc 12.0 or 12.1 (...; ...)``: the ccs (pairs, lowest first) and
-    why each lacks it, as doctor's links line and every verdict that rests on it say it; None when
-    one of them may have multicast."""
-    why = without_multicast(ccs)
-    named = " or ".join(cc.smi_text() for cc in ccs)
-    return f"no multicast on any GPU of cc {named} ({'; '.join(why)})" if why else None

@@ -56,37 +56,6 @@ class Machine(Record):
         """Two or more GPUs and every pair linked through PCIe only (False when not known)."""
         return bool(self.links) and not self.nvlink()
 
-    def link_summary(self) -> str:
-        """How the GPUs are linked, in one line."""
-        if self.links is None:
-            from patchkit.gpus.products import no_multicast_said
-
-            ccs = self.no_multicast_known()
-            return f"not known: no GPU measured; {no_multicast_said(ccs)}" if ccs else "not known: no GPU measured"
-        if not self.links:
-            return "one GPU: no peer to link to, no multicast"
-        kinds: dict[str, int] = {}
-        for link in self.links:
-            kinds[link.kind] = kinds.get(link.kind, 0) + 1
-        counted = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
-        if self.pcie_only():
-            return f"every pair through PCIe ({counted}): no NVLink, so no multicast between these GPUs"
-        if all(link.nvlink for link in self.links):
-            return (f"every pair through NVLink ({counted}): multicast needs NVSwitch (or the NVLink fabric) as well; "
-                    "topo -m does not say whether this machine has it")
-        return (f"NVLink and PCIe pairs ({counted}): no multicast across the PCIe pairs; across NVLink it needs "
-                "NVSwitch as well, which topo -m does not show")
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "nvidia_smi": self.nvidia_smi,
-            "gpus": [{"index": g.index, "name": g.name, "cc": g.cc_text(), "bus_id": g.bus_id} for g in self.gpus],
-            "links": None if self.links is None else [{"a": l.a, "b": l.b, "kind": l.kind, "nvlink": l.nvlink} for l in self.links],
-            "nvlink": None if self.links is None else self.nvlink(),
-            "pcie_only": None if self.links is None else self.pcie_only(),
-            "links_summary": self.link_summary(),
-        }
-
 
 def timeout() -> float:
     text = os.environ.get(TIMEOUT_ENV)

@@ -62,12 +62,6 @@ class JitFit(Record):
     why: JitWhy | None
     names: tuple[str, ...] = ()  # MODULES_LEAVE_OUT: the module generators; NO_IMPLS: the majors it has
 
-    def to_json(self) -> dict:
-        c = self.compiler
-        return {"cc": self.cc.smi_text(), "verdict": self.verdict, "target": self.target, "why": self.why,
-                "names": list(self.names), "compiler": None if c is None else
-                {"tool": c.tool, "path": c.path, "chosen_by": c.chosen_by, "release": c.release,
-                 "found": c.found, "knows_target": c.knows(self.target) if self.target else None, "problem": c.problem}}
 
 
 class JitHere(Record):
@@ -85,18 +79,6 @@ class JitHere(Record):
     def failing(self) -> list[JitFit]:
         return [f for f in self.fits if f.verdict in FAILING]
 
-    def to_json(self) -> dict:
-        i, s = self.install, self.install.sources
-        sources: dict = {"where": str(s.where)}
-        if i.kind == FLASHINFER:
-            sources |= {"form": s.form.release if s.form else None, "modules": s.modules, "refusing_12": list(s.refusing),
-                        "arch_list": s.arch_list}
-        elif i.kind == DEEPGEMM:
-            sources |= {"impls": {f"sm{major}0": len(names) for major, names in sorted(s.impls.items())}}
-        else:
-            sources |= {"ptxas_blackwell": s.blackwell}
-        return {"library": i.kind, "distribution": i.distribution, "version": i.version, "sources": sources,
-                "verdict": worst(self.fits), "gpus": [f.to_json() for f in self.fits]}
 
 
 def worst(fits) -> JitVerdict | None:

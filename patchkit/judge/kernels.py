@@ -21,9 +21,9 @@ from pathlib import Path
 
 from patchkit.cc import CC
 from patchkit.fixes.kernels import KnownDistribution, KnownFile, known_kernels
-from patchkit.kernels.compat import NO_KERNELS, NONE, NOT_REGISTERED, UNKNOWN, Fit, fit, worst
+from patchkit.kernels.compat import NO_KERNELS, NONE, NOT_REGISTERED, UNKNOWN, Fit, fit
 from patchkit.kernels.evidence import Elsewhere, fat_binaries_elsewhere, kernels_in
-from patchkit.kernels.fatbin import Binary, FatbinEntry, read_binary
+from patchkit.kernels.fatbin import Binary, read_binary
 from patchkit.kernels.imports import StartImports, importers, module_of, start_imports
 from patchkit.kernels.installed import Distribution, distributions
 from patchkit.values import Record
@@ -51,30 +51,6 @@ class FileHere(Record):
             return ()
         return tuple(f for f in self.fits if f.runs == NONE and (self.known is None or self.known.loaded_on(f.cc)))
 
-    def to_json(self, dist: Distribution | None) -> dict:
-        b = self.binary
-        return {"path": self.shown, "file": b.path, "distribution": dist.name if dist else None,
-                "version": dist.version if dist else None, "sass": b.sass(), "ptx": b.ptx(), "compressed": b.compressed(),
-                "relocatable": b.relocatable(), "lto": b.lto(), "other": b.other(), "registered": b.control if b.elf else None,
-                "names": names_json(b.entries), "entries": len(b.entries), "cuda": b.cuda, "problem": b.problem,
-                "what": self.known.what if self.known else None, "loaded": self.loaded if self.fits else None,
-                "verdict": (None if b.problem or not b.cuda or not self.fits else worst(self.fits)),
-                "elsewhere": {"section": self.elsewhere.section, "offset": self.elsewhere.offset} if self.elsewhere else None,
-                "imported_by": list(self.imported_by) if self.imported_by is not None else None, "gpus": [f.to_json() for f in self.fits]}
-
-
-def names_json(entries: tuple[FatbinEntry, ...]) -> list[dict]:
-    """Each distinct target once per section and kind, patchkit's name beside cuobjdump's
-    (``--list-elf`` names an sm_120f cubin's file ``x.sm_120.cubin``): what ``--json`` lists."""
-    kinds = {1: "ptx", 2: "sass", 8: "lto"}
-    seen: dict[tuple, dict] = {}
-    for e in entries:
-        key = (e.section, e.kind, e.arch, e.suffix)
-        if key not in seen:
-            seen[key] = {"name": e.name, "cuobjdump": e.listed, "kind": kinds.get(e.kind, f"kind-{e.kind}"),
-                         "section": e.section, "loads": e.loads, "entries": 0}
-        seen[key]["entries"] += 1
-    return [seen[k] for k in sorted(seen, key=lambda k: (k[0] != ".nv_fatbin", k[1] != 2, k[1], k[2], k[3]))]
 
 
 def judge(path: str, shown: str, ccs: list[CC], known: KnownFile | None = None) -> FileHere:

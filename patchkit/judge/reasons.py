@@ -4,11 +4,14 @@ says it, and --json gives the code beside the sentence."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from patchkit.cc import CC
 from patchkit.types import Reason, StrEnum
 from patchkit.values import Value
+
+if TYPE_CHECKING:
+    from patchkit.fixes.effects import Fails
 
 
 class Lacks(Value):
@@ -80,7 +83,7 @@ class Unneeded(Value):
     lack: NoMulticast | NoNvcc
     label: str
     version: str | None
-    failing: tuple
+    failing: tuple[Fails, ...]
     adds_without: str
 
 
@@ -95,7 +98,7 @@ class Unread(Value):
     label: str
     version: str | None
     until: str
-    shown: tuple  # (repository path, its lines) each
+    shown: tuple[tuple[str, tuple[str, ...]], ...]  # (repository path, its lines) each
 
 
 class CleanStartOnly(Value):

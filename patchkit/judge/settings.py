@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchkit.cc import CC
 from patchkit.fixes.settings import Check, Setting, SettingKind, Spelling, read_settings
@@ -32,6 +34,9 @@ from patchkit.kernels.jit import Compiler, ask
 from patchkit.types import StrEnum
 from patchkit.values import Record
 from patchkit.versions import at_least, version_key
+
+if TYPE_CHECKING:
+    from patchkit.gpus.smi import Machine
 
 
 class Need(StrEnum):
@@ -78,7 +83,7 @@ class SettingHere(Record):
         """The variable's value in the environment judged."""
         return self.set_to if self.setting.check == Check.DEEPGEMM else self.found
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         s, sp = self.setting, self.spelling
         c = self.asked
         return {"setting": s.name, "kind": s.kind.value, "project": s.project, "version": self.version,
@@ -121,7 +126,7 @@ def _ptxas_fits(c: Compiler, target: str, sp: Spelling) -> bool:
     return bool(c.knows(target)) and bool(r) and at_least(r, low) and (high is None or not at_least(r, high))
 
 
-def _candidates(sites: list[Path], env: dict, bundled: str) -> list[tuple[str, str]]:
+def _candidates(sites: list[Path], env: Mapping[str, str], bundled: str) -> list[tuple[str, str]]:
     found = [(str(s / rel), "installed " + rel) for s in sites for rel in SDIRS if (s / rel).is_file()]
     if env.get("CUDA_HOME") and os.path.isfile(os.path.join(env["CUDA_HOME"], "bin", "ptxas")):
         found.append((os.path.join(env["CUDA_HOME"], "bin", "ptxas"), "$CUDA_HOME"))
@@ -145,8 +150,9 @@ def _read_spelling(s: Setting, version: str, sites: list[Path]) -> tuple[Spellin
     return None, tuple(dict.fromkeys(rel for sp in s.spellings for rel, _ in sp.marks))
 
 
-def _triton(s: Setting, version: str, sites: list[Path], env: dict, cc: CC) -> SettingHere | None:
-    sp, read_in = s.spelling(version), ()
+def _triton(s: Setting, version: str, sites: list[Path], env: Mapping[str, str], cc: CC) -> SettingHere | None:
+    sp = s.spelling(version)
+    read_in: tuple[str, ...] = ()
     if sp is None and not all(at_least(version, x.since) for x in s.spellings):
         return None  # older than every release read: not said
     target = _target(cc)
@@ -178,7 +184,7 @@ def _triton(s: Setting, version: str, sites: list[Path], env: dict, cc: CC) -> S
     return SettingHere(s, version, cc, Need.NEEDED, sp, value, asked, would, read_in=read_in)
 
 
-def _deepgemm(s: Setting, version: str, sites: list[Path], env: dict, cc: CC) -> SettingHere | None:
+def _deepgemm(s: Setting, version: str, sites: list[Path], env: Mapping[str, str], cc: CC) -> SettingHere | None:
     sp = s.spelling(version)
     if sp is None:
         return None
@@ -199,7 +205,7 @@ def _deepgemm(s: Setting, version: str, sites: list[Path], env: dict, cc: CC) ->
                        set_to=current)
 
 
-def _nccl(s: Setting, version: str, machine, cc: CC) -> SettingHere | None:
+def _nccl(s: Setting, version: str, machine: Machine, cc: CC) -> SettingHere | None:
     sp = s.spelling(version)
     if sp is None or sp.value is None:
         return None
@@ -212,7 +218,7 @@ def _nccl(s: Setting, version: str, machine, cc: CC) -> SettingHere | None:
     return SettingHere(s, version, cc, need, sp, sp.value)
 
 
-def _release_has(s: Setting, version: str, sites: list[Path], env: dict, cc: CC) -> SettingHere | None:
+def _release_has(s: Setting, version: str, sites: list[Path], env: Mapping[str, str], cc: CC) -> SettingHere | None:
     sp = s.spelling(version)
     if sp is None:
         return None
@@ -224,14 +230,14 @@ def _release_has(s: Setting, version: str, sites: list[Path], env: dict, cc: CC)
     return SettingHere(s, version, cc, Need.NEEDED, sp, sp.value, found=env.get(sp.name))
 
 
-def settings_here(sites: list[Path], env: dict, machine, settings: tuple[Setting, ...] | None = None) -> list[SettingHere]:
+def settings_here(sites: list[Path], env: Mapping[str, str], machine: Machine, settings: tuple[Setting, ...] | None = None) -> list[SettingHere]:
     """Each setting for each GPU of ``machine`` it is for, whose project is installed in ``sites``;
     judged with the variables of ``env`` (the environment the server starts from).  Wrong output
     (rank 1) first, then the rest in the data's order."""
     from packaging.utils import canonicalize_name as canonical
 
     versions = _versions(sites)
-    found = []
+    found: list[SettingHere] = []
     for s in settings if settings is not None else read_settings():
         version = versions.get(canonical(s.project))
         if version is None or s.check == Check.LOG_ONLY:

@@ -11,17 +11,22 @@ there.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from patchkit.fixes.speedups import Speedup, read_speedups
 from patchkit.gpus.smi import Machine
 from patchkit.values import Record
+
+if TYPE_CHECKING:
+    from patchkit.fixes.speedups import Requires
 
 
 class SpeedupHere(Record):
     """A known speedup for this machine, with the targets' releases of the projects it requires."""
 
     speedup: Speedup
-    installed: dict  # project -> its version among the targets (None: not among them), per requirement
-    short: tuple  # the requirements (fixes.speedups.Requires) the targets do not meet
+    installed: dict[str, str | None]  # project -> its version among the targets (None: not among them), per requirement
+    short: tuple[Requires, ...]  # the requirements (fixes.speedups.Requires) the targets do not meet
 
     @property
     def available(self) -> bool:

@@ -70,7 +70,7 @@ def cc_of(arch: int) -> CC:
 
 def runs_on(entry: FatbinEntry, cc: CC) -> bool:
     """Whether the code of ``entry`` (SASS as it is, PTX after a JIT) can run on a GPU of ``cc``,
-    were it loaded (``Entry.loads`` says whether it is)."""
+    were it loaded (``FatbinEntry.loads`` says whether it is)."""
     if entry.kind not in (PTX, ELF):
         return False
     code = cc_of(entry.arch)
@@ -92,20 +92,6 @@ class Fit(Record):
     def cc_text(self) -> str:
         return self.cc.smi_text()
 
-    def words(self) -> str:
-        if self.runs is SASS:
-            return f"runs on {self.cc_text()} ({', '.join(self.by)})"
-        if self.runs is JIT and self.why is LINKED:
-            return (f"runs on {self.cc_text()} after a JIT link (relocatable {', '.join(self.by)}: the runtime links "
-                    "__nv_relfatbin's code at the first start)")
-        if self.runs is JIT:
-            return f"runs on {self.cc_text()} after a JIT ({', '.join(self.by)}: the driver compiles it at the first start)"
-        if self.runs is UNKNOWN:
-            return f"cannot tell for {self.cc_text()}"
-        return f"no code for {self.cc_text()}"
-
-    def to_json(self) -> dict[str, object]:
-        return {"cc": self.cc_text(), "runs": self.runs, "by": list(self.by), "why": self.why}
 
 
 def fit(entries: Iterable[FatbinEntry], cc: CC) -> Fit:
@@ -127,16 +113,37 @@ def worst(fits: Iterable[Fit]) -> KernelVerdict:
     return min((f.runs for f in fits), key=order.index, default=SASS)
 
 
-def near_misses(entries: Iterable[FatbinEntry], cc: CC) -> list[str]:
-    """Why the code of ``cc``'s own major does not run on it: ``sm_120a runs on 12.0 only``,
-    ``sm_121 needs 12.1 or later``, ``lto_120 is LTO IR, which the runtime does not link``."""
-    said: dict[str, str] = {}
+class Miss(Record):
+    """Code of a GPU's own major that does not run on it: ``name`` (``sm_120a``), its ``cc`` and
+    ``why``: ``EXACT`` (runs on that cc only), ``LATER`` (needs that cc or later), ``LTO`` (LTO IR,
+    which the runtime does not link)."""
+
+    name: str
+    cc: CC
+    why: MissWhy
+
+
+class MissWhy(StrEnum):
+    """Why code of a GPU's own major does not run on it."""
+
+    EXACT = "exact"  # built for that cc only (an ``a`` suffix)
+    LATER = "later"  # needs that cc or a later one
+    LTO = "lto"  # LTO IR, which the runtime does not link
+
+
+EXACT, LATER, LTO = MissWhy.EXACT, MissWhy.LATER, MissWhy.LTO
+
+
+def near_misses(entries: Iterable[FatbinEntry], cc: CC) -> list[Miss]:
+    """Why the code of ``cc``'s own major does not run on it (``render.kernels.miss_words``: ``sm_120a
+    runs on 12.0 only``, ``sm_121 needs 12.1 or later``, ``lto_120 is LTO IR, which the runtime does not link``)."""
+    said: dict[str, Miss] = {}
     for e in entries:
         major, minor = cc_of(e.arch).pair()
         if major != cc.major:
             continue
         if e.kind == NVVM_IR and minor <= cc.minor:
-            said.setdefault(e.name, f"{e.name} is LTO IR, which the runtime does not link")
+            said.setdefault(e.name, Miss(e.name, CC(major, minor), LTO))
         elif e.kind in (PTX, ELF) and (e.loads or e.section == RELOCATABLE) and not runs_on(e, cc):
-            said[e.name] = f"{e.name} runs on {major}.{minor} only" if e.suffix == "a" else f"{e.name} needs {major}.{minor} or later"
+            said[e.name] = Miss(e.name, CC(major, minor), EXACT if e.suffix == "a" else LATER)
     return [said[name] for name in sorted(said)]

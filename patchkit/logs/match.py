@@ -32,7 +32,7 @@ from patchkit.logs.phases import READY, ready, sglang_record
 from patchkit.logs.tracebacks import HEADER, Frame, Traceback, TracebackPart, TracebackReader
 from patchkit.text import plain
 from patchkit.types import StrEnum
-from patchkit.values import Record
+from patchkit.values import Value
 
 
 class Verdict(StrEnum):
@@ -74,7 +74,7 @@ def needles(data: Known | None = None) -> tuple[bytes, ...]:
     return tuple(dict.fromkeys(t.encode() for t in texts))
 
 
-class LogFinding(Record):
+class LogFinding(Value):
     kind: Verdict
     name: str  # the fix, failure or effect
     line: int  # the first log line it was seen at: the exception's line of a traceback, or the line that says it

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from patchkit.errors import BadInput
 from patchkit.rewrite.found import Found
+from patchkit.rewrite.unfit import Unfit
 from patchkit.types import CANNOT_APPLY, INCOMPLETE, NOT_NEEDED_HERE, PATCHED, Status
 from patchkit.values import Record
 
@@ -78,19 +79,26 @@ def _cc(value: object) -> Key | None:
 
 class FixStatus(Record):
     """What became of one fix on the release: patched, already upstream, cannot apply (why)...
-    An incomplete fix keeps its gates, and no sentence: ``says`` makes it when read (a manifest
-    written before kept one, from the same gates; docs/ARCHITECTURE.md, "Saved values")."""
+    Why is kept as values, never a sentence: an incomplete fix's gates, a cannot-apply fix's
+    ``Unfit``, a fix not needed here the judge's reason (its JSON, said by ``render/generate.py``);
+    ``says`` makes the line when read.  A manifest written before kept the sentence in ``reason``,
+    read and said as it is (docs/ARCHITECTURE.md, "Saved values")."""
 
     fix: str
     status: Status
-    reason: str | None = None  # cannot apply: the rule's error
+    reason: str | None = None  # a manifest written before: the sentence
     gates: list[object] | None = None  # incomplete: the gates left on its feature path (``scan.finding``'s JSON)
+    unfit: Unfit | None = None  # cannot apply: how the rule does not fit
+    unneeded: dict[str, object] | None = None  # not needed here: the judge's reason, as ``render/saved.py`` keeps it
 
     def says(self) -> str | None:
-        """Why, in one line: an incomplete fix's gates left, with file and line (``gates_words``); else ``reason``."""
+        """Why, in one line: an incomplete fix's gates left, with file and line (``gates_words``), a
+        cannot-apply fix's error; else ``reason`` (a fix not needed here is said by ``render/``)."""
         gates = [g for g in self.gates or () if isinstance(g, dict) and isinstance(g.get("path"), str)]
         if self.status == INCOMPLETE and gates and len(gates) == len(self.gates or ()):
             return gates_words(gates)
+        if self.status == CANNOT_APPLY and self.unfit is not None:
+            return self.unfit.words()
         return self.reason
 
     def localized(self, local: Callable[[str], str]) -> FixStatus:
@@ -101,14 +109,26 @@ class FixStatus(Record):
 
     def to_json(self) -> dict[str, object]:
         doc: dict[str, object] = {"fix": self.fix, "status": self.status, "reason": self.reason}
-        return doc if self.gates is None else dict(doc, gates=self.gates)
+        if self.gates is not None:
+            doc["gates"] = self.gates
+        if self.unfit is not None:
+            doc["unfit"] = self.unfit.to_json()
+        if self.unneeded is not None:
+            doc["unneeded"] = self.unneeded
+        return doc
 
     @classmethod
     def from_json(cls, doc: object) -> FixStatus:
         status = Status.parse(doc.get("status")) if isinstance(doc, dict) else None
         if status is None or not isinstance(doc, dict) or not isinstance(fix := doc.get("fix"), str):
             raise Corrupt(_PATCH_NEEDS)
-        return cls(fix, status, _maybe_text(doc.get("reason")), _gates(doc.get("gates")))
+        unfit = doc.get("unfit")
+        if unfit is not None and (unfit := Unfit.from_json(unfit)) is None:
+            raise Corrupt(_WRONG_TYPE)
+        unneeded = doc.get("unneeded")
+        if unneeded is not None and not isinstance(unneeded, dict):
+            raise Corrupt(_WRONG_TYPE)
+        return cls(fix, status, _maybe_text(doc.get("reason")), _gates(doc.get("gates")), unfit, unneeded)
 
 
 def _gates(value: object) -> list[object] | None:

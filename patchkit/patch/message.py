@@ -83,7 +83,7 @@ def effect_fields(fix: str, project: str, version: str | None) -> dict[str, obje
     return {
         "changes": effect.changes, "upstream": effect.upstream, "asked_with": effect.asked_with, "label": label,
         "failing": [dict(f._asdict(), releases=f.releases()) for f in effect.failing(project, version)],
-        "needs": [n.of_release(project, version).to_json() for n in effect.needs],  # FlashInfer's: as its release builds
+        "needs": [n.of_release(project, version)._asdict() for n in effect.needs],  # FlashInfer's: as its release builds
         "default_on": [dict(d._asdict(), releases=d.releases(), models=list(d.models), with_label=PROJECTS[d.with_project].label)
                        for d in effect.turned_on(project, version)],
     }

@@ -72,11 +72,11 @@ def parse(data: bytes, name: str = "<patch>") -> list[FilePatch]:
 
 
 def _apply(data: bytes, patch: FilePatch, reverse: bool, name: str) -> bytes:
-    lines, failed = diff.apply_hunks(split_lines(data), patch.hunks, reverse=reverse)
-    if lines is None:
+    applied = diff.apply_hunks(split_lines(data), patch.hunks, reverse=reverse)
+    if applied[0] is None:
         verb = "reverse" if reverse else "apply"
-        raise PatchError(name, f"cannot {verb}: hunk at line {failed.old_start} of {patch.path} does not match")
-    return b"".join(lines)
+        raise PatchError(name, f"cannot {verb}: hunk at line {applied[1].old_start} of {patch.path} does not match")
+    return b"".join(applied[0])
 
 
 def apply(data: bytes, patch: FilePatch, name: str = "<patch>") -> bytes:

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from patchkit.cc import CC, AutoCC, Key
 from patchkit.errors import Refused, localized
 from patchkit.fixes.registry import Project, fixes_for, rules_for
 from patchkit.patch.manifest import FixStatus, Shipped
@@ -21,18 +23,30 @@ from patchkit.plan.reasons import ForOtherGpus, LeftOut, NoRule, NoShippedPatch,
 from patchkit.types import NOTHING_TO_PATCH, Applied
 from patchkit.values import Record, Value
 
+if TYPE_CHECKING:  # for the annotations only
+    from patchkit.cc import Key
+    from patchkit.plan.plans import Note
+
 
 class ApplyRequest(Value, kw_only=True):
     """What the command line asked of one target."""
 
     fixes: tuple[str, ...] | None  # the fixes asked for (None: those on by default; the kept ones are the snapshot's)
     named: tuple[str, ...] | None  # those asked for by name (None: all of ``fixes``)
-    from_cc: object  # the cc pair, as the project writes it
-    to_cc: object
+    # The cc pair as given (None: that side of the project's own pair; ``AUTO``: --to-cc auto), a CC
+    # from the command line to the look, which writes each as the project keys it (``keys``).
+    from_cc: CC | None
+    to_cc: CC | AutoCC | None
     patches: Path | None  # the folder of shipped series (None: the ones installed with patchkit)
     no_generate: bool
     dry_run: bool
     left_out: tuple[str, ...] = ()  # the fixes a plain apply left out as not needed on the GPUs judged for
+
+    def keys(self, project: Project) -> tuple[Key, Key]:
+        """The pair as ``project`` keys it (``Project.key``), each side not given its own."""
+        from_cc, to_cc = self.from_cc, self.to_cc
+        return (project.from_cc if from_cc is None else project.key(from_cc),
+                project.to_cc if not isinstance(to_cc, CC) else project.key(to_cc))
 
 
 class Old(Record):
@@ -60,7 +74,7 @@ class Snapshot(Value, kw_only=True):
     originals: Mapping[str, bytes | None]  # the bytes ``applied`` replaced, by repository path
     current: Mapping[str, bytes]  # every candidate file (and each file of ``applied``) that exists
     shipped: Shipped | None  # the shipped patches for ``fixes`` but ``blocked`` and the cc pair, or None
-    series_pair: tuple | None  # without ``shipped``: the cc pair of the shipped patches of ``fixes`` (None: none)
+    series_pair: tuple[Key, Key] | None  # without ``shipped``: the cc pair of the shipped patches of ``fixes`` (None: none)
     series: str | None  # the release whose series is this version's
     blocked: tuple[FixStatus, ...]  # those of ``fixes`` the series' manifest says cannot be applied whole
     stale: Mapping[str, tuple[Path, ...]]  # the stale bytecode of each file that holds a table
@@ -100,7 +114,7 @@ def with_applied(fixes: tuple[str, ...], applied: Applied | None, old: bool) -> 
     return tuple(n for n in FIXES if n in fixes or n in kept), kept
 
 
-def no_shipped(snap: Snapshot, from_cc, to_cc) -> NoShippedPatch:
+def no_shipped(snap: Snapshot, from_cc: Key, to_cc: Key) -> NoShippedPatch:
     """Why no shipped patch fits: none for this version, or one for another cc pair (``series_pair``)."""
     return NoShippedPatch(snap.version, snap.project.label, snap.series, snap.series_pair, from_cc, to_cc)
 
@@ -143,25 +157,26 @@ def _look(request: ApplyRequest, snap: Snapshot) -> Look:
 
 
 def _look_at(request: ApplyRequest, snap: Snapshot, fixes: tuple[str, ...]) -> Look:
-    missing = [p for p, data in snap.originals.items() if data is None]
+    originals = {p: data for p, data in snap.originals.items() if data is not None}
+    missing = [p for p in snap.originals if p not in originals]
     if missing:
         restore = "reinstall the package" if snap.installed else "e.g. `git checkout -- FILE`"
         raise Refused(snap.local(missing[0]), f"its original bytes are missing from {snap.objects}; restore the file "
                                               f"({restore}) and remove {snap.state_file}")
-    from_cc, to_cc = request.from_cc, request.to_cc
+    from_cc, to_cc = request.keys(snap.project)
     rules = rules_for(snap.project.name, fixes, from_cc, to_cc)
     # The fixes with rules for this project, none of them for GPUs of to_cc's major (--to-cc 9.0).
     other = tuple(f for f in fixes_for(snap.project.name, fixes) if not rules_for(snap.project.name, (f,), from_cc, to_cc))
     if not rules:
         if other:
-            notes: tuple = (ForOtherGpus(snap.project.label, to_cc, other, ()),)
+            notes: tuple[Note, ...] = (ForOtherGpus(snap.project.label, to_cc, other, ()),)
         else:  # none left but those not needed here (said by the command): no rule to name
             notes = () if request.left_out else (NoRule(snap.project.label, snap.project.name, tuple(fixes)),)
         return Look(Plan(NOTHING_TO_PATCH, notes=notes), snap.old, ())
     shipped = snap.shipped
     with localized(snap.local):
         plan = plan_apply(
-            dict(snap.current), snap.applied, dict(snap.originals), shipped, rules=rules, from_cc=from_cc, to_cc=to_cc,
+            dict(snap.current), snap.applied, originals, shipped, rules=rules, from_cc=from_cc, to_cc=to_cc,
             version=snap.version, no_generate=request.no_generate, no_shipped=None if shipped else no_shipped(snap, from_cc, to_cc),
             read=snap.read, root=snap.project.source_root, local=snap.local, installed=snap.installed,
         )
@@ -190,7 +205,7 @@ def _refuse_blocked(snap: Snapshot, named: tuple[str, ...] | None) -> tuple[tupl
     return tuple(f for f in snap.fixes if f not in {b.fix for b in blocked}), notes
 
 
-def _refuse_gates_left(snap: Snapshot, plan: Plan, fixes: tuple[str, ...], from_cc, to_cc) -> None:
+def _refuse_gates_left(snap: Snapshot, plan: Plan, fixes: tuple[str, ...], from_cc: Key, to_cc: Key) -> None:
     """A patch generated from the files (no manifest to tell): refuse it where a gate on a
     fix's feature path still refuses the GPU after the rules."""
     from patchkit.fixes.registry import FIXES

@@ -146,7 +146,7 @@ class JitNotChecked(Value):
     error: str
 
 
-class _Build(Protocol):
+class JitBuild(Protocol):
     """A FlashInfer JIT build as a reason reads it (``targets.jit_builds.Build``)."""
 
     @property
@@ -157,7 +157,7 @@ class StaleJitBuild(Value):
     """A FlashInfer JIT build (``targets.jit_builds.Build``) older than the patched sources:
     dropped by apply, or (not droppable) a prebuilt module loaded instead of them."""
 
-    build: _Build
+    build: JitBuild
 
     @property
     def code(self) -> Reason:

@@ -11,7 +11,9 @@ and the JIT builds (``commands/verify.py``); each problem and note here is one r
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from patchkit.digest import sha256
 from patchkit.errors import RewriteError, localized
@@ -36,6 +38,23 @@ from patchkit.plan.reasons import (
 from patchkit.types import Applied
 from patchkit.values import Record
 
+if TYPE_CHECKING:  # for the annotations only
+    from patchkit.cc import Key
+    from patchkit.fixes.kinds import Rule
+    from patchkit.patch.manifest import FixStatus
+    from patchkit.plan.plans import Note
+    from patchkit.plan.reasons import JitBuild
+    from patchkit.rewrite.rules import FileRewrite, Read
+
+
+class Pyc(Protocol):
+    """A stale cached bytecode file as verify says it (``targets.bytecode.Pyc``)."""
+
+    @property
+    def path(self) -> Path: ...
+    @property
+    def reason(self) -> str: ...
+
 
 class Checked(Record):
     """One file verify looked at, how, and the tables, lists or gates it found there."""
@@ -44,17 +63,17 @@ class Checked(Record):
     how: str  # "post-image hash recorded at apply", "tables evaluated from source", "rules evaluated from source"
     tables: tuple[str, ...]
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         return {"path": self.path, "how": self.how, "tables": list(self.tables)}
 
 
 class VerifyPlan(Record):
     checked: tuple[Checked, ...]
-    notes: tuple  # plan.reasons: what does not fail verify
-    problems: tuple  # plan.reasons: what does
+    notes: tuple[Note, ...]  # plan.reasons: what does not fail verify
+    problems: tuple[Note, ...]  # plan.reasons: what does
     fixes: tuple[str, ...]  # the fixes proved: those asked for, less those the release cannot take whole
     names: tuple[str, ...]  # the dict-key tables checked
-    rules: tuple  # the other rules of ``fixes`` (fixes.load.Rule): lists, gates, backports
+    rules: tuple[Rule, ...]  # the other rules of ``fixes`` (fixes.load.Rule): lists, gates, backports
 
 
 def plan_verify(
@@ -63,20 +82,20 @@ def plan_verify(
     *,
     names: tuple[str, ...],
     fixes: tuple[str, ...],
-    rules: tuple,
-    blocked: tuple = (),
+    rules: tuple[Rule, ...],
+    blocked: tuple[FixStatus, ...] = (),
     named: tuple[str, ...] | None = None,
-    from_cc,
-    to_cc,
+    from_cc: Key,
+    to_cc: Key,
     version: str | None,
     label: str,
-    journal: dict | None = None,
+    journal: Mapping[str, object] | None = None,
     journal_file: str = "",
     changed: ReleaseChanged | None = None,
-    stale: dict | None = None,
-    jit_builds: tuple = (),
+    stale: Mapping[str, Sequence[Pyc]] | None = None,
+    jit_builds: tuple[JitBuild, ...] = (),
     jit_error: str | None = None,
-    read=None,
+    read: Read | None = None,
     root: str = "",
     local: Callable[[str], str] = lambda path: path,
 ) -> VerifyPlan:
@@ -96,8 +115,8 @@ def plan_verify(
     names a repository path.
     """
     stale = stale or {}
-    problems: list = []
-    notes: list = []
+    problems: list[Note] = []
+    notes: list[Note] = []
     if journal is not None:
         problems.append(PendingJournal(journal_file))
     if changed:
@@ -107,7 +126,8 @@ def plan_verify(
     for rel, data in current.items():
         where = local(rel)
         if rel in recorded and sha256(data) == recorded[rel].post_sha256:
-            checked.append(Checked(where, "post-image hash recorded at apply", tuple(t["name"] for t in recorded[rel].tables)))
+            names_there = tuple(n for t in recorded[rel].tables if isinstance(t, dict) for n in (t.get("name"),) if isinstance(n, str))
+            checked.append(Checked(where, "post-image hash recorded at apply", names_there))
         elif mentions(data, names):
             try:
                 with localized(local):
@@ -117,7 +137,7 @@ def plan_verify(
                 continue
             if not tables:
                 continue
-            added = {_qualified(t) for t in _added_tables(ours, journal, rel)}
+            added = {n for t in _added_tables(ours, journal, rel) if (n := _qualified(t)) is not None}
             for name, table in tables.items():
                 found = _judge(where, name, table, from_cc, to_cc, name in added)
                 if found:
@@ -149,14 +169,16 @@ def plan_verify(
         checked.append(Checked(where, "rules evaluated from source", tuple(t.name for t in result.found)))
     for r in rules:
         if isinstance(r, BackportRule) and r.covers(version) and not r.landed(version):
-            problems += [FileMissing(local(f), r.origin.cite()) for f in r.missing_from(current)]
+            cite = r.origin.cite() if r.origin is not None else "the upstream change"  # a rule made without its origin
+            problems += [FileMissing(local(f), cite) for f in r.missing_from(current)]
     if jit_error is not None:
         notes.append(JitNotChecked(jit_error))
     problems += [StaleJitBuild(b) for b in jit_builds]
     return VerifyPlan(tuple(checked), tuple(notes), tuple(problems), fixes, names, rules)
 
 
-def _judge(path: str, name: str, table, from_cc, to_cc, ours: bool):
+def _judge(path: str, name: str, table: object, from_cc: Key, to_cc: Key,
+           ours: bool) -> NotADict | NoKey | KeyNotAdded | KeyDiffers | None:
     """What is wrong with one table (a note for a key patchkit did not add), or None when all is well."""
     if not isinstance(table, dict):
         return NotADict(path, name)
@@ -167,7 +189,7 @@ def _judge(path: str, name: str, table, from_cc, to_cc, ours: bool):
     return KeyDiffers(path, name, to_cc, table[to_cc], from_cc, table[from_cc], ours)
 
 
-def _added_tables(ours: Applied | None, journal: dict | None, rel: str) -> list[dict]:
+def _added_tables(ours: Applied | None, journal: Mapping[str, object] | None, rel: str) -> list[dict[str, object]]:
     """The tables patchkit added to ``rel``: recorded at apply, or by an apply still pending."""
     pending = journal.get("applied") if journal else None
     files = list(ours.files) if ours else []
@@ -179,19 +201,22 @@ def _added_tables(ours: Applied | None, journal: dict | None, rel: str) -> list[
     return [t for f in files if f.path == rel for t in f.tables if isinstance(t, dict)]
 
 
-def _qualified(table: dict) -> str:
-    """A recorded table's name as the evaluator spells it ("Class.NAME" in a class body)."""
-    scope = table.get("scope", "module")
-    return table["name"] if scope == "module" else f"{scope.removeprefix('class ')}.{table['name']}"
+def _qualified(table: dict[str, object]) -> str | None:
+    """A recorded table's name as the evaluator spells it ("Class.NAME" in a class body); None for a
+    record without a name or scope as text (a corrupt or edited state.json)."""
+    name, scope = table.get("name"), table.get("scope", "module")
+    if not isinstance(name, str) or not isinstance(scope, str):
+        return None
+    return name if scope == "module" else f"{scope.removeprefix('class ')}.{name}"
 
 
-def _evaluate(data: bytes, rel: str, names: tuple[str, ...]) -> dict:
+def _evaluate(data: bytes, rel: str, names: tuple[str, ...]) -> dict[str, object]:
     from patchkit.rewrite.evaluate import tables  # LibCST: only when the bytes are not the recorded post-image
 
     return tables(data, names, rel)
 
 
-def _rewrite(data: bytes, rel: str, rules: tuple, read, root: str, version: str | None):
+def _rewrite(data: bytes, rel: str, rules: tuple[Rule, ...], read: Read | None, root: str, version: str | None) -> FileRewrite:
     from patchkit.rewrite.rules import rewrite_file  # only for files without a recorded post-image
 
     return rewrite_file(data, rel, rules, read, root, version=version)

@@ -10,6 +10,7 @@ from patchkit.fixes.effects import Outcome
 from patchkit.fixes.kinds import RuleKind
 from patchkit.patch.write import hunks, split_lines
 from patchkit.plan import APPLY
+from patchkit.render.found import found_line
 from patchkit.render.reasons import code, said
 from patchkit.render.servers import restart_json, restart_lines
 from patchkit.render.source import source_words
@@ -18,12 +19,20 @@ from patchkit.text import plural
 from patchkit.types import Reason
 
 if TYPE_CHECKING:
-    from patchkit.targets.transaction import Waited
+    from collections.abc import Callable
+
+    from patchkit.commands.apply import ApplyResult
+    from patchkit.commands.transact import Transacted
+    from patchkit.fixes.effects import Effect
+    from patchkit.plan.plans import Note, Plan
+    from patchkit.targets.jit_builds import JitCheck
+    from patchkit.targets.transaction import Finished, JournalSetAside, LockTaken, Waited
+    from patchkit.types import Change
 
 ONE_TARGET = True  # to_json renders one target: render.document puts it in a list, ``targets``
 
 
-def transaction_lines(r, command: str) -> list[str]:
+def transaction_lines(r: Transacted, command: str) -> list[str]:
     """What apply or revert (``command``) says of the lock it took, or of what a real run would
     do without it: an interrupted transaction pending, a state of another release set aside."""
     aside = r.set_aside
@@ -41,7 +50,7 @@ def waited_line(waited: Waited) -> str:
     return f"waited {waited.seconds:.1f}s for another patchkit run{holder} to finish"
 
 
-def lock_lines(lock) -> list[str]:
+def lock_lines(lock: LockTaken) -> list[str]:
     """What taking the lock did (``targets.transaction.LockTaken``): that this run waited, what recovery did."""
     from patchkit.targets.transaction import Finished
 
@@ -54,7 +63,7 @@ def lock_lines(lock) -> list[str]:
     return lines
 
 
-def jit_lines(jit, version: str | None, when: str) -> list[str]:
+def jit_lines(jit: JitCheck | None, version: str | None, when: str) -> list[str]:
     """What became of FlashInfer's stale JIT builds (``targets.jit_builds.JitCheck``); ``when``:
     how a build came to be stale ("before the patch"); None: a project without JIT builds."""
     if jit is None:
@@ -63,7 +72,7 @@ def jit_lines(jit, version: str | None, when: str) -> list[str]:
 
     if jit.error is not None:
         return [f"note: FlashInfer's JIT builds not checked: {jit.error}"]
-    lines = []
+    lines: list[str] = []
     for d in jit.drops:
         b = d.build
         if d.outcome is Drop.PREBUILT:
@@ -78,7 +87,7 @@ def jit_lines(jit, version: str | None, when: str) -> list[str]:
     return lines
 
 
-def to_text(r, terminal: bool) -> list[str]:
+def to_text(r: ApplyResult, terminal: bool) -> list[str]:
     plan, local = r.plan, r.local
     lines = [where_line(r.where)]
     if r.kept:
@@ -109,12 +118,12 @@ def to_text(r, terminal: bool) -> list[str]:
     return lines + jit_lines(r.jit, r.where.version, "before the patch") + restart_lines(list(r.restart))
 
 
-def _diff(c, local) -> str:
+def _diff(c: Change, local: Callable[[str], str]) -> str:
     rel = local(c.path)
     return f"--- a/{rel}\n+++ b/{rel}\n" + hunks(c.before, c.after).decode("utf-8", "replace").rstrip("\n")
 
 
-def to_json(r) -> dict:
+def to_json(r: ApplyResult) -> dict[str, object]:
     """One target's part of apply's document (``render.document`` puts it in ``targets``)."""
     plan, local = r.plan, r.local
     return r.where.fields(
@@ -136,7 +145,7 @@ def to_json(r) -> dict:
     )
 
 
-def plan_fields(r) -> dict:
+def plan_fields(r: Transacted) -> dict[str, object]:
     """What apply's and revert's --json say of their plan (a ``plan.Plan``) and their transaction:
     whether one was pending, what taking the lock did, the state of another release set aside."""
     plan, aside, lock = r.plan, r.set_aside, r.lock
@@ -154,7 +163,7 @@ def plan_fields(r) -> dict:
     }
 
 
-def _recovered(done) -> dict | None:
+def _recovered(done: Finished | JournalSetAside | None) -> dict[str, object] | None:
     """What recovery did under the lock, as --json says it: a transaction finished, or one of
     another release set aside."""
     from patchkit.targets.transaction import Finished
@@ -166,7 +175,7 @@ def _recovered(done) -> dict | None:
     return {"op": done.op, "finished": False, "release": done.then, "set_aside": str(done.folder)}
 
 
-def jit_fields(jit) -> dict:
+def jit_fields(jit: JitCheck | None) -> dict[str, object]:
     """What apply's and revert's --json say of FlashInfer's stale JIT builds (``JitCheck``; None:
     a project without JIT builds, the same fields, empty)."""
     if jit is None:
@@ -181,7 +190,7 @@ def jit_fields(jit) -> dict:
     }
 
 
-def _counted(before: bytes, after: bytes) -> dict:
+def _counted(before: bytes, after: bytes) -> dict[str, int]:
     """The lines the diff from ``before`` to ``after`` adds and removes.  A change that only adds
     or only removes lines in one place (a table's new key: most of what apply writes) is counted
     from the lines the two share at each end, without making the diff: the fewest lines, as
@@ -204,14 +213,14 @@ def _counted(before: bytes, after: bytes) -> dict:
     return {"added": added, "removed": removed}
 
 
-def _counts(plan, c) -> dict:
+def _counts(plan: Plan, c: Change) -> dict[str, int]:
     """The lines a change adds and removes: as the shipped patch that made it counts them (its hunks:
     no diff made), else from its bytes (``_counted``)."""
     counted = next(((added, removed) for path, added, removed in plan.counted if path == c.path), None)
     return {"added": counted[0], "removed": counted[1]} if counted else _counted(c.before, c.after)
 
 
-def lines_changed(before: bytes, after: bytes, counted: dict | None = None) -> str:
+def lines_changed(before: bytes, after: bytes, counted: dict[str, int] | None = None) -> str:
     """How many lines the change adds and removes: "+6 lines", "-2 lines", "+1 -1 lines" (``counted``:
     as ``_counts`` found them, else counted from the bytes)."""
     counted = counted or _counted(before, after)
@@ -221,37 +230,18 @@ def lines_changed(before: bytes, after: bytes, counted: dict | None = None) -> s
     return f"-{plural(removed, 'line')}" if removed else f"+{plural(added, 'line')}"
 
 
-def found_line(t) -> str:
-    """One thing a rule found (``rewrite.found.Found``), as apply says it."""
-    kind = t.kind or RuleKind.DICT_KEY
-    if kind == RuleKind.BACKPORT:  # an upstream change, said per file it changes
-        name = f"{t.name} in {t.path}" if t.path else t.name
-        return f"{name}: " + (f"{t.added_key} applied {t.value}" if t.patched else "already there, left alone")
-    if kind == RuleKind.PREDICATE:
-        return f"{t.name}: " + (f"{t.added_key} added" if t.patched else f"already has {t.added_key}, left alone")
-    if kind == RuleKind.COMPARISON:  # a test of an SM int, widened: said as it reads now
-        return f"{t.name} ({t.scope}): " + (
-            f"now {t.value} ({t.added_key} admitted as {t.copied_from} is)" if t.patched else f"already admits {t.added_key}, left alone")
-    if kind == RuleKind.LIST_MEMBER:
-        return f"{t.name} ({t.scope}): " + (
-            f"member {t.added_key!r} after {t.copied_from!r}" if t.patched else f"already has {t.added_key!r}, left alone")
-    if t.patched:
-        return f"{t.name} ({t.scope}): key {t.added_key!r} = key {t.copied_from!r}"
-    return f"{t.name} ({t.scope}): already has key {t.added_key!r}, left alone"
-
-
-def _written_key(plan, fix: str):
+def _written_key(plan: Plan, fix: str) -> object:
     """The key apply wrote for ``fix`` (a table's), or None (a fix that adds no key)."""
     return next((t.added_key for t in plan.tables if t.fix == fix and t.patched and t.kind in (None, RuleKind.DICT_KEY)), None)
 
 
-def _not_needed(name: str, why, judged: str) -> str:
+def _not_needed(name: str, why: Note, judged: str) -> str:
     """A fix a plain apply left out: not needed on the GPUs ``judged`` for, or not to be judged there."""
     verb = "not judged" if why.code == Reason.NEWER_THAN_READ else "not needed"
     return f"{verb} {judged}: {name}: {said(why)} (--fix {name} applies it anyway)"
 
 
-def effect_line(name: str, effect, project: str, label: str, version: str | None, key=None) -> str:
+def effect_line(name: str, effect: Effect, project: str, label: str, version: str | None, key: object = None) -> str:
     """What a fix patched here prevents on this release, and what it needs of the machine; ``key``:
     the key it wrote (a GB10's '12.1'), as the release would print it."""
     prevents = "; ".join(f"\"{f.says}\"" for f in effect.failing(project, version, key) if f.outcome is not Outcome.OFF)

@@ -4,20 +4,29 @@ needed here said under its target's first line."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from patchkit.render.machine import machine_json
 from patchkit.render.reasons import code, said
 from patchkit.render.where import where_line
 from patchkit.report import Auto, AutoTarget
 
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
-def gpus_line(m) -> str:
+    from patchkit.gpus.smi import Machine
+    from patchkit.plan.plans import Note
+
+
+def gpus_line(m: Machine) -> str:
     """This machine's GPUs, by kind: "this machine: 8 x NVIDIA RTX PRO 6000 ... (cc 12.0)"."""
-    kinds: dict[tuple, int] = {}
+    kinds: dict[tuple[str, str], int] = {}
     for g in m.gpus:
         kinds[(g.name, g.cc_text())] = kinds.get((g.name, g.cc_text()), 0) + 1
     return "this machine: " + ", ".join(f"{n} x {name} (cc {cc})" for (name, cc), n in kinds.items())
 
 
-def spare_lines(spare: dict) -> list[str]:
+def spare_lines(spare: Mapping[str, Note]) -> list[str]:
     """One line per fix left out: why it is not needed here (``judge.reasons.Unneeded``), and how
     to apply it anyway."""
     return [f"not needed here: {name}: {said(why)} (--fix {name} applies it anyway)" for name, why in spare.items()]
@@ -59,10 +68,10 @@ def to_text(auto: Auto, terminal: bool) -> list[str]:
     return lines
 
 
-def to_json(auto: Auto) -> dict:
+def to_json(auto: Auto) -> dict[str, object]:
     from patchkit.render import environment, target_document
 
-    machine = auto.machine.to_json()
+    machine = machine_json(auto.machine)
     not_needed = [{"path": t.where.path, "project": t.project, "fix": name, "reason": code(why), "why": said(why)}
                   for t in auto.targets for name, why in t.spare.items()]
     targets = [target_document(r) for t in auto.targets for r in t.results]
@@ -70,5 +79,5 @@ def to_json(auto: Auto) -> dict:
     if auto.command == "apply":
         idle = [t.where.path for t in auto.targets if not t.results]
         return {"to_cc": "auto", "machine": machine, "nothing_to_do": idle, "not_needed": not_needed, "targets": targets}
-    env = {} if auto.env is None else environment(auto.env)
+    env: dict[str, object] = {} if auto.env is None else environment(auto.env)
     return {"to_cc": "auto", "machine": machine, **env, "not_needed": not_needed, "targets": targets}

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from patchkit.kernels.compat import UNKNOWN
 from patchkit.logs.match import EFFECT
 from patchkit.render.findings import finding_json, finding_lines, gpus
-from patchkit.render.kernels import verdict
+from patchkit.render.kernels import file_json, verdict
 from patchkit.report import render
 from patchkit.text import escaped, plural
 
@@ -76,4 +76,4 @@ def to_json(r: DiagnoseResult) -> dict[str, object]:
 
 
 def _files(c: CodeBehind | None) -> list[dict[str, object]] | None:
-    return None if c is None else [x.to_json(d.dist) for d, x in c.missing()]
+    return None if c is None else [file_json(x, d.dist) for d, x in c.missing()]

@@ -8,6 +8,7 @@ fails (no GPU seen and no ``--to-cc``: it cannot say what this machine needs).""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchkit.cc import CC
 from patchkit.commands.doctor import DEFAULT, DoctorMarkdown, NoProjectHere
@@ -17,7 +18,8 @@ from patchkit.fixes.registry import PROJECTS
 from patchkit.judge.here import no_multicast
 from patchkit.judge.reasons import NoNvcc
 from patchkit.render import jit
-from patchkit.render.kernels import always, distribution_lines
+from patchkit.render.kernels import always, distribution_lines, file_json
+from patchkit.render.machine import link_summary, machine_json
 from patchkit.render.modes import here_json, here_lines
 from patchkit.render.reasons import code, said
 from patchkit.render.settings import lines as settings_lines
@@ -26,12 +28,21 @@ from patchkit.render.where import where_line
 from patchkit.text import plural
 from patchkit.types import Reason, Status
 
+if TYPE_CHECKING:
+    from patchkit.commands.doctor import DoctorResult, FixJudged
+    from patchkit.fixes.effects import Effect, Needs
+    from patchkit.gpus.smi import Machine
+    from patchkit.judge.here import FixHere
+    from patchkit.judge.speedups import SpeedupHere
+
+    Doctor = DoctorResult | DoctorMarkdown | NoProjectHere  # what doctor returns
+
 
 def _cc(cc: CC) -> str:
     return cc.smi_text()
 
 
-def _here(r) -> tuple[str, str]:
+def _here(r: DoctorResult) -> tuple[str, str]:
     """How the text names the GPUs judged for: "here" and "these GPUs" when measured."""
     cc = _cc(r.machine.ccs()[0])
     return ("here", "these GPUs") if r.measured else (f"for cc {cc}", f"GPUs of cc {cc}")
@@ -44,7 +55,7 @@ def _no_project(r: NoProjectHere) -> list[str]:
             "python3 in an image); or a checkout: patchkit doctor PATH"]
 
 
-def to_text(r, terminal: bool) -> list[str]:
+def to_text(r: Doctor, terminal: bool) -> list[str]:
     if isinstance(r, NoProjectHere):
         return _no_project(r)
     if isinstance(r, DoctorMarkdown):
@@ -95,7 +106,7 @@ def to_text(r, terminal: bool) -> list[str]:
     return lines
 
 
-def _mode_lines(r) -> list[str]:
+def _mode_lines(r: DoctorResult) -> list[str]:
     """The failure modes this install is exposed to, silent wrong output first."""
     if not r.modes and not r.flags:
         return []
@@ -111,7 +122,7 @@ def _mode_lines(r) -> list[str]:
     return out
 
 
-def failure(r) -> str | None:
+def failure(r: Doctor) -> str | None:
     if isinstance(r, DoctorMarkdown):
         return failure(r.result)
     if isinstance(r, NoProjectHere):
@@ -122,9 +133,9 @@ def failure(r) -> str | None:
             "give --to-cc with the cc of the GPUs the server will run on")
 
 
-def to_json(r) -> dict:
+def to_json(r: DoctorResult | NoProjectHere) -> dict[str, object]:  # --json refuses --format markdown (cli/doctor.py)
     if isinstance(r, NoProjectHere):
-        return {"command": "doctor", "ok": False, "exit_code": r.exit_code, "machine": r.seen.to_json() if r.seen else None,
+        return {"command": "doctor", "ok": False, "exit_code": r.exit_code, "machine": machine_json(r.seen) if r.seen else None,
                 "no_gpu": r.unseen, "targets": [], "error": failure(r)}
     these = _here(r)[1]
     targets = [t.where.data("doctor", project=t.project, label=t.label, kind=t.kind, fixes=[
@@ -135,10 +146,10 @@ def to_json(r) -> dict:
         "gpus": [_cc(c) for c in r.machine.ccs()], "no_code": _no_code(r), "no_code_if_loaded": _no_code(r, maybe=True),
         "distributions": [{"name": d.dist.name, "version": d.dist.version, "always": always(d),
                            "cubins": d.dist.cubins, "problem": d.dist.problem,
-                           "files": [f.to_json(d.dist) for f in d.files]} for d in r.code.found],
-        "jit": [j.to_json() for j in r.code.jit]}
-    doc = {"command": "doctor", "ok": r.exit_code == OK, "exit_code": r.exit_code,
-           "machine": r.seen.to_json() if r.seen else None, "no_gpu": r.unseen,
+                           "files": [file_json(f, d.dist) for f in d.files]} for d in r.code.found],
+        "jit": [jit.jit_json(j) for j in r.code.jit]}
+    doc: dict[str, object] = {"command": "doctor", "ok": r.exit_code == OK, "exit_code": r.exit_code,
+           "machine": machine_json(r.seen) if r.seen else None, "no_gpu": r.unseen,
            "judged_for": {"ccs": [_cc(c) for c in r.machine.ccs()], "from": r.basis},
            "targets": targets, "needed": list(r.needed), "apply": r.apply,
            "recommendation": speedup_json(r.speedups[0]) if r.speedups else None,
@@ -152,16 +163,16 @@ def to_json(r) -> dict:
     return doc | {"error": error} if error else doc
 
 
-def _gpu_lines(r) -> list[str]:
+def _gpu_lines(r: DoctorResult | NoProjectHere) -> list[str]:
     """The GPUs nvidia-smi shows and how they are linked, or why none was seen."""
     seen = r.seen
     if seen is None:
         return [f"no GPU seen: {r.unseen}"]
     return [f"GPUs ({seen.nvidia_smi}):", *(f"  GPU{g.index}  {g.name}  cc {g.cc_text()} ({g.sm()})  {g.bus_id}" for g in seen.gpus),
-            f"links: {seen.link_summary()}"]
+            f"links: {link_summary(seen)}"]
 
 
-def _header(r) -> list[str]:
+def _header(r: DoctorResult) -> list[str]:
     seen = r.seen
     lines = _gpu_lines(r)
     if r.to_cc is not None:
@@ -175,14 +186,14 @@ def _header(r) -> list[str]:
     return lines
 
 
-def fix_json(h) -> dict:
+def fix_json(h: FixHere) -> dict[str, object]:
     """A fix judged at a target (``judge.here.FixHere``) in --json: its status, and the code of
     its reason beside the sentence (``detail``)."""
     return {"fix": h.fix, "status": h.status, "missing": list(h.missing), "held": list(h.held),
             "reason": code(h.reason), "detail": said(h.reason) or "", "applied_by_patchkit": h.by_patchkit}
 
 
-def _state(h, these: str = "these GPUs") -> str:
+def _state(h: FixHere, these: str = "these GPUs") -> str:
     if h.status == Status.NOT_FOR_THESE:
         if h.held:
             return f"not needed: the release holds key {', '.join(map(repr, h.held))} for {these}"
@@ -197,7 +208,7 @@ _STATES = {Status.MISSING: "not applied: {}", Status.CANNOT_APPLY: "cannot apply
            Status.INCOMPLETE: "incomplete here, not applied: {}", Status.NOTHING_TO_PATCH: "nothing to patch ({})"}
 
 
-def _why(j, these: str) -> str:
+def _why(j: FixJudged, these: str) -> str:
     """--json's ``why``: why the fix is needed here or not, in one clause."""
     h = j.here
     if j.spare or j.because:
@@ -209,25 +220,25 @@ def _why(j, these: str) -> str:
     return _state(h, these)
 
 
-def _why_reason(j) -> str | None:
+def _why_reason(j: FixJudged) -> str | None:
     """The code of the reason ``why`` gives: the fix's spare, what turns it on, else its own reason."""
     return code(j.spare) if j.spare else code(j.because[0]) if j.because else code(j.here.reason)
 
 
-def effect_here(j, label: str, r) -> list[str]:
+def effect_here(j: FixJudged, label: str, r: DoctorResult) -> list[str]:
     """What the fix does on this machine (--json's ``effect_here``): what it prevents on this release,
     what it needs of the machine and what this machine gives, and what it does instead."""
-    if j.failing is None:
+    if j.failing is None or j.effect is None:  # commands.doctor says what it prevents only of a fix with an effect
         return []
     line = _effect_line(j, label)
     return ([line] if line else []) + _machine_lines(j.effect, r) + ([said(j.clean_only)] if j.clean_only else [])
 
 
-def _effect_line(j, label: str) -> str | None:
+def _effect_line(j: FixJudged, label: str) -> str | None:
     """What the fix prevents on this release."""
     if not j.failing or j.here.status in (Status.NOTHING_TO_PATCH, Status.NOT_FOR_THESE):
         return None
-    words = []
+    words: list[str] = []
     for f in j.failing:
         if f.outcome is Outcome.OFF:
             words.append(f"without it {label} {f.says} ({f.where})")
@@ -237,7 +248,7 @@ def _effect_line(j, label: str) -> str | None:
     return "; ".join(words)
 
 
-def _for_gpus(need, r, otherwise: bool = False) -> str:
+def _for_gpus(need: Needs, r: DoctorResult, otherwise: bool = False) -> str:
     """What the fix needs (``otherwise``: what the code does without it), for the GPUs judged for and the
     releases doctor found (FlashInfer 0.6.7 on 12.0: CUDA 12.9, sm_120f): each SM12x cc's words (12.1:
     sm_121a, SM121), joined."""
@@ -247,10 +258,10 @@ def _for_gpus(need, r, otherwise: bool = False) -> str:
     return " and ".join(said) if said else need.otherwise if otherwise else need.says
 
 
-def _machine_lines(effect, r) -> list[str]:
+def _machine_lines(effect: Effect, r: DoctorResult) -> list[str]:
     """What the fix needs of the machine, and what this machine gives."""
     m = r.machine
-    lines = []
+    lines: list[str] = []
     for need in effect.needs:
         if need.machine is MachineNeed.MULTICAST:
             why = said(no_multicast(m))
@@ -269,7 +280,7 @@ def _machine_lines(effect, r) -> list[str]:
     return lines
 
 
-def _no_code(r, maybe: bool = False) -> list[str]:
+def _no_code(r: DoctorResult, maybe: bool = False) -> list[str]:
     """Each distribution loaded at every start with a file that has no code for the GPUs, and those files
     (``maybe``: each distribution not known to be, with such files)."""
     if r.code is None:
@@ -278,7 +289,7 @@ def _no_code(r, maybe: bool = False) -> list[str]:
     return [f"{d.label} ({', '.join(Path(f.shown).name for f in missing)})" for d, missing in found]
 
 
-def _code_lines(r) -> list[str]:
+def _code_lines(r: DoctorResult) -> list[str]:
     """What doctor says of the compiled CUDA code installed for ``--python`` on these GPUs."""
     if r.code is None:
         return []
@@ -299,7 +310,7 @@ def _code_lines(r) -> list[str]:
     return lines
 
 
-def _gpus(m) -> str:
+def _gpus(m: Machine) -> str:
     return " and ".join(f"{sum(g.sm() == sm for g in m.gpus)} x {sm}" for sm in dict.fromkeys(g.sm() for g in m.gpus))
 
 
@@ -314,7 +325,7 @@ def _action(project: str, version: str | None, exe: Path | None) -> str:
     return f"install {dist} (not among the targets; `--python EXE` finds every project installed for EXE)"
 
 
-def speedup_lines(s, m, exe: Path | None = None) -> list[str]:
+def speedup_lines(s: SpeedupHere, m: Machine, exe: Path | None = None) -> list[str]:
     """What doctor says of a known speedup for machine ``m`` (``judge.speedups.SpeedupHere``);
     ``exe``: the --python whose projects are the targets, if given."""
     sp, installed = s.speedup, s.installed
@@ -324,7 +335,9 @@ def speedup_lines(s, m, exe: Path | None = None) -> list[str]:
         from patchkit.gpus.products import pcie_only
 
         ccs = ", ".join(cc.smi_text() for cc in m.given)
-        lines = [f"all-reduce on two or more GPUs of cc {ccs} (linked through PCIe only: {'; '.join(pcie_only(m.given))}): "
+        why = pcie_only(m.given)
+        assert why is not None, m.given  # judge.speedups.for_machine offers it for ccs given only where they are
+        lines = [f"all-reduce on two or more GPUs of cc {ccs} (linked through PCIe only: {'; '.join(why)}): "
                  f"{sp.what}"]
     have = " and ".join(f"{PROJECTS[r.project].label} {installed[r.project]}" for r in sp.requires)
     needs = " and ".join(f"{PROJECTS[r.project].label} {r.since} or later" for r in sp.requires)
@@ -342,6 +355,6 @@ def speedup_lines(s, m, exe: Path | None = None) -> list[str]:
     return lines + [f"    {line}" for line in sp.measured]
 
 
-def speedup_json(s) -> dict:
+def speedup_json(s: SpeedupHere) -> dict[str, object]:
     return dict(s.speedup.to_json(), available=s.available, upgrade=[PROJECTS[r.project].distribution for r in s.short],
                 installed=dict(s.installed))

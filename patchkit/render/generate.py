@@ -4,17 +4,20 @@ it is done (``tag_line``), then the differences ``--check`` found and the summar
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchkit.commands.generate import NoKeys
-from patchkit.fixes.kinds import RuleKind
 from patchkit.patch.manifest import SERIES
+from patchkit.render.found import words
 from patchkit.text import plural
 from patchkit.types import ALREADY_UPSTREAM, CANNOT_APPLY, ERROR, INCOMPLETE, NOT_NEEDED_HERE, NOTHING_TO_PATCH, PATCHED
 
-_NOUNS = {RuleKind.DICT_KEY: "table", RuleKind.LIST_MEMBER: "list", RuleKind.PREDICATE: "gate"}
+if TYPE_CHECKING:
+    from patchkit.commands.generate import GenerateResult, TagOutcome
+    from patchkit.patch.manifest import FixStatus
 
 
-def tag_line(outcome, width: int, out: Path) -> str:
+def tag_line(outcome: TagOutcome, width: int, out: Path) -> str:
     """A tag's line: its status, where its series went, what each fix did there."""
     line = f"{outcome.tag:<{width}}  {outcome.status}"
     if outcome.status == PATCHED:
@@ -24,12 +27,12 @@ def tag_line(outcome, width: int, out: Path) -> str:
         if f.status == PATCHED:
             found = [t for t in outcome.tables if t.fix == f.fix]
             files = {t.path for t in found}
-            noun = _NOUNS.get(found[0].kind, "change") if found else "change"
+            noun = words(found[0]).noun if found else "change"
             parts.append(f"{f.fix} {plural(len(found), noun)} in {plural(len(files), 'file')}")
         elif f.status in (CANNOT_APPLY, INCOMPLETE) and outcome.status != ERROR:
             parts.append(f"{f.fix} {f.status} ({f.says()})")
         elif f.status == NOT_NEEDED_HERE:
-            parts.append(f"{f.fix} not needed here ({f.reason})")
+            parts.append(f"{f.fix} not needed here ({why(f)})")
         elif f.status not in (CANNOT_APPLY, INCOMPLETE) and outcome.status == PATCHED:
             parts.append(f"{f.fix} {f.status}")
     if outcome.error:
@@ -37,7 +40,7 @@ def tag_line(outcome, width: int, out: Path) -> str:
     return line + (": " + "; ".join(parts) if parts else "")
 
 
-def to_text(r, terminal: bool) -> list[str]:
+def to_text(r: GenerateResult | NoKeys, terminal: bool) -> list[str]:
     if isinstance(r, NoKeys):  # --to-cc auto, and the GPUs need no key
         from patchkit.render.auto import gpus_line
 
@@ -50,7 +53,7 @@ def to_text(r, terminal: bool) -> list[str]:
     ]
 
 
-def to_json(r) -> dict:
+def to_json(r: GenerateResult | NoKeys) -> dict[str, object]:
     if isinstance(r, NoKeys):
         return {"command": "generate", "to_cc": "auto", "nothing_to_do": True}
     return {
@@ -65,6 +68,20 @@ def to_json(r) -> dict:
     }
 
 
-def _tag_json(outcome) -> dict:
-    """A tag's part of the document: each fix with its reason in words (an incomplete fix's, from its gates)."""
-    return dict(outcome.to_json(), fixes=[dict(f.to_json(), reason=f.says()) for f in outcome.fixes])
+def why(f: FixStatus) -> str | None:
+    """Why a fix stands as it does on the release, in words, from what the manifest keeps
+    (``FixStatus.says``; a fix not needed here, the judge's reason said by ``render/reasons.py``)."""
+    if f.status == NOT_NEEDED_HERE and f.unneeded is not None:
+        from patchkit.render.reasons import said
+        from patchkit.render.saved import read
+
+        return said(read(f.unneeded)) or f.reason
+    return f.says()
+
+
+def _tag_json(outcome: TagOutcome) -> dict[str, object]:
+    """A tag's part of the document: each fix with its reason in words (an incomplete fix's gates
+    too), the values the manifest keeps for the words left out."""
+    fixes = [{"fix": f.fix, "status": f.status, "reason": why(f), **({} if f.gates is None else {"gates": f.gates})}
+             for f in outcome.fixes]
+    return dict(outcome.to_json(), fixes=fixes)

@@ -4,6 +4,8 @@ admit and whether that compiler knows the target."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from patchkit.judge.jit import (
     BUILDS,
     COMPILER_LACKS,
@@ -17,31 +19,38 @@ from patchkit.judge.jit import (
     TOO_OLD,
     UNKNOWN,
     UNKNOWN_FORM,
+    worst,
 )
 from patchkit.kernels.jit import DEEPGEMM, FLASHINFER, TRITON
 from patchkit.text import plural
 
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from patchkit.judge.jit import JitFit, JitHere
+    from patchkit.kernels.jit import Compiler
+
 SHOWN = 4  # module names shown before "and N more"
 
 
-def heading(jit) -> str:
+def heading(jit: Sequence[JitHere]) -> str:
     return (f"compiled at the first start (JIT), by what their sources admit and the compiler they call "
             f"(used only where a server calls them; not counted in the exit code): {plural(len(jit), 'library', 'libraries')}")
 
 
-def compiler_words(c) -> str:
+def compiler_words(c: Compiler) -> str:
     """``nvcc 13.0 (/usr/local/cuda/bin/nvcc, $CUDA_HOME)``."""
     if not c.found:
         return f"{c.tool}, none at {c.path} ({c.chosen_by})"
     return f"{c.tool}{' ' + c.release if c.release else ''} ({c.path}, {c.chosen_by})"
 
 
-def _names(names) -> str:
+def _names(names: tuple[str, ...]) -> str:
     shown = ", ".join(names[:SHOWN])
     return shown + (f" and {len(names) - SHOWN} more" if len(names) > SHOWN else "")
 
 
-def fit_words(j, f) -> str:
+def fit_words(j: JitHere, f: JitFit) -> str:
     """What one GPU gets from a JIT library (``judge.jit.JitFit``), in words."""
     cc, kind = f.cc.smi_text(), j.install.kind
     c = f.compiler
@@ -72,7 +81,7 @@ def fit_words(j, f) -> str:
     return f"{cc}: {f.verdict}"
 
 
-def jit_lines(j) -> list[str]:
+def jit_lines(j: JitHere) -> list[str]:
     """A JIT library's lines: what it is and which compiler it calls, then one line per GPU."""
     i = j.install
     what = {FLASHINFER: "FlashInfer", DEEPGEMM: "DeepGEMM", TRITON: "Triton"}[i.kind]
@@ -84,3 +93,27 @@ def jit_lines(j) -> list[str]:
         note = "; ptxas-blackwell for 10.0 and later"
     lines = [f"  {j.label}: {what} JIT, compiles with {tools}{note}"]
     return lines + [f"    {fit_words(j, f)}" for f in j.fits]
+
+
+def fit_json(f: JitFit) -> dict[str, object]:
+    """What one GPU gets from a JIT library (``judge.jit.JitFit``) in a --json document."""
+    c = f.compiler
+    return {"cc": f.cc.smi_text(), "verdict": f.verdict, "target": f.target, "why": f.why,
+            "names": list(f.names), "compiler": None if c is None else
+            {"tool": c.tool, "path": c.path, "chosen_by": c.chosen_by, "release": c.release,
+             "found": c.found, "knows_target": c.knows(f.target) if f.target else None, "problem": c.problem}}
+
+
+def jit_json(j: JitHere) -> dict[str, object]:
+    """A JIT library judged (``judge.jit.JitHere``) in a --json document."""
+    i, s = j.install, j.install.sources
+    sources: dict[str, object] = {"where": str(s.where)}
+    if i.kind == FLASHINFER:
+        sources |= {"form": s.form.release if s.form else None, "modules": s.modules, "refusing_12": list(s.refusing),
+                    "arch_list": s.arch_list}
+    elif i.kind == DEEPGEMM:
+        sources |= {"impls": {f"sm{major}0": len(names) for major, names in sorted(s.impls.items())}}
+    else:
+        sources |= {"ptxas_blackwell": s.blackwell}
+    return {"library": i.kind, "distribution": i.distribution, "version": i.version, "sources": sources,
+            "verdict": worst(j.fits), "gpus": [fit_json(f) for f in j.fits]}

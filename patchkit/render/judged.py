@@ -5,18 +5,23 @@ nothing of ``render``: a reason held by another (what the machine lacks) is one 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from patchkit.fixes.effects import Outcome
-from patchkit.gpus.products import no_multicast_said
 from patchkit.judge import reasons as judge
+from patchkit.render.machine import no_multicast_said
+
+if TYPE_CHECKING:
+    from patchkit.fixes.effects import Fails
+    from patchkit.plan.plans import Note
 
 
-def said(reason) -> str:
+def said(reason: Note) -> str:
     """The sentence of a judge's reason that another holds (what the machine ``lack``s)."""
     return SENTENCES[type(reason)](reason)
 
 
-def _clean(f, label: str, version: str | None) -> str:
+def _clean(f: Fails, label: str, version: str | None) -> str:
     """How a release turns a feature off by itself (a ``fixes.effects.Fails``), and, for a release
     newer than the data, the file that shows it."""
     said = f'{label} {version} warns "{f.says}"' if f.outcome is Outcome.WARNING else f"{label} {version} {f.says}"
@@ -48,7 +53,7 @@ def _turned_on(r: judge.TurnedOn) -> str:
             f"with {PROJECTS[r.on.with_project].label} {r.other} (the fix is upstream from {r.on.fixed_in}){until}")
 
 
-def _backport_lacks(gap: tuple) -> str:
+def _backport_lacks(gap: tuple[str, tuple[str, ...], int | None]) -> str:
     """An upstream change carried whole, by the files that lack it (named as in its diff, but for the folders)."""
     name, paths, size = gap
     names = ", ".join(p.rsplit("/", 1)[-1] for p in paths)
@@ -57,6 +62,14 @@ def _backport_lacks(gap: tuple) -> str:
     if size == len(paths):
         return f"{name} is missing from all {size} of its files ({names})"
     return f"{name} is missing from {len(paths)}{f' of its {size}' if size else ''} files ({names})"
+
+
+def _no_multicast(r: judge.NoMulticast) -> str:
+    if r.kind != judge.Peers.NO_PRODUCT:
+        return _NO_MULTICAST[r.kind]
+    words = no_multicast_said(list(r.ccs))
+    assert words is not None, r  # judge.here makes NO_PRODUCT only of ccs no product of which has multicast
+    return words
 
 
 _NO_MULTICAST = {judge.Peers.ONE_GPU: "one GPU, no peer to share multicast memory with",
@@ -68,8 +81,7 @@ SENTENCES: dict[type, Callable[..., str]] = {
     judge.CannotApplyHere: lambda r: r.says,
     judge.GatesLeft: lambda r: r.says,
     judge.InRelease: lambda r: "the release has it",
-    judge.NoMulticast: lambda r: (no_multicast_said(list(r.ccs)) if r.kind == judge.Peers.NO_PRODUCT
-                                  else _NO_MULTICAST[r.kind]),
+    judge.NoMulticast: _no_multicast,
     judge.NoNvcc: lambda r: f"no nvcc at {r.path} ({r.chosen_by})",
     judge.Unneeded: _unneeded,
     judge.Unread: _unread,

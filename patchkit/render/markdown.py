@@ -10,6 +10,7 @@ import re
 import shlex
 from typing import TYPE_CHECKING
 
+from patchkit.render.machine import link_summary
 from patchkit.render.modes import COST, VERDICT
 from patchkit.text import escaped
 
@@ -59,7 +60,7 @@ def markdown(r: DoctorResult, versions: dict[str, str]) -> list[str]:
     else:
         out += ["| GPU | name | cc | bus |", "|---|---|---|---|"]
         out += [f"| {g.index} | {_cell(g.name)} | {g.cc_text()} | {g.bus_id} |" for g in r.seen.gpus]
-        out += ["", f"Links: {_cell(r.seen.link_summary())}", ""]
+        out += ["", f"Links: {_cell(link_summary(r.seen))}", ""]
     if r.code is not None:
         out += [f"Python: `{redact(str(r.code.exe))}`", ""]
     if versions:

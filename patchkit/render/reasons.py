@@ -9,13 +9,22 @@ each with its ``code`` (``types.Reason``); ``said`` gives the sentence the text 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING, overload
 
 from patchkit.fixes.kinds import RuleKind
 from patchkit.plan import reasons as plan
 from patchkit.render.source import source_words
 
+if TYPE_CHECKING:
+    from patchkit.plan.plans import Note
+    from patchkit.rewrite.found import Found
 
-def said(reason) -> str | None:
+
+@overload
+def said(reason: Note) -> str: ...
+@overload
+def said(reason: Note | None) -> str | None: ...
+def said(reason: Note | None) -> str | None:
     """The reason's sentence (None for none).  The judge's reasons are said by ``render/judged.py``,
     imported by the first one said: apply, verify and revert judge nothing, and import no judge."""
     if reason is None:
@@ -28,7 +37,7 @@ def said(reason) -> str | None:
     return say(reason)
 
 
-def code(reason) -> str | None:
+def code(reason: Note | None) -> str | None:
     """The reason's code, as --json gives it (None for none)."""
     return None if reason is None else str(reason.code)
 
@@ -63,13 +72,13 @@ def _not_applied(r: plan.NotApplied) -> str:
     return _LACKING.get(t.kind, _lacks)(r.path, t)
 
 
-def _lacks(path: str, t) -> str:
+def _lacks(path: str, t: Found) -> str:
     return f"{path}: {t.name} lacks {t.added_key!r} (the {t.fix} patch is not applied)"
 
 
 # What a file lacks, by the kind of rule that found it (a table, a list or a gate lacks its key,
 # member or flag; a file lacks an upstream change).
-_LACKING = {RuleKind.BACKPORT: lambda path, t: f"{path}: lacks {t.name} ({t.added_key}; the {t.fix} patch is not applied)"}
+_LACKING: dict[RuleKind | None, Callable[[str, Found], str]] = {RuleKind.BACKPORT: lambda path, t: f"{path}: lacks {t.name} ({t.added_key}; the {t.fix} patch is not applied)"}
 
 
 def _stale_jit_build(r: plan.StaleJitBuild) -> str:

@@ -16,7 +16,7 @@ from patchkit.render.where import where_line
 from patchkit.text import plural
 
 if TYPE_CHECKING:
-    from patchkit.commands.revert import ForceRefused
+    from patchkit.commands.revert import ForceRefused, RevertResult
     from patchkit.errors import Refused
 
 ONE_TARGET = True  # to_json renders one target: render.document puts it in a list, ``targets``
@@ -29,7 +29,7 @@ def refused(exc: ForceRefused) -> Refused:
     return Refused(exc.path, f"{said(exc.changed)}: {exc.reason}")
 
 
-def to_text(r, terminal: bool) -> list[str]:
+def to_text(r: RevertResult, terminal: bool) -> list[str]:
     plan = r.plan
     lines = [where_line(r.where)]
     lines += transaction_lines(r, "revert")
@@ -46,7 +46,7 @@ def to_text(r, terminal: bool) -> list[str]:
     return lines + jit_lines(r.jit, r.where.version, "from the patched sources") + restart_lines(list(r.restart))
 
 
-def to_json(r) -> dict:
+def to_json(r: RevertResult) -> dict[str, object]:
     """One target's part of revert's document (``render.document`` puts it in ``targets``)."""
     return r.where.fields(
         **plan_fields(r),

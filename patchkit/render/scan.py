@@ -5,7 +5,9 @@ the summary and the files skipped; and the --json document, the same whatever th
 from __future__ import annotations
 
 from collections import Counter
+from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchkit.commands.scan import CompareScan
 from patchkit.report import Heading, Place, render
@@ -13,13 +15,27 @@ from patchkit.scan.classify import CLASSES, UNAWARE
 from patchkit.scan.finding import KINDS
 from patchkit.text import plural
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import TypeVar
 
-def to_text(r, terminal: bool) -> list[str]:
+    from typing_extensions import Unpack
+
+    from patchkit.commands.scan import TreeScan
+    from patchkit.scan.compare import ReleaseFindings
+    from patchkit.scan.finding import Finding
+
+    Row = tuple[Finding, str, str | None]  # a gate shown: its class, the fix that covers it (or None)
+    Grouped = tuple[Finding, str, str | None, Unpack[tuple[object, ...]]]  # a row, and what the caller's ``tag`` reads
+    _Rows = TypeVar("_Rows", bound=Grouped)
+
+
+def to_text(r: TreeScan | CompareScan, terminal: bool) -> list[str]:
     """Grouped on a terminal; piped, each gate one ``path:line: class: kind: code`` line."""
     return render(_compare_text(r) if isinstance(r, CompareScan) else _tree_text(r), terminal)
 
 
-def _tree_text(r) -> list[str]:
+def _tree_text(r: TreeScan) -> list[str]:
     shown = [f for f, _, _ in r.rows]
     files = len({f.path for f in shown})
     per_class = Counter(r.classes)
@@ -42,7 +58,7 @@ def _tree_text(r) -> list[str]:
     return lines + [f"skipped {rel}: {why}" for rel, why in r.skipped]
 
 
-def to_json(r) -> dict:
+def to_json(r: TreeScan | CompareScan) -> dict[str, object]:
     if isinstance(r, CompareScan):
         return _compare_json(r)
     shown = [f for f, _, _ in r.rows]
@@ -65,16 +81,17 @@ def to_json(r) -> dict:
     }
 
 
-def finding_json(f, cls: str, fix: str | None) -> dict:
+def finding_json(f: Finding, cls: str, fix: str | None) -> dict[str, object]:
     return dict(f.to_json(), covered_by=fix, **{"class": cls})
 
 
-def label(f, fix: str | None) -> str:
+def label(f: Finding, fix: str | None) -> str:
     return f" [covered by {fix}]" if fix else " [patchable by patchkit]" if f.patchable else ""
 
 
-def grouped(rows, line=lambda f: str(f.line), tag=lambda row: "", where=lambda f: f.path, at=lambda f: f.line,
-            indent: str = "", prefix: str = "") -> list[str]:
+def grouped(rows: Sequence[_Rows], line: Callable[[Finding], str] = lambda f: str(f.line),
+            tag: Callable[[_Rows], str] = lambda row: "", where: Callable[[Finding], str] = lambda f: f.path,
+            at: Callable[[Finding], int] = lambda f: f.line, indent: str = "", prefix: str = "") -> list[str]:
     """``rows`` of (finding, class, fix, ...) by class, then by file (``Heading`` lines), each gate a
     ``Place`` (piped: ``where(f):at(f): [prefix]class: kind: code``):
 
@@ -103,7 +120,7 @@ def cell(text: str) -> str:
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("`", "'")
 
 
-def table(rows, classes: bool = False) -> list[str]:
+def table(rows: Sequence[Row], classes: bool = False) -> list[str]:
     """A markdown table of (finding, class, fix) rows; ``classes``: with a class column."""
     head = "| file | line | kind | code | values | patchable |" + (" class |" if classes else "")
     lines = [head, "| --- | ---: | --- | --- | --- | --- |" + (" --- |" if classes else "")]
@@ -115,7 +132,7 @@ def table(rows, classes: bool = False) -> list[str]:
     return lines
 
 
-def _markdown(rows, path: Path, cc, from_cc) -> list[str]:
+def _markdown(rows: Sequence[Row], path: Path, cc: object, from_cc: object) -> list[str]:
     lines = [f"Capability gates in `{cell(str(path))}` that treat {cc!r} unlike {from_cc!r}:"]
     for cls in CLASSES:
         mine = [r for r in rows if r[1] == cls]
@@ -132,7 +149,7 @@ def _markdown(rows, path: Path, cc, from_cc) -> list[str]:
 def _compare_text(r: CompareScan) -> list[str]:
     before, after, ch = r.before, r.after, r.change
 
-    def counts(rel) -> str:
+    def counts(rel: ReleaseFindings) -> str:
         per = Counter(rel.classes)
         return f"{plural(len(rel.findings), 'gate')} ({', '.join(f'{per.get(c, 0)} {c}' for c in CLASSES)})"
 
@@ -160,7 +177,7 @@ def _compare_text(r: CompareScan) -> list[str]:
         for (title, rows), (word, rel) in zip(sections, (("appeared", after), ("disappeared", before)), strict=True):
             if rows:
                 lines.append(Heading(f"{title}: {plural(len(rows), 'gate')}"))
-                lines += grouped(rows, where=lambda f, t=rel.tag: f"{t}:{f.path}", indent="  ", prefix=f"{word}: ")
+                lines += grouped(rows, where=partial(_at, rel.tag), indent="  ", prefix=f"{word}: ")
         for cb in CLASSES:
             mine = [row for row in r.changed if row[1] == cb]
             if mine:
@@ -169,7 +186,7 @@ def _compare_text(r: CompareScan) -> list[str]:
                 was = {id(b): a for b, _, _, a, _, _ in mine}
                 lines += grouped(
                     [(b, cb, fix, a, ca) for b, _, fix, a, ca, _ in mine],
-                    line=lambda f, was=was: f"{was[id(f)].line} -> {f.line}",
+                    line=partial(_moved, was),
                     tag=lambda row: f" (was {row[4]})",
                     where=lambda f: f"{after.tag}:{f.path}",
                     prefix="became ",
@@ -178,10 +195,19 @@ def _compare_text(r: CompareScan) -> list[str]:
     return lines + [f"skipped {tag}:{rel}: {why}" for tag, rel, why in r.skipped]
 
 
-def _compare_json(r: CompareScan) -> dict:
+def _at(tag: str, f: Finding) -> str:
+    return f"{tag}:{f.path}"
+
+
+def _moved(was: dict[int, Finding], f: Finding) -> str:
+    """The lines of a gate that became another class: before (``was``: by the id of its finding after), after."""
+    return f"{was[id(f)].line} -> {f.line}"
+
+
+def _compare_json(r: CompareScan) -> dict[str, object]:
     ch = r.change
 
-    def release(rel) -> dict:
+    def release(rel: ReleaseFindings) -> dict[str, object]:
         per = Counter(rel.classes)
         return {
             "tag": rel.tag,

@@ -4,8 +4,15 @@ that patchkit cannot tell."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from patchkit.bounded import size_words
 from patchkit.targets.evidence import Evidence, Why
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from patchkit.targets.processes import Process
 
 
 def because(why: Evidence) -> str:
@@ -26,7 +33,7 @@ def because(why: Evidence) -> str:
     return f"patchkit cannot tell whether it runs these files: {why.path} cannot be read ({why.detail})"
 
 
-def restart_lines(procs) -> list[str]:
+def restart_lines(procs: Sequence[Process]) -> list[str]:
     """The report's lines about ``procs``: [] when there are none."""
     if not procs:
         return []
@@ -41,7 +48,7 @@ def restart_lines(procs) -> list[str]:
     return lines
 
 
-def restart_json(procs) -> list[dict]:
+def restart_json(procs: Sequence[Process]) -> list[dict[str, object]]:
     """``procs`` in --json: each with its reason code, the path that shows it, and the sentence."""
     return [{"pid": p.pid, "cmdline": p.cmdline, "started_ns": p.started_ns, "reason": p.why.reason.value,
              "evidence": p.why.path, "detail": p.why.detail, "why": because(p.why)} for p in procs]

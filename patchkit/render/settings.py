@@ -4,16 +4,30 @@ line to set, shell-quoted, and why; and the line verify prints for one this envi
 from __future__ import annotations
 
 import shlex
+from typing import TYPE_CHECKING
 
 from patchkit.fixes.settings import Check, SettingKind
 from patchkit.judge.settings import DeepGemmWhy, Need, exportable
 
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
-def _cc(h) -> str:
+    from patchkit.commands.settings import SettingsToSet, SettingsVerified
+    from patchkit.judge.settings import SettingHere
+    from patchkit.kernels.jit import Compiler
+
+
+def _cc(h: SettingHere) -> str:
     return h.cc.smi_text()
 
 
-def set_line(h) -> str | None:
+def _name(h: SettingHere) -> str:
+    """What the setting sets: its variable, flag or package (known for every need but UNREAD: ``judge.settings``)."""
+    assert h.spelling is not None, h
+    return h.spelling.name
+
+
+def set_line(h: SettingHere) -> str | None:
     """The line that sets it: ``export NAME=VALUE``; a name ``export`` cannot set (Triton 3.3's
     ``TRITON_PTXAS-BLACKWELL_PATH``) as ``env 'NAME=VALUE' <command>``; a flag as it is added to the
     server's command line; an upgrade as pip's command.  None: no value known (no ptxas found)."""
@@ -30,7 +44,7 @@ def set_line(h) -> str | None:
     return f"env {shlex.quote(f'{sp.name}={h.value}')} <command>"
 
 
-def _what(h) -> str:
+def _what(h: SettingHere) -> str:
     s = h.setting
     if s.check is Check.PTXAS:
         c = h.asked
@@ -52,14 +66,14 @@ def _what(h) -> str:
     return f"{s.project} {h.version} has {h.spelling.name}" if h.spelling else f"{s.project} {h.version}"
 
 
-def _answer(c, target: str) -> str:
+def _answer(c: Compiler, target: str) -> str:
     knows = c.knows(target)
     if knows is None:
         return f"{c.tool} ({c.path}), which cannot be asked ({c.problem or 'its --help lists no --gpu-name values'})"
     return f"{c.tool} {c.release or '?'} ({c.path}), which {'knows' if knows else 'does not know'} {target}"
 
 
-def unread(h) -> str:
+def unread(h: SettingHere) -> str:
     """Why a Triton newer than patchkit has read is not judged, and what the ptxas it bundles say."""
     target = f"sm_{h.cc.sm()}a"
     asked = "; ".join(_answer(c, target) for c in h.bundled) or "no ptxas"
@@ -68,7 +82,7 @@ def unread(h) -> str:
             f"{_cc(h)} and which variable names it; it bundles {asked}")
 
 
-def _install_ptxas(h) -> str:
+def _install_ptxas(h: SettingHere) -> str:
     """What to install where no ptxas here would do for Triton."""
     sp = h.spelling
     return (f"install a ptxas of CUDA {sp.ptxas[0] if sp and sp.ptxas else '12.9'} or later "
@@ -76,12 +90,12 @@ def _install_ptxas(h) -> str:
             f"{'' if sp and sp.ptxas and sp.ptxas[1] else '; nvidia-cuda-nvcc 13.x: nvidia/cu13/bin/ptxas'})")
 
 
-def _caveat(h) -> list[str]:
+def _caveat(h: SettingHere) -> list[str]:
     """doctor's line under a setting needed or set: what can still go wrong with it set."""
     return [f"    caveat: {h.setting.caveat}"] if h.setting.caveat else []
 
 
-def lines(found) -> list[str]:
+def lines(found: Sequence[SettingHere]) -> list[str]:
     """doctor's settings section: each setting that helps these GPUs, then the rest in one line each."""
     if not found:
         return []
@@ -97,29 +111,29 @@ def lines(found) -> list[str]:
             if line is not None:
                 out.append(f"    {line}")
             else:
-                out.append(f"    no {h.spelling.name} value found here: {_install_ptxas(h)}")
+                out.append(f"    no {_name(h)} value found here: {_install_ptxas(h)}")
             for w in h.would_do[1:]:
                 out.append(f"    (also would do: ptxas {w.release} at {w.path})")
             out += _caveat(h)
         elif h.need == Need.SET:
-            out.append(f"  {s.name}: set for {cc} ({h.spelling.name}={h.as_set()})")
+            out.append(f"  {s.name}: set for {cc} ({_name(h)}={h.as_set()})")
             out += _caveat(h)
         elif h.need == Need.UNREAD:
             out.append(f"  {s.name}: not judged for {cc} ({unread(h)})")
         elif h.need == Need.ABSENT:
-            out.append(f"  {s.name}: {s.project} {h.version} has no {h.spelling.name}: nothing to set")
+            out.append(f"  {s.name}: {s.project} {h.version} has no {_name(h)}: nothing to set")
         else:
             out.append(f"  {s.name}: not needed for {cc} ({_what(h)})")
     return out
 
 
-def missing_line(h) -> str:
+def missing_line(h: SettingHere) -> str:
     """verify's line for a setting this environment lacks."""
     s = h.setting
     if h.need == Need.WRONG:
-        return f"setting {s.name}: {h.spelling.name}={h.found} does not do for {_cc(h)} ({_what(h)})"
+        return f"setting {s.name}: {_name(h)}={h.found} does not do for {_cc(h)} ({_what(h)})"
     line = set_line(h)
-    todo = f"set it: {line}" if line else f"set {h.spelling.name} to a ptxas of CUDA 12.9 or later"
+    todo = f"set it: {line}" if line else f"set {_name(h)} to a ptxas of CUDA 12.9 or later"
     caveat = f"; caveat: {s.caveat}" if s.caveat else ""
     return f"setting {s.name}: missing for {_cc(h)} ({_what(h)}); {todo}{caveat}"
 
@@ -127,7 +141,7 @@ def missing_line(h) -> str:
 ONE_TARGET = True  # verify's settings part is one entry of its document's ``targets``
 
 
-def to_text(r, terminal: bool) -> list[str]:
+def to_text(r: SettingsVerified | SettingsToSet, terminal: bool) -> list[str]:
     """verify's settings part (``commands.settings.SettingsVerified``); ``doctor --format env``'s
     lines (``commands.settings.SettingsToSet``): one ``export NAME=VALUE`` each, shell-quoted."""
     from patchkit.commands.settings import SettingsToSet
@@ -140,7 +154,7 @@ def to_text(r, terminal: bool) -> list[str]:
     lines = [f"settings of {r.exe} for {ccs}, with this shell's variables:"]
     lines += [missing_line(h) for h in r.missing]
     # A setting in place whose caveat still holds: said, as doctor says it (no problem: the exit stays).
-    lines += [f"setting {h.setting.name}: set for {_cc(h)} ({h.spelling.name}={h.as_set()}); caveat: {h.setting.caveat}"
+    lines += [f"setting {h.setting.name}: set for {_cc(h)} ({_name(h)}={h.as_set()}); caveat: {h.setting.caveat}"
               for h in r.judged if h.need == Need.SET and h.setting.caveat]
     if r.missing:
         return lines + [f"verify: {len(r.missing)} setting{'s' if len(r.missing) != 1 else ''} missing"]
@@ -153,13 +167,13 @@ def to_text(r, terminal: bool) -> list[str]:
     return lines + [f"verify: ok ({len(judged)} setting{'s' if len(judged) != 1 else ''} judged, none missing)"]
 
 
-def to_json(r) -> dict:
+def to_json(r: SettingsVerified) -> dict[str, object]:
     return {"settings_of": r.exe, "ccs": [cc.smi_text() for cc in r.ccs], "in_effect": not r.missing, "not_judged": r.unseen,
             "settings": [h.to_json() | {"set_line": set_line(h)} for h in r.judged],
             "problems": [missing_line(h) for h in r.missing]}
 
 
-def failure(r) -> str | None:
+def failure(r: SettingsVerified | SettingsToSet) -> str | None:
     """``doctor --format env``: why a variable these GPUs need is not among the lines (no value
     found here, or a name ``export`` cannot set), or why nothing was judged (no GPU seen)."""
     from patchkit.commands.settings import SettingsToSet
@@ -171,7 +185,7 @@ def failure(r) -> str | None:
                 "give --to-cc with the cc of the GPUs the server will run on")
     said = []
     for h in r.unset:
-        name = h.spelling.name
+        name = _name(h)
         if not exportable(name) and h.value is not None:
             said.append(f"{h.setting.name}: {name} is needed for {_cc(h)} and export cannot set it: start the server "
                         f"with {set_line(h)}")

@@ -3,13 +3,19 @@ and what their --json carries (the words earlier patchkits saved in state.json).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from patchkit.types import Files, FromShipped, Generated, Recognised, Recorded
+
+if TYPE_CHECKING:
+    from patchkit.types import Applied, Source
 
 _FILES = {Files.CHECKOUT: "the checkout's files", Files.INSTALLED: "the installed files"}
 
 
-def source_words(source):
-    """The words of ``source``; "" for none; a state's own source (``Recorded``) as it was written."""
+def source_words(source: Source | None) -> object:
+    """The words of ``source``; "" for none; a state's own source (``Recorded``) as it was written
+    (whatever JSON value it was: text for its words, that value again in --json)."""
     if source is None:
         return ""
     if isinstance(source, FromShipped):
@@ -22,6 +28,6 @@ def source_words(source):
     return source.text
 
 
-def applied_json(applied) -> dict:
+def applied_json(applied: Applied) -> dict[str, object]:
     """A recorded state (``types.Applied``) as --json shows it: as state.json holds it, its source in words."""
     return dict(applied.to_json(), source=source_words(applied.source))

@@ -4,15 +4,20 @@ builds, pending work and the servers to restart."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from patchkit.render.reasons import code, said
 from patchkit.render.servers import restart_json, restart_lines
 from patchkit.render.source import applied_json, source_words
 from patchkit.text import plural
 
+if TYPE_CHECKING:
+    from patchkit.commands.status import StatusResult
+
 ONE_TARGET = True  # to_json renders one target: render.document puts it in a list, ``targets``
 
 
-def to_text(r, terminal: bool) -> list[str]:
+def to_text(r: StatusResult, terminal: bool) -> list[str]:
     editable = f", editable install of {r.editable}" if r.editable is not None else ""
     lines = [f"target:   {r.root} ({r.kind}{editable}; state in {r.state_dir})",
              f"project:  {r.label}",
@@ -48,7 +53,7 @@ def to_text(r, terminal: bool) -> list[str]:
     return lines + restart_lines(list(r.running))
 
 
-def to_json(r) -> dict:
+def to_json(r: StatusResult) -> dict[str, object]:
     """One target's part of status's document (``render.document`` puts it in ``targets``)."""
     return r.where.fields(
         project=r.project,

@@ -4,14 +4,19 @@ commit made, the mboxes and PR.md written, and what to do next."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from patchkit.patch import message
 from patchkit.render.apply import waited_line
 from patchkit.render.source import source_words
 from patchkit.render.where import where_line
 from patchkit.text import plural
 
+if TYPE_CHECKING:
+    from patchkit.commands.upstream import UpstreamResult
 
-def to_text(r, terminal: bool) -> list[str]:
+
+def to_text(r: UpstreamResult, terminal: bool) -> list[str]:
     lines = [f"{where_line(r.target)}; HEAD {r.head[:12]}"]
     lines += [f"note: {fix}: {action}, no commit" for fix, action in r.skipped]
     if r.made is None:
@@ -32,8 +37,8 @@ def to_text(r, terminal: bool) -> list[str]:
     return lines
 
 
-def to_json(r) -> dict:
-    doc = {"command": "upstream", "path": r.path, "head": r.head, "branch": r.branch, "dry_run": r.dry_run,
+def to_json(r: UpstreamResult) -> dict[str, object]:
+    doc: dict[str, object] = {"command": "upstream", "path": r.path, "head": r.head, "branch": r.branch, "dry_run": r.dry_run,
            "fixes": list(r.fixes), "message": "\n".join(r.messages), "pr": r.pr, "files": list(r.files)}
     if r.made is not None:
         made = r.made

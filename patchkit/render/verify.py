@@ -3,15 +3,20 @@ checked and how, the notes, one line per problem, and the verdict."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from patchkit.fixes.kinds import BackportRule
 from patchkit.render.reasons import code, said
 from patchkit.render.where import where_line
 from patchkit.text import plural
 
+if TYPE_CHECKING:
+    from patchkit.commands.verify import VerifyResult
+
 ONE_TARGET = True  # to_json renders one target: render.document puts it in a list, ``targets``
 
 
-def to_text(r, terminal: bool) -> list[str]:
+def to_text(r: VerifyResult, terminal: bool) -> list[str]:
     plan = r.plan
     lines = [where_line(r.where)]
     lines += [f"checked {c.path}: {', '.join(c.tables)} ({c.how})" for c in plan.checked]
@@ -20,7 +25,7 @@ def to_text(r, terminal: bool) -> list[str]:
     return lines + [verdict(r)]
 
 
-def verdict(r) -> str:
+def verdict(r: VerifyResult) -> str:
     """The last line: how many problems, or what was proved."""
     plan = r.plan
     if plan.problems:
@@ -41,7 +46,7 @@ def verdict(r) -> str:
     return f"verify: ok (key {r.to_cc!r} = key {r.from_cc!r} in every table)"
 
 
-def to_json(r) -> dict:
+def to_json(r: VerifyResult) -> dict[str, object]:
     """One target's part of verify's document: ``in_effect`` is this target's verdict (the
     envelope's ``ok`` is the whole command's)."""
     plan = r.plan

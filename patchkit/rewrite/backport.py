@@ -26,10 +26,10 @@ import difflib
 from collections.abc import Callable
 from functools import lru_cache
 
-from patchkit.errors import RewriteError
 from patchkit.rewrite import diff as diffs
 from patchkit.rewrite.diff import Hunk
-from patchkit.types import ALREADY_UPSTREAM, PATCHED
+from patchkit.rewrite.unfit import Misfit, no_fit
+from patchkit.types import ALREADY_UPSTREAM, PATCHED, Status
 from patchkit.values import Record
 
 EXACT, OFFSET, MERGED = "exactly", "at an offset", "by a three-way merge"
@@ -37,7 +37,7 @@ EXACT, OFFSET, MERGED = "exactly", "at an offset", "by a three-way merge"
 
 class Merged(Record):
     source: bytes
-    status: str  # PATCHED or ALREADY_UPSTREAM
+    status: Status  # PATCHED or ALREADY_UPSTREAM
     how: str  # EXACT, "at an offset of +3 lines", MERGED
     hunks: int
 
@@ -49,21 +49,24 @@ def parse(diff: bytes, name: str) -> dict[str, tuple[Hunk, ...]]:
     try:
         files = diffs.parse(diff)
     except diffs.DiffError as exc:
-        raise RewriteError(name, f"corrupt diff: {exc}") from None
+        raise no_fit(name, Misfit.CORRUPT_DIFF, detail=str(exc)) from None
     # A path as the diff's bytes spell it in UTF-8 (the reader keeps every byte as a character).
     return {f.path.encode("latin-1").decode("utf-8", "replace"): f.hunks for f in files}
 
 
-def _patch(lines: list[bytes], hunks: tuple[Hunk, ...], reverse: bool = False):
+def _patch(lines: list[bytes], hunks: tuple[Hunk, ...], reverse: bool = False
+) -> tuple[list[bytes], list[int]] | tuple[None, Hunk]:
     """(new lines, offsets) with every hunk applied at the nearest place that holds its pre-image, or (None, hunk)."""
     return diffs.apply_hunks(lines, hunks, reverse=reverse, search=True)
 
 
 def _merge(base: list[bytes], ours: list[bytes], hunks: tuple[Hunk, ...], name: str, path: str) -> list[bytes]:
     """Ours with theirs' changes (the hunks applied to ``base``), or RewriteError at a conflict."""
-    theirs, offsets = _patch(base, hunks)
-    if theirs is None:
-        raise RewriteError(path, f"{offsets.name()} does not apply to {name}, the release the change was made on")
+    patched = _patch(base, hunks)
+    if patched[0] is None:
+        failed = patched[1]
+        raise no_fit(path, Misfit.NOT_ON_BASE, number=failed.number, header=failed.header, base=name)
+    theirs, offsets = patched
     spans, delta = [], 0  # where each hunk sits in base, to name the one that conflicts
     for h, off in zip(hunks, offsets, strict=True):
         start = max(h.old_start - 1, 0) + delta + off if h.old else h.old_start + delta + off
@@ -79,10 +82,11 @@ def _merge(base: list[bytes], ours: list[bytes], hunks: tuple[Hunk, ...], name: 
         for a1, a2 in ours_changes:
             if max(a1, i1) < min(a2, i2) or (a1 == a2 or i1 == i2) and a1 <= i2 and i1 <= a2:
                 hunk = next((h for s, e, h in spans if s <= max(i1, a1) <= e), hunks[0])
-                raise RewriteError(path, f"{hunk.name()} conflicts")
+                raise no_fit(path, Misfit.HUNK_CONFLICTS, number=hunk.number, header=hunk.header)
         at = next((j + (i1 - b1) for b1, b2, j in equal if b1 <= i1 <= b2), None)
         if at is None:
-            raise RewriteError(path, f"{next((h for s, e, h in spans if s <= i1 <= e), hunks[0]).name()} conflicts")
+            hunk = next((h for s, e, h in spans if s <= i1 <= e), hunks[0])
+            raise no_fit(path, Misfit.HUNK_CONFLICTS, number=hunk.number, header=hunk.header)
         edits.append((at, at + (i2 - i1), theirs[j1:j2]))
     merged = list(ours)
     for start, end, lines in reversed(edits):
@@ -109,27 +113,27 @@ def rewrite(data: bytes, path: str, hunks: tuple[Hunk, ...], base: bytes | Calla
     ``base``: the file in the release the change was made on (``base_name``), for a merge, or a
     function that reads it, called only when a merge is needed (that release may not be at hand)."""
     lines = data.splitlines(keepends=True)
-    new, offsets = _patch(lines, hunks)
-    if new is not None:
+    patched = _patch(lines, hunks)
+    if patched[0] is not None:
+        new, offsets = patched
         moved = sorted({o for o in offsets if o})
         how = EXACT if not moved else f"{OFFSET} of {', '.join(f'{o:+d}' for o in moved)} lines"
         result = Merged(b"".join(new), PATCHED, how, len(hunks))
     else:
-        failed = offsets
+        failed = patched[1]
         back, _ = _patch(lines, hunks, reverse=True)
         if back is not None:
             return Merged(data, ALREADY_UPSTREAM, "already there", len(hunks))
         if callable(base):
             base = base()
         if base is None:
-            merged = f" (its shipped patch merges it against {base_name})" if base_name else ""
-            raise RewriteError(path, f"{failed.name()} does not apply as text{merged}")
+            raise no_fit(path, Misfit.NOT_AS_TEXT, number=failed.number, header=failed.header, base=base_name)
         merged = _merge(base.splitlines(keepends=True), lines, hunks, base_name, path)
         result = Merged(b"".join(merged), PATCHED, MERGED, len(hunks))
     if path.endswith(".py"):
         unbound = unbound_names(data, result.source)
         if unbound:
-            raise RewriteError(path, f"the change reads {', '.join(unbound)}, which this release's file does not define")
+            raise no_fit(path, Misfit.READS_UNDEFINED, names=list(unbound))
     return result
 
 

@@ -1,10 +1,10 @@
 """The capability literal model: how a cc (``patchkit.cc.CC``) compares with the capability
 literals of source code (12, 120, (12, 0), 12.0, "12.0").
 
-``cap`` makes a ``CC`` (or a cc as a project's source writes it: 12, "12.0") comparable,
-``pair`` makes two comparable with each other.  How the cc was written matters here: a major
+``cap`` reads a cc as a project's source writes it (12, "12.0") as a ``CC``, ``pair`` makes
+two comparable with each other.  How the cc was written matters here (``CC.dotted``): a major
 alone (``--cc 12``) compares an "X.Y" literal by its major, "12.0" by (12, 0).  A capability
-literal in source code (``literal``) is compared with a ``Cap`` by ``sides``; a dict's keys make
+literal in source code (``literal``) is compared with a ``CC`` by ``sides``; a dict's keys make
 a capability table by ``table_keys``.
 
 Plain Python: no LibCST, so the command line can use it without paying for it.
@@ -22,17 +22,10 @@ from patchkit.values import Record
 _DOTTED = re.compile(r"([0-9]+)\.([0-9]+)")
 
 
-class Cap(Record):
-    major: int
-    minor: int
-    dotted: bool  # given as "X.Y": "X.Y" literals compare as (X, Y), not by major
-
-
-def cap(value: CC | Key) -> Cap:
-    """``CC.parse("12")`` or ``12`` -> Cap(12, 0, False); ``CC.parse("12.0")`` or ``"12.0"`` ->
-    Cap(12, 0, True).  ValueError for what is no cc (``CC.of``)."""
-    c = value if isinstance(value, CC) else CC.of(value)
-    return Cap(c.major, c.minor, c.dotted)
+def cap(value: CC | Key) -> CC:
+    """``CC.parse("12")`` or ``12`` -> CC(12, 0, dotted=False); ``CC.parse("12.0")`` or ``"12.0"`` ->
+    CC(12, 0, dotted=True).  ValueError for what is no cc (``CC.of``)."""
+    return value if isinstance(value, CC) else CC.of(value)
 
 
 def given(c: CC) -> Key:
@@ -41,7 +34,7 @@ def given(c: CC) -> Key:
     return c.major if c.dotted is False else f"{c.major}.{c.minor}"
 
 
-def pair(from_cc: CC | Key, cc: CC | Key) -> tuple[Cap, Cap]:
+def pair(from_cc: CC | Key, cc: CC | Key) -> tuple[CC, CC]:
     """Both capabilities, comparable with each other: with 10 and "12.0", "X.Y"
     literals compare the same way for both (as (X, Y))."""
     a, b = cap(from_cc), cap(cc)
@@ -70,7 +63,7 @@ class LiteralForm(Enum):
 
 class Literal(Record):
     kind: LiteralForm
-    value: Any  # comparable with a Cap's side (see ``sides``)
+    value: Any  # comparable with a CC's side (see ``sides``)
     written: Any  # the value as written in the source
 
 
@@ -101,7 +94,7 @@ def literal(value: object) -> Literal | None:
     return None
 
 
-def sides(lit: Literal, c: Cap) -> tuple[Any, Any]:
+def sides(lit: Literal, c: CC) -> tuple[Any, Any]:
     """(the capability's value, the literal's value), comparable with each other."""
     if lit.kind == LiteralForm.MAJOR:
         return c.major, lit.value
@@ -131,7 +124,7 @@ def table_keys(keys: list[object]) -> list[Literal] | None:
     return out
 
 
-def has_key(keys: list[Literal], c: Cap) -> bool:
+def has_key(keys: list[Literal], c: CC) -> bool:
     """Does a capability table with these keys have an entry for ``c``?"""
     for lit in keys:
         if lit.kind == LiteralForm.MAJOR and lit.value == c.major:

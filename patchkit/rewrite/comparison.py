@@ -18,15 +18,19 @@ stays as it was.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from patchkit.errors import RewriteError
 from patchkit.rewrite.cut import rewrite_cut
 from patchkit.rewrite.dict_key import key_value, one_line, parse
 from patchkit.rewrite.list_member import add_member
 from patchkit.rewrite.output import LINE_LENGTH, Hit, Rewritten, render
-from patchkit.types import ALREADY_UPSTREAM, PATCHED
+from patchkit.rewrite.unfit import Misfit, no_fit
+from patchkit.types import ALREADY_UPSTREAM, PATCHED, Status
+
+if TYPE_CHECKING:
+    from patchkit.cc import Key
 
 
 @dataclass(frozen=True)
@@ -35,15 +39,13 @@ class ComparisonResult(Hit):
     ``scope`` what encloses it ("module", "def f"), ``value`` the test as it reads now."""
 
 
-class ComparisonRewrite(Rewritten):
+class ComparisonRewrite(Rewritten[ComparisonResult]):
     @property
     def tests(self) -> tuple[ComparisonResult, ...]:
         return self.found
 
 
-def _members(seq: cst.BaseExpression) -> list | None:
-    if not isinstance(seq, (cst.List, cst.Tuple, cst.Set)):
-        return None
+def _members(seq: cst.List | cst.Tuple | cst.Set) -> list[Key | None]:
     return [key_value(e.value) if isinstance(e, cst.Element) else None for e in seq.elements]
 
 
@@ -59,14 +61,14 @@ class Widen(cst.CSTTransformer):
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self.scopes.append(("class", node.name.value))
 
-    def leave_ClassDef(self, original_node, updated_node):
+    def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
         self.scopes.pop()
         return updated_node
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.scopes.append(("def", node.name.value))
 
-    def leave_FunctionDef(self, original_node, updated_node):
+    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
         self.scopes.pop()
         return updated_node
 
@@ -76,7 +78,7 @@ class Widen(cst.CSTTransformer):
     def _scope(self) -> str:
         return f"{self.scopes[-1][0]} {'.'.join(n for _, n in self.scopes)}" if self.scopes else "module"
 
-    def _widened(self, target: cst.ComparisonTarget) -> tuple[cst.ComparisonTarget, str | None]:
+    def _widened(self, target: cst.ComparisonTarget) -> tuple[cst.ComparisonTarget, Status | None]:
         """The target admitting ``to_cc`` too, and PATCHED / ALREADY_UPSTREAM (None: not a test of ours)."""
         op, value = target.operator, target.comparator
         if isinstance(op, (cst.Equal, cst.NotEqual)):
@@ -88,8 +90,10 @@ class Widen(cst.CSTTransformer):
                 if isinstance(op, cst.Equal) else cst.NotIn(whitespace_before=op.whitespace_before, whitespace_after=op.whitespace_after)
             return target.with_changes(operator=new_op, comparator=pair), PATCHED
         if isinstance(op, (cst.In, cst.NotIn)):
+            if not isinstance(value, (cst.List, cst.Tuple, cst.Set)):
+                return target, None
             members = _members(value)
-            if members is None or self.from_cc not in members:
+            if self.from_cc not in members:
                 return target, None
             if self.to_cc in members:
                 return target, ALREADY_UPSTREAM
@@ -125,7 +129,7 @@ def rewrite(
     if named) to admit ``to_cc``.  Nothing found: the source as it is, and no tests.  Raises
     RewriteError (naming ``path``) for a syntax error or a line wider than ``line_length``."""
     if from_cc == to_cc:
-        raise RewriteError(path, f"--from-cc and --to-cc are both {from_cc!r}")
+        raise no_fit(path, Misfit.SAME_KEYS, key=from_cc)
     if subject.encode() not in source or str(from_cc).encode() not in source:
         return ComparisonRewrite(source, ())
     widen = Widen(subject, functions, from_cc, to_cc)

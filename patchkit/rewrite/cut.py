@@ -20,7 +20,7 @@ _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
 def _first_line(s: ast.stmt) -> int:
-    return min([s.lineno, *(d.lineno for d in getattr(s, "decorator_list", ()))])
+    return min([s.lineno, *(d.lineno for d in s.decorator_list)]) if isinstance(s, _DEFS) else s.lineno
 
 
 def _wanted(s: ast.stmt, keep: Callable[[str], bool], assigns: frozenset[str]) -> bool:
@@ -41,12 +41,13 @@ def _wanted(s: ast.stmt, keep: Callable[[str], bool], assigns: frozenset[str]) -
     return False
 
 
-def _keep_lines(body: list, keep, assigns: frozenset[str], origin: list[int]) -> bool:
+def _keep_lines(body: list[ast.stmt], keep: Callable[[str], bool], assigns: frozenset[str], origin: list[int]) -> bool:
     """Add to ``origin`` the lines of the statements of ``body`` worth keeping: every one but
     the defs and classes nothing is wanted in; of a class something is wanted in, its header
     and (the same way) its body.  False when two statements share a line."""
     for i, s in enumerate(body):
-        start, end = _first_line(s) - 1, s.end_lineno
+        start = _first_line(s) - 1
+        end: int = s.end_lineno  # type: ignore[assignment]  # set by ast.parse; None only in a node made by hand
         if i + 1 < len(body) and _first_line(body[i + 1]) - 1 < end:  # "a; b" on one line
             return False
         if not isinstance(s, _DEFS):

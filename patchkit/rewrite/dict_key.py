@@ -11,18 +11,18 @@ from_cc>`` right after the ``from_cc`` entry.  The value node is copied verbatim
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import libcst as cst
 
 from patchkit.cc import Key
-from patchkit.errors import RewriteError
 from patchkit.match import mentions
 from patchkit.rewrite.cut import rewrite_cut
 from patchkit.rewrite.insert import insert_after
 from patchkit.rewrite.output import Hit, Rewritten, new_literal, render
 from patchkit.rewrite.scope import Scope, assignments, statements
+from patchkit.rewrite.unfit import Misfit, no_fit
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
 
 
@@ -32,7 +32,7 @@ class TableResult(Hit):
     ``value``: the copied value's source, on one line, comments dropped)."""
 
 
-class Rewrite(Rewritten):
+class Rewrite(Rewritten[TableResult]):
     """The rewritten source and what happened to each table found in it."""
 
     @property
@@ -53,8 +53,8 @@ def key_value(node: cst.BaseExpression) -> Key | None:
 def insert_key(table: cst.Dict, from_cc: Key, to_cc: Key) -> cst.Dict:
     """Return ``table`` with ``to_cc: <from_cc's value>`` after the last ``from_cc`` entry, the
     existing lines byte-identical (``rewrite.insert.insert_after``)."""
-    index = max(i for i, e in enumerate(table.elements) if isinstance(e, cst.DictElement) and key_value(e.key) == from_cc)
-    source = table.elements[index]
+    index, source = max(((i, e) for i, e in enumerate(table.elements) if isinstance(e, cst.DictElement) and key_value(e.key) == from_cc),
+                        key=lambda found: found[0])
     added = source.with_changes(key=new_literal(source.key, to_cc), value=source.value.deep_clone())
     elements, close_ws = insert_after(table.elements, index, added, table.lbrace.whitespace_after,
                                       table.rbrace.whitespace_before, entries=True)
@@ -86,20 +86,18 @@ def _table_name(targets: list[cst.BaseExpression], names: frozenset[str]) -> str
     return None
 
 
-def _add_key(table: cst.BaseExpression, name: str, scope: Scope, from_cc: Key, to_cc: Key, path: str):
+def _add_key(
+    table: cst.BaseExpression, name: str, scope: Scope, from_cc: Key, to_cc: Key, path: str
+) -> tuple[TableResult, cst.Dict | None]:
     """(what happened to the table, its new value or None when it stays as it is)."""
     if not isinstance(table, cst.Dict):
-        raise RewriteError(
-            path, f"table {name} ({scope.label()}) is not a dict literal; patchkit only rewrites literal tables"
-        )
+        raise no_fit(path, Misfit.NOT_A_DICT, name=name, scope=scope.label())
     keys = _keys(table)
     if to_cc in keys:
         return TableResult(name, scope.label(), ALREADY_UPSTREAM, from_cc, to_cc, _value_of(table, to_cc)), None
     if from_cc not in keys:
-        known = ", ".join(repr(k) for k in keys if k is not None) or "none"
-        raise RewriteError(
-            path, f"table {name} ({scope.label()}) has no key {from_cc!r} to copy from (keys: {known})"
-        )
+        known = [repr(k) for k in keys if k is not None]
+        raise no_fit(path, Misfit.NO_KEY_TO_COPY, name=name, scope=scope.label(), key=from_cc, keys=known)
     result = TableResult(name, scope.label(), PATCHED, from_cc, to_cc, _value_of(table, from_cc))
     return result, insert_key(table, from_cc, to_cc)
 
@@ -107,14 +105,14 @@ def _add_key(table: cst.BaseExpression, name: str, scope: Scope, from_cc: Key, t
 class _Replace(cst.CSTTransformer):
     """Put each new node in place of the old one (``{id(old): new}``)."""
 
-    def __init__(self, new: dict[int, cst.CSTNode]) -> None:
+    def __init__(self, new: Mapping[int, cst.CSTNode]) -> None:
         super().__init__()
         self.new = new
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         return id(node) not in self.new
 
-    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]  # LibCST's is generic in the node's type: each new node has its old one's type, which a dict keyed by id() cannot say
         return self.new.get(id(original_node), updated_node)
 
 
@@ -131,18 +129,18 @@ def parse(source: bytes, path: str) -> cst.Module:
         compile(source, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as exc:
         if "encoding" in str(exc.msg):
-            raise RewriteError(path, f"cannot decode: {exc.msg}") from None
-        raise RewriteError(path, f"cannot parse: line {exc.lineno}: {exc.msg}") from None
+            raise no_fit(path, Misfit.CANNOT_DECODE, detail=exc.msg) from None
+        raise no_fit(path, Misfit.CANNOT_PARSE_LINE, line=exc.lineno, detail=exc.msg) from None
     except (UnicodeDecodeError, LookupError) as exc:
-        raise RewriteError(path, f"cannot decode: {exc}") from None
+        raise no_fit(path, Misfit.CANNOT_DECODE, detail=str(exc)) from None
     except (ValueError, RecursionError, MemoryError) as exc:
-        raise RewriteError(path, f"cannot parse: {exc}") from None
+        raise no_fit(path, Misfit.CANNOT_PARSE, detail=str(exc)) from None
     try:
         return cst.parse_module(source)
     except cst.ParserSyntaxError as exc:
-        raise RewriteError(path, f"cannot parse: line {exc.raw_line}, column {exc.raw_column}: {exc.message}") from None
+        raise no_fit(path, Misfit.CANNOT_PARSE_AT, line=exc.raw_line, column=exc.raw_column, detail=exc.message) from None
     except (UnicodeDecodeError, LookupError, SyntaxError, RecursionError) as exc:
-        raise RewriteError(path, f"cannot decode: {exc}") from None
+        raise no_fit(path, Misfit.CANNOT_DECODE, detail=str(exc)) from None
 
 
 def rewrite(source: bytes, names: Iterable[str], from_cc: Key, to_cc: Key, path: str = "<source>") -> Rewrite:
@@ -153,7 +151,7 @@ def rewrite(source: bytes, names: Iterable[str], from_cc: Key, to_cc: Key, path:
     """
     names = frozenset(names)
     if from_cc == to_cc:
-        raise RewriteError(path, f"--from-cc and --to-cc are both {from_cc!r}")
+        raise no_fit(path, Misfit.SAME_KEYS, key=from_cc)
     if not mentions(source, names):
         return Rewrite(source, ())
     results: list[TableResult] = []

@@ -65,27 +65,29 @@ def parse(data: bytes, paths: list[str] | None = None) -> list[FilePatch]:
     """The file sections of a ``git diff`` / ``git format-patch``, with their hunks.  ``paths``:
     the file each section must be, in order (the ``diff --git`` lines a strict reader checked).
     A line ``\\ No newline at end of file`` takes the line ending off the line before it."""
-    import unidiff  # imported here: only a patch or a backport being applied needs it
+    # imported here: only a patch or a backport being applied needs it
+    from unidiff.errors import UnidiffParseError
+    from unidiff.patch import PatchSet
 
     text = data.decode("latin-1")  # every byte as one character: the lines' bytes come back as they were
     try:
-        patch_set = unidiff.PatchSet(io.StringIO(text, newline=""))
-    except unidiff.UnidiffParseError as exc:
+        patch_set = PatchSet(io.StringIO(text, newline=""))
+    except UnidiffParseError as exc:
         raise DiffError(str(exc).strip()) from None
     if not len(patch_set):
         raise DiffError("no file sections")
     if paths is not None and len(paths) != len(patch_set):
         raise DiffError("file sections do not match their diff --git lines")
     headers = (m.group() for m in _HEADER.finditer(text))
-    files = []
+    files: list[FilePatch] = []
     for i, section in enumerate(patch_set):
         if paths is not None and section.path != paths[i]:
             raise DiffError(f"section for {section.path} is headed {paths[i]}")
         if not len(section):
             raise DiffError(f"no hunks for {section.path}")
-        hunks = []
+        hunks: list[Hunk] = []
         for number, h in enumerate(section, 1):
-            body = []
+            body: list[tuple[str, bytes]] = []
             for line in h:
                 value = line.value.encode("latin-1")
                 if line.line_type == "\\":
@@ -106,7 +108,8 @@ def parse(data: bytes, paths: list[str] | None = None) -> list[FilePatch]:
     return files
 
 
-def apply_hunks(lines: list[bytes], hunks: tuple[Hunk, ...], reverse: bool = False, search: bool = False):
+def apply_hunks(lines: list[bytes], hunks: tuple[Hunk, ...], reverse: bool = False, search: bool = False
+) -> tuple[list[bytes], list[int]] | tuple[None, Hunk]:
     """(``lines`` with every hunk applied, each hunk's offset from its stated line), or (None, the
     first hunk that does not fit).  Reversed, each hunk's new lines are replaced by its old.
 
@@ -115,7 +118,8 @@ def apply_hunks(lines: list[bytes], hunks: tuple[Hunk, ...], reverse: bool = Fal
     not before the previous hunk; positions are the pre-image's, so only the offset found
     carries to the next hunk."""
     out: list[bytes] = []
-    pos, delta, grown, offsets = 0, 0, 0, []
+    pos, delta, grown = 0, 0, 0
+    offsets: list[int] = []
     for h in hunks:
         old, new = (h.new, h.old) if reverse else (h.old, h.new)
         if search:

@@ -13,8 +13,8 @@ from typing import Any
 
 import libcst as cst
 
-from patchkit.errors import RewriteError
 from patchkit.rewrite.scope import MODULE, assignments, statements
+from patchkit.rewrite.unfit import Misfit, no_fit
 
 _BINARY = {
     cst.Add: operator.add,
@@ -96,7 +96,7 @@ def tables(source: bytes, table_names: Iterable[str], path: str = "<source>") ->
             except (NotConstant, ArithmeticError, TypeError, ValueError, RecursionError, MemoryError) as exc:
                 for name in set(names) & wanted:
                     where = scope.dotted or "module"
-                    raise RewriteError(path, f"table {name} ({where}) cannot be evaluated: {exc}") from None
+                    raise no_fit(path, Misfit.NOT_EVALUATED, name=name, scope=where, detail=str(exc)) from None
                 continue
             for name in names:
                 if scope == MODULE:

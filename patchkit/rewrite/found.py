@@ -4,6 +4,8 @@ so that reading a manifest imports no rewriter."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from patchkit.fixes.kinds import RuleKind
 from patchkit.types import ALREADY_UPSTREAM, PATCHED, Status
 from patchkit.values import Record
@@ -30,8 +32,8 @@ class Found(Record):
     def at(self, path: str) -> Found:
         return self._replace(path=path)
 
-    def to_json(self) -> dict:
-        doc = {"name": self.name, "scope": self.scope, "status": self.status, "added_key": self.added_key,
+    def to_json(self) -> dict[str, object]:
+        doc: dict[str, object] = {"name": self.name, "scope": self.scope, "status": self.status, "added_key": self.added_key,
                "copied_from": self.copied_from, "value": self.value}
         if self.added is not None:
             doc["added"] = list(self.added)
@@ -39,7 +41,7 @@ class Found(Record):
         return doc if self.path is None else dict(doc, path=self.path)
 
     @classmethod
-    def from_json(cls, doc: dict) -> Found:
+    def from_json(cls, doc: dict[str, Any]) -> Found:  # Any: a manifest's JSON, its fields checked where it is read
         """A recorded one (a manifest's: checked by its reader, which a kind or status that is
         none makes a ValueError)."""
         added = doc.get("added")

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 import libcst as cst
 
 from patchkit.cc import Key
-from patchkit.errors import RewriteError
 from patchkit.match import mentions
 from patchkit.rewrite.cut import rewrite_cut
 from patchkit.rewrite.dict_key import key_value, one_line, parse
 from patchkit.rewrite.insert import insert_after
 from patchkit.rewrite.output import LINE_LENGTH, Hit, Rewritten, new_literal, render
+from patchkit.rewrite.unfit import Misfit, no_fit
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
 
 
@@ -62,7 +62,7 @@ class ListResult(Hit):
     the list ("module", "class A", "def f", "def A.f"); ``value`` the list as it reads now."""
 
 
-class ListRewrite(Rewritten):
+class ListRewrite(Rewritten[ListResult]):
     """The rewritten source and what happened to each list found in it."""
 
     @property
@@ -70,7 +70,12 @@ class ListRewrite(Rewritten):
         return self.found
 
 
-def _brackets(seq: cst.BaseExpression):
+# A literal sequence a member is added to.
+_Seq = cst.List | cst.Set | cst.Tuple
+_Ws = cst.BaseParenthesizableWhitespace
+
+
+def _brackets(seq: _Seq) -> tuple[_Ws | None, _Ws | None]:
     """(whitespace after the opening bracket, before the closing one) of a list, set or tuple."""
     if isinstance(seq, cst.List):
         return seq.lbracket.whitespace_after, seq.rbracket.whitespace_before
@@ -81,7 +86,7 @@ def _brackets(seq: cst.BaseExpression):
     return None, None
 
 
-def _with_close(seq: cst.BaseExpression, elements, close_ws) -> cst.BaseExpression:
+def _with_close(seq: _Seq, elements: list[cst.BaseElement], close_ws: _Ws | None) -> _Seq:
     if isinstance(seq, cst.List):
         return seq.with_changes(elements=elements, rbracket=seq.rbracket.with_changes(whitespace_before=close_ws))
     if isinstance(seq, cst.Set):
@@ -92,11 +97,11 @@ def _with_close(seq: cst.BaseExpression, elements, close_ws) -> cst.BaseExpressi
     return seq.with_changes(elements=elements)
 
 
-def add_member(seq: cst.BaseExpression, from_cc: Key, to_cc: Key) -> cst.BaseExpression:
+def add_member(seq: _Seq, from_cc: Key, to_cc: Key) -> _Seq:
     """``seq`` (a literal list, set or tuple holding ``from_cc``) with ``to_cc`` after the
     last ``from_cc``, spelled like it (``"10.0"`` gives ``"12.0"`` in the same quotes)."""
-    index = max(i for i, e in enumerate(seq.elements) if _member(e) == from_cc)
-    source = seq.elements[index]
+    index, source = max(((i, e) for i, e in enumerate(seq.elements) if isinstance(e, cst.Element) and _member(e) == from_cc),
+                        key=lambda found: found[0])
     added = source.with_changes(value=new_literal(source.value, to_cc))
     open_ws, close_ws = _brackets(seq)
     elements, close_ws = insert_after(seq.elements, index, added, open_ws, close_ws)
@@ -150,16 +155,14 @@ class AddMember(cst.CSTTransformer):
     def _add(self, value: cst.BaseExpression) -> cst.BaseExpression:
         name, scope = self.locator.label(), self._scope()
         if not isinstance(value, (cst.List, cst.Tuple, cst.Set)):
-            raise RewriteError(
-                self.path, f"{name} ({scope}) is not a literal list or tuple; patchkit only rewrites literal lists"
-            )
+            raise no_fit(self.path, Misfit.NOT_A_LIST, name=name, scope=scope)
         members = [_member(e) for e in value.elements]
         if self.to_cc in members:
             self.results.append(ListResult(name, scope, ALREADY_UPSTREAM, self.from_cc, self.to_cc, one_line(value)))
             return value
         if self.from_cc not in members:
-            known = ", ".join(repr(m) for m in members if m is not None) or "none"
-            raise RewriteError(self.path, f"{name} ({scope}) has no member {self.from_cc!r} to follow (members: {known})")
+            known = [repr(m) for m in members if m is not None]
+            raise no_fit(self.path, Misfit.NO_MEMBER_TO_FOLLOW, name=name, scope=scope, member=self.from_cc, members=known)
         new = add_member(value, self.from_cc, self.to_cc)
         self.results.append(ListResult(name, scope, PATCHED, self.from_cc, self.to_cc, one_line(new)))
         return new
@@ -216,7 +219,7 @@ def rewrite(
     list without ``from_cc``, or a line the rewrite would make wider than ``line_length``.
     """
     if from_cc == to_cc:
-        raise RewriteError(path, f"--from-cc and --to-cc are both {from_cc!r}")
+        raise no_fit(path, Misfit.SAME_KEYS, key=from_cc)
     if not all(mentions(source, [name]) for name in locator.names()):
         return ListRewrite(source, ())
     adder = AddMember(locator, from_cc, to_cc, path)

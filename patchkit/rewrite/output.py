@@ -6,15 +6,28 @@ Pure helpers for ``dict_key``, ``list_member`` and ``predicate``.
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Generic, TypedDict, TypeVar
 
 import libcst as cst
 
 from patchkit.cc import Key
-from patchkit.errors import RewriteError
-from patchkit.types import PATCHED
+from patchkit.rewrite.unfit import Misfit, no_fit
+from patchkit.types import PATCHED, Status
 
 LINE_LENGTH = 88  # black's default, and SGLang's: a longer new line is refused, never re-wrapped
+
+
+class HitJson(TypedDict):
+    """The shape every rewrite's findings share (``rewrite.rules`` makes each a ``Found`` of it)."""
+
+    name: str
+    scope: str
+    status: Status
+    added_key: object  # a key, a member, a flag
+    copied_from: object
+    value: str
 
 
 @dataclass(frozen=True)
@@ -25,28 +38,31 @@ class Hit:
 
     name: str
     scope: str
-    status: str
+    status: Status
     from_cc: Key
     to_cc: Key
     value: str
 
-    def to_json(self) -> dict:
+    def to_json(self) -> HitJson:
         return {"name": self.name, "scope": self.scope, "status": self.status,
                 "added_key": self.to_cc, "copied_from": self.from_cc, "value": self.value}
 
 
-def changed(found) -> bool:
+def changed(found: Iterable[Hit]) -> bool:
     """Whether a rewrite patched any of what it found."""
     return any(r.status == PATCHED for r in found)
 
 
+_H = TypeVar("_H", bound=Hit)
+
+
 @dataclass(frozen=True)
-class Rewritten:
+class Rewritten(Generic[_H]):
     """The rewritten source and what happened to each thing found in it (each kind gives
     ``found`` its own name too: ``tables``, ``lists``)."""
 
     source: bytes
-    found: tuple
+    found: tuple[_H, ...]
 
     @property
     def changed(self) -> bool:
@@ -79,10 +95,7 @@ def render(after: cst.Module, source: bytes, path: str, line_length: int | None 
         old = set(source.decode(after.encoding, errors="replace").splitlines())
         for line in code.splitlines():
             if line not in old and _width(line) > line_length:
-                raise RewriteError(
-                    path,
-                    f"the rewrite would make a line {_width(line)} columns wide, over black's {line_length}: {line.strip()}",
-                )
+                raise no_fit(path, Misfit.LINE_TOO_WIDE, width=_width(line), limit=line_length, line=line.strip())
     out = code.encode(after.encoding)
     # LibCST takes a final comment ending in a backslash for a line continuation and
     # drops the file's last newline (libcst 1.9): put the original ending back.

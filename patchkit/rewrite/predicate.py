@@ -20,17 +20,20 @@ stays as it was.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TypeGuard
 
 import libcst as cst
+from libcst.helpers import ensure_type
 
-from patchkit.errors import RewriteError
 from patchkit.match import mentions
 from patchkit.rewrite.cut import rewrite_cut
 from patchkit.rewrite.dict_key import one_line, parse
 from patchkit.rewrite.insert import insert_after, multiline
-from patchkit.rewrite.output import LINE_LENGTH, render
-from patchkit.types import ALREADY_UPSTREAM, PATCHED
+from patchkit.rewrite.output import LINE_LENGTH, HitJson, render
+from patchkit.rewrite.unfit import Misfit, no_fit
+from patchkit.types import ALREADY_UPSTREAM, PATCHED, Status
 from patchkit.values import Record
 
 # What a walk outside the gate's defs never needs to enter.
@@ -45,10 +48,10 @@ class PredicateResult:
     function: str  # the def it is in
     flag: str  # _is_sm100_supported
     new_flag: str  # _is_sm120_supported
-    status: str  # PATCHED or ALREADY_UPSTREAM
+    status: Status  # PATCHED or ALREADY_UPSTREAM
     expression: str  # the or-expression as it reads now, on one line, comments dropped
 
-    def to_json(self) -> dict:
+    def to_json(self) -> HitJson:
         """The shape every rewrite's findings share (``output.Hit.to_json``)."""
         return {"name": f"{self.flag} in {self.function}()", "scope": f"def {self.function}", "status": self.status,
                 "added_key": self.new_flag, "copied_from": self.flag, "value": self.expression}
@@ -69,13 +72,14 @@ class PredicateRewrite:
         return any(p.status == PATCHED for p in self.predicates)
 
 
-def _is_or(node: cst.CSTNode) -> bool:
+def _is_or(node: cst.CSTNode) -> TypeGuard[cst.BooleanOperation]:
     return isinstance(node, cst.BooleanOperation) and isinstance(node.operator, cst.Or)
 
 
-def _chain(node: cst.BooleanOperation) -> tuple[list[cst.BaseExpression], list[cst.Or]]:
+def _chain(node: cst.BooleanOperation) -> tuple[list[cst.BaseExpression], list[cst.BaseBooleanOp]]:
     """(operands, operators) of ``a or b or c``: unparenthesized or-operands are flattened."""
-    operands, ops = [], []
+    operands: list[cst.BaseExpression] = []
+    ops: list[cst.BaseBooleanOp] = []
     for i, side in enumerate((node.left, node.right)):
         if i:
             ops.append(node.operator)
@@ -113,8 +117,8 @@ def _insert_flag(root: cst.BooleanOperation, k: int, new_flag: str) -> cst.Boole
         new_op = template.with_changes(whitespace_before=clean[0], whitespace_after=clean[1])
     operands.insert(k + 1, cst.Name(new_flag))
     ops.insert(k, new_op)
-    node = operands[0]
-    for op, operand in zip(ops, operands[1:], strict=True):
+    node = cst.BooleanOperation(left=operands[0], operator=ops[0], right=operands[1])
+    for op, operand in zip(ops[1:], operands[2:], strict=True):
         node = cst.BooleanOperation(left=node, operator=op, right=operand)
     return node.with_changes(lpar=root.lpar, rpar=rpar)
 
@@ -161,7 +165,7 @@ class _Literals(cst.CSTVisitor):
         return True
 
 
-def _top_level(module: cst.Module):
+def _top_level(module: cst.Module) -> Iterator[tuple[int, cst.BaseSmallStatement]]:
     """(body index, small statement) of each module-level simple statement."""
     for i, statement in enumerate(module.body):
         if isinstance(statement, cst.SimpleStatementLine):
@@ -169,12 +173,18 @@ def _top_level(module: cst.Module):
                 yield i, small
 
 
-def _assigned_name(small: cst.BaseSmallStatement) -> str | None:
+def _assignment(small: cst.BaseSmallStatement) -> tuple[str, cst.BaseExpression] | None:
+    """(name, value) of an assignment to one name: ``X = v``, ``X: T = v``."""
     if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
-        return small.targets[0].target.value
+        return small.targets[0].target.value, small.value
     if isinstance(small, cst.AnnAssign) and small.value is not None and isinstance(small.target, cst.Name):
-        return small.target.value
+        return small.target.value, small.value
     return None
+
+
+def _assigned_name(small: cst.BaseSmallStatement) -> str | None:
+    assignment = _assignment(small)
+    return None if assignment is None else assignment[0]
 
 
 def _defines(module: cst.Module, name: str) -> bool:
@@ -209,28 +219,29 @@ class _Plan:
     way); None for each that the module already has."""
 
     def __init__(self, module: cst.Module, flag: str, new_flag: str, old: str, new: str, path: str) -> None:
-        self.definition = self.helper = self.old_helper = None
-        self.flag_at = self.import_at = None  # body indices
+        # (the flag's body index, the new flag's definition that goes after it)
+        self.definition: tuple[int, cst.SimpleStatementLine] | None = None
+        self.helper: Helper | None = None
+        self.import_at: tuple[int, str] | None = None  # (body index, the flag's helper) of the import to join
         if _defines(module, new_flag):
             return
-        found = [(i, s) for i, s in _top_level(module) if _assigned_name(s) == flag]
+        found = [(i, s, a[1]) for i, s in _top_level(module) if (a := _assignment(s)) is not None and a[0] == flag]
         if not found:
-            raise RewriteError(path, f"{flag} is not assigned at module level; patchkit copies its definition for {new_flag}")
-        self.flag_at, small = found[-1]
+            raise no_fit(path, Misfit.FLAG_NOT_AT_MODULE_LEVEL, flag=flag, new_flag=new_flag)
+        flag_at, small, value = found[-1]
         literals = _Literals()
-        small.value.visit(literals)
+        value.visit(literals)
         if literals.found:
-            raise RewriteError(
-                path, f"the definition of {flag} holds literals ({', '.join(literals.found)}); "
-                "patchkit only copies definitions made of names and calls"
-            )
+            raise no_fit(path, Misfit.DEFINITION_HOLDS_LITERALS, flag=flag, literals=list(literals.found))
         rename = _Rename(old, new)
-        definition = small.visit(rename).with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
+        renamed = small.visit(rename)  # a node of small's own type: _Rename removes nothing
+        definition = ensure_type(renamed, cst.BaseSmallStatement).with_changes(  # type: ignore[type-abstract]  # ensure_type is an isinstance check, which takes an abstract class (mypy issue 4717)
+            semicolon=cst.MaybeSentinel.DEFAULT
+        )
         helpers = sorted(n for n in rename.renamed if n != flag)
         if len(helpers) != 1:
-            named = ", ".join(helpers) or "none"
-            raise RewriteError(path, f"the definition of {flag} must name one helper with {old!r} (names: {named})")
-        self.definition = cst.SimpleStatementLine(body=[definition])
+            raise no_fit(path, Misfit.NOT_ONE_HELPER, flag=flag, spelling=old, names=helpers)
+        self.definition = flag_at, cst.SimpleStatementLine(body=[definition])
         helper, new_helper = helpers[0], rename.renamed[helpers[0]]
         if new_helper in rename.attributes:
             self.helper = Helper(new_helper, None, rename.attributes[new_helper])
@@ -238,20 +249,19 @@ class _Plan:
         if _defines(module, new_helper):
             return
         for i, s in _top_level(module):
-            if _imported_at(s, helper) is not None:
-                self.import_at, self.old_helper = i, helper
+            if isinstance(s, cst.ImportFrom) and _imported_at(s, helper) is not None:
+                self.import_at = i, helper
                 self.helper = Helper(new_helper, _import_module(s), new_helper)
                 return
-        raise RewriteError(
-            path, f"{helper} is not imported at module level by 'from ... import'; patchkit imports {new_helper} next to it"
-        )
+        raise no_fit(path, Misfit.HELPER_NOT_IMPORTED, helper=helper, new_helper=new_helper)
 
 
 def _add_import(statement: cst.SimpleStatementLine, old_helper: str, new_helper: str) -> cst.SimpleStatementLine:
     body = list(statement.body)
     for n, small in enumerate(body):
         j = _imported_at(small, old_helper)
-        if j is not None:
+        # (only a "from ... import" of names has an index: for the checker)
+        if j is not None and isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
             added = cst.ImportAlias(name=cst.Name(new_helper))
             open_ws = small.lpar.whitespace_after if small.lpar else None
             close_ws = small.rpar.whitespace_before if small.rpar else None
@@ -315,32 +325,28 @@ class AddFlag(cst.CSTTransformer):
 
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
         if self.seen and not self.results:
-            raise RewriteError(self.path, f"function {' / '.join(self.seen)} has no or-expression with {self.flag}")
+            raise no_fit(self.path, Misfit.NO_OR_EXPRESSION, functions=list(self.seen), flag=self.flag)
         if not any(r.status == PATCHED for r in self.results):
             return updated_node
         plan = _Plan(updated_node, self.flag, self.new_flag, self.old, self.new, self.path)
         body = list(updated_node.body)
         if plan.definition is not None:
-            body.insert(plan.flag_at + 1, plan.definition)
-            self.added.append(updated_node.code_for_node(plan.definition.body[0]))
+            flag_at, definition = plan.definition
+            body.insert(flag_at + 1, definition)
+            self.added.append(updated_node.code_for_node(definition.body[0]))
         helper = self.helper = plan.helper
-        if plan.import_at is not None:
-            body[plan.import_at] = _add_import(body[plan.import_at], plan.old_helper, helper.name)
+        if plan.import_at is not None and helper is not None:  # the import's helper is the plan's
+            at, old_helper = plan.import_at
+            body[at] = _add_import(ensure_type(body[at], cst.SimpleStatementLine), old_helper, helper.name)
             self.added.append(f"from {helper.module} import {helper.name}")
         return updated_node.with_changes(body=body)
 
 
-def missing(new_flag: str, helper: Helper) -> str:
-    """Why the new flag cannot be added: its helper does not exist in the release."""
-    where = "" if helper.module is None else f" in {helper.module}"
-    return f"cannot add {new_flag}: {helper.reached} is not defined{where} in this release"
-
-
 def _check(flag: str, old: str, new: str, path: str) -> None:
     if old == new:
-        raise RewriteError(path, f"the capability spellings are both {old!r}")
+        raise no_fit(path, Misfit.SAME_SPELLINGS, spelling=old)
     if old not in flag:
-        raise RewriteError(path, f"flag {flag} does not contain {old!r}")
+        raise no_fit(path, Misfit.FLAG_LACKS_SPELLING, flag=flag, spelling=old)
 
 
 def rewrite(

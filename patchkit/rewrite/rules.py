@@ -19,12 +19,27 @@ import re
 from collections.abc import Callable, Iterable
 from fnmatch import fnmatchcase
 from functools import lru_cache
+from typing import TYPE_CHECKING, Protocol
 
-from patchkit.fixes.kinds import BackportRule, ComparisonRule, DictKeyRule, ListMemberRule, PredicateRule, Rule
+from patchkit.fixes.kinds import (
+    BackportRule,
+    ComparisonRule,
+    DictKeyRule,
+    ListMemberRule,
+    PredicateRule,
+    Rule,
+    RuleKind,
+)
 from patchkit.match import Pattern
 from patchkit.rewrite.found import Found
-from patchkit.types import ALREADY_UPSTREAM
+from patchkit.types import ALREADY_UPSTREAM, Status
 from patchkit.values import Record
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+    from patchkit.rewrite.output import HitJson
+    from patchkit.rewrite.predicate import Helper
 
 Read = Callable[[str], "bytes | None"]
 # A backport's three-way merge base: (rule, repository path) -> the file in the release the
@@ -63,7 +78,7 @@ def rewrite_file(
     cannot be applied."""
     found: list[Found] = []
     for rule in (r for r in rules_of(path, rules) if r.covers(version)):
-        data, more = _REWRITES[type(rule)](data, path, rule, _Context(read, root, base, version))
+        data, more = REWRITES[rule.kind](data, path, rule, _Context(read, root, base, version))
         found += [Found(rule.fix, rule.kind, *f) for f in more]
     return FileRewrite(data, tuple(found))
 
@@ -78,44 +93,55 @@ class _Context(Record):
     version: str | None
 
 
-def _of(f, added: tuple[str, ...] | None = None) -> tuple:
+class _Finding(Protocol):
+    def to_json(self) -> HitJson: ...
+
+
+# Found's fields after fix and kind: name, scope, status, added_key, copied_from, value, added.
+_Fields = tuple[str, str, Status, object, object, str, "tuple[str, ...] | None"]
+
+
+def _of(f: _Finding, added: tuple[str, ...] | None = None) -> _Fields:
     """A kind's finding (``output.Hit``, ``PredicateResult``) as Found's fields after fix and kind."""
     doc = f.to_json()
     return (doc["name"], doc["scope"], doc["status"], doc["added_key"], doc["copied_from"], doc["value"], added)
 
 
-def _dict_key(data: bytes, path: str, rule: DictKeyRule, ctx: _Context) -> tuple[bytes, list[tuple]]:
+def _dict_key(data: bytes, path: str, rule: DictKeyRule, ctx: _Context) -> tuple[bytes, list[_Fields]]:
     from patchkit.rewrite import dict_key
 
     result = dict_key.rewrite(data, rule.tables, rule.from_cc, rule.to_cc, path)
     return result.source, [_of(t) for t in result.tables]
 
 
-def _backport(data: bytes, path: str, rule: BackportRule, ctx: _Context) -> tuple[bytes, list[tuple]]:
+def _backport(data: bytes, path: str, rule: BackportRule, ctx: _Context) -> tuple[bytes, list[_Fields]]:
     from patchkit.text import plural
 
-    version = ctx.version
-    name, scope, commit = rule.origin.cite(), "the upstream change", (rule.origin.commit or f"in {rule.origin.landed_in}")[:12]
+    version, origin = ctx.version, rule.origin
+    if origin is None:  # the loader gives every backport its origin
+        raise ValueError(f"{rule.fix}'s backport has no origin")
+    name, scope, commit = origin.cite(), "the upstream change", (origin.commit or f"in {origin.landed_in}")[:12]
     if rule.landed(version):  # counted, not read: the diff reader is imported where a change is carried
         from patchkit.rewrite.diff import count_hunks
 
         added = plural(count_hunks(rule.diff, path), "hunk")
-        return data, [(name, scope, ALREADY_UPSTREAM, added, commit, f"upstream since {rule.origin.landed_in}")]
+        return data, [(name, scope, ALREADY_UPSTREAM, added, commit, f"upstream since {origin.landed_in}", None)]
     from patchkit.rewrite import backport
 
     hunks = backport.parse(rule.diff, f"{rule.fix}'s diff")[path]
     added = plural(len(hunks), "hunk")
     refreshed = [r for r in rule.refresh if r.file == path and r.covers(version)]
     hunks = backport.refresh(hunks, tuple(line for r in refreshed for line in r.drop))
-    result = backport.rewrite(data, path, hunks, (lambda: ctx.base(rule, path)) if ctx.base else None, rule.made_on or "")
+    base = ctx.base
+    result = backport.rewrite(data, path, hunks, (lambda: base(rule, path)) if base else None, rule.made_on or "")
     how = result.how + "".join(f", refreshed: {r.why}" for r in refreshed)
-    return result.source, [(name, scope, result.status, added, commit, how)]
+    return result.source, [(name, scope, result.status, added, commit, how, None)]
 
 
-def _list_member(data: bytes, path: str, rule: ListMemberRule, ctx: _Context) -> tuple[bytes, list[tuple]]:
+def _list_member(data: bytes, path: str, rule: ListMemberRule, ctx: _Context) -> tuple[bytes, list[_Fields]]:
     from patchkit.rewrite.list_member import Locator, rewrite
 
-    found = []
+    found: list[_Fields] = []
     for function in rule.functions or (None,):
         locator = Locator(call=rule.call, keyword=rule.keyword, target=rule.target, test=rule.test, function=function)
         result = rewrite(data, locator, rule.from_cc, rule.to_cc, path)
@@ -124,32 +150,33 @@ def _list_member(data: bytes, path: str, rule: ListMemberRule, ctx: _Context) ->
     return data, found
 
 
-def _predicate(data: bytes, path: str, rule: PredicateRule, ctx: _Context) -> tuple[bytes, list[tuple]]:
-    from patchkit.errors import RewriteError
+def _predicate(data: bytes, path: str, rule: PredicateRule, ctx: _Context) -> tuple[bytes, list[_Fields]]:
     from patchkit.rewrite import predicate
+    from patchkit.rewrite.unfit import Misfit, no_fit
 
     result = predicate.rewrite(data, rule.functions, rule.flag, rule.from_cc, rule.to_cc, path=path)
     # The helper matters only when an or-expression changed, and this release must define it.
     if result.helper is not None and not helper_exists(result.helper, path, rule, ctx.read, ctx.root):
-        raise RewriteError(path, predicate.missing(result.predicates[0].new_flag, result.helper))
+        helper = result.helper
+        raise no_fit(path, Misfit.HELPER_UNDEFINED, new_flag=result.predicates[0].new_flag, helper=helper.reached, module=helper.module)
     return result.source, [_of(p, tuple(result.added)) for p in result.predicates]
 
 
-def _comparison(data: bytes, path: str, rule: ComparisonRule, ctx: _Context) -> tuple[bytes, list[tuple]]:
+def _comparison(data: bytes, path: str, rule: ComparisonRule, ctx: _Context) -> tuple[bytes, list[_Fields]]:
     from patchkit.rewrite import comparison
 
     result = comparison.rewrite(data, rule.subject, rule.from_cc, rule.to_cc, rule.functions, path)
     return result.source, [_of(t) for t in result.tests]
 
 
-# Each kind of rule, its rewrite.
-_REWRITES: dict[type[Rule], Callable[..., tuple[bytes, list[tuple]]]] = {
-    DictKeyRule: _dict_key, ListMemberRule: _list_member, PredicateRule: _predicate, BackportRule: _backport,
-    ComparisonRule: _comparison,
+# Each kind of rule (``fixes.kinds.RULES``), its rewrite.
+REWRITES: dict[RuleKind, Callable[..., tuple[bytes, list[_Fields]]]] = {
+    RuleKind.DICT_KEY: _dict_key, RuleKind.LIST_MEMBER: _list_member, RuleKind.PREDICATE: _predicate,
+    RuleKind.BACKPORT: _backport, RuleKind.COMPARISON: _comparison,
 }
 
 
-def helper_exists(helper, path: str, rule: PredicateRule, read: Read | None, root: str) -> bool:
+def helper_exists(helper: Helper, path: str, rule: PredicateRule, read: Read | None, root: str) -> bool:
     """Whether the release defines the helper the new flag needs: a module-level name of the
     module it is imported from (following ``from .x import *``), or an attribute named in
     one of the rule's ``helpers`` files (a def, an assignment or a string key)."""
@@ -206,14 +233,16 @@ def _imported(data: bytes, name: str) -> tuple[bool, tuple[str, ...]]:
     return False, tuple(stars)
 
 
-def _bound(small) -> list[str]:
+def _bound(small: cst.Import | cst.ImportFrom) -> list[str]:
     """The names an import binds as ``helper_exists`` counts them: each name of a ``from``
     import (its ``as`` name if it has one), each ``as`` name of an ``import``."""
     import libcst as cst
 
     if isinstance(small, cst.ImportFrom):
-        return [(a.asname.name if a.asname else a.name).value for a in small.names
-                if isinstance(a.asname.name if a.asname else a.name, cst.Name)]
+        if isinstance(small.names, cst.ImportStar):  # binds no name of its own (``_imported`` follows it)
+            return []
+        bound = (a.asname.name if a.asname else a.name for a in small.names)
+        return [b.value for b in bound if isinstance(b, cst.Name)]
     return [a.asname.name.value for a in small.names if a.asname and isinstance(a.asname.name, cst.Name)]
 
 
@@ -229,7 +258,7 @@ def _module_files(module: str, path: str, root: str) -> list[str]:
     return [f"{stem}.py", f"{stem}/__init__.py"]
 
 
-def _defines(files: list[str], name: str, read: Read, root: str, seen: set) -> bool:
+def _defines(files: list[str], name: str, read: Read, root: str, seen: set[str]) -> bool:
     for file in files:
         if file in seen:
             continue

@@ -10,7 +10,7 @@ own way, all derived here: ``label`` ("module", "class A.B"), ``qualify`` ("A.B.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import libcst as cst
 
@@ -66,7 +66,7 @@ def statements(module: cst.Module, scope: Scope = MODULE, everywhere: bool = Fal
     yield from _body(module.body, scope, everywhere)
 
 
-def _body(body, scope: Scope, everywhere: bool) -> Walk:
+def _body(body: Sequence[cst.BaseStatement], scope: Scope, everywhere: bool) -> Walk:
     for statement in body:
         yield scope, statement
         if isinstance(statement, cst.ClassDef):

@@ -30,7 +30,8 @@ import re
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from patchkit.rewrite.capability import Cap, Literal, LiteralForm
+from patchkit.cc import CC
+from patchkit.rewrite.capability import Literal, LiteralForm
 
 if TYPE_CHECKING:
     from patchkit.scan.finding import Finding
@@ -72,7 +73,7 @@ def literal_cc(lit: Literal) -> tuple[int, int] | None:
     return None
 
 
-def literal_names(lit: Literal, c: Cap, exact: bool) -> bool:
+def literal_names(lit: Literal, c: CC, exact: bool) -> bool:
     """Whether a literal names the cc ``c``: its major (``--cc 12`` after 10), or, ``exact``
     (a cc of the same major as the one it should behave like: 12.1 after 12.0), the cc itself:
     ``== 120`` names 12.0, not 12.1."""
@@ -94,12 +95,12 @@ def words(major: int, minor: int | None = None) -> re.Pattern[str]:
     return re.compile(rf"sm_?{major}(?:[0-9x](?![0-9])|(?![0-9])){aliases}", re.I)
 
 
-def path_names(path: str, c: Cap, exact: bool = False) -> bool:
+def path_names(path: str, c: CC, exact: bool = False) -> bool:
     """Does a folder or the file name of ``path`` name the capability (``exact``: see ``literal_names``)?"""
     return words(c.major, c.minor if exact else None).search(path) is not None
 
 
-def classify(finding: Finding, c: Cap, fix: str | None, exact: bool = False) -> str:
+def classify(finding: Finding, c: CC, fix: str | None, exact: bool = False) -> str:
     """The class of ``finding`` for the capability ``c``; ``fix``: the fix that covers it, or None;
     ``exact``: ``c`` has the major of the cc it should behave like (see ``literal_names``)."""
     if fix:

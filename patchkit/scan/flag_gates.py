@@ -22,7 +22,7 @@ from typing import TypeGuard
 
 import libcst as cst
 
-from patchkit.rewrite.capability import Cap
+from patchkit.cc import CC
 from patchkit.scan.flags import flag
 
 _Value = tuple[bool | None, bool | None]  # (value for from_cc, value for cc): True, False or None (unknown)
@@ -84,7 +84,7 @@ def _or(x: bool | None, y: bool | None) -> bool | None:
     return False if x is False and y is False else None
 
 
-def gates(node: cst.CSTNode, caps: tuple[Cap, Cap]) -> list[cst.CSTNode]:
+def gates(node: cst.CSTNode, caps: tuple[CC, CC]) -> list[cst.CSTNode]:
     """The largest parts of the flag expression at ``node`` whose value is known for both
     capabilities and differs, in source order."""
     values: dict[int, _Value] = {}

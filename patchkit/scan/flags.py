@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from patchkit.rewrite.capability import Cap
+from patchkit.cc import CC
 from patchkit.values import Record
 
 _ARCH = r"(?:sm_?[0-9]{1,3}[afx]?|hopper|blackwell)"
@@ -47,7 +47,7 @@ class Flag(Record):
     majors: frozenset[int]  # the majors it holds for
     exact: frozenset[tuple[int, int]]  # the (major, minor) it holds for
 
-    def holds(self, c: Cap) -> bool:
+    def holds(self, c: CC) -> bool:
         return c.major in self.majors or (c.major, c.minor) in self.exact
 
 
@@ -86,7 +86,7 @@ def flag(name: str) -> Flag | None:
     return Flag(name, frozenset(majors), frozenset(exact))
 
 
-def differs(name: str, a: Cap, b: Cap) -> bool:
+def differs(name: str, a: CC, b: CC) -> bool:
     """Is ``name`` a flag that holds for one of the two capabilities and not the other?"""
     f = flag(name)
     return f is not None and f.holds(a) != f.holds(b)

@@ -21,8 +21,8 @@ from typing import Any, TypeGuard
 
 import libcst as cst
 
-from patchkit.cc import Key
-from patchkit.rewrite.capability import Cap, Literal, LiteralForm, has_key, literal, sides, table_keys
+from patchkit.cc import CC, Key
+from patchkit.rewrite.capability import Literal, LiteralForm, has_key, literal, sides, table_keys
 from patchkit.rewrite.dict_key import key_value
 from patchkit.rewrite.dict_key import one_line as _rewriter_one_line
 from patchkit.rewrite.scope import MODULE, Scope, assignments, header, statements
@@ -102,7 +102,7 @@ class _Hit(Record):
 class _Gates(cst.CSTVisitor):
     """Collects hits in the statements shown to it, each in its ``scope``."""
 
-    def __init__(self, caps: tuple[Cap, Cap], from_cc: Key, tables: frozenset[str]) -> None:
+    def __init__(self, caps: tuple[CC, CC], from_cc: Key, tables: frozenset[str]) -> None:
         super().__init__()
         self.caps = caps
         self.from_cc = from_cc
@@ -363,7 +363,7 @@ def _fits(subject: cst.BaseExpression, lit: Literal) -> bool:
 
 
 def visit(
-    module: cst.Module, path: str, caps: tuple[Cap, Cap], from_cc: Key, tables: Iterable[str], line0: int = 0,
+    module: cst.Module, path: str, caps: tuple[CC, CC], from_cc: Key, tables: Iterable[str], line0: int = 0,
     scope: Scope = MODULE,
 ) -> list[Finding]:
     """The findings in ``module`` (its line 1 is line ``line0 + 1`` of ``path``), whose

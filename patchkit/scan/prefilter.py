@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 from functools import lru_cache
 
-from patchkit.rewrite.capability import Cap
+from patchkit.cc import CC
 from patchkit.scan import flags
 
 # A superset of where gate_visitor.CAPABILITY matches: what follows a word is in the regex, what
@@ -66,12 +66,12 @@ def _word_spans(low: bytes) -> list[tuple[int, int]]:
 
 
 @lru_cache(maxsize=16)
-def _key_patterns(c: Cap) -> tuple[re.Pattern[bytes], ...]:
+def _key_patterns(c: CC) -> tuple[re.Pattern[bytes], ...]:
     # int keys (10:) and "X.Y" keys (the quote before "10.0" is checked by hand)
     return re.compile(rb"%d[ \t]*:" % c.major), re.compile(rb"%d\.[0-9]+[\"'][ \t]*:" % c.major)
 
 
-def marks(src: bytes, a: Cap, b: Cap) -> list[int]:
+def marks(src: bytes, a: CC, b: CC) -> list[int]:
     """Offsets in ``src`` near which a finding may be (a superset), sorted."""
     out: set[int] = set()
     for quoted, rx in zip((False, True), _key_patterns(a), strict=True):

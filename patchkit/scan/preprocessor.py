@@ -44,8 +44,8 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Literal
 
-from patchkit.cc import Key
-from patchkit.rewrite.capability import Cap, pair
+from patchkit.cc import CC, Key
+from patchkit.rewrite.capability import pair
 from patchkit.scan.classify import words
 from patchkit.scan.finding import PREPROCESSOR, Finding, short
 
@@ -282,7 +282,7 @@ def arch_literals(tree: Node) -> list[tuple[str, int, bool]]:
     return out
 
 
-def arch_value(c: Cap) -> int:
+def arch_value(c: CC) -> int:
     """``__CUDA_ARCH__`` when compiling for ``c``: 10 -> 1000, "12.1" -> 1210."""
     return c.major * 100 + c.minor * 10
 
@@ -332,7 +332,7 @@ def _continues(src: bytes, start: int) -> bool:
     return j >= 0 and src[j] == 92  # "\\"
 
 
-def _literal_names(tree: Node, target: Cap) -> bool:
+def _literal_names(tree: Node, target: CC) -> bool:
     """Does the condition compare ``__CUDA_ARCH__`` with a value of the cc's major, in a way
     that holds for the cc?"""
     low, value = target.major * 100, arch_value(target)

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from patchkit.cc import Key
-from patchkit.rewrite.capability import Cap, pair
+from patchkit.cc import CC, Key
+from patchkit.rewrite.capability import pair
 from patchkit.scan import prefilter, preprocessor, statement_cutter
 from patchkit.scan.finding import Finding
 from patchkit.scan.gate_visitor import visit
@@ -54,7 +54,7 @@ def scan(source: bytes, path: str, from_cc: Key, cc: Key, tables: tuple[str, ...
     return _fallback(source, path, caps, from_cc, tables), True
 
 
-def _whole_file(source: bytes, path: str, caps: tuple[Cap, Cap], from_cc: Key, tables: tuple[str, ...]) -> list[Finding]:
+def _whole_file(source: bytes, path: str, caps: tuple[CC, CC], from_cc: Key, tables: tuple[str, ...]) -> list[Finding]:
     found = visit(cst.parse_module(source), path, caps, from_cc, tables)
     found.sort(key=lambda f: f.line)
     return found

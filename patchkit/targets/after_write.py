@@ -11,22 +11,24 @@ from typing import TYPE_CHECKING
 from patchkit.errors import PatchkitError
 from patchkit.match import mentions
 from patchkit.targets.locate import INSTALLED, Target
-from patchkit.types import STALE
 
 if TYPE_CHECKING:  # for the annotations only
-    from patchkit.targets.jit_builds import JitCheck
+    from collections.abc import Iterable
+
+    from patchkit.targets.jit_builds import Build, JitCheck
+    from patchkit.targets.processes import Process
 
 
 def stale_bytecode(target: Target, current: dict[str, bytes]) -> dict[str, tuple[Path, ...]]:
     """The stale cached bytecode of every target file that holds a table."""
     from patchkit.targets import bytecode
 
-    stale = {rel: tuple(pyc.path for pyc in bytecode.check(target.path(rel), data) if pyc.status == STALE)
+    stale = {rel: tuple(pyc.path for pyc in bytecode.check(target.path(rel), data) if pyc.status is bytecode.STALE)
              for rel, data in current.items() if mentions(data, target.project.names)}
     return {rel: paths for rel, paths in stale.items() if paths}
 
 
-def jit_builds(target: Target, version: str | None, rels) -> list:
+def jit_builds(target: Target, version: str | None, rels: Iterable[str]) -> list[Build]:
     """FlashInfer's JIT builds of the modules compiled from the files ``rels`` that are older
     than those files (``jit_builds.Build``): FlashInfer would load them instead of compiling
     what the files hold now.  [] for another project."""
@@ -45,7 +47,7 @@ def jit_builds(target: Target, version: str | None, rels) -> list:
     return builds_of.older_than(builds, newest) if newest is not None else []
 
 
-def drop_jit_builds(target: Target, version: str | None, rels, dry_run: bool = False) -> JitCheck | None:
+def drop_jit_builds(target: Target, version: str | None, rels: Iterable[str], dry_run: bool = False) -> JitCheck | None:
     """The stale JIT builds of ``rels``, and what became of each: a build folder below
     FlashInfer's cache is removed (``jit_builds.drop``; with ``dry_run`` it would be), a
     prebuilt one is left alone (``Build.advice`` says what removes it).  None for a project
@@ -73,10 +75,11 @@ def drop_jit_builds(target: Target, version: str | None, rels, dry_run: bool = F
     return JitCheck(tuple(drops))
 
 
-def old_processes(target: Target, rels) -> list:
+def old_processes(target: Target, rels: Iterable[str]) -> list[Process]:
     """The running processes of the project that started before the files ``rels`` were
     last written: they may still run the old code (``processes.Process``)."""
     from patchkit.targets import processes
+    from patchkit.targets.evidence import Package
 
     times = []
     for rel in rels:
@@ -88,7 +91,7 @@ def old_processes(target: Target, rels) -> list:
         return []
     project = target.project
     package = target.root / target.local(project.repo_path(project.name))
-    return processes.stale_processes(project.name, max(times), processes.Package(package, environment(target)))
+    return processes.stale_processes(project.name, max(times), Package(package, environment(target)))
 
 
 def environment(target: Target) -> Path | None:

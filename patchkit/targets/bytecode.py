@@ -1,6 +1,6 @@
 """Find, check and drop cached bytecode (.pyc) of source files patchkit rewrote.
 
-The standard library and the status names only, cheap to import: the CLI imports it at start-up.
+The standard library and its own names only, cheap to import: the CLI imports it at start-up.
 """
 
 from __future__ import annotations
@@ -9,8 +9,19 @@ import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from patchkit.types import FRESH, INVALID, STALE, Status
+from patchkit.types import StrEnum
 from patchkit.values import Record
+
+
+class Freshness(StrEnum):
+    """A cached bytecode file against its source (not a fix's or a target's status: ``types.Status``)."""
+
+    FRESH = "fresh"
+    STALE = "stale"
+    INVALID = "invalid"  # not a bytecode file Python would read
+
+
+FRESH, STALE, INVALID = Freshness.FRESH, Freshness.STALE, Freshness.INVALID
 
 _TAG_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 _HEADER_SIZE = 16  # PEP 552: magic, flags, then mtime + size or an 8-byte source hash
@@ -18,7 +29,7 @@ _HEADER_SIZE = 16  # PEP 552: magic, flags, then mtime + size or an 8-byte sourc
 
 class Pyc(Record):
     path: Path
-    status: Status  # FRESH, STALE or INVALID
+    status: Freshness
     reason: str
 
 
@@ -128,7 +139,7 @@ def check(source: Path, source_bytes: bytes | None = None) -> list[Pyc]:
     return results
 
 
-def _judge(header: bytes, st: os.stat_result, source_hash: Callable[[bytes], bytes]) -> tuple[Status, str]:
+def _judge(header: bytes, st: os.stat_result, source_hash: Callable[[bytes], bytes]) -> tuple[Freshness, str]:
     magic, flags = header[:4], int.from_bytes(header[4:8], "little")
     if len(header) < _HEADER_SIZE:
         return INVALID, f"header is {len(header)} bytes, expected {_HEADER_SIZE}"

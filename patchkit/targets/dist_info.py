@@ -110,5 +110,5 @@ def version(folder: Path) -> str | None:
     dist = Folder(folder)
     if dist.read_text("METADATA") is None:
         return None
-    found = dist.metadata.get("Version")
+    found = (dist.metadata.get_all("Version") or [None])[0]  # the first, as Message.get
     return (found.strip() or None) if isinstance(found, str) else None

@@ -29,13 +29,14 @@ import os
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchkit.digest import sha256
 from patchkit.errors import BadInput, PatchkitError, Refused
 from patchkit.targets import bytecode
 from patchkit.targets.atomic import sync_folders, write_atomic
-from patchkit.targets.locate import Layout, Target, open_target
-from patchkit.targets.state import Store
+from patchkit.targets.locate import Target, open_target
+from patchkit.targets.state import Store, recorded, valid_files
 from patchkit.targets.transaction import (
     Finished,
     JournalSetAside,
@@ -45,14 +46,17 @@ from patchkit.targets.transaction import (
     fault,
     keep,
     originals,
-    recorded,
     recover,
     to_write,
-    valid_files,
     writable,
 )
 from patchkit.types import Applied, Change
 from patchkit.values import Record
+
+if TYPE_CHECKING:  # for the annotations only
+    from patchkit.targets.state import Doc, JournalFile, JournalPart
+
+    Found = tuple[Target, Store, str | None, Doc, list[JournalFile]]  # a journal's part: its target, store, release now, JSON, files
 
 
 class Part(Record):
@@ -81,7 +85,7 @@ def exclusive_all(home: Store, targets: list[tuple[Target, Store, str | None]]) 
         journal = _journal(home)
         parts = _parts(home, journal, targets) if journal is not None else []
         known = {str(store.root) for _, store, _ in targets}
-        extra = [(t, st, v) for t, st, v, _ in parts if str(st.root) not in known]  # projects not named this time
+        extra = [(t, st, v) for t, st, v, _, _ in parts if str(st.root) not in known]  # projects not named this time
         locks = [(target, store, version, stack.enter_context(Lock(store, target))) for target, store, version in [*targets, *extra]]
         # A project's own journal (a run on it alone, or the previous patchkit's) is older than the
         # environment's: finished first.  Then the environment's; then each store's leftovers
@@ -99,7 +103,7 @@ def exclusive_all(home: Store, targets: list[tuple[Target, Store, str | None]]) 
         yield [taken[str(store.root)] for _, store, _ in targets]
 
 
-def _journal(home: Store) -> dict | None:
+def _journal(home: Store) -> Doc | None:
     home.clean_leftovers()
     return home.journal()
 
@@ -109,18 +113,18 @@ def _corrupt(home: Store) -> BadInput:
                                             "and remove it")
 
 
-def _parts(home: Store, journal: dict, targets) -> list[tuple[Target, Store, str | None, dict]]:
-    """Each part of an environment's journal: (its target, store, release now, the part).  A part is
+def _parts(home: Store, journal: Doc, targets: list[tuple[Target, Store, str | None]]) -> list[Found]:
+    """Each part of an environment's journal: (its target, store, release now, the part, its files).  A part is
     a project installed where it says (found again there, never taken on trust), or refused."""
     parts = journal.get("parts")
     if not isinstance(parts, list) or not all(isinstance(p, dict) for p in parts):
         raise _corrupt(home)
     by_root = {str(store.root): (target, store, version) for target, store, version in targets}
-    out = []
+    out: list[Found] = []
     for part in parts:
-        root, state_dir, project = part.get("root"), part.get("state_dir"), part.get("project")
-        if not all(isinstance(x, str) for x in (root, state_dir, project)) or not valid_files(part.get("files")) \
-                or not isinstance(part.get("applied"), (dict, type(None))):
+        root, state_dir, project, files = part.get("root"), part.get("state_dir"), part.get("project"), part.get("files")
+        if not isinstance(root, str) or not isinstance(state_dir, str) or not isinstance(project, str) \
+                or not valid_files(files) or not isinstance(part.get("applied"), (dict, type(None))):
             raise _corrupt(home)
         if state_dir in by_root:
             target, store, version = by_root[state_dir]
@@ -133,19 +137,20 @@ def _parts(home: Store, journal: dict, targets) -> list[tuple[Target, Store, str
             store, version = Store(target.state_dir), target.version()[0]
         if str(target.state_dir) != state_dir or str(target.root) != root:
             raise _corrupt(home)
-        out.append((target, store, version, part))
+        out.append((target, store, version, part, files))
     return out
 
 
-def _roll_forward(home: Store, journal: dict, parts) -> dict[str, Finished | JournalSetAside]:
+def _roll_forward(home: Store, journal: Doc, parts: list[Found]) -> dict[str, Finished | JournalSetAside]:
     """Finish the environment's interrupted transaction: every check first, then every write.  A
     part of another release than the one there now is set aside in its project's state dir, never
     finished on these files (as ``transaction.recover`` does)."""
-    op = journal.get("op") if journal.get("op") in ("apply", "revert") else "transaction"
+    op = journal.get("op")
+    op = op if op == "apply" or op == "revert" else "transaction"
     done: dict[str, Finished | JournalSetAside] = {}
     with failed_writes(home, op, "environment"):
-        todo = []
-        for target, store, version, part in parts:
+        todo: list[tuple[Target, Store, Doc, list[JournalFile], list[tuple[Path, bytes]]]] = []
+        for target, store, version, part, files in parts:
             then = part.get("version")
             if isinstance(then, str) and version and then != version:
                 store.ensure()
@@ -153,13 +158,13 @@ def _roll_forward(home: Store, journal: dict, parts) -> dict[str, Finished | Jou
                 folder = store.set_aside_journal(store.journal() or {})
                 done[str(store.root)] = JournalSetAside(op, target.name, then, version, folder)
                 continue
-            todo.append((target, store, part, to_write(target, store, part, part["files"], op, home.journal_file)))
-        for _, _, _, writes in todo:
+            todo.append((target, store, part, files, to_write(target, store, part, files, op, home.journal_file)))
+        for _, _, _, _, writes in todo:
             for path, data in writes:
                 write_atomic(path, data, mode=os.stat(path).st_mode & 0o7777)
-        _finish_all(home, [(t, s, [e["path"] for e in p["files"]], recorded(p, home.journal_file)) for t, s, p, _ in todo])
-        for _, store, part, _ in todo:
-            done[str(store.root)] = Finished(op, len(part["files"]))
+        _finish_all(home, [(t, s, [e["path"] for e in f], recorded(p, home.journal_file)) for t, s, p, f, _ in todo])
+        for _, store, _, files, _ in todo:
+            done[str(store.root)] = Finished(op, len(files))
     return done
 
 
@@ -185,9 +190,9 @@ def commit_all(home: Store, parts: list[Part], op: str) -> list[list[Path]]:
         return _finish_all(home, [(p.target, p.store, [c.path for c in p.changes], p.applied) for p in parts])
 
 
-def _part(p: Part) -> dict:
+def _part(p: Part) -> JournalPart:
     return {
-        "project": p.target.project.name, "root": str(p.target.root), "kind": str(Layout(p.target.kind)),
+        "project": p.target.project.name, "root": str(p.target.root), "kind": str(p.target.kind),
         "state_dir": str(p.store.root), "version": p.version,
         "files": [{"path": c.path, "before": sha256(c.before), "after": sha256(c.after)} for c in p.changes],
         "applied": p.applied.to_json() if p.applied else None,

@@ -15,22 +15,34 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchkit.bounded import TIME, load_json, read_file, run
 from patchkit.errors import BadInput
 from patchkit.fixes.registry import PROJECTS, Project
 from patchkit.targets.import_path import TEXT_CAP, ImportPath, candidates, import_path, mapping, read_text
+from patchkit.types import StrEnum
 from patchkit.values import Record
 
-WHEEL = "wheel"
-EDITABLE = "editable"
+if TYPE_CHECKING:  # for the annotations only
+    from patchkit.targets.import_path import ImportPlace
+
+
+class InstallForm(StrEnum):
+    """How a project is installed for an interpreter (``Install.how``; --json's ``how``)."""
+
+    WHEEL = "wheel"  # its files in site-packages
+    EDITABLE = "editable"  # a checkout that the environment imports
+
+
+WHEEL, EDITABLE = InstallForm.WHEEL, InstallForm.EDITABLE
 
 
 class Install(Record):
     """One project installed for an interpreter."""
 
     project: str  # the project's name in patchkit ("sglang")
-    how: str  # WHEEL or EDITABLE
+    how: InstallForm
     site: Path  # the site-packages folder where it was found
     package: Path  # the package folder Python imports: site/sglang, or a checkout's python/sglang
     dist_info: Path | None  # its dist-info folder (a legacy .egg-link has none)
@@ -39,7 +51,7 @@ class Install(Record):
     @property
     def path(self) -> Path:
         """What a command opens: the site-packages folder of a wheel, the package folder of an editable install."""
-        return self.site if self.how == WHEEL else self.package
+        return self.site if self.how is WHEEL else self.package
 
 
 class Environment(Record):
@@ -87,10 +99,10 @@ def interpreter(python: str) -> Path:
     if exe.is_dir():
         if not (exe / "pyvenv.cfg").is_file():
             raise BadInput(python, "a folder that is not a virtualenv (no pyvenv.cfg); give the interpreter itself")
-        found = next((exe / "bin" / name for name in ("python", "python3") if (exe / "bin" / name).is_file()), None)
-        if found is None:
+        in_bin = next((exe / "bin" / name for name in ("python", "python3") if (exe / "bin" / name).is_file()), None)
+        if in_bin is None:
             raise BadInput(python, "a virtualenv without bin/python or bin/python3")
-        exe = found
+        exe = in_bin
     if not exe.exists():
         raise BadInput(python, "no such file or directory")
     if not exe.is_file() or not os.access(exe, os.X_OK):
@@ -248,7 +260,7 @@ def _install(sites: list[Path], path: ImportPath, p: Project) -> Install | None:
     return Install(p.name, EDITABLE, win.site, win.package, infos[0] if infos else None, win.via)
 
 
-def _remedy(loser, p: Project) -> str:
+def _remedy(loser: ImportPlace, p: Project) -> str:
     """What ends a disagreement: an editable install no dist-info records any more is files to
     remove; otherwise pip uninstalls both."""
     named = re.fullmatch(r"__editable__\.(.+)\.pth", loser.via.name)
@@ -295,10 +307,10 @@ def _not_imported(site: Path, p: Project) -> Install | None:
         raise BadInput(str(info), f"a dist-info of {p.label} without its package {p.name}/ beside it (a half-done install or uninstall?); reinstall it")
     for link in sorted(site.glob(f"{_glob(dist)}.egg-link")):
         folder = _first_line(link)
-        package = _package_in(p, Path(folder), link) if folder else None
-        if package is None:
+        linked = _package_in(p, Path(folder), link) if folder else None
+        if linked is None:
             raise BadInput(str(link), f"an .egg-link of {p.label} that names no folder")
-        return Install(p.name, EDITABLE, site, package, None, link)
+        return Install(p.name, EDITABLE, site, linked, None, link)
     for egg in sorted(site.glob(f"{_glob(dist)}-*.egg")):
         raise BadInput(str(egg), f"an unzipped egg of {p.label} that no .pth puts on sys.path: patchkit judges a release by "
                                  "its dist-info (METADATA, RECORD), which an egg does not have; reinstall it with pip")

@@ -39,6 +39,8 @@ from patchkit.values import Record
 if TYPE_CHECKING:  # the site folders are read only for a process that may run the project
     from patchkit.targets.import_path import ImportPath
 
+    Sites = dict[tuple[Path, ...], ImportPath]  # the import paths of the site folders seen, over one scan
+
 
 class Why(str, Enum):
     """Why a process is named: what shows that it runs the package's files."""
@@ -73,11 +75,11 @@ class Package(Record):
 class CommandLine(Record):
     """An interpreter's command line as CPython reads it: its one-letter options, then what runs."""
 
-    flags: frozenset  # one-letter options without a value (E, I, P, s, ...)
+    flags: frozenset[str]  # one-letter options without a value (E, I, P, s, ...)
     module: str | None  # -m MODULE
     script: str | None  # a file (or folder, or zip) to run
     code: bool  # -c CODE, or a program from stdin (-, or nothing)
-    rest: tuple  # the arguments of what runs
+    rest: tuple[str, ...]  # the arguments of what runs
 
 
 _VALUED = "cmWX"  # one-letter options that take a value, joined or as the next argument
@@ -86,7 +88,8 @@ _VALUED_LONG = ("--check-hash-based-pycs",)
 
 def parse_command(argv: list[str]) -> CommandLine:
     """``argv`` (argv[0] the interpreter) read as CPython's getopt reads it."""
-    args, flags, i = argv[1:], set(), 0
+    args, i = argv[1:], 0
+    flags: set[str] = set()
     while i < len(args):
         arg = args[i]
         if arg in _VALUED_LONG:
@@ -151,10 +154,10 @@ class Seen(Record):
 
     command: CommandLine
     cwd: str | None
-    environ: dict | None  # its initial environment; None when not read whole
+    environ: dict[str, str] | None  # its initial environment; None when not read whole
     interpreter: str | None  # argv[0] as an absolute path, symlinks not resolved (else its executable)
     exe: str | None  # /proc/PID/exe
-    unread: tuple  # Evidence (UNREADABLE or TOO_LARGE) of each /proc file not read whole
+    unread: tuple[Evidence, ...]  # Evidence (UNREADABLE or TOO_LARGE) of each /proc file not read whole
 
 
 def absolute(path: str, cwd: str | None) -> str | None:
@@ -230,7 +233,7 @@ def _inside(path: str, real: str) -> bool:
     return resolved == real or resolved.startswith(real.rstrip("/") + "/")
 
 
-def _import_path(folders: tuple, cache: dict | None) -> ImportPath:
+def _import_path(folders: tuple[Path, ...], cache: Sites | None) -> ImportPath:
     """The import path of these site folders (remembered in ``cache``); a .pth file that cannot
     be read (over import_path's cap, unreadable) leaves nothing to find there."""
     from patchkit.targets.import_path import ImportPath, import_path
@@ -265,7 +268,7 @@ def _editable(path: ImportPath, package: str, name: str) -> Evidence | None:
     return None
 
 
-def evidence(seen: Seen, package: Package, sites: dict | None = None) -> Evidence | None:
+def evidence(seen: Seen, package: Package, sites: Sites | None = None) -> Evidence | None:
     """Why the process ``seen`` runs the files of ``package`` (its first evidence in CPython's
     order); an ``UNREADABLE``/``TOO_LARGE`` one when none was found and a file that could tell
     was not read; None when it does not run them.  ``sites``: a cache of the import paths of

@@ -103,7 +103,7 @@ def import_path(sites: list[Path]) -> ImportPath:
     return ImportPath(entries, finders, list(dict.fromkeys(reordering)))
 
 
-def mapping(finder: Path, label: str) -> dict:
+def mapping(finder: Path, label: str) -> dict[object, object]:
     """The ``MAPPING`` of a setuptools editable finder (read as text, evaluated as a literal)."""
     import ast
 
@@ -127,13 +127,16 @@ class ImportPlace(Record):
 
     @property
     def site(self) -> Path:
-        return self.entry.site if self.entry is not None else self.finder.site
+        by = self.entry if self.entry is not None else self.finder
+        assert by is not None  # each place is found on an entry of the path or by a finder (``candidates``)
+        return by.site
 
     @property
     def via(self) -> Path:
         """The file that makes Python find it here: the .pth, or (for the site folder itself) the package."""
         if self.finder is not None:
             return self.finder.pth
+        assert self.entry is not None  # each place is found on an entry of the path or by a finder (``candidates``)
         return self.entry.pth or self.package
 
 

@@ -141,7 +141,7 @@ def _home(env: Mapping[str, str], home: Path) -> str:
     return str(home)
 
 
-def cache_root(env: Mapping[str, str], home: Path) -> tuple[Path, str]:
+def cache_root(env: Mapping[str, str], home: Path) -> tuple[Path, BuildKind]:
     """FlashInfer's ``FLASHINFER_CACHE_DIR`` for a process with environment ``env``, and the kind of its builds."""
     base, kind = env.get("FLASHINFER_WORKSPACE_BASE"), WORKSPACE
     if base is None:

@@ -20,7 +20,9 @@ if TYPE_CHECKING:  # a checkout's commands do not read an environment
 
 
 class Layout(StrEnum):
-    """What a target is, as the lines name it."""
+    """How a target lies on disk (its root, where its state dir is, how its version is read), in
+    the words doctor's --json and a journal use: not what a report calls it (``types.TargetKind``,
+    which tells an editable install apart and calls a git checkout and a plain folder both a checkout)."""
 
     CHECKOUT = "git checkout"
     DIRECTORY = "directory"
@@ -167,11 +169,10 @@ def open_install(install: Install) -> Target:
     from patchkit.targets.environment import WHEEL
 
     p = PROJECTS[install.project]
-    if install.how == WHEEL:
+    if install.how is WHEEL:
         return open_target(install.site, p.name)
-    root = install.package.parent
-    if p.source_root:
-        root = root.parent if root.name == p.source_root else None
+    folder = install.package.parent
+    root = folder if not p.source_root else folder.parent if folder.name == p.source_root else None
     target = _recognise(root, p) if root is not None else None
     if target is None or target.kind is INSTALLED:
         raise BadInput(

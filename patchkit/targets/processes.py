@@ -20,6 +20,7 @@ from __future__ import annotations
 import errno
 import os
 import time
+from typing import TYPE_CHECKING
 
 from patchkit.match import Pattern
 from patchkit.targets.evidence import (
@@ -34,6 +35,9 @@ from patchkit.targets.evidence import (
 )
 from patchkit.text import printable
 from patchkit.values import Record
+
+if TYPE_CHECKING:  # for the annotations only
+    from patchkit.targets.evidence import Sites
 
 PROC = "/proc"  # (a str: every path below it is made per process, the cheapest way)
 # python, python3, python3.11, python3.13t, python3.11-dbg, pypy, pypy3, pypy3.10
@@ -68,7 +72,7 @@ def parse_start_ticks(stat: str) -> int:
 
 
 def _looks_like_python(path: str | None) -> bool:
-    return bool(path) and _PYTHON.fullmatch(os.path.basename(path)) is not None
+    return path is not None and _PYTHON.fullmatch(os.path.basename(path)) is not None
 
 
 def _read(path: str, cap: int) -> bytes:
@@ -76,7 +80,8 @@ def _read(path: str, cap: int) -> bytes:
     OSError when it cannot be read (vanished: ENOENT, ESRCH; not ours: EACCES)."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     try:
-        chunks, total = [], 0
+        chunks: list[bytes] = []
+        total = 0
         while total <= cap:
             chunk = os.read(fd, min(1 << 16, cap + 1 - total))
             if not chunk:
@@ -104,14 +109,14 @@ class _Gone(Exception):
     """The process exited while patchkit read it."""
 
 
-def _unread(path: str, exc: OSError, unread: list) -> None:
+def _unread(path: str, exc: OSError, unread: list[Evidence]) -> None:
     """Note why ``path`` could not be read; _Gone when the process has exited (ENOENT, ESRCH)."""
     if exc.errno in (errno.ENOENT, errno.ESRCH):
         raise _Gone(path) from None
     unread.append(Evidence(Why.UNREADABLE, path, exc.strerror or type(exc).__name__))
 
 
-def _link(path: str, unread: list) -> str | None:
+def _link(path: str, unread: list[Evidence]) -> str | None:
     try:
         return _readlink(path)
     except OSError as exc:
@@ -122,11 +127,11 @@ def _link(path: str, unread: list) -> str | None:
 def _start_ticks(pid: int) -> int | None:
     """The start tick of a process that runs (None: gone, a zombie, or no stat line)."""
     raw = _maybe(f"{PROC}/{pid}/stat", STAT_CAP)
-    try:
-        start = parse_start_ticks(raw.decode(errors="replace")) if raw else None
-    except ValueError:
+    if not raw:
         return None
-    if start is None:
+    try:
+        start = parse_start_ticks(raw.decode(errors="replace"))
+    except ValueError:
         return None
     state = raw.rpartition(b")")[2].split()[:1]
     return None if state in ([b"Z"], [b"X"], [b"x"]) else start
@@ -146,7 +151,7 @@ def _argv(pid: int) -> tuple[list[str], bool]:
     return [os.fsdecode(arg) for arg in raw.split(b"\0")] if raw else [], cut
 
 
-def _environ(path: str, unread: list) -> dict | None:
+def _environ(path: str, unread: list[Evidence]) -> dict[str, str] | None:
     """The process's initial environment, or None (and why, in ``unread``) when not read whole."""
     try:
         raw = _read(path, ENVIRON_CAP)
@@ -156,7 +161,7 @@ def _environ(path: str, unread: list) -> dict | None:
     if len(raw) > ENVIRON_CAP:
         unread.append(Evidence(Why.TOO_LARGE, path, str(ENVIRON_CAP)))
         return None
-    found = {}
+    found: dict[str, str] = {}
     for entry in raw.split(b"\0"):
         name, eq, value = entry.partition(b"=")
         if eq and name:
@@ -164,7 +169,7 @@ def _environ(path: str, unread: list) -> dict | None:
     return found
 
 
-def _interpreter_path(argv0: str, cwd: str | None, environ: dict | None, exe: str | None) -> str | None:
+def _interpreter_path(argv0: str, cwd: str | None, environ: dict[str, str] | None, exe: str | None) -> str | None:
     """argv[0] as an absolute path, symlinks not resolved: a venv's ``bin/python`` is a symlink
     to the base interpreter, and only the link tells which environment runs.  A bare name is
     looked up in the process's PATH; failing that (or when its environment or current folder
@@ -179,7 +184,7 @@ def _interpreter_path(argv0: str, cwd: str | None, environ: dict | None, exe: st
     return exe
 
 
-def _see(pid: int, argv: list[str], exe: str | None, unread: list) -> Seen:
+def _see(pid: int, argv: list[str], exe: str | None, unread: list[Evidence]) -> Seen:
     folder = f"{PROC}/{pid}"
     cwd = _link(f"{folder}/cwd", unread)
     environ = _environ(f"{folder}/environ", unread)
@@ -212,7 +217,7 @@ def _pids() -> list[int]:
         return []
 
 
-def _stale(pid: int, project: str, changed_ticks: int, package: Package, sites: dict, boot_ns: int) -> Process | None:
+def _stale(pid: int, project: str, changed_ticks: int, package: Package, sites: Sites, boot_ns: int) -> Process | None:
     """``pid`` as a Process with its evidence if it is a Python process running ``project``
     that started in an earlier clock tick than the change and runs ``package``'s files, else None."""
     # A command line that runs the project names it: the one file read of every other process.
@@ -224,7 +229,7 @@ def _stale(pid: int, project: str, changed_ticks: int, package: Package, sites: 
     argv, cut = _argv(pid)
     if not argv or not runs_project(argv, project):
         return None
-    unread: list = []
+    unread: list[Evidence] = []
     try:
         exe = _link(f"{PROC}/{pid}/exe", unread)
         if not (_looks_like_python(argv[0]) or _looks_like_python(exe)):
@@ -251,8 +256,8 @@ def stale_processes(project: str, changed_ns: int, package: Package) -> list[Pro
     # The kernel keeps start times in whole ticks since boot: compare in that clock.
     # start < changed_ticks means the process started before the change's tick began.
     changed_ticks = (changed_ns - boot_ns) * ticks_per_s // _NS
-    sites: dict = {}  # the import paths of the site folders seen, for this scan
-    found = []
+    sites: Sites = {}  # the import paths of the site folders seen, for this scan
+    found: list[Process] = []
     for pid in _pids():
         stale = _stale(pid, project, changed_ticks, package, sites, boot_ns) if pid != os.getpid() else None
         if stale is not None:

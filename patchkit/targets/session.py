@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from patchkit.bounded import read_file
 from patchkit.errors import BadInput, PatchkitError, UnsafePath
@@ -20,10 +20,47 @@ from patchkit.types import Applied, TargetKind
 from patchkit.versions import is_version, public
 
 if TYPE_CHECKING:  # for the annotations only
+    from collections.abc import Iterable
+
+    from patchkit.cc import Key
+    from patchkit.patch.manifest import FixStatus, Shipped
     from patchkit.plan.apply import Snapshot
     from patchkit.plan.reasons import ReleaseChanged
+    from patchkit.targets.environment import Install
+    from patchkit.targets.state import Doc
 
 SOURCE_CAP = 64 << 20  # a candidate file: SGLang's and FlashInfer's largest are under 5 MiB
+
+
+class WhereFields(TypedDict):
+    """``report.Where``'s fields, as a session knows them."""
+
+    label: str
+    path: str
+    version: str | None
+    version_from: str
+    shown: str
+    kind: TargetKind
+    editable_of: NotRequired[str]
+
+
+class Reader:
+    """The bytes of a file of ``target`` by repository path, or None (a rule's helper); what it read
+    is in its ``seen`` (``plan.apply.unchanged`` compares it with a second look)."""
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        self.seen: dict[str, bytes | None] = {}
+
+    def __call__(self, rel: str) -> bytes | None:
+        try:
+            path = self.target.path(rel, must_exist=False)
+        except PatchkitError:
+            data = None
+        else:
+            data = read_file(path, SOURCE_CAP, "source file") if path.is_file() and not path.is_symlink() else None
+        self.seen[rel] = data
+        return data
 
 
 class Session:
@@ -41,7 +78,7 @@ class Session:
         self._bytes: dict[str, bytes] = {}  # repository path -> the bytes last read (``_read``)
 
     @classmethod
-    def open(cls, path: Path, version: str | None = None, project: str | None = None, install=None) -> Session:
+    def open(cls, path: Path, version: str | None = None, project: str | None = None, install: Install | None = None) -> Session:
         """The target at ``path``, or the one that ``--python`` found (``install``, an ``environment.Install``)."""
         target = open_install(install) if install is not None else open_target(path, project)
         found, how = target.version(version)
@@ -57,23 +94,24 @@ class Session:
         release = public(self.version) if self.version else None
         return release if release and is_version(release) else None
 
-    def where_fields(self) -> dict:
+    def where_fields(self) -> WhereFields:
         """Where the target is, what, which version and how it was found (``report.Where``'s fields)."""
-        fields = {"label": self.project.label, "path": str(self.target.root), "version": self.version,
-                  "version_from": self.how}
+        fields = WhereFields(label=self.project.label, path=str(self.target.root), version=self.version,
+                             version_from=self.how, shown=str(self.target.root), kind=TargetKind.CHECKOUT)
         if self.target.install is not None:
-            return dict(fields, shown=str(self.target.install.package), kind=TargetKind.EDITABLE, editable_of=str(self.target.root))
-        if self.target.kind is INSTALLED:
-            return dict(fields, shown=str(self.target.root / self.project.name), kind=TargetKind.INSTALLED)
-        return dict(fields, shown=str(self.target.root), kind=TargetKind.CHECKOUT)
+            fields["shown"], fields["kind"] = str(self.target.install.package), TargetKind.EDITABLE
+            fields["editable_of"] = str(self.target.root)
+        elif self.target.kind is INSTALLED:
+            fields["shown"], fields["kind"] = str(self.target.root / self.project.name), TargetKind.INSTALLED
+        return fields
 
     def current(self, extra: tuple[str, ...] = ()) -> dict[str, bytes]:
         """The bytes of every candidate file (and of ``extra`` paths) that exists."""
         return self._read(set(self.target.candidates()) | set(extra))
 
-    def _read(self, rels) -> dict[str, bytes]:
+    def _read(self, rels: Iterable[str]) -> dict[str, bytes]:
         """The bytes of each of ``rels`` that exists, each checked (``Target.path``) then read."""
-        out = {}
+        out: dict[str, bytes] = {}
         for rel in sorted(rels):
             try:
                 path = self.target.path(rel, must_exist=False)
@@ -95,23 +133,9 @@ class Session:
             out[rel] = self._bytes[rel] = seen if seen == data else data
         return out
 
-    def reader(self):
-        """The bytes of a file of the target by repository path, or None (a rule's helper); what it
-        read is in its ``seen`` (``plan.apply.unchanged`` compares it with a second look)."""
-        seen: dict[str, bytes | None] = {}
-
-        def read(rel: str) -> bytes | None:
-            try:
-                path = self.target.path(rel, must_exist=False)
-            except PatchkitError:
-                data = None
-            else:
-                data = read_file(path, SOURCE_CAP, "source file") if path.is_file() and not path.is_symlink() else None
-            seen[rel] = data
-            return data
-
-        read.seen = seen
-        return read
+    def reader(self) -> Reader:
+        """A reader of the target's files (``Reader``), its ``seen`` empty."""
+        return Reader(self.target)
 
     def home(self) -> Store | None:
         """The state dir of the environment this target was found in (``targets/env_transaction.py``):
@@ -119,7 +143,7 @@ class Session:
         folder = self.target.environment_dir
         return None if folder is None else Store(folder)
 
-    def journal(self) -> tuple[dict | None, Path]:
+    def journal(self) -> tuple[Doc | None, Path]:
         """(the pending transaction of this target, its journal file): ``state.pending``."""
         return pending(self.store, self.home())
 
@@ -147,11 +171,12 @@ class Session:
             read.update(current)
         return applied, self._changed(applied, current)
 
-    def _changed(self, applied: Applied, current: dict[str, bytes]):
+    def _changed(self, applied: Applied, current: dict[str, bytes]) -> ReleaseChanged | None:
         installed = self.installed_hashes(f.path for f in applied.files) if self.target.kind is INSTALLED else None
         return release_changed(applied, current, self.version, installed, self.target.name)
 
-    def snapshot(self, patches: Path | None, fixes: tuple[str, ...] | None = None, from_cc=None, to_cc=None) -> Snapshot:
+    def snapshot(self, patches: Path | None, fixes: tuple[str, ...] | None = None, from_cc: Key | None = None,
+                 to_cc: Key | None = None) -> Snapshot:
         """What apply (``fixes``, the cc pair) or revert (no ``fixes``) decides from, read once: the
         state and its originals, the files, the shipped patches (for apply: of ``fixes`` and the
         fixes kept, but those the series' manifest says cannot be applied whole; for revert: the
@@ -163,11 +188,13 @@ class Session:
         candidates = set(self.target.candidates())
         read = self._read(candidates | {f.path for f in recorded.files} if recorded else candidates)
         reason = self._changed(recorded, read) if recorded is not None and not pending else None
-        old = Old(recorded, reason) if reason else None
+        old = Old(recorded, reason) if recorded is not None and reason else None
         applied = None if old else recorded
         current = {rel: data for rel, data in read.items() if rel in candidates} if old else read
         asked, kept = with_applied(fixes, applied, old is not None) if fixes is not None else ((), ())
-        blocked, shipped, pair = (), None, None
+        blocked: tuple[FixStatus, ...] = ()
+        shipped: Shipped | None = None
+        pair: tuple[Key, Key] | None = None
         if fixes is not None:
             blocked = tuple(self.shipped_series.blocked(patches, asked, self.target.local))
             usable = tuple(f for f in asked if f not in {b.fix for b in blocked})
@@ -176,7 +203,7 @@ class Session:
                 # The pair of the shipped patches of these fixes, where only the pair is why none fits
                 # (not the whole series': its pair is no reason where it holds none of these fixes).
                 whole = self.shipped_series.shipped(patches, fixes=usable) if shipped is None and self.series else None
-                pair = (whole.from_cc, whole.to_cc) if whole else None
+                pair = (whole.from_cc, whole.to_cc) if whole and whole.from_cc is not None and whole.to_cc is not None else None
         elif applied is None:
             shipped = self.shipped_series.shipped(patches)
         originals = self.originals(applied)
@@ -193,7 +220,7 @@ class Session:
             read=self.reader(),
         )
 
-    def installed_hashes(self, rels) -> dict[str, str]:
+    def installed_hashes(self, rels: Iterable[str]) -> dict[str, str]:
         """repository path -> sha256 (hex) of each of the files ``rels`` as the dist-info
         RECORD lists it (a RECORD holds every file of the package: only their rows are parsed)."""
         import base64

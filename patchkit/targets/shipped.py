@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchkit.data import shipped as shipped_dir
 from patchkit.digest import sha256
@@ -15,6 +16,11 @@ from patchkit.plan.reasons import NoShippedPatch
 from patchkit.targets.safety import check_relative
 from patchkit.types import CANNOT_APPLY, INCOMPLETE, Status
 
+if TYPE_CHECKING:  # for the annotations only
+    from collections.abc import Callable, Iterable
+
+    from patchkit.cc import Key
+
 
 class Series:
     """The shipped series of ``project``'s release ``series`` (None: none), each folder's manifest
@@ -23,7 +29,7 @@ class Series:
     def __init__(self, project: Project, series: str | None) -> None:
         self.project = project
         self.series = series
-        self._manifests: dict = {}  # patches folder -> ``manifest``'s answer
+        self._manifests: dict[Path | None, tuple[Path, Manifest] | None] = {}  # patches folder -> ``manifest``'s answer
 
     def manifest(self, patches: Path | None) -> tuple[Path, Manifest] | None:
         """(the path, the manifest) of the series in ``patches`` (the folder of series; None: the
@@ -41,20 +47,21 @@ class Series:
         found = self.manifest(None)
         return next((f.status for f in found[1].fixes if f.fix == fix), None) if found else None
 
-    def blocked(self, patches: Path | None, fixes, local) -> list[FixStatus]:
+    def blocked(self, patches: Path | None, fixes: Iterable[str], local: Callable[[str], str]) -> list[FixStatus]:
         """The fixes of ``fixes`` that the manifest says cannot apply here or are incomplete, their
         gates' repository paths as the target names them (``local``: ``sglang/...`` when installed);
         [] without a manifest."""
         found = self.manifest(patches)
         return [f.localized(local) for f in found[1].blocked(set(fixes_for(self.project.name, fixes)))] if found else []
 
-    def no_shipped(self, patches: Path | None, version: str | None, from_cc, to_cc) -> NoShippedPatch:
+    def no_shipped(self, patches: Path | None, version: str | None, from_cc: Key, to_cc: Key) -> NoShippedPatch:
         """Why no shipped patch fits: none for this version, or one for another cc pair."""
         other = self.shipped(patches) if self.series else None
-        pair = (other.from_cc, other.to_cc) if other else None
+        pair = (other.from_cc, other.to_cc) if other and other.from_cc is not None and other.to_cc is not None else None
         return NoShippedPatch(version, self.project.label, self.series, pair, from_cc, to_cc)
 
-    def shipped(self, patches: Path | None, from_cc=None, to_cc=None, fixes=None) -> Shipped | None:
+    def shipped(self, patches: Path | None, from_cc: Key | None = None, to_cc: Key | None = None,
+                fixes: Iterable[str] | None = None) -> Shipped | None:
         """The shipped patches for ``fixes`` (default: the whole series) and cc pair, checked and
         taken together; None if the series does not hold them all, or when two of them patch the
         same file (apply then generates from the files)."""

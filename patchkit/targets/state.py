@@ -23,6 +23,7 @@ import os
 import stat
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, TypedDict, TypeGuard
 
 from patchkit.bounded import load_json
 from patchkit.digest import sha256
@@ -30,7 +31,42 @@ from patchkit.errors import BadInput, UnsafePath
 from patchkit.targets.atomic import STATE_LINK, fsync_dir, make_dir, read_private, sync_folders, write_atomic
 from patchkit.types import FORMAT, Applied
 
+if TYPE_CHECKING:  # for the annotations only
+    from collections.abc import Iterable, Mapping
+
 LINK = STATE_LINK
+
+Doc = dict[str, object]  # a JSON object read back (state.json, a journal): each field checked where it is read
+
+
+class JournalFile(TypedDict):
+    """One file of a journal's ``files``: its repository path, its sha256 before and after."""
+
+    path: str
+    before: str
+    after: str
+
+
+class _Transaction(TypedDict):
+    version: str | None  # the release the files belong to
+    files: list[JournalFile]
+    applied: dict[str, object] | None  # the state to record once done (``Applied.to_json``)
+    carried: dict[str, str]  # sha256 -> each after-image the store does not hold, its bytes as Latin-1 text
+
+
+class Journal(_Transaction):
+    """A target's journal.json as ``transaction.commit`` writes it (read back as a ``Doc``)."""
+
+    op: str  # apply, revert
+
+
+class JournalPart(_Transaction):
+    """One project's part of an environment's journal (``env_transaction.commit_all``)."""
+
+    project: str
+    root: str
+    kind: str
+    state_dir: str
 
 
 class Store:
@@ -85,7 +121,7 @@ class Store:
             write_atomic(self.objects / digest, data, folders=folders)
         return digest
 
-    def put_all(self, datas) -> list[str]:
+    def put_all(self, datas: Iterable[bytes]) -> list[str]:
         """Each of ``datas`` into the object store, durable when this returns: each object's bytes
         fsynced, then the objects' folder once for all their names."""
         folders: set[Path] = set()
@@ -138,7 +174,7 @@ class Store:
                 path.unlink(missing_ok=True)
 
     # -- state and journal --------------------------------------------------------
-    def _read_json(self, path: Path) -> dict | None:
+    def _read_json(self, path: Path) -> Doc | None:
         self._checked_root()
         try:
             data = read_private(path)
@@ -174,9 +210,11 @@ class Store:
         """Move the recorded state and its original bytes into ``aside/<when>-<version>/``."""
         return self._move_aside(self.state_file, applied.version, [f.pre_sha256 for f in applied.files])
 
-    def set_aside_journal(self, journal: dict) -> Path:
+    def set_aside_journal(self, journal: Mapping[str, object]) -> Path:
         """Move an interrupted transaction of another release, and every object it names, aside."""
-        digests = [e[k] for e in journal.get("files", []) if isinstance(e, dict) for k in ("before", "after") if isinstance(e.get(k), str)]
+        files = journal.get("files")
+        digests = [e[k] for e in files if isinstance(e, dict) for k in ("before", "after")
+                   if isinstance(e.get(k), str)] if isinstance(files, list) else []
         return self._move_aside(self.journal_file, journal.get("version"), digests)
 
     def _move_aside(self, record: Path, version: object, digests: list[str]) -> Path:
@@ -209,25 +247,25 @@ class Store:
         """The folders of states set aside, oldest first."""
         return [f / "state.json" for f in _listed(self.aside, "*") if f.is_dir() and (f / "state.json").exists()]
 
-    def journal(self) -> dict | None:
+    def journal(self) -> Doc | None:
         return self._read_json(self.journal_file)
 
-    def set_journal(self, doc: dict | None) -> None:
+    def set_journal(self, doc: Mapping[str, object] | None) -> None:
         if doc is None:  # not fsynced: a journal back after a crash is finished again (transaction.py)
             self.journal_file.unlink(missing_ok=True)
         else:
             write_atomic(self.journal_file, _dumps({"format": FORMAT, **doc}))
 
 
-def pending(store: Store, home: Store | None) -> tuple[dict | None, Path]:
+def pending(store: Store, home: Store | None) -> tuple[Doc | None, Path]:
     """(the pending transaction of the target of ``store``, its journal file): its own journal, or
     its part of the journal of its environment (``home``, ``targets/env_transaction.py``) with
     that journal's op; (None, its own journal file) when there is none."""
     own = store.journal()
     if own is not None or home is None or not os.path.lexists(home.journal_file):
         return own, store.journal_file
-    env = home.journal()
-    parts = env.get("parts") if env else None
+    env = home.journal() or {}
+    parts = env.get("parts")
     for part in parts if isinstance(parts, list) else ():
         if isinstance(part, dict) and part.get("state_dir") == str(store.root):
             return {**part, "op": env.get("op")}, home.journal_file
@@ -239,7 +277,24 @@ def busy(home: Store | None) -> bool:
     return home is not None and (os.path.lexists(home.lock_file) or os.path.lexists(home.journal_file))
 
 
-def _dumps(doc: dict) -> bytes:
+def valid_files(files: object) -> TypeGuard[list[JournalFile]]:  # a journal's ``files``: each a path, a before and an after sha256
+    return isinstance(files, list) and all(
+        isinstance(e, dict) and all(isinstance(e.get(k), str) for k in ("path", "before", "after")) for e in files)
+
+
+def recorded(journal: Mapping[str, object], journal_file: Path) -> Applied | None:  # the state a journal records once done
+    doc = journal.get("applied")
+    if not doc:
+        return None
+    try:
+        if isinstance(doc, dict):
+            return Applied.from_json(doc)
+    except (KeyError, TypeError):
+        pass
+    raise BadInput(str(journal_file), "corrupt patchkit journal (the state to record)")
+
+
+def _dumps(doc: Mapping[str, object]) -> bytes:
     return (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
 
 

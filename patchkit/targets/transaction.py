@@ -30,15 +30,21 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchkit.digest import sha256
 from patchkit.errors import BadInput, Interrupted, PatchkitError, Pending, Refused, UnsafePath
 from patchkit.targets import bytecode
 from patchkit.targets.atomic import make_dir, read_private, remove_temps, sync_folders, write_atomic
 from patchkit.targets.locate import INSTALLED, Target
-from patchkit.targets.state import LINK, Store
+from patchkit.targets.state import LINK, Store, recorded, valid_files
 from patchkit.types import Applied, Change
 from patchkit.values import Record
+
+if TYPE_CHECKING:  # for the annotations only
+    from collections.abc import Iterable, Mapping
+
+    from patchkit.targets.state import Journal, JournalFile
 
 # Test hook: PATCHKIT_FAULT=<point> makes this process SIGKILL itself at that point
 # (objects, journal, file:1, file:2, ..., state, bytecode); PATCHKIT_FAULT=enospc@<point>
@@ -216,17 +222,11 @@ def commit(target: Target, store: Store, changes: list[Change], applied: Applied
         store.put_all(originals(changes, applied))
         fault("objects", store.objects)
         carried = {sha256(c.after): c.after.decode("latin-1") for c in changes if store.get(sha256(c.after)) is None}
-        store.set_journal(
-            {
-                "op": op,
-                "version": version,
-                "files": [
-                    {"path": c.path, "before": sha256(c.before), "after": sha256(c.after)} for c in changes
-                ],
-                "applied": applied.to_json() if applied else None,
-                "carried": carried,
-            }
-        )
+        journal: Journal = {
+            "op": op, "version": version, "applied": applied.to_json() if applied else None, "carried": carried,
+            "files": [{"path": c.path, "before": sha256(c.before), "after": sha256(c.after)} for c in changes],
+        }
+        store.set_journal(journal)
         fault("journal", store.journal_file)
         folders: set[Path] = set()  # each file's bytes fsynced as it is written, its folder once below
         for i, (change, path) in enumerate(zip(changes, paths, strict=True), 1):
@@ -309,11 +309,11 @@ def set_aside(store: Store, applied: Applied, reason: object) -> SetAside:
     return SetAside(store.set_aside(applied), reason)  # a state of another release (lock held), and why
 
 
-def keep_edits(store: Store, changes, applied: Applied | None) -> list[Path]:
+def keep_edits(store: Store, changes: Iterable[Change], applied: Applied | None) -> list[Path]:
     """``revert --force`` (lock held): a copy of each file of ``changes`` edited after apply (its
     bytes are not what ``applied`` recorded) in the state dir's ``edited/``, before it is replaced."""
     posts = {f.path: f.post_sha256 for f in applied.files} if applied else {}
-    kept = []
+    kept: list[Path] = []
     for change in changes:
         if change.path in posts and sha256(change.before) != posts[change.path]:
             folder = store.root / "edited"
@@ -338,6 +338,7 @@ def recover(target: Target, store: Store, version: str | None = None) -> Finishe
         store.prune(keep(store.applied()))
         return None
     op = journal.get("op", "transaction")
+    op = op if isinstance(op, str) else "transaction"  # a corrupt journal's op: not text to say
     then = journal.get("version")
     if isinstance(then, str) and version and then != version:
         folder = store.set_aside_journal(journal)
@@ -350,14 +351,15 @@ def recover(target: Target, store: Store, version: str | None = None) -> Finishe
         return _roll_forward(target, store, journal, files, op)
 
 
-def _carried(journal: dict, digest: str) -> bytes | None:
+def _carried(journal: Mapping[str, object], digest: str) -> bytes | None:
     """The after-image ``digest`` as the journal carries it, if it does and its bytes are those."""
-    text = journal.get("carried", {}).get(digest) if isinstance(journal.get("carried"), dict) else None
+    carried = journal.get("carried")
+    text = carried.get(digest) if isinstance(carried, dict) else None
     data = text.encode("latin-1") if isinstance(text, str) and max(text, default="\0") <= "\xff" else None
     return data if data is not None and sha256(data) == digest else None
 
 
-def _roll_forward(target: Target, store: Store, journal: dict, files: list[dict], op: str) -> Finished:
+def _roll_forward(target: Target, store: Store, journal: Mapping[str, object], files: list[JournalFile], op: str) -> Finished:
     pending = to_write(target, store, journal, files, op, store.journal_file)
     for path, data in pending:
         write_atomic(path, data, mode=os.stat(path).st_mode & 0o7777)
@@ -365,7 +367,8 @@ def _roll_forward(target: Target, store: Store, journal: dict, files: list[dict]
     return Finished(op, len(files))
 
 
-def to_write(target: Target, store: Store, journal: dict, files: list[dict], op: str, journal_file: Path) -> list[tuple[Path, bytes]]:
+def to_write(target: Target, store: Store, journal: Mapping[str, object], files: list[JournalFile], op: str,
+             journal_file: Path) -> list[tuple[Path, bytes]]:
     """The files of ``files`` (a journal's entries) not yet at their after-image, with its bytes (from
     ``journal``'s carried bytes or ``store``); a file that is neither image is refused."""
     pending: list[tuple[Path, bytes]] = []
@@ -386,15 +389,3 @@ def to_write(target: Target, store: Store, journal: dict, files: list[dict], op:
             raise Refused(str(path), f"cannot finish the interrupted {op}: its new content is neither in the journal nor in {store.objects}")
         pending.append((path, data))
     return pending
-
-
-def valid_files(files: object) -> bool:  # a journal's ``files``: each a path, a before and an after sha256
-    return isinstance(files, list) and all(
-        isinstance(e, dict) and all(isinstance(e.get(k), str) for k in ("path", "before", "after")) for e in files)
-
-
-def recorded(journal: dict, journal_file: Path) -> Applied | None:  # the state a journal records once done
-    try:
-        return Applied.from_json(journal["applied"]) if journal.get("applied") else None
-    except (KeyError, TypeError):
-        raise BadInput(str(journal_file), "corrupt patchkit journal (the state to record)") from None

@@ -429,3 +429,26 @@ def test_half_patched_checkout_never_verifies(origin: Path, tmp_path: Path) -> N
     # apply completes it.
     assert invoke("apply", str(repo)).returncode == 0
     assert invoke("verify", str(repo)).returncode == 0
+
+
+def test_verify_passes_over_a_recorded_table_that_is_not_one(origin: Path, tmp_path: Path) -> None:
+    """A state.json whose tables are not each a table's record (a bare name, a record without its
+    name or with a scope that is no text: edited by hand or cut short) is verified by its files'
+    post-images all the same: verify names the tables it can read and stops on none."""
+    repo = clone(origin, tmp_path / "co")
+    assert invoke("apply", str(repo)).returncode == 0
+    state = repo / ".git/patchkit/state.json"
+    doc = json.loads(state.read_text())
+    for f in doc["files"]:
+        f["tables"] = [t["name"] for t in f["tables"]] + [{"scope": "module"}, {"name": "X", "scope": 1}, *f["tables"]]
+    state.write_text(json.dumps(doc))
+    done = invoke("verify", str(repo))
+    assert (done.returncode, done.stderr) == (0, b"")
+    assert out(done)[-1] == "verify: ok (key 12 = key 10 in every table)"
+    [t] = json.loads(invoke("verify", str(repo), "--json").stdout)["targets"]
+    assert [(c["path"], c["how"], c["tables"]) for c in t["checked"]] == [
+        (UTILS, "post-image hash recorded at apply", ["X", "TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES"]),
+        (COMM, "post-image hash recorded at apply", ["X", "_WORLD_SIZES_MULTIMEM"])]
+    (repo / COMM).write_bytes((repo / COMM).read_bytes() + b"# mine\n")  # evaluated from source: the records read for what apply added
+    done = invoke("verify", str(repo))
+    assert (done.returncode, done.stderr) == (0, b""), done.stdout

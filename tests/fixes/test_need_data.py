@@ -19,6 +19,7 @@ from patchkit.errors import BadInput
 from patchkit.fixes.effects import read_effect, read_effects
 from patchkit.fixes.load import HERE, read_fixes
 from patchkit.fixes.speedups import SPEEDUPS, read_speedups
+from patchkit.render.fixes import needs_json
 
 PCIE_IPC_AR = "sglang/srt/distributed/device_communicators/pcie_ipc_ar.py"
 VLLM_PCIE_IPC = "vllm/distributed/device_communicators/flashinfer_pcie_ipc_all_reduce.py"
@@ -293,7 +294,7 @@ def test_without_a_flashinfer_release_the_need_says_every_form() -> None:
     assert need.otherwise_for(CC(12, 1), {"flashinfer": "0.6.7"}) == "FlashInfer cannot build the comm module for SM121"
     assert need.of_release("flashinfer", "0.6.9").says == "CUDA 12.9 or later and nvcc, for FlashInfer's JIT build of sm_120f (trtllm_comm.so)"
     assert need.of_release("sglang", "0.5.9").says == anyone
-    assert need.to_json()["for_cc"]["12.0"][2] == {"since": "0.6.7", "until": "0.7.0", "arch": "sm_120f", "cuda": "12.9 or later"}
+    assert needs_json(need)["for_cc"]["12.0"][2] == {"since": "0.6.7", "until": "0.7.0", "arch": "sm_120f", "cuda": "12.9 or later"}
 
 
 FOR_CC = NEED.replace('machine = "multicast"\nsays = "s"\notherwise = "o"', 'machine = "nvcc"\nsays = "{cuda}"\notherwise = "{gpu}"')

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from standin import no_nvidia_smi, standin
 
+from patchkit.patch.manifest import read_manifest
+from patchkit.render.generate import why
 from patchkit.rewrite.evaluate import tables
 from support.cli import invoke, split_modes
 from support.repos import symm_effect
@@ -458,7 +460,20 @@ def test_generate_to_cc_auto_leaves_out_what_is_not_needed_here(tmp_path: Path, 
     manifest = json.loads((tmp_path / "out/0.5.23/manifest.json").read_text())
     assert manifest["fixes"][0] == {"fix": "deepgemm-sm12x", "status": "already upstream", "reason": None}
     assert manifest["fixes"][1] == {"fix": "fusion-self-enable", "status": "already upstream", "reason": None}
-    assert manifest["fixes"][2] == {"fix": "torch-symm-mem", "status": "not needed here", "reason": NOT_NEEDED_0523}
+    # Why torch-symm-mem is not needed here is kept as the judge's reason, its code and fields (the line above is said from them).
+    assert manifest["fixes"][2] == {"fix": "torch-symm-mem", "status": "not needed here", "reason": None, "unneeded": {
+        "code": "not-needed-here", "lack": {"code": "no-multicast", "kind": "pcie-only", "ccs": []}, "label": "SGLang",
+        "version": "0.5.23", "failing": [{
+            "project": "sglang", "since": "0.5.14", "until": "0.5.23", "outcome": "warning",
+            "says": "TorchSymmMemCommunicator: Device capability 12 not supported, communicator is not available.",
+            "where": "TorchSymmMemCommunicator.__init__ (torch_symm_mem.py); the communicator stays off",
+            "shown_in": "python/sglang/srt/distributed/device_communicators/torch_symm_mem.py",
+            "holds": ["supported_max_sizes = TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES.get(", "if supported_max_sizes is None:"],
+            "read_in": ""}],
+        "adds_without": "with the key the communicator would go on to torch_symm_mem.rendezvous, which maps every peer's memory "
+                        "(P2P between the GPUs), and then turn itself off anyway: a way to fail, and no speed"}}
+    (saved,) = [f for f in read_manifest(tmp_path / "out/0.5.23/manifest.json").fixes if f.fix == "torch-symm-mem"]
+    assert why(saved) == NOT_NEEDED_0523
     # The manifest keeps the gates, a value; the sentence (the line above) is said from them when read.
     assert (manifest["fixes"][3]["status"], manifest["fixes"][3]["reason"], manifest["series"]) == ("incomplete", None, [])
     assert len(manifest["fixes"][3]["gates"]) == 5

@@ -14,6 +14,7 @@ from patchkit.cc import CC
 from patchkit.errors import BadInput
 from patchkit.gpus import parse
 from patchkit.gpus.smi import machine
+from patchkit.render.machine import link_summary
 
 
 def read(machine_name: str, name: str) -> str:
@@ -82,7 +83,7 @@ def test_machines_through_standins(tmp_path: Path, monkeypatch, name: str, summa
     monkeypatch.setenv("PATH", standin(tmp_path, name)["PATH"])
     m = machine()
     assert m.nvidia_smi == str(tmp_path / "bin" / "nvidia-smi")
-    assert m.link_summary() == summary
+    assert link_summary(m) == summary
 
 
 def test_no_nvidia_smi(tmp_path: Path, monkeypatch) -> None:

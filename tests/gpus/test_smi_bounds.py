@@ -22,6 +22,7 @@ from patchkit.cc import CC
 from patchkit.errors import BadInput
 from patchkit.gpus import parse
 from patchkit.gpus.smi import machine
+from patchkit.render.machine import link_summary
 from support.cli import invoke
 from support.venvs import copy_venv
 
@@ -83,7 +84,7 @@ def test_1024_gpus_are_read_in_linear_time(tmp_path: Path, monkeypatch) -> None:
     m = machine(limit=30)
     assert time.process_time() - started < 10  # the cubic reading took 22 s
     assert len(m.gpus) == 1024 and len(m.links) == 1024 * 1023 // 2
-    assert m.link_summary() == "every pair through PCIe (PIX 512, SYS 523264): no NVLink, so no multicast between these GPUs"
+    assert link_summary(m) == "every pair through PCIe (PIX 512, SYS 523264): no NVLink, so no multicast between these GPUs"
 
 
 def test_more_gpus_than_any_machine_holds(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from oracle import FIXTURES
 from patchkit.cc import CC
 from patchkit.kernels.compat import JIT, NONE, SASS, fit, near_misses, worst
 from patchkit.kernels.fatbin import read_binary
+from patchkit.render.kernels import fit_words, miss_words
 
 # (fixture, cc) -> (what the GPU gets, the architectures that serve it)
 CASES = {
@@ -52,10 +53,10 @@ def test_what_a_gpu_gets(name: str, cc: CC) -> None:
 def test_words_and_the_worst_verdict() -> None:
     entries = read_binary(str(FIXTURES / "sm120a-only.so")).entries
     fits = [fit(entries, CC(12, 0)), fit(entries, CC(12, 1))]
-    assert [f.words() for f in fits] == ["runs on 12.0 (sm_120a)", "no code for 12.1"]
+    assert [fit_words(f) for f in fits] == ["runs on 12.0 (sm_120a)", "no code for 12.1"]
     assert worst(fits) == NONE and worst(fits[:1]) == SASS
-    assert near_misses(entries, CC(12, 1)) == ["sm_120a runs on 12.0 only"]
-    assert near_misses(read_binary(str(FIXTURES / "fat-compressed.so")).entries, CC(12, 0)) == ["sm_121a runs on 12.1 only"]
+    assert [miss_words(m) for m in near_misses(entries, CC(12, 1))] == ["sm_120a runs on 12.0 only"]
+    assert [miss_words(m) for m in near_misses(read_binary(str(FIXTURES / "fat-compressed.so")).entries, CC(12, 0))] == ["sm_121a runs on 12.1 only"]
     ptx = read_binary(str(FIXTURES / "ptx-only-80.so")).entries
-    assert fit(ptx, CC(12, 0)).words() == "runs on 12.0 after a JIT (compute_80: the driver compiles it at the first start)"
+    assert fit_words(fit(ptx, CC(12, 0))) == "runs on 12.0 after a JIT (compute_80: the driver compiles it at the first start)"
     assert worst([fit(ptx, CC(12, 0)), fit(entries, CC(12, 0))]) == JIT

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from patchkit.cc import CC
 from patchkit.plan.apply import ApplyRequest, look, unchanged
 from patchkit.targets.session import Session
 
@@ -24,10 +25,11 @@ def checkout(prebuilt, tmp_path: Path) -> Path:
 
 def _read(s: Session):
     """Read as apply reads, once without the lock and once under it: one session, two snapshots."""
-    from_cc, to_cc = s.project.cc_pair()
+    from_cc, to_cc = CC.of(s.project.from_cc), CC.of(s.project.to_cc)
     request = ApplyRequest(fixes=None, named=None, from_cc=from_cc, to_cc=to_cc, patches=None, no_generate=True,
                            dry_run=False)
-    return request, s.snapshot(None, ("torch-symm-mem",), from_cc, to_cc)
+    assert request.keys(s.project) == s.project.cc_pair()  # the project's own pair, as it keys it
+    return request, s.snapshot(None, ("torch-symm-mem",), *request.keys(s.project))
 
 
 def test_two_reads_of_an_untouched_target_are_one(checkout: Path) -> None:

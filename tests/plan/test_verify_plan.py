@@ -12,6 +12,7 @@ from __future__ import annotations
 from hashlib import sha256
 from pathlib import Path
 
+from patchkit.fixes.kinds import BackportRule
 from patchkit.fixes.registry import PROJECTS
 from patchkit.patch.manifest import FixStatus
 from patchkit.plan.reasons import OtherVersion
@@ -117,3 +118,13 @@ def test_a_fix_the_release_cannot_take_whole_is_a_problem_when_named_else_a_note
     assert (named.problems, named.fixes) == ((line,), ())
     left_out = verify(P12, ours(), blocked=blocked, named=())
     assert (left_out.problems, left_out.notes, left_out.fixes) == ((), (f"torch-symm-mem left out: {line}",), ())
+
+
+def test_a_backport_made_without_its_origin_still_says_the_file_it_misses() -> None:
+    """``BackportRule.origin`` may be None (the class allows it; the fixes' loader asks for one): a
+    file it changes that is not there is a problem named all the same, never an AttributeError."""
+    gone = f"{DC}/gone.py"
+    rule = BackportRule(fix="torch-symm-mem", project="sglang", files=(UTILS, gone), from_cc=10, to_cc=12,
+                        evidence="", needs="")
+    plan = verify(P12, ours(), rules=(rule,))
+    assert plan.problems == (f"{gone}: missing (the upstream change changes it)",)

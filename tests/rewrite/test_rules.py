@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 
 from patchkit.errors import RewriteError
-from patchkit.fixes.kinds import DictKeyRule, ListMemberRule, PredicateRule
+from patchkit.fixes.kinds import RULES, DictKeyRule, ListMemberRule, PredicateRule, RuleKind
+from patchkit.rewrite import rules
 from patchkit.rewrite.rules import matches, rewrite_file, rules_of
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
 
@@ -341,3 +342,10 @@ def test_rules_of() -> None:
     assert rules_of("python/pkg/layers/boundary/deeper/add_norm.py", rules) == []
     assert rules_of("python/pkg/comm/sub/utils.py", rules) == []
     assert rules_of(COMM_PY, [NVCC, TABLES, TABLES._replace(fix="again")]) == [TABLES, TABLES._replace(fix="again")]
+
+
+def test_each_kind_of_rule_has_its_class_and_its_rewrite() -> None:
+    """A kind of rule is one entry of ``fixes.kinds.RULES`` (the data is read through it) and one
+    of ``rewrite.rules.REWRITES``: none is left without either."""
+    assert list(RULES) == list(RuleKind) and all(cls.kind is kind for kind, cls in RULES.items())
+    assert set(rules.REWRITES) == set(RuleKind)

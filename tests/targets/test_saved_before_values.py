@@ -1,6 +1,6 @@
-"""A state.json and a manifest.json that the patchkit before sources and reasons were values wrote
+"""A state.json and manifest.json files that the patchkit before sources and reasons were values wrote
 (tests/targets/data/saved-before-values/README.md) are still read: the checkout reverts exactly,
-and a fix the old manifest calls incomplete is said as before."""
+and a fix the old manifest calls incomplete, cannot apply or not needed here is said as before."""
 
 from __future__ import annotations
 
@@ -8,7 +8,11 @@ import json
 import subprocess
 from pathlib import Path
 
-from patchkit.patch.manifest import read_manifest
+import pytest
+
+from patchkit.commands.generate import TagOutcome
+from patchkit.patch.manifest import Manifest, read_manifest
+from patchkit.render.generate import tag_line, why
 from patchkit.targets.state import Store
 from patchkit.types import Files, Generated
 from support.cli import invoke
@@ -55,3 +59,32 @@ def test_an_incomplete_fix_of_a_manifest_written_before_is_said_as_before() -> N
     # Installed, a gate's path is the package's: the sentence says it so (it was edited into it before).
     local = {"python/sglang/srt/layers/flashinfer_comm_fusion.py": "sglang/srt/layers/flashinfer_comm_fusion.py"}.get
     assert o.localized(local).says() == n.localized(local).says() == was.replace("python/sglang/", "sglang/")
+
+
+@pytest.mark.parametrize(("saved", "shipped"), [
+    ("manifest-0.5.1.json", "0.5.1"), ("manifest-0.5.2.json", "0.5.2"), ("manifest-flashinfer-0.5.0.json", "flashinfer/0.5.0")])
+def test_a_fix_that_cannot_apply_of_a_manifest_written_before_is_said_as_before(saved: str, shipped: str) -> None:
+    old = read_manifest(DATA / saved)
+    new = read_manifest(ROOT / "patches" / shipped / "manifest.json")
+    (was,) = [f["reason"] for f in json.loads((DATA / saved).read_bytes())["fixes"] if f["status"] == "cannot apply"]
+    (o,), (n,) = ([f for f in m.fixes if f.status == "cannot apply"] for m in (old, new))
+    assert (o.unfit, n.reason) == (None, None) and n.unfit is not None  # the sentence then, the value now
+    assert o.says() == n.says() == was
+    # The value read back is the one written: the same bytes again.
+    assert Manifest.from_json(json.loads(new.to_bytes())).to_bytes() == (ROOT / "patches" / shipped / "manifest.json").read_bytes()
+    outcome = TagOutcome(f"v{new.version}", new.version, "nothing to patch", fixes=tuple(old.fixes))
+    line = tag_line(outcome, len(outcome.tag), Path("out"))
+    assert line.endswith(f"  nothing to patch: allreduce-fusion cannot apply ({was})")
+    assert tag_line(outcome._replace(fixes=tuple(new.fixes)), len(outcome.tag), Path("out")) == line
+
+
+def test_a_fix_not_needed_here_of_a_manifest_written_before_is_said_as_before() -> None:
+    old = read_manifest(DATA / "manifest-0.5.23-not-needed.json")
+    (was,) = [f["reason"] for f in json.loads((DATA / "manifest-0.5.23-not-needed.json").read_bytes())["fixes"]
+              if f["status"] == "not needed here"]
+    (o,) = [f for f in old.fixes if f.status == "not needed here"]
+    assert (o.unneeded, why(o)) == (None, was)
+    # The line that patchkit printed as it wrote the manifest (tests/gpus/test_doctor.py holds the value written now).
+    line = tag_line(TagOutcome("v0.5.23", "0.5.23", "already upstream", fixes=tuple(old.fixes)), 7, Path("out"))
+    assert line.startswith(f"v0.5.23  already upstream: torch-symm-mem not needed here ({was}); allreduce-fusion incomplete (")
+    assert was.startswith("no multicast between PCIe GPUs, and without it SGLang 0.5.23 warns ")

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from patchkit.cc import Key
     from patchkit.gpus.smi import Machine
-    from patchkit.judge.reasons import Unneeded
+    from patchkit.judge.reasons import Unneeded, Unread
     from patchkit.targets.environment import Environment
     from patchkit.targets.session import Session
 
@@ -87,7 +87,7 @@ class AutoTarget(Record):
     project: str
     label: str
     held: tuple[Key, ...]  # the machine's ccs as the project spells them
-    spare: dict[str, Unneeded]  # fix -> why it is not needed here
+    spare: dict[str, Unneeded | Unread]  # fix -> why it is not needed here
     results: tuple[Result, ...]  # the command's results, one per key
     not_for: tuple[Key, ...] = ()  # of ``held``, with nothing to do: the keys no fix is for (the release holds the rest)
     ours: tuple[Key, ...] = ()  # of ``held``, with nothing to do: the keys patchkit applied (not the release's own)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from patchkit.cc import AUTO
@@ -22,6 +24,12 @@ from patchkit.cli.options import (
 )
 from patchkit.fixes.registry import choose_fixes
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from patchkit.cc import CC, AutoCC
+    from patchkit.report import Result
+
 
 @cli.command(short_help="Patch a checkout or package, all or nothing.")
 @PATH_ARG
@@ -36,7 +44,9 @@ from patchkit.fixes.registry import choose_fixes
 @FIX_OPT
 @ALL_FIXES_OPT
 @JSON_OPT
-def apply(path, patches, no_generate, from_cc, to_cc, dry_run, version, python, project, fix_names, all_fixes, as_json):
+def apply(path: Path | None, patches: Path | None, no_generate: bool, from_cc: CC | None, to_cc: CC | AutoCC | None, dry_run: bool,
+          version: str | None, python: str | None, project: str | None, fix_names: tuple[str, ...], all_fixes: bool,
+          as_json: bool) -> Result:
     """Patch the checkout or installed package at PATH (default: here), all or nothing;
     with --python, every project patchkit knows that is installed for EXE."""
     from patchkit.commands.apply import apply as command

@@ -16,17 +16,20 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from importlib import import_module
-from typing import NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
 from patchkit.errors import BAD_INPUT, INTERRUPTED, SOFTWARE, Interrupted, PatchkitError, unexpected
 from patchkit.signals import catch_sigint
 
+if TYPE_CHECKING:
+    from patchkit.report import Result
 
-def _head(command: str, exit_code: int) -> dict:
+
+def _head(command: str | None, exit_code: int) -> dict[str, object]:
     """What every --json document starts with: the version of its shape (``render.SCHEMA``), the
     command, whether it succeeded and the exit code the process exits with."""
     from patchkit.render import SCHEMA
@@ -34,12 +37,12 @@ def _head(command: str, exit_code: int) -> dict:
     return {"schema": SCHEMA, "command": command, "ok": exit_code == 0, "exit_code": exit_code}
 
 
-def error_document(command: str, exit_code: int, error: str, path: str | None) -> str:
+def error_document(command: str | None, exit_code: int, error: str, path: str | None) -> str:
     """What ``--json`` prints on stdout when a command fails."""
     return json.dumps({**_head(command, exit_code), "error": error, "path": path}, indent=2)
 
 
-def envelope(command: str, result) -> dict:
+def envelope(command: str | None, result: Result) -> dict[str, object]:
     """Every --json document: the envelope (``_head``), then the command's own fields
     (``render.document``).  The envelope's fields are the envelope's: a document that holds one
     of them with another value is a bug (a ValueError), never overwritten."""
@@ -53,7 +56,7 @@ def envelope(command: str, result) -> dict:
     return {**head, **{key: value for key, value in data.items() if key not in head}}
 
 
-def fail(command: str, as_json: bool, exc: PatchkitError, exit_code: int) -> NoReturn:
+def fail(command: str | None, as_json: bool, exc: PatchkitError, exit_code: int) -> NoReturn:
     """One line on stderr (and the error document with --json), then exit."""
     click.echo(f"patchkit: {exc}", err=True)
     if as_json:
@@ -111,18 +114,19 @@ class Group(click.Group):
 
     command_class = Command
 
-    def __init__(self, *args, lazy: Mapping[str, str] | None = None, **kwargs) -> None:
+    def __init__(self, name: str | None = None, commands: MutableMapping[str, click.Command] | Sequence[click.Command] | None = None,
+                 *, lazy: Mapping[str, str] | None = None, **kwargs: Any) -> None:  # Any: the rest of click.Group's own
         self._lazy = dict(lazy or {})
-        super().__init__(*args, **kwargs)
+        super().__init__(name, commands, **kwargs)
 
     @property
-    def commands(self) -> dict[str, click.Command]:
+    def commands(self) -> MutableMapping[str, click.Command]:
         for name in self._lazy:
             self._define(name)
         return self._commands
 
     @commands.setter
-    def commands(self, commands: dict[str, click.Command]) -> None:  # click.Group.__init__ sets it
+    def commands(self, commands: MutableMapping[str, click.Command]) -> None:  # click.Group.__init__ sets it
         self._commands = commands
 
     def _define(self, name: str) -> None:

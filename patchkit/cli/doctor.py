@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from patchkit.cc import AUTO
@@ -15,6 +17,13 @@ from patchkit.cli.options import (
     python_opt,
 )
 from patchkit.errors import BadInput
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from patchkit.cc import CC, AutoCC
+    from patchkit.commands.doctor import DoctorMarkdown, DoctorResult, NoProjectHere
+    from patchkit.commands.settings import SettingsToSet
 
 
 class _Launch(Command):
@@ -41,7 +50,8 @@ class _Launch(Command):
                    "and the launch line's secrets redacted).")
 @JSON_OPT
 @click.pass_context
-def doctor(ctx, path, python, project, to_cc, fmt, as_json):
+def doctor(ctx: click.Context, path: Path | None, python: str | None, project: str | None, to_cc: CC | AutoCC, fmt: str,
+           as_json: bool) -> DoctorResult | NoProjectHere | DoctorMarkdown | SettingsToSet:
     """The GPUs (nvidia-smi), how they are linked, the projects at PATH (default: here) or
     installed for --python, each fix: needed here or not, applied or not, and what it does
     on this machine; with --python, the failure modes the installed releases are exposed to.
@@ -62,7 +72,9 @@ def doctor(ctx, path, python, project, to_cc, fmt, as_json):
             raise BadInput(None, "--format env prints shell lines: give --json or --format env, not both")
         from patchkit.commands.doctor import doctor_env
 
-        return doctor_env(find(path, python, project).env, to_cc=None if to_cc is AUTO else to_cc)
+        env = find(path, python, project).env
+        assert env is not None  # --python given: its environment read
+        return doctor_env(env, to_cc=None if to_cc is AUTO else to_cc)
     launch = ctx.meta.get("launch")
     if launch is not None and python is None:
         raise BadInput(None, "a server's command line after -- is judged with the environment it runs in: give --python EXE")

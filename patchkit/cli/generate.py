@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -18,6 +19,10 @@ from patchkit.cli.options import (
 )
 from patchkit.errors import BadInput
 from patchkit.fixes.registry import FIXES, PROJECTS, choose_fixes, no_rule, rules_for
+
+if TYPE_CHECKING:
+    from patchkit.cc import CC, AutoCC
+    from patchkit.commands.generate import GenerateResult, NoKeys, TagOutcome
 
 
 @cli.command(short_help="Write a patch series and manifest per release tag.")
@@ -36,7 +41,8 @@ from patchkit.fixes.registry import FIXES, PROJECTS, choose_fixes, no_rule, rule
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if --out differs from what would be written.")
 @JSON_OPT
 @TEMPLATES_OPT
-def generate(from_cc, to_cc, fix_names, project, repo, tags, out, check, as_json, templates):
+def generate(from_cc: CC | None, to_cc: CC | AutoCC | None, fix_names: tuple[str, ...], project: str, repo: Path | None,
+             tags: tuple[str, ...], out: Path, check: bool, as_json: bool, templates: Path | None) -> GenerateResult | NoKeys:
     """Write a version-pinned patch series (one patch per fix), its quilt `series` file and
     manifest per release tag into OUT/<version>/."""
     from patchkit.commands import generate as command
@@ -58,16 +64,16 @@ def generate(from_cc, to_cc, fix_names, project, repo, tags, out, check, as_json
     check_cc(from_cc, to_cc, project)
     check_out(out)
     target = PROJECTS[project]
-    from_cc, to_cc = target.cc_pair(from_cc, to_cc)
+    from_key, to_key = target.cc_pair(from_cc, to_cc)
     fixes = choose_fixes(fix_names, all_fixes=not fix_names)
-    rules = rules_for(project, fixes, from_cc, to_cc)
+    rules = rules_for(project, fixes, from_key, to_key)
     if not rules:
         raise BadInput(None, no_rule(target.label, project, fixes))
     asked = tuple(fix_names) + tuple(n for n in fixes if FIXES[n].default)
 
     width = max(map(len, tags), default=14)  # the tags asked for; every release tag fits in 14
 
-    def progress(outcome) -> None:
+    def progress(outcome: TagOutcome) -> None:
         from patchkit.render.generate import tag_line
         from patchkit.types import ERROR
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -14,6 +15,10 @@ from patchkit.cli.options import (
 )
 from patchkit.errors import BadInput
 
+if TYPE_CHECKING:
+    from patchkit.cc import CC, AutoCC
+    from patchkit.commands.kernels import KernelsResult
+
 
 @cli.command(short_help="Which GPUs the compiled CUDA code of shared objects can run on.")
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path), metavar="[PATH]...")
@@ -23,7 +28,7 @@ from patchkit.errors import BadInput
               help="Judge for a GPU of this compute capability (repeatable); auto: this machine's GPUs (nvidia-smi) "
                    "[default: the GPUs of nvidia-smi when it is on PATH and answers, else no verdict].")
 @JSON_OPT
-def kernels(paths, python, to_cc, as_json):
+def kernels(paths: tuple[Path, ...], python: str | None, to_cc: tuple[CC | AutoCC, ...], as_json: bool) -> KernelsResult:
     """List the SASS architectures and PTX versions of each shared object at PATH (files, or
     the *.so files below a folder) or installed for --python, read from the fat binary headers
     (never loaded); with GPUs, whether each runs there, runs after a JIT, or has no code for

@@ -4,16 +4,23 @@ need more than one option (the targets they name: ``commands.given``)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from patchkit.cc import AUTO, CC, must_differ
+from patchkit.cc import AUTO, CC, AutoCC, must_differ
 from patchkit.errors import BadInput
 from patchkit.fixes.registry import PROJECTS
 from patchkit.versions import is_version
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import TypeVar
 
-class CCType(click.ParamType):
+    F = TypeVar("F", bound=Callable[..., object])
+
+
+class CCType(click.ParamType[CC | AutoCC, object]):
     """A compute capability, parsed once here for every command (``patchkit.cc.CC.parse``): ``12``,
     ``12.0``, ``12.1``, ``sm_120a``; with ``auto``, also ``--to-cc auto`` (``patchkit.cc.AUTO``).
     A value that is none, or a cc no NVIDIA GPU has, is one line naming the option, in the same
@@ -23,8 +30,8 @@ class CCType(click.ParamType):
         self.auto = auto
         self.name = "CC|auto" if auto else "CC"
 
-    def convert(self, value, param, ctx):
-        if isinstance(value, CC) or value is AUTO:
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> CC | AutoCC:
+        if isinstance(value, (CC, AutoCC)):  # AutoCC's one member is AUTO
             return value
         text = str(value)
         if self.auto and text.strip() == AUTO.value:
@@ -68,7 +75,7 @@ def check_out(out: Path) -> None:
 # --- options shared by several commands ---------------------------------------------------
 
 PATH_ARG = click.argument("path", type=click.Path(path_type=Path), default=None, required=False)
-def python_opt(verb: str):
+def python_opt(verb: str) -> Callable[[F], F]:
     """``--python EXE``, its help saying what the command does to what it finds there."""
     return click.option(
         "--python", "python", default=None, metavar="EXE",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from patchkit.cli import cli
@@ -16,6 +18,12 @@ from patchkit.cli.options import (
     python_opt,
 )
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from patchkit.cc import CC
+    from patchkit.report import Result
+
 
 @cli.command(short_help="Restore the exact original bytes.")
 @PATH_ARG
@@ -28,7 +36,8 @@ from patchkit.cli.options import (
 @python_opt("Revert")
 @PROJECT_OPT
 @JSON_OPT
-def revert(path, force, dry_run, patches, to_cc, python, project, as_json):
+def revert(path: Path | None, force: bool, dry_run: bool, patches: Path | None, to_cc: CC | None, python: str | None,
+           project: str | None, as_json: bool) -> Result:
     """Restore the exact original bytes at PATH."""
     from patchkit.commands.given import find
     from patchkit.commands.revert import ForceRefused, RevertRequest, revert_targets

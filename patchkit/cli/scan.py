@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -13,6 +14,10 @@ from patchkit.cli.options import (
 )
 from patchkit.errors import BadInput
 from patchkit.fixes.registry import PROJECTS
+
+if TYPE_CHECKING:
+    from patchkit.cc import CC
+    from patchkit.commands.scan import CompareScan, TreeScan
 
 
 @cli.command(short_help="List code that treats --to-cc unlike --from-cc.")
@@ -26,7 +31,8 @@ from patchkit.fixes.registry import PROJECTS
 @click.option("--tag", "tags", multiple=True, help="A release tag to compare (give it twice, the older first; needs --repo).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @click.option("--markdown", is_flag=True, help="Print markdown tables.")
-def scan(path, cc, from_cc, unaware_only, repo, tags, as_json, markdown):
+def scan(path: Path | None, cc: CC, from_cc: CC, unaware_only: bool, repo: Path | None, tags: tuple[str, ...], as_json: bool,
+         markdown: bool) -> TreeScan | CompareScan:
     """List every capability gate under PATH (default: .) that treats CC unlike FROM_CC, by
     class (unaware, aware, covered) and file; or, with --repo and two --tag, what changed
     between two releases (exit 1 if any gate is shown; compare: if any appeared unaware)."""

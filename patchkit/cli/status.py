@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from patchkit.cli import cli
@@ -15,6 +17,12 @@ from patchkit.cli.options import (
     python_opt,
 )
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from patchkit.cc import CC
+    from patchkit.report import Result
+
 
 @cli.command(short_help="Show version, patch, files and bytecode.")
 @PATH_ARG
@@ -24,7 +32,8 @@ from patchkit.cli.options import (
 @python_opt("Show")
 @PROJECT_OPT
 @JSON_OPT
-def status(path, patches, to_cc, python, project, as_json):
+def status(path: Path | None, patches: Path | None, to_cc: CC | None, python: str | None, project: str | None,
+           as_json: bool) -> Result:
     """Version, applied patch, files, bytecode and pending work at PATH."""
     from patchkit.commands.given import find
     from patchkit.commands.status import status_targets

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -20,6 +21,10 @@ from patchkit.cli.options import (
 )
 from patchkit.fixes.registry import choose_fixes
 
+if TYPE_CHECKING:
+    from patchkit.cc import CC
+    from patchkit.commands.upstream import UpstreamResult
+
 
 @cli.command(short_help="Make a branch, mboxes and PR.md, one commit per fix.")
 @click.argument("path", type=click.Path(path_type=Path), default=".", required=False)
@@ -36,7 +41,8 @@ from patchkit.fixes.registry import choose_fixes
 @FIX_OPT
 @ALL_FIXES_OPT
 @JSON_OPT
-def upstream(path, branch, out, from_cc, to_cc, dry_run, templates, patches, fix_names, all_fixes, as_json):
+def upstream(path: Path, branch: str | None, out: Path, from_cc: CC | None, to_cc: CC | None, dry_run: bool, templates: Path | None,
+             patches: Path | None, fix_names: tuple[str, ...], all_fixes: bool, as_json: bool) -> UpstreamResult:
     """Make a branch with one commit per fix (default: the fixes on by default), an mbox per
     commit and PR.md, to send the fixes upstream."""
     from patchkit.commands.upstream import upstream as command

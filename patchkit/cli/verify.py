@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from patchkit.cc import AUTO
@@ -19,6 +21,12 @@ from patchkit.cli.options import (
 from patchkit.errors import BadInput
 from patchkit.fixes.registry import choose_fixes
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from patchkit.cc import CC, AutoCC
+    from patchkit.report import Result
+
 
 @cli.command(short_help="Exit 0 only if the patch is in effect.")
 @PATH_ARG
@@ -33,7 +41,8 @@ from patchkit.fixes.registry import choose_fixes
               help="A fix that must be in effect (repeatable) [default: the default fixes and those applied].")
 @ALL_FIXES_OPT
 @JSON_OPT
-def verify(path, from_cc, to_cc, python, project, fix_names, all_fixes, as_json):
+def verify(path: Path | None, from_cc: CC | None, to_cc: CC | AutoCC | None, python: str | None, project: str | None,
+           fix_names: tuple[str, ...], all_fixes: bool, as_json: bool) -> Result:
     """Exit 0 only if the patch is in effect at PATH; else 1, a line per problem."""
     from patchkit.commands.given import find
     from patchkit.commands.verify import VerifyRequest, verify_targets

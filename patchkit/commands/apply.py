@@ -26,6 +26,11 @@ from patchkit.targets.session import Session
 from patchkit.types import ALREADY_APPLIED
 
 if TYPE_CHECKING:
+    from patchkit.commands.transact import Part_
+    from patchkit.fixes.effects import Effect
+    from patchkit.judge.auto import Keys
+    from patchkit.judge.reasons import Unneeded, Unread
+    from patchkit.report import Result
     from patchkit.targets.state import Store
 
 
@@ -37,20 +42,20 @@ class ApplyResult(Transacted, kw_only=True):
     fixes: tuple[str, ...]  # the fixes applied: those asked for and those kept
     kept: tuple[str, ...]  # the fixes of ``fixes`` there because an earlier apply applied them
     stale: tuple[Path, ...]  # stale bytecode of the files the plan does not write
-    effects: tuple  # (fix, fixes.effects.Effect) of each fix patched here that has one
-    spare: dict = {}  # a plain apply: the fixes left out, name -> why (judge.reasons.Unneeded or Unread)
+    effects: tuple[tuple[str, Effect], ...]  # (fix, its effect) of each fix patched here that has one
+    spare: dict[str, Unneeded | Unread] = {}  # a plain apply: the fixes left out, name -> why
     judged: str = ""  # what they were judged for: "here" (nvidia-smi's SM12x GPUs), "for cc 12.0", ...
     exit_code: int = OK
 
 
-class _Apply(Job):
+class _Apply(Job[ApplyResult]):
     """Apply's steps (``commands.transact``): ``request`` at the target of ``session``.  ``versions``:
     the releases of the environment's projects (project -> release), which what a fix needs may
     depend on (the FlashInfer whose JIT builds the fusion); the target's own by default."""
 
     verb = "apply"
 
-    def __init__(self, session: Session, request: ApplyRequest, versions: dict | None = None) -> None:
+    def __init__(self, session: Session, request: ApplyRequest, versions: dict[str, str | None] | None = None) -> None:
         super().__init__(session, request.dry_run)
         self.request, self.versions = request, versions
 
@@ -67,7 +72,7 @@ class _Apply(Job):
     def same(self, first: Snapshot, again: Snapshot) -> bool:
         return unchanged(first, again)
 
-    def part(self, snap: Snapshot, found: Look) -> tuple | None:
+    def part(self, snap: Snapshot, found: Look) -> Part_ | None:
         return (found.plan.changes, found.plan.applied) if found.plan.action == APPLY else None
 
     def drop(self, found: Look, wrote: list[Path]) -> tuple[Path, ...]:
@@ -78,7 +83,7 @@ class _Apply(Job):
 
     def result(self, done: Done) -> ApplyResult:
         s, plan = self.session, done.look.plan
-        effects = _effects([t.fix for t in plan.tables if t.patched], s, self.versions) if plan.action == APPLY else ()
+        effects = _effects([t.fix for t in plan.tables if t.patched and t.fix is not None], s, self.versions) if plan.action == APPLY else ()
         return ApplyResult(**shared(self, done), project=s.project.name, label=s.project.label, fixes=done.snap.fixes,
                            kept=done.snap.kept, stale=done.look.stale, effects=effects)
 
@@ -95,7 +100,7 @@ def apply_environment(home: Store, asked: list[tuple[Session, ApplyRequest]]) ->
     return transact_all(home, [_Apply(s, r, versions) for s, r in asked])
 
 
-def _effects(fixes: list, s: Session, versions: dict | None = None) -> tuple:
+def _effects(fixes: list[str], s: Session, versions: dict[str, str | None] | None = None) -> tuple[tuple[str, Effect], ...]:
     """(fix, its ``[effect]``) of each fix of ``fixes`` that has one, once each; for a release newer
     than the data, with what its files show it does without the fix (``Effect.read_newer``); what it
     needs of the machine as said with ``versions`` installed (else the target's own release)."""
@@ -120,14 +125,14 @@ def _written(plan: Plan) -> list[str]:
     return [f.path for f in plan.applied.files] if plan.applied else [t.path for t in plan.tables if t.path]
 
 
-def apply_all(sessions: list[Session], request: ApplyRequest, keys=None) -> list[ApplyResult]:
+def apply_all(sessions: list[Session], request: ApplyRequest, keys: list[Keys] | None = None) -> list[ApplyResult]:
     """``request`` on each of ``sessions``: the projects of an environment as one transaction
     (``apply_environment``), every project's plan made (and any refusal raised) before the first write.  ``keys``: what ``--to-cc auto`` gives each session
     (``judge.auto.Keys``: the cc to add, the fixes there), instead of the request's ``to_cc``
     and ``fixes``.  Each target's request has its project's cc pair and the fixes it gets."""
     fixes = default_fixes() if request.fixes is None else request.fixes
     runs = [(k.session, k.pairs[0], fixes if k.fixes is None else k.fixes, tuple(k.spare)) for k in keys if k.pairs] \
-        if keys is not None else [(s, (request.from_cc, request.to_cc), fixes, ()) for s in sessions]
+        if keys is not None else [(s, (request.from_cc, _given_cc(request)), fixes, ()) for s in sessions]
     asked = []
     for s, pair, f, left in runs:
         s.project.cc_pair(*pair)  # refuses a pair the project keys as one
@@ -139,7 +144,14 @@ def apply_all(sessions: list[Session], request: ApplyRequest, keys=None) -> list
     return apply_environment(home, asked)
 
 
-def apply(given: Targets, request: ApplyRequest, version: str | None = None):
+def _given_cc(request: ApplyRequest) -> CC | None:
+    """The cc ``request`` adds, or None for the project's own: ``apply`` sends ``--to-cc auto`` to ``apply_auto``."""
+    if request.to_cc is AUTO:
+        raise ValueError("--to-cc auto is apply_auto's: it gives each target its key")
+    return request.to_cc
+
+
+def apply(given: Targets, request: ApplyRequest, version: str | None = None) -> Result:
     """``patchkit apply`` at each target of ``given``: ``request`` as the command line asked it (its
     cc pair as given, ``to_cc`` ``AUTO`` for ``--to-cc auto``); ``version``: the release to treat
     each target as.  One result (``apply_targets``, ``apply_auto``)."""
@@ -148,25 +160,26 @@ def apply(given: Targets, request: ApplyRequest, version: str | None = None):
     return apply_targets(given_sessions(given, version), request)
 
 
-def apply_targets(sessions: list[Session], request: ApplyRequest):
+def apply_targets(sessions: list[Session], request: ApplyRequest) -> Result:
     """``request`` on each of ``sessions`` (``apply_all``): one result.  ``request.fixes``: None for
     the fixes on by default; ``request.named``: the fixes asked for by name (None: every one;
     ``--all-fixes`` names none, and a fix that cannot be applied whole on a release is then left
     out there and said).  A fix not named is left out where it is not needed on the GPUs judged
     for (``judge.auto.for_plain``: the verdict doctor gives), and said."""
-    asked = default_fixes() if request.fixes is None else request.fixes
-    spare, judged = plain_spare(sessions, request.to_cc, asked, request.named or ())
+    asked, to_cc = default_fixes() if request.fixes is None else request.fixes, _given_cc(request)
+    spare, judged = plain_spare(sessions, to_cc, asked, request.named or ())
     if not any(spare):
         return combine("apply", apply_all(sessions, request))
     from patchkit.judge.auto import Keys
 
-    pair = ((request.from_cc, request.to_cc),)
+    pair = ((request.from_cc, to_cc),)
     keys = [Keys(s, pair, tuple(f for f in asked if f not in left), left, ()) for s, left in zip(sessions, spare, strict=True)]
     results = apply_all(sessions, request, keys)
     return combine("apply", [r._replace(spare=left, judged=judged) for r, left in zip(results, spare, strict=True)])
 
 
-def plain_spare(sessions: list[Session], to_cc, fixes: tuple[str, ...], named: tuple[str, ...]) -> tuple[list[dict], str]:
+def plain_spare(sessions: list[Session], to_cc: CC | None, fixes: tuple[str, ...],
+                named: tuple[str, ...]) -> tuple[list[dict[str, Unneeded | Unread]], str]:
     """The fixes of ``fixes`` not ``named`` that a plain apply (and a plain verify) leaves out at each
     session, and what they were judged for.  Only where the data says a machine may not need one (``Effect.may_spare``: a
     release the fix helps everywhere needs no GPU looked at) is the machine asked."""

@@ -34,6 +34,7 @@ from __future__ import annotations
 import os
 import shlex
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchkit.cc import CC
 from patchkit.errors import BAD_INPUT, OK, PROBLEMS, SETTINGS, BadInput, NoProject
@@ -53,6 +54,17 @@ from patchkit.types import Status
 from patchkit.values import Record
 from patchkit.versions import at_least
 
+if TYPE_CHECKING:
+    from patchkit.commands.given import Given
+    from patchkit.commands.settings import SettingsToSet
+    from patchkit.fixes.effects import Fails
+    from patchkit.judge.jit import JitHere
+    from patchkit.judge.kernels import DistributionHere, FileHere
+    from patchkit.judge.modes import FlagHere, ModeHere
+    from patchkit.judge.settings import SettingHere
+    from patchkit.judge.speedups import SpeedupHere
+    from patchkit.targets.environment import Environment
+
 NVIDIA_SMI, TO_CC, DEFAULT = "nvidia-smi", "--to-cc", "default"  # what the GPUs judged for come from
 
 
@@ -65,7 +77,7 @@ class FixJudged(Record):
     needed: bool  # needed on the GPUs judged for: missing, on by default or turned on by the release, and not spare
     spare: Unneeded | Unread | None  # why it is not needed on this machine, or cannot be said to be (``here.unneeded``)
     because: tuple[TurnedOn, ...]  # why an opt-in fix is needed
-    failing: tuple | None  # what the release does without it (fixes.effects.Fails); None: its effect is not said here
+    failing: tuple[Fails, ...] | None  # what the release does without it; None: its effect is not said here
     clean_only: CleanStartOnly | None  # what the fix does instead on a machine that lacks what it needs (``here.clean_start_only``)
 
 
@@ -81,15 +93,15 @@ class CompiledCode(Record):
     """The compiled CUDA code installed for ``--python``, judged for the GPUs."""
 
     exe: Path
-    found: tuple  # judge.kernels.DistributionHere
-    jit: tuple = ()  # judge.jit.JitHere: FlashInfer, DeepGEMM, Triton, judged from their sources and compilers
+    found: tuple[DistributionHere, ...]
+    jit: tuple[JitHere, ...] = ()  # FlashInfer, DeepGEMM, Triton, judged from their sources and compilers
 
-    def no_code(self) -> list[tuple]:
+    def no_code(self) -> list[tuple[DistributionHere, list[FileHere]]]:
         """(distribution, its files with no code for the GPUs that the server loads at every start)
         of each distribution that has such a file."""
         return [(d, missing) for d in self.found for missing in [[f for f in d.files if f.missing and d.at_start(f)]] if missing]
 
-    def maybe_no_code(self) -> list[tuple]:
+    def maybe_no_code(self) -> list[tuple[DistributionHere, list[FileHere]]]:
         """The same for the files not known to be loaded at every start: they fail a start only if
         the server loads them."""
         return [(d, missing) for d in self.found for missing in [[f for f in d.files if f.missing and not d.at_start(f)]] if missing]
@@ -102,16 +114,16 @@ class DoctorResult(Record):
     machine: Machine  # the GPUs judged for: those seen, or given (--to-cc, or the fixes' own cc)
     basis: str  # where those come from: NVIDIA_SMI, TO_CC or DEFAULT
     targets: tuple[DoctorTarget, ...]
-    needed: tuple  # the fixes needed, in the order found
+    needed: tuple[str, ...]  # the fixes needed, in the order found
     apply: str | None  # the one command that applies them
     code: CompiledCode | None  # with --python
-    speedups: tuple  # judge.speedups.SpeedupHere
+    speedups: tuple[SpeedupHere, ...]
     nvcc: NvccAt  # the nvcc FlashInfer would call, as the JIT section finds it
-    settings: tuple = ()  # judge.settings.SettingHere: with --python, the settings judged for the GPUs
-    modes: tuple = ()  # judge.modes.ModeHere: with --python, the failure modes the installed releases are exposed to
+    settings: tuple[SettingHere, ...] = ()  # with --python, the settings judged for the GPUs
+    modes: tuple[ModeHere, ...] = ()  # with --python, the failure modes the installed releases are exposed to
     launch: tuple[str, ...] | None = None  # the server's command line given after --
     read_to: tuple[tuple[str, str], ...] = ()  # (project, the newest release the modes were read to) of those installed
-    flags: tuple = ()  # judge.modes.FlagHere: the launch line's flags that a way out names, against the releases
+    flags: tuple[FlagHere, ...] = ()  # the launch line's flags that a way out names, against the releases
 
     @property
     def measured(self) -> bool:
@@ -119,13 +131,13 @@ class DoctorResult(Record):
         return self.basis == NVIDIA_SMI
 
     @property
-    def settings_missing(self) -> tuple:
+    def settings_missing(self) -> tuple[SettingHere, ...]:
         """The settings this environment lacks for the GPUs judged (variables and upgrades: the server's
         flags are not seen), as verify counts them: its exit 5."""
         return tuple(missing(list(self.settings)))
 
     @property
-    def modes_failing(self) -> tuple:
+    def modes_failing(self) -> tuple[ModeHere, ...]:
         """The failure modes known to break this install as it is (every condition stated, no way out in
         effect), but those a fix or a setting doctor judges cures: that verdict counts for them."""
         from patchkit.fixes.modes import WayKind
@@ -156,7 +168,7 @@ class DoctorMarkdown(Record):
         return self.result.exit_code
 
 
-def doctor_markdown(result: DoctorResult, env) -> DoctorMarkdown:
+def doctor_markdown(result: DoctorResult, env: Environment | None) -> DoctorMarkdown:
     from patchkit.fixes.modes import modes
     from patchkit.fixes.registry import PROJECTS
     from patchkit.fixes.settings import read_settings
@@ -181,7 +193,7 @@ class NoProjectHere(Record):
         return BAD_INPUT
 
 
-def _turned_on(effect: Effect, s: Session, versions: dict[str, str | None], m: Machine, hs: list[FixHere]) -> tuple:
+def _turned_on(effect: Effect, s: Session, versions: dict[str, str | None], m: Machine, hs: list[FixHere]) -> tuple[TurnedOn, ...]:
     """Why an opt-in fix is needed here although nobody asked for it: the release turns the
     feature on by itself on these GPUs, with a version of the other project that fails.  Not
     where the fix that keeps the release from it (``prevented_by``) is in effect at the target."""
@@ -203,7 +215,7 @@ def _seen() -> tuple[Machine | None, str | None]:
         return None, str(exc)
 
 
-def _judged(h: FixHere, s: Session, effect: Effect | None, pulled: dict, m: Machine) -> FixJudged:
+def _judged(h: FixHere, s: Session, effect: Effect | None, pulled: dict[str, tuple[TurnedOn, ...]], m: Machine) -> FixJudged:
     fix = FIXES[h.fix]
     # Not needed on this machine at all: it lacks what the fix needs, and the release turns off cleanly.
     # One applied by patchkit where it does not help is said so, with revert to take it off.
@@ -211,13 +223,13 @@ def _judged(h: FixHere, s: Session, effect: Effect | None, pulled: dict, m: Mach
     spare = unneeded(effect, s.project, s.version, m, s.reader()) if missing or ours else None
     need = missing and (fix.default or h.fix in pulled) and spare is None
     because = pulled.get(h.fix, ()) if missing and spare is None else ()
-    said = effect is not None and h.status in (Status.MISSING, Status.IN_EFFECT) and spare is None
+    said = effect if h.status in (Status.MISSING, Status.IN_EFFECT) and spare is None else None  # the effect to say
     return FixJudged(h, fix.default, effect, need, spare, because,
-                     tuple(outcome(effect, s.project, s.version, said_key(s.project, m), s.reader())[0]) if said else None,
-                     clean_start_only(effect, s.project, s.version, m, s.reader()) if said else None)
+                     tuple(outcome(said, s.project, s.version, said_key(s.project, m), s.reader())[0]) if said is not None else None,
+                     clean_start_only(said, s.project, s.version, m, s.reader()) if said is not None else None)
 
 
-def doctor(found: tuple, apply_target: str, env=None, to_cc: CC | None = None, here: bool = False,
+def doctor(found: tuple[Given, ...], apply_target: str, env: Environment | None = None, to_cc: CC | None = None, here: bool = False,
            launch: tuple[str, ...] | None = None) -> DoctorResult | NoProjectHere:
     """``found``: each target (``commands.given.Given``); ``apply_target``: how the command line
     named them (``--python EXE`` or PATH), for the command to run; ``env``: the environment ``--python`` read
@@ -274,7 +286,8 @@ def doctor(found: tuple, apply_target: str, env=None, to_cc: CC | None = None, h
                         found_modes, launch, reached, flags)
 
 
-def _modes(env, m: Machine, launch: tuple[str, ...] | None, in_effect: frozenset[str]) -> tuple[tuple, tuple, tuple]:
+def _modes(env: Environment | None, m: Machine, launch: tuple[str, ...] | None,
+           in_effect: frozenset[str]) -> tuple[tuple[ModeHere, ...], tuple[FlagHere, ...], tuple[tuple[str, str], ...]]:
     """The failure modes the releases ``--python`` has installed are exposed to on these GPUs, the
     launch line's flags that a way out names, against those releases, and how far the modes' data
     reaches for each project installed: the installed releases read once for all three."""
@@ -293,11 +306,12 @@ def _modes(env, m: Machine, launch: tuple[str, ...] | None, in_effect: frozenset
     return tuple(modes_here(versions, list(m.ccs()), sites, said, in_effect)), flags, reached
 
 
-def doctor_env(env, to_cc: CC | None = None):
+def doctor_env(env: Environment, to_cc: CC | None = None) -> SettingsToSet:
     """``doctor --python EXE --format env``: the variables these GPUs (``to_cc``'s, else nvidia-smi's)
     need, from the same judgement as doctor's settings (``commands.settings.SettingsToSet``)."""
     from patchkit.commands.settings import SettingsToSet, settings_to_set
 
+    m: Machine | None
     if to_cc is not None:
         m = given(to_cc)
     else:
@@ -307,7 +321,7 @@ def doctor_env(env, to_cc: CC | None = None):
     return settings_to_set(env.exe, _settings(env, m), m.ccs())
 
 
-def _settings(env, m: Machine) -> tuple:
+def _settings(env: Environment | None, m: Machine) -> tuple[SettingHere, ...]:
     """The settings (a variable, a flag, an upgrade) judged from what ``--python`` has installed, with
     the variables of the shell doctor runs in (``judge/settings.py``); not counted in the exit code:
     ``verify --python`` checks the environment the server starts from."""
@@ -329,7 +343,7 @@ def _apply_command(target: str, options: str, keys: dict[str, object] | None) ->
     return "; ".join(f"patchkit apply {target} --project {name} --to-cc {key}{options}" for name, key in keys.items())
 
 
-def _compiled_code(env, m: Machine) -> CompiledCode | None:
+def _compiled_code(env: Environment | None, m: Machine) -> CompiledCode | None:
     """The compiled CUDA code installed for ``--python``, judged for these GPUs."""
     if env is None:
         return None

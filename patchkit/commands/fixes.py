@@ -10,6 +10,7 @@ says it).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal, TypedDict
 
 from patchkit.data import shipped
 from patchkit.errors import OK
@@ -50,7 +51,36 @@ def ranges(chosen: list[str], shipped_versions: list[str]) -> list[str]:
     return [run[0] if len(run) == 1 else f"{run[0]} - {run[-1]} ({plural(len(run), 'release')})" for run in runs]
 
 
-def releases(fix: Fix, project: Project, series: dict[str, Manifest]) -> dict:
+class NotShipped(TypedDict):
+    """``releases`` of a project with no shipped series."""
+
+    project: str
+    label: str
+    shipped: Literal[False]
+
+
+class Versions(TypedDict):
+    versions: list[str]
+    ranges: list[str]  # ``ranges`` of them
+
+
+class ShippedReleases(TypedDict):
+    """``releases`` of a project with shipped series: the versions of each status, and as ``ranges``."""
+
+    project: str
+    label: str
+    shipped: Literal[True]
+    releases: int
+    patched: list[str]
+    patched_ranges: list[str]
+    already_upstream: list[str]
+    already_upstream_ranges: list[str]
+    other: dict[str, Versions]  # any other status
+    not_listed: list[str]
+    not_listed_ranges: list[str]
+
+
+def releases(fix: Fix, project: Project, series: dict[str, Manifest]) -> NotShipped | ShippedReleases:
     """What the shipped series of ``project`` say of ``fix``, release by release."""
     if not series:
         return {"project": project.name, "label": project.label, "shipped": False}
@@ -84,7 +114,7 @@ class FixShipped(Record):
 
     fix: Fix
     effect: Effect | None
-    releases: tuple[dict, ...]  # ``releases`` of each project its rules patch
+    releases: tuple[NotShipped | ShippedReleases, ...]  # ``releases`` of each project its rules patch
 
 
 class FixesResult(Record):

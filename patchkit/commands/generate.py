@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchkit import __version__
 from patchkit.digest import blob_id, sha256
@@ -39,6 +40,17 @@ from patchkit.types import (
 from patchkit.values import Value
 from patchkit.versions import tag_to_version
 
+if TYPE_CHECKING:
+    from patchkit.fixes.load import Fix
+    from patchkit.git.objects import Release
+    from patchkit.gpus.smi import Machine
+    from patchkit.rewrite.rules import Base, FileRewrite, Read
+    from patchkit.scan.feature_path import Gate
+
+    # (fix, blob id, what of the release its rewrite depends on) -> the rewrite or why it failed, shared across tags
+    Cache = dict[tuple[str, str, tuple[object, ...]], FileRewrite | PatchkitError]
+    Files = dict[str, tuple[SourceFile, bytes, str]]  # repository path -> (file, bytes, blob id)
+
 PATCH_AUTHOR = "patchkit <patchkit@users.noreply.invalid>"
 MANIFEST = "manifest.json"
 
@@ -53,7 +65,7 @@ class TagOutcome(Value):
     error: str | None = None
     fixes: tuple[FixStatus, ...] = ()
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         return {
             "tag": self.tag,
             "version": self.version,
@@ -84,8 +96,8 @@ class GenerateResult(Value):
         """A tag whose asked-for fix could not be applied is a refusal; --check differences are problems."""
         return REFUSED if self.failed else PROBLEMS if self.differences else OK
 
-    def summary(self) -> dict:
-        counts = {s: 0 for s in (PATCHED, NOTHING_TO_PATCH, ALREADY_UPSTREAM, ERROR)}
+    def summary(self) -> dict[str, int]:
+        counts: dict[str, int] = {s: 0 for s in (PATCHED, NOTHING_TO_PATCH, ALREADY_UPSTREAM, ERROR)}
         for o in self.outcomes:
             counts[o.status] += 1
         return {"tags": len(self.outcomes), **counts}
@@ -94,28 +106,30 @@ class GenerateResult(Value):
 class NoKeys(Value):
     """``generate --to-cc auto`` on a machine whose GPUs need no key of the project."""
 
-    machine: object  # gpus.smi.Machine
+    machine: Machine
     label: str
     exit_code: int = OK
 
 
-Cache = dict  # (fix, blob id) -> rules.FileRewrite or PatchkitError, shared across tags
-
-
-def _variant(fix_rules, version: str) -> tuple:
+def _variant(fix_rules: tuple[Rule, ...], version: str) -> tuple[object, ...]:
     """What of the version a fix's rewrite depends on: a backport's landing and refreshes."""
     return tuple((r.landed(version), *(x.covers(version) for x in r.refresh))
                  for r in fix_rules if isinstance(r, BackportRule)) + tuple(r.covers(version) for r in fix_rules)
 
 
-def _fix_changes(current, fix_rules, read, root, cache, fix, base=None, version=None):
+def _fix_changes(current: Files, fix_rules: tuple[Rule, ...], read: Read, root: str, cache: Cache, fix: str,
+                 base: Base | None = None,
+                 version: str | None = None) -> tuple[list[FileChange], list[FileEntry], list[Found], Files]:
     """(changes, entries, already upstream, new bytes) of one fix over the files as they are."""
-    changes, entries, upstream, new = [], [], [], {}
+    changes: list[FileChange] = []
+    entries: list[FileEntry] = []
+    upstream: list[Found] = []
+    new: Files = {}
     for rule in fix_rules:
         if isinstance(rule, BackportRule) and rule.covers(version) and not rule.landed(version):
             missing = rule.missing_from(current)
             if missing:
-                raise no_fit(missing[0], Misfit.NOT_IN_RELEASE, change=rule.origin.cite())
+                raise no_fit(missing[0], Misfit.NOT_IN_RELEASE, change=rule.origin.cite() if rule.origin is not None else "the upstream change")  # a loaded backport has its origin
     variant = _variant(fix_rules, version) if version else ()
     for path, (file, data, blob) in sorted(current.items()):
         key = (fix, blob, variant)
@@ -168,13 +182,13 @@ def release_patch(
     }
     read = partial(source.read_path, tag)
 
-    def base(rule, path):  # a backport's merge base: the file in the release it was made on
-        return source.read_path(f"v{rule.made_on}", path) if rule.made_on else None
+    def base(rule: Rule, path: str) -> bytes | None:  # a backport's merge base: the file in the release it was made on
+        return source.read_path(f"v{rule.made_on}", path) if isinstance(rule, BackportRule) and rule.made_on else None
 
     series: list[SeriesEntry] = []
     outputs: dict[str, bytes] = {}
     statuses: list[FixStatus] = []
-    upstream_all: list[dict] = []
+    upstream_all: list[Found] = []
     for fix in fixes:
         fix_rules = tuple(r for r in rules if r.fix == fix)
         if not fix_rules:
@@ -221,20 +235,24 @@ def release_patch(
     return TagOutcome(tag, version, PATCHED, outputs, tuple(tables), fixes=tuple(statuses))
 
 
-def _gates_left(fix, project: Project, version: str, files: dict, fix_rules) -> list:
+def _gates_left(fix: Fix, project: Project, version: str, files: Files, fix_rules: tuple[Rule, ...]) -> list[Gate]:
     """The gates on the fix's feature path in this release that still refuse its GPU."""
     path = fix.path(project.name, version)
     if path is None:
         return []
-    from_cc, to_cc = next((r.key_pair() for r in fix_rules if r.key_pair()), (project.from_cc, project.to_cc))
+    from_cc, to_cc = next((p for r in fix_rules if (p := r.key_pair()) is not None), (project.from_cc, project.to_cc))
     return gates_left({p: data for p, (_, data, _) in files.items()}, path, from_cc, to_cc)
 
 
-def _patch(release, tag, version, project, fix, fix_rules, number, entries, changes, upstream, templates):
+def _patch(release: Release, tag: str, version: str, project: Project, fix: Fix, fix_rules: tuple[Rule, ...], number: int,
+           entries: list[FileEntry], changes: list[FileChange], upstream: list[Found],
+           templates: Path | None) -> tuple[str, bytes, SeriesEntry]:
     """(file name, bytes, SeriesEntry) of one fix's patch."""
     keyed = next((r for r in fix_rules if r.key_pair()), fix_rules[0])
     words = message.fix_fields(fix, fix_rules, project.name, version)
     rules = words["rules"]
+    if not isinstance(rules, list):  # fix_fields gives each rule's fields in a list
+        raise TypeError(f"the rules of {fix.name} as the templates see them are a {type(rules).__name__}, not a list")
     ctx = message.context(
         project=project.name, version=version, tag=tag, commit=release.commit, from_cc=keyed.from_cc, to_cc=keyed.to_cc,
         files=[{"path": e.path, "tables": e.tables} for e in entries], already_upstream=upstream,

@@ -13,6 +13,7 @@ from patchkit.report import Each, combine
 from patchkit.values import Value
 
 if TYPE_CHECKING:
+    from patchkit.report import Result
     from patchkit.targets.environment import Environment, Install
     from patchkit.targets.session import Session
 
@@ -56,7 +57,7 @@ def sessions(given: Targets, version: str | None = None) -> list[Session]:
     return [g.open(version) for g in given.found]
 
 
-def each(command: str, given: Targets, run: Callable[[Given], object], judged: bool = False):
+def each(command: str, given: Targets, run: Callable[[Given], Result], judged: bool = False) -> Result:
     """``run`` on each target of ``given``, one after the other; one result.  ``judged``: it starts
     with what ``--python`` found and which known projects it did not find, so that what was
     judged is never mistaken for the whole environment."""

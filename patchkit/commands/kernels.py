@@ -24,11 +24,15 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchkit.cc import AUTO, CC, AutoCC
 from patchkit.errors import OK, PROBLEMS, BadInput
-from patchkit.judge.kernels import installed_code, judge
+from patchkit.judge.kernels import DistributionHere, FileHere, installed_code, judge
 from patchkit.values import Record
+
+if TYPE_CHECKING:
+    from patchkit.judge.jit import JitHere
 
 MAX_FILES = 100_000  # shared objects under one PATH folder
 
@@ -82,13 +86,13 @@ def _paths(given: list[Path]) -> list[tuple[str, str]]:
 class KernelsResult(Record):
     """The shared objects read and, with GPUs, judged for them."""
 
-    ccs: tuple  # the GPUs' compute capabilities, lowest first (none: no verdict)
+    ccs: tuple[CC, ...]  # the GPUs' compute capabilities, lowest first (none: no verdict)
     source: str | None  # where they come from: "--to-cc", "nvidia-smi: 8 x ..."
     note: tuple[str, ...]  # why there is no verdict
     exe: Path | None  # --python: the interpreter whose distributions were read
-    found: tuple  # --python: judge.kernels.DistributionHere, one per distribution with CUDA code
-    files: tuple  # PATH: judge.kernels.FileHere, one per file
-    jit: tuple = ()  # --python: judge.jit.JitHere, one per JIT library installed
+    found: tuple[DistributionHere, ...]  # --python: one per distribution with CUDA code
+    files: tuple[FileHere, ...]  # PATH: one per file
+    jit: tuple[JitHere, ...] = ()  # --python: one per JIT library installed
 
     @property
     def failing(self) -> int:
@@ -105,7 +109,7 @@ class KernelsResult(Record):
         return PROBLEMS if self.failing else OK
 
 
-def kernels(paths: list[Path], python: str | None, to_cc) -> KernelsResult:
+def kernels(paths: list[Path], python: str | None, to_cc: list[CC | AutoCC]) -> KernelsResult:
     """``paths`` (files or folders) or, with ``python``, every distribution installed for it."""
     note: list[str] = []
     ccs, source = _gpus(to_cc, note)

@@ -10,6 +10,7 @@ nothing written), every target checked first (``applied_for``).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchkit.cc import CC
 from patchkit.commands.given import Given, Targets, each
@@ -23,6 +24,10 @@ from patchkit.report import combine
 from patchkit.targets.session import Session
 from patchkit.targets.transaction import keep_edits
 from patchkit.values import Value
+
+if TYPE_CHECKING:
+    from patchkit.commands.transact import Part_
+    from patchkit.report import Result
 
 
 class ForceRefused(Refused):
@@ -50,7 +55,7 @@ class RevertRequest(Value, kw_only=True):
     to_cc: CC | None = None  # revert only what adds this cc's key
 
 
-class _Revert(Job):
+class _Revert(Job[RevertResult]):
     """Revert's steps (``commands.transact``) at the target of ``session``."""
 
     verb = "revert"
@@ -77,7 +82,7 @@ class _Revert(Job):
     def prepare(self, snap: Snapshot, found: Look) -> list[Path]:
         return keep_edits(self.session.store, found.plan.changes, snap.applied) if found.plan.action == REVERT else []
 
-    def part(self, snap: Snapshot, found: Look) -> tuple | None:
+    def part(self, snap: Snapshot, found: Look) -> Part_ | None:
         plan = found.plan
         return (plan.changes, None) if plan.action == REVERT and (plan.changes or snap.applied is not None) else None
 
@@ -88,7 +93,7 @@ class _Revert(Job):
         return RevertResult(**shared(self, done), kept=tuple(done.prepared or ()))
 
 
-def revert_targets(given: Targets, request: RevertRequest):
+def revert_targets(given: Targets, request: RevertRequest) -> Result:
     """``patchkit revert`` at each target of ``given``: one result.  With ``--to-cc``, every target
     is checked before the first is written (``applied_for``); an environment's projects are one
     transaction (``commands.transact.transact_all``), every refusal raised before the first write."""
@@ -97,7 +102,8 @@ def revert_targets(given: Targets, request: RevertRequest):
             applied_for(g, request.to_cc)
     if given.env is not None:
         jobs = [_Revert(s, request) for s in given_sessions(given)]
-        return combine("revert", transact_all(jobs[0].session.home(), jobs) if jobs else [])
+        home = jobs[0].session.home() if jobs else None  # an environment's projects: their one home
+        return combine("revert", transact_all(home, jobs) if home is not None else [transact(j) for j in jobs])
     return each("revert", given, lambda g: transact(_Revert(g.open(), request)))
 
 

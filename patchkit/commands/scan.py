@@ -19,6 +19,7 @@ them: grouped text, markdown tables, or the --json document).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchkit.errors import OK, PROBLEMS, BadInput
 from patchkit.fixes.registry import SGLANG
@@ -27,6 +28,13 @@ from patchkit.scan.classify import UNAWARE, classify
 from patchkit.scan.tree import scan_tree
 from patchkit.values import Record
 
+if TYPE_CHECKING:
+    from patchkit.cc import Key
+    from patchkit.scan.compare import Changes, ReleaseFindings
+    from patchkit.scan.finding import Finding
+
+    Row = tuple[Finding, str, str | None]  # a finding, its class, the fix that covers it or None
+
 FORMATS = ("text", "markdown", "json")
 
 
@@ -34,16 +42,16 @@ class TreeScan(Record):
     """The gates of one tree: every finding with its class, and the rows shown."""
 
     path: Path
-    cc: object
-    from_cc: object
+    cc: Key
+    from_cc: Key
     unaware_only: bool
     markdown: bool  # the text is markdown tables
     seen: int  # files looked at
     parsed: int  # files parsed
-    findings: tuple  # scan.finding.Finding, every one
-    classes: tuple  # the class of each of ``findings``
-    rows: tuple  # (finding, class, the fix that covers it or None) of those shown
-    skipped: tuple  # (path, why) of each file that could not be scanned
+    findings: tuple[Finding, ...]  # every one
+    classes: tuple[str, ...]  # the class of each of ``findings``
+    rows: tuple[Row, ...]  # of those shown
+    skipped: tuple[tuple[str, str], ...]  # (path, why) of each file that could not be scanned
 
     @property
     def exit_code(self) -> int:
@@ -54,17 +62,17 @@ class CompareScan(Record):
     """What changed between two releases: the gates that appeared, disappeared or changed class."""
 
     repo: Path
-    cc: object
-    from_cc: object
+    cc: Key
+    from_cc: Key
     unaware_only: bool
     markdown: bool
-    before: object  # scan.compare.Release: tag, findings, classes, files seen and parsed
-    after: object
-    change: object  # scan.compare.Change, every gate
-    appeared: tuple  # (finding, class, fix) shown
-    disappeared: tuple
-    changed: tuple  # (after, class after, its fix, before, class before, its fix) shown
-    skipped: tuple  # (tag, path, why)
+    before: ReleaseFindings  # tag, findings, classes, files seen and parsed
+    after: ReleaseFindings
+    change: Changes  # every gate
+    appeared: tuple[Row, ...]  # shown
+    disappeared: tuple[Row, ...]
+    changed: tuple[tuple[Finding, str, str | None, Finding, str, str | None], ...]  # (after, class after, its fix, before, class before, its fix) shown
+    skipped: tuple[tuple[str, str, str], ...]  # (tag, path, why)
 
     @property
     def new_unaware(self) -> int:
@@ -78,8 +86,8 @@ class CompareScan(Record):
 
 def scan(
     path: Path | None,
-    cc,
-    from_cc=10,
+    cc: Key,
+    from_cc: Key = 10,
     fmt: str = "text",
     tables: tuple[str, ...] | None = None,
     unaware_only: bool = False,
@@ -124,7 +132,7 @@ def scan(
                     tuple(rows), tuple(skipped))
 
 
-def covered_by(f) -> str | None:
+def covered_by(f: Finding) -> str | None:
     """The fix whose rule patches this finding: a table of a dict-key rule, or a gate in a
     rule's file that names what the rule looks for (paths as the repository or the
     installed package has them)."""
@@ -145,7 +153,8 @@ def covered_by(f) -> str | None:
     return None
 
 
-def _compare(repo: Path, tags: tuple[str, str], cc, from_cc, markdown: bool, tables, unaware_only: bool) -> CompareScan:
+def _compare(repo: Path, tags: tuple[str, ...], cc: Key, from_cc: Key, markdown: bool, tables: tuple[str, ...],
+             unaware_only: bool) -> CompareScan:
     from patchkit.git.objects import GitSource
     from patchkit.scan.compare import compare, releases
 

@@ -11,16 +11,25 @@ and cannot set a variable (``doctor --format env`` prints the lines that do)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchkit.errors import BAD_INPUT, OK, PROBLEMS, SETTINGS, BadInput
 from patchkit.values import Record
 
+if TYPE_CHECKING:
+    from patchkit.cc import CC
+    from patchkit.gpus.smi import Machine
+    from patchkit.judge.settings import SettingHere
+    from patchkit.targets.environment import Environment
+
 
 class SettingsVerified(Record):
     exe: str
-    ccs: tuple  # the GPUs judged for; () when none
-    judged: tuple  # judge.settings.SettingHere
-    missing: tuple  # of judged: those this environment lacks
+    ccs: tuple[CC, ...]  # the GPUs judged for; () when none
+    judged: tuple[SettingHere, ...]
+    missing: tuple[SettingHere, ...]  # of judged: those this environment lacks
     unseen: str | None = None  # why nothing was judged
 
     @property
@@ -28,7 +37,7 @@ class SettingsVerified(Record):
         return SETTINGS if self.missing else OK
 
 
-def verify_settings(env, to_cc=None, m=None) -> SettingsVerified:
+def verify_settings(env: Environment, to_cc: CC | None = None, m: Machine | None = None) -> SettingsVerified:
     """``m``: the machine, read already (a plain verify that found SM12x GPUs, ``--to-cc auto``)."""
     from patchkit.gpus.smi import given, machine, timeout
     from patchkit.judge.settings import missing, settings_here
@@ -50,9 +59,9 @@ class SettingsToSet(Record):
     do), or set already (what is set).  Flags and upgrades are not variables: doctor names them."""
 
     exe: str
-    ccs: tuple
+    ccs: tuple[CC, ...]
     to_set: tuple[tuple[str, str], ...]  # (name, value)
-    unset: tuple  # judge.settings.SettingHere: needed, with no value found here or a name export cannot set
+    unset: tuple[SettingHere, ...]  # needed, with no value found here or a name export cannot set
     unseen: str | None = None  # why no GPU was judged for (no --to-cc)
 
     @property
@@ -60,7 +69,7 @@ class SettingsToSet(Record):
         return BAD_INPUT if self.unseen is not None else PROBLEMS if self.unset else OK
 
 
-def settings_to_set(exe, found, ccs) -> SettingsToSet:
+def settings_to_set(exe: Path, found: Iterable[SettingHere], ccs: Iterable[CC]) -> SettingsToSet:
     """Of ``found`` (``judge.settings.SettingHere``), the variables to set and those that cannot be."""
     from patchkit.fixes.settings import Check, SettingKind
     from patchkit.judge.settings import Need, exportable
@@ -68,11 +77,12 @@ def settings_to_set(exe, found, ccs) -> SettingsToSet:
     to_set: dict[str, str] = {}
     unset = []
     for h in found:
-        if h.setting.kind != SettingKind.ENV or h.need not in (Need.NEEDED, Need.WRONG, Need.SET) or h.spelling.name in to_set:
+        sp = h.spelling  # None only for an UNREAD setting, never one of these needs
+        if h.setting.kind != SettingKind.ENV or h.need not in (Need.NEEDED, Need.WRONG, Need.SET) or sp is None or sp.name in to_set:
             continue
         value = h.found if h.need == Need.SET and h.setting.check == Check.PTXAS else h.value
-        if value is None or not exportable(h.spelling.name):
+        if value is None or not exportable(sp.name):
             unset.append(h)
         else:
-            to_set[h.spelling.name] = value
+            to_set[sp.name] = value
     return SettingsToSet(str(exe), tuple(ccs), tuple(to_set.items()), tuple(unset))

@@ -6,6 +6,7 @@ Returns a ``StatusResult`` per target (``render/status.py`` says it).  Read only
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchkit.cc import CC, Key
 from patchkit.commands.given import Given, Targets, each
@@ -20,6 +21,11 @@ from patchkit.targets.after_write import jit_builds, old_processes
 from patchkit.types import PATCHED, Applied
 from patchkit.values import Record, Value
 
+if TYPE_CHECKING:
+    from patchkit.report import Result
+    from patchkit.targets.jit_builds import Build
+    from patchkit.targets.processes import Process
+
 
 class FileState(Record):
     """A target file that holds a table, or that patchkit or the shipped patch knows."""
@@ -29,7 +35,7 @@ class FileState(Record):
     bytecode: int  # its cached bytecode files
     stale: int  # how many of them are stale
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         return {"path": self.path, "state": self.state, "bytecode": self.bytecode, "stale_bytecode": self.stale}
 
 
@@ -44,7 +50,7 @@ class ForCC(Record):
     def in_effect(self) -> bool:
         return self.applied == self.key
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         return {"cc": str(self.cc), "key": self.key, "applied": self.in_effect}
 
 
@@ -55,7 +61,7 @@ class StatusResult(Value, kw_only=True):
     label: str  # the project
     project: str
     kind: str  # git checkout, installed package
-    editable: str | None  # the package of an editable install
+    editable: Path | None  # the package of an editable install
     root: Path  # the target
     state_dir: Path
     how: str  # how the version was found
@@ -67,14 +73,14 @@ class StatusResult(Value, kw_only=True):
     no_shipped: NoShippedPatch | None  # why no shipped patch fits
     files: tuple[FileState, ...]
     jit_error: PatchkitError | None  # why FlashInfer's JIT builds were not checked
-    builds: tuple  # targets.jit_builds.Build older than the patched sources
-    pending: dict | None  # the journal of an interrupted transaction
-    running: tuple  # targets.processes.Process that started before the files were written
+    builds: tuple[Build, ...]  # older than the patched sources
+    pending: dict[str, object] | None  # the journal of an interrupted transaction
+    running: tuple[Process, ...]  # those that started before the files were written
     exit_code: int = OK
     for_cc: ForCC | None = None  # --to-cc
 
 
-def status_targets(given: Targets, patches: Path | None = None, to_cc: CC | None = None):
+def status_targets(given: Targets, patches: Path | None = None, to_cc: CC | None = None) -> Result:
     """``patchkit status`` at each target of ``given``: one result."""
     return each("status", given, lambda g: status(g, patches, to_cc))
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from patchkit.errors import PatchkitError
 from patchkit.plan import Plan
@@ -20,8 +20,29 @@ from patchkit.targets.transaction import LockTaken, SetAside, commit, exclusive,
 from patchkit.values import Value
 
 if TYPE_CHECKING:
+    from typing import TypedDict
+
     from patchkit.targets.jit_builds import JitCheck
+    from patchkit.targets.processes import Process
     from patchkit.targets.session import Session
+    from patchkit.types import Applied, Change
+
+    # What to commit: the changes, and the state to record (None: none).
+    Part_ = tuple[Sequence[Change], Applied | None]
+
+    class Shared(TypedDict):
+        """``Transacted``'s fields, as ``shared`` makes them."""
+
+        where: Where
+        dry_run: bool
+        pending: bool
+        lock: LockTaken | None
+        set_aside: SetAside | None
+        plan: Plan
+        dropped: tuple[Path, ...]
+        jit: JitCheck | None
+        restart: tuple[Process, ...]
+        local: Callable[[str], str]
     from patchkit.targets.state import Store
 
 
@@ -36,7 +57,7 @@ class Transacted(Value, kw_only=True):
     plan: Plan
     dropped: tuple[Path, ...]  # bytecode files dropped
     jit: JitCheck | None  # FlashInfer's stale JIT builds of the files written: dropped, or named (None: not FlashInfer, or nothing written)
-    restart: tuple  # targets.processes.Process that started before the change
+    restart: tuple[Process, ...]  # the processes that started before the change
     local: Callable[[str], str]  # how the target names a repository path
 
 
@@ -48,11 +69,14 @@ class Done(Value, kw_only=True):
     look: Look
     lock: LockTaken | None
     aside: SetAside | None
-    prepared: object  # what ``Job.prepare`` kept under the lock (None: no lock taken)
+    prepared: list[Path] | None  # what ``Job.prepare`` kept under the lock, revert's copies of edited files (None: no lock taken)
     dropped: tuple[Path, ...]
 
 
-class Job:
+R = TypeVar("R", bound=Transacted)
+
+
+class Job(Generic[R]):
     """One command's steps at one target, which ``transact`` takes in order."""
 
     verb = ""  # the journal's word for it: "apply", "revert"
@@ -76,11 +100,11 @@ class Job:
         """Whether the look at ``first`` is the look at ``again``."""
         raise NotImplementedError
 
-    def prepare(self, snap: Snapshot, look: Look) -> object:
+    def prepare(self, snap: Snapshot, look: Look) -> list[Path] | None:
         """Under the lock, before the commit."""
         return None
 
-    def part(self, snap: Snapshot, look: Look) -> tuple | None:
+    def part(self, snap: Snapshot, look: Look) -> Part_ | None:
         """(changes, the state to record) to commit; None: nothing."""
         raise NotImplementedError
 
@@ -92,29 +116,34 @@ class Job:
         """The files whose JIT builds and running servers are stale (None: nothing written)."""
         raise NotImplementedError
 
-    def result(self, done: Done) -> Transacted:
+    def result(self, done: Done) -> R:
         raise NotImplementedError
 
 
-def shared(job: Job, done: Done) -> dict:
+def shared(job: Job[R], done: Done) -> Shared:
     """The fields of ``Transacted`` of ``done``, with what comes after the write: FlashInfer's JIT
     builds of the files written dropped (or named by a dry run), the servers that started before."""
     s, plan = job.session, done.look.plan
     written = job.written(plan)
-    return dict(
-        where=Where.of(s), dry_run=job.dry_run, pending=done.before.pending, lock=done.lock, set_aside=done.aside, plan=plan,
-        dropped=done.dropped, jit=drop_jit_builds(s.target, s.version, written, job.dry_run) if written is not None else None,
-        restart=tuple(old_processes(s.target, written)) if written is not None and not job.dry_run else (), local=s.target.local,
-    )
+    return {
+        "where": Where.of(s), "dry_run": job.dry_run, "pending": done.before.pending, "lock": done.lock, "set_aside": done.aside,
+        "plan": plan, "dropped": done.dropped,
+        "jit": drop_jit_builds(s.target, s.version, written, job.dry_run) if written is not None else None,
+        "restart": tuple(old_processes(s.target, written)) if written is not None and not job.dry_run else (), "local": s.target.local,
+    }
 
 
-def transact(job: Job) -> Transacted:
+def transact(job: Job[R]) -> R:
     """``job`` at its target: read and look without the lock (a target with nothing to do is never
     written, so a read-only one answers too; a killed run's leftovers need the lock, recovery, first);
     when there is something to write, the same again under the lock, then the commit."""
     before = job.read()
     found = job.look(before) if job.dry_run or before.tidy else None
-    snap, lock, aside, prepared, dropped = before, None, None, None, ()
+    snap = before
+    lock: LockTaken | None = None
+    aside: SetAside | None = None
+    prepared: list[Path] | None = None
+    dropped: tuple[Path, ...] = ()
     if found is None or not job.dry_run and job.writes(found):
         s = job.session
         with exclusive(s.target, s.store, s.version) as lock:
@@ -124,14 +153,14 @@ def transact(job: Job) -> Transacted:
             aside = set_aside(s.store, *found.old) if found.old else None
             prepared = job.prepare(snap, found)
             part = job.part(snap, found)
-            wrote = commit(s.target, s.store, *part, job.verb, s.version) if part is not None else []
+            wrote = commit(s.target, s.store, list(part[0]), part[1], job.verb, s.version) if part is not None else []
             dropped = job.drop(found, wrote)
     elif found.old:
         aside = SetAside(None, found.old.reason)
     return job.result(Done(before=before, snap=snap, look=found, lock=lock, aside=aside, prepared=prepared, dropped=dropped))
 
 
-def transact_all(home: Store, jobs: Sequence[Job]) -> list[Transacted]:
+def transact_all(home: Store, jobs: Sequence[Job[R]]) -> list[R]:
     """``jobs``, the projects of one environment, as one transaction (``targets.env_transaction``):
     read and looked at without the lock first (nothing to write: no lock taken); else, under the
     environment's lock and each project's, every project read and looked at again, every refusal
@@ -152,16 +181,16 @@ def transact_all(home: Store, jobs: Sequence[Job]) -> list[Transacted]:
         asides = [set_aside(j.session.store, *f.old) if f.old else None for j, f in zip(jobs, looks, strict=True)]
         prepared = [j.prepare(snap, f) for j, snap, f in zip(jobs, snaps, looks, strict=True)]
         parts = [j.part(snap, f) for j, snap, f in zip(jobs, snaps, looks, strict=True)]
-        committing = [i for i, p in enumerate(parts) if p is not None]
-        wrote = dict(zip(committing, commit_all(home, [
-            Part(jobs[i].session.target, jobs[i].session.store, jobs[i].session.version, *parts[i]) for i in committing], verb),
+        committing = [(i, p) for i, p in enumerate(parts) if p is not None]
+        wrote = dict(zip([i for i, _ in committing], commit_all(home, [
+            Part(jobs[i].session.target, jobs[i].session.store, jobs[i].session.version, list(p[0]), p[1]) for i, p in committing], verb),
             strict=True))
         dropped = [j.drop(f, wrote.get(i, [])) for i, (j, f) in enumerate(zip(jobs, looks, strict=True))]
     return [j.result(Done(before=b, snap=snap, look=f, lock=lock, aside=aside, prepared=p, dropped=d))
             for j, b, snap, f, lock, aside, p, d in zip(jobs, befores, snaps, looks, taken, asides, prepared, dropped, strict=True)]
 
 
-def _first_looks(jobs: Sequence[Job], befores: list[Snapshot]) -> list[Look] | None:
+def _first_looks(jobs: Sequence[Job[R]], befores: list[Snapshot]) -> list[Look] | None:
     """The looks at what was read without the lock; None where one refused and the targets read
     again differ (another run was writing meanwhile: the read was of a moment between its steps,
     so its refusal is not trusted, and the lock is taken to look again)."""

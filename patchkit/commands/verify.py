@@ -8,7 +8,9 @@ its keys from ``judge.auto`` and runs the same verify for each.
 
 from __future__ import annotations
 
-from patchkit.cc import AUTO, CC, Key
+from typing import TYPE_CHECKING
+
+from patchkit.cc import AUTO, CC, AutoCC, Key
 from patchkit.commands.given import Given, Targets, each
 from patchkit.commands.given import sessions as given_sessions
 from patchkit.errors import OK, PROBLEMS, PatchkitError
@@ -16,11 +18,17 @@ from patchkit.fixes.kinds import DictKeyRule
 from patchkit.fixes.registry import FIXES, default_fixes, fixes_for, rules_for
 from patchkit.match import mentions
 from patchkit.plan.verify import VerifyPlan, plan_verify
-from patchkit.report import Auto, AutoTarget, Where
+from patchkit.report import Auto, AutoTarget, Each, Where
 from patchkit.targets import bytecode
 from patchkit.targets.after_write import jit_builds
 from patchkit.targets.session import Session
 from patchkit.values import Value
+
+if TYPE_CHECKING:
+    from patchkit.commands.settings import SettingsVerified
+    from patchkit.gpus.smi import Machine
+    from patchkit.report import Result
+    from patchkit.targets.environment import Environment
 
 
 class VerifyResult(Value, kw_only=True):
@@ -47,12 +55,12 @@ class VerifyRequest(Value, kw_only=True):
     each key this machine's GPUs need."""
 
     from_cc: CC | None = None
-    to_cc: object = None  # CC, AUTO or None
+    to_cc: CC | AutoCC | None = None
     fixes: tuple[str, ...] | None = None
     named: tuple[str, ...] | None = None
 
 
-def verify_targets(given: Targets, request: VerifyRequest):
+def verify_targets(given: Targets, request: VerifyRequest) -> Result:
     """``patchkit verify`` at each target of ``given``: one result.  With no cc given and
     SM12x GPUs here (``sm12x_gpus``), or ``--to-cc auto``, each key the GPUs need is proved
     (``verify_auto``); with ``--python``, the settings its releases need are judged too."""
@@ -60,7 +68,7 @@ def verify_targets(given: Targets, request: VerifyRequest):
     if request.to_cc is AUTO or m is not None:  # given auto, or SM12x GPUs here: proved for them
         return verify_auto(given, request.fixes, named=request.named or (), m=m, env=given.env)
     done = each("verify", given, lambda g: verify(g, request), judged=True)
-    if given.env is None:
+    if given.env is None or not isinstance(done, Each):  # judged with --python's environment: an Each
         return done
     from patchkit.commands.settings import verify_settings  # --python: the settings its releases need, too
 
@@ -71,10 +79,12 @@ def verify_targets(given: Targets, request: VerifyRequest):
 def verify(given: Given, request: VerifyRequest) -> VerifyResult:
     """``request`` at the target ``given``."""
     s = Session.open(given.path, project=given.project, install=given.install)
-    fixes = request.fixes
+    fixes, to_cc = request.fixes, request.to_cc
+    if to_cc is AUTO:  # verify_targets proves auto's keys through verify_auto, never here
+        raise ValueError("verify takes a cc or none; --to-cc auto is verify_auto's")
     if fixes is None and request.named is None:
-        fixes = _plain(s, request.to_cc)
-    return verify_session(s, request.from_cc, request.to_cc, fixes, request.named)
+        fixes = _plain(s, to_cc)
+    return verify_session(s, request.from_cc, to_cc, fixes, request.named)
 
 
 def _plain(s: Session, to_cc: CC | None) -> tuple[str, ...] | None:
@@ -90,7 +100,7 @@ def _plain(s: Session, to_cc: CC | None) -> tuple[str, ...] | None:
     return tuple(n for n in FIXES if (FIXES[n].default or n in recorded) and n not in left) if left else None
 
 
-def sm12x_gpus():
+def sm12x_gpus() -> Machine | None:
     """This machine (``gpus.smi.Machine``) when nvidia-smi shows an SM12x GPU, the GPUs the fixes
     are for: a plain ``verify`` then proves for them (a GB10's 12.1, not the 12.0 applied) as
     ``--to-cc auto`` does.  None without nvidia-smi, when it fails, or for other GPUs (a build
@@ -110,7 +120,8 @@ def sm12x_gpus():
     return m if any(g.cc.major == 12 for g in m.gpus) else None
 
 
-def verify_auto(given: Targets, fixes: tuple[str, ...] | None, named: tuple[str, ...] = (), m=None, env=None) -> Auto:
+def verify_auto(given: Targets, fixes: tuple[str, ...] | None, named: tuple[str, ...] = (), m: Machine | None = None,
+                env: Environment | None = None) -> Auto:
     """``verify --to-cc auto``: each key this machine's GPUs need at each target (``judge.auto``),
     proved as ``verify`` proves a key given; ``named``: the fixes --fix named; ``m``: the machine,
     read already; ``env``: the environment ``--python`` read, whose settings are judged for the
@@ -120,7 +131,7 @@ def verify_auto(given: Targets, fixes: tuple[str, ...] | None, named: tuple[str,
     m = auto.read_machine() if m is None else m
     sessions = given_sessions(given)
     keys = auto.for_verify(sessions, m, fixes, default_fixes(), named)
-    settings = None
+    settings: SettingsVerified | None = None
     if env is not None:
         from patchkit.commands.settings import verify_settings
 
@@ -139,8 +150,8 @@ def verify_session(s: Session, from_cc: CC | None = None, to_cc: CC | None = Non
     applied, changed = s.state(read)
     if changed:
         applied = None
-    from_cc, to_cc = s.project.cc_pair(from_cc, to_cc, (applied.from_cc, applied.to_cc) if applied else None)
-    ours = applied if applied and applied.from_cc == from_cc and applied.to_cc == to_cc else None
+    from_key, to_key = s.project.cc_pair(from_cc, to_cc, (applied.from_cc, applied.to_cc) if applied else None)
+    ours = applied if applied and applied.from_cc == from_key and applied.to_cc == to_key else None
     recorded = [f.path for f in ours.files] if ours else []
     # The files the state was told by are the ones to check, when it is ours: read once (none
     # were read while a transaction is pending).
@@ -159,9 +170,9 @@ def verify_session(s: Session, from_cc: CC | None = None, to_cc: CC | None = Non
         builds, jit_error = [], str(exc)
     plan = plan_verify(
         current, ours, names=names, fixes=fixes, rules=tuple(r for r in rules_for(s.project.name, fixes) if not isinstance(r, DictKeyRule)),
-        blocked=tuple(s.shipped_series.blocked(None, fixes, s.target.local)), named=named, from_cc=from_cc, to_cc=to_cc, version=s.version,
+        blocked=tuple(s.shipped_series.blocked(None, fixes, s.target.local)), named=named, from_cc=from_key, to_cc=to_key, version=s.version,
         label=s.project.label, journal=journal, journal_file=str(journal_file), changed=changed, stale=stale,
         jit_builds=tuple(builds), jit_error=jit_error, read=s.reader(), root=s.project.source_root, local=s.target.local,
     )
-    return VerifyResult(where=Where.of(s), label=s.project.label, from_cc=from_cc, to_cc=to_cc, plan=plan,
+    return VerifyResult(where=Where.of(s), label=s.project.label, from_cc=from_key, to_cc=to_key, plan=plan,
                         not_checked=tuple(f for f in fixes_for(s.project.name) if f not in plan.fixes))

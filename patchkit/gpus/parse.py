@@ -36,7 +36,7 @@ _DEVICE = re.compile(r"GPU([0-9]+)")
 
 
 class GPU(Record):
-    index: int
+    index: int  # type: ignore[assignment]  # nvidia-smi's index, first so GPUs sort by it; tuple.index is never called on a GPU
     name: str
     cc: CC  # CC(12, 0)
     bus_id: str

@@ -15,6 +15,8 @@ Standard library only.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from patchkit.cc import CC
 
 # cc -> why no GPU of it has multicast, with the source above.
@@ -29,14 +31,23 @@ NO_MULTICAST: dict[CC, str] = {
 PCIE_ONLY: dict[CC, str] = {CC(12, 0): "RTX PRO 6000 and RTX 50 have no NVLink"}
 
 
-def pcie_only(ccs) -> tuple[str, ...] | None:
+def _every(table: dict[CC, str], ccs: Iterable[CC]) -> tuple[str, ...] | None:
+    """``table``'s reason for each of ``ccs``, or None when one has none (or none is given)."""
+    why = []
+    for cc in ccs:
+        reason = table.get(cc)
+        if not reason:
+            return None
+        why.append(reason)
+    return tuple(why) or None
+
+
+def pcie_only(ccs: Iterable[CC]) -> tuple[str, ...] | None:
     """Why two or more GPUs of every one of ``ccs`` meet over PCIe only (one reason each), or None."""
-    why = [PCIE_ONLY.get(cc) for cc in ccs]
-    return tuple(why) if why and all(why) else None
+    return _every(PCIE_ONLY, ccs)
 
 
-def without_multicast(ccs) -> tuple[str, ...] | None:
+def without_multicast(ccs: Iterable[CC]) -> tuple[str, ...] | None:
     """Why GPUs of every one of ``ccs`` lack multicast (one reason each), or None when one of them
     may have it (or none is given)."""
-    why = [NO_MULTICAST.get(cc) for cc in ccs]
-    return tuple(why) if why and all(why) else None
+    return _every(NO_MULTICAST, ccs)

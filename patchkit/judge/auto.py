@@ -17,14 +17,15 @@ from patchkit.cc import CC, SM12X, Key
 from patchkit.errors import BadInput
 from patchkit.fixes.effects import read_effects
 from patchkit.fixes.registry import FIXES, Project, fixes_for
-from patchkit.gpus.smi import Machine
-from patchkit.gpus.smi import machine as read_machine
+from patchkit.gpus.smi import Machine, machine
 from patchkit.judge.here import fix_here, fixes_here, gpus, spelled, unneeded
-from patchkit.judge.reasons import Unneeded
+from patchkit.judge.reasons import Unneeded, Unread
 from patchkit.rewrite.capability import same
 from patchkit.targets.session import Session
 from patchkit.types import Status
 from patchkit.values import Record
+
+read_machine = machine  # the machine apply and verify read: a test replaces it here
 
 
 class Keys(Record):
@@ -33,7 +34,7 @@ class Keys(Record):
     session: Session
     pairs: tuple[tuple[CC | None, CC | None], ...]  # (from_cc, to_cc) of each run there, None for the project's own; (): nothing to do
     fixes: tuple[str, ...] | None  # the fixes there (None: as the command line gave them)
-    spare: dict[str, Unneeded]  # the fixes left out: name -> why they are not needed on this machine
+    spare: dict[str, Unneeded | Unread]  # the fixes left out: name -> why they are not needed on this machine
     held: tuple[Key, ...]  # the machine's ccs as the project spells them
     not_for: tuple = ()  # of ``held``, with nothing to do: the keys no fix is for (the release holds the rest)
     ours: tuple = ()  # of ``held``, with nothing to do: the keys patchkit applied there (not the release's own)
@@ -46,7 +47,7 @@ def wanted(project: Project, m: Machine, from_cc: CC | None = None) -> list[Key]
     return [cc for cc in spelled(project, m) if not same(cc, source)]
 
 
-def _missing(s: Session, ccs: list, fixes, m: Machine, named=()) -> tuple[list, dict[str, Unneeded]]:
+def _missing(s: Session, ccs: list, fixes, m: Machine, named=()) -> tuple[list, dict[str, Unneeded | Unread]]:
     """(those of ``ccs`` that some fix of ``fixes`` lacks at the target of ``s``, the fixes
     left out: name -> why they are not needed on this machine).  A fix ``named`` by --fix is
     never left out."""
@@ -176,7 +177,7 @@ def generate_skip(project: Project, m: Machine, named=()):
     not needed here for that release, or None."""
     effects = read_effects()
 
-    def skip(fix: str, version: str) -> Unneeded | None:
+    def skip(fix: str, version: str) -> Unneeded | Unread | None:
         return None if fix in named else unneeded(effects.get(fix), project, version, m)
 
     return skip

@@ -47,6 +47,7 @@ from __future__ import annotations
 import os
 import stat
 import struct
+from collections.abc import Iterable
 
 from patchkit.values import Record
 
@@ -144,7 +145,7 @@ class Binary(Record):
         return any(e.compressed for e in self.entries if e.loads)
 
 
-def _names(entries) -> list[str]:
+def _names(entries: Iterable[FatbinEntry]) -> list[str]:
     """Distinct targets, SASS before PTX before the rest, lowest first (sm_90 before sm_90a)."""
     order = {ELF: 0, PTX: 1, NVVM_IR: 2}
     found = {(order.get(e.kind, 3), e.kind, e.arch, e.suffix): e.name for e in entries}

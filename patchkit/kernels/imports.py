@@ -21,6 +21,7 @@ distribution provides (``module_of``).
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from patchkit.values import Record
@@ -30,7 +31,7 @@ MAX_DEPTH = 8  # classes followed through their bases
 
 
 class StartImports(Record):
-    modules: dict  # dotted name -> where it is imported ("vllm/platforms/cuda.py:23"), first place
+    modules: dict[str, str]  # dotted name -> where it is imported ("vllm/platforms/cuda.py:23"), first place
     read: tuple[str, ...]  # the files read, relative to site-packages
     problem: str | None  # why the start could not be read: then nothing is known
 
@@ -74,11 +75,10 @@ def _names(node: ast.stmt, package: str) -> list[str]:
 
 
 def _type_checking(node: ast.stmt) -> bool:
-    test = getattr(node, "test", None)
-    return isinstance(node, ast.If) and ast.unparse(test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+    return isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
 
 
-def _module_level(body: list[ast.stmt]):
+def _module_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
     """The statements of a module body that run when it is imported (not inside a def or class)."""
     for node in body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or _type_checking(node):
@@ -90,7 +90,7 @@ def _module_level(body: list[ast.stmt]):
             yield from _module_level(handler.body)
 
 
-def _found(nodes, rel: str, into: dict) -> None:
+def _found(nodes: Iterable[ast.stmt], rel: str, into: dict[str, str]) -> None:
     package = _package(rel)
     for node in nodes:
         for name in _names(node, package):
@@ -126,7 +126,7 @@ def _imported_from(tree: ast.Module, rel: str, name: str) -> str | None:
     return None
 
 
-def _method(site: Path, rel: str, tree: ast.Module, cls: str, method: str, into: dict, read: list, depth: int = 0) -> None:
+def _method(site: Path, rel: str, tree: ast.Module, cls: str, method: str, into: dict[str, str], read: list[str], depth: int = 0) -> None:
     if depth > MAX_DEPTH:
         return
     for node in _classes(tree, cls):
@@ -145,8 +145,8 @@ def _method(site: Path, rel: str, tree: ast.Module, cls: str, method: str, into:
                 continue
             source = _imported_from(tree, rel, base.id)
             other = _file_of(site, source) if source else None
-            parsed = _parse(site, other) if other else None
-            if parsed is not None:
+            parsed = _parse(site, other) if other is not None else None
+            if other is not None and parsed is not None:
                 read.append(other)
                 _method(site, other, parsed, base.id, method, into, read, depth + 1)
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 from patchkit.values import Record
@@ -38,6 +39,9 @@ ASK_SECONDS, ASK_BYTES = 10.0, 1 << 20  # one --version or --help
 MAX_SOURCE = 4 << 20  # bytes of one source file read
 MAX_SOURCES = 5000  # FlashInfer .py files read for their arch lists
 
+# what a form builds for one cc: ((nvcc release or None, sm_ target), ...) best first, and the RuntimeError's message or None
+Builds = tuple[tuple[tuple[str | None, str], ...], str | None]
+
 
 class Form(Record):
     """One form of FlashInfer's ``CompilationContext``: the lines that tell it (whitespace collapsed),
@@ -46,7 +50,7 @@ class Form(Record):
 
     release: str  # where it was read
     marks: tuple[str, ...]
-    targets: dict  # cc -> (((nvcc release or None, sm_ target), ...), the RuntimeError's message or None)
+    targets: dict[tuple[int, int], Builds]  # cc -> (((nvcc release or None, sm_ target), ...), the RuntimeError's message or None)
 
 
 _SM12X = "SM 12.x requires CUDA >= 12.9"
@@ -98,7 +102,7 @@ class FlashInferSources(Record):
 
 class DeepGemmSources(Record):
     where: Path  # the deep_gemm package folder
-    impls: dict  # major -> the impls/sm<NN>_*.cuh file names for it
+    impls: dict[int, tuple[str, ...]]  # major -> the impls/sm<NN>_*.cuh file names for it
 
 
 class TritonSources(Record):
@@ -112,7 +116,7 @@ class JitInstall(Record):
     kind: str  # FLASHINFER, DEEPGEMM, TRITON
     distribution: str  # "flashinfer-python", "vllm" (DeepGEMM bundled in it)
     version: str
-    sources: object  # FlashInferSources, DeepGemmSources or TritonSources
+    sources: FlashInferSources | DeepGemmSources | TritonSources
     compilers: tuple[Compiler, ...]  # nvcc; Triton: ptxas, and ptxas-blackwell from 3.6
 
 
@@ -130,7 +134,7 @@ def _collapsed(text: str) -> str:
     return " ".join(text.split())
 
 
-def _majors(node: ast.expr | None, constants: dict) -> frozenset[int] | None:
+def _majors(node: ast.expr | None, constants: Mapping[str, ast.expr]) -> frozenset[int] | None:
     """The majors a ``supported_major_versions`` value lists: a literal, a module-level constant, or
     ``list(...)`` / ``tuple(...)`` of one; None for every major (None, or no value) or one not read."""
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("list", "tuple") and len(node.args) == 1:
@@ -200,11 +204,12 @@ def nvcc_flag_calls(source: str, name: str) -> list[tuple[tuple[str, ...], froze
             for owner, majors in found]
 
 
-def flashinfer_sources(package: Path, env: dict) -> FlashInferSources:
+def flashinfer_sources(package: Path, env: Mapping[str, str]) -> FlashInferSources:
     text = _read(package / "compilation_context.py") or ""
     flat = _collapsed(text)
     form = next((f for f in FLASHINFER_FORMS if all(m in flat for m in f.marks)), None)
-    owners, refusing = set(), set()
+    owners: set[str] = set()
+    refusing: set[str] = set()
     for path in sorted(package.rglob("*.py"))[:MAX_SOURCES]:
         source = _read(path)
         if not source or "get_nvcc_flags_list(" not in source:
@@ -272,7 +277,7 @@ def ask(tool: str, path: str | None, chosen_by: str, option: str) -> Compiler:
     return Compiler(tool, path, chosen_by, release.group(1) if release else None, allowed_targets(answers[1], option), None)
 
 
-def find_nvcc(env: dict) -> tuple[str | None, str]:
+def find_nvcc(env: Mapping[str, str]) -> tuple[str, str]:
     """The nvcc FlashInfer and DeepGEMM would call (``get_cuda_path``): $CUDA_HOME/bin/nvcc, the nvcc
     on PATH, /usr/local/cuda/bin/nvcc; (path, how it was found): the path looked at, there or not."""
     import shutil
@@ -294,13 +299,13 @@ class NvccAt(Record):
     found: bool
 
 
-def nvcc_at(env: dict) -> NvccAt:
+def nvcc_at(env: Mapping[str, str]) -> NvccAt:
     """The one lookup of nvcc: what the JIT section asks and what a fix that needs nvcc is judged by."""
     path, chosen_by = find_nvcc(env)
     return NvccAt(path, chosen_by, os.path.isfile(path))
 
 
-def triton_ptxas(package: Path, tool: str, env: dict) -> tuple[str | None, str]:
+def triton_ptxas(package: Path, tool: str, env: Mapping[str, str]) -> tuple[str | None, str]:
     """The ptxas Triton would call: ``$TRITON_PTXAS_PATH`` (``$TRITON_PTXAS_BLACKWELL_PATH`` for
     ptxas-blackwell) when set, else the one bundled beside it (Triton falls back to that too)."""
     key = f"TRITON_{tool.upper().replace('-', '_')}_PATH"
@@ -319,7 +324,7 @@ def _dist_versions(site: Path) -> dict[str, tuple[str, str]]:
     return found
 
 
-def jit_installs(sites: list[Path], env: dict) -> list[JitInstall]:
+def jit_installs(sites: list[Path], env: Mapping[str, str]) -> list[JitInstall]:
     """FlashInfer, DeepGEMM (its own or vLLM's copy) and Triton in ``sites`` (the first site that has
     a package wins, as on sys.path), each with the compilers it would call, asked."""
     found: dict[str, JitInstall] = {}
@@ -327,7 +332,7 @@ def jit_installs(sites: list[Path], env: dict) -> list[JitInstall]:
     for site in sites:
         dists = _dist_versions(site)
 
-        def owner(*names: str, dists: dict = dists) -> tuple[str, str]:
+        def owner(*names: str, dists: dict[str, tuple[str, str]] = dists) -> tuple[str, str]:
             return next((dists[n] for n in names if n in dists), (names[0], "?"))
 
         places = ((FLASHINFER, site / "flashinfer", ("flashinfer-python", "flashinfer"), "compilation_context.py"),
@@ -338,6 +343,7 @@ def jit_installs(sites: list[Path], env: dict) -> list[JitInstall]:
             if key in found or not (package / mark).exists():
                 continue
             name, version = owner(*names)
+            sources: FlashInferSources | DeepGemmSources | TritonSources
             if key == TRITON:
                 sources = triton_sources(package)
                 tools = ("ptxas", "ptxas-blackwell") if sources.blackwell else ("ptxas",)

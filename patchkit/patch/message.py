@@ -6,7 +6,7 @@ commit-message template from the same context, so they read the same.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,9 +33,10 @@ def sm(cc: Key) -> str:
 
 def context(
     *, project: str, version: str | None, tag: str | None, commit: str, from_cc: Key, to_cc: Key,
-    files: list[dict[str, object]], already_upstream: list[dict[str, object]], last_update: str, **extra: object,
+    files: list[dict[str, object]], already_upstream: Sequence[object], last_update: str, **extra: object,
 ) -> dict[str, object]:
-    """``files``: ``[{"path": ..., "tables": [TableResult.to_json(), ...]}]`` of the patched files."""
+    """``files``: ``[{"path": ..., "tables": [...]}]`` of the patched files; a table, there and in
+    ``already_upstream``, is its JSON (generate) or the table found (upstream): templates read its fields by name."""
     return {
         "project": project,
         "version": version,

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from patchkit.fixes.effects import Effect
     from patchkit.plan.plans import Note, Plan
     from patchkit.targets.jit_builds import JitCheck
-    from patchkit.targets.transaction import Finished, JournalSetAside, LockTaken
+    from patchkit.targets.transaction import Finished, JournalSetAside, LockTaken, Waited
     from patchkit.types import Change
 
 ONE_TARGET = True  # to_json renders one target: render.document puts it in a list, ``targets``
@@ -44,14 +44,17 @@ def transaction_lines(r: Transacted, command: str) -> list[str]:
     return lines
 
 
+def waited_line(waited: Waited) -> str:
+    """That taking a lock waited (apply, revert, upstream): how long, and for which run when known."""
+    holder = f" (pid {waited.pid})" if waited.pid is not None else ""
+    return f"waited {waited.seconds:.1f}s for another patchkit run{holder} to finish"
+
+
 def lock_lines(lock: LockTaken) -> list[str]:
     """What taking the lock did (``targets.transaction.LockTaken``): that this run waited, what recovery did."""
     from patchkit.targets.transaction import Finished
 
-    lines: list[str] = []
-    if lock.waited is not None:
-        holder = f" (pid {lock.waited.pid})" if lock.waited.pid is not None else ""
-        lines.append(f"waited {lock.waited.seconds:.1f}s for another patchkit run{holder} to finish")
+    lines = [] if lock.waited is None else [waited_line(lock.waited)]
     done = lock.recovered
     if isinstance(done, Finished):
         lines.append(f"finished an interrupted {done.op} ({done.files} files)")

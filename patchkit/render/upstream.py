@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from patchkit.patch import message
+from patchkit.render.apply import waited_line
 from patchkit.render.source import source_words
 from patchkit.render.where import where_line
 from patchkit.text import plural
@@ -25,8 +26,8 @@ def to_text(r: UpstreamResult, terminal: bool) -> list[str]:
             lines += ["", text]
         return lines + ["--- PR.md ---", r.pr]
     made = r.made
-    if made.waited:
-        lines.append(made.waited)
+    if made.waited is not None:
+        lines.append(waited_line(made.waited))
     for (files, source), commit, text in zip(r.changes, made.commits, r.messages, strict=True):
         lines.append(f"created branch {made.branch} at {commit[:12]}: {message.subject(text)}" if len(r.messages) == 1
                      else f"committed {commit[:12]} on branch {made.branch}: {message.subject(text)}")

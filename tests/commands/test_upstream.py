@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+import re
 import subprocess
+import threading
 from pathlib import Path
 
 import black
@@ -131,6 +134,38 @@ def test_upstream_leaves_the_user_state_and_makes_one_commit(origin: Path, tmp_p
     assert "(releases 0.5.3 to\n0.5.13.post1 index the tables directly)" in pr
     assert "This base (SGLang 0.5.5) fails with `KeyError: 12` in TorchSymmMemCommunicator.__init__ (torch_symm_mem.py)." in pr
     assert "on PCIe machines the change prevents the crash (or the warning) and\nthe server starts with the all-reduce on NCCL" in pr
+
+
+def test_a_run_that_waited_for_the_lock_says_how_long_and_for_which(
+    origin: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its line as apply's and revert's (the lock's Waited value was printed as its repr before)."""
+    from patchkit.targets.transaction import Lock
+
+    repo = clone(origin, tmp_path / "co")
+    store = repo / ".git" / "patchkit"
+    store.mkdir(mode=0o755)
+    fd = os.open(store / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    holder = Lock._holder
+    released = threading.Event()
+
+    def found_held(lock: Lock) -> int | None:  # upstream found the lock held: let it go 0.2 s later
+        if not released.is_set():
+            released.set()
+            threading.Timer(0.2, os.close, (fd,)).start()  # closing the file releases the flock
+        return holder(lock)
+
+    monkeypatch.setattr(Lock, "_holder", found_held)
+    done = invoke("upstream", str(repo), "--out", str(tmp_path / "up"))
+    assert released.is_set()
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.decode().splitlines()
+    assert lines[1:3] == ["note: deepgemm-sm12x: nothing to patch, no commit", "note: fusion-self-enable: nothing to patch, no commit"]
+    assert re.fullmatch(rf"waited [0-9]+\.[0-9]s for another patchkit run \(pid {os.getpid()}\) to finish", lines[3]), lines[3]
+    assert lines[4].startswith(f"created branch {BRANCH} at ")
+    assert not store.exists()  # the lock taken after the wait, and removed with the state dir
 
 
 def test_existing_branch_name_is_made_unique(origin: Path, tmp_path: Path) -> None:

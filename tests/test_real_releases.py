@@ -21,6 +21,7 @@ import pytest
 from patchkit.data import shipped
 from patchkit.fixes.registry import FIXES, SGLANG
 from patchkit.rewrite.evaluate import tables
+from patchkit.rewrite.found import Found, phrased
 from patchkit.versions import version_key
 from support.cli import invoke, run_cli
 from support.mirror import default_cache
@@ -478,13 +479,16 @@ def test_flashinfer_series_carry_the_whole_upstream_change(flashinfer_mirror: Pa
             cluster = (clone / "include/flashinfer/utils.cuh").read_bytes()
             assert b"inline int GetMaxClusterSize(const void* kernel, int block_dim) {" in cluster
         aot = (clone / "flashinfer/aot.py").read_bytes()
-        aot_value = entry["files"][1]["tables"][0]["value"]
+        aot_table = entry["files"][1]["tables"][0]
+        aot_value = aot_table["value"]  # a value; apply and the commit message say it in words
+        aot_said = phrased(Found.from_json(aot_table)).value
         if b"has_sm120f" not in original["flashinfer/aot.py"]:  # refreshed: the AOT condition leaves it out
             assert b"or has_sm120f" not in aot and b"            or has_sm121\n        ):\n            jit_specs.append(gen_trtllm_comm_module())" in aot
-            assert "by a three-way merge, refreshed: no has_sm120f in flashinfer/aot.py before 0.6.6" in aot_value, version
+            assert aot_value["how"] == "merged" and [r["drop"] for r in aot_value["refreshed"]] == [["            or has_sm120f"]], version
+            assert "by a three-way merge, refreshed: no has_sm120f in flashinfer/aot.py before 0.6.6" in aot_said, version
             seen["refreshed"].append(version)
         else:
-            assert b"            or has_sm120f\n" in aot and "refreshed" not in aot_value, version
+            assert b"            or has_sm120f\n" in aot and "refreshed" not in aot_value and "refreshed" not in aot_said, version
         if version == made_on:  # the release it was made on: upstream's bytes, but for unrelated changes
             same = [p for p in PR_3903 if (clone / p).read_bytes() == git(flashinfer_mirror, "show", f"v{landed}:{p}").encode()]
             assert same == [p for p in PR_3903 if p != "flashinfer/jit/comm.py"]

@@ -14,6 +14,7 @@ from patchkit import __version__
 from patchkit.errors import BadInput
 from patchkit.fixes.kinds import BackportRule
 from patchkit.patch.render import render
+from patchkit.rewrite.found import Found, phrased
 
 if TYPE_CHECKING:
     from patchkit.cc import Key
@@ -36,7 +37,9 @@ def context(
     files: list[dict[str, object]], already_upstream: Sequence[object], last_update: str, **extra: object,
 ) -> dict[str, object]:
     """``files``: ``[{"path": ..., "tables": [...]}]`` of the patched files; a table, there and in
-    ``already_upstream``, is its JSON (generate) or the table found (upstream): templates read its fields by name."""
+    ``already_upstream``, is what a rule found (``rewrite.found.Found``): templates read its fields by name, a
+    backport's values in their phrases (``rewrite.found.phrased``: "1 hunk", "at an offset of -7 lines")."""
+    files = [dict(f, tables=_phrased(tables)) if isinstance(tables := f.get("tables"), list) else f for f in files]
     return {
         "project": project,
         "version": version,
@@ -47,11 +50,15 @@ def context(
         "from_sm": sm(from_cc),
         "to_sm": sm(to_cc),
         "files": files,
-        "already_upstream": already_upstream,
+        "already_upstream": _phrased(already_upstream),
         "patchkit_version": __version__,
         "last_update": last_update,
         **extra,
     }
+
+
+def _phrased(tables: Iterable[object]) -> list[object]:
+    return [phrased(t) if isinstance(t, Found) else t for t in tables]
 
 
 def fix_fields(fix: Fix, rules: Iterable[Rule], project: str | None = None, version: str | None = None) -> dict[str, object]:

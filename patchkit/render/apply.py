@@ -15,6 +15,7 @@ from patchkit.render.reasons import code, said
 from patchkit.render.servers import restart_json, restart_lines
 from patchkit.render.source import source_words
 from patchkit.render.where import where_line
+from patchkit.rewrite.found import phrased
 from patchkit.text import plural
 from patchkit.types import Reason
 
@@ -134,7 +135,7 @@ def to_json(r: ApplyResult) -> dict[str, object]:
         files=[local(c.path) for c in plan.changes],
         changes=[dict(path=local(c.path), **_counts(plan, c), **({"diff": _diff(c, local)} if r.dry_run else {}))
                  for c in plan.changes],
-        tables=[(t._replace(path=local(t.path)) if t.path else t).to_json() for t in plan.tables],
+        tables=[phrased(t._replace(path=local(t.path)) if t.path else t).to_json() for t in plan.tables],
         effects=[{"fix": name, "prevents": [f.says for f in effect.failing(r.project, r.where.version) if f.outcome is not Outcome.OFF],
                   "needs": [n.says for n in effect.needs]} for name, effect in r.effects],
         not_needed=[{"fix": name, "reason": code(why), "why": said(why), "judged": r.judged} for name, why in r.spare.items()],

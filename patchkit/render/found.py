@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 from patchkit.fixes.kinds import RuleKind
+from patchkit.rewrite.found import phrased
 
 if TYPE_CHECKING:
     from patchkit.rewrite.found import Found
@@ -34,7 +35,7 @@ WORDS: dict[RuleKind, Words] = {
     # a test of an SM int, widened: said as it reads now
     RuleKind.COMPARISON: Words("change", lambda t: f"now {t.value} ({t.added_key} admitted as {t.copied_from} is)",
                            lambda t: f"already admits {t.added_key}, left alone"),
-    # an upstream change, said per file it changes
+    # an upstream change, said per file it changes (its values as phrases: found_line)
     RuleKind.BACKPORT: Words("change", lambda t: f"{t.added_key} applied {t.value}", lambda t: "already there, left alone",
                          scoped=False),
 }
@@ -46,8 +47,8 @@ def words(t: Found) -> Words:
 
 
 def found_line(t: Found) -> str:
-    """One thing a rule found, as apply says it."""
-    w = words(t)
+    """One thing a rule found, as apply says it (a backport's values in their phrases, ``rewrite.backported``)."""
+    t, w = phrased(t), words(t)
     if w.scoped:
         name = f"{t.name} ({t.scope})"
     else:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from patchkit.commands.generate import NoKeys
 from patchkit.patch.manifest import SERIES
 from patchkit.render.found import words
+from patchkit.rewrite.found import phrased
 from patchkit.text import plural
 from patchkit.types import ALREADY_UPSTREAM, CANNOT_APPLY, ERROR, INCOMPLETE, NOT_NEEDED_HERE, NOTHING_TO_PATCH, PATCHED
 
@@ -81,7 +82,7 @@ def why(f: FixStatus) -> str | None:
 
 def _tag_json(outcome: TagOutcome) -> dict[str, object]:
     """A tag's part of the document: each fix with its reason in words (an incomplete fix's gates
-    too), the values the manifest keeps for the words left out."""
+    too), the values the manifest keeps for the words left out; what a backport found in its phrases."""
     fixes = [{"fix": f.fix, "status": f.status, "reason": why(f), **({} if f.gates is None else {"gates": f.gates})}
              for f in outcome.fixes]
-    return dict(outcome.to_json(), fixes=fixes)
+    return dict(outcome.to_json(), tables=[phrased(t).to_json() for t in outcome.tables], fixes=fixes)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, overload
 from patchkit.fixes.kinds import RuleKind
 from patchkit.plan import reasons as plan
 from patchkit.render.source import source_words
+from patchkit.rewrite.found import phrased
 
 if TYPE_CHECKING:
     from patchkit.plan.plans import Note
@@ -78,7 +79,7 @@ def _lacks(path: str, t: Found) -> str:
 
 # What a file lacks, by the kind of rule that found it (a table, a list or a gate lacks its key,
 # member or flag; a file lacks an upstream change).
-_LACKING: dict[RuleKind | None, Callable[[str, Found], str]] = {RuleKind.BACKPORT: lambda path, t: f"{path}: lacks {t.name} ({t.added_key}; the {t.fix} patch is not applied)"}
+_LACKING: dict[RuleKind | None, Callable[[str, Found], str]] = {RuleKind.BACKPORT: lambda path, t: f"{path}: lacks {t.name} ({phrased(t).added_key}; the {t.fix} patch is not applied)"}
 
 
 def _stale_jit_build(r: plan.StaleJitBuild) -> str:

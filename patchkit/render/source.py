@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from patchkit.rewrite.backported import phrased_json
 from patchkit.types import Files, FromShipped, Generated, Recognised, Recorded
 
 if TYPE_CHECKING:
@@ -29,5 +30,7 @@ def source_words(source: Source | None) -> object:
 
 
 def applied_json(applied: Applied) -> dict[str, object]:
-    """A recorded state (``types.Applied``) as --json shows it: as state.json holds it, its source in words."""
-    return dict(applied.to_json(), source=source_words(applied.source))
+    """A recorded state (``types.Applied``) as --json shows it: as state.json holds it, its source in words
+    and what a backport found in its phrases (``rewrite.backported.phrased_json``)."""
+    files = [dict(f._asdict(), tables=[phrased_json(t) if isinstance(t, dict) else t for t in f.tables]) for f in applied.files]
+    return dict(applied.to_json(), source=source_words(applied.source), files=files)

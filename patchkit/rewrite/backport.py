@@ -27,19 +27,19 @@ from collections.abc import Callable
 from functools import lru_cache
 
 from patchkit.rewrite import diff as diffs
+from patchkit.rewrite.backported import HowCarried
 from patchkit.rewrite.diff import Hunk
 from patchkit.rewrite.unfit import Misfit, no_fit
 from patchkit.types import ALREADY_UPSTREAM, PATCHED, Status
 from patchkit.values import Record
 
-EXACT, OFFSET, MERGED = "exactly", "at an offset", "by a three-way merge"
-
 
 class Merged(Record):
     source: bytes
     status: Status  # PATCHED or ALREADY_UPSTREAM
-    how: str  # EXACT, "at an offset of +3 lines", MERGED
+    how: HowCarried  # EXACTLY, OFFSET, MERGED or THERE
     hunks: int
+    offsets: tuple[int, ...] = ()  # OFFSET: the distinct offsets, ascending
 
 
 @lru_cache(maxsize=16)  # a fix's diff is parsed once, not once per file and release
@@ -116,20 +116,19 @@ def rewrite(data: bytes, path: str, hunks: tuple[Hunk, ...], base: bytes | Calla
     patched = _patch(lines, hunks)
     if patched[0] is not None:
         new, offsets = patched
-        moved = sorted({o for o in offsets if o})
-        how = EXACT if not moved else f"{OFFSET} of {', '.join(f'{o:+d}' for o in moved)} lines"
-        result = Merged(b"".join(new), PATCHED, how, len(hunks))
+        moved = tuple(sorted({o for o in offsets if o}))
+        result = Merged(b"".join(new), PATCHED, HowCarried.OFFSET if moved else HowCarried.EXACTLY, len(hunks), moved)
     else:
         failed = patched[1]
         back, _ = _patch(lines, hunks, reverse=True)
         if back is not None:
-            return Merged(data, ALREADY_UPSTREAM, "already there", len(hunks))
+            return Merged(data, ALREADY_UPSTREAM, HowCarried.THERE, len(hunks))
         if callable(base):
             base = base()
         if base is None:
             raise no_fit(path, Misfit.NOT_AS_TEXT, number=failed.number, header=failed.header, base=base_name)
         merged = _merge(base.splitlines(keepends=True), lines, hunks, base_name, path)
-        result = Merged(b"".join(merged), PATCHED, MERGED, len(hunks))
+        result = Merged(b"".join(merged), PATCHED, HowCarried.MERGED, len(hunks))
     if path.endswith(".py"):
         unbound = unbound_names(data, result.source)
         if unbound:

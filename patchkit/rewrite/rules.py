@@ -98,7 +98,7 @@ class _Finding(Protocol):
 
 
 # Found's fields after fix and kind: name, scope, status, added_key, copied_from, value, added.
-_Fields = tuple[str, str, Status, object, object, str, "tuple[str, ...] | None"]
+_Fields = tuple[str, str, Status, object, object, object, "tuple[str, ...] | None"]
 
 
 def _of(f: _Finding, added: tuple[str, ...] | None = None) -> _Fields:
@@ -115,27 +115,27 @@ def _dict_key(data: bytes, path: str, rule: DictKeyRule, ctx: _Context) -> tuple
 
 
 def _backport(data: bytes, path: str, rule: BackportRule, ctx: _Context) -> tuple[bytes, list[_Fields]]:
-    from patchkit.text import plural
+    """Its finding's values (``rewrite.backported``): the hunks, the upstream change, how they went in."""
+    from patchkit.rewrite.backported import Carried, HowCarried, Refreshed, Upstream
 
     version, origin = ctx.version, rule.origin
     if origin is None:  # the loader gives every backport its origin
         raise ValueError(f"{rule.fix}'s backport has no origin")
-    name, scope, commit = origin.cite(), "the upstream change", (origin.commit or f"in {origin.landed_in}")[:12]
+    name, scope, upstream = origin.cite(), "the upstream change", Upstream(origin.commit, origin.landed_in)
     if rule.landed(version):  # counted, not read: the diff reader is imported where a change is carried
         from patchkit.rewrite.diff import count_hunks
 
-        added = plural(count_hunks(rule.diff, path), "hunk")
-        return data, [(name, scope, ALREADY_UPSTREAM, added, commit, f"upstream since {origin.landed_in}", None)]
+        return data, [(name, scope, ALREADY_UPSTREAM, count_hunks(rule.diff, path), upstream, Carried(HowCarried.LANDED), None)]
     from patchkit.rewrite import backport
 
     hunks = backport.parse(rule.diff, f"{rule.fix}'s diff")[path]
-    added = plural(len(hunks), "hunk")
+    count = len(hunks)
     refreshed = [r for r in rule.refresh if r.file == path and r.covers(version)]
     hunks = backport.refresh(hunks, tuple(line for r in refreshed for line in r.drop))
     base = ctx.base
     result = backport.rewrite(data, path, hunks, (lambda: base(rule, path)) if base else None, rule.made_on or "")
-    how = result.how + "".join(f", refreshed: {r.why}" for r in refreshed)
-    return result.source, [(name, scope, result.status, added, commit, how, None)]
+    how = Carried(result.how, result.offsets, tuple(Refreshed(r.since, r.until, r.drop, r.why) for r in refreshed))
+    return result.source, [(name, scope, result.status, count, upstream, how, None)]
 
 
 def _list_member(data: bytes, path: str, rule: ListMemberRule, ctx: _Context) -> tuple[bytes, list[_Fields]]:

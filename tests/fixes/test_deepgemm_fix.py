@@ -13,6 +13,8 @@ import zipfile
 import pytest
 
 from patchkit.fixes.load import read_fixes
+from patchkit.rewrite.backported import Carried, HowCarried
+from patchkit.rewrite.found import phrased
 from patchkit.rewrite.rules import rewrite_file
 from patchkit.types import ALREADY_UPSTREAM
 from support.mirror import default_cache, fetch_wheel
@@ -65,7 +67,7 @@ def test_refuses_sm12x_without_the_apis_and_keeps_sm90_sm100(version: str, monke
 
 def test_0_5_20_admits_a_deepgemm_with_the_sm12x_apis_as_0_5_21_does(monkeypatch) -> None:
     source, found = _patched("0.5.20")
-    assert [f.value for f in found if f.name == "SGLang PR 39482"] == ["exactly"]
+    assert [(f.value, phrased(f).value) for f in found if f.name == "SGLang PR 39482"] == [(Carried(HowCarried.EXACTLY), "exactly")]
     assert _enabled(source, 121, APIS, monkeypatch) is True
     assert _enabled(source, 121, APIS[:1], monkeypatch) is False
     assert b"get_platform().is_sm100 or get_device_sm() in (120, 121)" in source
@@ -79,8 +81,8 @@ def test_before_0_5_13_the_refusal_is_carried_in_the_form_the_release_has(versio
     then widens ``== 120`` to 121, as in 0.5.13 - 0.5.19."""
     before = _configurer(version)
     source, found = _patched(version)
-    assert [(f.name, f.value) for f in found if f.name == "SGLang 0.5.13's change"] == [
-        ("SGLang 0.5.13's change", "exactly")]
+    assert [(f.name, f.value, phrased(f).value) for f in found if f.name == "SGLang 0.5.13's change"] == [
+        ("SGLang 0.5.13's change", Carried(HowCarried.EXACTLY), "exactly")]
     added = [line for line in source.splitlines() if line not in before.splitlines()]
     assert added == [b"    # DeepGEMM requires TMEM/tcgen05 (SM100+datacenter), not available on SM120",
                      b"    if sm_version in (120, 121):"]

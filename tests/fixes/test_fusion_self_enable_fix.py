@@ -17,7 +17,9 @@ import pytest
 from patchkit.data import shipped
 from patchkit.digest import blob_id
 from patchkit.fixes.load import read_fixes
+from patchkit.rewrite.backported import Carried, HowCarried
 from patchkit.rewrite.diff import parse
+from patchkit.rewrite.found import phrased
 from patchkit.rewrite.rules import rewrite_file
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
 from support.mirror import default_cache, fetch_wheel
@@ -167,7 +169,7 @@ def test_0_5_7_takes_0_5_8s_narrowing_exactly() -> None:
     model it added (Glm4MoeLiteForCausalLM), nothing else."""
     before = _server_args("0.5.7")
     source, found = _patched("0.5.7")
-    assert [f.value for f in found] == ["exactly"]
+    assert [(f.value, phrased(f).value) for f in found] == [(Carried(HowCarried.EXACTLY), "exactly")]
     old, new = before.splitlines(), source.splitlines()
     assert [(i + 1, a, b) for i, (a, b) in enumerate(zip(old, new, strict=True)) if a != b] == [
         (1470, b"        # TRTLLM AllReduce Fusion supports SM90/100/120, enable it by default",
@@ -184,7 +186,8 @@ def test_0_5_7_takes_0_5_8s_narrowing_exactly() -> None:
 def test_upstream_from_0_5_8_is_unchanged(version: str) -> None:
     source, found = _patched(version)
     assert source == _server_args(version)
-    assert [(f.name, f.status, f.value) for f in found] == [("SGLang PR 16283", ALREADY_UPSTREAM, "upstream since 0.5.8")]
+    assert [(f.name, f.status, f.value) for f in found] == [("SGLang PR 16283", ALREADY_UPSTREAM, Carried(HowCarried.LANDED))]
+    assert [phrased(f).value for f in found] == ["upstream since 0.5.8"]
     majors = _majors(version)
     (line, tests), = _self_enabling(source)
     assert [_turns_on(tests, gpu, majors) for gpu in GPUS] == [True, True, False, False]

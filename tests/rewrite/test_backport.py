@@ -6,8 +6,11 @@ from __future__ import annotations
 import pytest
 
 from patchkit.errors import RewriteError
+from patchkit.fixes.kinds import BackportRule, Origin
 from patchkit.fixes.registry import FIXES
 from patchkit.rewrite import backport
+from patchkit.rewrite.backported import Carried, HowCarried, Upstream
+from patchkit.rewrite.found import phrased
 from patchkit.rewrite.rules import rewrite_file
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
 
@@ -29,6 +32,9 @@ index 1111111..2222222 100644
 """
 AFTER = BASE.replace(b"line 5\n", b"line 5\nadded after 5\n").replace(b"line 15\n", b"line fifteen\n")
 HUNKS = backport.parse(DIFF, "t.diff")["f.txt"]
+# DIFF as a fix's rule, made on 0.9, landed in 1.0: what it found, as values and in its phrases.
+RULE_OF_DIFF = BackportRule(fix="f", project="p", files=("f.txt",), from_cc=10, to_cc=12, evidence="", needs="", diff=DIFF,
+                            origin=Origin("P", 1, "0123456789abcdef", "t", "1.0"), made_on="0.9")
 
 
 def test_parse_reads_files_and_hunks() -> None:
@@ -38,21 +44,26 @@ def test_parse_reads_files_and_hunks() -> None:
 
 
 @pytest.mark.parametrize(
-    "before, after, how",
+    "before, after, how, offsets, said",
     [
-        (BASE, AFTER, "exactly"),
-        (b"new top\n" + BASE, b"new top\n" + AFTER, "at an offset of +1 lines"),
-        (BASE[len(b"line 1\nline 2\n"):], AFTER[len(b"line 1\nline 2\n"):], "at an offset of -2 lines"),
+        (BASE, AFTER, HowCarried.EXACTLY, (), "exactly"),
+        (b"new top\n" + BASE, b"new top\n" + AFTER, HowCarried.OFFSET, (1,), "at an offset of +1 lines"),
+        (BASE[len(b"line 1\nline 2\n"):], AFTER[len(b"line 1\nline 2\n"):], HowCarried.OFFSET, (-2,), "at an offset of -2 lines"),
     ],
 )
-def test_applied_exactly_or_at_an_offset(before: bytes, after: bytes, how: str) -> None:
+def test_applied_exactly_or_at_an_offset(before: bytes, after: bytes, how: HowCarried, offsets: tuple[int, ...], said: str) -> None:
     result = backport.rewrite(before, "f.txt", HUNKS)
-    assert (result.source, result.status, result.how, result.hunks) == (after, PATCHED, how, 2)
+    assert (result.source, result.status, result.how, result.offsets, result.hunks) == (after, PATCHED, how, offsets, 2)
+    (found,) = rewrite_file(before, "f.txt", (RULE_OF_DIFF,)).found
+    assert (found.added_key, found.copied_from, found.value) == (2, Upstream("0123456789abcdef", "1.0"), Carried(how, offsets))
+    assert (phrased(found).added_key, phrased(found).copied_from, phrased(found).value) == ("2 hunks", "0123456789ab", said)
 
 
 def test_a_file_that_holds_the_change_is_left_alone() -> None:
     result = backport.rewrite(AFTER, "f.txt", HUNKS)
-    assert (result.source, result.status) == (AFTER, ALREADY_UPSTREAM)
+    assert (result.source, result.status, result.how) == (AFTER, ALREADY_UPSTREAM, HowCarried.THERE)
+    (found,) = rewrite_file(AFTER, "f.txt", (RULE_OF_DIFF,)).found
+    assert (found.value, phrased(found).value) == (Carried(HowCarried.THERE), "already there")
 
 
 def test_three_way_merge_where_ours_changed_the_context() -> None:
@@ -62,7 +73,9 @@ def test_three_way_merge_where_ours_changed_the_context() -> None:
     with pytest.raises(RewriteError, match=r"^f.txt: hunk 1 \(@@ -4,3 \+4,4 @@\) does not apply as text$"):
         backport.rewrite(ours, "f.txt", HUNKS)
     result = backport.rewrite(ours, "f.txt", HUNKS, base=BASE, base_name="0.9")
-    assert result.how == "by a three-way merge"
+    assert result.how == HowCarried.MERGED
+    (found,) = rewrite_file(ours, "f.txt", (RULE_OF_DIFF,), base=lambda rule, path: BASE).found
+    assert (found.value, phrased(found).value) == (Carried(HowCarried.MERGED), "by a three-way merge")
     assert result.source == AFTER.replace(b"line 4\n", b"line four\n").replace(b"line 14\n", b"line fourteen\n")
 
 
@@ -127,7 +140,11 @@ def test_a_release_at_or_after_the_landing_is_upstream() -> None:
     for version in ("0.6.17", "0.7.4"):
         result = rewrite_file(data, "include/flashinfer/utils.cuh", (RULE,), version=version)
         assert result.source == data and not result.changed
-        assert result.found[0].status == ALREADY_UPSTREAM and result.found[0].value == "upstream since 0.6.17"
+        (found,) = result.found
+        assert (found.status, found.value, found.copied_from) == (
+            ALREADY_UPSTREAM, Carried(HowCarried.LANDED), Upstream("2deed6c15e8c8410763d6e8adedc8ca69597e957", "0.6.17"))
+        assert (phrased(found).added_key, phrased(found).copied_from, phrased(found).value) == (
+            "1 hunk", "2deed6c15e8c", "upstream since 0.6.17")
 
 
 def test_the_hunks_of_an_upstream_change_are_counted_as_the_reader_reads_them() -> None:

@@ -8,7 +8,8 @@ manifests, state and ``--json`` carry::
     {"name", "scope", "status", "added_key", "copied_from", "value", "fix", "kind"}
 
 ``added_key``/``copied_from`` are what was added and what it copies: a key (dict-key), a
-member (list-member) or a flag (predicate, which also lists the module lines it ``added``).
+member (list-member) or a flag (predicate, which also lists the module lines it ``added``); a
+backport's are values (``rewrite/backported.py``: its hunks, its upstream change, how they went in).
 A predicate rule needs to know whether its helper exists in the release: ``read`` gives
 the bytes of another file of the release (a repository path; None if there is none).
 """

@@ -76,6 +76,7 @@ in_run_folder = run=$$(mktemp -d "$(TEST_TMPDIR)/patchkit-tests.XXXXXX") && chmo
 
 test: test-deps
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	$(call in_run_folder,$(PYTEST) --durations=20)
 
 # The reliability suite at full size: a few hundred SIGKILLs of apply, revert and upstream,

@@ -204,7 +204,7 @@ def apply_auto(given: Targets, request: ApplyRequest, version: str | None = None
     m = auto.read_machine()
     sessions = given_sessions(given, version)
     fixes = default_fixes() if request.fixes is None else request.fixes
-    keys = auto.for_apply(sessions, m, request.from_cc, fixes, request.named)
+    keys = auto.for_apply(sessions, m, request.from_cc, fixes, request.named or ())
     request = request._replace(fixes=fixes)
     results = iter(apply_all(sessions, request, keys) if any(k.pairs for k in keys) else ())
     return Auto("apply", m, tuple(AutoTarget(Where.of(k.session), k.session.project.name, k.session.project.label, k.held,

@@ -203,7 +203,7 @@ class KernelsBehind:
         self.compiled = {x.name for x in known().failures if x.compiled}  # the failures of compiled code
         self.sites: list[Path] | None = None
         if python is not None:
-            from patchkit.targets.environment import interpreter, site_packages_of
+            from patchkit.targets.interpreter import interpreter, site_packages_of
 
             self.sites = site_packages_of(interpreter(python))
         self._gpus: Gpus | None = None

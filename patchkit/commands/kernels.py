@@ -116,7 +116,7 @@ def kernels(paths: list[Path], python: str | None, to_cc: list[CC | AutoCC]) -> 
     if python is not None:
         from patchkit.judge.jit import jit_here
         from patchkit.kernels.jit import jit_installs
-        from patchkit.targets.environment import interpreter, site_packages_of
+        from patchkit.targets.interpreter import interpreter, site_packages_of
 
         exe = interpreter(python)
         sites = site_packages_of(exe)

@@ -13,17 +13,26 @@ No nvidia-smi or no GPU is one BadInput line (exit 2).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from patchkit.cc import CC, SM12X, Key
 from patchkit.errors import BadInput
 from patchkit.fixes.effects import read_effects
 from patchkit.fixes.registry import FIXES, Project, fixes_for
 from patchkit.gpus.smi import Machine, machine
 from patchkit.judge.here import fix_here, fixes_here, gpus, spelled, unneeded
-from patchkit.judge.reasons import Unneeded, Unread
 from patchkit.rewrite.capability import same
 from patchkit.targets.session import Session
 from patchkit.types import Status
 from patchkit.values import Record
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from patchkit.judge.reasons import Unneeded, Unread
+    from patchkit.types import Applied
+
+    Spare = dict[str, Unneeded | Unread]  # the fixes left out: name -> why
 
 read_machine = machine  # the machine apply and verify read: a test replaces it here
 
@@ -34,10 +43,10 @@ class Keys(Record):
     session: Session
     pairs: tuple[tuple[CC | None, CC | None], ...]  # (from_cc, to_cc) of each run there, None for the project's own; (): nothing to do
     fixes: tuple[str, ...] | None  # the fixes there (None: as the command line gave them)
-    spare: dict[str, Unneeded | Unread]  # the fixes left out: name -> why they are not needed on this machine
+    spare: Spare  # the fixes left out: name -> why they are not needed on this machine (or cannot be said to be)
     held: tuple[Key, ...]  # the machine's ccs as the project spells them
-    not_for: tuple = ()  # of ``held``, with nothing to do: the keys no fix is for (the release holds the rest)
-    ours: tuple = ()  # of ``held``, with nothing to do: the keys patchkit applied there (not the release's own)
+    not_for: tuple[Key, ...] = ()  # of ``held``, with nothing to do: the keys no fix is for (the release holds the rest)
+    ours: tuple[Key, ...] = ()  # of ``held``, with nothing to do: the keys patchkit applied there (not the release's own)
 
 
 def wanted(project: Project, m: Machine, from_cc: CC | None = None) -> list[Key]:
@@ -47,13 +56,14 @@ def wanted(project: Project, m: Machine, from_cc: CC | None = None) -> list[Key]
     return [cc for cc in spelled(project, m) if not same(cc, source)]
 
 
-def _missing(s: Session, ccs: list, fixes, m: Machine, named=()) -> tuple[list, dict[str, Unneeded | Unread]]:
+def _missing(s: Session, ccs: list[Key], fixes: tuple[str, ...], m: Machine, named: tuple[str, ...] = ()) -> tuple[list[Key], Spare]:
     """(those of ``ccs`` that some fix of ``fixes`` lacks at the target of ``s``, the fixes
     left out: name -> why they are not needed on this machine).  A fix ``named`` by --fix is
     never left out."""
     current = s.current()
     effects = read_effects()
-    found, spare = [], {}
+    found: list[Key] = []
+    spare: Spare = {}
     for name in fixes_for(s.project.name, fixes):
         h = fix_here(s, name, ccs, current, gpus(m))
         why = unneeded(effects.get(name), s.project, s.version, m, s.reader()) if h.status == Status.MISSING and name not in named else None
@@ -64,7 +74,7 @@ def _missing(s: Session, ccs: list, fixes, m: Machine, named=()) -> tuple[list, 
     return [cc for cc in ccs if cc in found], spare
 
 
-def _not_for(s: Session, m: Machine, held: tuple) -> tuple:
+def _not_for(s: Session, m: Machine, held: tuple[Key, ...]) -> tuple[Key, ...]:
     """Of ``held``, the keys no fix for the project of ``s`` is for (an A100's 8:
     ``Status.NOT_FOR_THESE``), where the release holds none of it for itself (an H200's 9)."""
     holds = {cc for h in fixes_here(s, m) for cc in h.held}
@@ -92,12 +102,12 @@ def plain_machine(to_cc: CC | None) -> tuple[Machine, str]:
     return given(*SM12X), f"for the SM12x GPUs, 12.0 and 12.1 ({seen})"
 
 
-def for_plain(s: Session, m: Machine, to_cc: CC | None, fixes, named=()) -> dict:
+def for_plain(s: Session, m: Machine, to_cc: CC | None, fixes: tuple[str, ...], named: tuple[str, ...] = ()) -> Spare:
     """The fixes of ``fixes`` a plain apply leaves out at ``s``: name -> why they are not needed on
     ``m`` (``here.unneeded``, as doctor judges), where their keys are missing; never one ``named``."""
     key = s.project.key(to_cc) if to_cc is not None else s.project.to_cc
     effects = read_effects()
-    spare = {}
+    spare: Spare = {}
     for name in fixes_for(s.project.name, fixes):
         why = None if name in named else unneeded(effects.get(name), s.project, s.version, m, s.reader())
         if why is not None and fix_here(s, name, [key], None, gpus(m)).status == Status.MISSING:
@@ -114,7 +124,8 @@ def _one(label: str, ccs: list[Key], what: str) -> CC:
     return CC.of(ccs[0])
 
 
-def for_apply(sessions: list[Session], m: Machine, from_cc: CC | None, fixes: tuple[str, ...], named=()) -> list[Keys]:
+def for_apply(sessions: list[Session], m: Machine, from_cc: CC | None, fixes: tuple[str, ...],
+              named: tuple[str, ...] = ()) -> list[Keys]:
     """The key apply adds at each target (one at most: two is one BadInput line naming both),
     and the fixes there.  ``named``: the fixes --fix named, applied even where not needed."""
     out = []
@@ -131,13 +142,13 @@ def for_apply(sessions: list[Session], m: Machine, from_cc: CC | None, fixes: tu
     return out
 
 
-def _ours(s: Session, held: tuple) -> tuple:
+def _ours(s: Session, held: tuple[Key, ...]) -> tuple[Key, ...]:
     """Of ``held``, the keys patchkit's own apply put at the target of ``s`` (its recorded to_cc)."""
     applied = s.applied()
     return tuple(cc for cc in held if applied is not None and same(cc, applied.to_cc))
 
 
-def _less(fixes, applied, spare: dict) -> tuple[str, ...]:
+def _less(fixes: tuple[str, ...] | None, applied: Applied | None, spare: Spare) -> tuple[str, ...]:
     """The fixes verify proves (``fixes``, else the default ones and those applied), less
     those not needed here."""
     recorded = set(applied.fixes()) if applied else set()
@@ -145,7 +156,8 @@ def _less(fixes, applied, spare: dict) -> tuple[str, ...]:
     return tuple(n for n in base if n not in spare)
 
 
-def for_verify(sessions: list[Session], m: Machine, fixes, defaults: tuple[str, ...], named=()) -> list[Keys]:
+def for_verify(sessions: list[Session], m: Machine, fixes: tuple[str, ...] | None, defaults: tuple[str, ...],
+               named: tuple[str, ...] = ()) -> list[Keys]:
     """Each key verify proves at each target: those a fix lacks, or that patchkit added; a key
     the release holds by itself, or one only a fix not needed here lacks, needs no proof.
     ``fixes``: those asked for (None: ``defaults`` and those applied)."""
@@ -172,7 +184,7 @@ def generate_cc(project: Project, from_cc: CC | None) -> tuple[CC | None, Machin
     return (_one(project.label, ccs, "generate") if ccs else None), m
 
 
-def generate_skip(project: Project, m: Machine, named=()):
+def generate_skip(project: Project, m: Machine, named: tuple[str, ...] = ()) -> Callable[[str, str], Unneeded | Unread | None]:
     """generate's ``skip(fix, version)`` for this machine: why a fix not ``named`` by --fix is
     not needed here for that release, or None."""
     effects = read_effects()

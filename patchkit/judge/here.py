@@ -14,6 +14,7 @@ A100's 8: the fixes copy SM100's keys for SM12x) is not missing: the fix is not 
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from patchkit.cc import CC, Key
 from patchkit.digest import sha256
@@ -40,6 +41,15 @@ from patchkit.targets.session import Session
 from patchkit.types import Status
 from patchkit.values import Record
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from patchkit.fixes.effects import Fails
+    from patchkit.fixes.kinds import Rule, RuleKind
+
+    Read = Callable[[str], bytes | None]  # a repository path to its bytes, or None
+    Gap = tuple[str, object, str, RuleKind | None]  # what a file lacks: (name, key, path, kind of rule)
+
 
 def spelled(project: Project, machine: Machine) -> list[Key]:
     """The distinct ccs of the machine's GPUs as ``project`` keys them (``Project.key``): 12
@@ -52,7 +62,7 @@ def _major(rule_cc: Key) -> int:
     return CC.parse(str(rule_cc)).major
 
 
-def _rules(project: Project, fix: str, cc: Key, gpus: tuple[CC, ...] = ()) -> tuple:
+def _rules(project: Project, fix: str, cc: Key, gpus: tuple[CC, ...] = ()) -> tuple[Rule, ...]:
     """The rules of ``fix`` for ``project`` that add ``cc``, each for the GPUs it is for
     (``Rule.for_gpu``: a flag such as _is_sm120_supported for its major, a comparison that
     admits 121 for a GB10).  ``gpus``: the machine's own ccs, where the project's key (SGLang's
@@ -64,9 +74,10 @@ def _rules(project: Project, fix: str, cc: Key, gpus: tuple[CC, ...] = ()) -> tu
 class FixHere(Record):
     fix: str
     status: Status  # MISSING, IN_EFFECT, NOTHING_TO_PATCH, CANNOT_APPLY, INCOMPLETE or NOT_FOR_THESE
-    missing: tuple  # the ccs whose keys, members or flags are missing
-    held: tuple  # the ccs the release already holds (or copies from)
-    reason: object  # what is missing, why it cannot apply, or that the release has it (judge.reasons); None
+    missing: tuple[Key, ...]  # the ccs whose keys, members or flags are missing
+    held: tuple[Key, ...]  # the ccs the release already holds (or copies from)
+    # what is missing, why it cannot apply, or that the release has it (judge.reasons); None
+    reason: Lacks | RewriteFailed | CannotApplyHere | GatesLeft | NoTableIn | InRelease | None
     # where patchkit applied it, or not for these GPUs
     by_patchkit: bool  # in effect because patchkit applied it here
 
@@ -79,7 +90,7 @@ def _target_major(fix: str, project: Project) -> int | None:
     return None
 
 
-def _shipped(s: Session, fix: str, cc, current: dict[str, bytes]) -> tuple[bool, list[tuple]] | None:
+def _shipped(s: Session, fix: str, cc: Key, current: dict[str, bytes]) -> tuple[bool, list[Gap]] | None:
     """(missing, what lacks it) from the shipped patch of this release when every file it
     patches is its pre-image (missing) or its post-image (in effect): no parsing.  None
     when there is no such patch or a file is neither."""
@@ -92,7 +103,7 @@ def _shipped(s: Session, fix: str, cc, current: dict[str, bytes]) -> tuple[bool,
     if shipped is None or shipped.fixes != (fix,):
         return None
     states = set()
-    lacking = []
+    lacking: list[Gap] = []
     for f in shipped.files:
         data = current.get(f.path)
         digest = sha256(data) if data is not None else None
@@ -105,20 +116,22 @@ def _shipped(s: Session, fix: str, cc, current: dict[str, bytes]) -> tuple[bool,
     return None
 
 
-def _parsed(s: Session, fix: str, cc, current: dict[str, bytes], gpus: tuple[CC, ...]) -> tuple[list, list]:
-    """(what the rules found, what they would add) in the files as they are, by LibCST."""
+def _parsed(s: Session, fix: str, cc: Key, current: dict[str, bytes], gpus: tuple[CC, ...]) -> tuple[bool, list[Gap]]:
+    """(whether the rules found anything, what they would add) in the files as they are, by LibCST."""
     from patchkit.rewrite.rules import rewrite_file  # LibCST, only when the shipped hashes do not tell
 
     rules = _rules(s.project, fix, cc, gpus)
-    found = []
+    found, gaps = False, []
     for rel, data in current.items():
         if any(r.wants(rel, data) for r in rules):
             with localized(s.target.local):
-                found += [t.at(rel) for t in rewrite_file(data, rel, rules, s.reader(), s.project.source_root, version=s.version).found]
-    return found, [t for t in found if t.patched]
+                tables = rewrite_file(data, rel, rules, s.reader(), s.project.source_root, version=s.version).found
+            found = found or bool(tables)
+            gaps += [(t.name, t.added_key, rel, t.kind) for t in tables if t.patched]
+    return found, gaps
 
 
-def _lacks(project: Project, fix: str, lacking: list[tuple]) -> Lacks:
+def _lacks(project: Project, fix: str, lacking: list[Gap]) -> Lacks:
     """What the files lack, each once in the order found: (name, key, path, kind) of each gap; an
     upstream change carried whole (a backport) by the files that lack it, of how many it has."""
     from patchkit.fixes.kinds import BackportRule, RuleKind
@@ -132,7 +145,7 @@ def _lacks(project: Project, fix: str, lacking: list[tuple]) -> Lacks:
     return Lacks(gaps, tuple((n, tuple(paths), sizes.get(n)) for n, paths in files.items()))
 
 
-def fix_here(s: Session, fix: str, ccs: list, current: dict[str, bytes] | None = None,
+def fix_here(s: Session, fix: str, ccs: list[Key], current: dict[str, bytes] | None = None,
              gpus: tuple[CC, ...] = ()) -> FixHere:
     """Whether ``fix`` is in effect at the target of ``s`` for each of ``ccs`` (project keys),
     on a machine whose GPUs are ``gpus`` (their ccs; none: those the keys name)."""
@@ -140,7 +153,10 @@ def fix_here(s: Session, fix: str, ccs: list, current: dict[str, bytes] | None =
     applied = s.applied()
     ours = set(applied.fixes()) if applied else set()
     target = _target_major(fix, s.project)
-    missing, held, lacking, found_any, asked, ours_here = [], [], [], False, False, False
+    missing: list[Key] = []
+    held: list[Key] = []
+    lacking: list[Gap] = []
+    found_any, asked, ours_here = False, False, False
     for cc in ccs:
         if same(cc, s.project.from_cc) or not _rules(s.project, fix, cc, gpus):
             held += [cc] if same(cc, s.project.from_cc) else []
@@ -155,8 +171,8 @@ def fix_here(s: Session, fix: str, ccs: list, current: dict[str, bytes] | None =
                 found, gaps = _parsed(s, fix, cc, current, gpus)
             except RewriteError as exc:
                 return FixHere(fix, Status.CANNOT_APPLY, (), (), RewriteFailed(str(exc)), False)
-            found_any = found_any or bool(found)
-            gap, lacks = bool(gaps), [(t.name, t.added_key, t.path, t.kind) for t in gaps]
+            found_any = found_any or found
+            gap, lacks = bool(gaps), gaps
             if not found:
                 continue
         if gap and target is not None and cap(cc).major != target:
@@ -225,7 +241,8 @@ def said_key(project: Project, m: Machine) -> Key:
     return next((k for k in spelled(project, m) if CC.of(k).major == major), project.to_cc)
 
 
-def outcome(effect: Effect, project: Project, version: str | None, key, read=None) -> tuple[list, tuple]:
+def outcome(effect: Effect, project: Project, version: str | None, key: Key,
+            read: Read | None = None) -> tuple[list[Fails], tuple[tuple[str, tuple[str, ...]], ...]]:
     """(what ``project`` ``version`` does without the fix on a GPU it keys ``key``, the files it
     could not be judged from): from the data's release ranges; for a release newer than all of
     them, from its own files (``read``: a repository path to bytes or None; ``Effect.read_newer``).
@@ -237,7 +254,8 @@ def outcome(effect: Effect, project: Project, version: str | None, key, read=Non
     return found, () if found else tuple((f.shown_in, f.holds) for f in effect.shown_by(project.name))
 
 
-def unneeded(effect: Effect | None, project: Project, version: str | None, m: Machine, read=None) -> Unneeded | Unread | None:
+def unneeded(effect: Effect | None, project: Project, version: str | None, m: Machine,
+             read: Read | None = None) -> Unneeded | Unread | None:
     """Why the fix is not needed on this machine for ``project`` ``version``: the machine lacks
     what the fix needs to take effect, and the release's outcome without the fix is not one the
     fix still helps there (it turns the feature off cleanly by itself).  On such a machine, a
@@ -256,10 +274,13 @@ def unneeded(effect: Effect | None, project: Project, version: str | None, m: Ma
     return None
 
 
-def clean_start_only(effect: Effect | None, project: Project, version: str | None, m: Machine, read=None) -> CleanStartOnly | None:
+def clean_start_only(effect: Effect | None, project: Project, version: str | None, m: Machine,
+                     read: Read | None = None) -> CleanStartOnly | None:
     """On a machine that lacks what the fix needs, for a release it still helps: that the
     feature cannot speed anything up here, and what the fix does instead.  None otherwise."""
-    failing = outcome(effect, project, version, said_key(project, m), read)[0] if effect is not None else []
+    if effect is None:
+        return None
+    failing = outcome(effect, project, version, said_key(project, m), read)[0]
     for need in effect.needs if failing else ():
         why = lacks(need.machine, m) if need.decides_need() else None
         crashes = [f.says for f in failing if f.outcome is Outcome.CRASH and f.outcome in need.helps_without]

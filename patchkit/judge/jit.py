@@ -19,10 +19,15 @@ Per library:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from patchkit.cc import CC
-from patchkit.kernels.jit import DEEPGEMM, FLASHINFER, TRITON, Compiler, JitInstall
+from patchkit.kernels.jit import DEEPGEMM, Compiler, DeepGemmSources, FlashInferSources, JitInstall
 from patchkit.types import StrEnum
 from patchkit.values import Record
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 
 class JitVerdict(StrEnum):
@@ -58,7 +63,7 @@ class JitFit(Record):
     cc: CC
     verdict: JitVerdict
     target: str | None  # the sm_ target it would build ("sm_121a"); None: not known
-    compiler: Compiler | None  # the compiler it would call for this cc
+    compiler: Compiler  # the compiler it would call for this cc
     why: JitWhy | None
     names: tuple[str, ...] = ()  # MODULES_LEAVE_OUT: the module generators; NO_IMPLS: the majors it has
 
@@ -81,7 +86,7 @@ class JitHere(Record):
 
 
 
-def worst(fits) -> JitVerdict | None:
+def worst(fits: Iterable[JitFit]) -> JitVerdict | None:
     order = (NO_COMPILER, REFUSES, COMPILER_LACKS, UNKNOWN, SOME, BUILDS)
     return min((f.verdict for f in fits), key=order.index, default=None)
 
@@ -90,7 +95,8 @@ def _release(text: str | None) -> tuple[int, ...]:
     return tuple(int(p) for p in text.split(".")) if text else ()
 
 
-def _compiled(cc, target: str, compiler: Compiler, done: str = BUILDS, names: tuple = (), why: str | None = None) -> JitFit:
+def _compiled(cc: CC, target: str, compiler: Compiler, done: JitVerdict = BUILDS, names: tuple[str, ...] = (),
+              why: JitWhy | None = None) -> JitFit:
     """The compiler's part: found, asked, knowing ``target``."""
     if not compiler.found:
         return JitFit(cc, NO_COMPILER, target, compiler, None)
@@ -101,8 +107,7 @@ def _compiled(cc, target: str, compiler: Compiler, done: str = BUILDS, names: tu
     return JitFit(cc, done, target, compiler, why, names)
 
 
-def flashinfer_fit(install: JitInstall, cc: CC) -> JitFit:
-    s, nvcc = install.sources, install.compilers[0]
+def flashinfer_fit(s: FlashInferSources, nvcc: Compiler, cc: CC) -> JitFit:
     if s.form is None:
         return JitFit(cc, UNKNOWN, None, nvcc, UNKNOWN_FORM)
     major, minor = cc.pair()
@@ -115,14 +120,14 @@ def flashinfer_fit(install: JitInstall, cc: CC) -> JitFit:
     target = next((t for needs, t in options if not (known and needs) or _release(nvcc.release) >= _release(needs)), None)
     if target is None:  # nvcc older than every target of this form needs: FlashInfer raises
         needs, oldest = options[-1]
+        assert needs is not None and raises is not None  # an option needing no release is always taken; a form with a need raises
         return JitFit(cc, COMPILER_LACKS, oldest, nvcc, TOO_OLD, (needs, raises))
     if s.refusing:
         return _compiled(cc, target, nvcc, SOME, s.refusing, MODULES_LEAVE_OUT)
     return _compiled(cc, target, nvcc)
 
 
-def deepgemm_fit(install: JitInstall, cc: CC) -> JitFit:
-    s, nvcc = install.sources, install.compilers[0]
+def deepgemm_fit(s: DeepGemmSources, nvcc: Compiler, cc: CC) -> JitFit:
     if cc.major not in s.impls:
         return JitFit(cc, REFUSES, None, nvcc, NO_IMPLS, tuple(f"sm{m}0" for m in sorted(s.impls)))
     if not nvcc.found:
@@ -130,14 +135,23 @@ def deepgemm_fit(install: JitInstall, cc: CC) -> JitFit:
     return JitFit(cc, BUILDS, None, nvcc, None, tuple(s.impls[cc.major]))
 
 
-def triton_fit(install: JitInstall, cc: CC) -> JitFit:
+def triton_fit(compilers: tuple[Compiler, ...], cc: CC) -> JitFit:
     arch = cc.sm()
     target = f"sm_{arch}{'a' if arch >= 90 else ''}"
-    tools = {c.tool: c for c in install.compilers}
-    ptxas = tools.get("ptxas-blackwell") if arch >= 100 and "ptxas-blackwell" in tools else tools["ptxas"]
+    tools = {c.tool: c for c in compilers}
+    ptxas = tools["ptxas-blackwell"] if arch >= 100 and "ptxas-blackwell" in tools else tools["ptxas"]
     return _compiled(cc, target, ptxas)
 
 
+def _fit(install: JitInstall, cc: CC) -> JitFit:
+    """What a GPU of ``cc`` gets from ``install``, judged by its kind of sources."""
+    s, compilers = install.sources, install.compilers
+    if isinstance(s, FlashInferSources):
+        return flashinfer_fit(s, compilers[0], cc)
+    if isinstance(s, DeepGemmSources):
+        return deepgemm_fit(s, compilers[0], cc)
+    return triton_fit(compilers, cc)
+
+
 def jit_here(installs: list[JitInstall], ccs: list[CC]) -> list[JitHere]:
-    judge = {FLASHINFER: flashinfer_fit, DEEPGEMM: deepgemm_fit, TRITON: triton_fit}
-    return [JitHere(i, tuple(judge[i.kind](i, cc) for cc in ccs)) for i in installs]
+    return [JitHere(i, tuple(_fit(i, cc) for cc in ccs)) for i in installs]

@@ -11,7 +11,7 @@ from patchkit.types import Reason, StrEnum
 from patchkit.values import Value
 
 if TYPE_CHECKING:
-    from patchkit.fixes.effects import Fails
+    from patchkit.fixes.effects import DefaultOn, Fails
 
 
 class Lacks(Value):
@@ -120,5 +120,5 @@ class TurnedOn(Value):
     code: ClassVar[Reason] = Reason.TURNED_ON
     project: str
     version: str | None
-    on: object
+    on: DefaultOn
     other: str

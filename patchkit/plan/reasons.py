@@ -9,8 +9,11 @@ from patchkit.types import CANNOT_APPLY, Reason, Status
 from patchkit.values import Value
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from patchkit.cc import Key
-    from patchkit.types import Source
+    from patchkit.rewrite.found import Found
+    from patchkit.types import Source, StrEnum
 
 
 class ReleaseChanged(Value):
@@ -130,7 +133,7 @@ class NotApplied(Value):
 
     code: ClassVar[Reason] = Reason.LACKS_KEY
     path: str
-    found: object
+    found: Found
 
 
 class FileMissing(Value):
@@ -151,6 +154,14 @@ class JitBuild(Protocol):
 
     @property
     def droppable(self) -> bool: ...
+    @property
+    def path(self) -> Path: ...
+    @property
+    def library(self) -> Path: ...
+    @property
+    def kind(self) -> StrEnum: ...  # a BuildKind
+    @property
+    def advice(self) -> str: ...
 
 
 class StaleJitBuild(Value):

@@ -22,6 +22,7 @@ from patchkit.types import Reason
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from patchkit.cc import Key
     from patchkit.commands.apply import ApplyResult
     from patchkit.commands.transact import Transacted
     from patchkit.fixes.effects import Effect
@@ -231,9 +232,10 @@ def lines_changed(before: bytes, after: bytes, counted: dict[str, int] | None = 
     return f"-{plural(removed, 'line')}" if removed else f"+{plural(added, 'line')}"
 
 
-def _written_key(plan: Plan, fix: str) -> object:
+def _written_key(plan: Plan, fix: str) -> Key | None:
     """The key apply wrote for ``fix`` (a table's), or None (a fix that adds no key)."""
-    return next((t.added_key for t in plan.tables if t.fix == fix and t.patched and t.kind in (None, RuleKind.DICT_KEY)), None)
+    return next((t.added_key for t in plan.tables if t.fix == fix and t.patched and t.kind in (None, RuleKind.DICT_KEY)
+                 and isinstance(t.added_key, int | str)), None)  # a table's added key is a key
 
 
 def _not_needed(name: str, why: Note, judged: str) -> str:
@@ -242,7 +244,7 @@ def _not_needed(name: str, why: Note, judged: str) -> str:
     return f"{verb} {judged}: {name}: {said(why)} (--fix {name} applies it anyway)"
 
 
-def effect_line(name: str, effect: Effect, project: str, label: str, version: str | None, key: object = None) -> str:
+def effect_line(name: str, effect: Effect, project: str, label: str, version: str | None, key: Key | None = None) -> str:
     """What a fix patched here prevents on this release, and what it needs of the machine; ``key``:
     the key it wrote (a GB10's '12.1'), as the release would print it."""
     prevents = "; ".join(f"\"{f.says}\"" for f in effect.failing(project, version, key) if f.outcome is not Outcome.OFF)

@@ -12,9 +12,7 @@ from patchkit.text import plural
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
 
 if TYPE_CHECKING:
-    from typing import Any
-
-    from patchkit.commands.fixes import FixesResult
+    from patchkit.commands.fixes import FixesResult, NotShipped, ShippedReleases
     from patchkit.fixes.effects import DefaultOn, Effect, Fails, Needs
 
 
@@ -54,10 +52,9 @@ def to_json(r: FixesResult) -> dict[str, object]:
     return {"command": "fixes", "patches": str(r.patches), "fixes": documents}
 
 
-def release_lines(r: dict[str, Any]) -> list[str]:
-    """The releases of one project a fix's shipped series cover (``commands.fixes.releases``), by status
-    (``Any``: that document's values, of a type per key, which it declares as a plain dict)."""
-    if not r["shipped"]:
+def release_lines(r: NotShipped | ShippedReleases) -> list[str]:
+    """The releases of one project a fix's shipped series cover (``commands.fixes.releases``), by status."""
+    if r["shipped"] is False:
         return [f"    {r['label']}: no shipped series"]
     rows: list[tuple[str, list[str]]] = [(PATCHED, r["patched_ranges"]), (ALREADY_UPSTREAM, r["already_upstream_ranges"])]
     rows += [(status, found["ranges"]) for status, found in r["other"].items()]

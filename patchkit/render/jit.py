@@ -21,7 +21,7 @@ from patchkit.judge.jit import (
     UNKNOWN_FORM,
     worst,
 )
-from patchkit.kernels.jit import DEEPGEMM, FLASHINFER, TRITON
+from patchkit.kernels.jit import DEEPGEMM, FLASHINFER, TRITON, DeepGemmSources, FlashInferSources, TritonSources
 from patchkit.text import plural
 
 if TYPE_CHECKING:
@@ -52,14 +52,14 @@ def _names(names: tuple[str, ...]) -> str:
 
 def fit_words(j: JitHere, f: JitFit) -> str:
     """What one GPU gets from a JIT library (``judge.jit.JitFit``), in words."""
-    cc, kind = f.cc.smi_text(), j.install.kind
+    cc, kind, s = f.cc.smi_text(), j.install.kind, j.install.sources
     c = f.compiler
     if f.verdict == BUILDS and kind == DEEPGEMM:
         return f"{cc}: builds, from impls/sm{f.cc.major}0_*.cuh ({plural(len(f.names), 'kernel template')})"
     if f.verdict == BUILDS:
         return f"{cc}: builds {f.target}"
-    if f.verdict == SOME and f.why == MODULES_LEAVE_OUT:
-        return (f"{cc}: builds {f.target}, but {len(f.names)} of its {j.install.sources.modules} modules leave major "
+    if f.verdict == SOME and f.why == MODULES_LEAVE_OUT and isinstance(s, FlashInferSources):  # FlashInfer's alone
+        return (f"{cc}: builds {f.target}, but {len(f.names)} of its {s.modules} modules leave major "
                 f"{f.cc.major} out of supported_major_versions ({_names(f.names)})")
     if f.verdict == REFUSES and f.why == NO_IMPLS:
         return (f"{cc}: nothing to build: its kernel templates are for {', '.join(f.names) or 'no GPU'} only "
@@ -83,13 +83,13 @@ def fit_words(j: JitHere, f: JitFit) -> str:
 
 def jit_lines(j: JitHere) -> list[str]:
     """A JIT library's lines: what it is and which compiler it calls, then one line per GPU."""
-    i = j.install
+    i, s = j.install, j.install.sources
     what = {FLASHINFER: "FlashInfer", DEEPGEMM: "DeepGEMM", TRITON: "Triton"}[i.kind]
     tools = "; ".join(compiler_words(c) for c in i.compilers)
     note = ""
-    if i.kind == FLASHINFER and i.sources.arch_list:
-        note = f"; FLASHINFER_CUDA_ARCH_LIST={i.sources.arch_list} is set here: it builds for that list instead of the GPU"
-    if i.kind == TRITON and i.sources.blackwell:
+    if isinstance(s, FlashInferSources) and s.arch_list:
+        note = f"; FLASHINFER_CUDA_ARCH_LIST={s.arch_list} is set here: it builds for that list instead of the GPU"
+    if isinstance(s, TritonSources) and s.blackwell:
         note = "; ptxas-blackwell for 10.0 and later"
     lines = [f"  {j.label}: {what} JIT, compiles with {tools}{note}"]
     return lines + [f"    {fit_words(j, f)}" for f in j.fits]
@@ -99,7 +99,7 @@ def fit_json(f: JitFit) -> dict[str, object]:
     """What one GPU gets from a JIT library (``judge.jit.JitFit``) in a --json document."""
     c = f.compiler
     return {"cc": f.cc.smi_text(), "verdict": f.verdict, "target": f.target, "why": f.why,
-            "names": list(f.names), "compiler": None if c is None else
+            "names": list(f.names), "compiler":
             {"tool": c.tool, "path": c.path, "chosen_by": c.chosen_by, "release": c.release,
              "found": c.found, "knows_target": c.knows(f.target) if f.target else None, "problem": c.problem}}
 
@@ -108,10 +108,10 @@ def jit_json(j: JitHere) -> dict[str, object]:
     """A JIT library judged (``judge.jit.JitHere``) in a --json document."""
     i, s = j.install, j.install.sources
     sources: dict[str, object] = {"where": str(s.where)}
-    if i.kind == FLASHINFER:
+    if isinstance(s, FlashInferSources):
         sources |= {"form": s.form.release if s.form else None, "modules": s.modules, "refusing_12": list(s.refusing),
                     "arch_list": s.arch_list}
-    elif i.kind == DEEPGEMM:
+    elif isinstance(s, DeepGemmSources):
         sources |= {"impls": {f"sm{major}0": len(names) for major, names in sorted(s.impls.items())}}
     else:
         sources |= {"ptxas_blackwell": s.blackwell}

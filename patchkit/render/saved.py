@@ -4,6 +4,8 @@ reason (``judge.reasons.Unneeded`` or ``Unread``) as its code and fields, and ba
 
 from __future__ import annotations
 
+from typing import Any
+
 from patchkit.cc import CC
 from patchkit.fixes.effects import Fails, Outcome
 from patchkit.judge import reasons as judge
@@ -27,7 +29,7 @@ def _lack(lack: judge.NoMulticast | judge.NoNvcc) -> dict[str, object]:
     return {"code": str(lack.code), "kind": str(lack.kind), "ccs": [list(cc) for cc in lack.ccs]}
 
 
-def read(doc: dict[str, object]) -> judge.Unneeded | judge.Unread | None:
+def read(doc: dict[str, Any]) -> judge.Unneeded | judge.Unread | None:  # Any: a manifest's JSON, its fields checked here
     """The reason a manifest keeps; None when it is not one (a code or a field unknown)."""
     try:
         lack = _read_lack(doc["lack"])
@@ -42,7 +44,7 @@ def read(doc: dict[str, object]) -> judge.Unneeded | judge.Unread | None:
         return None
 
 
-def _read_lack(doc: dict[str, object]) -> judge.NoMulticast | judge.NoNvcc:
+def _read_lack(doc: dict[str, Any]) -> judge.NoMulticast | judge.NoNvcc:  # Any: as read
     if doc["code"] == Reason.NO_NVCC:
         return judge.NoNvcc(doc["path"], doc["chosen_by"])
     if doc["code"] != Reason.NO_MULTICAST:

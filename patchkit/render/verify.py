@@ -37,7 +37,8 @@ def verdict(r: VerifyResult) -> str:
         others = f"; not checked: {', '.join(r.not_checked)} (--all-fixes)" if r.not_checked else ""
         return f"verify: ok, nothing to patch: {judged}{others}"
     if not plan.names:
-        carried = [rule.origin.cite() for rule in plan.rules if isinstance(rule, BackportRule)]
+        carried = [rule.origin.cite() if rule.origin is not None else "the upstream change"  # one made without its origin
+                   for rule in plan.rules if isinstance(rule, BackportRule)]
         what = f"{', '.join(carried)} in every file it changes" if carried and len(carried) == len(plan.rules) else \
             f"{r.to_cc!r} in every list and gate of {', '.join(plan.fixes)}"
         return f"verify: ok ({what})"

@@ -1,40 +1,22 @@
 """C, C++ and CUDA sources: the ``#if``/``#elif`` conditions on ``__CUDA_ARCH__`` that tell
-``from_cc`` from ``cc``.
+``from_cc`` from ``cc`` (docs/ARCHITECTURE.md, "scan").
 
-Each ``#if``, ``#ifdef``, ``#ifndef``, ``#elif``, ``#elifdef`` and ``#elifndef`` that says
-``__CUDA_ARCH__`` is evaluated twice, with ``__CUDA_ARCH__`` = ``from_cc``'s major * 100 +
-minor * 10 (10 -> 1000, "10.3" -> 1030) and with ``cc``'s (12 -> 1200), as device code is
-compiled for each; it is a finding when the two values differ (``#if __CUDA_ARCH__ >= 900
-&& __CUDA_ARCH__ < 1200``).  Each directive is judged alone, as a Python gate is: the
-conditions around it are not looked at (a guard inside ``#if 0`` is still listed), nor,
-for an ``#elif``, the branches before it.
+Each directive that says ``__CUDA_ARCH__`` is evaluated twice, with ``__CUDA_ARCH__`` = major
+* 100 + minor * 10 of ``from_cc`` and of ``cc``, as device code is compiled for each; it is a
+finding when the two values differ (``#if __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1200``).
+Each directive is judged alone, as a Python gate is.  Integer literals, ``__CUDA_ARCH__``,
+``defined(__CUDA_ARCH__)``, ``true``/``false`` and C's operators are evaluated; every other
+macro (``__CUDACC_VER_MAJOR__``, nvcc's feature macros, function-like macros) is unknown, and
+``&&``, ``||``, ``?:`` combine known and unknown values as Kleene's logic does.  A condition is
+a finding only when the ``__CUDA_ARCH__`` parts alone decide it.
 
-What is evaluated: integer literals (decimal, hex, octal; ``u``/``l`` suffixes),
-``__CUDA_ARCH__``, ``defined(__CUDA_ARCH__)`` (true: device code), ``true``/``false``,
-``! ~ * / % + - << >> < <= > >= == != & ^ | && || ?:`` and parentheses.  Everything else
-is unknown: other macros (``__CUDACC_VER_MAJOR__``), ``defined`` of them, calls of
-function-like macros (``CUDA_ARCH_FAMILY(1000)``), character literals.  An unknown makes
-the parts that depend on it unknown, and ``&&``, ``||``, ``?:`` combine known and unknown
-values as Kleene's logic does (``0 && x`` is 0, ``1 || x`` is 1).  A condition is a
-finding only when it is known for both capabilities: when the ``__CUDA_ARCH__`` parts
-alone decide it.  ``__CUDACC_VER_MAJOR__ >= 12 && __CUDA_ARCH__ < 1200`` is none (unknown
-for 1000).  nvcc's feature macros (``__CUDA_ARCH_FEAT_SM100_ALL``,
-``__CUDA_ARCH_SPECIFIC__``, ``__CUDA_ARCH_FAMILY_SPECIFIC__``, in FlashInfer's and
-CUTLASS's headers) depend on the target's ``a``/``f`` suffix, which a scan cannot know:
-they are unknown too (their names still count for the class).  A directive this does not
-read (a float, a string) is no finding.
+A condition names the cc (``Finding.names_cc``, the class ``aware``) when a macro of its ``#if``
+chain says so (``__CUDA_ARCH_FEAT_SM120_ALL``) or compares ``__CUDA_ARCH__`` with a value of the
+cc's major in a way that holds for it (``== 1200``, ``>= 1200``); a bound the cc fails (``< 1200``)
+is how these sources shut it out, and stays unaware.
 
-A condition names the cc (``Finding.names_cc``, the class ``aware``) when a macro of its
-``#if`` chain (the ``#if`` and its ``#elif``s, as a Python ``if``/``elif`` chain) says so
-(``__CUDA_ARCH_FEAT_SM120_ALL``, ``patchkit.scan.classify.words``), or when one of them
-compares ``__CUDA_ARCH__`` with a value of the cc's major (1200 - 1299) in a way that
-holds for the cc (``== 1200``, ``>= 1200``): a path written for it.  A bound the cc fails
-(``< 1200``, ``!= 1200``) is how these sources shut it out, and stays unaware (a Python
-``major < 12`` is aware: ``patchkit.scan.classify``).
-
-Comments (``/* */`` over lines too, ``//``) and line splices (``\\`` at a line's end) are
-handled; a ``#`` inside a comment or a raw string starts no directive.  One pass of ``re``
-over the file and one parse per directive: linear in the file's size.
+Comments, raw strings and line splices are handled; one pass of ``re`` over the file and one
+parse per directive: linear in the file's size.
 """
 
 from __future__ import annotations

@@ -44,6 +44,7 @@ from patchkit.values import Record
 if TYPE_CHECKING:  # for the annotations only
     from collections.abc import Iterable, Mapping
 
+    from patchkit.plan.reasons import ReleaseChanged
     from patchkit.targets.state import Journal, JournalFile
 
 # Test hook: PATCHKIT_FAULT=<point> makes this process SIGKILL itself at that point
@@ -84,7 +85,7 @@ class SetAside(Record):
     """A recorded state of another release, set aside (``folder``; None: not yet, a dry run)."""
 
     folder: Path | None
-    reason: object  # why it belongs to another release (``plan.release_changed``)
+    reason: ReleaseChanged  # why it belongs to another release (``plan.release_changed``)
 
 
 def fault(point: str, path: Path | None = None) -> None:
@@ -305,7 +306,7 @@ def exclusive(target: Target, store: Store, version: str | None = None) -> Itera
         yield LockTaken(waited, recover(target, store, version))
 
 
-def set_aside(store: Store, applied: Applied, reason: object) -> SetAside:
+def set_aside(store: Store, applied: Applied, reason: ReleaseChanged) -> SetAside:
     return SetAside(store.set_aside(applied), reason)  # a state of another release (lock held), and why
 
 

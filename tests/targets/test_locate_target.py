@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from patchkit.errors import BadInput
-from patchkit.targets.environment import interpreter, read_environment, site_packages_of
+from patchkit.targets.environment import read_environment
+from patchkit.targets.interpreter import interpreter, site_packages_of
 from patchkit.targets.locate import CHECKOUT, DIRECTORY, INSTALLED, open_target
 from support.cli import invoke
 from support.mirror import default_cache, fetch_wheel

@@ -65,17 +65,6 @@ class TagOutcome(Value):
     error: str | None = None
     fixes: tuple[FixStatus, ...] = ()
 
-    def to_json(self) -> dict[str, object]:
-        return {
-            "tag": self.tag,
-            "version": self.version,
-            "status": self.status,
-            "files": sorted(self.outputs),
-            "tables": [t.to_json() for t in self.tables],
-            "fixes": [f.to_json() for f in self.fixes],
-            "error": self.error,
-        }
-
 
 class GenerateResult(Value):
     """What generate wrote (or, with ``check``, how ``out`` differs from it), tag by tag."""

@@ -35,9 +35,6 @@ class FileState(Record):
     bytecode: int  # its cached bytecode files
     stale: int  # how many of them are stale
 
-    def to_json(self) -> dict[str, object]:
-        return {"path": self.path, "state": self.state, "bytecode": self.bytecode, "stale_bytecode": self.stale}
-
 
 class ForCC(Record):
     """``status --to-cc``: whether what patchkit applied to this release adds that cc's key."""
@@ -49,9 +46,6 @@ class ForCC(Record):
     @property
     def in_effect(self) -> bool:
         return self.applied == self.key
-
-    def to_json(self) -> dict[str, object]:
-        return {"cc": str(self.cc), "key": self.key, "applied": self.in_effect}
 
 
 class StatusResult(Value, kw_only=True):

@@ -48,9 +48,6 @@ class Speedup(Record):
         """The project whose server turns it on (``turn_on``): the first of ``requires``."""
         return self.requires[0].project
 
-    def to_json(self) -> dict[str, object]:
-        return dict(self._asdict(), server=self.server, measured=list(self.measured), requires=[r._asdict() for r in self.requires])
-
 
 def _requires(entry: Table, path: Path, what: str, projects: Table) -> Requires:
     project = _get(entry, "project", str, path, what)

@@ -83,20 +83,6 @@ class SettingHere(Record):
         """The variable's value in the environment judged."""
         return self.set_to if self.setting.check == Check.DEEPGEMM else self.found
 
-    def to_json(self) -> dict[str, object]:
-        s, sp = self.setting, self.spelling
-        c = self.asked
-        return {"setting": s.name, "kind": s.kind.value, "project": s.project, "version": self.version,
-                "cc": self.cc.smi_text(), "need": self.need.value, "rank": s.rank,
-                "name": sp.name if sp else None, "value": self.value, "found": self.found,
-                "ptxas": None if c is None else {"path": c.path, "release": c.release, "targets": list(c.targets or ()),
-                                                 "problem": c.problem},
-                "would_do": [{"path": w.path, "release": w.release} for w in self.would_do],
-                "read_in": list(self.read_in),
-                "bundled": [{"tool": b.tool, "path": b.path, "release": b.release, "knows": b.knows(_target(self.cc))}
-                            for b in self.bundled],
-                "caveat": s.caveat, "evidence": s.evidence, "measured": s.measured}
-
 
 def _versions(sites: list[Path]) -> dict[str, str]:
     from patchkit.kernels.jit import _dist_versions
@@ -137,7 +123,7 @@ def _candidates(sites: list[Path], env: Mapping[str, str], bundled: str) -> list
     return list(dict(found[::-1]).items())[::-1]  # one per path, the first kept
 
 
-def _target(cc: CC) -> str:
+def ptxas_target(cc: CC) -> str:
     arch = cc.sm()
     return f"sm_{arch}{'a' if arch >= 90 else ''}"
 
@@ -155,7 +141,7 @@ def _triton(s: Setting, version: str, sites: list[Path], env: Mapping[str, str],
     read_in: tuple[str, ...] = ()
     if sp is None and not all(at_least(version, x.since) for x in s.spellings):
         return None  # older than every release read: not said
-    target = _target(cc)
+    target = ptxas_target(cc)
     package = _first(sites, "triton")
     if package is None:
         return None

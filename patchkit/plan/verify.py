@@ -63,9 +63,6 @@ class Checked(Record):
     how: str  # "post-image hash recorded at apply", "tables evaluated from source", "rules evaluated from source"
     tables: tuple[str, ...]
 
-    def to_json(self) -> dict[str, object]:
-        return {"path": self.path, "how": self.how, "tables": list(self.tables)}
-
 
 class VerifyPlan(Record):
     checked: tuple[Checked, ...]

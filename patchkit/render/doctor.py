@@ -23,7 +23,7 @@ from patchkit.render.machine import link_summary, machine_json
 from patchkit.render.modes import here_json, here_lines
 from patchkit.render.reasons import code, said
 from patchkit.render.settings import lines as settings_lines
-from patchkit.render.settings import set_line
+from patchkit.render.settings import set_line, setting_json
 from patchkit.render.where import where_line
 from patchkit.text import plural
 from patchkit.types import Reason, Status
@@ -154,7 +154,7 @@ def to_json(r: DoctorResult | NoProjectHere) -> dict[str, object]:  # --json ref
            "targets": targets, "needed": list(r.needed), "apply": r.apply,
            "recommendation": speedup_json(r.speedups[0]) if r.speedups else None,
            "recommendations": [speedup_json(s) for s in r.speedups], "compiled_code": code,
-           "settings": [h.to_json() | {"set_line": set_line(h)} for h in r.settings],
+           "settings": [setting_json(h) | {"set_line": set_line(h)} for h in r.settings],
            "failure_modes": [here_json(h) for h in r.modes], "modes_failing": [h.mode.name for h in r.modes_failing],
            "launch": list(r.launch) if r.launch is not None else None, "modes_read_to": dict(r.read_to),
            "launch_flags": [{"flag": f.flag, "project": f.project, "version": f.version, "known": f.known,
@@ -356,5 +356,6 @@ def speedup_lines(s: SpeedupHere, m: Machine, exe: Path | None = None) -> list[s
 
 
 def speedup_json(s: SpeedupHere) -> dict[str, object]:
-    return dict(s.speedup.to_json(), available=s.available, upgrade=[PROJECTS[r.project].distribution for r in s.short],
+    sp = s.speedup
+    return dict(sp._asdict(), server=sp.server, measured=list(sp.measured), requires=[r._asdict() for r in sp.requires], available=s.available, upgrade=[PROJECTS[r.project].distribution for r in s.short],
                 installed=dict(s.installed))

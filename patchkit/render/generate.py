@@ -85,4 +85,5 @@ def _tag_json(outcome: TagOutcome) -> dict[str, object]:
     too), the values the manifest keeps for the words left out; what a backport found in its phrases."""
     fixes = [{"fix": f.fix, "status": f.status, "reason": why(f), **({} if f.gates is None else {"gates": f.gates})}
              for f in outcome.fixes]
-    return dict(outcome.to_json(), tables=[phrased(t).to_json() for t in outcome.tables], fixes=fixes)
+    return {"tag": outcome.tag, "version": outcome.version, "status": outcome.status, "files": sorted(outcome.outputs),
+            "tables": [phrased(t).to_json() for t in outcome.tables], "fixes": fixes, "error": outcome.error}

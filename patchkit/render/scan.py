@@ -82,7 +82,7 @@ def to_json(r: TreeScan | CompareScan) -> dict[str, object]:
 
 
 def finding_json(f: Finding, cls: str, fix: str | None) -> dict[str, object]:
-    return dict(f.to_json(), covered_by=fix, **{"class": cls})
+    return dict(f._asdict(), values=[list(v) if isinstance(v, tuple) else v for v in f.values], covered_by=fix, **{"class": cls})
 
 
 def label(f: Finding, fix: str | None) -> str:

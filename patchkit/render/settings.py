@@ -7,7 +7,7 @@ import shlex
 from typing import TYPE_CHECKING
 
 from patchkit.fixes.settings import Check, SettingKind
-from patchkit.judge.settings import DeepGemmWhy, Need, exportable
+from patchkit.judge.settings import DeepGemmWhy, Need, exportable, ptxas_target
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -169,7 +169,7 @@ def to_text(r: SettingsVerified | SettingsToSet, terminal: bool) -> list[str]:
 
 def to_json(r: SettingsVerified) -> dict[str, object]:
     return {"settings_of": r.exe, "ccs": [cc.smi_text() for cc in r.ccs], "in_effect": not r.missing, "not_judged": r.unseen,
-            "settings": [h.to_json() | {"set_line": set_line(h)} for h in r.judged],
+            "settings": [setting_json(h) | {"set_line": set_line(h)} for h in r.judged],
             "problems": [missing_line(h) for h in r.missing]}
 
 
@@ -194,3 +194,19 @@ def failure(r: SettingsVerified | SettingsToSet) -> str | None:
         else:
             said.append(f"{h.setting.name}: {name} is needed for {_cc(h)} and no value is known here")
     return "; ".join(said) or None
+
+
+def setting_json(h: SettingHere) -> dict[str, object]:
+    """A setting judged (``judge.settings.SettingHere``) in a --json document."""
+    s, sp = h.setting, h.spelling
+    c = h.asked
+    return {"setting": s.name, "kind": s.kind.value, "project": s.project, "version": h.version,
+            "cc": h.cc.smi_text(), "need": h.need.value, "rank": s.rank,
+            "name": sp.name if sp else None, "value": h.value, "found": h.found,
+            "ptxas": None if c is None else {"path": c.path, "release": c.release, "targets": list(c.targets or ()),
+                                             "problem": c.problem},
+            "would_do": [{"path": w.path, "release": w.release} for w in h.would_do],
+            "read_in": list(h.read_in),
+            "bundled": [{"tool": b.tool, "path": b.path, "release": b.release, "knows": b.knows(ptxas_target(h.cc))}
+                        for b in h.bundled],
+            "caveat": s.caveat, "evidence": s.evidence, "measured": s.measured}

@@ -65,7 +65,7 @@ def to_json(r: StatusResult) -> dict[str, object]:
         shipped_patch=r.shipped.patch if r.shipped else None,
         shipped=r.shipped.name if r.shipped else None,
         no_shipped=said(r.no_shipped),
-        files=[f.to_json() for f in r.files],
+        files=[{"path": f.path, "state": f.state, "bytecode": f.bytecode, "stale_bytecode": f.stale} for f in r.files],
         pending=r.pending,
         set_aside_reason=said(r.changed),
         set_aside_code=code(r.changed),
@@ -75,5 +75,5 @@ def to_json(r: StatusResult) -> dict[str, object]:
         jit_builds=[{"module": b.module, "path": str(b.path), "kind": b.kind, "droppable": b.droppable,
                      "advice": b.advice or None} for b in r.builds],
         jit_error=None if r.jit_error is None else str(r.jit_error),
-        **({"to_cc": r.for_cc.to_json()} if r.for_cc is not None else {}),
+        **({"to_cc": {"cc": str(r.for_cc.cc), "key": r.for_cc.key, "applied": r.for_cc.in_effect}} if r.for_cc is not None else {}),
     )

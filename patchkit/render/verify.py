@@ -52,6 +52,6 @@ def to_json(r: VerifyResult) -> dict[str, object]:
     envelope's ``ok`` is the whole command's)."""
     plan = r.plan
     return r.where.fields(fixes=list(plan.fixes), not_checked=list(r.not_checked), from_cc=r.from_cc, to_cc=r.to_cc, in_effect=not plan.problems,
-                          checked=[c.to_json() for c in plan.checked], notes=[said(n) for n in plan.notes],
+                          checked=[{"path": c.path, "how": c.how, "tables": list(c.tables)} for c in plan.checked], notes=[said(n) for n in plan.notes],
                           note_reasons=[code(n) for n in plan.notes], problems=[said(p) for p in plan.problems],
                           problem_reasons=[code(p) for p in plan.problems])

@@ -58,9 +58,6 @@ class Finding(Record):
     patchable: bool  # a table patchkit's rewriter patches: a registry name at module or class level
     names_cc: bool = False  # its statement names the cc: a literal, an sm120 word (``patchkit.scan.classify``)
 
-    def to_json(self) -> dict[str, object]:
-        return dict(self._asdict(), values=[list(v) if isinstance(v, tuple) else v for v in self.values])
-
 
 def short(text: str) -> str:
     """``text`` cut at SNIPPET_MAX characters."""

@@ -19,6 +19,7 @@ import patchkit.scan.source as scan_module
 from patchkit.commands.scan import scan
 from patchkit.errors import BAD_INPUT, OK, PROBLEMS, BadInput
 from patchkit.render import document, text
+from patchkit.render.scan import finding_json
 from patchkit.scan.finding import Finding
 from patchkit.scan.source import scan_source
 from patchkit.scan.tree import scan_tree
@@ -223,7 +224,7 @@ def test_snippet_name_and_patchable() -> None:
     ]
     found = _found(source)
     assert found[0] == Finding("pkg/mod.py", 1, "table", "SIZES = {9: 1, 10: 2}", (9, 10), "SIZES", True)
-    assert found[0].to_json()["values"] == [9, 10]
+    assert finding_json(found[0], "unaware", None)["values"] == [9, 10]  # --json: the values as a list
 
 
 @pytest.mark.parametrize(

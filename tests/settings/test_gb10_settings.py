@@ -22,7 +22,7 @@ from patchkit.commands.settings import SettingsVerified
 from patchkit.fixes.settings import read_settings
 from patchkit.gpus.smi import given
 from patchkit.judge.settings import Need, missing, settings_here
-from patchkit.render.settings import lines, to_text
+from patchkit.render.settings import lines, setting_json, to_text
 from support.mirror import default_cache, fetch_sdist, fetch_wheel
 
 pytestmark = pytest.mark.network  # a cold cache fetches the archives and wheels
@@ -132,7 +132,7 @@ def test_doctor_and_verify_say_the_fp4_moe_settings_as_a_crash_with_their_caveat
     text = to_text(SettingsVerified("/v/bin/python", (CC(12, 1),), tuple(found), tuple(missing(found))), False)
     assert text[1:] == [f"setting vllm-fp4-moe-gb10: set for 12.1 (VLLM_USE_FLASHINFER_MOE_FP4=0); caveat: {fp4.caveat}",
                         "verify: ok (1 setting judged, none missing)"]
-    assert found[0].to_json()["caveat"] == fp4.caveat and memory.caveat is None
+    assert setting_json(found[0])["caveat"] == fp4.caveat and memory.caveat is None
 
 
 def read_settings_by_name() -> dict:

@@ -23,7 +23,7 @@ from patchkit.fixes.settings import read_settings
 from patchkit.gpus.smi import given
 from patchkit.judge.settings import Need, missing, settings_here
 from patchkit.render.settings import lines as doctor_lines
-from patchkit.render.settings import to_text
+from patchkit.render.settings import setting_json, to_text
 from patchkit.versions import at_least
 from support.cli import invoke
 from support.venvs import make_venv
@@ -107,7 +107,7 @@ def test_a_release_newer_than_the_data_is_read_from_its_knobs_and_compiler(tmp_p
         "its triton/knobs.py and triton/backends/nvidia/compiler.py do not hold what showed which ptxas the releases "
         f"read call for 12.1 and which variable names it; it bundles ptxas 12.9 ({site / BIN / 'ptxas'}), which knows "
         f"sm_121a; ptxas-blackwell 13.4 ({site / BIN / 'ptxas-blackwell'}), which knows sm_121a)")
-    assert h.to_json()["need"] == "newer than patchkit has read"
+    assert setting_json(h)["need"] == "newer than patchkit has read"
     # verify: not missing (no variable can be named), and its last line is no "ok".
     said = to_text(SettingsVerified("PY", (CC(12, 1),), (h,), tuple(missing([h]))), False)
     assert said[-2:] == [f"setting triton-ptxas: not judged for 12.1 ({doctor_lines([h])[1].split(' (', 1)[1][:-1]})",

@@ -74,10 +74,13 @@ in_run_folder = run=$$(mktemp -d "$(TEST_TMPDIR)/patchkit-tests.XXXXXX") && chmo
 	if TMPDIR="$$run" PATCHKIT_TEST_PYCACHE="$$run/pycache" $(1) --basetemp="$$run/pytest"; then rm -rf "$$run"; \
 	else rc=$$?; echo "the run's files are kept in $$run"; exit $$rc; fi
 
+# mypy checks patchkit/ while the tests start (their first seconds wait on pip and git more than on
+# the cores); its report is printed, and its verdict counts, once the tests are done.
 test: test-deps
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy
-	$(call in_run_folder,$(PYTEST) --durations=20)
+	$(VENV)/bin/mypy > $(VENV)/mypy.out 2>&1 & checker=$$!; \
+	$(call in_run_folder,$(PYTEST) --durations=20); \
+	wait $$checker; rc=$$?; cat $(VENV)/mypy.out; exit $$rc
 
 # The reliability suite at full size: a few hundred SIGKILLs of apply, revert and upstream,
 # races, hostile and broken input, and the rewriter's properties at their full count of examples

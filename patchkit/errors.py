@@ -117,6 +117,20 @@ class Interrupted(BaseException):
         self.detail = detail
 
 
+def interrupt_in(exc: BaseException) -> BaseException | None:
+    """The Ctrl-C (``Interrupted``, ``KeyboardInterrupt``) behind ``exc``, if it was raised from one:
+    Python 3.11 wraps one that comes while a class is made in a RuntimeError ("Error calling
+    __set_name__ ..."), so a Ctrl-C at that instant of an import is an interrupt still (exit 130)."""
+    seen: set[int] = set()
+    at: BaseException | None = exc
+    while at is not None and id(at) not in seen:
+        if isinstance(at, (Interrupted, KeyboardInterrupt)):
+            return at
+        seen.add(id(at))
+        at = at.__cause__ or at.__context__
+    return None
+
+
 def unexpected(exc: BaseException) -> str:
     """The one line for an exception patchkit did not expect (exit 70): what, and where in patchkit."""
     where = ""

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from patchkit.errors import BAD_INPUT, INTERRUPTED, SOFTWARE, Interrupted, PatchkitError, unexpected
+from patchkit.errors import BAD_INPUT, INTERRUPTED, SOFTWARE, Interrupted, PatchkitError, interrupt_in, unexpected
 from patchkit.signals import catch_sigint
 
 if TYPE_CHECKING:
@@ -91,6 +91,9 @@ class Command(click.Command):
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except Exception as exc:
+            stop = interrupt_in(exc)  # a Ctrl-C Python wrapped (a class made at that instant)
+            if stop is not None:
+                fail(self.name, as_json, PatchkitError(None, _interrupted(stop)), INTERRUPTED)
             fail(self.name, as_json, PatchkitError(None, unexpected(exc)), SOFTWARE)
         except (Interrupted, KeyboardInterrupt) as exc:
             fail(self.name, as_json, PatchkitError(None, _interrupted(exc)), INTERRUPTED)
@@ -158,6 +161,10 @@ def last_resort(run: Callable[[], object]) -> NoReturn:
         click.echo(f"patchkit: {_interrupted(exc)}", err=True)
         sys.exit(INTERRUPTED)
     except Exception as exc:
+        stop = interrupt_in(exc)  # a Ctrl-C Python wrapped (a class made at that instant)
+        if stop is not None:
+            click.echo(f"patchkit: {_interrupted(stop)}", err=True)
+            sys.exit(INTERRUPTED)
         click.echo(f"patchkit: {unexpected(exc)}", err=True)
         sys.exit(SOFTWARE)
     sys.exit(0)

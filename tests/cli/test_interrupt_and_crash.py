@@ -205,6 +205,13 @@ def broken(*args, **kwargs):
         def down(n):
             return down(n + 1)
         down(0)
+    if what == "Ctrl-C while a class is made":  # as a SIGINT during an import's class statement (platform's uname_result)
+        from patchkit.errors import Interrupted
+        class Stop:
+            def __set_name__(self, owner, name):
+                raise Interrupted()
+        class Made:  # Python 3.11 wraps what __set_name__ raises: RuntimeError("Error calling __set_name__ ...")
+            field = Stop()
     raise {"MemoryError": MemoryError(), "ZeroDivisionError": ZeroDivisionError("division by zero")}[what]
 setattr(target, attr, broken)
 from patchkit.__main__ import main
@@ -245,6 +252,37 @@ def test_an_unexpected_exception_outside_a_command_is_exit_70(tmp_path: Path) ->
     options = Path(__file__).resolve().parents[2] / "patchkit" / "cli" / "options.py"
     line = next(i for i, text in enumerate(options.read_text().splitlines(), 1) if "return CC.parse(" in text)
     assert done.stderr.decode() == f"patchkit: internal error (MemoryError at patchkit/cli/options.py:{line}){REPORT}"
+
+
+@pytest.mark.parametrize("where, args", [
+    ("patchkit.targets.session:Session.open", ["verify"]),  # inside a command: the command's boundary
+    ("patchkit.cc:CC.parse", ["apply", "--to-cc", "12"]),  # while click parses: the last resort
+])
+def test_a_ctrl_c_python_wrapped_while_a_class_was_made_is_an_interrupt(tmp_path: Path, where: str, args: list[str]) -> None:
+    """A SIGINT that lands while a class statement runs (an import's) comes out of Python 3.11 as a
+    RuntimeError raised from it ("Error calling __set_name__ ..."): still the one line and exit 130,
+    never an internal error (the Ctrl-C-at-each-millisecond sweep met one at 10 ms of an apply)."""
+    repo = make_repo(tmp_path / "sglang")
+    done = subprocess.run([sys.executable, "-c", RAISING, where, "Ctrl-C while a class is made", args[0], str(repo),
+                           *args[1:]], env=_env(), capture_output=True)
+    assert (done.returncode, done.stdout, done.stderr) == INTERRUPTED
+
+
+def test_interrupt_in_finds_the_ctrl_c_behind_a_wrapped_error() -> None:
+    from patchkit.errors import Interrupted, interrupt_in
+
+    stop = Interrupted()
+    try:
+        try:
+            raise stop
+        except Interrupted as exc:
+            raise RuntimeError("Error calling __set_name__ on 'cached_property' instance 'processor'") from exc
+    except RuntimeError as wrapped:
+        assert interrupt_in(wrapped) is stop
+    assert interrupt_in(ZeroDivisionError("division by zero")) is None
+    loop = ValueError("a cycle of contexts")
+    loop.__context__ = loop
+    assert interrupt_in(loop) is None
 
 
 CALLBACK = """

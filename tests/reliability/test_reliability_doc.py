@@ -135,6 +135,9 @@ WRITE_ROWS = {
     "again in patchkit's code, no "
     "\"Exception ignored\"": cases(interrupt.test_ctrl_c_in_a_callback_python_runs_is_raised_in_patchkits_code)
     + cases(interrupt.test_ctrl_c_in_a_callback_while_patchkit_starts_ends_it),
+    "Ctrl-C while a class statement runs (Python 3.11 wraps it in a RuntimeError), in a command and while click parses: "
+    "exit 130, not an internal error": cases(interrupt.test_a_ctrl_c_python_wrapped_while_a_class_was_made_is_an_interrupt)
+    + cases(interrupt.test_interrupt_in_finds_the_ctrl_c_behind_a_wrapped_error),
     "an exception patchkit did not expect (MemoryError, RecursionError, a bug), as lines and --json; one in click's parsing":
         cases(interrupt.test_an_unexpected_exception_is_one_line_and_exit_70) * 2
         + cases(interrupt.test_an_unexpected_exception_outside_a_command_is_exit_70),

@@ -172,11 +172,11 @@ def doctor_markdown(result: DoctorResult, env: Environment | None) -> DoctorMark
     from patchkit.fixes.modes import modes
     from patchkit.fixes.registry import PROJECTS
     from patchkit.fixes.settings import read_settings
-    from patchkit.judge.settings import _versions
+    from patchkit.targets.dist_info import installed_versions
 
     named = {e.project for m in modes() for e in m.exposed} | {w.project for m in modes() for w in m.ways_out}
     named |= {p.distribution for p in PROJECTS.values()} | {s.project for s in read_settings()} | {"torch"}
-    versions = _versions(list(env.sites)) if env is not None else {}
+    versions = installed_versions(list(env.sites)) if env is not None else {}
     return DoctorMarkdown(result, tuple(sorted((n, v) for n, v in versions.items() if n in named)))
 
 
@@ -296,10 +296,10 @@ def _modes(env: Environment | None, m: Machine, launch: tuple[str, ...] | None,
     from patchkit.fixes.modes import read_to
     from patchkit.judge.launch import read_launch
     from patchkit.judge.modes import flags_here, modes_here
-    from patchkit.judge.settings import _versions
+    from patchkit.targets.dist_info import installed_versions
 
     sites = list(env.sites)
-    versions = _versions(sites)
+    versions = installed_versions(sites)
     said = read_launch(launch, Path.cwd()) if launch is not None else None
     flags = tuple(flags_here(said, versions)) if said is not None else ()
     reached = tuple((p, v) for p, v in read_to().items() if p in versions)

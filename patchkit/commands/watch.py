@@ -218,8 +218,8 @@ def _hangs(phase: Phase | None, env: Environment | None) -> tuple[Mode, ...]:
     if env is None or not found:
         return found
     from patchkit.judge.modes import Exposed, modes_here
-    from patchkit.judge.settings import _versions
+    from patchkit.targets.dist_info import installed_versions
 
     sites = list(env.sites)
-    exposed = {h.mode.name for h in modes_here(_versions(sites), list(SM12X), sites) if h.verdict != Exposed.AVERTED}
+    exposed = {h.mode.name for h in modes_here(installed_versions(sites), list(SM12X), sites) if h.verdict != Exposed.AVERTED}
     return tuple(m for m in found if m.name in exposed)

@@ -84,16 +84,6 @@ class SettingHere(Record):
         return self.set_to if self.setting.check == Check.DEEPGEMM else self.found
 
 
-def _versions(sites: list[Path]) -> dict[str, str]:
-    from patchkit.kernels.jit import _dist_versions
-
-    found: dict[str, str] = {}
-    for site in sites:
-        for key, (_, version) in _dist_versions(site).items():
-            found.setdefault(key, version)
-    return found
-
-
 def _holds(path: Path | None, *marks: str) -> bool:
     """Whether the file at ``path`` (read bounded) holds every one of ``marks``."""
     from patchkit.kernels.jit import _read
@@ -222,7 +212,9 @@ def settings_here(sites: list[Path], env: Mapping[str, str], machine: Machine, s
     (rank 1) first, then the rest in the data's order."""
     from packaging.utils import canonicalize_name as canonical
 
-    versions = _versions(sites)
+    from patchkit.targets.dist_info import installed_versions  # importlib.metadata: only when settings are judged
+
+    versions = installed_versions(sites)
     found: list[SettingHere] = []
     for s in settings if settings is not None else read_settings():
         version = versions.get(canonical(s.project))

@@ -112,3 +112,13 @@ def version(folder: Path) -> str | None:
         return None
     found = (dist.metadata.get_all("Version") or [None])[0]  # the first, as Message.get
     return (found.strip() or None) if isinstance(found, str) else None
+
+
+def installed_versions(sites: list[Path]) -> dict[str, str]:
+    """canonical distribution name -> version of what ``sites`` have installed, the first site
+    that has a distribution winning (as on sys.path), and in a site its first dist-info."""
+    found: dict[str, str] = {}
+    for site in sites:
+        for name, version, _ in installed(site):
+            found.setdefault(name, version)
+    return found

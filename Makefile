@@ -67,7 +67,11 @@ install: $(VENV)/.installed
 # make test prints the 20 slowest (docs/TESTING.md).
 TEST_TMPDIR ?= $(firstword $(wildcard /dev/shm) $(TMPDIR) /tmp)
 TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print(min(8, 3 * len(os.sched_getaffinity(0))))' 2>/dev/null || echo 2)
-PYTEST := $(VENV)/bin/pytest -q -p no:cacheprovider -o tmp_path_retention_policy=failed -n $(TEST_WORKERS) --dist loadfile \
+# The plugins are named (-p), not found by their entry points: pytest rewrites the asserts of every module
+# of a distribution that registers one (all of hypothesis, platformdirs), in each process, where it may not
+# write bytecode (PYTHONDONTWRITEBYTECODE, as CI sets it): a second per process.
+PYTEST := PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 $(VENV)/bin/pytest -p xdist.plugin -p _hypothesis_pytestplugin \
+	-q -p no:cacheprovider -o tmp_path_retention_policy=failed -n $(TEST_WORKERS) --dist loadfile \
 	--no-loadscope-reorder
 # $(call in_run_folder,COMMAND): COMMAND (a pytest) with the run's folder.
 in_run_folder = run=$$(mktemp -d "$(TEST_TMPDIR)/patchkit-tests.XXXXXX") && chmod 755 "$$run" && \

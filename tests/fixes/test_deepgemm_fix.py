@@ -8,7 +8,6 @@ from __future__ import annotations
 import ast
 import sys
 import types
-import zipfile
 
 import pytest
 
@@ -17,15 +16,14 @@ from patchkit.rewrite.backported import Carried, HowCarried
 from patchkit.rewrite.found import phrased
 from patchkit.rewrite.rules import rewrite_file
 from patchkit.types import ALREADY_UPSTREAM
-from support.mirror import default_cache, fetch_wheel
+from support.mirror import wheel_zip
 
 PATH = "python/sglang/srt/layers/deep_gemm_wrapper/configurer.py"
 APIS = ("fp8_einsum", "m_grouped_fp8_fp4_gemm_nt_contiguous", "transform_sf_into_required_layout")
 
 
 def _configurer(version: str) -> bytes:
-    with zipfile.ZipFile(fetch_wheel(version, default_cache())) as wheel:
-        return wheel.read(PATH.removeprefix("python/"))
+    return wheel_zip(version).read(PATH.removeprefix("python/"))
 
 
 def _patched(version: str) -> tuple[bytes, tuple]:

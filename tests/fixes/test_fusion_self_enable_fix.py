@@ -10,7 +10,6 @@ from __future__ import annotations
 import ast
 import functools
 import types
-import zipfile
 
 import pytest
 
@@ -22,7 +21,7 @@ from patchkit.rewrite.diff import parse
 from patchkit.rewrite.found import phrased
 from patchkit.rewrite.rules import rewrite_file
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
-from support.mirror import default_cache, fetch_wheel
+from support.mirror import wheel_zip
 
 pytestmark = pytest.mark.network  # the wheels come from the cache, or from the index on a cold one
 
@@ -38,8 +37,7 @@ GPTOSS = ("0.5.4.post2", "0.5.4.post3", "0.5.5", "0.5.5.post1", "0.5.5.post2", "
 # (bytes and tuples: nothing a test could change).
 @functools.cache
 def _read(version: str, path: str) -> bytes:
-    with zipfile.ZipFile(fetch_wheel(version, default_cache())) as wheel:
-        return wheel.read(path)
+    return wheel_zip(version).read(path)
 
 
 def _server_args(version: str) -> bytes:

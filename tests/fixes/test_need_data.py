@@ -29,9 +29,9 @@ SGLANG_SP, VLLM_SP = SPEEDUPS_BY_NAME["pcie-ipc-allreduce"], SPEEDUPS_BY_NAME["v
 
 
 def wheel(distribution: str, version: str) -> zipfile.ZipFile:
-    from support.mirror import default_cache, fetch_wheel
+    from support.mirror import wheel_zip
 
-    return zipfile.ZipFile(fetch_wheel(version, default_cache(), distribution))
+    return wheel_zip(version, distribution)
 
 
 def test_torch_symm_mem_helps_without_multicast_only_where_it_crashes() -> None:
@@ -81,9 +81,9 @@ def test_the_vllm_speedup_is_what_vllm_0340_says() -> None:
 @pytest.mark.network
 def test_the_measurement_is_quoted_from_the_real_sglang_wheel(version: str) -> None:
     sp = SGLANG_SP
-    with wheel("sglang", version) as whl:
-        module = ast.parse(whl.read(sp.source))
-        environ = whl.read("sglang/srt/environ.py").decode()
+    whl = wheel("sglang", version)
+    module = ast.parse(whl.read(sp.source))
+    environ = whl.read("sglang/srt/environ.py").decode()
     docstring = ast.get_docstring(module, clean=False)
     sentence, *table = sp.measured
     assert " ".join(sentence.split()) in " ".join(docstring.split())  # wrapped over two lines there
@@ -101,10 +101,10 @@ def test_the_measurement_is_quoted_from_the_real_sglang_wheel(version: str) -> N
 ])
 @pytest.mark.network
 def test_the_first_releases_that_have_it(distribution: str, version: str, path: str, has: bool) -> None:
-    with wheel(distribution, version) as whl:
-        assert (path in whl.namelist()) is has
-        if has and distribution == "flashinfer-python":
-            assert re.search(rb"^class PcieIpcAllReduceWorkspace\b", whl.read(path), re.M)
+    whl = wheel(distribution, version)
+    assert (path in whl.namelist()) is has
+    if has and distribution == "flashinfer-python":
+        assert re.search(rb"^class PcieIpcAllReduceWorkspace\b", whl.read(path), re.M)
     project = "sglang" if distribution == "sglang" else "flashinfer"
     for sp in read_speedups():  # both use FlashInfer's PcieIpcAllReduceWorkspace
         assert [r.met(version) for r in sp.requires if r.project == project] in ([has], [])
@@ -265,8 +265,8 @@ GENCODE = 'f"-gencode=arch=compute_{major}{minor},code=sm_{major}{minor}"'
 def test_the_fusion_needs_the_cuda_the_flashinfer_release_builds_with(version: str) -> None:
     """The JIT build the fusion's need names for each FlashInfer release, as its compilation_context.py builds."""
     (need,) = read_effects()["allreduce-fusion"].needs
-    with wheel("flashinfer-python", version) as whl:
-        source = " ".join(whl.read("flashinfer/compilation_context.py").decode().split())
+    whl = wheel("flashinfer-python", version)
+    source = " ".join(whl.read("flashinfer/compilation_context.py").decode().split())
     from patchkit.versions import in_range
 
     (form,) = [f for f in CONTEXT_FORMS if in_range(version, f[0], f[1])]

@@ -24,9 +24,9 @@ FEATURES = [f for f in SGLANG_KERNEL.files if not f.at_start]
 
 
 def wheel(distribution: str, version: str) -> zipfile.ZipFile:
-    from support.mirror import default_cache, fetch_wheel
+    from support.mirror import wheel_zip
 
-    return zipfile.ZipFile(fetch_wheel(version, default_cache(), distribution))
+    return wheel_zip(version, distribution)
 
 
 def module_level_imports(tree: ast.Module, package: str) -> set[str]:
@@ -77,10 +77,10 @@ def loaded_by_import(whl: zipfile.ZipFile, start: str) -> set[str]:
 def test_import_sgl_kernel_loads_none_of_the_features_modules() -> None:
     assert {f.glob for f in FEATURES} == {"sgl_kernel/flash_ops.*", "sgl_kernel/flashmla_ops.*", "sgl_kernel/spatial_ops.*",
                                           "sgl_kernel/infllm_ops*"}
-    with wheel("sglang-kernel", "0.4.10") as whl:
-        shared = [n for n in whl.namelist() if n.endswith(".so")]
-        loaded = loaded_by_import(whl, "sgl_kernel")
-        load_utils = whl.read("sgl_kernel/load_utils.py").decode()
+    whl = wheel("sglang-kernel", "0.4.10")
+    shared = [n for n in whl.namelist() if n.endswith(".so")]
+    loaded = loaded_by_import(whl, "sgl_kernel")
+    load_utils = whl.read("sgl_kernel/load_utils.py").decode()
     assert "sgl_kernel.load_utils" in loaded and "sgl_kernel.flash_attn" not in loaded
     # The start loads common_ops by its path, for the GPU's architecture (sm90/ on 9.0, sm100/ on the others).
     assert 'ops_subdir = "sm90"' in load_utils and 'ops_subdir = "sm100"' in load_utils
@@ -97,17 +97,17 @@ def test_import_sgl_kernel_loads_none_of_the_features_modules() -> None:
 def test_sglang_0523_imports_fa3_of_sgl_kernel_inside_functions_only_on_cuda() -> None:
     """Every module-level import of sgl_kernel.flash_attn (which imports flash_ops) in SGLang 0.5.23 is under
     an XPU branch or in an XPU backend's file; the FA3 backend and the others import it inside functions."""
-    with wheel("sglang", "0.5.23") as whl:
-        for name in whl.namelist():
-            if not name.endswith(".py"):
-                continue
-            text = whl.read(name)
-            if b"sgl_kernel.flash_attn" not in text and b"sgl_kernel import flash_ops" not in text:
-                continue
-            for branch in fa3_imports_on_import(ast.parse(text).body, None):
-                # at the top of an XPU backend's own file, or in an `if _is_xpu:` (`elif _is_xpu:`) branch
-                assert branch == "_is_xpu" or branch is None and name.endswith("/attention/backends/xpu_backend.py") or \
-                    branch is None and name == "sglang/srt/layers/attention/xpu_backend.py", name
+    whl = wheel("sglang", "0.5.23")
+    for name in whl.namelist():
+        if not name.endswith(".py"):
+            continue
+        text = whl.read(name)
+        if b"sgl_kernel.flash_attn" not in text and b"sgl_kernel import flash_ops" not in text:
+            continue
+        for branch in fa3_imports_on_import(ast.parse(text).body, None):
+            # at the top of an XPU backend's own file, or in an `if _is_xpu:` (`elif _is_xpu:`) branch
+            assert branch == "_is_xpu" or branch is None and name.endswith("/attention/backends/xpu_backend.py") or \
+                branch is None and name == "sglang/srt/layers/attention/xpu_backend.py", name
 
 
 def fa3_imports_on_import(body: list[ast.stmt], branch: str | None) -> list[str | None]:

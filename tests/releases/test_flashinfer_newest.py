@@ -12,7 +12,6 @@ with the stand-in nvidia-smi of 8 x RTX PRO 6000 on PCIe and of one GB10.
 from __future__ import annotations
 
 import json
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -63,12 +62,12 @@ def machine(tmp_path: Path, name: str) -> dict:
 
 def test_the_wheel_holds_what_the_data_expects() -> None:
     """The facts the verdicts below rest on, read in the wheel itself."""
-    from support.mirror import default_cache, fetch_wheel
+    from support.mirror import wheel_zip
 
-    with zipfile.ZipFile(fetch_wheel("0.7.4", default_cache(), "flashinfer-python")) as wheel:
-        comm = wheel.read("flashinfer/jit/comm.py").decode()
-        ipc = wheel.read("flashinfer/comm/pcie_ipc_ar.py").decode()
-        init = wheel.read("flashinfer/comm/__init__.py").decode()
+    wheel = wheel_zip("0.7.4", "flashinfer-python")
+    comm = wheel.read("flashinfer/jit/comm.py").decode()
+    ipc = wheel.read("flashinfer/comm/pcie_ipc_ar.py").decode()
+    init = wheel.read("flashinfer/comm/__init__.py").decode()
     start = comm.index("def gen_trtllm_comm_module")
     assert "supported_major_versions=[9, 10, 12]" in comm[start:comm.index("def ", start + 4)]
     assert "class PcieIpcAllReduceWorkspace" in ipc and "PcieIpcAllReduceWorkspace as PcieIpcAllReduceWorkspace" in init

@@ -6,7 +6,6 @@ Fixtures are written here in the shape of the real files; none is FlashInfer sou
 
 from __future__ import annotations
 
-import zipfile
 from pathlib import Path
 
 import black
@@ -15,7 +14,7 @@ import pytest
 from patchkit.errors import RewriteError
 from patchkit.rewrite.list_member import Locator, rewrite
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
-from support.mirror import default_cache, fetch_wheel
+from support.mirror import default_cache, fetch_wheel, wheel_zip
 from support.repos import comm_list
 
 CALL = Locator(call="get_nvcc_flags_list", keyword="supported_major_versions", function="gen_comm_module")
@@ -353,8 +352,8 @@ def flashinfer_wheel(version: str) -> Path:
 
 @pytest.mark.network
 def test_flashinfer_0_6_4_patched_is_0_6_17() -> None:
-    old = zipfile.ZipFile(flashinfer_wheel("0.6.4")).read(COMM)
-    new = zipfile.ZipFile(flashinfer_wheel("0.6.17")).read(COMM)
+    old = wheel_zip("0.6.4", "flashinfer-python").read(COMM)
+    new = wheel_zip("0.6.17", "flashinfer-python").read(COMM)
     result = rewrite(old, FLASHINFER_CALL, 10, 12, COMM)
     assert [(r.scope, r.status, r.value) for r in result.lists] == [("def gen_trtllm_comm_module", PATCHED, "[9, 10, 12]")]
     assert comm_list(old) == [9, 10]

@@ -23,7 +23,7 @@ from patchkit.fixes.settings import read_settings
 from patchkit.gpus.smi import given
 from patchkit.judge.settings import Need, missing, settings_here
 from patchkit.render.settings import lines, setting_json, to_text
-from support.mirror import default_cache, fetch_sdist, fetch_wheel
+from support.mirror import default_cache, fetch_sdist, fetch_wheel, wheel_zip
 
 pytestmark = pytest.mark.network  # a cold cache fetches the archives and wheels
 
@@ -39,9 +39,9 @@ SAFE = "which MoE backend is safe depends on the release and the model: "
 def vllm_files(version: str) -> dict[str, bytes]:
     """VLLM_READ's files of vLLM ``version`` that it has, from its source archive (or its wheel)."""
     if version in WHEELS:
-        with zipfile.ZipFile(fetch_wheel(version, default_cache(), "vllm", platform=WHEELS[version])) as whl:
-            names = set(whl.namelist())
-            return {rel: whl.read(rel) for rel in VLLM_READ if rel in names}
+        whl = wheel_zip(version, "vllm", WHEELS[version])
+        names = set(whl.namelist())
+        return {rel: whl.read(rel) for rel in VLLM_READ if rel in names}
     found = {}
     with tarfile.open(fetch_sdist("vllm", version, default_cache())) as tar:
         for member in tar:
@@ -161,14 +161,12 @@ def test_the_words_say_what_is_proven() -> None:
 def test_flashinfer_gains_relu2_in_its_cutlass_moe_dispatch_in_0_6_8(version: str, relu2: bool) -> None:
     """The crash the MoE settings keep a GB10 from: the dispatch's default throws "Invalid activation type."."""
     rel = "flashinfer/data/csrc/nv_internal/tensorrt_llm/kernels/cutlass_kernels/moe_gemm/moe_gemm_template_dispatch.h"
-    with zipfile.ZipFile(fetch_wheel(version, default_cache(), "flashinfer-python")) as whl:
-        text = whl.read(rel).decode()
+    text = wheel_zip(version, "flashinfer-python").read(rel).decode()
     assert 'TLLM_THROW("Invalid activation type.");' in text and ("case ActivationType::Relu2:" in text) is relu2
 
 
 def sglang_file(version: str, rel: str) -> str:
-    with zipfile.ZipFile(fetch_wheel(version, default_cache())) as whl:
-        return whl.read(rel).decode()
+    return wheel_zip(version).read(rel).decode()
 
 
 ENTRYPOINT = "sglang/srt/layers/deep_gemm_wrapper/entrypoint.py"

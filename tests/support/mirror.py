@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import calendar
+import functools
 import os
 import shutil
 import subprocess
@@ -117,6 +118,14 @@ def fetch_wheel(version: str, cache: Path, distribution: str = "sglang", platfor
         return folder / wheels[0].name
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@functools.cache
+def wheel_zip(version: str, distribution: str = "sglang", platform: str = "manylinux_2_34_x86_64") -> zipfile.ZipFile:
+    """The cached wheel of ``distribution`` ``version`` (``fetch_wheel``), opened once a test process: its
+    central directory (14,705 entries in flashinfer-python 0.7.4's) is read once however many tests read
+    its members.  Left open; read with ``read``, never closed."""
+    return zipfile.ZipFile(fetch_wheel(version, default_cache(), distribution, platform))
 
 
 def _read_wheel(

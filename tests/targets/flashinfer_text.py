@@ -12,7 +12,6 @@ here or give another path: the tests then disagree with patchkit.
 from __future__ import annotations
 
 import ast
-import zipfile
 from collections.abc import Iterable
 from functools import cache
 from pathlib import PurePosixPath
@@ -30,10 +29,9 @@ _KEEPS_SM12_MINOR = "0.6.8"
 @cache
 def wheel_text(version: str, member: str) -> str:
     """A file of the real flashinfer-python ``version`` wheel (from PyPI, cached: see support.mirror)."""
-    from support.mirror import default_cache, fetch_wheel
+    from support.mirror import wheel_zip
 
-    with zipfile.ZipFile(fetch_wheel(version, default_cache(), "flashinfer-python")) as wheel:
-        return wheel.read(member).decode("utf-8")
+    return wheel_zip(version, "flashinfer-python").read(member).decode("utf-8")
 
 
 def function(source: str, name: str) -> ast.FunctionDef:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,7 @@ from patchkit.fixes.registry import SGLANG
 from patchkit.rewrite.evaluate import tables
 from support.cli import invoke
 from support.image import pip_editable, shallow_clone, uv_editable
-from support.mirror import default_cache, fetch_wheel
+from support.mirror import default_cache, fetch_wheel, wheel_zip
 from support.procs import running
 from support.venvs import copy_installed, copy_venv, make_venv
 
@@ -60,8 +59,7 @@ def flashinfer_venv(prebuilt) -> Path:
 
 
 def wheel_bytes(rel: str) -> bytes:
-    with zipfile.ZipFile(fetch_wheel("0.6.4", default_cache(), "flashinfer-python")) as wheel:
-        return wheel.read(rel)
+    return wheel_zip("0.6.4", "flashinfer-python").read(rel)
 
 
 def git_status(checkout: Path) -> str:

@@ -60,13 +60,14 @@ install: $(VENV)/.installed
 # tests' other user reaches what they share with it): TMPDIR, pytest's --basetemp and the
 # bytecode of the Python processes the tests start (PATCHKIT_TEST_PYCACHE: compiled once a run).
 # A green run deletes it; a red one keeps it and prints where it is.
-# They run in three processes per core, at most 8 (TEST_WORKERS=0: in this one), each test file in
+# They run in two processes per core, at most 8 (TEST_WORKERS=0: in this one), each test file in
 # one process, the slowest files first (SLOW_FIRST in tests/support/session.py): a test often waits (pip,
-# git, fsync, a real time-out), and on a busy machine each process gets its share of the cores
-# (beside three busy loops, 6 processes get 2/3 of the machine, 4 got 4/7).
+# git, fsync, a real time-out).  More processes do the same work in more CPU time (on 2 cores, idle,
+# docs/TESTING.md: 6 took 345 s of CPU and 164 s, 4 took 305 s and 156 s, 3 took 296 s and 155 s),
+# but get more of a busy machine (beside three busy loops, 4 processes get 4/7 of it, 3 only 1/2).
 # make test prints the 20 slowest (docs/TESTING.md).
 TEST_TMPDIR ?= $(firstword $(wildcard /dev/shm) $(TMPDIR) /tmp)
-TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print(min(8, 3 * len(os.sched_getaffinity(0))))' 2>/dev/null || echo 2)
+TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print(min(8, 2 * len(os.sched_getaffinity(0))))' 2>/dev/null || echo 2)
 # The plugins are named (-p), not found by their entry points: pytest rewrites the asserts of every module
 # of a distribution that registers one (all of hypothesis, platformdirs), in each process, where it may not
 # write bytecode (PYTHONDONTWRITEBYTECODE, as CI sets it): a second per process.

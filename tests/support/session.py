@@ -23,6 +23,7 @@ TESTS = Path(__file__).resolve().parents[1]
 # Hand-kept, longest first: `make test` prints the slowest tests (docs/TESTING.md says how to
 # measure a file's own time).  A file missing here runs after these, in collection order.
 SLOW_FIRST = (
+    "test_readme_recipes.py",  # one test of a minute: it must not start last
     "gpus/test_doctor.py",
     "test_real_releases.py",
     "reliability/test_failed_writes.py",
@@ -31,7 +32,6 @@ SLOW_FIRST = (
     "scan/test_real_gates.py",
     "test_rewriter_properties.py",
     "scan/test_compare.py",
-    "test_readme_recipes.py",
     "scan/test_preprocessor.py",
     "releases/test_flashinfer_newest.py",
     "reliability/test_kills.py",

@@ -26,6 +26,7 @@ from patchkit.rewrite.cut import rewrite_cut
 from patchkit.rewrite.dict_key import key_value, one_line, parse
 from patchkit.rewrite.list_member import add_member
 from patchkit.rewrite.output import LINE_LENGTH, Hit, Rewritten, render
+from patchkit.rewrite.scope import Enclosing
 from patchkit.rewrite.unfit import Misfit, no_fit
 from patchkit.types import ALREADY_UPSTREAM, PATCHED, Status
 
@@ -49,34 +50,13 @@ def _members(seq: cst.List | cst.Tuple | cst.Set) -> list[Key | None]:
     return [key_value(e.value) if isinstance(e, cst.Element) else None for e in seq.elements]
 
 
-class Widen(cst.CSTTransformer):
+class Widen(Enclosing):
     """Widen every comparison of ``subject`` with ``from_cc`` to admit ``to_cc``."""
 
     def __init__(self, subject: str, functions: tuple[str, ...], from_cc: int, to_cc: int) -> None:
         super().__init__()
         self.subject, self.functions, self.from_cc, self.to_cc = subject, functions, from_cc, to_cc
-        self.scopes: list[tuple[str, str]] = []
         self.results: list[ComparisonResult] = []
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self.scopes.append(("class", node.name.value))
-
-    def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
-        self.scopes.pop()
-        return updated_node
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.scopes.append(("def", node.name.value))
-
-    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
-        self.scopes.pop()
-        return updated_node
-
-    def _here(self) -> bool:
-        return not self.functions or any(("def", f) in self.scopes for f in self.functions)
-
-    def _scope(self) -> str:
-        return f"{self.scopes[-1][0]} {'.'.join(n for _, n in self.scopes)}" if self.scopes else "module"
 
     def _widened(self, target: cst.ComparisonTarget) -> tuple[cst.ComparisonTarget, Status | None]:
         """The target admitting ``to_cc`` too, and PATCHED / ALREADY_UPSTREAM (None: not a test of ours)."""
@@ -101,7 +81,7 @@ class Widen(cst.CSTTransformer):
         return target, None
 
     def leave_Comparison(self, original_node: cst.Comparison, updated_node: cst.Comparison) -> cst.BaseExpression:
-        if not self._here():
+        if not self.inside(self.functions):
             return updated_node
         left, comparisons, seen = updated_node.left, [], []
         for target in updated_node.comparisons:
@@ -117,7 +97,7 @@ class Widen(cst.CSTTransformer):
         new = updated_node.with_changes(comparisons=comparisons)
         before = one_line(original_node)
         for _, _, status in seen:
-            self.results.append(ComparisonResult(before, self._scope(), status, self.from_cc, self.to_cc, one_line(new)))
+            self.results.append(ComparisonResult(before, self.where(), status, self.from_cc, self.to_cc, one_line(new)))
         return new
 
 

@@ -22,6 +22,7 @@ from patchkit.rewrite.cut import rewrite_cut
 from patchkit.rewrite.dict_key import key_value, one_line, parse
 from patchkit.rewrite.insert import insert_after
 from patchkit.rewrite.output import LINE_LENGTH, Hit, Rewritten, new_literal, render
+from patchkit.rewrite.scope import Enclosing
 from patchkit.rewrite.unfit import Misfit, no_fit
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
 
@@ -118,7 +119,7 @@ def _last_name(func: cst.BaseExpression) -> str | None:
     return func.attr.value if isinstance(func, cst.Attribute) else None
 
 
-class AddMember(cst.CSTTransformer):
+class AddMember(Enclosing):
     """Add ``to_cc`` after ``from_cc`` in every list the locator names; ``results`` says
     what happened to each.  Raises RewriteError for a located value that is not a literal
     list, set or tuple, or that lacks ``from_cc``."""
@@ -126,34 +127,13 @@ class AddMember(cst.CSTTransformer):
     def __init__(self, locator: Locator, from_cc: Key, to_cc: Key, path: str) -> None:
         super().__init__()
         self.locator, self.from_cc, self.to_cc, self.path = locator, from_cc, to_cc, path
-        self.scopes: list[tuple[str, str]] = []  # ("class" | "def", name), outermost first
         self.results: list[ListResult] = []
 
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self.scopes.append(("class", node.name.value))
-
-    def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
-        self.scopes.pop()
-        return updated_node
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.scopes.append(("def", node.name.value))
-
-    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
-        self.scopes.pop()
-        return updated_node
-
     def _here(self) -> bool:
-        wanted = self.locator.function
-        return wanted is None or ("def", wanted) in self.scopes
-
-    def _scope(self) -> str:
-        if not self.scopes:
-            return "module"
-        return f"{self.scopes[-1][0]} {'.'.join(name for _, name in self.scopes)}"
+        return self.inside(() if self.locator.function is None else (self.locator.function,))
 
     def _add(self, value: cst.BaseExpression) -> cst.BaseExpression:
-        name, scope = self.locator.label(), self._scope()
+        name, scope = self.locator.label(), self.where()
         if not isinstance(value, (cst.List, cst.Tuple, cst.Set)):
             raise no_fit(self.path, Misfit.NOT_A_LIST, name=name, scope=scope)
         members = [_member(e) for e in value.elements]

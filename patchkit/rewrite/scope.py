@@ -47,6 +47,38 @@ class Scope(Record):
 
 MODULE = Scope()
 
+
+class Enclosing(cst.CSTTransformer):
+    """A transformer that knows the classes and functions around the node it is at: ``scopes``,
+    (CLASS or DEF, name) outermost first.  The base of the rewrites that look inside functions
+    (``comparison``, ``list_member``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scopes: list[tuple[str, str]] = []
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.scopes.append((CLASS, node.name.value))
+
+    def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
+        self.scopes.pop()
+        return updated_node
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.scopes.append((DEF, node.name.value))
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
+        self.scopes.pop()
+        return updated_node
+
+    def inside(self, functions: tuple[str, ...]) -> bool:
+        """Inside one of the functions named (anywhere when none is named)."""
+        return not functions or any((DEF, f) in self.scopes for f in functions)
+
+    def where(self) -> str:
+        """``module``, or the innermost scope's kind and the dotted names to it: ``def A.f``."""
+        return f"{self.scopes[-1][0]} {'.'.join(n for _, n in self.scopes)}" if self.scopes else "module"
+
 # The parts of a compound statement that carry a header and a block of their own.
 _CLAUSES = (cst.If, cst.Else, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally, cst.MatchCase)
 _SIMPLE = (cst.SimpleStatementLine, cst.SimpleStatementSuite)

@@ -438,6 +438,31 @@ def test_sglang_mirror_unchanged_next_to_flashinfer_wheels(cache: Path, tmp_path
     assert not (tmp_path / "none").exists()
 
 
+def test_fetch_wheel_keeps_a_wheel_per_machine(tmp_path: Path, monkeypatch) -> None:
+    """One version's folder holds the x86_64 and the aarch64 wheel (vLLM's for a GB10): each platform asked
+    gets its own, and a pure wheel serves both; a platform with none cached downloads it."""
+    folder = tmp_path / "wheels/vllm/0.34.0"
+    folder.mkdir(parents=True)
+    x86 = folder / "vllm-0.34.0-cp38-abi3-manylinux_2_28_x86_64.whl"
+    arm = folder / "vllm-0.34.0-cp38-abi3-manylinux_2_28_aarch64.whl"
+    x86.write_bytes(b"x86"), arm.write_bytes(b"arm")
+    assert fetch_wheel("0.34.0", tmp_path, "vllm", "manylinux_2_28_x86_64") == x86
+    assert fetch_wheel("0.34.0", tmp_path, "vllm", "manylinux_2_28_aarch64") == arm
+    assert fetch_wheel("0.34.0", tmp_path, "vllm", "manylinux2014_x86_64") == x86
+    pure = write_wheel(tmp_path, "0.1.0")
+    assert fetch_wheel("0.1.0", tmp_path, platform="manylinux_2_28_aarch64") == pure
+    calls: list[list[str]] = []
+
+    def fake_run(cmd, **kwargs):
+        calls.append(cmd)
+        (Path(cmd[cmd.index("-d") + 1]) / "vllm-0.34.0-cp38-abi3-manylinux2014_ppc64le.whl").write_bytes(b"ppc")
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(mirror.subprocess, "run", fake_run)
+    assert fetch_wheel("0.34.0", tmp_path, "vllm", "manylinux2014_ppc64le") == folder / "vllm-0.34.0-cp38-abi3-manylinux2014_ppc64le.whl"
+    assert "--platform=manylinux2014_ppc64le" in calls[0]
+
+
 def test_fetch_wheel_flashinfer_cache_folder(tmp_path: Path, monkeypatch) -> None:
     cached = write_flashinfer_wheel(tmp_path, "0.6.4")
     assert cached == tmp_path / "wheels/flashinfer-python/0.6.4/flashinfer_python-0.6.4-py3-none-any.whl"

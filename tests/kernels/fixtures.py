@@ -34,6 +34,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+from patchkit.cc import CC
+
 DATA = Path(__file__).resolve().parent / "data" / "wheels"
 MAGIC = b"PKEXT1\n"
 
@@ -48,7 +50,10 @@ SOURCES = (
     "vllm/_C.abi3.so", "vllm/_C_stable_libtorch.abi3.so", "vllm/_flashmla_C.abi3.so", "vllm/_flashmla_extension_C.abi3.so",
     "vllm/_moe_C.abi3.so", "vllm/cumem_allocator.abi3.so", "vllm/third_party/deep_gemm/_C.cpython-312-x86_64-linux-gnu.so",
     "vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so", "vllm/vllm_flash_attn/_vllm_fa3_C.abi3.so")) + tuple(
-    (f"vllm-0.34.0/{member}", "vllm", "0.34.0", "manylinux_2_28_x86_64", member) for member in (
+    (f"{folder}/{member}", "vllm", "0.34.0", platform, member)
+    # the x86_64 wheel, and the aarch64 wheel a GB10 (DGX Spark) installs: the same twelve shared objects, built apart
+    for folder, platform in (("vllm-0.34.0", "manylinux_2_28_x86_64"), ("vllm-0.34.0-aarch64", "manylinux_2_28_aarch64"))
+    for member in (
         # every shared object of the vllm 0.34.0 wheel (its RECORD lists them)
         "vllm/_C_stable_libtorch.abi3.so", "vllm/_deepselect_C.abi3.so", "vllm/_flashkda_C.abi3.so", "vllm/_flashmla_C.abi3.so",
         "vllm/_flashmla_extension_C.abi3.so", "vllm/_moe_C_stable_libtorch.abi3.so", "vllm/cumem_allocator.abi3.so",
@@ -56,7 +61,10 @@ SOURCES = (
         "vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so", "vllm/vllm_flash_attn/_vllm_fa3_C.abi3.so"))
 # (fixture folder, distribution, version, platform): beside its shared objects, the RECORD rows that name
 # them and the Python files patchkit reads in that release (``python_files``), kept whole.
-RELEASES = (("vllm-0.34.0", "vllm", "0.34.0", "manylinux_2_28_x86_64"),)
+RELEASES = (("vllm-0.34.0", "vllm", "0.34.0", "manylinux_2_28_x86_64"),
+            ("vllm-0.34.0-aarch64", "vllm", "0.34.0", "manylinux_2_28_aarch64"))
+# A release whose Python files are another's, byte for byte (checked when its fixture is made): kept once, there.
+PYTHON_OF = {"vllm-0.34.0-aarch64": "vllm-0.34.0"}
 # More Python files of a release that the tests read (the settings' marks, the attention priorities, the
 # PCIe-IPC all-reduce of known-speedups.toml).
 MORE = {"vllm-0.34.0": ("vllm/__init__.py", "vllm/engine/arg_utils.py", "vllm/v1/attention/backends/registry.py",
@@ -90,8 +98,9 @@ def install_release(folder: str, site: Path) -> None:
             rel = name.split("/", 1)[1]
             (site / rel).parent.mkdir(parents=True, exist_ok=True)
             materialize(name, site / rel)
-    for py in (DATA / folder).rglob("*.py"):
-        rel = py.relative_to(DATA / folder)
+    python = DATA / PYTHON_OF.get(folder, folder)
+    for py in python.rglob("*.py"):
+        rel = py.relative_to(python)
         (site / rel).parent.mkdir(parents=True, exist_ok=True)
         (site / rel).write_bytes(py.read_bytes())
     info = site / f"{dist}-{version}.dist-info"
@@ -207,8 +216,11 @@ def make_release(folder: str, dist: str, version: str, platform: str) -> None:
                 zf.extract(name, tree)
         record = zf.read(f"{dist}-{version}.dist-info/RECORD").decode()
         rows = [row for row in csv.reader(io.StringIO(record)) if row and row[0].endswith(".so")]
-        keep = python_files(tree, dist) + list(MORE.get(folder, ()))
+        keep = python_files(tree, dist) + list(MORE.get(PYTHON_OF.get(folder, folder), ()))
         for rel in keep:
+            if folder in PYTHON_OF:  # kept in the other release's folder: the same bytes
+                assert (DATA / PYTHON_OF[folder] / rel).read_bytes() == (tree / rel).read_bytes(), rel
+                continue
             (DATA / folder / rel).parent.mkdir(parents=True, exist_ok=True)
             (DATA / folder / rel).write_bytes((tree / rel).read_bytes())
     out = io.StringIO()
@@ -247,4 +259,3 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
-from patchkit.cc import CC

@@ -43,6 +43,15 @@ def venv034(tmp_path_factory) -> Path:
     return venv
 
 
+@pytest.fixture(scope="module")
+def venv034_aarch64(tmp_path_factory) -> Path:
+    """The same from vllm 0.34.0's aarch64 wheel, the one a GB10 (DGX Spark, an ARM machine) installs: its own
+    shared objects (built apart from the x86_64 wheel's) and the same Python files."""
+    venv = make_venv(tmp_path_factory.mktemp("v034a") / "V")
+    install_release("vllm-0.34.0-aarch64", site_of(venv))
+    return venv
+
+
 def site_of(venv: Path) -> Path:
     return next((venv / "lib").glob("python3*/site-packages"))
 
@@ -119,3 +128,30 @@ def test_a_start_module_without_code_fails_and_names_the_files_of_this_release(v
                              "source with TORCH_CUDA_ARCH_LIST=\"7.0\"")
     assert lines[-1] == ("no code for GPUs of cc 7.0 in what the server loads: vllm 0.34.0 (_C_stable_libtorch.abi3.so, "
                          "_moe_C_stable_libtorch.abi3.so); no patch adds it (what to do is above)")
+
+
+def test_the_aarch64_wheel_a_gb10_installs_is_judged_from_its_own_files(venv034: Path, venv034_aarch64: Path,
+                                                                        tmp_path: Path) -> None:
+    """vLLM's aarch64 wheel targets other GPUs than its x86_64 twin: its two start modules carry sm_87 and sm_110
+    (Jetson Orin, Thor) and no sm_75.  Read from its own ELF files, on a GB10 it runs as the x86_64 wheel does:
+    kernels differs in those two lines only, and doctor says the same, word for word, and exits the same."""
+    env = gpus(tmp_path, "gb10")
+    said = {}
+    for arch, venv in (("x86_64", venv034), ("aarch64", venv034_aarch64)):
+        python = str(venv / "bin" / "python")
+        kernels, doctor = invoke("kernels", "--python", python, env=env), invoke("doctor", "--python", python, env=env)
+        # kernels: 1, a file without code for 12.1 (_deepselect_C); doctor: 5, the settings a GB10 needs with vLLM
+        # 0.34.0 (VLLM_USE_DEEP_GEMM=0, TRITON_ATTN, the memory)
+        assert (kernels.returncode, doctor.returncode) == (1, 5), doctor.stdout.decode()
+        said[arch] = [out.stdout.decode().replace(str(venv), "VENV").splitlines() for out in (kernels, doctor)]
+    (x86, x86_doctor), (arm, arm_doctor) = said["x86_64"], said["aarch64"]
+    assert arm_doctor == x86_doctor
+    assert len(arm) == len(x86) and [(a, b) for a, b in zip(x86, arm, strict=True) if a != b] == [
+        ("    vllm/_C_stable_libtorch.abi3.so: sm_75, sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100, sm_100f, sm_120, sm_120f, "
+         "PTX compute_80, compute_89, compute_90: runs on 12.1 (sm_120, sm_120f)",
+         "    vllm/_C_stable_libtorch.abi3.so: sm_80, sm_86, sm_87, sm_89, sm_90, sm_90a, sm_100, sm_100f, sm_110, sm_110f, "
+         "sm_120, sm_120f, PTX compute_80, compute_89, compute_90: runs on 12.1 (sm_120, sm_120f)"),
+        ("    vllm/_moe_C_stable_libtorch.abi3.so: sm_75, sm_80, sm_86, sm_89, sm_90, sm_100, sm_100f, sm_120, PTX compute_80: "
+         "runs on 12.1 (sm_120) (MoE ops)",
+         "    vllm/_moe_C_stable_libtorch.abi3.so: sm_80, sm_87, sm_89, sm_90, sm_100, sm_100f, sm_110, sm_120, PTX compute_80: "
+         "runs on 12.1 (sm_120) (MoE ops)")]

@@ -84,7 +84,8 @@ def fetch_wheel(version: str, cache: Path, distribution: str = "sglang", platfor
     downloaded with pip if it is not cached yet.  ``platform``: the wheel's platform tag (pip matches it
     exactly: NVIDIA's and sglang-kernel's wheels are ``manylinux2014_x86_64``)."""
     folder = Path(cache) / "wheels" / distribution / version
-    cached = sorted(folder.glob("*.whl"))
+    arch = "x86_64" if platform.endswith("x86_64") else platform.rsplit("_", 1)[-1]  # a cache holds a wheel per machine
+    cached = sorted(w for w in folder.glob("*.whl") if w.name.endswith((f"_{arch}.whl", "-any.whl")))
     if cached:
         return cached[0]
     folder.parent.mkdir(parents=True, exist_ok=True)

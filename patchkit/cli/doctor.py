@@ -72,7 +72,7 @@ def doctor(ctx: click.Context, path: Path | None, python: str | None, project: s
             raise BadInput(None, "--format env prints shell lines: give --json or --format env, not both")
         from patchkit.commands.doctor import doctor_env
 
-        env = find(path, python, project).env
+        env = find(path, python, project, none=project is None).env
         assert env is not None  # --python given: its environment read
         return doctor_env(env, to_cc=None if to_cc is AUTO else to_cc)
     launch = ctx.meta.get("launch")
@@ -80,7 +80,7 @@ def doctor(ctx: click.Context, path: Path | None, python: str | None, project: s
         raise BadInput(None, "a server's command line after -- is judged with the environment it runs in: give --python EXE")
     if fmt == "markdown" and as_json:
         raise BadInput(None, "--format markdown prints markdown: give --json or --format markdown, not both")
-    given = find(path, python, project)
+    given = find(path, python, project, none=project is None)
     result = command(given.found, apply_target(path, python), given.env, to_cc=None if to_cc is AUTO else to_cc,
                      here=path is None and python is None, launch=launch)
     if fmt == "markdown":

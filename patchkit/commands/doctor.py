@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 from patchkit.cc import CC
 from patchkit.errors import BAD_INPUT, OK, PROBLEMS, SETTINGS, BadInput, NoProject
 from patchkit.fixes.effects import Effect, read_effects
-from patchkit.fixes.registry import FIXES
+from patchkit.fixes.registry import FIXES, PROJECTS
 from patchkit.gpus.smi import Machine, given, timeout
 from patchkit.gpus.smi import machine as read_machine
 from patchkit.judge.here import FixHere, clean_start_only, fixes_here, outcome, said_key, spelled, unneeded
@@ -169,15 +169,29 @@ class DoctorMarkdown(Record):
 
 
 def doctor_markdown(result: DoctorResult, env: Environment | None) -> DoctorMarkdown:
+    return DoctorMarkdown(result, known_installed(env) if env is not None else ())
+
+
+def known_installed(env: Environment) -> tuple[tuple[str, str], ...]:
+    """(distribution, version) of what ``env`` has installed that patchkit's data says something of: the
+    projects it patches, the releases of the failure modes and their ways out, the settings' projects, torch."""
     from patchkit.fixes.modes import modes
-    from patchkit.fixes.registry import PROJECTS
     from patchkit.fixes.settings import read_settings
     from patchkit.targets.dist_info import installed_versions
 
     named = {e.project for m in modes() for e in m.exposed} | {w.project for m in modes() for w in m.ways_out}
     named |= {p.distribution for p in PROJECTS.values()} | {s.project for s in read_settings()} | {"torch"}
-    versions = installed_versions(list(env.sites)) if env is not None else {}
-    return DoctorMarkdown(result, tuple(sorted((n, v) for n, v in versions.items() if n in named)))
+    return tuple(sorted((n, v) for n, v in installed_versions(list(env.sites)).items() if n in named))
+
+
+def _something_known(env: Environment) -> Environment:
+    """``env``, when it has installed something patchkit knows (a project it patches, or a release its data
+    judges: Triton or torch alone); else the error of a --python that has none of its projects."""
+    if not env.installs and not known_installed(env):
+        from patchkit.targets.environment import none_installed
+
+        raise none_installed(env)  # a wrong --python, most likely
+    return env
 
 
 class NoProjectHere(Record):
@@ -236,6 +250,8 @@ def doctor(found: tuple[Given, ...], apply_target: str, env: Environment | None 
     (``targets.environment``), whose compiled CUDA code is judged for the GPUs (``kernels.installed_code``);
     ``to_cc``: --to-cc's cc, judged for instead of the GPUs nvidia-smi shows; ``here``: the target is the
     current folder, named by neither PATH nor --python (one with no project: ``NoProjectHere``)."""
+    if env is not None:
+        _something_known(env)
     seen, unseen = _seen()
     effects = read_effects()
     try:
@@ -247,7 +263,8 @@ def doctor(found: tuple[Given, ...], apply_target: str, env: Environment | None 
     if to_cc is not None:
         m, basis = given(to_cc), TO_CC
     elif seen is None:  # the fixes' own cc: what each fix's state is, not what this machine needs
-        m, basis = given(max((CC.of(s.project.to_cc) for s in sessions), key=CC.pair)), DEFAULT
+        projects = [s.project for s in sessions] or list(PROJECTS.values())  # none installed: every project's
+        m, basis = given(max((CC.of(p.to_cc) for p in projects), key=CC.pair)), DEFAULT
     else:
         m, basis = seen, NVIDIA_SMI
     versions = {s.project.name: s.version for s in sessions}
@@ -311,6 +328,7 @@ def doctor_env(env: Environment, to_cc: CC | None = None) -> SettingsToSet:
     need, from the same judgement as doctor's settings (``commands.settings.SettingsToSet``)."""
     from patchkit.commands.settings import SettingsToSet, settings_to_set
 
+    _something_known(env)
     m: Machine | None
     if to_cc is not None:
         m = given(to_cc)

@@ -39,16 +39,17 @@ class Targets(Value):
     env: Environment | None
 
 
-def find(path: Path | None, python: str | None, project: str | None) -> Targets:
+def find(path: Path | None, python: str | None, project: str | None, none: bool = False) -> Targets:
     """The targets of PATH (default: here), or of every project patchkit knows (or ``project``)
-    installed for ``--python``, wheels and editable installs alike (``targets.environment``)."""
+    installed for ``--python``, wheels and editable installs alike (``targets.environment``);
+    ``none``: an environment without any of them is no error (doctor), its targets are none."""
     if python is None:
         return Targets((Given(Path(".") if path is None else path, project, None),), None)
     if path is not None:
         raise BadInput(None, f"give PATH or --python, not both (PATH {path}, --python {python})")
     from patchkit.targets.environment import read_environment
 
-    env = read_environment(python, project)
+    env = read_environment(python, project, none)
     return Targets(tuple(Given(i.path, i.project, i) for i in env.installs), env)
 
 

@@ -64,10 +64,11 @@ class Environment(Record):
     missing: list[str]  # the projects asked for that are not installed (their names)
 
 
-def read_environment(python: str, project: str | None = None) -> Environment:
+def read_environment(python: str, project: str | None = None, none: bool = False) -> Environment:
     """Every project patchkit knows (or only ``project``) installed for the interpreter
     ``python`` (a path, a name on PATH or a virtualenv folder), each where it would import
-    it from; BadInput when none is, or when one is there in a form patchkit cannot judge."""
+    it from; BadInput when one is there in a form patchkit cannot judge, and when none is,
+    unless ``none`` (doctor: what else is installed, Triton or torch alone, is judged still)."""
     wanted = [PROJECTS[project]] if project else list(PROJECTS.values())
     exe = interpreter(python)
     sites = site_packages_of(exe)
@@ -79,11 +80,16 @@ def read_environment(python: str, project: str | None = None) -> Environment:
             missing.append(p.name)
         else:
             installs.append(found)
-    if not installs:
-        looked = ", ".join(map(str, sites)) or "no site-packages"
-        names = " or ".join(p.name for p in wanted)
-        raise BadInput(str(exe), f"{names} is not installed for this interpreter (looked in {looked})")
-    return Environment(exe, sites, installs, missing)
+    env = Environment(exe, sites, installs, missing)
+    if not installs and not none:
+        raise none_installed(env)
+    return env
+
+
+def none_installed(env: Environment) -> BadInput:
+    """The error of an environment that has none of the projects looked for."""
+    looked = ", ".join(map(str, env.sites)) or "no site-packages"
+    return BadInput(str(env.exe), f"{' or '.join(env.missing)} is not installed for this interpreter (looked in {looked})")
 
 
 def _install(sites: list[Path], path: ImportPath, p: Project) -> Install | None:

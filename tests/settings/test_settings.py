@@ -131,6 +131,40 @@ def test_doctor_names_the_line_for_12_1_with_triton_351_and_not_otherwise(tmp_pa
     assert "export TRITON" not in out36 and "  triton-ptxas: not needed for 12.1 (Triton 3.6.0 calls ptxas-blackwell 12.9 (" in out36
 
 
+def test_doctor_judges_an_environment_of_triton_alone(tmp_path: Path) -> None:
+    """Triton 3.5.1 without SGLang, vLLM or FlashInfer (torch.compile on a GB10): doctor judges it all the same,
+    its JIT, the setting and the failure mode, with no project to patch (exit 5: a setting is missing);
+    --format env prints the line.  apply, verify and revert refuse it: they have nothing to patch."""
+    venv, site = venv_with(tmp_path, "3.5.1", nvcc=True)
+    python = str(venv / "bin" / "python")
+    ptxas13 = site / "nvidia" / "cu13" / "bin" / "ptxas"
+    done = invoke("doctor", "--python", python, "--to-cc", "12.1", env=clean_env())
+    out = done.stdout.decode()
+    assert done.returncode == 5, out + done.stderr.decode()
+    assert f"    export TRITON_PTXAS_PATH={ptxas13}\n" in out
+    assert "  triton-ptxas-sm121a: exposed: Triton's bundled ptxas does not know sm_121a (crash; triton 3.5.1; 12.1)\n" in out
+    assert out.splitlines()[-1] == ("no patch GPUs of cc 12.1 need is missing, but a setting is: triton-ptxas (above; "
+                                    "`--format env` prints the export lines)")
+    doc = json.loads(invoke("doctor", "--python", python, "--to-cc", "12.1", "--json", env=clean_env()).stdout)
+    assert (doc["exit_code"], doc["targets"], doc["modes_failing"]) == (5, [], [])
+    env = invoke("doctor", "--python", python, "--to-cc", "12.1", "--format", "env", env=clean_env())
+    assert (env.returncode, env.stdout.decode()) == (0, f"export TRITON_PTXAS_PATH={ptxas13}\n")
+    refused = f"patchkit: {python}: sglang or vllm or flashinfer is not installed for this interpreter (looked in {site})\n"
+    for command in ("apply", "verify", "revert"):
+        done = invoke(command, "--python", python, env=clean_env())
+        assert (done.returncode, done.stderr.decode()) == (2, refused), command
+    done = invoke("doctor", "--python", python, "--project", "sglang", env=clean_env())  # a project named: it must be there
+    assert (done.returncode, done.stderr.decode()) == (2, refused.replace("sglang or vllm or flashinfer", "sglang"))
+    # Nothing patchkit knows installed (a wrong --python, most likely): doctor refuses it, --format env too.
+    empty = make_venv(tmp_path / "E")
+    site = next((empty / "lib").glob("python3*")) / "site-packages"
+    for fmt in ("text", "env"):
+        done = invoke("doctor", "--python", str(empty / "bin" / "python"), "--to-cc", "12.1", "--format", fmt, env=clean_env())
+        assert (done.returncode, done.stdout, done.stderr.decode()) == (2, b"", f"patchkit: {empty / 'bin' / 'python'}: sglang or "
+                                                                        f"vllm or flashinfer is not installed for this interpreter "
+                                                                        f"(looked in {site})\n"), fmt
+
+
 def test_verify_says_whether_the_environment_has_it(tmp_path: Path, prebuilt) -> None:
     venv, site = venv_with(tmp_path, "3.5.1", nvcc=True, prebuilt=prebuilt)
     python = str(venv / "bin" / "python")

@@ -24,8 +24,8 @@ PIP_RUNNER = str(Path(importlib.util.find_spec("pip").origin).parent / "__pip-ru
 
 def pip_command(python: Path | str, *args: str) -> list[str]:
     """``pip ARGS`` for the environment of ``python``: what ``python -m pip --python PYTHON ARGS``
-    runs, without the first pip process that only starts this one."""
-    return [str(python), PIP_RUNNER, *args]
+    runs, without the first pip process that only starts this one (nor its look at the index for a newer pip)."""
+    return [str(python), PIP_RUNNER, "--disable-pip-version-check", *args]
 
 
 def pip_install(python: Path | str, *args: str) -> None:

@@ -133,6 +133,11 @@ class Exposure:
     quoted: str  # where a bound not proven by the files comes from ("" when every bound is)
     when: tuple[Condition, ...] | None = None  # this feature's conditions (None: the mode's)
     gpus: tuple[CC, ...] | None = None  # the GPUs these releases fail on (None: the mode's)
+    # The compiled file whose code decides it, as the release installs it (the first of these paths that is
+    # there): exposed on a GPU only where that file carries no code that runs on it.  A release's wheels
+    # differ by machine (sglang-kernel 0.4.10's x86_64 common ops have sm_120a, its aarch64 ones, a GB10's,
+    # sm_121a too).  () : the release decides alone.
+    code_in: tuple[str, ...] = ()
 
     def covers(self, version: str) -> bool:
         """Whether ``version`` is exposed (a release newer than ``read_to`` is not judged here: ``read``)."""
@@ -283,7 +288,8 @@ def _exposure(doc: _Doc) -> Exposure:
     proofs = tuple(_proof(p, project) for p in doc.tables("proofs", required=False))
     when = tuple(doc.enum("when", Condition, c) for c in doc.strings("when", required=False)) if "when" in doc.doc else None
     exposure = Exposure(project, doc.version("since"), doc.version("fixed_in"), doc.version("read_to") or "",
-                        proofs, doc.optional("quoted") or "", when, _gpus(doc) if "gpus" in doc.doc else None)
+                        proofs, doc.optional("quoted") or "", when, _gpus(doc) if "gpus" in doc.doc else None,
+                        doc.strings("code_in", required=False))
     if not exposure.read_to:
         raise doc.bad("'read_to' is missing: the newest release read")
     if not proofs and not exposure.quoted:

@@ -75,6 +75,20 @@ def _compiled(path: str) -> bool:
     return name.endswith(".so") or ".so." in name
 
 
+def _without_code(paths: tuple[str, ...], gpus: tuple[CC, ...], sites: list[Path]) -> tuple[CC, ...]:
+    """Those of ``gpus`` that the first of ``paths`` installed carries no code for (its fat-binary headers
+    read); all of them where none of the paths is installed (the release decides)."""
+    from patchkit.judge.kernels import judge
+    from patchkit.kernels.compat import NONE
+
+    for rel in paths:
+        for site in sites:
+            if (site / rel).is_file():
+                found = judge(str(site / rel), rel, list(gpus))
+                return tuple(f.cc for f in found.fits if f.runs == NONE) if not found.binary.problem else gpus
+    return gpus
+
+
 def _fits(way: WayOut, versions: dict[str, str]) -> bool:
     version = versions.get(way.project)
     return version is not None and way.fits(version)
@@ -103,6 +117,8 @@ def _judge(mode: Mode, exposure: Exposure, versions: dict[str, str], ccs: list[C
     """The mode at one exposure: None where the release, the GPUs or the launch line keep it out."""
     gpus = tuple(g for g in (exposure.gpus or mode.gpus) if g in ccs)
     version = versions.get(exposure.project)
+    if exposure.code_in:
+        gpus = _without_code(exposure.code_in, gpus, sites)
     if not gpus or version is None:
         return None
     if exposure.read(version):

@@ -20,7 +20,9 @@ def releases(e: Exposure) -> str:
     span = (f"{e.since} to before {e.fixed_in}" if e.since else f"before {e.fixed_in}") if e.fixed_in else \
         (f"{e.since} and later" if e.since else "every release")
     how = "proven from the released files" if e.proven == Proven.FILES else f"quoted: {e.quoted}"
-    return f"{e.project} {span} (read to {e.read_to}; {how})"
+    on = f" on {' and '.join(g.smi_text() for g in e.gpus)}" if e.gpus else ""
+    code = f", where {' or '.join(e.code_in)} as installed has no code for the GPU" if e.code_in else ""
+    return f"{e.project} {span}{on}{code} (read to {e.read_to}; {how})"
 
 
 def way(w: WayOut) -> str:

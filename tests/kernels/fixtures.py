@@ -59,6 +59,12 @@ SOURCES = (
         "vllm/_flashmla_extension_C.abi3.so", "vllm/_moe_C_stable_libtorch.abi3.so", "vllm/cumem_allocator.abi3.so",
         "vllm/fs_io_C.abi3.so", "vllm/spinloop.abi3.so", "vllm/third_party/deep_gemm/_C_extension.abi3.so",
         "vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so", "vllm/vllm_flash_attn/_vllm_fa3_C.abi3.so"))
+# sglang-kernel 0.4.10's common ops (what `import sgl_kernel` loads on every GPU but 9.0), from its x86_64 wheel
+# (sm_120a) and from the aarch64 wheel a GB10 installs (sm_121a too): the failure modes are judged on them.
+SOURCES += tuple((f"{folder}/sgl_kernel/sm100/common_ops.abi3.so", "sglang-kernel", "0.4.10", platform,
+                  "sgl_kernel/sm100/common_ops.abi3.so")
+                 for folder, platform in (("sglang-kernel-0.4.10", "manylinux2014_x86_64"),
+                                          ("sglang-kernel-0.4.10-aarch64", "manylinux2014_aarch64")))
 # (fixture folder, distribution, version, platform): beside its shared objects, the RECORD rows that name
 # them and the Python files patchkit reads in that release (``python_files``), kept whole.
 RELEASES = (("vllm-0.34.0", "vllm", "0.34.0", "manylinux_2_28_x86_64"),

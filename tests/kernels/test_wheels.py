@@ -18,7 +18,7 @@ from test_fatbin import as_cuobjdump
 
 from patchkit.cc import CC
 from patchkit.judge.kernels import judge
-from patchkit.kernels.compat import NOT_REGISTERED, SASS, UNKNOWN
+from patchkit.kernels.compat import NONE, NOT_REGISTERED, SASS, UNKNOWN
 from patchkit.kernels.fatbin import EXECUTABLE, RELOCATABLE, read_binary
 from support.cli import invoke
 
@@ -114,6 +114,32 @@ def test_vllm_020_for_a_gb10(copies: dict[str, Path]) -> None:
     assert [n for n, f in sorted(by.items()) if f.missing] == ["_flashmla_C.abi3.so", "_flashmla_extension_C.abi3.so",
                                                                "_vllm_fa3_C.abi3.so"]
     assert not by["cumem_allocator.abi3.so"].binary.cuda and not by["_C.cpython-312-x86_64-linux-gnu.so"].binary.cuda
+
+
+def test_sglang_kernels_wheels_are_judged_by_the_common_ops_they_install(copies: dict[str, Path], tmp_path: Path) -> None:
+    """sglang-kernel 0.4.10's x86_64 wheel carries sm_120a in its common ops, its aarch64 wheel (a GB10's) sm_121a
+    too: prebuilt-no-sm12x is exposed where the common ops installed have no code for the GPU, and only there; the
+    release alone (0.4.10 in the mode's range) once made doctor fail on every GB10 and on every RTX PRO 6000."""
+    from patchkit.judge.modes import Exposed, modes_here
+
+    rel = "sgl_kernel/sm100/common_ops.abi3.so"
+    sites = {}
+    for arch, folder in (("x86_64", "sglang-kernel-0.4.10"), ("aarch64", "sglang-kernel-0.4.10-aarch64")):
+        site = tmp_path / arch
+        (site / "sgl_kernel/sm100").mkdir(parents=True)
+        (site / rel).write_bytes(copies[f"{folder}/{rel}"].read_bytes())
+        sites[arch] = site
+    assert [f.runs for f in judge(str(sites["x86_64"] / rel), rel, [CC(12, 0), CC(12, 1)]).fits] == [SASS, NONE]
+    assert [f.runs for f in judge(str(sites["aarch64"] / rel), rel, [CC(12, 0), CC(12, 1)]).fits] == [SASS, SASS]
+
+    def judged(arch: str, cc: CC) -> list[tuple[str, Exposed, tuple[CC, ...]]]:
+        found = modes_here({"sglang-kernel": "0.4.10"}, [cc], [sites[arch]])
+        return [(h.mode.name, h.verdict, h.gpus) for h in found if h.mode.name == "prebuilt-no-sm12x"]
+
+    assert judged("x86_64", CC(12, 1)) == [("prebuilt-no-sm12x", Exposed.EXPOSED, (CC(12, 1),))]
+    assert judged("x86_64", CC(12, 0)) == judged("aarch64", CC(12, 1)) == judged("aarch64", CC(12, 0)) == []
+    # Without the file (another layout), the release decides, as the data's range says.
+    assert modes_here({"sglang-kernel": "0.4.10"}, [CC(12, 1)], [tmp_path / "none"])[0].mode.name == "prebuilt-no-sm12x"
 
 
 def test_doctor_and_diagnose_on_an_installed_cufft(copies: dict[str, Path], tmp_path: Path) -> None:

@@ -142,6 +142,27 @@ def test_sglang_kernels_wheels_are_judged_by_the_common_ops_they_install(copies:
     assert modes_here({"sglang-kernel": "0.4.10"}, [CC(12, 1)], [tmp_path / "none"])[0].mode.name == "prebuilt-no-sm12x"
 
 
+def test_a_torch_of_an_exposed_release_is_judged_by_its_libtorch_cuda(tmp_path: Path) -> None:
+    """torch 2.7.x from PyPI (CUDA 12.6) has no code for 12.x; the same release from PyTorch's cu128 index, the
+    way out's caveat, carries sm_120: prebuilt-no-sm12x is judged on the libtorch_cuda.so installed (real nvcc
+    builds stand for it: sm_90a and sm_100a, then sm_120f), and on the release where there is none (a CPU build)."""
+    from fixtures import DATA
+
+    from patchkit.judge.modes import Exposed, modes_here
+
+    def judged(built: str | None, version: str, cc: CC) -> list[tuple[Exposed, tuple[CC, ...]]]:
+        site = tmp_path / f"{built}-{version}-{cc}"
+        if built is not None:
+            (site / "torch/lib").mkdir(parents=True)
+            (site / "torch/lib/libtorch_cuda.so").write_bytes((DATA.parents[0] / f"{built}.so").read_bytes())
+        return [(h.verdict, h.gpus) for h in modes_here({"torch": version}, [cc], [site]) if h.mode.name == "prebuilt-no-sm12x"]
+
+    assert judged("hopper-blackwell-dc", "2.7.1", CC(12, 0)) == [(Exposed.EXPOSED, (CC(12, 0),))]
+    assert judged("sm120f", "2.7.1+cu128", CC(12, 0)) == judged("sm120f", "2.7.1+cu128", CC(12, 1)) == []
+    assert judged(None, "2.7.1", CC(12, 1)) == [(Exposed.EXPOSED, (CC(12, 1),))]
+    assert judged("hopper-blackwell-dc", "2.8.0", CC(12, 0)) == []  # a release past the range: not judged on its file
+
+
 def test_doctor_and_diagnose_on_an_installed_cufft(copies: dict[str, Path], tmp_path: Path) -> None:
     """nvidia-cufft 12.0.0.61 as pip installs it (its RECORD's rows for its shared objects, data/wheels/): doctor's
     compiled-code lines and diagnose's code behind a missing kernel image say "cannot tell", never "no code"."""

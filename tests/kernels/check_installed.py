@@ -105,9 +105,11 @@ def test_doctor_on_a_gb10_names_common_ops(venv: Path, tmp_path: Path) -> None:
             "(common ops: loaded by `import sgl_kernel` on every GPU but 9.0 (sgl_kernel/load_utils.py))") in section
     assert not any("sm90/common_ops" in line for line in section)  # loaded on 9.0 only
     assert section[-1] == (
-        "    do: install an sglang-kernel built with CUDA 13: SGLang's +cu130 builds (its wheel index for CUDA 13, as SGLang "
-        "issue 29317 installs sglang-kernel 0.4.4+cu130) are the ones for sm_121 (SGLang PR 9495: \"Support sm_110 and "
-        "sm_121 on cuda 130\"); check a build with `patchkit kernels` before the start")
+        "    do: install an sglang-kernel that carries sm_121 in that file (`patchkit kernels` shows what a build carries): "
+        "sglang-kernel 0.4.10's aarch64 wheel on PyPI (the one a GB10 installs) carries sm_121a in its common and spatial "
+        "ops, its x86_64 wheel sm_120a; SGLang's +cu130 builds (its wheel index for CUDA 13, as SGLang issue 29317 installs "
+        "sglang-kernel 0.4.4+cu130) are the ones for sm_121 (SGLang PR 9495: \"Support sm_110 and sm_121 on cuda 130\"); "
+        "check a build with `patchkit kernels` before the start")
     # common_ops, which `import sgl_kernel` loads, fails the start; the features' modules are named with them.
     assert lines[-1] == ("no code for these GPUs in what the server loads: sglang-kernel 0.4.10 (common_ops.abi3.so); "
                          "no patch adds it (what to do is above)")

@@ -110,9 +110,11 @@ def test_doctor_on_a_gb10_names_common_ops(venv: Path, tmp_path: Path) -> None:
         "ops, its x86_64 wheel sm_120a; SGLang's +cu130 builds (its wheel index for CUDA 13, as SGLang issue 29317 installs "
         "sglang-kernel 0.4.4+cu130) are the ones for sm_121 (SGLang PR 9495: \"Support sm_110 and sm_121 on cuda 130\"); "
         "check a build with `patchkit kernels` before the start")
-    # common_ops, which `import sgl_kernel` loads, fails the start; the features' modules are named with them.
-    assert lines[-1] == ("no code for these GPUs in what the server loads: sglang-kernel 0.4.10 (common_ops.abi3.so); "
-                         "no patch adds it (what to do is above)")
+    # common_ops, which `import sgl_kernel` loads, fails the start; the features' modules are named with them.  The
+    # failure mode of a package without code for the GPU says the same of the common ops installed (the x86_64 wheel's).
+    assert lines[-2:] == ["no code for these GPUs in what the server loads: sglang-kernel 0.4.10 (common_ops.abi3.so); "
+                          "no patch adds it (what to do is above)",
+                          "known to break with this install: prebuilt-no-sm12x (the ways out are above)"]
     assert "    do (if the server loads them): leave --attention-backend fa3 out on these GPUs: sgl_kernel's is_fa3_supported() " \
            "holds for 8.x and 9.x GPUs only (sgl_kernel/flash_attn.py), so SGLang does not choose FA3 here by itself" in section
 
@@ -139,6 +141,7 @@ def test_diagnose_names_flash_ops(venv: Path, tmp_path: Path) -> None:
     done = invoke("diagnose", str(log), env=standin(tmp_path, "rtxpro6000-8pcie"))
     assert done.returncode == 1
     assert done.stdout.decode().splitlines()[3:] == [
+        f"{log}:{at}: mode: prebuilt-no-sm12x: A prebuilt package carries no code for SM12x (crash; 12.0 and 12.1)",
         f"{log}:{at}: files with no code for this machine's GPUs (12.0, nvidia-smi):",
         f"{log}:{at}:   {FA3.replace(':', ' (sglang-kernel 0.4.10):', 1)}: no code for 12.0 (FA3: used with --attention-backend fa3)",
         f"{log}:{at}:   {MLA.replace(':', ' (sglang-kernel 0.4.10):', 1)}: no code for 12.0 (FlashMLA: used with --attention-backend flashmla)",
@@ -152,4 +155,5 @@ def test_diagnose_names_flash_ops(venv: Path, tmp_path: Path) -> None:
         ("sgl_kernel/infllm_ops.cpython-310-x86_64-linux-gnu.so", ["sass", "none"]),
         ("sgl_kernel/sm100/common_ops.abi3.so", ["sass", "none"]), ("sgl_kernel/spatial_ops.abi3.so", ["sass", "none"])]
     text = invoke("diagnose", str(log), env=no_nvidia_smi(tmp_path)).stdout.decode().splitlines()
-    assert text[3] == f"{log}:{at}: files with no code for any 12.x GPU (nvidia-smi is not on PATH):"
+    assert text[3:5] == [f"{log}:{at}: mode: prebuilt-no-sm12x: A prebuilt package carries no code for SM12x (crash; 12.0 and 12.1)",
+                         f"{log}:{at}: files with no code for any 12.x GPU (nvidia-smi is not on PATH):"]

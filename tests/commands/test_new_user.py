@@ -7,13 +7,13 @@ away (``communicator.py (-2 lines)``) and kept FlashInfer's, then a plain verify
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from support.cli import invoke
 from support.mirror import default_cache, fetch_wheel
+from support.venvs import copy_venv
 
 pytestmark = pytest.mark.network  # SGLang's and FlashInfer's real wheels, fetched once into the cache
 
@@ -27,22 +27,14 @@ SHIPPED = ("patches/0.5.9/0001-Keep-DeepGEMM-off-on-SM120-SM121-unless-it-has-th
 
 
 @pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    venv = tmp_path_factory.mktemp("both") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    site = next((venv / "lib").glob("python3*/site-packages"))
-    wheels = [fetch_wheel("0.5.9", default_cache()), fetch_wheel("0.6.4", default_cache(), "flashinfer-python")]
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile", "--target", str(site),
-                    *map(str, wheels)], check=True, capture_output=True)
-    return venv
+def template(prebuilt) -> Path:
+    """The session's virtualenv with the sglang 0.5.9 and flashinfer-python 0.6.4 wheels (support.prebuilt)."""
+    return prebuilt.venv(fetch_wheel("0.5.9", default_cache()), fetch_wheel("0.6.4", default_cache(), "flashinfer-python"))
 
 
 @pytest.fixture
 def venv(template: Path, tmp_path: Path) -> tuple[str, Path]:
-    import shutil
-
-    copy = tmp_path / "venv"
-    shutil.copytree(template, copy, symlinks=True)
+    copy = copy_venv(template, tmp_path / "venv")
     return str(copy / "bin" / "python"), next((copy / "lib").glob("python3*/site-packages"))
 
 

@@ -581,7 +581,7 @@ def test_a_release_the_backport_cannot_apply_to_is_refused_whole(tmp_path: Path)
     assert not (site / ".patchkit-flashinfer").exists()
 
 
-def test_flashinfer_jit_builds_follow_the_patched_sources(tmp_path: Path) -> None:
+def test_flashinfer_jit_builds_follow_the_patched_sources(tmp_path: Path, prebuilt) -> None:
     """A trtllm_comm build made before apply (in the cache FlashInfer 0.6.4 computes for
     FLASHINFER_CUDA_ARCH_LIST=12.0a below $HOME) would be loaded instead of compiling the patched
     sources: apply drops it and leaves other modules' builds; a stale one found later makes
@@ -589,10 +589,9 @@ def test_flashinfer_jit_builds_follow_the_patched_sources(tmp_path: Path) -> Non
     import os
 
     from support.mirror import fetch_wheel
+    from support.venvs import copy_venv, site_packages
 
-    site = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile", "--target", str(site),
-                    str(fetch_wheel("0.6.4", default_cache(), "flashinfer-python"))], check=True, capture_output=True)
+    site = site_packages(copy_venv(prebuilt.venv(fetch_wheel("0.6.4", default_cache(), "flashinfer-python")), tmp_path / "V"))
     home = tmp_path / "home"
     ops = home / ".cache/flashinfer/0.6.4/120a/cached_ops"
     env = {"HOME": str(home)}

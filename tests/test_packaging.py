@@ -3,7 +3,6 @@ the wheel and the source archive hold every shipped series, template and fix fil
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -12,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from support.repos import ROOT
+from support.repos import ROOT, copy_source
 
 pytestmark = pytest.mark.network  # the build backends of isolated builds, fetched once into the cache
 
@@ -38,7 +37,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     same bytes built, for a quarter less CPU time than venv and pip took."""
     tmp = tmp_path_factory.mktemp("build")
     src = tmp / "src"
-    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", ".venv", "build", "dist", "__pycache__", "*.egg-info"))
+    copy_source(src)
     cmd = [sys.executable, "-m", "build", "--installer", "uv", "-o", str(tmp / "dist"), str(src)]
     done = subprocess.run(cmd, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -69,7 +68,7 @@ def test_the_source_archive_holds_every_shipped_file(built: tuple[Path, str]) ->
 
 def test_pip_install_prints_no_setuptools_warning(tmp_path: Path) -> None:
     src = tmp_path / "src"
-    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", ".venv", "build", "dist", "__pycache__", "*.egg-info"))
+    copy_source(src)
     done = subprocess.run(
         # --no-compile: the files installed are the question, not their bytecode (left out below).
         [sys.executable, "-m", "pip", "install", "--no-deps", "--no-compile", "--target", str(tmp_path / "t"), str(src)],

@@ -30,7 +30,7 @@ from patchkit.fixes.registry import SGLANG
 from patchkit.rewrite.evaluate import tables
 from support.image import pip_editable, shallow_clone
 from support.mirror import default_cache, fetch_wheel
-from support.repos import ROOT
+from support.repos import ROOT, copy_source
 from support.venvs import copy_venv, pip_install
 
 README = (ROOT / "docs" / "REFERENCE.md").read_text()  # the reference: recipes and synopses
@@ -82,7 +82,7 @@ def test_dockerfile_and_launch_script_as_written(tmp_path: Path, prebuilt) -> No
     steps = dockerfile()
     image = tmp_path / "image"  # where the image's absolute paths go
     context = tmp_path / "context"  # the docker build context: this repository and launch.sh
-    shutil.copytree(ROOT, context / "patchkit", ignore=shutil.ignore_patterns(".git", ".venv", "build", "__pycache__", "*.egg-info"))
+    copy_source(context / "patchkit")
 
     def in_image(text: str) -> str:
         return re.sub(r"(?<![\w./-])/(opt|usr/local)/", lambda m: f"{image}/{m.group(1)}/", text)

@@ -13,6 +13,15 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository: tests/support/repos.py
+# What .gitignore keeps out of the repository (a clone has none of it), and ruff's cache: mypy and hypothesis write
+# theirs while the tests run, so a copy that took them could meet a file that is gone by the time it is copied.
+NOT_SOURCE = (".git", ".venv", "build", "dist", "__pycache__", "*.pyc", "*.egg-info", ".hypothesis", ".pytest_cache",
+              ".mypy_cache", ".ruff_cache")
+
+
+def copy_source(dest: Path) -> Path:
+    """This repository's files as a clone of it has them, copied to ``dest``."""
+    return Path(shutil.copytree(ROOT, dest, ignore=shutil.ignore_patterns(*NOT_SOURCE)))
 DC = "python/sglang/srt/distributed/device_communicators"
 
 # Fixtures in the shape of SGLang's files (written for these tests, not copied).

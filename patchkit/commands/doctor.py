@@ -184,14 +184,13 @@ def known_installed(env: Environment) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((n, v) for n, v in installed_versions(list(env.sites)).items() if n in named))
 
 
-def _something_known(env: Environment) -> Environment:
-    """``env``, when it has installed something patchkit knows (a project it patches, or a release its data
-    judges: Triton or torch alone); else the error of a --python that has none of its projects."""
+def _something_known(env: Environment) -> None:
+    """Nothing when ``env`` has installed something patchkit knows (a project it patches, or a release its
+    data judges: Triton or torch alone); else the error of a --python that has none of its projects."""
     if not env.installs and not known_installed(env):
         from patchkit.targets.environment import none_installed
 
         raise none_installed(env)  # a wrong --python, most likely
-    return env
 
 
 class NoProjectHere(Record):

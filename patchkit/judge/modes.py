@@ -117,8 +117,6 @@ def _judge(mode: Mode, exposure: Exposure, versions: dict[str, str], ccs: list[C
     """The mode at one exposure: None where the release, the GPUs or the launch line keep it out."""
     gpus = tuple(g for g in (exposure.gpus or mode.gpus) if g in ccs)
     version = versions.get(exposure.project)
-    if exposure.code_in:
-        gpus = _without_code(exposure.code_in, gpus, sites)
     if not gpus or version is None:
         return None
     if exposure.read(version):
@@ -129,6 +127,10 @@ def _judge(mode: Mode, exposure: Exposure, versions: dict[str, str], ccs: list[C
         if _newer_is_fixed(exposure, sites):
             return None
         verdict = Exposed.UNREAD  # no fix known, or its texts not in the files: not judged like the last read
+    if exposure.code_in:  # read only where the release leaves it open (a torch out of the range is not read)
+        gpus = _without_code(exposure.code_in, gpus, sites)
+        if not gpus:
+            return None
     when = mode.when if exposure.when is None else exposure.when
     said = {c: launch.holds(c) if launch is not None else None for c in when}
     if False in said.values():

@@ -212,7 +212,7 @@ def settings_here(sites: list[Path], env: Mapping[str, str], machine: Machine, s
     (rank 1) first, then the rest in the data's order."""
     from packaging.utils import canonicalize_name as canonical
 
-    from patchkit.targets.dist_info import installed_versions  # importlib.metadata: only when settings are judged
+    from patchkit.targets.dist_info import installed_versions  # packaging.utils: only when settings are judged
 
     versions = installed_versions(sites)
     found: list[SettingHere] = []

@@ -4,8 +4,7 @@ A wheel's ``<name>-<version>.dist-info/RECORD`` (PEP 376 / the wheel spec) lists
 installed, one CSV row each, paths relative to the site-packages folder.  The rows naming a
 shared object (``*.so``, ``*.so.13``) are the files read for CUDA code (``fatbin.py``); a bare
 ``*.cubin`` (flashinfer-cubin ships thousands) is counted, not read.  RECORDs are read as files,
-their rows as ``importlib.metadata`` makes them (``targets/dist_info.py``: regular files only,
-each within a cap);
+their rows as CSV (``targets/dist_info.py``: regular files only, each within a cap);
 nothing of the distribution is imported.  An editable install lists only its links in RECORD:
 its checkout's shared objects are not found.
 """
@@ -54,7 +53,7 @@ def _read_record(site: Path, info: Path, name: str, version: str) -> Distributio
         return Distribution(name, version, site, info, (), 0, f"{record}: cannot read it (No such file or directory)")
     shared, cubins = [], 0
     for row in rows:
-        path = os.path.normpath(str(row))
+        path = os.path.normpath(row.path)
         if path.startswith(("..", "/")) or path == ".":
             continue  # installed outside site-packages (scripts, headers), or an empty path
         if SHARED.search(path):

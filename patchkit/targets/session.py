@@ -235,7 +235,7 @@ class Session:
             except dist_info.MalformedRecord:
                 continue  # rows that are not path,hash,size: no hash to trust
             for row in rows:
-                path = str(row)
+                path = row.path
                 if path in wanted and row.hash is not None and row.hash.mode == "sha256":
                     try:
                         raw = base64.urlsafe_b64decode(row.hash.value + "=" * (-len(row.hash.value) % 4))

@@ -1,4 +1,4 @@
-"""Dist-infos read as files through the bounded reader, their rows as ``importlib.metadata`` makes them
+"""Dist-infos read as files through the bounded reader, RECORD as CSV rows, METADATA as email headers
 (``patchkit.targets.dist_info``): a RECORD row whose path holds a comma is one quoted CSV field,
 read right; a RECORD or METADATA that is a FIFO is one line naming it, never a hang.
 
@@ -89,7 +89,7 @@ def test_a_record_that_is_a_fifo_or_a_device_is_a_problem_named(site: Path, kind
 
 
 def test_a_record_row_that_is_not_path_hash_size(site: Path) -> None:
-    """A row importlib.metadata cannot make a file of (a blank line, a size that is no number) makes
+    """A row that is not path,hash,size (a blank line, a size that is no number) makes
     the RECORD unreadable, named in one line, where it is among the rows a command parses: kernels
     parses the rows of shared objects, apply and verify those of the files they patch."""
     record = site / INFO / "RECORD"

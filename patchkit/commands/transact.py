@@ -15,7 +15,6 @@ from patchkit.plan import Plan
 from patchkit.plan.apply import Look, Snapshot
 from patchkit.report import Where
 from patchkit.targets.after_write import drop_jit_builds, old_processes
-from patchkit.targets.env_transaction import Part, commit_all, exclusive_all
 from patchkit.targets.transaction import LockTaken, SetAside, commit, exclusive, set_aside
 from patchkit.values import Value
 
@@ -173,6 +172,8 @@ def transact_all(home: Store, jobs: Sequence[Job[R]]) -> list[R]:
     if firsts is not None and (dry_run or not any(j.writes(f) for j, f in zip(jobs, firsts, strict=True))):
         return [j.result(Done(before=b, snap=b, look=f, lock=None, aside=SetAside(None, f.old.reason) if f.old else None,
                               prepared=None, dropped=())) for j, b, f in zip(jobs, befores, firsts, strict=True)]
+    from patchkit.targets.env_transaction import Part, commit_all, exclusive_all  # an environment's only
+
     verb = jobs[0].verb
     with exclusive_all(home, [(j.session.target, j.session.store, j.session.version) for j in jobs]) as taken:
         snaps = [j.read() for j in jobs]

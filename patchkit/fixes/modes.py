@@ -119,6 +119,7 @@ class Proof:
     text: str
     holds: bool  # True: the file holds the text; False: it lacks it
     sdist: bool = False  # the file is in the source archive (vLLM's csrc/, flash-attn's setup.py), not the wheel
+    machine: str = ""  # the wheel built for this machine ("aarch64": what a GB10 installs); "": CPython 3.11's x86_64 one
 
 
 @dataclass(frozen=True)
@@ -264,8 +265,11 @@ def _proof(doc: _Doc, project: str) -> Proof:
     archive = doc.optional("archive") or "wheel"
     if archive not in ("wheel", "sdist"):
         raise doc.bad(f"'archive': {archive!r} is not one of wheel, sdist")
+    machine = doc.optional("machine") or ""
+    if machine not in ("", "aarch64", "x86_64") or machine and archive == "sdist":
+        raise doc.bad(f"'machine': {machine!r} is not aarch64 or x86_64 (a wheel's machine)")
     return Proof(doc.text("distribution", project), release, doc.text("file"), holds or lacks or "", holds is not None,
-                 archive == "sdist")
+                 archive == "sdist", machine)
 
 
 def _sign(doc: _Doc) -> Sign:

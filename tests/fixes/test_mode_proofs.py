@@ -29,7 +29,8 @@ def _proofs():
             for bound in bounds:
                 for proof in bound.proofs:
                     verb = "holds" if proof.holds else "lacks"
-                    yield pytest.param(proof, id=f"{mode.name}:{proof.distribution}-{proof.release}:{proof.file}:{verb}")
+                    machine = f"-{proof.machine}" if proof.machine else ""
+                    yield pytest.param(proof, id=f"{mode.name}:{proof.distribution}-{proof.release}{machine}:{proof.file}:{verb}")
 
 
 PROOFS = list(_proofs())
@@ -44,11 +45,13 @@ def test_every_mode_file_is_read_and_the_proofs_are_found():
 
 @pytest.mark.parametrize("proof", PROOFS)
 def test_the_released_file_holds_or_lacks_the_text(proof):
-    read = released.source_member if proof.sdist else released.member
-    data = read(proof.distribution, proof.release, proof.file)
+    if proof.sdist:
+        data = released.source_member(proof.distribution, proof.release, proof.file)
+    else:
+        data = released.member(proof.distribution, proof.release, proof.file, machine=proof.machine)
     assert data, f"{proof.distribution} {proof.release}: {proof.file} is empty"
     found = proof.text.encode() in data
-    where = "source archive" if proof.sdist else released.wheel_name(proof.distribution, proof.release)
+    where = "source archive" if proof.sdist else released.wheel_name(proof.distribution, proof.release, machine=proof.machine)
     assert found == proof.holds, (f"{proof.distribution} {proof.release} ({where}):"
                                   f" {proof.file} {'lacks' if proof.holds else 'holds'} {proof.text!r}")
 

@@ -145,7 +145,8 @@ def test_sglang_kernels_wheels_are_judged_by_the_common_ops_they_install(copies:
 def test_a_torch_of_an_exposed_release_is_judged_by_its_libtorch_cuda(tmp_path: Path) -> None:
     """torch 2.7.x from PyPI (CUDA 12.6) has no code for 12.x; the same release from PyTorch's cu128 index, the
     way out's caveat, carries sm_120: prebuilt-no-sm12x is judged on the libtorch_cuda.so installed (real nvcc
-    builds stand for it: sm_90a and sm_100a, then sm_120f), and on the release where there is none (a CPU build)."""
+    builds stand for it: sm_90a and sm_100a, then sm_120f), and on the release where there is none (a CPU build,
+    what PyPI's aarch64 wheels are through 2.10.0)."""
     from fixtures import DATA
 
     from patchkit.judge.modes import Exposed, modes_here
@@ -160,7 +161,17 @@ def test_a_torch_of_an_exposed_release_is_judged_by_its_libtorch_cuda(tmp_path: 
     assert judged("hopper-blackwell-dc", "2.7.1", CC(12, 0)) == [(Exposed.EXPOSED, (CC(12, 0),))]
     assert judged("sm120f", "2.7.1+cu128", CC(12, 0)) == judged("sm120f", "2.7.1+cu128", CC(12, 1)) == []
     assert judged(None, "2.7.1", CC(12, 1)) == [(Exposed.EXPOSED, (CC(12, 1),))]
-    assert judged("hopper-blackwell-dc", "2.8.0", CC(12, 0)) == []  # a release past the range: not judged on its file
+    # PyPI's aarch64 torch (a GB10's) is a CPU build through 2.10.0 (no libtorch_cuda.so): exposed, and only
+    # the upgrade to 2.11.0, its first aarch64 build with CUDA, is offered; x86_64's 2.9.0 carries sm_120.
+    assert judged(None, "2.9.0", CC(12, 1)) == judged(None, "2.10.0", CC(12, 1)) == [(Exposed.EXPOSED, (CC(12, 1),))]
+    assert judged("sm120f", "2.9.0", CC(12, 0)) == judged("sm120f", "2.9.0", CC(12, 1)) == []
+    assert judged("hopper-blackwell-dc", "2.9.0", CC(12, 0)) == [(Exposed.EXPOSED, (CC(12, 0),))]  # no code for 12.x
+    cpu = [h for h in modes_here({"torch": "2.9.0"}, [CC(12, 1)], [tmp_path / "none"]) if h.mode.name == "prebuilt-no-sm12x"]
+    assert [(w.project, w.what) for w in cpu[0].ways] == [("torch", "2.11.0")]
+    old = [h for h in modes_here({"torch": "2.7.1"}, [CC(12, 1)], [tmp_path / "none"]) if h.mode.name == "prebuilt-no-sm12x"]
+    assert [(w.project, w.what) for w in old[0].ways] == [("torch", "2.8.0"), ("torch", "2.11.0")]
+    assert judged(None, "2.11.0", CC(12, 1)) == []
+    assert judged("hopper-blackwell-dc", "2.11.0", CC(12, 0)) == []  # a release past the range: not judged on its file
 
 
 def test_doctor_and_diagnose_on_an_installed_cufft(copies: dict[str, Path], tmp_path: Path) -> None:

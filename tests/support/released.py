@@ -13,7 +13,8 @@ Where each comes from, the cheapest first:
    fetched as zipfile asks for them.  A ``file://`` index's wheel is read as the local file it is.
 
 The wheel taken: a pure one (``py3-none-any``), else CPython 3.11's for manylinux x86_64, else any
-manylinux x86_64 one, else any.  ``<cache>`` is ``$PATCHKIT_CACHE`` or ``~/.cache/patchkit``.  What a
+manylinux x86_64 one, else any; with ``machine`` (``"aarch64"``: what a GB10 installs), a pure one, else
+CPython 3.11's manylinux one for that machine, else any manylinux one for it, kept apart (``<version>/<machine>``).  ``<cache>`` is ``$PATCHKIT_CACHE`` or ``~/.cache/patchkit``.  What a
 process opened (central directories, index pages) is kept until ``forget()``.
 """
 
@@ -190,11 +191,11 @@ def forget() -> None:
     _pages.clear()
 
 
-def _members(cache: Path, distribution: str, version: str) -> Path:
-    for part in (distribution, version):
+def _members(cache: Path, distribution: str, version: str, machine: str = "") -> Path:
+    for part in (distribution, version, *([machine] if machine else [])):
         if not _NAME.fullmatch(part):
-            raise MirrorError(f"{part!r}: not a distribution or a version")
-    return cache / "members" / distribution / version
+            raise MirrorError(f"{part!r}: not a distribution, a version or a machine")
+    return cache / "members" / distribution / version / machine if machine else cache / "members" / distribution / version
 
 
 def _write(target: Path, data: bytes) -> None:
@@ -211,20 +212,21 @@ def _write(target: Path, data: bytes) -> None:
         raise
 
 
-def _member_path(cache: Path, distribution: str, version: str, archive: str, path: str) -> Path:
+def _member_path(cache: Path, distribution: str, version: str, archive: str, path: str, machine: str = "") -> Path:
     """Where a member read of ``archive`` ("files": the wheel's, "sdist": the source archive's) is kept."""
     if path.startswith("/") or any(p in ("", ".", "..") for p in path.split("/")):
         raise MirrorError(f"{path!r}: not a path inside a release's archive")
-    return _members(cache, distribution, version) / archive / path
+    return _members(cache, distribution, version, machine) / archive / path
 
 
-def member(distribution: str, version: str, path: str, cache: Path | None = None) -> bytes:
-    """The bytes of ``path`` in the wheel of ``distribution`` ``version`` (MissingMember when it has none)."""
+def member(distribution: str, version: str, path: str, cache: Path | None = None, machine: str = "") -> bytes:
+    """The bytes of ``path`` in the wheel of ``distribution`` ``version`` (MissingMember when it has none);
+    ``machine``: of the wheel built for it."""
     cache = Path(cache) if cache else default_cache()
-    kept = _member_path(cache, distribution, version, "files", path)
+    kept = _member_path(cache, distribution, version, "files", path, machine)
     if kept.is_file():
         return kept.read_bytes()
-    data = _wheel(cache, distribution, version).read(path)
+    data = _wheel(cache, distribution, version, machine).read(path)
     _write(kept, data)
     return data
 
@@ -259,17 +261,20 @@ def names(distribution: str, version: str, cache: Path | None = None) -> tuple[s
     return _wheel(Path(cache) if cache else default_cache(), distribution, version).names
 
 
-def wheel_name(distribution: str, version: str, cache: Path | None = None) -> str:
-    """The file name of the wheel read for ``distribution`` ``version``."""
-    return _wheel(Path(cache) if cache else default_cache(), distribution, version).name
+def wheel_name(distribution: str, version: str, cache: Path | None = None, machine: str = "") -> str:
+    """The file name of the wheel read for ``distribution`` ``version`` (``machine``: built for it)."""
+    return _wheel(Path(cache) if cache else default_cache(), distribution, version, machine).name
 
 
-def _wheel(cache: Path, distribution: str, version: str) -> _Wheel:
-    key = (str(cache), distribution, version)
+def _wheel(cache: Path, distribution: str, version: str, machine: str = "") -> _Wheel:
+    key = (str(cache), distribution, version, machine)
     if key not in _opened:
-        folder = _members(cache, distribution, version)
-        whole = sorted((cache / "wheels" / distribution / version).glob("*.whl"))
-        _opened[key] = _local(whole[0]) if whole else _kept(folder, distribution, version) or _remote(folder, distribution, version)
+        folder = _members(cache, distribution, version, machine)
+        # The whole wheels support.mirror keeps (one per machine): the one this reader would take.
+        ranked = sorted((rank, p.name) for p in (cache / "wheels" / distribution / version).glob("*.whl")
+                        for rank in [_rank(p.name, distribution, version, machine)] if rank is not None)
+        whole = cache / "wheels" / distribution / version / ranked[0][1] if ranked else None
+        _opened[key] = _local(whole) if whole else _kept(folder, distribution, version, machine) or _remote(folder, distribution, version, machine)
     return _opened[key]
 
 
@@ -280,7 +285,7 @@ def _local(path: Path) -> _Wheel:
         raise MirrorError(f"{path}: not a readable wheel ({exc})") from None
 
 
-def _kept(folder: Path, distribution: str, version: str) -> _Wheel | None:
+def _kept(folder: Path, distribution: str, version: str, machine: str = "") -> _Wheel | None:
     """The wheel from its kept central directory: its members are fetched from the index when read."""
     try:
         head, _, tail = (folder / "central-directory").read_bytes().partition(b"\n")
@@ -292,7 +297,7 @@ def _kept(folder: Path, distribution: str, version: str) -> _Wheel | None:
         return None
 
     def locate():
-        found, url, opener = _locate(distribution, version)
+        found, url, opener = _locate(distribution, version, machine)
         if found != name:
             raise MirrorError(f"{distribution} {version}: the index's wheel is {found} now, the kept directory {name}'s")
         return url, opener
@@ -304,8 +309,8 @@ def _kept(folder: Path, distribution: str, version: str) -> _Wheel | None:
         return None
 
 
-def _remote(folder: Path, distribution: str, version: str) -> _Wheel:
-    name, url, opener = _locate(distribution, version)
+def _remote(folder: Path, distribution: str, version: str, machine: str = "") -> _Wheel:
+    name, url, opener = _locate(distribution, version, machine)
     if urllib.parse.urlsplit(url).scheme == "file":
         return _local(Path(urllib.request.url2pathname(urllib.parse.urlsplit(url).path)))
     source = RangeFile.open(url, opener, name)
@@ -346,9 +351,10 @@ def listings(project: str) -> list[tuple[str, list | None, str | None]]:
     return found
 
 
-def _rank(filename: str, distribution: str, version: str) -> int | None:
+def _rank(filename: str, distribution: str, version: str, machine: str = "") -> int | None:
     """0: a pure wheel, 1: CPython 3.11's for manylinux x86_64, 2: another manylinux x86_64 one, 3: any other
-    wheel of the release; None: not a wheel of it."""
+    wheel of the release; None: not a wheel of it.  ``machine`` ("aarch64"): its manylinux wheels in place of
+    x86_64's, and no wheel for another machine."""
     from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
     from packaging.version import Version
 
@@ -360,12 +366,12 @@ def _rank(filename: str, distribution: str, version: str) -> int | None:
         return None
     if any(t.abi == "none" and t.platform == "any" and t.interpreter.startswith("py3") for t in tags):
         return 0
-    x86 = [t for t in tags if t.platform.startswith("manylinux") and t.platform.endswith("_x86_64")]
-    return 1 if any(t.interpreter == "cp311" for t in x86) else 2 if x86 else 3
+    built = [t for t in tags if t.platform.startswith("manylinux") and t.platform.endswith(f"_{machine or 'x86_64'}")]
+    return 1 if any(t.interpreter == "cp311" for t in built) else 2 if built else None if machine else 3
 
 
-def _locate(distribution: str, version: str):
-    """(file name, URL, opener) of the wheel taken for ``distribution`` ``version``."""
+def _locate(distribution: str, version: str, machine: str = ""):
+    """(file name, URL, opener) of the wheel taken for ``distribution`` ``version`` (``machine``: built for it)."""
     from packaging.version import InvalidVersion, Version
 
     try:
@@ -378,7 +384,7 @@ def _locate(distribution: str, version: str):
         if problem is not None:
             problems.append(f"{address}: {problem}")
         for f in files or ():
-            rank = _rank(f.name, distribution, version)
+            rank = _rank(f.name, distribution, version, machine)
             if rank is not None:
                 found.append((rank, order, f.name, f.url))
     if not found:

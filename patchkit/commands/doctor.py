@@ -296,17 +296,18 @@ def doctor(found: tuple[Given, ...], apply_target: str, env: Environment | None 
     settings = _settings(env, m)
     in_effect = frozenset({h.fix for _, hs in states for h in hs if h.status == Status.IN_EFFECT}
                           | {h.setting.name for h in settings if h.need == Need.SET})
-    found_modes, flags, reached = _modes(env, m, launch, in_effect)
+    found_modes, flags, reached = _modes(env, m, launch, in_effect, code)
     return DoctorResult(seen, unseen, to_cc, m, basis, tuple(targets), tuple(needed), command, code,
                         tuple(speedups_here(m, versions)), nvcc_at(dict(os.environ)), settings,
                         found_modes, launch, reached, flags)
 
 
-def _modes(env: Environment | None, m: Machine, launch: tuple[str, ...] | None,
-           in_effect: frozenset[str]) -> tuple[tuple[ModeHere, ...], tuple[FlagHere, ...], tuple[tuple[str, str], ...]]:
+def _modes(env: Environment | None, m: Machine, launch: tuple[str, ...] | None, in_effect: frozenset[str],
+           code: CompiledCode | None) -> tuple[tuple[ModeHere, ...], tuple[FlagHere, ...], tuple[tuple[str, str], ...]]:
     """The failure modes the releases ``--python`` has installed are exposed to on these GPUs, the
     launch line's flags that a way out names, against those releases, and how far the modes' data
-    reaches for each project installed: the installed releases read once for all three."""
+    reaches for each project installed: the installed releases read once for all three, and each
+    shared object the compiled-code section judged (``code``) not read again."""
     if env is None:
         return (), (), ()
     from patchkit.fixes.modes import read_to
@@ -319,7 +320,8 @@ def _modes(env: Environment | None, m: Machine, launch: tuple[str, ...] | None,
     said = read_launch(launch, Path.cwd()) if launch is not None else None
     flags = tuple(flags_here(said, versions)) if said is not None else ()
     reached = tuple((p, v) for p, v in read_to().items() if p in versions)
-    return tuple(modes_here(versions, list(m.ccs()), sites, said, in_effect)), flags, reached
+    compiled = {d.dist.site / f.shown: f for d in code.found for f in d.files} if code is not None else {}
+    return tuple(modes_here(versions, list(m.ccs()), sites, said, in_effect, compiled)), flags, reached
 
 
 def doctor_env(env: Environment, to_cc: CC | None = None) -> SettingsToSet:

@@ -14,13 +14,18 @@ never imported.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchkit.cc import CC
 from patchkit.fixes.modes import Condition, Exposure, Mode, WayKind, WayOut, modes
 from patchkit.judge.launch import Launch
+
+if TYPE_CHECKING:
+    from patchkit.judge.kernels import FileHere
 
 _MAX_MARK_FILE = 8 << 20  # a source file read for a fix's text
 
@@ -75,17 +80,17 @@ def _compiled(path: str) -> bool:
     return name.endswith(".so") or ".so." in name
 
 
-def _without_code(paths: tuple[str, ...], gpus: tuple[CC, ...], sites: list[Path]) -> tuple[CC, ...]:
+def _without_code(paths: tuple[str, ...], gpus: tuple[CC, ...], sites: list[Path], judged: Mapping[Path, FileHere]) -> tuple[CC, ...]:
     """Those of ``gpus`` that the first of ``paths`` installed carries no code for (its fat-binary headers
-    read); all of them where none of the paths is installed (the release decides)."""
+    read, or judged already: ``judged``); all of them where none of the paths is installed (the release decides)."""
     from patchkit.judge.kernels import judge
     from patchkit.kernels.compat import NONE
 
     for rel in paths:
         for site in sites:
             if (site / rel).is_file():
-                found = judge(str(site / rel), rel, list(gpus))
-                return tuple(f.cc for f in found.fits if f.runs == NONE) if not found.binary.problem else gpus
+                found = judged.get(site / rel) or judge(str(site / rel), rel, list(gpus))
+                return tuple(f.cc for f in found.fits if f.runs == NONE and f.cc in gpus) if not found.binary.problem else gpus
     return gpus
 
 
@@ -95,15 +100,18 @@ def _fits(way: WayOut, versions: dict[str, str]) -> bool:
 
 
 def modes_here(versions: dict[str, str], ccs: list[CC], sites: list[Path],
-               launch: Launch | None = None, in_effect: frozenset[str] = frozenset()) -> list[ModeHere]:
+               launch: Launch | None = None, in_effect: frozenset[str] = frozenset(),
+               compiled: Mapping[Path, FileHere] | None = None) -> list[ModeHere]:
     """Each mode this install is exposed to (or may be), silent wrong output first.  ``versions``:
     canonical distribution name -> installed release; ``ccs``: the GPUs judged for; ``launch``: the
     server's command line (``doctor -- CMD``: the conditions it states or rules out; None: every
     condition open); ``in_effect``: the names of the fixes and settings in effect here (a way out of
-    those averts the mode)."""
+    those averts the mode); ``compiled``: the shared objects judged already for ``ccs``, by path (doctor's
+    compiled-code section: a 500 MB libtorch_cuda.so is read once)."""
     found = []
     for mode in modes():
-        judged = [h for e in mode.exposed for h in [_judge(mode, e, versions, ccs, sites, launch, in_effect)] if h is not None]
+        judged = [h for e in mode.exposed for h in [_judge(mode, e, versions, ccs, sites, launch, in_effect, compiled or {})]
+                  if h is not None]
         if judged:  # one finding per mode: the exposure that says the most
             found.append(min(judged, key=lambda h: _ORDER.index(h.verdict)))
     return sorted(found, key=lambda h: (h.mode.cost.rank, h.verdict != Exposed.EXPOSED, h.mode.survey))
@@ -113,7 +121,7 @@ _ORDER = (Exposed.EXPOSED, Exposed.IF, Exposed.UNREAD, Exposed.AVERTED)
 
 
 def _judge(mode: Mode, exposure: Exposure, versions: dict[str, str], ccs: list[CC], sites: list[Path],
-           launch: Launch | None, in_effect: frozenset[str]) -> ModeHere | None:
+           launch: Launch | None, in_effect: frozenset[str], compiled: Mapping[Path, FileHere]) -> ModeHere | None:
     """The mode at one exposure: None where the release, the GPUs or the launch line keep it out."""
     gpus = tuple(g for g in (exposure.gpus or mode.gpus) if g in ccs)
     version = versions.get(exposure.project)
@@ -128,7 +136,7 @@ def _judge(mode: Mode, exposure: Exposure, versions: dict[str, str], ccs: list[C
             return None
         verdict = Exposed.UNREAD  # no fix known, or its texts not in the files: not judged like the last read
     if exposure.code_in:  # read only where the release leaves it open (a torch out of the range is not read)
-        gpus = _without_code(exposure.code_in, gpus, sites)
+        gpus = _without_code(exposure.code_in, gpus, sites, compiled)
         if not gpus:
             return None
     when = mode.when if exposure.when is None else exposure.when

@@ -174,6 +174,29 @@ def test_a_torch_of_an_exposed_release_is_judged_by_its_libtorch_cuda(tmp_path: 
     assert judged("hopper-blackwell-dc", "2.11.0", CC(12, 0)) == []  # a release past the range: not judged on its file
 
 
+def test_a_shared_object_judged_already_is_not_read_again(tmp_path: Path) -> None:
+    """doctor's compiled-code section judges every shared object installed; the failure modes take that judgement
+    (``compiled``, by path) instead of reading a 500 MB libtorch_cuda.so again: given the judgement of an sm_120f
+    build for a file whose own bytes have no code for 12.x, the mode follows the judgement given."""
+    from fixtures import DATA
+
+    from patchkit.judge.kernels import FileHere, judge
+    from patchkit.judge.modes import Exposed, modes_here
+
+    site = tmp_path / "site-packages"
+    (site / "torch/lib").mkdir(parents=True)
+    lib = site / "torch/lib/libtorch_cuda.so"
+    lib.write_bytes((DATA.parents[0] / "hopper-blackwell-dc.so").read_bytes())
+    runs = judge(str(DATA.parents[0] / "sm120f.so"), "torch/lib/libtorch_cuda.so", [CC(12, 0)])
+
+    def exposed(compiled: dict[Path, FileHere] | None) -> list[Exposed]:
+        return [h.verdict for h in modes_here({"torch": "2.7.1"}, [CC(12, 0)], [site], compiled=compiled)
+                if h.mode.name == "prebuilt-no-sm12x"]
+
+    assert exposed(None) == exposed({}) == [Exposed.EXPOSED]
+    assert exposed({lib: runs}) == []
+
+
 def test_doctor_and_diagnose_on_an_installed_cufft(copies: dict[str, Path], tmp_path: Path) -> None:
     """nvidia-cufft 12.0.0.61 as pip installs it (its RECORD's rows for its shared objects, data/wheels/): doctor's
     compiled-code lines and diagnose's code behind a missing kernel image say "cannot tell", never "no code"."""

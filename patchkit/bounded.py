@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from patchkit.errors import BadInput
 from patchkit.match import Pattern
 from patchkit.signals import held_interrupts
-from patchkit.values import Record
+from patchkit.values import Value
 
 if TYPE_CHECKING:
     import subprocess
@@ -115,7 +115,7 @@ def load_json(data: bytes | str) -> Any:  # Any: JSON, as json.loads; its shape 
         raise ValueError("nested too deeply") from None
 
 
-class Ran(Record):
+class Ran(Value):
     """What a child process did within its bounds."""
 
     returncode: int | None  # None: it had not exited when patchkit stopped reading

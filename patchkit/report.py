@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from patchkit.errors import worst
 from patchkit.types import TargetKind
-from patchkit.values import Record
+from patchkit.values import Value
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -33,7 +33,7 @@ class Result(Protocol):
     def exit_code(self) -> int: ...
 
 
-class Where(Record):
+class Where(Value):
     """The target a result is about: where, what, which version and how it was found (its first
     line, as ``render/where.py`` says it) and what --json says of it."""
 
@@ -59,7 +59,7 @@ class Where(Record):
         return {"command": command, **self.fields(**more)}
 
 
-class Each(Record):
+class Each(Value):
     """One command run on several targets (the projects of one environment): rendered one after
     the other, their documents in ``targets``, the worst exit code.  ``env``: the environment
     ``--python`` read, when the text starts with what it holds (``not_installed`` in the
@@ -79,7 +79,7 @@ def combine(command: str, results: Sequence[Result]) -> Result:
     return results[0] if len(results) == 1 else Each(command, tuple(results))
 
 
-class AutoTarget(Record):
+class AutoTarget(Value):
     """What ``--to-cc auto`` made of one target: the ordinary command's results there (none:
     nothing to do), and the fixes it left out as not needed on this machine."""
 
@@ -93,7 +93,7 @@ class AutoTarget(Record):
     ours: tuple[Key, ...] = ()  # of ``held``, with nothing to do: the keys patchkit applied (not the release's own)
 
 
-class Auto(Record):
+class Auto(Value):
     """``apply`` or ``verify`` with ``--to-cc auto``: the machine's GPUs, then each target."""
 
     command: str

@@ -9,7 +9,7 @@ import sys
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from patchkit.values import Record, Value
+from patchkit.values import Value
 
 if TYPE_CHECKING:
     from patchkit.cc import Key
@@ -131,7 +131,7 @@ class Reason(StrEnum):
     ORIGINAL_RELEASE = "original-release"  # revert: the files hold the original release
 
 
-class Change(Record):
+class Change(Value):
     """One file's bytes before and after a transaction."""
 
     path: str  # repository path
@@ -139,14 +139,14 @@ class Change(Record):
     after: bytes
 
 
-class AppliedFile(Record):
+class AppliedFile(Value):
     path: str
     pre_sha256: str
     post_sha256: str
     tables: list[dict[str, object]] = []  # never mutated; each a found table's JSON
 
 
-class Applied(Record):
+class Applied(Value):
     """The patch that is applied to a target."""
 
     version: str | None

@@ -9,10 +9,14 @@ hundreds of these classes, and apply, verify and revert build about fifty of the
 start.  Here each class only collects its field names once; the methods are shared.
 
 - ``Value``: an immutable object (what ``@dataclass(frozen=True)`` made): equal to a value of
-  the same class with equal fields, hashed as them.
+  the same class with equal fields, hashed as them, with ``_fields``, ``_replace`` and ``_asdict``.
+  A value is one of these unless it must be a tuple.
 - ``Record``: a tuple with named fields (what ``typing.NamedTuple`` made): unpacked, indexed,
   ordered and written to JSON as a tuple, with ``_fields``, ``_field_defaults``, ``_make``,
   ``_replace`` and ``_asdict``; equal only to a record of the same class (never to a plain tuple).
+  Where a value is unpacked, indexed or sorted as a tuple (a git tree's entries, a GPU, a link), or
+  made by the thousand in a loop over a log, a binary or a tree (``logs/``, ``kernels/``, ``scan/``,
+  ``rewrite/``: a tuple is made in C, a value's fields are set in Python).
 
 Ground floor: nothing here imports another patchkit module.
 """
@@ -128,6 +132,10 @@ class Value:
 
     def _replace(self, **changes: object) -> Self:
         return type(self)(**{**self.__dict__, **changes})
+
+    def _asdict(self) -> dict[str, Any]:  # Any: each field has its own type, read by name
+        """The fields by name, in order (what ``--json`` and the saved state are made from)."""
+        return {f: self.__dict__[f] for f in self._fields}
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Value) or other.__class__ is not self.__class__:

@@ -30,7 +30,7 @@ from patchkit.cc import CC, SM12X
 from patchkit.errors import OK, PROBLEMS, PatchkitError
 from patchkit.logs.match import EFFECT, FAILURE, FIX, LogFinding, Matcher, needles
 from patchkit.logs.read import Log, Scan, Stream, open_log
-from patchkit.values import Record
+from patchkit.values import Value
 
 if TYPE_CHECKING:
     from patchkit.judge.kernels import DistributionHere, FileHere
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 STDIN = "<stdin>"
 
 
-class LogRead(Record):
+class LogRead(Value):
     """One log, read: its name (``<stdin>``), how many lines and tracebacks it held, what patchkit
     knows in it, and for each finding the compiled code behind it (``CodeBehind``, or None)."""
 
@@ -58,7 +58,7 @@ class LogRead(Record):
         return f.kind is FIX and f.start is None and self.ready is not None and f.line < self.ready
 
 
-class DiagnoseResult(Record):
+class DiagnoseResult(Value):
     """Each log diagnosed (``render/diagnose.py`` says it)."""
 
     logs: tuple[LogRead, ...]
@@ -169,7 +169,7 @@ def _stdin(stdin: BinaryIO | None) -> Log:
     return log if regular else Stream(None, STDIN, source=log)
 
 
-class Gpus(Record):
+class Gpus(Value):
     """The GPUs the code behind a missing kernel image is judged for: those nvidia-smi reports
     (``seen``), or, when it is not on PATH (``why`` None) or does not answer (``why``), 12.0 and 12.1."""
 
@@ -178,7 +178,7 @@ class Gpus(Record):
     why: str | None = None
 
 
-class CodeBehind(Record):
+class CodeBehind(Value):
     """The shared objects behind a missing kernel image (a known failure raised from an installed
     package): the distributions that installed the package folder ``top``, judged for ``gpus``."""
 

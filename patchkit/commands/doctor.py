@@ -51,7 +51,7 @@ from patchkit.report import Where
 from patchkit.targets.locate import Layout
 from patchkit.targets.session import Session
 from patchkit.types import Status
-from patchkit.values import Record
+from patchkit.values import Value
 from patchkit.versions import at_least
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ if TYPE_CHECKING:
 NVIDIA_SMI, TO_CC, DEFAULT = "nvidia-smi", "--to-cc", "default"  # what the GPUs judged for come from
 
 
-class FixJudged(Record):
+class FixJudged(Value):
     """One fix at one target, judged for the GPUs."""
 
     here: FixHere
@@ -81,7 +81,7 @@ class FixJudged(Record):
     clean_only: CleanStartOnly | None  # what the fix does instead on a machine that lacks what it needs (``here.clean_start_only``)
 
 
-class DoctorTarget(Record):
+class DoctorTarget(Value):
     where: Where
     project: str
     label: str
@@ -89,7 +89,7 @@ class DoctorTarget(Record):
     fixes: tuple[FixJudged, ...]
 
 
-class CompiledCode(Record):
+class CompiledCode(Value):
     """The compiled CUDA code installed for ``--python``, judged for the GPUs."""
 
     exe: Path
@@ -107,7 +107,7 @@ class CompiledCode(Record):
         return [(d, missing) for d in self.found for missing in [[f for f in d.files if f.missing and not d.at_start(f)]] if missing]
 
 
-class DoctorResult(Record):
+class DoctorResult(Value):
     seen: Machine | None  # nvidia-smi's GPUs
     unseen: str | None  # why no GPU was seen
     to_cc: CC | None  # --to-cc, as it was written
@@ -156,7 +156,7 @@ class DoctorResult(Record):
         return SETTINGS if self.settings_missing else OK
 
 
-class DoctorMarkdown(Record):
+class DoctorMarkdown(Value):
     """``doctor --format markdown``: the report (``render/markdown.py`` says it), with the versions of the
     distributions installed that patchkit's data names."""
 
@@ -193,7 +193,7 @@ def _something_known(env: Environment) -> None:
         raise none_installed(env)  # a wrong --python, most likely
 
 
-class NoProjectHere(Record):
+class NoProjectHere(Value):
     """``patchkit doctor`` with no PATH and no --python, in a folder that holds no project: the GPUs
     seen (or why none was), and why the folder is no target; exit 2."""
 

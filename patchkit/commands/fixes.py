@@ -20,7 +20,7 @@ from patchkit.fixes.registry import FIXES, PROJECTS, Project
 from patchkit.patch.manifest import Manifest, read_manifest
 from patchkit.text import plural
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
-from patchkit.values import Record
+from patchkit.values import Value
 from patchkit.versions import is_version, version_key
 
 
@@ -109,7 +109,7 @@ def releases(fix: Fix, project: Project, series: dict[str, Manifest]) -> NotShip
     }
 
 
-class FixShipped(Record):
+class FixShipped(Value):
     """One fix, what it does (its ``[effect]``) and the releases its shipped series cover."""
 
     fix: Fix
@@ -117,7 +117,7 @@ class FixShipped(Record):
     releases: tuple[NotShipped | ShippedReleases, ...]  # ``releases`` of each project its rules patch
 
 
-class FixesResult(Record):
+class FixesResult(Value):
     patches: Path  # the folder of series read
     fixes: tuple[FixShipped, ...]
     exit_code: int = OK

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from patchkit.cc import AUTO, CC, AutoCC
 from patchkit.errors import OK, PROBLEMS, BadInput
 from patchkit.judge.kernels import DistributionHere, FileHere, installed_code, judge
-from patchkit.values import Record
+from patchkit.values import Value
 
 if TYPE_CHECKING:
     from patchkit.judge.jit import JitHere
@@ -83,7 +83,7 @@ def _paths(given: list[Path]) -> list[tuple[str, str]]:
     return found
 
 
-class KernelsResult(Record):
+class KernelsResult(Value):
     """The shared objects read and, with GPUs, judged for them."""
 
     ccs: tuple[CC, ...]  # the GPUs' compute capabilities, lowest first (none: no verdict)

@@ -26,7 +26,7 @@ from patchkit.fixes.registry import SGLANG
 from patchkit.rewrite.capability import pair, same
 from patchkit.scan.classify import UNAWARE, classify
 from patchkit.scan.tree import scan_tree
-from patchkit.values import Record
+from patchkit.values import Value
 
 if TYPE_CHECKING:
     from patchkit.cc import Key
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 FORMATS = ("text", "markdown", "json")
 
 
-class TreeScan(Record):
+class TreeScan(Value):
     """The gates of one tree: every finding with its class, and the rows shown."""
 
     path: Path
@@ -58,7 +58,7 @@ class TreeScan(Record):
         return PROBLEMS if self.rows else OK
 
 
-class CompareScan(Record):
+class CompareScan(Value):
     """What changed between two releases: the gates that appeared, disappeared or changed class."""
 
     repo: Path

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patchkit.errors import BAD_INPUT, OK, PROBLEMS, SETTINGS, BadInput
-from patchkit.values import Record
+from patchkit.values import Value
 
 if TYPE_CHECKING:
     from patchkit.cc import CC
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from patchkit.targets.environment import Environment
 
 
-class SettingsVerified(Record):
+class SettingsVerified(Value):
     exe: str
     ccs: tuple[CC, ...]  # the GPUs judged for; () when none
     judged: tuple[SettingHere, ...]
@@ -53,7 +53,7 @@ def verify_settings(env: Environment, to_cc: CC | None = None, m: Machine | None
     return SettingsVerified(str(env.exe), tuple(m.ccs()), tuple(found), tuple(missing(found)))
 
 
-class SettingsToSet(Record):
+class SettingsToSet(Value):
     """``doctor --python EXE --format env``: the variables the GPUs judged for need (``judge/settings.py``,
     as doctor's settings section), with the value to set: needed, set wrongly (the value that would
     do), or set already (what is set).  Flags and upgrades are not variables: doctor names them."""

@@ -19,7 +19,7 @@ from patchkit.report import Where
 from patchkit.targets import bytecode
 from patchkit.targets.after_write import jit_builds, old_processes
 from patchkit.types import PATCHED, Applied
-from patchkit.values import Record, Value
+from patchkit.values import Value
 
 if TYPE_CHECKING:
     from patchkit.report import Result
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from patchkit.targets.processes import Process
 
 
-class FileState(Record):
+class FileState(Value):
     """A target file that holds a table, or that patchkit or the shipped patch knows."""
 
     path: str  # as the target names it
@@ -36,7 +36,7 @@ class FileState(Record):
     stale: int  # how many of them are stale
 
 
-class ForCC(Record):
+class ForCC(Value):
     """``status --to-cc``: whether what patchkit applied to this release adds that cc's key."""
 
     cc: CC  # as given

@@ -149,7 +149,7 @@ def transact(job: Job[R]) -> R:
             snap = job.read()
             if found is None or not job.same(before, snap):  # else the look without the lock is this one's
                 found = job.look(snap)
-            aside = set_aside(s.store, *found.old) if found.old else None
+            aside = set_aside(s.store, found.old.applied, found.old.reason) if found.old else None
             prepared = job.prepare(snap, found)
             part = job.part(snap, found)
             wrote = commit(s.target, s.store, list(part[0]), part[1], job.verb, s.version) if part is not None else []
@@ -179,7 +179,7 @@ def transact_all(home: Store, jobs: Sequence[Job[R]]) -> list[R]:
         snaps = [j.read() for j in jobs]
         looks = [firsts[i] if firsts is not None and j.same(befores[i], snap) else j.look(snap)
                  for i, (j, snap) in enumerate(zip(jobs, snaps, strict=True))]
-        asides = [set_aside(j.session.store, *f.old) if f.old else None for j, f in zip(jobs, looks, strict=True)]
+        asides = [set_aside(j.session.store, f.old.applied, f.old.reason) if f.old else None for j, f in zip(jobs, looks, strict=True)]
         prepared = [j.prepare(snap, f) for j, snap, f in zip(jobs, snaps, looks, strict=True)]
         parts = [j.part(snap, f) for j, snap, f in zip(jobs, snaps, looks, strict=True)]
         committing = [(i, p) for i, p in enumerate(parts) if p is not None]

@@ -25,7 +25,7 @@ from patchkit.targets.atomic import remove_temps, write_atomic
 from patchkit.targets.locate import CHECKOUT
 from patchkit.targets.session import Session
 from patchkit.targets.transaction import Lock
-from patchkit.values import Record
+from patchkit.values import Value
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -77,7 +77,7 @@ def _context(s: Session, fix: str, plan: Plan, head: str, name: str, from_cc: Ke
     )
 
 
-class Made(Record):
+class Made(Value):
     """What a real run made: the branch (the next free name if another run took the planned one),
     its commits, an mbox per commit and PR.md."""
 
@@ -89,7 +89,7 @@ class Made(Record):
     waited: Waited | None  # how long taking the lock waited, and for which run; None: it did not
 
 
-class UpstreamResult(Record):
+class UpstreamResult(Value):
     target: Where  # the checkout (``render/where.py`` says its first line)
     path: str
     head: str

@@ -43,7 +43,7 @@ from patchkit.logs.follow import Follower
 from patchkit.logs.match import EFFECT, Matcher
 from patchkit.logs.tracebacks import Traceback
 from patchkit.types import StrEnum
-from patchkit.values import Record
+from patchkit.values import Value
 
 if TYPE_CHECKING:
     from patchkit.fixes.modes import Mode
@@ -67,7 +67,7 @@ class Step(StrEnum):
 WAITING, STARTED_OVER, PHASE = Step.WAITING, Step.STARTED_OVER, Step.PHASE
 
 
-class Progress(Record):
+class Progress(Value):
     """What the start has shown so far, as it happens (``render.watch.progress_line`` says it):
     the log does not exist yet (WAITING), it started over (STARTED_OVER), or a new phase (PHASE)."""
 
@@ -78,7 +78,7 @@ class Progress(Record):
     line: int | None = None  # the phase's line
 
 
-class WatchResult(Record):
+class WatchResult(Value):
     """How the watch ended (``render/watch.py`` says it): ``outcome`` READY, CRASHED or OUT_OF_TIME,
     after ``seconds`` (the time-out when it timed out), with what the log said that patchkit knows."""
 

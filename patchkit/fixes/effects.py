@@ -39,7 +39,7 @@ from patchkit.cc import CC, Key
 from patchkit.errors import BadInput
 from patchkit.fixes.load import HERE, NOT_FIXES, Table, _get, _read, _strings
 from patchkit.types import StrEnum
-from patchkit.values import Record
+from patchkit.values import Value
 from patchkit.versions import after, in_range, is_version
 
 _E = TypeVar("_E", bound=StrEnum)
@@ -77,7 +77,7 @@ def _releases(since: str, until: str) -> str:
     return since if since == until else f"{since} - {until}"
 
 
-class Fails(Record):
+class Fails(Value):
     project: str
     since: str
     until: str
@@ -99,7 +99,7 @@ class Fails(Record):
         return _releases(self.since, self.until)
 
 
-class Needs(Record):
+class Needs(Value):
     machine: MachineNeed
     says: str
     otherwise: str  # what the code does when the machine lacks it
@@ -149,7 +149,7 @@ class Needs(Record):
         return bool(self.helps_without)
 
 
-class DefaultOn(Record):
+class DefaultOn(Value):
     project: str
     since: str
     until: str
@@ -165,7 +165,7 @@ class DefaultOn(Record):
         return _releases(self.since, self.until)
 
 
-class Effect(Record):
+class Effect(Value):
     fix: str
     changes: str
     upstream: str

@@ -23,12 +23,12 @@ from pathlib import Path
 from patchkit.cc import CC
 from patchkit.errors import BadInput
 from patchkit.fixes.load import HERE, Table, _get, _read
-from patchkit.values import Record
+from patchkit.values import Value
 
 KERNELS = "known-kernels.toml"
 
 
-class KnownFile(Record):
+class KnownFile(Value):
     glob: str
     what: str
     only_on: tuple[CC, ...]
@@ -40,7 +40,7 @@ class KnownFile(Record):
         return (not self.only_on or cc in self.only_on) and cc not in self.not_on
 
 
-class Start(Record):
+class Start(Value):
     """Where the server starts in a release: importing ``module`` (relative to site-packages) and
     calling ``method`` ("Class.name") of it; ``says``: "... {modules} ... ({files})"."""
 
@@ -49,7 +49,7 @@ class Start(Record):
     says: str
 
 
-class KnownDistribution(Record):
+class KnownDistribution(Value):
     name: str
     always: str | None  # why the server loads it at every start; None: only when asked for
     do: str
@@ -61,7 +61,7 @@ class KnownDistribution(Record):
         return next((f for f in self.files if fnmatchcase(path, f.glob)), None)
 
 
-class Kernels(Record):
+class Kernels(Value):
     default: str  # what to do for a distribution not named
     distributions: dict[str, KnownDistribution]
 

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, ClassVar
 
 from patchkit.match import mentions
 from patchkit.types import StrEnum
-from patchkit.values import Record, Value
+from patchkit.values import Value
 
 if TYPE_CHECKING:
     from patchkit.cc import CC, Key
 
 
-class Origin(Record):
+class Origin(Value):
     """Where a backport comes from."""
 
     project: str  # the upstream project's label: "FlashInfer"
@@ -35,7 +35,7 @@ class Origin(Record):
         return f"{self.project} PR {self.pr}"
 
 
-class Refresh(Record):
+class Refresh(Value):
     """How a backport's diff is refreshed for a range of releases: added lines left out."""
 
     file: str

@@ -50,7 +50,7 @@ from patchkit.fixes.kinds import (
     Rule,
     RuleKind,
 )
-from patchkit.values import Record
+from patchkit.values import Value
 
 HERE = Path(__file__).resolve().parent
 EVIDENCE = ("same as upstream ", "part of upstream ", "proposed upstream ", "not upstream")
@@ -66,7 +66,7 @@ _T = TypeVar("_T")
 _U = TypeVar("_U")
 
 
-class FeaturePath(Record):
+class FeaturePath(Value):
     """The files a fix's feature goes through in a range of releases of one project, from
     the flag to the kernel sources: after the rules, no gate there may still refuse the GPU."""
 
@@ -90,7 +90,7 @@ class FeaturePath(Record):
         return project == self.project and in_range(version, self.since, self.until)
 
 
-class Fix(Record):
+class Fix(Value):
     name: str
     title: str
     rationale: str

@@ -14,10 +14,10 @@ from patchkit.cc import CC, Key, KeyStyle, must_differ
 from patchkit.errors import BadInput
 from patchkit.fixes.kinds import DictKeyRule, Rule
 from patchkit.fixes.load import HERE, read_fixes, read_projects
-from patchkit.values import Record
+from patchkit.values import Value
 
 
-class Project(Record):
+class Project(Value):
     name: str  # import package name (and the project's name in patchkit)
     label: str  # how people write it
     # Where the import package sits in the repository ("python" holds python/sglang/).

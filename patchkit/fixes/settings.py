@@ -13,7 +13,7 @@ from patchkit.cc import CC
 from patchkit.errors import BadInput
 from patchkit.fixes.load import HERE, Table, _get, _optional, _read, _strings
 from patchkit.types import StrEnum
-from patchkit.values import Record
+from patchkit.values import Value
 
 _E = TypeVar("_E", bound=StrEnum)
 from patchkit.versions import at_least, is_version
@@ -39,7 +39,7 @@ class Check(StrEnum):
     LOG_ONLY = "from-log-only"  # nothing installed tells: only a log (a hang) does
 
 
-class Spelling(Record):
+class Spelling(Value):
     """How one range of releases (``since`` <= version < ``before``) spells the setting."""
 
     since: str
@@ -54,7 +54,7 @@ class Spelling(Record):
         return at_least(version, self.since) and (self.before is None or not at_least(version, self.before))
 
 
-class Setting(Record):
+class Setting(Value):
     name: str
     kind: SettingKind
     project: str  # the distribution whose release decides it

@@ -28,12 +28,12 @@ from patchkit.cc import CC, SM12X, KeyStyle
 from patchkit.errors import BadInput
 from patchkit.fixes.effects import KEY
 from patchkit.fixes.load import HERE, _get, _read, _strings
-from patchkit.values import Record
+from patchkit.values import Value
 
 KNOWN = "known-failures.toml"
 
 
-class Signature(Record):
+class Signature(Value):
     fix: str
     project: str
     exception: str | None  # text of a traceback's last line
@@ -44,7 +44,7 @@ class Signature(Record):
     framed: bool = False  # only where a traceback's frames show a project the fix patches
 
 
-class FailingPackage(Record):
+class FailingPackage(Value):
     name: str
     frames: str  # a folder of a frame's path: "sgl_kernel"
     message: str | None  # text of the exception that names the package without a frame
@@ -52,7 +52,7 @@ class FailingPackage(Record):
     setting: str | None = None  # the setting (known-settings.toml) that cures it where this package is named
 
 
-class Failure(Record):
+class Failure(Value):
     name: str
     exception: str | None  # text of a traceback's last line; or
     cause: str  # with {package}
@@ -64,13 +64,13 @@ class Failure(Record):
     cc: CC | None = None  # the GPU it is a failure of, where it is one GPU's (ptxas refusing sm_121a: 12.1)
 
 
-class EffectSignature(Record):
+class EffectSignature(Value):
     name: str
     log: str
     means: str
 
 
-class Known(Record):
+class Known(Value):
     signatures: tuple[Signature, ...]
     failures: tuple[Failure, ...]
     effects: tuple[EffectSignature, ...]

@@ -15,14 +15,14 @@ from pathlib import Path
 
 from patchkit.errors import BadInput
 from patchkit.fixes.load import HERE, Table, _get, _read, _strings, read_projects
-from patchkit.values import Record
+from patchkit.values import Value
 from patchkit.versions import at_least, is_version
 
 SPEEDUPS = "known-speedups.toml"
 LINKS = ("pcie",)
 
 
-class Requires(Record):
+class Requires(Value):
     project: str
     since: str  # the first release that has it
     otherwise: str  # what the server does with an older one ("" when nothing is known)
@@ -31,7 +31,7 @@ class Requires(Record):
         return at_least(version, self.since)
 
 
-class Speedup(Record):
+class Speedup(Value):
     name: str
     what: str
     major: int  # every GPU's compute capability major

@@ -24,14 +24,14 @@ from patchkit import bounded
 from patchkit.cc import CC
 from patchkit.errors import BadInput
 from patchkit.gpus.parse import GPU, NO_DEVICES, QUERY, Link, gpus, links
-from patchkit.values import Record
+from patchkit.values import Value
 
 TIMEOUT_ENV = "PATCHKIT_NVIDIA_SMI_TIMEOUT"
 DEFAULT_TIMEOUT = 15.0
 MAX_OUTPUT = 16 << 20  # `topo -m` of MAX_GPUS GPUs is about 6 MiB
 
 
-class Machine(Record):
+class Machine(Value):
     nvidia_smi: str | None  # the program that answered; None for a machine given, not measured
     gpus: tuple[GPU, ...]
     links: tuple[Link, ...] | None  # each pair a < b; None: not known (a machine given, not measured)

@@ -24,7 +24,7 @@ from patchkit.judge.here import fix_here, fixes_here, gpus, spelled, unneeded
 from patchkit.rewrite.capability import same
 from patchkit.targets.session import Session
 from patchkit.types import Status
-from patchkit.values import Record
+from patchkit.values import Value
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 read_machine = machine  # the machine apply and verify read: a test replaces it here
 
 
-class Keys(Record):
+class Keys(Value):
     """What ``--to-cc auto`` gives the command on one target."""
 
     session: Session

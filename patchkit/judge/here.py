@@ -39,7 +39,7 @@ from patchkit.plan.reasons import RewriteFailed
 from patchkit.rewrite.capability import cap, same
 from patchkit.targets.session import Session
 from patchkit.types import Status
-from patchkit.values import Record
+from patchkit.values import Value
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -71,7 +71,7 @@ def _rules(project: Project, fix: str, cc: Key, gpus: tuple[CC, ...] = ()) -> tu
     return tuple(r for r in rules_for(project.name, (fix,), project.from_cc, cc) if any(r.for_gpu(g) for g in mine))
 
 
-class FixHere(Record):
+class FixHere(Value):
     fix: str
     status: Status  # MISSING, IN_EFFECT, NOTHING_TO_PATCH, CANNOT_APPLY, INCOMPLETE or NOT_FOR_THESE
     missing: tuple[Key, ...]  # the ccs whose keys, members or flags are missing

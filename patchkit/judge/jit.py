@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from patchkit.cc import CC
 from patchkit.kernels.jit import DEEPGEMM, Compiler, DeepGemmSources, FlashInferSources, JitInstall
 from patchkit.types import StrEnum
-from patchkit.values import Record
+from patchkit.values import Value
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -57,7 +57,7 @@ NO_IMPLS, UNKNOWN_FORM, TOO_OLD, NOT_A_TARGET, NOT_ASKED, MODULES_LEAVE_OUT = Ji
 FAILING = (REFUSES, COMPILER_LACKS, NO_COMPILER)
 
 
-class JitFit(Record):
+class JitFit(Value):
     """What one GPU of ``cc`` gets from a JIT library."""
 
     cc: CC
@@ -69,7 +69,7 @@ class JitFit(Record):
 
 
 
-class JitHere(Record):
+class JitHere(Value):
     """A JIT library installed for ``--python``, judged for the GPUs."""
 
     install: JitInstall

@@ -26,10 +26,10 @@ from patchkit.kernels.evidence import Elsewhere, fat_binaries_elsewhere, kernels
 from patchkit.kernels.fatbin import Binary, read_binary
 from patchkit.kernels.imports import StartImports, importers, module_of, start_imports
 from patchkit.kernels.installed import Distribution, distributions
-from patchkit.values import Record
+from patchkit.values import Value
 
 
-class FileHere(Record):
+class FileHere(Value):
     """One shared object, read and judged for the GPUs ``ccs``."""
 
     shown: str  # relative to site-packages for an installed file, else as given
@@ -70,7 +70,7 @@ def judge(path: str, shown: str, ccs: list[CC], known: KnownFile | None = None) 
     return FileHere(shown, binary, known, tuple(Fit(f.cc, UNKNOWN, (), why) if f.runs == NONE else f for f in fits), elsewhere)
 
 
-class DistributionHere(Record):
+class DistributionHere(Value):
     """An installed distribution whose shared objects carry CUDA code, judged."""
 
     dist: Distribution

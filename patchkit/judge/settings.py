@@ -32,7 +32,7 @@ from patchkit.cc import CC
 from patchkit.fixes.settings import Check, Setting, SettingKind, Spelling, read_settings
 from patchkit.kernels.jit import Compiler, ask
 from patchkit.types import StrEnum
-from patchkit.values import Record
+from patchkit.values import Value
 from patchkit.versions import at_least, version_key
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ class DeepGemmWhy(StrEnum):
 SDIRS = ("nvidia/cu13/bin/ptxas", "nvidia/cuda_nvcc/bin/ptxas")  # where nvidia-cuda-nvcc 13.x / -cu12 12.x put ptxas
 
 
-class SettingHere(Record):
+class SettingHere(Value):
     setting: Setting
     version: str  # the installed release of setting.project
     cc: CC  # the GPU it is judged for

@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING
 
 from patchkit.fixes.speedups import Speedup, read_speedups
 from patchkit.gpus.smi import Machine
-from patchkit.values import Record
+from patchkit.values import Value
 
 if TYPE_CHECKING:
     from patchkit.fixes.speedups import Requires
 
 
-class SpeedupHere(Record):
+class SpeedupHere(Value):
     """A known speedup for this machine, with the targets' releases of the projects it requires."""
 
     speedup: Speedup

@@ -15,7 +15,7 @@ from patchkit.errors import BadInput
 from patchkit.rewrite.found import Found
 from patchkit.rewrite.unfit import Unfit
 from patchkit.types import CANNOT_APPLY, INCOMPLETE, NOT_NEEDED_HERE, PATCHED, Status
-from patchkit.values import Record
+from patchkit.values import Value
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection
@@ -77,7 +77,7 @@ def _cc(value: object) -> Key | None:
     return value
 
 
-class FixStatus(Record):
+class FixStatus(Value):
     """What became of one fix on the release: patched, already upstream, cannot apply (why)...
     Why is kept as values, never a sentence: an incomplete fix's gates, a cannot-apply fix's
     ``Unfit``, a fix not needed here the judge's reason (its JSON, said by ``render/generate.py``);
@@ -145,7 +145,7 @@ def gates_words(gates: list[dict[str, object]]) -> str:
     return "the feature's path still refuses the GPU at " + "; ".join(said) + more
 
 
-class FileEntry(Record):
+class FileEntry(Value):
     path: str
     mode: str | None  # (None: a manifest older than series does not say)
     pre_blob: str | None
@@ -162,7 +162,7 @@ class FileEntry(Record):
                    _text(doc["post_sha256"]), tables)
 
 
-class SeriesEntry(Record):
+class SeriesEntry(Value):
     """One patch of the series: the fix it carries, its rules and what it does, file by file.
     A file's pre-image is what the patches before it in the series leave."""
 
@@ -184,7 +184,7 @@ class SeriesEntry(Record):
                    _items(doc.get("rules") or [], _WRONG_TYPE), files, upstream)
 
 
-class Manifest(Record):
+class Manifest(Value):
     project: str | None  # (None: a manifest older than series does not say)
     version: str
     tag: str | None
@@ -243,7 +243,7 @@ def read_manifest(path: Path) -> Manifest:
         raise BadInput(str(path), f"corrupt manifest: {exc}") from None
 
 
-class Shipped(Record):
+class Shipped(Value):
     """The shipped patches of one version for the fixes chosen, taken together: their
     ``files`` (each file in one patch only), ``fixes`` and cc pair; ``parts`` each patch's
     (name, sha256, bytes), the sha256 checked against the manifest already."""

@@ -9,14 +9,14 @@ from __future__ import annotations
 import re
 
 from patchkit.text import plural
-from patchkit.values import Record
+from patchkit.values import Value
 
 CONTEXT = 3
 NO_NEWLINE = b"\\ No newline at end of file\n"
 ZERO_COMMIT = "0" * 40
 
 
-class FileChange(Record):
+class FileChange(Value):
     path: str
     mode: str
     old: bytes

@@ -21,7 +21,7 @@ from patchkit.patch.manifest import FixStatus, Shipped
 from patchkit.plan import APPLY, Plan, plan_apply
 from patchkit.plan.reasons import ForOtherGpus, LeftOut, NoRule, NoShippedPatch, ReleaseChanged
 from patchkit.types import NOTHING_TO_PATCH, Applied
-from patchkit.values import Record, Value
+from patchkit.values import Value
 
 if TYPE_CHECKING:  # for the annotations only
     from patchkit.cc import Key
@@ -49,7 +49,7 @@ class ApplyRequest(Value, kw_only=True):
                 project.to_cc if not isinstance(to_cc, CC) else project.key(to_cc))
 
 
-class Old(Record):
+class Old(Value):
     """A recorded state of another release: never used, set aside by apply and revert."""
 
     applied: Applied
@@ -89,7 +89,7 @@ class FixRefused(Refused):
         self.fixes = fixes
 
 
-class Look(Record):
+class Look(Value):
     """What apply found, before writing anything."""
 
     plan: Plan

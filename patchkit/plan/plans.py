@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from patchkit.types import Applied, Change, Reason, Source, Status, StrEnum
-from patchkit.values import Record
+from patchkit.values import Value
 
 if TYPE_CHECKING:  # for the annotations only
     from patchkit.rewrite.found import Found
@@ -29,7 +29,7 @@ class Action(StrEnum):
 APPLY, REVERT = Action.APPLY, Action.REVERT
 
 
-class Plan(Record):
+class Plan(Value):
     action: Action | Status
     source: Source | None = None  # where the patch comes from (None: nothing is)
     changes: Sequence[Change] = ()  # a list or a tuple

@@ -36,7 +36,7 @@ from patchkit.plan.reasons import (
     StaleJitBuild,
 )
 from patchkit.types import Applied
-from patchkit.values import Record
+from patchkit.values import Value
 
 if TYPE_CHECKING:  # for the annotations only
     from patchkit.cc import Key
@@ -56,7 +56,7 @@ class StalePyc(Protocol):
     def reason(self) -> str: ...
 
 
-class Checked(Record):
+class Checked(Value):
     """One file verify looked at, how, and the tables, lists or gates it found there."""
 
     path: str  # as the target names it
@@ -64,7 +64,7 @@ class Checked(Record):
     tables: tuple[str, ...]
 
 
-class VerifyPlan(Record):
+class VerifyPlan(Value):
     checked: tuple[Checked, ...]
     notes: tuple[Note, ...]  # plan.reasons: what does not fail verify
     problems: tuple[Note, ...]  # plan.reasons: what does

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from patchkit.types import StrEnum
-from patchkit.values import Record
+from patchkit.values import Value
 
 
 class Freshness(StrEnum):
@@ -27,7 +27,7 @@ _TAG_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123
 _HEADER_SIZE = 16  # PEP 552: magic, flags, then mtime + size or an 8-byte source hash
 
 
-class Pyc(Record):
+class Pyc(Value):
     path: Path
     status: Freshness
     reason: str

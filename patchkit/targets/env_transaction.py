@@ -51,7 +51,7 @@ from patchkit.targets.transaction import (
     writable,
 )
 from patchkit.types import Applied, Change
-from patchkit.values import Record
+from patchkit.values import Value
 
 if TYPE_CHECKING:  # for the annotations only
     from patchkit.targets.state import Doc, JournalFile, JournalPart
@@ -59,7 +59,7 @@ if TYPE_CHECKING:  # for the annotations only
     Found = tuple[Target, Store, str | None, Doc, list[JournalFile]]  # a journal's part: its target, store, release now, JSON, files
 
 
-class Part(Record):
+class Part(Value):
     """One project's share of an environment's transaction."""
 
     target: Target

@@ -23,7 +23,7 @@ from patchkit.fixes.registry import PROJECTS, Project
 from patchkit.targets.import_path import TEXT_CAP, ImportPath, candidates, import_path, mapping, read_text
 from patchkit.targets.interpreter import interpreter, site_packages_of
 from patchkit.types import StrEnum
-from patchkit.values import Record
+from patchkit.values import Value
 
 if TYPE_CHECKING:  # for the annotations only
     from patchkit.targets.import_path import ImportPlace
@@ -39,7 +39,7 @@ class InstallForm(StrEnum):
 WHEEL, EDITABLE = InstallForm.WHEEL, InstallForm.EDITABLE
 
 
-class Install(Record):
+class Install(Value):
     """One project installed for an interpreter."""
 
     project: str  # the project's name in patchkit ("sglang")
@@ -55,7 +55,7 @@ class Install(Record):
         return self.site if self.how is WHEEL else self.package
 
 
-class Environment(Record):
+class Environment(Value):
     """What ``--python EXE`` holds: the interpreter, where it imports from, what is installed."""
 
     exe: Path

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 from patchkit.errors import PatchkitError
 from patchkit.match import Pattern
-from patchkit.values import Record
+from patchkit.values import Value
 
 if TYPE_CHECKING:  # the site folders are read only for a process that may run the project
     from patchkit.targets.import_path import ImportPath
@@ -57,13 +57,13 @@ class Why(str, Enum):
 CANNOT_TELL = (Why.UNREADABLE, Why.TOO_LARGE)
 
 
-class Evidence(Record):
+class Evidence(Value):
     reason: Why
     path: str
     detail: str = ""
 
 
-class Package(Record):
+class Package(Value):
     """The files a process must run to be named: a target's package folder (``/x/python/sglang``
     of a checkout, ``site-packages/sglang`` of an install), and for an installed package the
     prefix of its environment (``V`` for ``V/lib/python3.11/site-packages``), else None."""
@@ -72,7 +72,7 @@ class Package(Record):
     environment: Path | None = None
 
 
-class CommandLine(Record):
+class CommandLine(Value):
     """An interpreter's command line as CPython reads it: its one-letter options, then what runs."""
 
     flags: frozenset[str]  # one-letter options without a value (E, I, P, s, ...)
@@ -149,7 +149,7 @@ def _is_script_of(arg: str, project: str) -> bool:
     return parts[-1] == project or (parts[-1].endswith(".py") and project in parts[:-1])
 
 
-class Seen(Record):
+class Seen(Value):
     """What patchkit read of a running process (``processes.py``); None where it could not."""
 
     command: CommandLine

@@ -26,7 +26,7 @@ from pathlib import Path
 from patchkit.bounded import read_file
 from patchkit.errors import BadInput
 from patchkit.match import Pattern
-from patchkit.values import Record
+from patchkit.values import Value
 
 TEXT_CAP = 4 << 20  # a .pth, a finder, direct_url.json, an .egg-link, METADATA (dist_info.py): a few KiB each in real installs
 _FINDER_LINE = Pattern(r"import\s+(__editable___[\w]+_finder)\s*;\s*\1\s*\.\s*install\s*\(\s*\)\s*$")
@@ -37,7 +37,7 @@ def read_text(path: Path, what: str) -> str:
     return read_file(path, TEXT_CAP, what).decode("utf-8", "replace")
 
 
-class PathEntry(Record):
+class PathEntry(Value):
     """One folder of ``sys.path``."""
 
     folder: Path
@@ -45,7 +45,7 @@ class PathEntry(Record):
     pth: Path | None  # the .pth file that names it; None for the site folder itself
 
 
-class Finder(Record):
+class Finder(Value):
     """An editable finder that a .pth line appends to ``sys.meta_path``."""
 
     pth: Path  # the __editable__.*.pth whose line installs it
@@ -53,7 +53,7 @@ class Finder(Record):
     site: Path
 
 
-class ImportPath(Record):
+class ImportPath(Value):
     entries: list[PathEntry]
     finders: list[Finder]
     reordering: list[Path]  # .pth files with code that rewrites sys.path
@@ -118,7 +118,7 @@ def mapping(finder: Path, label: str) -> dict[object, object]:
     return found
 
 
-class ImportPlace(Record):
+class ImportPlace(Value):
     """A place that would give ``import NAME``."""
 
     package: Path  # the package folder (its __init__.py inside), or a zipped egg on the path
@@ -140,7 +140,7 @@ class ImportPlace(Record):
         return self.entry.pth or self.package
 
 
-class Candidates(Record):
+class Candidates(Value):
     """Every place that would give ``import NAME``, in the order Python asks them."""
 
     found: list[ImportPlace]  # regular packages on the path first, then the editable finders that map it

@@ -10,7 +10,7 @@ from pathlib import Path
 from patchkit.bounded import TIME, load_json, run
 from patchkit.errors import BadInput
 from patchkit.targets.import_path import read_text
-from patchkit.values import Record
+from patchkit.values import Value
 
 # Asked of the target interpreter under -I -S: its version, its own idea of its path (a
 # pyenv shim execs the real one), its platlibdir, its user site unless disabled
@@ -59,7 +59,7 @@ def interpreter(python: str) -> Path:
     return exe
 
 
-class _Venv(Record):
+class _Venv(Value):
     folder: Path
     sees_system: bool  # include-system-site-packages = true
     version: str | None  # "3.11" from its version (venv) or version_info (uv, virtualenv) line

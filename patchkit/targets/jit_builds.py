@@ -51,7 +51,7 @@ from pathlib import Path
 from patchkit.errors import BadInput, PatchkitError, Refused, UnsafePath
 from patchkit.match import Pattern
 from patchkit.types import StrEnum
-from patchkit.values import Record
+from patchkit.values import Value
 from patchkit.versions import at_least, is_version
 
 # Where a build comes from, as the lines name it: below ~/.cache/flashinfer or FLASHINFER_WORKSPACE_BASE, or prebuilt.
@@ -86,7 +86,7 @@ _LOCAL = Pattern(r"[a-z0-9]+(\.[a-z0-9]+)*")  # a local label in PEP 440's norma
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
 
-class Build(Record):
+class Build(Value):
     module: str
     kind: BuildKind
     path: Path  # the module's build folder (cached, workspace) or the prebuilt .so
@@ -109,7 +109,7 @@ class Drop(str, Enum):
     FAILED = "failed"  # refused or not removed (``JitDrop.error``)
 
 
-class JitDrop(Record):
+class JitDrop(Value):
     module: str
     path: Path  # the build folder, or the prebuilt .so
     outcome: Drop
@@ -117,7 +117,7 @@ class JitDrop(Record):
     error: PatchkitError | None = None
 
 
-class JitCheck(Record):  # the stale builds of the files written, what became of each
+class JitCheck(Value):  # the stale builds of the files written, what became of each
     drops: tuple[JitDrop, ...] = ()
     error: PatchkitError | None = None  # why none were looked for
 

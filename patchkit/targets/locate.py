@@ -12,7 +12,7 @@ from patchkit.fixes.registry import PROJECTS, Project
 from patchkit.git.refs import git_dir, release_tags_at_head
 from patchkit.targets.safety import resolve_inside
 from patchkit.types import StrEnum
-from patchkit.values import Record
+from patchkit.values import Value
 from patchkit.versions import tag_to_version
 
 if TYPE_CHECKING:  # a checkout's commands do not read an environment
@@ -36,7 +36,7 @@ ENV_DIR = ".patchkit-environment"  # an environment's state dir, in its site-pac
 _VERSION = r"""^__version__\s*(?::[^=]*)?=\s*(?:version\s*=\s*)?["']([^"']+)["']"""
 
 
-class Target(Record):
+class Target(Value):
     root: Path  # the checkout, or the site-packages folder of an installed package
     kind: Layout
     state_dir: Path

@@ -34,7 +34,7 @@ from patchkit.targets.evidence import (
     runs_project,
 )
 from patchkit.text import printable
-from patchkit.values import Record
+from patchkit.values import Value
 
 if TYPE_CHECKING:  # for the annotations only
     from patchkit.targets.evidence import Sites
@@ -51,7 +51,7 @@ STAT_CAP = 4 << 10
 CMDLINE_CAP = 256 << 10
 ENVIRON_CAP = 1 << 20
 
-class Process(Record):
+class Process(Value):
     pid: int
     cmdline: str  # argv joined with spaces, control characters escaped (" ..." ends one cut at the cap)
     started_ns: int  # wall-clock start time, ns since epoch (approximate; for display)

@@ -39,7 +39,7 @@ from patchkit.targets.atomic import make_dir, read_private, remove_temps, sync_f
 from patchkit.targets.locate import INSTALLED, Target
 from patchkit.targets.state import LINK, Store, recorded, valid_files
 from patchkit.types import Applied, Change
-from patchkit.values import Record
+from patchkit.values import Value
 
 if TYPE_CHECKING:  # for the annotations only
     from collections.abc import Iterable, Mapping
@@ -54,17 +54,17 @@ FAULT_ENV = "PATCHKIT_FAULT"
 LOCK_TIMEOUT_ENV = "PATCHKIT_LOCK_TIMEOUT"
 
 
-class Waited(Record):  # this run waited for another one to release the lock
+class Waited(Value):  # this run waited for another one to release the lock
     seconds: float
     pid: int | None  # the other run's, when its lock file said
 
 
-class Finished(Record):  # an interrupted transaction, finished (rolled forward) before anything else
+class Finished(Value):  # an interrupted transaction, finished (rolled forward) before anything else
     op: str  # apply, revert
     files: int
 
 
-class JournalSetAside(Record):
+class JournalSetAside(Value):
     """An interrupted transaction of another release, set aside, never finished on these files."""
 
     op: str
@@ -74,14 +74,14 @@ class JournalSetAside(Record):
     folder: Path
 
 
-class LockTaken(Record):
+class LockTaken(Value):
     """What taking a target's lock did: whether this run waited, and what recovery did."""
 
     waited: Waited | None = None
     recovered: Finished | JournalSetAside | None = None
 
 
-class SetAside(Record):
+class SetAside(Value):
     """A recorded state of another release, set aside (``folder``; None: not yet, a dry run)."""
 
     folder: Path | None

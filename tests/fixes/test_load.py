@@ -39,7 +39,7 @@ def test_the_shipped_fixes_and_projects() -> None:
         ("sglang", "predicate", "sm100", "sm120", "not upstream; copied from SM100, untuned"),
     ]
     backport = fusion.rules[0]
-    assert tuple(backport.origin) == ("FlashInfer", 3903, "2deed6c15e8c8410763d6e8adedc8ca69597e957",
+    assert tuple(backport.origin._asdict().values()) == ("FlashInfer", 3903, "2deed6c15e8c8410763d6e8adedc8ca69597e957",
                                "feat(comm): extend trtllm_allreduce to SM12x and fix lamport buffer pointer packing", "0.6.17")
     assert (backport.made_on, [(r.file, r.until, r.drop) for r in backport.refresh]) == (
         "0.6.16.post4", [("flashinfer/aot.py", "0.6.5", ("            or has_sm120f",))])

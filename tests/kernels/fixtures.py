@@ -65,6 +65,10 @@ SOURCES += tuple((f"{folder}/sgl_kernel/sm100/common_ops.abi3.so", "sglang-kerne
                   "sgl_kernel/sm100/common_ops.abi3.so")
                  for folder, platform in (("sglang-kernel-0.4.10", "manylinux2014_x86_64"),
                                           ("sglang-kernel-0.4.10-aarch64", "manylinux2014_aarch64")))
+# torch 2.11.0's libtorch_cuda.so from the aarch64 wheel a GB10 installs: PyPI's first aarch64 torch built with
+# CUDA (13.0); those before it are CPU builds, without the file (failure mode prebuilt-no-sm12x).
+SOURCES += (("torch-2.11.0-aarch64/torch/lib/libtorch_cuda.so", "torch", "2.11.0", "manylinux_2_28_aarch64",
+             "torch/lib/libtorch_cuda.so"),)
 # (fixture folder, distribution, version, platform): beside its shared objects, the RECORD rows that name
 # them and the Python files patchkit reads in that release (``python_files``), kept whole.
 RELEASES = (("vllm-0.34.0", "vllm", "0.34.0", "manylinux_2_28_x86_64"),

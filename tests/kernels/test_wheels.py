@@ -1,6 +1,7 @@
 """The reader on the CUDA wheels people install, held out against NVIDIA's cuobjdump: sparse copies of
 real libraries (``fixtures.py``: the bytes patchkit reads, every other byte zero) of nvidia-cufft
-12.0.0.61, nvidia-nccl-cu13 2.28.9, cupy-cuda13x 14.2.0 and vllm 0.20.2, beside what cuobjdump 13.4
+12.0.0.61, nvidia-nccl-cu13 2.28.9, cupy-cuda13x 14.2.0, vllm 0.20.2 and 0.34.0, sglang-kernel 0.4.10 and
+torch 2.11.0 (aarch64: libtorch_cuda.so), beside what cuobjdump 13.4
 printed for the real files.  Entry by entry: the executable fat binary as ``cuobjdump FILE`` lists
 it, every section as ``cuobjdump -all FILE`` does.  Where the names differ, the documented rule says
 why (``listed``: ``--list-elf`` names an ``sm_100f`` cubin's file ``x.sm_100.cubin``).
@@ -9,6 +10,7 @@ why (``listed``: ``--list-elf`` names an ``sm_100f`` cubin's file ``x.sm_100.cub
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -172,6 +174,25 @@ def test_a_torch_of_an_exposed_release_is_judged_by_its_libtorch_cuda(tmp_path: 
     assert [(w.project, w.what) for w in old[0].ways] == [("torch", "2.8.0"), ("torch", "2.11.0")]
     assert judged(None, "2.11.0", CC(12, 1)) == []
     assert judged("hopper-blackwell-dc", "2.11.0", CC(12, 0)) == []  # a release past the range: not judged on its file
+
+
+def test_torch_2110_aarch64_runs_on_12x_and_a_cuda_build_in_the_range_is_judged_by_it(copies: dict[str, Path],
+                                                                                      tmp_path: Path) -> None:
+    """torch 2.11.0's aarch64 wheel, PyPI's first aarch64 torch built with CUDA (its libtorch_cuda.so, a sparse copy):
+    sm_120 and sm_121a, so it runs on 12.0 and 12.1.  A GB10 whose torch of the range (2.7.0 to 2.10.0) is a CUDA build
+    (not PyPI's CPU one: its file stands here for that build's) is judged on that file, and not exposed."""
+    from patchkit.judge.modes import modes_here
+
+    lib = copies["torch-2.11.0-aarch64/torch/lib/libtorch_cuda.so"]
+    here = judge(str(lib), "torch/lib/libtorch_cuda.so", [CC(12, 0), CC(12, 1)])
+    assert [(f.cc, f.runs, f.by) for f in here.fits] == [(CC(12, 0), SASS, ("sm_120", "sm_120a")),
+                                                         (CC(12, 1), SASS, ("sm_120", "sm_121a"))]
+    site = tmp_path / "site-packages"
+    (site / "torch/lib").mkdir(parents=True)
+    os.link(lib, site / "torch/lib/libtorch_cuda.so")
+    assert [h for h in modes_here({"torch": "2.10.0"}, [CC(12, 1)], [site]) if h.mode.name == "prebuilt-no-sm12x"] == []
+    cpu = [h.gpus for h in modes_here({"torch": "2.10.0"}, [CC(12, 1)], [tmp_path / "cpu"]) if h.mode.name == "prebuilt-no-sm12x"]
+    assert cpu == [(CC(12, 1),)]
 
 
 def test_a_shared_object_judged_already_is_not_read_again(tmp_path: Path) -> None:

@@ -84,7 +84,7 @@ class _Apply(Job[ApplyResult]):
     def result(self, done: Done) -> ApplyResult:
         s, plan = self.session, done.look.plan
         effects = _effects([t.fix for t in plan.tables if t.patched and t.fix is not None], s, self.versions) if plan.action == APPLY else ()
-        return ApplyResult(**shared(self, done), project=s.project.name, label=s.project.label, fixes=done.snap.fixes,
+        return ApplyResult(**shared(self, done)._asdict(), project=s.project.name, label=s.project.label, fixes=done.snap.fixes,
                            kept=done.snap.kept, stale=done.look.stale, effects=effects)
 
 

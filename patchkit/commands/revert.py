@@ -90,7 +90,7 @@ class _Revert(Job[RevertResult]):
         return [c.path for c in plan.changes] if plan.action == REVERT else None
 
     def result(self, done: Done) -> RevertResult:
-        return RevertResult(**shared(self, done), kept=tuple(done.prepared or ()))
+        return RevertResult(**shared(self, done)._asdict(), kept=tuple(done.prepared or ()))
 
 
 def revert_targets(given: Targets, request: RevertRequest) -> Result:

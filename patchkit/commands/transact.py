@@ -19,30 +19,14 @@ from patchkit.targets.transaction import LockTaken, SetAside, commit, exclusive,
 from patchkit.values import Value
 
 if TYPE_CHECKING:
-    from typing import TypedDict
-
     from patchkit.targets.jit_builds import JitCheck
     from patchkit.targets.processes import Process
     from patchkit.targets.session import Session
+    from patchkit.targets.state import Store
     from patchkit.types import Applied, Change
 
     # What to commit: the changes, and the state to record (None: none).
     Part_ = tuple[Sequence[Change], Applied | None]
-
-    class Shared(TypedDict):
-        """``Transacted``'s fields, as ``shared`` makes them."""
-
-        where: Where
-        dry_run: bool
-        pending: bool
-        lock: LockTaken | None
-        set_aside: SetAside | None
-        plan: Plan
-        dropped: tuple[Path, ...]
-        jit: JitCheck | None
-        restart: tuple[Process, ...]
-        local: Callable[[str], str]
-    from patchkit.targets.state import Store
 
 
 class Transacted(Value, kw_only=True):
@@ -119,17 +103,18 @@ class Job(Generic[R]):
         raise NotImplementedError
 
 
-def shared(job: Job[R], done: Done) -> Shared:
-    """The fields of ``Transacted`` of ``done``, with what comes after the write: FlashInfer's JIT
-    builds of the files written dropped (or named by a dry run), the servers that started before."""
+def shared(job: Job[R], done: Done) -> Transacted:
+    """What apply and revert share of ``done``, with what comes after the write: FlashInfer's JIT builds
+    of the files written dropped (or named by a dry run), the servers that started before.  A command's
+    result takes these fields (``Transacted._asdict()``) and adds its own."""
     s, plan = job.session, done.look.plan
     written = job.written(plan)
-    return {
-        "where": Where.of(s), "dry_run": job.dry_run, "pending": done.before.pending, "lock": done.lock, "set_aside": done.aside,
-        "plan": plan, "dropped": done.dropped,
-        "jit": drop_jit_builds(s.target, s.version, written, job.dry_run) if written is not None else None,
-        "restart": tuple(old_processes(s.target, written)) if written is not None and not job.dry_run else (), "local": s.target.local,
-    }
+    return Transacted(
+        where=Where.of(s), dry_run=job.dry_run, pending=done.before.pending, lock=done.lock, set_aside=done.aside,
+        plan=plan, dropped=done.dropped,
+        jit=drop_jit_builds(s.target, s.version, written, job.dry_run) if written is not None else None,
+        restart=tuple(old_processes(s.target, written)) if written is not None and not job.dry_run else (), local=s.target.local,
+    )
 
 
 def transact(job: Job[R]) -> R:

@@ -3,9 +3,8 @@
 A command (``patchkit.commands``) returns a typed result and prints nothing; ``patchkit.render``
 turns a result into lines (for a terminal, or piped) and one JSON document, and ``cli/boundary.py``
 prints them and exits with the result's ``exit_code``.  Here are the shapes results share:
-``Where`` (the target a result is about), ``Each`` (one command over several targets),
-``Auto`` (``--to-cc auto``: the machine, and the ordinary command's results per target), and
-the lines that name a place in a file (``Place``, grouped under its ``Heading`` on a terminal).
+``Where`` (the target a result is about), ``Each`` (one command over several targets)
+and ``Auto`` (``--to-cc auto``: the machine, and the ordinary command's results per target).
 """
 
 from __future__ import annotations
@@ -106,37 +105,3 @@ class Auto(Value):
     def exit_code(self) -> int:
         extra = (self.settings.exit_code,) if self.settings is not None else ()
         return worst((*(r.exit_code for t in self.targets for r in t.results), *extra))
-
-
-class Heading(str):
-    """A line that heads a group of places (a file, a class of gates): printed on a terminal,
-    left out when the output is piped (each place then names its file)."""
-
-    __slots__ = ()
-
-
-class Place(str):
-    """A line that names a place in a file.  Its text is the grouped form, printed on a
-    terminal under its Heading; piped, it prints as ``path:line: text``, as compilers and
-    ripgrep do, for editors and grep."""
-
-    __slots__ = ("path", "line", "text")
-    path: str
-    line: int
-    text: str
-
-    def __new__(cls, grouped: str, path: str, line: int, text: str) -> Place:
-        place = super().__new__(cls, grouped)
-        place.path, place.line, place.text = path, line, text
-        return place
-
-    def piped(self) -> str:
-        return f"{self.path}:{self.line}: {self.text}"
-
-
-def render(lines: list[str], terminal: bool) -> list[str]:
-    """The lines a result prints: grouped on a terminal, ``path:line: text`` when piped."""
-    if terminal:
-        return list(lines)
-    return [line.piped() if isinstance(line, Place) else line for line in lines if not isinstance(line, Heading)]
-

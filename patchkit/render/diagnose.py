@@ -11,7 +11,7 @@ from patchkit.kernels.compat import UNKNOWN
 from patchkit.logs.match import EFFECT
 from patchkit.render.findings import finding_json, finding_lines, gpus
 from patchkit.render.kernels import file_json, verdict
-from patchkit.report import render
+from patchkit.render.lines import render
 from patchkit.text import escaped, plural
 
 if TYPE_CHECKING:

@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from patchkit.fixes.registry import FIXES, PROJECTS
 from patchkit.logs.match import EFFECT, FAILURE, FIX, MODE, LogFinding
 from patchkit.logs.origin import target
+from patchkit.render.lines import Heading, Place
 from patchkit.render.modes import by_name, mode_lines
 from patchkit.render.modes import headline as headline_of
-from patchkit.report import Heading, Place
 from patchkit.text import escaped
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patchkit.commands.scan import CompareScan
-from patchkit.report import Heading, Place, render
+from patchkit.render.lines import Heading, Place, render
 from patchkit.scan.classify import CLASSES, UNAWARE
 from patchkit.scan.finding import KINDS
 from patchkit.text import plural

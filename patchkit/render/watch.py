@@ -8,8 +8,8 @@ from __future__ import annotations
 from patchkit.commands.watch import CRASHED, READY, STARTED_OVER, WAITING, Progress, WatchResult
 from patchkit.logs.match import EFFECT
 from patchkit.render.findings import finding_json, finding_lines, gpus
+from patchkit.render.lines import Heading, Place, render
 from patchkit.render.modes import mode_lines
-from patchkit.report import Heading, Place, render
 from patchkit.text import escaped, plural
 
 

@@ -80,18 +80,23 @@ class Value:
     The fields are the annotated names of the class and its bases, bases first, but a
     ``ClassVar``'s; a field given a value in the class body has it as its default.  ``Sub(1, b=2)``
     (``class Sub(Value, kw_only=True)``: by keyword only); equal to a value of the same class with
-    equal fields, hashed as them, ``Sub(a=1, b=2)`` as its repr, ``_replace(**changes)`` a copy."""
+    equal fields, hashed as them, ``Sub(a=1, b=2)`` as its repr, ``_replace(**changes)`` a copy.  A
+    class that defines ``__post_init__`` has it called once the fields are set (a check that
+    raises ValueError), as a dataclass does."""
 
     __slots__ = ()
     __signature__ = _Signature()
     _fields: tuple[str, ...] = ()
     _defaults: dict[str, object] = {}
     _kw_only = False
+    _checked = False  # the class (or a base) defines __post_init__
 
     def __init_subclass__(cls, kw_only: bool = False, **kw: object) -> None:
         super().__init_subclass__(**kw)
         if kw_only:
             cls._kw_only = True
+        if "__post_init__" in cls.__dict__:
+            cls._checked = True
         own = [(n, h) for n, h in cls.__dict__.get("__annotations__", {}).items() if not _is_classvar(h)]
         if not own:  # the fields and defaults of its base, which checked them (a reason's ``code`` only)
             return
@@ -126,6 +131,11 @@ class Value:
                         raise TypeError(f"{name}() missing argument {key!r}")
                     values[key] = value
         self.__dict__.update(values)
+        if self._checked:
+            self.__post_init__()
+
+    def __post_init__(self) -> None:
+        """A subclass's check of its fields (none here)."""
 
     def _values(self) -> tuple[object, ...]:
         return tuple(self.__dict__[f] for f in self._fields)

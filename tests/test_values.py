@@ -79,6 +79,38 @@ def test_a_value_is_copied_and_pickled() -> None:
     assert copy.copy(value) == copy.deepcopy(value) == pickle.loads(pickle.dumps(value)) == value
 
 
+class Checked(Value):
+    low: int
+    high: int
+
+    def __post_init__(self) -> None:
+        if self.low > self.high:
+            raise ValueError("low above high")
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckedTwin:
+    low: int
+    high: int
+
+    def __post_init__(self) -> None:
+        if self.low > self.high:
+            raise ValueError("low above high")
+
+
+def test_a_value_checks_itself_as_its_dataclass_did() -> None:
+    """``__post_init__`` runs once the fields are set, on a copy too, and for a subclass."""
+    for make in (Checked, CheckedTwin):
+        assert make(1, 2).high == 2
+        with pytest.raises(ValueError, match="low above high"):
+            make(3, 2)
+    with pytest.raises(ValueError, match="low above high"):
+        Checked(1, 2)._replace(low=5)
+    with pytest.raises(ValueError, match="low above high"):
+        type("Sub", (Checked,), {"__annotations__": {"note": "str"}, "note": ""})(3, 2)
+    assert Sub("n", None)._asdict() == {"name": "n", "found": None, "path": ""} == dataclasses.asdict(SubTwin("n", None))
+
+
 class Pair(Record):
     """Two things."""
 

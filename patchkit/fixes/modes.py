@@ -13,7 +13,6 @@ watch judge from it.  A wrong file is one BadInput line naming the file and the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
 from pathlib import Path
@@ -25,6 +24,7 @@ from patchkit.fixes.load import HERE, _read
 from patchkit.types import StrEnum
 
 _E = TypeVar("_E", bound=StrEnum)
+from patchkit.values import Value
 from patchkit.versions import at_least, is_version, version_key
 
 FOLDER = HERE / "modes"
@@ -98,8 +98,7 @@ class Proven(Enum):
     QUOTED = "quoted"
 
 
-@dataclass(frozen=True)
-class Sign:
+class Sign(Value):
     """A text users see: a traceback's last line (``exception``) or a line a tool prints by itself (``log``)."""
 
     text: str
@@ -109,8 +108,7 @@ class Sign:
     thread: str  # where it was seen ("vllm#54225")
 
 
-@dataclass(frozen=True)
-class Proof:
+class Proof(Value):
     """A released file that holds (or lacks) a text: what a bound rests on."""
 
     distribution: str  # the distribution on the index ("flashinfer-python")
@@ -122,8 +120,7 @@ class Proof:
     machine: str = ""  # the wheel built for this machine ("aarch64": what a GB10 installs); "": CPython 3.11's x86_64 one
 
 
-@dataclass(frozen=True)
-class Exposure:
+class Exposure(Value):
     """The releases of one project exposed to a mode: ``since`` <= release < ``fixed_in``."""
 
     project: str  # the installed distribution whose release decides it
@@ -162,8 +159,7 @@ class Exposure:
         return Proven.QUOTED if self.quoted or not self.proofs else Proven.FILES
 
 
-@dataclass(frozen=True)
-class WayOut:
+class WayOut(Value):
     kind: WayKind
     project: str  # the project whose release decides whether it applies
     since: str | None  # the releases it applies to
@@ -177,8 +173,7 @@ class WayOut:
         return (self.since is None or at_least(version, self.since)) and (self.before is None or not at_least(version, self.before))
 
 
-@dataclass(frozen=True)
-class Mode:
+class Mode(Value):
     name: str
     survey: int  # its number in the 2026-09 survey of upstream threads
     title: str

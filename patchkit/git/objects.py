@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,22 +16,21 @@ from typing import TYPE_CHECKING
 from patchkit.errors import BadInput, BranchError
 from patchkit.git.batch import HASH_BYTES, CatFile, ObjectType, TreeEntry, tree_entries
 from patchkit.git.refs import repo_format
+from patchkit.values import Value
 from patchkit.versions import is_release_tag, version_key
 
 if TYPE_CHECKING:
     from patchkit.git.batch import Object
 
 
-@dataclass(frozen=True)
-class Release:
+class Release(Value):
     tag: str
     commit: str
     date: str  # RFC 2822, the release commit's author date
     day: str  # YYYY-MM-DD of that date
 
 
-@dataclass(frozen=True)
-class SourceFile:
+class SourceFile(Value):
     path: str
     blob: str  # git blob id; GitSource.read(blob) gives the bytes
     mode: str  # e.g. "100644"

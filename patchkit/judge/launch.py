@@ -8,12 +8,12 @@ Flags are read as SGLang and vLLM spell them (``--tp-size``, ``--tensor-parallel
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchkit.bounded import load_json, read_file
 from patchkit.errors import BadInput
 from patchkit.fixes.modes import Condition
+from patchkit.values import Value
 
 _CONFIG_MAX = 1 << 20  # a model's config.json
 _VALUE_FLAGS = {"--tp-size", "--tp", "--tensor-parallel-size", "-tp", "--kv-cache-dtype", "--quantization", "-q",
@@ -25,16 +25,15 @@ _SPARSE_MLA = ("DeepseekV32ForCausalLM", "DeepseekV4ForCausalLM", "GlmMoeDsaForC
 _MLA = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "KimiK2ForCausalLM", *_SPARSE_MLA)
 
 
-@dataclass(frozen=True)
-class Launch:
+class Launch(Value):
     """What a server's command line says of the conditions: ``holds`` True, False, or None (open)."""
 
     words: tuple[str, ...]
-    options: dict[str, str] = field(default_factory=dict)  # flag -> value, as written (the last one wins)
-    switches: frozenset[str] = frozenset()  # flags given without a value
-    model: str | None = None
-    config: dict[str, object] | None = None  # the local model's config.json
-    known: dict[Condition, bool] = field(default_factory=dict)
+    options: dict[str, str]  # flag -> value, as written (the last one wins)
+    switches: frozenset[str]  # flags given without a value
+    model: str | None
+    config: dict[str, object] | None  # the local model's config.json
+    known: dict[Condition, bool]
 
     def holds(self, condition: Condition) -> bool | None:
         return self.known.get(condition)

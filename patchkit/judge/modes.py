@@ -15,7 +15,6 @@ never imported.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING
 from patchkit.cc import CC
 from patchkit.fixes.modes import Condition, Exposure, Mode, WayKind, WayOut, modes
 from patchkit.judge.launch import Launch
+from patchkit.values import Value
 
 if TYPE_CHECKING:
     from patchkit.judge.kernels import FileHere
@@ -39,8 +39,7 @@ class Exposed(Enum):
     UNREAD = "newer than read"  # a release newer than the data, whose files do not tell
 
 
-@dataclass(frozen=True)
-class ModeHere:
+class ModeHere(Value):
     mode: Mode
     exposure: Exposure
     version: str  # the installed release of the exposure's project
@@ -158,8 +157,7 @@ def failing(found: list[ModeHere]) -> list[ModeHere]:
     return [h for h in found if h.verdict == Exposed.EXPOSED]
 
 
-@dataclass(frozen=True)
-class FlagHere:
+class FlagHere(Value):
     """A flag of the server's command line that a way out names, against the installed release."""
 
     flag: str  # as the launch line gives it ("--moe-backend")

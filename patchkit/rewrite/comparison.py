@@ -17,7 +17,6 @@ stays as it was.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -34,7 +33,6 @@ if TYPE_CHECKING:
     from patchkit.cc import Key
 
 
-@dataclass(frozen=True)
 class ComparisonResult(Hit):
     """What happened to one test: ``name`` is the test as it read (``sm_version == 120``),
     ``scope`` what encloses it ("module", "def f"), ``value`` the test as it reads now."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 
 import libcst as cst
 
@@ -26,7 +25,6 @@ from patchkit.rewrite.unfit import Misfit, no_fit
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
 
 
-@dataclass(frozen=True)
 class TableResult(Hit):
     """What happened to one table assignment (``scope``: "module" or "class <Name>";
     ``value``: the copied value's source, on one line, comments dropped)."""

@@ -12,8 +12,6 @@ The new member's whitespace is arranged by ``rewrite.insert.insert_after``, as e
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import libcst as cst
 
 from patchkit.cc import Key
@@ -25,10 +23,10 @@ from patchkit.rewrite.output import LINE_LENGTH, Hit, Rewritten, new_literal, re
 from patchkit.rewrite.scope import Enclosing
 from patchkit.rewrite.unfit import Misfit, no_fit
 from patchkit.types import ALREADY_UPSTREAM, PATCHED
+from patchkit.values import Value
 
 
-@dataclass(frozen=True)
-class Locator:
+class Locator(Value):
     """Which lists a rule means: exactly one of ``call`` + ``keyword`` (a keyword argument,
     ``get_nvcc_flags_list(supported_major_versions=[9, 10])``; the call matches on its last
     name, so ``ctx.get_nvcc_flags_list(...)`` too), ``target`` (``SUPPORTED = [9, 10]``) or
@@ -57,7 +55,6 @@ class Locator:
         return [n for n in (self.call, self.keyword, self.target, self.function) if n is not None]
 
 
-@dataclass(frozen=True)
 class ListResult(Hit):
     """What happened to one list: ``name`` is the Locator's label; ``scope`` is what encloses
     the list ("module", "class A", "def f", "def A.f"); ``value`` the list as it reads now."""

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Generic, TypedDict, TypeVar
 
 import libcst as cst
@@ -15,6 +14,7 @@ import libcst as cst
 from patchkit.cc import Key
 from patchkit.rewrite.unfit import Misfit, no_fit
 from patchkit.types import PATCHED, Status
+from patchkit.values import Value
 
 LINE_LENGTH = 88  # black's default, and SGLang's: a longer new line is refused, never re-wrapped
 
@@ -30,8 +30,7 @@ class HitJson(TypedDict):
     value: str
 
 
-@dataclass(frozen=True)
-class Hit:
+class Hit(Value):
     """What happened to one thing a rewrite found (a table, a list, a gate): its name, where
     it is, PATCHED or ALREADY_UPSTREAM, what it copies and what it added, and its value on
     one line.  ``to_json`` is the one shape manifests, state and reports carry."""
@@ -56,8 +55,7 @@ def changed(found: Iterable[Hit]) -> bool:
 _H = TypeVar("_H", bound=Hit)
 
 
-@dataclass(frozen=True)
-class Rewritten(Generic[_H]):
+class Rewritten(Value, Generic[_H]):
     """The rewritten source and what happened to each thing found in it (each kind gives
     ``found`` its own name too: ``tables``, ``lists``)."""
 

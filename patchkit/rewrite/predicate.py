@@ -21,7 +21,6 @@ stays as it was.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import TypeGuard
 
 import libcst as cst
@@ -34,15 +33,14 @@ from patchkit.rewrite.insert import insert_after, multiline
 from patchkit.rewrite.output import LINE_LENGTH, HitJson, render
 from patchkit.rewrite.unfit import Misfit, no_fit
 from patchkit.types import ALREADY_UPSTREAM, PATCHED, Status
-from patchkit.values import Record
+from patchkit.values import Record, Value
 
 # What a walk outside the gate's defs never needs to enter.
 _LEAVES = (cst.BaseSmallStatement, cst.BaseExpression, cst.Decorator, cst.Parameters)
 _LITERALS = (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
 
 
-@dataclass(frozen=True)
-class PredicateResult:
+class PredicateResult(Value):
     """What happened to one or-expression."""
 
     function: str  # the def it is in
@@ -57,8 +55,7 @@ class PredicateResult:
                 "added_key": self.new_flag, "copied_from": self.flag, "value": self.expression}
 
 
-@dataclass(frozen=True)
-class PredicateRewrite:
+class PredicateRewrite(Value):
     """The rewritten source, what happened to each or-expression, and the module-level
     lines added for the new flag: its definition, its helper's import (each when missing)."""
 

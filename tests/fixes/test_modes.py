@@ -44,6 +44,8 @@ def test_the_docs_are_generated_from_the_data() -> None:
     (("survey = 10", "survey = 11"), "the file of mode 'triton-ptxas-sm121a' (survey 11) is named 11-triton-ptxas-sm121a.toml"),
     (("fixed_in = \"3.6.0\"", "fixed_in = \"three\""), "exposed 1: 'fixed_in': 'three' is not a release version"),
     (("holds = \"return", "both = \"return"), "exposed 1, proofs 2: a proof names 'holds' or 'lacks', one of them"),
+    (("holds = \"return", "machine = \"arm64\"\nholds = \"return"),
+     "exposed 1, proofs 2: 'machine': 'arm64' is not aarch64 or x86_64 (a wheel's machine)"),
 ])
 def test_a_wrong_mode_file_is_one_line_naming_it(tmp_path: Path, edit: tuple[str, str], message: str) -> None:
     path = tmp_path / "10-triton-ptxas-sm121a.toml"

@@ -34,10 +34,6 @@ class Gate(Record):
     snippet: str
     function: str | None
 
-    def words(self) -> str:
-        inside = f" in {self.function}()" if self.function else ""
-        return f"{self.path}:{self.line}{inside}: {self.snippet}"
-
     def to_json(self) -> dict[str, object]:
         return self._asdict()
 

@@ -89,14 +89,11 @@ class Value:
     _fields: tuple[str, ...] = ()
     _defaults: dict[str, object] = {}
     _kw_only = False
-    _checked = False  # the class (or a base) defines __post_init__
 
     def __init_subclass__(cls, kw_only: bool = False, **kw: object) -> None:
         super().__init_subclass__(**kw)
         if kw_only:
             cls._kw_only = True
-        if "__post_init__" in cls.__dict__:
-            cls._checked = True
         own = [(n, h) for n, h in cls.__dict__.get("__annotations__", {}).items() if not _is_classvar(h)]
         if not own:  # the fields and defaults of its base, which checked them (a reason's ``code`` only)
             return
@@ -131,8 +128,7 @@ class Value:
                         raise TypeError(f"{name}() missing argument {key!r}")
                     values[key] = value
         self.__dict__.update(values)
-        if self._checked:
-            self.__post_init__()
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         """A subclass's check of its fields (none here)."""

@@ -45,9 +45,6 @@ class RecordRow(Value):
     hash: FileHash | None
     size: int | None
 
-    def __str__(self) -> str:
-        return self.path
-
 
 def _text(folder: Path, filename: str) -> str | None:
     """The text of the dist-info's file ``filename``, None when there is none; BadInput naming it

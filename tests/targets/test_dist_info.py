@@ -53,7 +53,7 @@ def test_a_path_with_a_comma_is_one_quoted_field(site: Path) -> None:
     hashes = session.installed_hashes([f"python/{odd}", f"python/{COMM}"])
     assert hashes == {f"python/{odd}": hashlib.sha256((site / odd).read_bytes()).hexdigest(),
                       f"python/{COMM}": hashlib.sha256((site / COMM).read_bytes()).hexdigest()}
-    rows = {str(row): row for row in dist_info.record(site / INFO)}
+    rows = {row.path: row for row in dist_info.record(site / INFO)}
     assert rows[odd].size == len(f"# {odd}\n") and rows[odd].hash.mode == "sha256"
 
 
@@ -102,7 +102,7 @@ def test_a_record_row_that_is_not_path_hash_size(site: Path) -> None:
     assert _distributions_in_a_child(site) == "None"  # no row of a shared object is bad
     assert Session.open(site).installed_hashes([f"python/{COMM}"]) == {
         f"python/{COMM}": hashlib.sha256((site / COMM).read_bytes()).hexdigest()}
-    assert [str(row) for row in dist_info.record(site / INFO, [COMM, "sglang/x.py"])] == [COMM, "sglang/x.py"]
+    assert [row.path for row in dist_info.record(site / INFO, [COMM, "sglang/x.py"])] == [COMM, "sglang/x.py"]
     record.write_bytes(record.read_bytes() + f"sglang/lib_cuda.so,sha256=x,big\r\n{COMM},sha256=x,big\r\n".encode())
     assert _distributions_in_a_child(site) == unreadable
     assert Session.open(site).installed_hashes([f"python/{COMM}"]) == {}  # no hash trusted from it

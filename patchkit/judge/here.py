@@ -150,8 +150,6 @@ def fix_here(s: Session, fix: str, ccs: list[Key], current: dict[str, bytes] | N
     """Whether ``fix`` is in effect at the target of ``s`` for each of ``ccs`` (project keys),
     on a machine whose GPUs are ``gpus`` (their ccs; none: those the keys name)."""
     current = s.current() if current is None else current
-    applied = s.applied()
-    ours = set(applied.fixes()) if applied else set()
     target = _target_major(fix, s.project)
     missing: list[Key] = []
     held: list[Key] = []
@@ -194,7 +192,10 @@ def fix_here(s: Session, fix: str, ccs: list[Key], current: dict[str, bytes] | N
         return FixHere(fix, Status.NOTHING_TO_PATCH, (), tuple(held), NoTableIn(s.project.label, s.version), False)
     if not ours_here:
         return FixHere(fix, Status.NOT_FOR_THESE, (), tuple(held), None, False)
-    by_patchkit = fix in ours
+    # Applied by patchkit: a state of this release names it (one of another release no longer applies: the
+    # release that replaced it holds the fix itself).
+    applied, changed = s.state()
+    by_patchkit = applied is not None and changed is None and fix in applied.fixes()
     return FixHere(fix, Status.IN_EFFECT, (), tuple(held), None if by_patchkit else InRelease(), by_patchkit)
 
 

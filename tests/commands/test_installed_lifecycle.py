@@ -122,6 +122,10 @@ def test_upgrade_downgrade_uninstall_install(sglang_venv: Path, tmp_path: Path) 
     verify = env.pk("verify")
     assert verify.returncode == 1  # 0.5.23 is not patched, and says why
     assert "note: sglang 0.5.9 was patched; 0.5.23 is installed now: that state no longer applies (the next apply or revert sets it aside)" in lines(verify)
+    # doctor agrees: 0.5.23 holds deepgemm-sm12x itself; the state that says patchkit applied it is 0.5.9's.
+    doctor = lines(env.pk("doctor", "--to-cc", "12.0"))
+    assert "  deepgemm-sm12x (on by default): in effect (the release has it)" in doctor, doctor
+    assert not any("applied (by patchkit)" in line for line in doctor), doctor
     refusal = (
         f"{env.site}/.patchkit-sglang/state.json: sglang 0.5.9 was patched; 0.5.23 is installed now: "
         "--force would write the originals recorded then into the files of the release here now; refused, nothing "

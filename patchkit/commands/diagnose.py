@@ -28,11 +28,14 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from patchkit.cc import CC, SM12X
 from patchkit.errors import OK, PROBLEMS, PatchkitError
-from patchkit.logs.match import EFFECT, FAILURE, FIX, LogFinding, Matcher, needles
+from patchkit.logs.match import EFFECT, FAILURE, FIX, MODE, LogFinding, Matcher, needles
 from patchkit.logs.read import Log, Scan, Stream, open_log
 from patchkit.values import Value
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from patchkit.fixes.modes import WayOut
     from patchkit.judge.kernels import DistributionHere, FileHere
     from patchkit.logs.tracebacks import Frame
     from patchkit.targets.session import Session
@@ -51,6 +54,9 @@ class LogRead(Value):
     code: tuple[CodeBehind | None, ...]  # one per finding
     ready: int | None = None  # the line the server said it was ready at
     applied: tuple[bool, ...] = ()  # one per finding: a fix's finding whose fix is applied now where its frame's files are here
+    # One per finding: a failure mode's ways out that fit the releases --python has installed (None: not
+    # judged: no --python, or no failure mode's finding).
+    ways: tuple[tuple[WayOut, ...] | None, ...] = ()
 
     def started_after(self, f: LogFinding) -> bool:
         """Whether the server was ready after ``f``, a warning of a fix's (a log line, no
@@ -98,9 +104,23 @@ def diagnose(logs: list[str], stdin: BinaryIO | None = None, python: str | None 
             if label != STDIN:
                 stream.close()
     code = KernelsBehind(python)
+    ways = _ways(code.sites)
     return DiagnoseResult(tuple(LogRead(label, n, m.tracebacks, tuple(m.findings), tuple(map(code.behind, m.findings)), m.ready,
-                                        tuple(map(releases.applied, m.findings)))
+                                        tuple(map(releases.applied, m.findings)), tuple(map(ways, m.findings)))
                                 for label, n, m in results), python)
+
+
+def _ways(sites: list[Path] | None) -> Callable[[LogFinding], tuple[WayOut, ...] | None]:
+    """For a failure mode's finding, the ways out that fit the releases installed in ``sites`` (--python's:
+    where the server's files are on this machine); None where that is not known."""
+    if sites is None:
+        return lambda f: None
+    from patchkit.fixes.modes import modes
+    from patchkit.judge.modes import ways_here
+    from patchkit.targets.dist_info import installed_versions
+
+    versions, by_name = installed_versions(sites), {m.name: m for m in modes()}
+    return lambda f: ways_here(by_name[f.name], versions) if f.kind is MODE and f.name in by_name else None
 
 
 class Releases:

@@ -93,9 +93,10 @@ def _without_code(paths: tuple[str, ...], gpus: tuple[CC, ...], sites: list[Path
     return gpus
 
 
-def _fits(way: WayOut, versions: dict[str, str]) -> bool:
-    version = versions.get(way.project)
-    return version is not None and way.fits(version)
+def ways_here(mode: Mode, versions: Mapping[str, str]) -> tuple[WayOut, ...]:
+    """The ways out of ``mode`` that fit the releases ``versions`` installed (canonical name -> release), in
+    order: doctor's for a mode this install is exposed to, diagnose's for a mode a log shows."""
+    return tuple(w for w in mode.ways_out if w.project in versions and w.fits(versions[w.project]))
 
 
 def modes_here(versions: dict[str, str], ccs: list[CC], sites: list[Path],
@@ -143,7 +144,7 @@ def _judge(mode: Mode, exposure: Exposure, versions: dict[str, str], ccs: list[C
     if False in said.values():
         return None  # the launch line rules out what the mode needs
     unstated = tuple(c for c, v in said.items() if v is None)
-    ways = tuple(w for w in mode.ways_out if _fits(w, versions))
+    ways = ways_here(mode, versions)
     averted = next((w for w in ways if w.kind in (WayKind.PATCH, WayKind.SETTING) and w.what in in_effect), None)
     if averted is not None:
         verdict = Exposed.AVERTED

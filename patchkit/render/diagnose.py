@@ -22,7 +22,8 @@ def to_text(r: DiagnoseResult, terminal: bool) -> list[str]:
     lines: list[str] = []
     for log in r.logs:
         lines += finding_lines(log.label, log.findings, [code_lines(c) for c in log.code],
-                               [log.ready if log.started_after(f) else None for f in log.findings], r.python, log.applied)
+                               [log.ready if log.started_after(f) else None for f in log.findings], r.python, log.applied,
+                               log.ways)
     failures, effects = r.failures, r.effects
     where = escaped(r.logs[0].label) if len(r.logs) == 1 else plural(len(r.logs), "log")
     if failures:

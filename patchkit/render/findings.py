@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from patchkit.fixes.registry import FIXES, PROJECTS
 from patchkit.logs.match import EFFECT, FAILURE, FIX, MODE, LogFinding
@@ -21,6 +22,9 @@ from patchkit.render.lines import Heading, Place
 from patchkit.render.modes import by_name, mode_lines
 from patchkit.render.modes import headline as headline_of
 from patchkit.text import escaped
+
+if TYPE_CHECKING:
+    from patchkit.fixes.modes import WayOut
 
 
 def project_of(path: str) -> str | None:
@@ -47,10 +51,12 @@ def headline(f: LogFinding) -> str:
     return f"{what} raised at {f.frame.path}:{f.frame.line}" + (f" ({project})" if project else "")
 
 
-def details(f: LogFinding, started: int | None = None, python: str | None = None, applied: bool = False) -> list[str]:
+def details(f: LogFinding, started: int | None = None, python: str | None = None, applied: bool = False,
+            ways: tuple[WayOut, ...] | None = None) -> list[str]:
     """What a finding says under its headline; ``started``: the line the server was ready at after
     it (a fix's warning that did not stop the start); ``python``: the server's interpreter, given;
-    ``applied``: the fix is applied now where the frames' files are (on this machine)."""
+    ``applied``: the fix is applied now where the frames' files are (on this machine); ``ways``: a
+    failure mode's ways out that fit the releases installed (None: every one, the releases not known)."""
     out = []
     if f.kind is FIX:
         fix = FIXES[f.name]
@@ -75,7 +81,7 @@ def details(f: LogFinding, started: int | None = None, python: str | None = None
         out += [f"cause: {f.cause}", f"do: {f.advice}"]
     elif f.kind is MODE:
         mode = by_name(f.name)
-        out += mode_lines(mode) if mode is not None else []
+        out += mode_lines(mode, ways) if mode is not None else []
     else:
         out.append(f"means: {f.advice}")
     return out + _mode(f) + _seen(f)
@@ -95,11 +101,12 @@ def _seen(f: LogFinding) -> list[str]:
 
 
 def finding_lines(label: str, findings: Sequence[LogFinding], under: Sequence[list[str]] = (),
-                  started: Sequence[int | None] = (), python: str | None = None, applied: Sequence[bool] = ()) -> list[str]:
+                  started: Sequence[int | None] = (), python: str | None = None, applied: Sequence[bool] = (),
+                  ways: Sequence[tuple[WayOut, ...] | None] = ()) -> list[str]:
     """The findings of one log, grouped under its name (piped: ``log:line: ...``); ``under``: the
     lines to add under each finding (as many as findings, or none); ``started``: for each, the line
     the server was ready at after it (None: not); ``applied``: for each, whether its fix is applied now
-    where its frames' files are."""
+    where its frames' files are; ``ways``: for each, a failure mode's ways out for the releases installed."""
     if not findings:
         return []
     label = escaped(label)
@@ -107,7 +114,8 @@ def finding_lines(label: str, findings: Sequence[LogFinding], under: Sequence[li
     for i, f in enumerate(findings):
         head = escaped(headline(f))
         lines.append(Place(f"  {f.line}: {head}", label, f.line, head))
-        more = details(f, started[i] if started else None, python, bool(applied) and applied[i]) + (under[i] if under else [])
+        more = details(f, started[i] if started else None, python, bool(applied) and applied[i], ways[i] if ways else None) + \
+            (under[i] if under else [])
         lines += [Place(f"      {d}", label, f.line, d) for d in map(escaped, more)]
     return lines
 

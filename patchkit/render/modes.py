@@ -52,6 +52,8 @@ def mode_lines(m: Mode, ways: tuple[WayOut, ...] | None = None) -> list[str]:
     (``ways``: those that fit the releases that ran, where they are known)."""
     out = [f"mode: {headline(m)}"]
     out += [f"way out: {way(w)}" for w in (m.ways_out if ways is None else ways)]
+    if ways is not None and not ways:
+        out.append("way out: none known for the releases installed")
     out += [f"caveat: {c}" for c in m.caveats]
     return out
 

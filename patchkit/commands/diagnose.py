@@ -23,6 +23,7 @@ import io
 import os
 import stat
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -33,8 +34,6 @@ from patchkit.logs.read import Log, Scan, Stream, open_log
 from patchkit.values import Value
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from patchkit.fixes.modes import WayOut
     from patchkit.judge.kernels import DistributionHere, FileHere
     from patchkit.logs.tracebacks import Frame
@@ -54,9 +53,7 @@ class LogRead(Value):
     code: tuple[CodeBehind | None, ...]  # one per finding
     ready: int | None = None  # the line the server said it was ready at
     applied: tuple[bool, ...] = ()  # one per finding: a fix's finding whose fix is applied now where its frame's files are here
-    # One per finding: a failure mode's ways out that fit the releases --python has installed (None: not
-    # judged: no --python, or no failure mode's finding).
-    ways: tuple[tuple[WayOut, ...] | None, ...] = ()
+    ways: tuple[tuple[WayOut, ...] | None, ...] = ()  # judge.modes.log_ways: a failure mode's ways out for --python's releases
 
     def started_after(self, f: LogFinding) -> bool:
         """Whether the server was ready after ``f``, a warning of a fix's (a log line, no
@@ -104,23 +101,24 @@ def diagnose(logs: list[str], stdin: BinaryIO | None = None, python: str | None 
             if label != STDIN:
                 stream.close()
     code = KernelsBehind(python)
-    ways = _ways(code.sites)
     return DiagnoseResult(tuple(LogRead(label, n, m.tracebacks, tuple(m.findings), tuple(map(code.behind, m.findings)), m.ready,
-                                        tuple(map(releases.applied, m.findings)), tuple(map(ways, m.findings)))
+                                        tuple(map(releases.applied, m.findings)), log_ways(m.findings, code.sites))
                                 for label, n, m in results), python)
 
 
-def _ways(sites: list[Path] | None) -> Callable[[LogFinding], tuple[WayOut, ...] | None]:
-    """For a failure mode's finding, the ways out that fit the releases installed in ``sites`` (--python's:
-    where the server's files are on this machine); None where that is not known."""
+
+def log_ways(findings: Sequence[LogFinding], sites: list[Path] | None) -> tuple[tuple[WayOut, ...] | None, ...]:
+    """For each finding of a log, a failure mode's ways out that fit the releases installed in ``sites``
+    (--python's: where the server's files are on this machine); None for a finding of no failure mode;
+    () where ``sites`` is not known (every way out is said)."""
     if sites is None:
-        return lambda f: None
+        return ()
     from patchkit.fixes.modes import modes
     from patchkit.judge.modes import ways_here
     from patchkit.targets.dist_info import installed_versions
 
     versions, by_name = installed_versions(sites), {m.name: m for m in modes()}
-    return lambda f: ways_here(by_name[f.name], versions) if f.kind is MODE and f.name in by_name else None
+    return tuple(ways_here(by_name[f.name], versions) if f.kind is MODE and f.name in by_name else None for f in findings)
 
 
 class Releases:

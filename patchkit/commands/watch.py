@@ -46,7 +46,7 @@ from patchkit.types import StrEnum
 from patchkit.values import Value
 
 if TYPE_CHECKING:
-    from patchkit.fixes.modes import Mode
+    from patchkit.fixes.modes import Mode, WayOut
     from patchkit.logs.match import LogFinding
     from patchkit.targets.environment import Environment
 
@@ -94,6 +94,7 @@ class WatchResult(Value):
     last: tuple[tuple[int, str], ...] = ()  # timed out: the start's last lines, (number, text)
     hangs: tuple[Mode, ...] = ()  # timed out: the failure modes that hang in that phase
     judged: bool = False  # whether ``hangs`` holds only the modes the releases installed are exposed to (--python)
+    ways: tuple[tuple[WayOut, ...] | None, ...] = ()  # judge.modes.log_ways: a failure mode's ways out for --python's releases
 
     @property
     def failures(self) -> int:
@@ -155,11 +156,11 @@ def watch(path: Path, timeout: float | None, progress: Callable[[Progress], None
             for number, text in lines:
                 ended = start.matcher.feed(number, text)
                 if ended is not None and _ends_start(ended, start.matcher):
-                    return _crashed(path, start, now - began, ended, follower.restarts)
+                    return _crashed(path, start, now - began, ended, follower.restarts, env)
                 if not start.sglang and phases.sglang_record(text):
                     start.sglang = True
                 if phases.ready(text, start.sglang):
-                    return _ready(path, start, now - began, number, follower.restarts)
+                    return _ready(path, start, now - began, number, follower.restarts, env)
                 phase = phases.phase(text)
                 if phase and (start.phase is None or start.phase[0] != phase):
                     start.phase = (phase, number)
@@ -174,9 +175,9 @@ def watch(path: Path, timeout: float | None, progress: Callable[[Progress], None
                 if start.matcher.reader.complete:
                     ended = start.matcher.finish()  # a traceback, as it is open
                     if ended is not None and _ends_start(ended, start.matcher):
-                        return _crashed(path, start, now - began, ended, follower.restarts)
+                        return _crashed(path, start, now - began, ended, follower.restarts, env)
                 if start.child_failed and not start.matcher.reader.open:
-                    return _crashed(path, start, now - began, None, follower.restarts)
+                    return _crashed(path, start, now - began, None, follower.restarts, env)
             if timeout is not None and now - began >= timeout:
                 return _timed_out(path, start, timeout, follower.exists, follower.restarts, env)
             sleep(POLL)
@@ -194,20 +195,27 @@ def _ends_start(tb: Traceback, matcher: Matcher) -> bool:
     return known or phases.SCHEDULER_EXCEPTION in tb.header or not tb.header.strip()
 
 
-def _ready(path: Path, start: _Start, elapsed: float, number: int, restarts: int) -> WatchResult:
-    return WatchResult(str(path), READY, elapsed, restarts, tuple(start.matcher.findings), line=number)
+def _ways(start: _Start, env: Environment | None) -> tuple[tuple[WayOut, ...] | None, ...]:
+    from patchkit.commands.diagnose import log_ways  # as diagnose says them
+
+    return log_ways(start.matcher.findings, list(env.sites) if env is not None else None)
 
 
-def _crashed(path: Path, start: _Start, elapsed: float, tb: Traceback | None, restarts: int) -> WatchResult:
+def _ready(path: Path, start: _Start, elapsed: float, number: int, restarts: int, env: Environment | None) -> WatchResult:
+    return WatchResult(str(path), READY, elapsed, restarts, tuple(start.matcher.findings), line=number, ways=_ways(start, env))
+
+
+def _crashed(path: Path, start: _Start, elapsed: float, tb: Traceback | None, restarts: int,
+             env: Environment | None) -> WatchResult:
     return WatchResult(str(path), CRASHED, elapsed, restarts, tuple(start.matcher.findings), line=tb.last_line if tb else None,
-                       traceback=tb)
+                       traceback=tb, ways=_ways(start, env))
 
 
 def _timed_out(path: Path, start: _Start, timeout: float, exists: bool, restarts: int,
                env: Environment | None = None) -> WatchResult:
     return WatchResult(str(path), OUT_OF_TIME, timeout, restarts, tuple(start.matcher.findings), exists=exists,
                        phase=start.phase, last=tuple(start.last), hangs=_hangs(start.phase[0] if start.phase else None, env),
-                       judged=env is not None)
+                       judged=env is not None, ways=_ways(start, env))
 
 
 def _hangs(phase: Phase | None, env: Environment | None) -> tuple[Mode, ...]:

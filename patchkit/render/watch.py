@@ -28,7 +28,7 @@ def _restarts(restarts: int) -> str:
 
 
 def to_text(r: WatchResult, terminal: bool) -> list[str]:
-    lines = finding_lines(r.log, r.findings)
+    lines = finding_lines(r.log, r.findings, ways=r.ways)
     shown = escaped(r.log)
     if r.outcome == READY:
         lines.append(f"ready after {r.seconds:.0f} s: {shown} line {r.line}{_restarts(r.restarts)}")

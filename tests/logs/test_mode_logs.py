@@ -77,14 +77,14 @@ def test_the_same_texts_of_other_gpus_name_no_mode(tmp_path: Path) -> None:
 def test_with_python_the_ways_out_are_those_of_the_releases_installed(prebuilt) -> None:
     """diagnose --python: a failure mode's ways out are those that fit the releases that environment has installed
     (as doctor offers them): FlashInfer 0.6.4 gets the patch and the upgrades past it, not 0.7.4's way for 0.6.7 to
-    0.7.3; FlashInfer 0.7.4, past every one, gets none; without --python, every way out is said."""
+    0.7.3; FlashInfer 0.7.4, past every one, gets none; without --python, every way out is said.  watch says the same."""
     from support.mirror import default_cache, fetch_wheel
 
     log = Path(__file__).parent / "data/modes/22-flashinfer-jit-arch-list/sglang-13342.log"
 
-    def ways(*python: str) -> list[str]:
-        done = invoke("diagnose", str(log), *python)
-        assert done.returncode == 1, done.stderr
+    def ways(*python: str, command: str = "diagnose") -> list[str]:
+        done = invoke(command, str(log), *python, *(("--timeout", "1") if command == "watch" else ()))
+        assert done.returncode == (1 if command == "diagnose" else 124), done.stderr  # watch: no ready line in it
         said = [line.split("way out: ", 1)[1] for line in done.stdout.decode().splitlines() if "way out: " in line]
         return [": ".join(way.split(": ")[:2]) for way in said]  # the kind and what it names
 
@@ -95,3 +95,5 @@ def test_with_python_the_ways_out_are_those_of_the_releases_installed(prebuilt) 
     assert ways("--python", str(old / "bin/python")) == every[:3]
     new = prebuilt.venv(fetch_wheel("0.7.4", default_cache(), "flashinfer-python"))
     assert ways("--python", str(new / "bin/python")) == ["none known for the releases installed"]
+    assert ways("--python", str(new / "bin/python"), command="watch") == ["none known for the releases installed"]
+    assert ways("--python", str(old / "bin/python"), command="watch") == every[:3]

@@ -9,11 +9,16 @@ VLLM_MIRROR := build/vllm-mirror
 DEMO := build/demo
 DEMO_VERSION := 0.5.9
 
+# The fixes' data in the form every command reads: patchkit/fixes/data.json and patchkit/fixes/modes/data.json,
+# each its folder's TOML files, parsed (patchkit/fixes/build.py; a test holds them to the TOML files).
+fix-data: $(VENV)/.deps
+	$(PY) -m patchkit.fixes.build
+
 # docs/FAILURE-MODES.md, generated from patchkit/fixes/modes/*.toml (a test holds it to the data).
-failure-modes: install
+failure-modes: fix-data install
 	$(PY) -c "from patchkit.render.modes import atlas; open('docs/FAILURE-MODES.md', 'w').write('\\n'.join(atlas()) + '\\n')"
 
-.PHONY: failure-modes test test-reliability fuzz demo venv install test-deps sglang-mirror flashinfer-mirror vllm-mirror patches check-patches check-kernels check-releases bench clean
+.PHONY: fix-data failure-modes test test-reliability fuzz demo venv install test-deps sglang-mirror flashinfer-mirror vllm-mirror patches check-patches check-kernels check-releases bench clean
 
 # The virtualenv with what patchkit runs with (pyproject.toml's dependencies, nothing more);
 # rebuilt when pyproject.toml changes.  It installs patchkit too, from this tree (.fresh tells

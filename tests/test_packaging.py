@@ -23,8 +23,8 @@ def shipped() -> list[str]:
     """Every shipped file of the tree, as the installed package names it (patchkit/...)."""
     files = [f"patchkit/patches/{p.relative_to(ROOT / 'patches').as_posix()}" for p in (ROOT / "patches").rglob("*") if p.is_file()]
     files += [f"patchkit/templates/{p.name}" for p in (ROOT / "templates").iterdir() if p.is_file()]
-    files += [f"patchkit/fixes/{p.name}" for p in (ROOT / "patchkit/fixes").glob("*.toml")]
-    files += [f"patchkit/fixes/modes/{p.name}" for p in (ROOT / "patchkit/fixes/modes").glob("*.toml")]
+    files += [f"patchkit/fixes/{p.name}" for p in (ROOT / "patchkit/fixes").glob("*.toml")] + ["patchkit/fixes/data.json"]
+    files += [f"patchkit/fixes/modes/{p.name}" for p in (ROOT / "patchkit/fixes/modes").glob("*.toml")] + ["patchkit/fixes/modes/data.json"]
     files += [f"patchkit/fixes/backports/{p.name}" for p in (ROOT / "patchkit/fixes/backports").glob("*.diff")]
     return sorted(files)
 

@@ -37,7 +37,7 @@ from typing import TypeAlias, TypeVar
 
 from patchkit.cc import CC, Key
 from patchkit.errors import BadInput
-from patchkit.fixes.load import HERE, NOT_FIXES, Table, _get, _read, _strings
+from patchkit.fixes.load import HERE, NOT_FIXES, Table, _get, _read, _strings, data_files
 from patchkit.types import StrEnum
 from patchkit.values import Value
 from patchkit.versions import after, in_range, is_version
@@ -324,7 +324,7 @@ def read_effect(path: Path) -> Effect | None:
         _versions(e, path, where, "fixed_in")
         prevented_by = _get(e, "prevented_by", str, path, where) if "prevented_by" in e else ""
         if prevented_by and (prevented_by == name or f"{prevented_by}.toml" in NOT_FIXES
-                             or not (path.parent / f"{prevented_by}.toml").is_file()):
+                             or path.parent / f"{prevented_by}.toml" not in data_files(path.parent)):
             raise BadInput(str(path), f"{where}: prevented_by {prevented_by!r} is not another fix")
         default_on.append(DefaultOn(_get(e, "project", str, path, where), e["since"], e["until"],
                                     _strings(e, "models", path, where), _get(e, "with_project", str, path, where),
@@ -341,7 +341,7 @@ def read_effect(path: Path) -> Effect | None:
 def read_effects(folder: Path = HERE) -> dict[str, Effect]:
     """fix name -> its Effect, for every fix file of ``folder`` with an ``[effect]`` table."""
     found = {}
-    for path in sorted(folder.glob("*.toml")):
+    for path in data_files(folder):
         if path.name not in NOT_FIXES:
             effect = read_effect(path)
             if effect is not None:

@@ -1,4 +1,5 @@
-"""Read the fixes and the projects from their data files (TOML, beside this module).
+"""Read the fixes and the projects from their data files (TOML beside this module, read in their
+built form: ``build.py``).
 
 A fix (``<name>.toml``) is a title, a rationale, whether it is on by default, and its
 rules; a rule names a project, the files (globs over repository paths), the kind of
@@ -31,7 +32,9 @@ naming the file and the key.
 
 from __future__ import annotations
 
+import json
 import re
+import sys
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar, overload
@@ -53,6 +56,9 @@ from patchkit.fixes.kinds import (
 from patchkit.values import Value
 
 HERE = Path(__file__).resolve().parent
+# The data folders: each holds its TOML files and their built form, BUILT (``fixes/build.py``).
+FOLDERS = (HERE, HERE / "modes")
+BUILT = "data.json"
 EVIDENCE = ("same as upstream ", "part of upstream ", "proposed upstream ", "not upstream")
 _DIFF_MAX = 1 << 20  # a backport's diff is read whole: one upstream change, not a tree
 _LOCATORS = ("call", "keyword", "target", "test")
@@ -60,7 +66,7 @@ _LOCATORS = ("call", "keyword", "target", "test")
 NOT_FIXES = ("projects.toml", "known-failures.toml", "known-speedups.toml", "known-kernels.toml", "known-settings.toml")
 
 
-# A TOML table as tomli gives it.  Any: its values are TOML's, each checked by ``_get`` where it is read.
+# A TOML table as the TOML reader gives it.  Any: its values are TOML's, each checked by ``_get`` where it is read.
 Table = dict[str, Any]
 _T = TypeVar("_T")
 _U = TypeVar("_U")
@@ -104,23 +110,52 @@ class Fix(Value):
 
 
 def _read(path: Path) -> Table:
-    """The TOML document of ``path``.  The same text is parsed once in a process (the registry,
-    the effects, the signatures and the speedups read the same files): callers share the
-    document and never change it."""
+    """The document of the data file ``path``: from its folder's built form (``data.json``, every
+    document of the folder in one JSON file, read once in a process), else the TOML file itself (a
+    folder nobody built: a test's).  Callers share the document and never change it."""
+    built = _built(path.parent)
+    if built is None:
+        return parse_toml(path)
+    doc = built.get(path.name)
+    if not isinstance(doc, dict):
+        raise BadInput(str(path), f"not in {path.parent / BUILT}, or not a table there (`make fix-data` builds it)")
+    return doc
+
+
+def parse_toml(path: Path) -> Table:
+    """The TOML document of ``path``, or BadInput naming it: what ``make fix-data`` builds from."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10: tomllib's own project
+        import tomli as tomllib
     try:
-        return _parse(path.read_text(encoding="utf-8"))
+        return tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:  # UnicodeDecodeError and TOMLDecodeError are ValueErrors
         raise BadInput(str(path), f"not a readable TOML file ({exc})") from None
 
 
-@lru_cache(maxsize=16)
-def _parse(text: str) -> Table:
-    """``text`` as tomli parses it: the parser the standard library's tomllib is made from, in
-    its compiled build (about 3x faster; every command reads the fixes' data, doctor and diagnose
-    the failure modes' too)."""
-    import tomli
+def data_files(folder: Path) -> list[Path]:
+    """The data files of ``folder`` (``*.toml``), sorted by name: as its built form lists them, else
+    as they are in the folder."""
+    built = _built(folder)
+    return [folder / name for name in sorted(built)] if built is not None else sorted(folder.glob("*.toml"))
 
-    return tomli.loads(text)
+
+def _built(folder: Path) -> dict[str, object] | None:
+    """The documents of ``folder``'s built form by file name; None when it has none."""
+    path = folder / BUILT
+    return _load_built(path) if path.is_file() else None
+
+
+@lru_cache(maxsize=4)
+def _load_built(path: Path) -> dict[str, object]:
+    try:
+        files = json.loads(path.read_bytes())["files"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise BadInput(str(path), f"not the fixes' built data ({exc!r}); `make fix-data` builds it") from None
+    if not isinstance(files, dict):
+        raise BadInput(str(path), "not the fixes' built data ('files' is not a table); `make fix-data` builds it")
+    return files
 
 
 @overload
@@ -274,7 +309,7 @@ def read_fix(path: Path) -> Fix:
 def read_fixes(folder: Path = HERE) -> dict[str, Fix]:
     """Every ``*.toml`` in ``folder`` but projects.toml, known-failures.toml (signatures.py reads
     it), known-speedups.toml (speedups.py) and known-kernels.toml (kernels.py): the default fixes first, then by name."""
-    fixes = [read_fix(p) for p in sorted(folder.glob("*.toml")) if p.name not in NOT_FIXES]
+    fixes = [read_fix(p) for p in data_files(folder) if p.name not in NOT_FIXES]
     return {f.name: f for f in sorted(fixes, key=lambda f: (not f.default, f.name))}
 
 

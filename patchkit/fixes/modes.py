@@ -20,14 +20,14 @@ from typing import TypeVar
 
 from patchkit.cc import CC
 from patchkit.errors import BadInput
-from patchkit.fixes.load import HERE, _read
+from patchkit.fixes.load import FOLDERS, _read, data_files
 from patchkit.types import StrEnum
 
 _E = TypeVar("_E", bound=StrEnum)
 from patchkit.values import Value
 from patchkit.versions import at_least, is_version, version_key
 
-FOLDER = HERE / "modes"
+FOLDER = FOLDERS[1]
 _MAX_FILES = 200  # modes are a few dozen: a folder of thousands is not patchkit's data
 
 
@@ -324,7 +324,7 @@ def read_mode(path: Path) -> Mode:
 @lru_cache(maxsize=1)
 def modes(folder: Path = FOLDER) -> tuple[Mode, ...]:
     """Every mode, in the survey's order."""
-    paths = sorted(folder.glob("*.toml"))
+    paths = data_files(folder)
     if len(paths) > _MAX_FILES:
         raise BadInput(str(folder), f"{len(paths)} files: more than {_MAX_FILES} modes is not patchkit's data")
     found = tuple(read_mode(p) for p in paths)

@@ -27,7 +27,7 @@ from pathlib import Path
 from patchkit.cc import CC, SM12X, KeyStyle
 from patchkit.errors import BadInput
 from patchkit.fixes.effects import KEY
-from patchkit.fixes.load import HERE, _get, _read, _strings
+from patchkit.fixes.load import HERE, _get, _read, _strings, data_files
 from patchkit.values import Value
 
 KNOWN = "known-failures.toml"
@@ -143,7 +143,7 @@ def _effect(doc: object, path: Path, what: str) -> EffectSignature:
 def read_known(folder: Path = HERE) -> Known:
     """Every fix's signatures (in the fixes' order of file name), the known failures and effects."""
     signatures: list[Signature] = []
-    for path in sorted(folder.glob("*.toml")):
+    for path in data_files(folder):
         if path.name in ("projects.toml", KNOWN):
             continue
         doc = _read(path)

@@ -99,17 +99,17 @@ def record(folder: Path, paths: Iterable[str] | None = None, mentioning: tuple[s
         return None
     wanted = None if paths is None else frozenset(paths)
     lines = text.splitlines()
-    if wanted is not None:  # a path is the line up to its first comma, unless it is quoted
-        lines = [line for line in lines if line.startswith('"') or line.split(",", 1)[0] in wanted]
+    if wanted is not None:  # a row of a path starts with it and a comma, or with a quote and it (CSV quotes a path with a comma)
+        starts = tuple(f"{path}," for path in wanted) + tuple(f'"{path}' for path in wanted)
+        lines = [line for line in lines if line.startswith(starts)]
     elif mentioning:
         lines = [line for line in lines if any(m in line for m in mentioning)]
     try:
-        rows = [_row(fields) for fields in csv.reader(lines)]
+        return [_row(fields) for fields in csv.reader(lines) if wanted is None or fields and fields[0] in wanted]
     except csv.Error as exc:
         raise MalformedRecord(str(Path(folder) / "RECORD"), f"unreadable RECORD: not CSV ({exc})") from None
     except ValueError:
         raise MalformedRecord(str(Path(folder) / "RECORD"), _NOT_A_ROW) from None
-    return rows if wanted is None else [row for row in rows if row.path in wanted]
 
 
 def version(folder: Path) -> str | None:

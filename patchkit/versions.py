@@ -8,13 +8,14 @@ local label (``<=0.5.9`` admits ``0.5.9+cu128``)."""
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 
 from packaging.version import InvalidVersion, Version
 
-_LEADING = re.compile(r"\d+(\.\d+)*")
-_NORMAL = re.compile(r"\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?")
+from patchkit.match import Pattern
+
+_LEADING = Pattern(r"\d+(\.\d+)*")
+_NORMAL = Pattern(r"\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?")
 
 
 def tag_to_version(tag: str) -> str:

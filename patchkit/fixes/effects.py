@@ -32,6 +32,7 @@ A fix without ``[effect]`` has no effects to tell.  A wrong table is one BadInpu
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 from pathlib import Path
 from typing import TypeAlias, TypeVar
 
@@ -338,8 +339,10 @@ def read_effect(path: Path) -> Effect | None:
                   tuple(default_on), keys, tuple(fails))
 
 
-def read_effects(folder: Path = HERE) -> dict[str, Effect]:
-    """fix name -> its Effect, for every fix file of ``folder`` with an ``[effect]`` table."""
+@lru_cache(maxsize=2)
+def read_effects(folder: Path = HERE) -> Mapping[str, Effect]:
+    """fix name -> its Effect, for every fix file of ``folder`` with an ``[effect]`` table; read once in a
+    process (apply asks which fixes it may spare, then what each one it wrote prevents)."""
     found = {}
     for path in data_files(folder):
         if path.name not in NOT_FIXES:

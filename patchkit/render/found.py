@@ -6,16 +6,17 @@ tests/render/test_kind_words.py fails for a kind without one."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from patchkit.fixes.kinds import RuleKind
 from patchkit.rewrite.found import phrased
+from patchkit.values import Value
 
 if TYPE_CHECKING:
     from patchkit.rewrite.found import Found
 
 
-class Words(NamedTuple):
+class Words(Value):
     """One kind's words: ``patched`` and ``left`` say after "name (scope): " (``backport`` and
     ``predicate``, after "name: ") what the rule did and why it did nothing; ``noun`` counts what it found."""
 

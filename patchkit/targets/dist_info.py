@@ -1,27 +1,26 @@
 """The one reader of dist-info folders (PEP 376, the wheel spec): which distributions a site-packages
-folder holds (``installed``: names as ``packaging.utils.canonicalize_name`` gives them), RECORD's rows
-(``record``: CSV rows of path, hash and size, read with ``csv``) and METADATA's Version (``version``:
-email headers, read with ``email.parser``, as the core metadata spec says).  Nothing of the
-distribution is imported or run.
+folder holds and their versions (``installed``, ``version``: as each folder's name says them,
+``{name}-{version}.dist-info``, which the installed-project spec makes every installer write, both
+normalized; names as ``packaging.utils.canonicalize_name`` gives them) and RECORD's rows (``record``:
+CSV rows of path, hash and size, read with ``csv``).  Nothing of the distribution is imported or run.
 
-Each file is read through ``bounded.read_file``: a regular file within a cap (a FIFO, a device or a
+RECORD is read through ``bounded.read_file``: a regular file within a cap (a FIFO, a device or a
 3 GB file is a BadInput naming it, never a hang), decoded as UTF-8 with bad bytes replaced.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable
 from pathlib import Path
 
 from patchkit.bounded import read_file
 from patchkit.errors import BadInput
-from patchkit.targets.import_path import TEXT_CAP  # as for every small text file of an environment
+from patchkit.match import Pattern
 from patchkit.values import Value
 
 RECORD_CAP = 64 << 20  # torch's RECORD is a few MiB, FlashInfer 0.7.4's 2 MiB
-_FOLDER = re.compile(r"(?P<name>[^-]+)-(?P<version>[^-]+)\.dist-info")
+_FOLDER = Pattern(r"(?P<name>[^-]+)-(?P<version>[^-]+)\.dist-info")
 _NOT_A_ROW = ("unreadable RECORD: a row that is not path,hash,size (a blank line, more than three columns or a "
               "size that is no number)")
 
@@ -48,9 +47,9 @@ class RecordRow(Value):
 
 def _text(folder: Path, filename: str) -> str | None:
     """The text of the dist-info's file ``filename``, None when there is none; BadInput naming it
-    when it is no regular file or larger than its cap (RECORD: ``RECORD_CAP``, else ``TEXT_CAP``)."""
+    when it is no regular file or larger than ``RECORD_CAP``."""
     try:
-        data = read_file(folder / filename, RECORD_CAP if filename == "RECORD" else TEXT_CAP, filename)
+        data = read_file(folder / filename, RECORD_CAP, filename)
     except FileNotFoundError:
         return None
     return data.decode("utf-8", "replace")
@@ -113,16 +112,10 @@ def record(folder: Path, paths: Iterable[str] | None = None, mentioning: tuple[s
 
 
 def version(folder: Path) -> str | None:
-    """The ``Version`` header of the dist-info ``folder``'s METADATA (its first, as ``Message.get``);
-    None when it has no METADATA or no version.  BadInput naming it when it is no regular file or
-    larger than its cap."""
-    from email.parser import HeaderParser
-
-    text = _text(folder, "METADATA")
-    if text is None:
-        return None
-    found = HeaderParser().parsestr(text).get_all("Version")
-    return (found[0].strip() or None) if found and isinstance(found[0], str) else None
+    """The version of the dist-info ``folder``, as its name says it (``sglang-0.5.9.dist-info``:
+    ``0.5.9``), as ``installed`` reads every folder; None for a name that says none."""
+    found = _FOLDER.fullmatch(folder.name)
+    return found["version"] if found else None
 
 
 def installed_versions(sites: list[Path]) -> dict[str, str]:

@@ -122,7 +122,7 @@ def _install(sites: list[Path], path: ImportPath, p: Project) -> Install | None:
         return None
     if win.entry is not None and win.entry.folder.name.endswith(".egg"):
         raise BadInput(str(win.entry.folder), f"an unzipped egg of {p.label}, on sys.path through {win.via.name}: patchkit "
-                                              "judges a release by its dist-info (METADATA, RECORD), which an egg does not have; "
+                                              "judges a release by its dist-info (its name, its RECORD), which an egg does not have; "
                                               "reinstall it with pip")
     for loser in seen.found[1:]:
         if loser.site == win.site:
@@ -197,7 +197,7 @@ def _not_imported(site: Path, p: Project) -> Install | None:
         return Install(p.name, EDITABLE, site, linked, None, link)
     for egg in sorted(site.glob(f"{_glob(dist)}-*.egg")):
         raise BadInput(str(egg), f"an unzipped egg of {p.label} that no .pth puts on sys.path: patchkit judges a release by "
-                                 "its dist-info (METADATA, RECORD), which an egg does not have; reinstall it with pip")
+                                 "its dist-info (its name, its RECORD), which an egg does not have; reinstall it with pip")
     return None
 
 

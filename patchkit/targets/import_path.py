@@ -28,7 +28,7 @@ from patchkit.errors import BadInput
 from patchkit.match import Pattern
 from patchkit.values import Value
 
-TEXT_CAP = 4 << 20  # a .pth, a finder, direct_url.json, an .egg-link, METADATA (dist_info.py): a few KiB each in real installs
+TEXT_CAP = 4 << 20  # a .pth, a finder, direct_url.json, an .egg-link: a few KiB each in real installs
 _FINDER_LINE = Pattern(r"import\s+(__editable___[\w]+_finder)\s*;\s*\1\s*\.\s*install\s*\(\s*\)\s*$")
 
 

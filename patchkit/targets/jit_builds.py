@@ -235,7 +235,7 @@ def _mtime(path: Path) -> float | None:
 
 
 def _dist_version(site: Path, dist: str) -> str | None:
-    """The ``Version`` of ``dist``'s METADATA in ``site`` (``dist_info.version``), None when there is none."""
+    """The version of ``dist``'s dist-info folder in ``site`` (``dist_info.version``), None when there is none."""
     from patchkit.targets import dist_info
 
     for info in dist_info.folders(site, dist):

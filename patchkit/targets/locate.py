@@ -78,13 +78,13 @@ class Target(Value):
         if override:
             return override, "given with --version"
         if self.kind is INSTALLED:
-            return _metadata_version(sorted(self.root.glob(f"{self.project.dist_info()}/METADATA")))
+            return _dist_info_version(sorted(self.root.glob(self.project.dist_info())))
         if self.kind is CHECKOUT:
             tags = release_tags_at_head(self.root)
             if tags:
                 return tag_to_version(tags[0]), f"tag {tags[0]} at HEAD"
         if self.install is not None and self.install.dist_info is not None:
-            found = _metadata_version([self.install.dist_info / "METADATA"])
+            found = _dist_info_version([self.install.dist_info])
             if found[0]:
                 return found
         package = self.project.repo_path(self.project.name)
@@ -101,15 +101,15 @@ class Target(Value):
         return None, "unknown (no release tag at HEAD, no declared version)"
 
 
-def _metadata_version(metas: list[Path]) -> tuple[str | None, str]:
-    """(version, how it was found) from the first of ``metas`` that names one."""
+def _dist_info_version(folders: list[Path]) -> tuple[str | None, str]:
+    """(version, how it was found) from the first of the dist-info ``folders`` whose name says one."""
     from patchkit.targets import dist_info
 
-    for meta in metas:
-        found = dist_info.version(meta.parent)
+    for folder in folders:
+        found = dist_info.version(folder) if folder.is_dir() else None
         if found:
-            return found, f"from {meta.parent.name}/METADATA"
-    return None, "unknown (no dist-info METADATA)"
+            return found, f"from {folder.name}"
+    return None, "unknown (no dist-info folder)"
 
 
 def _installed_here(site: Path, project: Project) -> bool:

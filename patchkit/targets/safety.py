@@ -55,7 +55,9 @@ def _plain_file(root: str, path: str) -> bool:
     """Whether ``root/path`` is a regular file that the kernel finds at exactly the real root and
     ``path``: a symlink on the way would take the walk elsewhere (a resolved path holds no
     symlink), and the last component is opened without following it.  One open, one fstat, one
-    readlink; where that does not tell (no /proc, a file missing, a link), the walk does."""
+    readlink (and the root's real path only where the root is not one already: a resolved path
+    names the file exactly as the kernel found it only where every folder on the way is real); where
+    that does not tell (no /proc, a file missing, a link), the walk does."""
     try:
         fd = os.open(os.path.join(root, path), os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
     except (AttributeError, OSError):
@@ -67,7 +69,7 @@ def _plain_file(root: str, path: str) -> bool:
         return False
     finally:
         os.close(fd)
-    return regular and found == os.path.join(real_path(root), path)
+    return regular and (found == os.path.join(root, path) or found == os.path.join(real_path(root), path))
 
 
 def resolve_inside(root: Path, path: str, *, must_exist: bool = True) -> Path:

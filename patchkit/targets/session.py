@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import TYPE_CHECKING, NotRequired, TypedDict
+from typing import TYPE_CHECKING
 
 from patchkit.bounded import read_file
 from patchkit.errors import BadInput, PatchkitError, UnsafePath
@@ -21,6 +21,7 @@ from patchkit.versions import is_version, public
 
 if TYPE_CHECKING:  # for the annotations only
     from collections.abc import Iterable
+    from typing import NotRequired, TypedDict
 
     from patchkit.cc import Key
     from patchkit.patch.manifest import FixStatus, Shipped
@@ -29,19 +30,19 @@ if TYPE_CHECKING:  # for the annotations only
     from patchkit.targets.environment import Install
     from patchkit.targets.state import Doc
 
+    class WhereFields(TypedDict):
+        """``report.Where``'s fields, as a session knows them."""
+
+        label: str
+        path: str
+        version: str | None
+        version_from: str
+        shown: str
+        kind: TargetKind
+        editable_of: NotRequired[str]
+
+
 SOURCE_CAP = 64 << 20  # a candidate file: SGLang's and FlashInfer's largest are under 5 MiB
-
-
-class WhereFields(TypedDict):
-    """``report.Where``'s fields, as a session knows them."""
-
-    label: str
-    path: str
-    version: str | None
-    version_from: str
-    shown: str
-    kind: TargetKind
-    editable_of: NotRequired[str]
 
 
 class Reader:
@@ -96,8 +97,8 @@ class Session:
 
     def where_fields(self) -> WhereFields:
         """Where the target is, what, which version and how it was found (``report.Where``'s fields)."""
-        fields = WhereFields(label=self.project.label, path=str(self.target.root), version=self.version,
-                             version_from=self.how, shown=str(self.target.root), kind=TargetKind.CHECKOUT)
+        fields: WhereFields = {"label": self.project.label, "path": str(self.target.root), "version": self.version,
+                               "version_from": self.how, "shown": str(self.target.root), "kind": TargetKind.CHECKOUT}
         if self.target.install is not None:
             fields["shown"], fields["kind"] = str(self.target.install.package), TargetKind.EDITABLE
             fields["editable_of"] = str(self.target.root)

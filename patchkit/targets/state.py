@@ -23,7 +23,7 @@ import os
 import stat
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, TypedDict, TypeGuard
+from typing import TYPE_CHECKING, TypeGuard
 
 from patchkit.bounded import load_json
 from patchkit.digest import sha256
@@ -33,40 +33,39 @@ from patchkit.types import FORMAT, Applied
 
 if TYPE_CHECKING:  # for the annotations only
     from collections.abc import Iterable, Mapping
+    from typing import TypedDict
 
 LINK = STATE_LINK
 
 Doc = dict[str, object]  # a JSON object read back (state.json, a journal): each field checked where it is read
 
+if TYPE_CHECKING:  # the JSON documents' shapes, for a type checker (each is a dict when made and read)
 
-class JournalFile(TypedDict):
-    """One file of a journal's ``files``: its repository path, its sha256 before and after."""
+    class JournalFile(TypedDict):
+        """One file of a journal's ``files``: its repository path, its sha256 before and after."""
 
-    path: str
-    before: str
-    after: str
+        path: str
+        before: str
+        after: str
 
+    class _Transaction(TypedDict):
+        version: str | None  # the release the files belong to
+        files: list[JournalFile]
+        applied: dict[str, object] | None  # the state to record once done (``Applied.to_json``)
+        carried: dict[str, str]  # sha256 -> each after-image the store does not hold, its bytes as Latin-1 text
 
-class _Transaction(TypedDict):
-    version: str | None  # the release the files belong to
-    files: list[JournalFile]
-    applied: dict[str, object] | None  # the state to record once done (``Applied.to_json``)
-    carried: dict[str, str]  # sha256 -> each after-image the store does not hold, its bytes as Latin-1 text
+    class Journal(_Transaction):
+        """A target's journal.json as ``transaction.commit`` writes it (read back as a ``Doc``)."""
 
+        op: str  # apply, revert
 
-class Journal(_Transaction):
-    """A target's journal.json as ``transaction.commit`` writes it (read back as a ``Doc``)."""
+    class JournalPart(_Transaction):
+        """One project's part of an environment's journal (``env_transaction.commit_all``)."""
 
-    op: str  # apply, revert
-
-
-class JournalPart(_Transaction):
-    """One project's part of an environment's journal (``env_transaction.commit_all``)."""
-
-    project: str
-    root: str
-    kind: str
-    state_dir: str
+        project: str
+        root: str
+        kind: str
+        state_dir: str
 
 
 class Store:

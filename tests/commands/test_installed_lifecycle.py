@@ -65,7 +65,7 @@ class Env:
         return {rel: (self.site / rel).read_bytes() for rel in FILES}
 
     def first_line(self, version: str) -> str:
-        return f"{self.site / 'sglang'}: SGLang {version} (installed), from sglang-{version}.dist-info/METADATA"
+        return f"{self.site / 'sglang'}: SGLang {version} (installed), from sglang-{version}.dist-info"
 
 
 def lines(done: subprocess.CompletedProcess) -> list[str]:

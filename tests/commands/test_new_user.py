@@ -142,9 +142,9 @@ def test_status_names_the_project_of_each_block(venv) -> None:
     blocks = "\n".join(_lines(invoke("status", "--python", python))).split("\n\n")
     assert [block.splitlines()[:3] for block in blocks] == [
         [f"target:   {site} (installed package; state in {site}/.patchkit-sglang)", "project:  SGLang",
-         "version:  0.5.9 (from sglang-0.5.9.dist-info/METADATA)"],
+         "version:  0.5.9 (from sglang-0.5.9.dist-info)"],
         [f"target:   {site} (installed package; state in {site}/.patchkit-flashinfer)", "project:  FlashInfer",
-         "version:  0.6.4 (from flashinfer_python-0.6.4.dist-info/METADATA)"],
+         "version:  0.6.4 (from flashinfer_python-0.6.4.dist-info)"],
     ]
     import json
 

@@ -89,7 +89,7 @@ def test_eight_pcie_rtx_pro_6000_with_sglang_059_and_flashinfer_064(tmp_path: Pa
     assert len([l for l in lines if "(SM120)" in l]) == 8
     assert lines[9] == "links: every pair through PCIe (NODE 8, PIX 4, SYS 16): no NVLink, so no multicast between these GPUs"
     assert lines[11:20] == [
-        f"{site}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info/METADATA",
+        f"{site}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info",
         "  deepgemm-sm12x (on by default): needed here, not applied: SGLang 0.5.13's change is missing from configurer.py; sm_version == 120 lacks 121",
         f"    prevents: {DEEPGEMM_FAILS}",
         "  fusion-self-enable (on by default): in effect (the release has it)",  # 0.5.8's narrowing: upstream in 0.5.9
@@ -100,7 +100,7 @@ def test_eight_pcie_rtx_pro_6000_with_sglang_059_and_flashinfer_064(tmp_path: Pa
         "  allreduce-fusion (opt-in): not applied: _is_sm100_supported in apply_flashinfer_allreduce_fusion() lacks '_is_sm120_supported'",
     ]
     assert "    not needed by default: only with --enable-flashinfer-allreduce-fusion" in lines
-    assert f"{site}/flashinfer: FlashInfer 0.6.4 (installed), from flashinfer_python-0.6.4.dist-info/METADATA" in lines
+    assert f"{site}/flashinfer: FlashInfer 0.6.4 (installed), from flashinfer_python-0.6.4.dist-info" in lines
     assert ("    prevents: No supported CUDA architectures found for major versions [9, 10]. (gen_trtllm_comm_module (flashinfer/jit/comm.py): "
             "SGLang dies at CUDA graph capture (\"Capture cuda graph failed\", SGLang issue 15650))") in lines
     assert f"    it needs CUDA 12.8 or later and nvcc, for FlashInfer's JIT build of sm_120a (trtllm_comm.so): nvcc is {tmp_path}/bin/nvcc (PATH)" in lines
@@ -220,7 +220,7 @@ def test_sglang_0523_needs_no_symm_mem_on_pcie_and_gets_the_pcie_ipc_all_reduce(
     assert done.returncode == 0, done.stderr.decode()
     lines = out(done)
     assert lines[11:16] == [
-        f"{site}/sglang: SGLang 0.5.23 (installed), from sglang-0.5.23.dist-info/METADATA",
+        f"{site}/sglang: SGLang 0.5.23 (installed), from sglang-0.5.23.dist-info",
         "  deepgemm-sm12x (on by default): in effect (the release has it)",  # 0.5.21's probe of the SM12x APIs
         "  fusion-self-enable (on by default): in effect (the release has it)",  # upstream since 0.5.8
         "  torch-symm-mem (on by default): not needed here, not applied: TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES lacks 12; _WORLD_SIZES_MULTIMEM lacks 12",
@@ -295,7 +295,7 @@ def test_apply_to_cc_auto_leaves_sglang_0523_alone_on_pcie(tmp_path: Path, venvs
     before = snapshot(site / "sglang")
     skipped = f"not needed here: torch-symm-mem: {NOT_NEEDED_0523} (--fix torch-symm-mem applies it anyway)"
     head = ["this machine: 8 x NVIDIA RTX PRO 6000 Blackwell Workstation Edition (cc 12.0)",
-            f"{site}/sglang: SGLang 0.5.23 (installed), from sglang-0.5.23.dist-info/METADATA"]
+            f"{site}/sglang: SGLang 0.5.23 (installed), from sglang-0.5.23.dist-info"]
     for command in ("apply", "verify"):
         done = invoke(command, "--python", python, "--to-cc", "auto", env=env)
         assert (done.returncode, done.stderr) == (0, b""), done.stdout.decode()
@@ -350,13 +350,13 @@ def test_an_h200_needs_nothing(tmp_path: Path, venvs) -> None:
     site = next((venv / "lib").glob("python3*/site-packages"))
     assert lines[3:] == [
         "",
-        f"{site}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info/METADATA",
+        f"{site}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info",
         "  deepgemm-sm12x (on by default): not for these GPUs",
         "  fusion-self-enable (on by default): not for these GPUs",
         "  torch-symm-mem (on by default): not needed: the release holds key 9 for these GPUs",
         "  allreduce-fusion (opt-in): not for these GPUs",
         "",
-        f"{site}/flashinfer: FlashInfer 0.6.4 (installed), from flashinfer_python-0.6.4.dist-info/METADATA",
+        f"{site}/flashinfer: FlashInfer 0.6.4 (installed), from flashinfer_python-0.6.4.dist-info",
         "  allreduce-fusion (opt-in): not for these GPUs",  # its backport (FlashInfer PR 3903) is for SM12x
         "",
         f"compiled CUDA code: no distribution installed for {python} carries any",  # the wheels are Python only
@@ -373,9 +373,9 @@ def test_an_h200_needs_nothing(tmp_path: Path, venvs) -> None:
     done = invoke("apply", "--python", python, "--to-cc", "auto", env=env)
     assert done.returncode == 0
     assert out(done) == ["this machine: 1 x NVIDIA H200 (cc 9.0)",
-                         f"{site}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info/METADATA",
+                         f"{site}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info",
                          "nothing to do: SGLang already holds key 9 for this machine's GPUs",
-                         f"{site}/flashinfer: FlashInfer 0.6.4 (installed), from flashinfer_python-0.6.4.dist-info/METADATA",
+                         f"{site}/flashinfer: FlashInfer 0.6.4 (installed), from flashinfer_python-0.6.4.dist-info",
                          "note: no rule of deepgemm-sm12x, fusion-self-enable, torch-symm-mem patches FlashInfer; allreduce-fusion does (--fix NAME)",
                          "nothing to patch: nothing written"]
     done = invoke("apply", "--python", python, "--to-cc", "auto", "--all-fixes", env=env)
@@ -545,7 +545,7 @@ def test_the_fusion_needs_the_cuda_of_the_flashinfer_installed(tmp_path: Path, v
     need = f"    it needs {build}: no nvcc at {tmp_path}/cuda/bin/nvcc ($CUDA_HOME); FlashInfer cannot build the comm module for {sm}"
     assert lines.count(need) == 2, "\n".join(lines)
     assert [line for line in lines if "FlashInfer's JIT build of" in line and line != need] == []
-    assert f"FlashInfer {flashinfer} (installed), from flashinfer_python-{flashinfer}.dist-info/METADATA" in done.stdout.decode()
+    assert f"FlashInfer {flashinfer} (installed), from flashinfer_python-{flashinfer}.dist-info" in done.stdout.decode()
     doc = json.loads(invoke("doctor", "--python", python, "--json", env=env).stdout)
     assert [f"    {line}" for t in doc["targets"] for f in t["fixes"] if f["fix"] == "allreduce-fusion"
             for line in f["effect_here"] if line.startswith("it needs")] == [need, need]

@@ -59,7 +59,7 @@ def fusion(cc: str = "12.0") -> list[str]:
 def projects(venv: Path, python: str, symm: list[str], cc: str = "12.0") -> list[str]:
     """What doctor says of the projects of ``venv`` (SGLang 0.5.9 alone), with ``symm`` the lines of torch-symm-mem."""
     site = next((venv / "lib").glob("python3*/site-packages"))
-    return ["", f"{site}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info/METADATA", *symm,
+    return ["", f"{site}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info", *symm,
             *fusion(cc), "",
             f"compiled CUDA code: no distribution installed for {python} carries any", ""]
 
@@ -229,7 +229,7 @@ def test_a_bad_time_limit_is_bad_input_even_with_to_cc(tmp_path: Path, sglang_ve
 def not_for(venv: Path, python: str, cc: str) -> list[str]:
     """What doctor says of SGLang 0.5.9 as released, judged for GPUs of ``cc``, a cc the fixes are not for."""
     site = next((venv / "lib").glob("python3*/site-packages"))
-    return ["", f"{site}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info/METADATA",
+    return ["", f"{site}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info",
             f"  deepgemm-sm12x (on by default): not for GPUs of cc {cc}",
             f"  fusion-self-enable (on by default): not for GPUs of cc {cc}",
             f"  torch-symm-mem (on by default): not for GPUs of cc {cc}",
@@ -280,7 +280,7 @@ def test_to_cc_auto_adds_no_key_the_fixes_are_not_for(tmp_path: Path, sglang_ven
     done = invoke(command, "--python", python, "--to-cc", "auto", env=no_nvidia_smi(tmp_path))
     assert (done.returncode, done.stderr) == (0, b"")
     judged = [f"{python}: SGLang (wheel); not installed: vLLM, FlashInfer"] if command == "verify" else []  # what verify judged
-    assert lines(done)[1:] == [*judged, f"{site}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info/METADATA",
+    assert lines(done)[1:] == [*judged, f"{site}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info",
                                "nothing to do: no fix for SGLang is for this machine's GPUs (key 8)"]
     assert snapshot(venv) == before
 

@@ -80,7 +80,7 @@ def test_allreduce_fusion_on_flashinfer_074(tmp_path: Path, venv_of, gpus: str) 
     site = next((venv / "lib").glob("python3*/site-packages"))
     env = machine(tmp_path, gpus)
     cc, build = BUILD[gpus]
-    head = f"{site}/flashinfer: FlashInfer 0.7.4 (installed), from flashinfer_python-0.7.4.dist-info/METADATA"
+    head = f"{site}/flashinfer: FlashInfer 0.7.4 (installed), from flashinfer_python-0.7.4.dist-info"
 
     done = invoke("doctor", "--python", python, env=env)
     assert done.returncode == 0, done.stdout.decode()
@@ -155,7 +155,7 @@ def test_sglang_0523_with_flashinfer_074_is_told_of_the_pcie_ipc_all_reduce(tmp_
     lines = out(done)
     fusion = next(line for line in lines if line.startswith("  allreduce-fusion (opt-in): incomplete here"))
     assert "sglang/srt/layers/flashinfer_comm_fusion.py:48 in _resolve_backend()" in fusion
-    head = f"{site}/flashinfer: FlashInfer 0.7.4 (installed), from flashinfer_python-0.7.4.dist-info/METADATA"
+    head = f"{site}/flashinfer: FlashInfer 0.7.4 (installed), from flashinfer_python-0.7.4.dist-info"
     assert lines[lines.index(head) + 1] == "  allreduce-fusion (opt-in): in effect (the release has it)"
     at = lines.index("all-reduce on these GPUs (8 x SM120, linked through PCIe only: no NVLink, no multicast): FlashInfer's "
                      "PCIe-IPC all-reduce (pcie_ipc_comm), which SGLang uses for the tensor-parallel all-reduce")

@@ -75,7 +75,7 @@ def test_doctor_judges_vllm_0340_from_its_files(tmp_path: Path, vllm_0340, machi
     lines = out(done)
     key = KEY[machine]
     tables_ = f"CUSTOM_ALL_REDUCE_MAX_SIZES lacks '{key}'; SYMM_MEM_ALL_REDUCE_MAX_SIZES lacks '{key}'; _WORLD_SIZES_MULTIMEM lacks '{key}'"
-    start = lines.index(f"{site}/vllm: vLLM 0.34.0 (installed), from vllm-0.34.0.dist-info/METADATA")
+    start = lines.index(f"{site}/vllm: vLLM 0.34.0 (installed), from vllm-0.34.0.dist-info")
     assert lines[start + 1:start + 3] == [
         f"  torch-symm-mem (on by default): not needed here, not applied: {tables_}",
         f"    not needed because {vllm_0340_why(LACK[machine], key)}",
@@ -99,7 +99,7 @@ def test_plain_apply_on_vllm_0340_writes_no_torch_symm_mem_key(tmp_path: Path, v
     assert (done.returncode, done.stderr) == (0, b""), done.stdout.decode()
     judged = "here" if machine else "for the SM12x GPUs, 12.0 and 12.1 (no GPU seen)"
     why = vllm_0340_why(LACK[machine] if machine else PRODUCTS, KEY[machine] if machine else "12.0")
-    assert out(done) == [f"{site}/vllm: vLLM 0.34.0 (installed), from vllm-0.34.0.dist-info/METADATA",
+    assert out(done) == [f"{site}/vllm: vLLM 0.34.0 (installed), from vllm-0.34.0.dist-info",
                          f"not needed {judged}: torch-symm-mem: {why} (--fix torch-symm-mem applies it anyway)",
                          "nothing written"]
     assert snapshot(site) == before
@@ -193,7 +193,7 @@ def test_to_cc_9_writes_nothing_on_sglang_059(tmp_path: Path, sglang) -> None:
     before = snapshot(site / "sglang")
     done = invoke("apply", "--python", python, "--to-cc", "9.0", env=env)
     assert (done.returncode, done.stderr) == (0, b""), done.stdout.decode()
-    assert out(done) == [f"{site}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info/METADATA",
+    assert out(done) == [f"{site}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info",
                          "nothing to do: no fix for SGLang is for GPUs of key 9: deepgemm-sm12x, fusion-self-enable are for "
                          "other GPUs, and the release already holds key 9 (torch-symm-mem); nothing written"]
     assert snapshot(site / "sglang") == before

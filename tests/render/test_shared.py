@@ -47,7 +47,7 @@ NOT_APPLIED = NotApplied("flashinfer/data/include/flashinfer/comm/trtllm_allredu
 
 
 def where(project: str, label: str, version: str) -> Where:
-    return Where(f"{SITE}/{project}", label, TargetKind.INSTALLED, str(SITE), version, f"from {project}-{version}.dist-info/METADATA")
+    return Where(f"{SITE}/{project}", label, TargetKind.INSTALLED, str(SITE), version, f"from {project}-{version}.dist-info")
 
 
 def verified(project: str, label: str, version: str, problems: tuple = ()) -> VerifyResult:
@@ -74,8 +74,8 @@ def test_each_says_what_the_environment_holds_then_each_target() -> None:
     each = Each("verify", (sglang, flashinfer), env)
     assert text(each, terminal=False) == [
         "/v/bin/python: SGLang (wheel), FlashInfer (wheel); not installed: vLLM",
-        f"{SITE}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info/METADATA", "verify: ok, nothing to patch: no fix checked in SGLang 0.5.9", "",
-        f"{SITE}/flashinfer: FlashInfer 0.6.4 (installed), from flashinfer-0.6.4.dist-info/METADATA", LACKS, "verify: 1 problem",
+        f"{SITE}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info", "verify: ok, nothing to patch: no fix checked in SGLang 0.5.9", "",
+        f"{SITE}/flashinfer: FlashInfer 0.6.4 (installed), from flashinfer-0.6.4.dist-info", LACKS, "verify: 1 problem",
     ]
     doc = document(each)
     assert doc == {"python": "/v/bin/python", "installed": [{"project": "sglang", "how": WHEEL}, {"project": "flashinfer", "how": WHEEL}],
@@ -111,9 +111,9 @@ def test_auto_says_the_machine_then_idle_targets_then_runs_with_the_fixes_left_o
     auto = Auto("apply", machine, (busy, idle))
     assert text(auto, terminal=False) == [
         "this machine: 8 x NVIDIA RTX PRO 6000 Blackwell Workstation Edition (cc 12.0)",
-        f"{SITE}/flashinfer: FlashInfer 0.6.4 (installed), from flashinfer-0.6.4.dist-info/METADATA",
+        f"{SITE}/flashinfer: FlashInfer 0.6.4 (installed), from flashinfer-0.6.4.dist-info",
         "nothing to do: FlashInfer already holds key 12 for this machine's GPUs",
-        f"{SITE}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info/METADATA",
+        f"{SITE}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info",
         "not needed here: allreduce-fusion: no multicast between PCIe GPUs (--fix allreduce-fusion applies it anyway)",
         f"applied {PATCH}",
         "dropped 0 cached bytecode files",

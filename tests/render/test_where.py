@@ -20,8 +20,8 @@ def test_each_kind_of_target_has_its_first_line() -> None:
 
     assert where(TargetKind.CHECKOUT, "/src/sglang", "/src/sglang", "tag v0.5.9 at HEAD") == (
         "/src/sglang: SGLang 0.5.9, tag v0.5.9 at HEAD")
-    assert where(TargetKind.INSTALLED, f"{SITE}/sglang", SITE, "from sglang-0.5.9.dist-info/METADATA") == (
-        f"{SITE}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info/METADATA")
+    assert where(TargetKind.INSTALLED, f"{SITE}/sglang", SITE, "from sglang-0.5.9.dist-info") == (
+        f"{SITE}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info")
     assert where(TargetKind.EDITABLE, "/src/sglang/python/sglang", "/src/sglang", "tag v0.5.9 at HEAD", "/src/sglang") == (
         "/src/sglang/python/sglang: SGLang 0.5.9 (editable install of /src/sglang, tag v0.5.9 at HEAD)")
     # A member is its word, as --json and the lines print it.
@@ -41,4 +41,4 @@ def test_a_session_gives_its_target_kind_as_the_enum(tmp_path: Path) -> None:
     (site / "sglang-0.5.9.dist-info/METADATA").write_bytes(b"Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.9\n")
     where = Where.of(Session.open(site))
     assert where.kind is TargetKind.INSTALLED
-    assert where_line(where) == f"{site}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info/METADATA"
+    assert where_line(where) == f"{site}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info"

@@ -68,7 +68,7 @@ def test_plain_verify_on_a_gb10_fails_on_triton_351_without_its_ptxas(tmp_path: 
     assert (done.returncode, done.stderr) == (5, b""), done.stdout.decode()
     said = lines(done)
     assert said[:3] == [GB10, f"{python}: vLLM (wheel); not installed: SGLang, FlashInfer", f"{site / 'vllm'}: vLLM 0.33.0 (installed), "
-                        "from vllm-0.33.0.dist-info/METADATA"]
+                        "from vllm-0.33.0.dist-info"]
     assert said[3].startswith("not needed here: torch-symm-mem: one GPU, no peer")
     assert said[-3:] == [f"settings of {python} for 12.1, with this shell's variables:",
                          f"setting triton-ptxas: missing for 12.1 ({calls}); set it: export TRITON_PTXAS_PATH={ptxas13}",

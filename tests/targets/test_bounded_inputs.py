@@ -62,7 +62,6 @@ PLACES = {
     "direct_url.json": (lambda site, tmp: site / "sglang-0.5.9.dist-info/direct_url.json", "direct_url.json"),
     "a .pth": (lambda site, tmp: site / "aaa.pth", ".pth file"),
     "an .egg-link": (_wheel_gone, "file"),
-    "METADATA": (lambda site, tmp: site / "sglang-0.5.9.dist-info/METADATA", "METADATA"),
 }
 
 

@@ -93,7 +93,7 @@ def test_a_leftover_finder_no_dist_info_records(stale_editable: Path, tmp_path: 
     (site / "__editable___sglang_0_5_8_finder.py").unlink()
     done = invoke("verify", "--python", str(venv))
     assert done.returncode == 1
-    assert done.stdout.decode().splitlines()[1] == f"{site}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info/METADATA"
+    assert done.stdout.decode().splitlines()[1] == f"{site}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info"
 
 
 def test_the_editable_install_alone_is_still_its_checkout(stale_editable: Path, tmp_path: Path) -> None:
@@ -126,7 +126,7 @@ def test_an_unzipped_egg_on_the_path(venv: Path) -> None:
     assert imported(venv) == egg / "sglang/__init__.py"
     assert refused(venv) == (
         f"patchkit: {egg}: an unzipped egg of SGLang, on sys.path through easy-install.pth: patchkit judges a release by its "
-        "dist-info (METADATA, RECORD), which an egg does not have; reinstall it with pip")
+        "dist-info (its name, its RECORD), which an egg does not have; reinstall it with pip")
     (site / "easy-install.pth").unlink()  # no .pth names it: Python imports nothing, patchkit still names the egg
     assert refused(venv).startswith(f"patchkit: {egg}: an unzipped egg of SGLang that no .pth puts on sys.path")
 
@@ -154,7 +154,7 @@ def test_code_lines_of_a_pth_are_never_run_and_leave_the_judgement_alone(venv: P
     assert done.returncode == 1
     assert done.stdout.decode().splitlines()[:2] == [
         f"{venv}/bin/python: SGLang (wheel); not installed: vLLM, FlashInfer",
-        f"{site}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info/METADATA",
+        f"{site}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info",
     ]
     assert not ran.exists()
 

@@ -42,7 +42,7 @@ def err(done: subprocess.CompletedProcess) -> list[str]:
 
 
 def described(site: Path) -> str:
-    return f"{site}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info/METADATA"
+    return f"{site}/sglang: SGLang 0.5.9 (installed), from sglang-0.5.9.dist-info"
 
 
 def status_target(site: Path) -> str:
@@ -377,7 +377,7 @@ def test_python_finds_vllm_without_project(tmp_path: Path) -> None:
     (site / "vllm-0.11.0.dist-info/METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.11.0\n")
     done = invoke("apply", "--python", str(env / "bin/python"), "--dry-run", "--fix", "torch-symm-mem")  # vLLM only warns without it: named
     assert done.returncode == 0, done.stderr.decode()
-    assert out(done)[0] == f"{site / 'vllm'}: vLLM 0.11.0 (installed), from vllm-0.11.0.dist-info/METADATA"
+    assert out(done)[0] == f"{site / 'vllm'}: vLLM 0.11.0 (installed), from vllm-0.11.0.dist-info"
     assert "  would patch vllm/distributed/device_communicators/all_reduce_utils.py (+4 lines)" in out(done)
 
 

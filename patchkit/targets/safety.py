@@ -72,6 +72,38 @@ def _plain_file(root: str, path: str) -> bool:
     return regular and (found == os.path.join(root, path) or found == os.path.join(real_path(root), path))
 
 
+def read_plain(root: Path, path: str, cap: int) -> bytes | None:
+    """The bytes of ``root/path`` where it is a plain file (``_plain_file``'s test) of at most ``cap``
+    bytes, read through the descriptor the test opened: nothing can be swapped in between the look and
+    the read, in one open, one fstat, one readlink and the reads.  None where that does not tell (a path
+    to refuse, a file missing, a link, no regular file, over ``cap``, no /proc): ``resolve_inside`` and
+    ``bounded.read_file`` then say why, or read it."""
+    try:
+        _parts(path)
+        fd = os.open(os.path.join(root, path), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (UnsafePath, OSError):
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > cap:
+            return None
+        found = os.readlink(f"/proc/self/fd/{fd}")
+        if found != os.path.join(root, path) and found != os.path.join(real_path(os.fspath(root)), path):
+            return None
+        chunks: list[bytes] = []
+        total, want = 0, info.st_size + 1  # a byte past its size: the end is seen in one read
+        while chunk := os.read(fd, min(want, cap + 1 - total)):
+            chunks.append(chunk)
+            total, want = total + len(chunk), 1 << 20
+            if total > cap:
+                return None  # it grew while read: the slow way says so
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def resolve_inside(root: Path, path: str, *, must_exist: bool = True) -> Path:
     """``root/path`` after checking that no component is a symlink or leaves ``root``.
 

@@ -14,6 +14,7 @@ from patchkit.match import mentions
 from patchkit.plan.release import release_changed
 from patchkit.targets.after_write import stale_bytecode
 from patchkit.targets.locate import INSTALLED, Target, open_install, open_target
+from patchkit.targets.safety import read_plain
 from patchkit.targets.shipped import Series
 from patchkit.targets.state import Store, busy, pending
 from patchkit.types import Applied, TargetKind
@@ -111,28 +112,38 @@ class Session:
         return self._read(set(self.target.candidates()) | set(extra))
 
     def _read(self, rels: Iterable[str]) -> dict[str, bytes]:
-        """The bytes of each of ``rels`` that exists, each checked (``Target.path``) then read."""
+        """The bytes of each of ``rels`` that exists: a plain file read through the descriptor that
+        checked it (``safety.read_plain``), anything else checked (``Target.path``), then read."""
         out: dict[str, bytes] = {}
         for rel in sorted(rels):
-            try:
-                path = self.target.path(rel, must_exist=False)
-            except UnsafePath:
-                link = self.target.root / self.target.local(rel)
-                if not link.is_symlink():
-                    raise
-                # Never written through; refused only if it holds a table we would patch.
-                if mentions(read_file(link, SOURCE_CAP, "source file"), self.project.names):
-                    raise UnsafePath(str(link), "refused: target is a symlink") from None
-                continue
-            try:
-                data = read_file(path, SOURCE_CAP, "source file")
-            except FileNotFoundError:
-                continue
+            data = read_plain(self.target.root, self.target.local(rel), SOURCE_CAP)
+            if data is None:
+                data = self._checked(rel)
+                if data is None:
+                    continue
             # The same bytes read again (apply and revert read before the lock and under it): the
             # first copy is kept, the second freed at once, and what was found in it stands.
             seen = self._bytes.get(rel)
             out[rel] = self._bytes[rel] = seen if seen == data else data
         return out
+
+    def _checked(self, rel: str) -> bytes | None:
+        """The bytes of ``rel`` that is no plain file, or why not (UnsafePath, BadInput); None where it
+        does not exist, or is a link to leave alone."""
+        try:
+            path = self.target.path(rel, must_exist=False)
+        except UnsafePath:
+            link = self.target.root / self.target.local(rel)
+            if not link.is_symlink():
+                raise
+            # Never written through; refused only if it holds a table we would patch.
+            if mentions(read_file(link, SOURCE_CAP, "source file"), self.project.names):
+                raise UnsafePath(str(link), "refused: target is a symlink") from None
+            return None
+        try:
+            return read_file(path, SOURCE_CAP, "source file")
+        except FileNotFoundError:
+            return None
 
     def reader(self) -> Reader:
         """A reader of the target's files (``Reader``), its ``seen`` empty."""

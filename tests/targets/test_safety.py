@@ -153,3 +153,37 @@ def test_the_kernel_tells_a_plain_file_and_nothing_else(tree: Path) -> None:
     assert not safety._plain_file(str(tree), "python/sglang/dir.py")  # a folder
     assert not safety._plain_file(str(tree), "python/sglang/missing.py")
     assert resolve_inside(tree, "python/sglang/x.py") == tree / "python/sglang/x.py"
+
+
+def test_a_plain_file_is_read_through_the_descriptor_that_checked_it(tree: Path, tmp_path: Path) -> None:
+    """``read_plain``: a plain file's bytes; None (the slow way says why) for every other place, a FIFO
+    without waiting for a writer, a file over the cap, and a root reached through a link (read there)."""
+    assert safety.read_plain(tree, "python/sglang/x.py", 64) == b"X = 1\n"
+    assert safety.read_plain(tree, "python/sglang/x.py", 5) is None  # 6 bytes, over the cap
+    os.mkfifo(tree / "python/sglang/pipe.py")
+    for path in ("python/sglang/link.py", "python/inside/x.py", "python/out/x.py", "python/sglang/dir.py",
+                 "python/sglang/missing.py", "python/sglang/pipe.py", "../outside/x.py", "python//sglang/x.py"):
+        assert safety.read_plain(tree, path, 64) is None, path
+    (tmp_path / "alias").symlink_to(tree)
+    assert safety.read_plain(tmp_path / "alias", "python/sglang/x.py", 64) == b"X = 1\n"
+
+
+def test_a_folder_swapped_for_a_link_while_read_plain_looks_is_no_plain_file(tree: Path, tmp_path: Path, monkeypatch) -> None:
+    """The race of the common case, as for ``_plain_file``: a folder on the way swapped for a link after the
+    open and before the path is read back; the file opened is no longer where it was asked for: None."""
+    real_fstat, swapped = os.fstat, []
+
+    def swap_after_open(fd):
+        if not swapped:
+            swapped.append(fd)
+            (tree / "python/sglang").rename(tmp_path / "moved")
+            (tmp_path / "elsewhere").mkdir()
+            (tmp_path / "elsewhere/x.py").write_bytes(b"X = 3\n")
+            (tree / "python/sglang").symlink_to(tmp_path / "elsewhere")
+        return real_fstat(fd)
+
+    monkeypatch.setattr(os, "fstat", swap_after_open)
+    assert safety.read_plain(tree, "python/sglang/x.py", 64) is None
+    with pytest.raises(UnsafePath) as raised:
+        resolve_inside(tree, "python/sglang/x.py")
+    assert (raised.value.path, raised.value.reason) == (str(tree / "python/sglang"), "refused: path goes through a symlinked folder")

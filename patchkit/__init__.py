@@ -32,6 +32,12 @@ try:
         _sys.__unraisablehook__(unraisable)
 
     if _is_the_command():
+        import gc as _gc
+
+        # The command line's imports make thousands of objects that live as long as the process and
+        # no garbage: no collection runs while they are made (``patchkit.__main__.main`` freezes them
+        # and turns collection back on before the command's work).
+        _gc.disable()
         _sys.unraisablehook = _unraisable_at_start
         import signal as _signal
 

@@ -9,7 +9,7 @@ and ``Auto`` (``--to-cc auto``: the machine, and the ordinary command's results 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from patchkit.errors import worst
 from patchkit.types import TargetKind
@@ -25,11 +25,14 @@ if TYPE_CHECKING:
     from patchkit.targets.session import Session
 
 
-class Result(Protocol):
-    """What every command's result has: its exit code."""
+if TYPE_CHECKING:  # a type for the annotations only (nothing is checked against it at run time)
+    from typing import Protocol
 
-    @property
-    def exit_code(self) -> int: ...
+    class Result(Protocol):
+        """What every command's result has: its exit code."""
+
+        @property
+        def exit_code(self) -> int: ...
 
 
 class Where(Value):

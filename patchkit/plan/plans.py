@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from patchkit.types import Applied, Change, Reason, Source, Status, StrEnum
 from patchkit.values import Value
 
-if TYPE_CHECKING:  # for the annotations only
+if TYPE_CHECKING:  # for the annotations only (nothing is checked against Note at run time)
+    from typing import Protocol
+
     from patchkit.rewrite.found import Found
 
+    class Note(Protocol):
+        """What a plan notes on the way (``plan.reasons``): a value with its reason's code."""
 
-class Note(Protocol):
-    """What a plan notes on the way (``plan.reasons``): a value with its reason's code."""
-
-    @property
-    def code(self) -> Reason: ...
+        @property
+        def code(self) -> Reason: ...
 
 
 class Action(StrEnum):

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar
 
 from patchkit.types import CANNOT_APPLY, Reason, Status
 from patchkit.values import Value
@@ -149,19 +149,22 @@ class JitNotChecked(Value):
     error: str
 
 
-class JitBuild(Protocol):
-    """A FlashInfer JIT build as a reason reads it (``targets.jit_builds.Build``)."""
+if TYPE_CHECKING:  # a type for the annotations only (nothing is checked against it at run time)
+    from typing import Protocol
 
-    @property
-    def droppable(self) -> bool: ...
-    @property
-    def path(self) -> Path: ...
-    @property
-    def library(self) -> Path: ...
-    @property
-    def kind(self) -> StrEnum: ...  # a BuildKind
-    @property
-    def advice(self) -> str: ...
+    class JitBuild(Protocol):
+        """A FlashInfer JIT build as a reason reads it (``targets.jit_builds.Build``)."""
+
+        @property
+        def droppable(self) -> bool: ...
+        @property
+        def path(self) -> Path: ...
+        @property
+        def library(self) -> Path: ...
+        @property
+        def kind(self) -> StrEnum: ...  # a BuildKind
+        @property
+        def advice(self) -> str: ...
 
 
 class StaleJitBuild(Value):

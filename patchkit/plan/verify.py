@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from patchkit.digest import sha256
 from patchkit.errors import RewriteError, localized
@@ -47,13 +47,16 @@ if TYPE_CHECKING:  # for the annotations only
     from patchkit.rewrite.rules import FileRewrite, Read
 
 
-class StalePyc(Protocol):
-    """A stale cached bytecode file as verify says it (``targets.bytecode.Pyc``)."""
+if TYPE_CHECKING:  # a type for the annotations only (nothing is checked against it at run time)
+    from typing import Protocol
 
-    @property
-    def path(self) -> Path: ...
-    @property
-    def reason(self) -> str: ...
+    class StalePyc(Protocol):
+        """A stale cached bytecode file as verify says it (``targets.bytecode.Pyc``)."""
+
+        @property
+        def path(self) -> Path: ...
+        @property
+        def reason(self) -> str: ...
 
 
 class Checked(Value):

@@ -18,8 +18,8 @@ from patchkit.commands.given import sessions as given_sessions
 from patchkit.commands.transact import Done, Job, Transacted, shared, transact, transact_all
 from patchkit.errors import OK
 from patchkit.fixes.registry import default_fixes
-from patchkit.plan import APPLY, Plan
 from patchkit.plan.apply import ApplyRequest, Look, Snapshot, look, unchanged
+from patchkit.plan.plans import APPLY, Plan
 from patchkit.report import Auto, AutoTarget, Where, combine
 from patchkit.targets import bytecode
 from patchkit.targets.session import Session

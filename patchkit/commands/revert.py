@@ -17,9 +17,10 @@ from patchkit.commands.given import Given, Targets, each
 from patchkit.commands.given import sessions as given_sessions
 from patchkit.commands.transact import Done, Job, Transacted, shared, transact, transact_all
 from patchkit.errors import OK, Refused, localized
-from patchkit.plan import REVERT, Plan, plan_revert
 from patchkit.plan.apply import Look, Snapshot
+from patchkit.plan.plans import REVERT, Plan
 from patchkit.plan.reasons import ReleaseChanged
+from patchkit.plan.write_revert import plan_revert
 from patchkit.report import combine
 from patchkit.targets.session import Session
 from patchkit.targets.transaction import keep_edits

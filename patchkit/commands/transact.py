@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from patchkit.errors import PatchkitError
-from patchkit.plan import Plan
 from patchkit.plan.apply import Look, Snapshot
+from patchkit.plan.plans import Plan
 from patchkit.report import Where
 from patchkit.targets.after_write import drop_jit_builds, old_processes
 from patchkit.targets.transaction import LockTaken, SetAside, commit, exclusive, set_aside

@@ -19,7 +19,8 @@ from patchkit.fixes.registry import FIXES, default_fixes, fixes_for, no_rule, ru
 from patchkit.git.objects import GitSource
 from patchkit.patch import message
 from patchkit.patch.write import patch_filename
-from patchkit.plan import APPLY, plan_apply
+from patchkit.plan.plans import APPLY
+from patchkit.plan.write_apply import plan_apply
 from patchkit.report import Where
 from patchkit.targets.atomic import remove_temps, write_atomic
 from patchkit.targets.locate import CHECKOUT

@@ -18,8 +18,9 @@ from patchkit.cc import CC, AutoCC, Key
 from patchkit.errors import Refused, localized
 from patchkit.fixes.registry import Project, fixes_for, rules_for
 from patchkit.patch.manifest import FixStatus, Shipped
-from patchkit.plan import APPLY, Plan, plan_apply
+from patchkit.plan.plans import APPLY, Plan
 from patchkit.plan.reasons import ForOtherGpus, LeftOut, NoRule, NoShippedPatch, ReleaseChanged
+from patchkit.plan.write_apply import plan_apply
 from patchkit.types import NOTHING_TO_PATCH, Applied
 from patchkit.values import Value
 

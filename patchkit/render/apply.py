@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from patchkit.fixes.effects import Outcome
 from patchkit.fixes.kinds import RuleKind
 from patchkit.patch.write import hunks, split_lines
-from patchkit.plan import APPLY
+from patchkit.plan.plans import APPLY
 from patchkit.render.found import found_line
 from patchkit.render.reasons import code, said
 from patchkit.render.servers import restart_json, restart_lines

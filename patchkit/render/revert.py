@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from patchkit.digest import sha256
-from patchkit.plan import REVERT
+from patchkit.plan.plans import REVERT
 from patchkit.render.apply import jit_fields, jit_lines, plan_fields, transaction_lines
 from patchkit.render.reasons import said
 from patchkit.render.servers import restart_json, restart_lines

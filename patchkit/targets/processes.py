@@ -258,8 +258,9 @@ def stale_processes(project: str, changed_ns: int, package: Package) -> list[Pro
     changed_ticks = (changed_ns - boot_ns) * ticks_per_s // _NS
     sites: Sites = {}  # the import paths of the site folders seen, for this scan
     found: list[Process] = []
+    me = os.getpid()
     for pid in _pids():
-        stale = _stale(pid, project, changed_ticks, package, sites, boot_ns) if pid != os.getpid() else None
+        stale = _stale(pid, project, changed_ticks, package, sites, boot_ns) if pid != me else None
         if stale is not None:
             found.append(stale)
     return found

@@ -20,8 +20,10 @@ from patchkit.errors import BadInput, Refused
 from patchkit.fixes.registry import rules_for
 from patchkit.patch.manifest import FileEntry, Shipped
 from patchkit.patch.write import FileChange, format_patch
-from patchkit.plan import APPLY, REVERT, Plan, plan_apply, plan_revert
+from patchkit.plan.plans import APPLY, REVERT, Plan
 from patchkit.plan.reasons import NoShippedPatch
+from patchkit.plan.write_apply import plan_apply
+from patchkit.plan.write_revert import plan_revert
 from patchkit.render.reasons import said
 from patchkit.render.source import source_words
 from patchkit.rewrite.found import Found

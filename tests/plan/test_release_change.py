@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from patchkit.digest import sha256
-from patchkit.plan import release_changed
+from patchkit.plan.release import release_changed
 from patchkit.render.reasons import code, said
 from patchkit.targets.state import Store
 from patchkit.types import Applied, AppliedFile, source_from_json

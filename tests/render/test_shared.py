@@ -21,7 +21,7 @@ from patchkit.fixes.kinds import RuleKind
 from patchkit.gpus import parse
 from patchkit.gpus.smi import Machine
 from patchkit.judge.reasons import NoMulticast, Peers
-from patchkit.plan import APPLY, Plan
+from patchkit.plan.plans import APPLY, Plan
 from patchkit.plan.reasons import NotApplied
 from patchkit.plan.verify import VerifyPlan
 from patchkit.render import document, target_document, text

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 from patchkit.errors import BadInput
 from patchkit.rewrite.found import Found
-from patchkit.rewrite.unfit import Unfit
 from patchkit.types import CANNOT_APPLY, INCOMPLETE, NOT_NEEDED_HERE, PATCHED, Status
 from patchkit.values import Value
 
@@ -22,6 +21,7 @@ if TYPE_CHECKING:
 
     from patchkit.cc import Key
     from patchkit.patch.read import FilePatch
+    from patchkit.rewrite.unfit import Unfit
 
 # What a reader needs of a manifest (written by ``Manifest``, checked by ``read_manifest``):
 # the release, the fixes considered, and the series, one patch per fix that changed something.
@@ -123,8 +123,11 @@ class FixStatus(Value):
         if status is None or not isinstance(doc, dict) or not isinstance(fix := doc.get("fix"), str):
             raise Corrupt(_PATCH_NEEDS)
         unfit = doc.get("unfit")
-        if unfit is not None and (unfit := Unfit.from_json(unfit)) is None:
-            raise Corrupt(_WRONG_TYPE)
+        if unfit is not None:  # a fix that cannot apply (a few manifests): how its rule does not fit
+            from patchkit.rewrite.unfit import Unfit
+
+            if (unfit := Unfit.from_json(unfit)) is None:
+                raise Corrupt(_WRONG_TYPE)
         unneeded = doc.get("unneeded")
         if unneeded is not None and not isinstance(unneeded, dict):
             raise Corrupt(_WRONG_TYPE)

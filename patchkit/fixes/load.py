@@ -118,7 +118,7 @@ def _read(path: Path) -> Table:
         return parse_toml(path)
     doc = built.get(path.name)
     if not isinstance(doc, dict):
-        raise BadInput(str(path), f"not in {path.parent / BUILT}, or not a table there (`make fix-data` builds it)")
+        raise BadInput(str(path), f"not in {path.parent / BUILT}, or not a table there (a broken install: reinstall patchkit; in a source tree, `make fix-data`)")
     return doc
 
 
@@ -152,9 +152,9 @@ def _load_built(path: Path) -> dict[str, object]:
     try:
         files = json.loads(path.read_bytes())["files"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise BadInput(str(path), f"not the fixes' built data ({exc!r}); `make fix-data` builds it") from None
+        raise BadInput(str(path), f"not the fixes' built data ({exc!r}): a broken install (reinstall patchkit; in a source tree, `make fix-data`)") from None
     if not isinstance(files, dict):
-        raise BadInput(str(path), "not the fixes' built data ('files' is not a table); `make fix-data` builds it")
+        raise BadInput(str(path), "not the fixes' built data ('files' is not a table): a broken install (reinstall patchkit; in a source tree, `make fix-data`)")
     return files
 
 

@@ -52,7 +52,7 @@ def test_a_file_its_folder_built_form_lacks_is_named(tmp_path: Path) -> None:
     with pytest.raises(BadInput) as caught:
         read_fix(tmp_path / "my-fix.toml")
     assert str(caught.value) == (f"{tmp_path / 'my-fix.toml'}: not in {tmp_path / BUILT}, or not a table there "
-                                 "(`make fix-data` builds it)")
+                                 "(a broken install: reinstall patchkit; in a source tree, `make fix-data`)")
     assert data_files(tmp_path) == []  # the built form lists what it holds
 
 
@@ -64,7 +64,7 @@ def test_a_broken_built_form_is_one_line_naming_it(tmp_path: Path, text: str, wh
     (tmp_path / BUILT).write_text(text)
     with pytest.raises(BadInput) as caught:
         data_files(tmp_path)
-    assert str(caught.value) == f"{tmp_path / BUILT}: not the fixes' built data ({why}); `make fix-data` builds it"
+    assert str(caught.value) == f"{tmp_path / BUILT}: not the fixes' built data ({why}): a broken install (reinstall patchkit; in a source tree, `make fix-data`)"
     (tmp_path / BUILT).write_text('{"files": []}')
     with pytest.raises(BadInput) as caught:
         data_files(tmp_path)

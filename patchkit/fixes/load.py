@@ -118,7 +118,7 @@ def _read(path: Path) -> Table:
         return parse_toml(path)
     doc = built.get(path.name)
     if not isinstance(doc, dict):
-        raise BadInput(str(path), f"not in {path.parent / BUILT}, or not a table there (a broken install: reinstall patchkit; in a source tree, `make fix-data`)")
+        raise BadInput(str(path), f"not in {path.parent / BUILT}, or not a table there: {_BROKEN}")
     return doc
 
 
@@ -147,14 +147,20 @@ def _built(folder: Path) -> dict[str, object] | None:
     return _load_built(path) if path.is_file() else None
 
 
+_BROKEN = "a broken install (reinstall patchkit; in a source tree, `make fix-data`)"
+
+
 @lru_cache(maxsize=4)
 def _load_built(path: Path) -> dict[str, object]:
     try:
-        files = json.loads(path.read_bytes())["files"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise BadInput(str(path), f"not the fixes' built data ({exc!r}): a broken install (reinstall patchkit; in a source tree, `make fix-data`)") from None
+        doc = json.loads(path.read_bytes())
+    except OSError as exc:
+        raise BadInput(str(path), f"cannot read it ({exc.strerror}): {_BROKEN}") from None
+    except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise BadInput(str(path), f"not JSON ({exc}): {_BROKEN}") from None
+    files = doc.get("files") if isinstance(doc, dict) else None
     if not isinstance(files, dict):
-        raise BadInput(str(path), "not the fixes' built data ('files' is not a table): a broken install (reinstall patchkit; in a source tree, `make fix-data`)")
+        raise BadInput(str(path), f"not the fixes' built data (no 'files' table): {_BROKEN}")
     return files
 
 

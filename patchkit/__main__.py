@@ -10,7 +10,7 @@ import signal
 import sys
 from typing import TYPE_CHECKING
 
-from patchkit.errors import INTERRUPTED, SOFTWARE, Interrupted, interrupt_in, unexpected
+from patchkit.errors import INTERRUPTED, SOFTWARE, Interrupted, PatchkitError, interrupt_in, unexpected
 from patchkit.signals import catch_sigint, settle_interrupts
 
 if TYPE_CHECKING:
@@ -32,6 +32,8 @@ def main() -> None:
         preload(sys.argv[1:])  # the module of the command named: its imports too
     except Interrupted:  # while the command line is imported
         _leave("interrupted", INTERRUPTED)
+    except PatchkitError as exc:  # patchkit's own data, unreadable (a broken install): its one line
+        _leave(str(exc), exc.exit_code)
     except Exception as exc:  # a broken install, or a Ctrl-C Python wrapped (a class made at that instant)
         if interrupt_in(exc) is not None:
             _leave("interrupted", INTERRUPTED)

@@ -4,6 +4,7 @@ in one data.json beside them; what every command reads.  It is held to the TOML 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -81,3 +82,16 @@ def test_building_a_folder_with_a_broken_toml_file_writes_nothing(tmp_path: Path
     done = subprocess.run([sys.executable, "-m", "patchkit.fixes.build", str(tmp_path)], capture_output=True, text=True)
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
     assert json.loads((tmp_path / BUILT).read_bytes())["files"] == {"a.toml": {"title": "A"}, "b.toml": {"title": "B"}}
+
+
+def test_a_broken_install_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """The command with its package's data.json broken (a copy of the installed package): the line, no
+    traceback and no "internal error", before the command line is read."""
+    package = Path(build.__file__).resolve().parents[1]
+    shutil.copytree(package, tmp_path / "patchkit", ignore=shutil.ignore_patterns("__pycache__"))
+    broken = tmp_path / "patchkit/fixes" / BUILT
+    broken.write_text('{"files": ')
+    done = subprocess.run([sys.executable, "-m", "patchkit", "verify", str(tmp_path)], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"}, cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == f"patchkit: {broken}: not JSON (Expecting value: line 1 column 11 (char 10)): {BROKEN}\n"

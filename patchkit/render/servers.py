@@ -7,16 +7,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from patchkit.bounded import size_words
-from patchkit.targets.evidence import Evidence, Why
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from patchkit.targets.evidence import Evidence
     from patchkit.targets.processes import Process
 
 
 def because(why: Evidence) -> str:
     """Why a process is named, as a sentence from its evidence."""
+    from patchkit.targets.evidence import Why  # a process is named: its evidence was read
+
     if why.reason == Why.SCRIPT:
         return f"because it runs {why.path}"
     if why.reason == Why.CWD:

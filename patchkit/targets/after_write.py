@@ -79,7 +79,6 @@ def old_processes(target: Target, rels: Iterable[str]) -> list[Process]:
     """The running processes of the project that started before the files ``rels`` were
     last written: they may still run the old code (``processes.Process``)."""
     from patchkit.targets import processes
-    from patchkit.targets.evidence import Package
 
     times = []
     for rel in rels:
@@ -91,7 +90,7 @@ def old_processes(target: Target, rels: Iterable[str]) -> list[Process]:
         return []
     project = target.project
     package = target.root / target.local(project.repo_path(project.name))
-    return processes.stale_processes(project.name, max(times), Package(package, environment(target)))
+    return processes.stale_processes(project.name, max(times), processes.Package(package, environment(target)))
 
 
 def environment(target: Target) -> Path | None:

@@ -63,15 +63,6 @@ class Evidence(Value):
     detail: str = ""
 
 
-class Package(Value):
-    """The files a process must run to be named: a target's package folder (``/x/python/sglang``
-    of a checkout, ``site-packages/sglang`` of an install), and for an installed package the
-    prefix of its environment (``V`` for ``V/lib/python3.11/site-packages``), else None."""
-
-    folder: Path
-    environment: Path | None = None
-
-
 class CommandLine(Value):
     """An interpreter's command line as CPython reads it: its one-letter options, then what runs."""
 
@@ -268,12 +259,14 @@ def _editable(path: ImportPath, package: str, name: str) -> Evidence | None:
     return None
 
 
-def evidence(seen: Seen, package: Package, sites: Sites | None = None) -> Evidence | None:
-    """Why the process ``seen`` runs the files of ``package`` (its first evidence in CPython's
-    order); an ``UNREADABLE``/``TOO_LARGE`` one when none was found and a file that could tell
-    was not read; None when it does not run them.  ``sites``: a cache of the import paths of
-    site folders, kept over one scan."""
-    real = os.path.realpath(package.folder)
+def evidence(seen: Seen, folder: Path, environment: Path | None = None, sites: Sites | None = None) -> Evidence | None:
+    """Why the process ``seen`` runs the files of the package ``folder`` (``/x/python/sglang`` of a
+    checkout, ``site-packages/sglang`` of an install; ``environment``: for an installed package,
+    the prefix of its environment, ``V`` for ``V/lib/python3.11/site-packages``): its first
+    evidence in CPython's order; an ``UNREADABLE``/``TOO_LARGE`` one when none was found and a
+    file that could tell was not read; None when it does not run them.  ``sites``: a cache of the
+    import paths of site folders, kept over one scan."""
+    real = os.path.realpath(folder)
     holder = os.path.dirname(real)
     command, env, cwd = seen.command, seen.environ, seen.cwd
     ignore_env = bool({"E", "I"} & command.flags)
@@ -289,7 +282,7 @@ def evidence(seen: Seen, package: Package, sites: Sites | None = None) -> Eviden
             where = absolute(entry, cwd) if entry else None
             if where is not None and _same(where, holder):
                 return Evidence(Why.PYTHONPATH, where)
-    if package.environment is not None and EnvironmentPrefix(package.environment).owns(seen.interpreter, seen.exe):
+    if environment is not None and EnvironmentPrefix(environment).owns(seen.interpreter, seen.exe):
         return Evidence(Why.INTERPRETER, seen.interpreter or seen.exe or "")
     folders = site_folders(seen)
     if any(_same(site, holder) for site in folders):

@@ -20,24 +20,15 @@ from __future__ import annotations
 import errno
 import os
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patchkit.match import Pattern
-from patchkit.targets.evidence import (
-    Evidence,
-    Package,
-    Seen,
-    Why,
-    absolute,
-    evidence,
-    parse_command,
-    runs_project,
-)
 from patchkit.text import printable
 from patchkit.values import Value
 
-if TYPE_CHECKING:  # for the annotations only
-    from patchkit.targets.evidence import Sites
+if TYPE_CHECKING:  # for the annotations only; the evidence is read for a process that names the project
+    from patchkit.targets.evidence import Evidence, Seen, Sites
 
 PROC = "/proc"  # (a str: every path below it is made per process, the cheapest way)
 # python, python3, python3.11, python3.13t, python3.11-dbg, pypy, pypy3, pypy3.10
@@ -50,6 +41,15 @@ _NS = 10**9
 STAT_CAP = 4 << 10
 CMDLINE_CAP = 256 << 10
 ENVIRON_CAP = 1 << 20
+
+class Package(Value):
+    """The files a process must run to be named: a target's package folder (``/x/python/sglang``
+    of a checkout, ``site-packages/sglang`` of an install), and for an installed package the
+    prefix of its environment (``V`` for ``V/lib/python3.11/site-packages``), else None."""
+
+    folder: Path
+    environment: Path | None = None
+
 
 class Process(Value):
     pid: int
@@ -111,6 +111,8 @@ class _Gone(Exception):
 
 def _unread(path: str, exc: OSError, unread: list[Evidence]) -> None:
     """Note why ``path`` could not be read; _Gone when the process has exited (ENOENT, ESRCH)."""
+    from patchkit.targets.evidence import Evidence, Why
+
     if exc.errno in (errno.ENOENT, errno.ESRCH):
         raise _Gone(path) from None
     unread.append(Evidence(Why.UNREADABLE, path, exc.strerror or type(exc).__name__))
@@ -153,6 +155,8 @@ def _argv(pid: int) -> tuple[list[str], bool]:
 
 def _environ(path: str, unread: list[Evidence]) -> dict[str, str] | None:
     """The process's initial environment, or None (and why, in ``unread``) when not read whole."""
+    from patchkit.targets.evidence import Evidence, Why
+
     try:
         raw = _read(path, ENVIRON_CAP)
     except OSError as exc:
@@ -174,6 +178,8 @@ def _interpreter_path(argv0: str, cwd: str | None, environ: dict[str, str] | Non
     to the base interpreter, and only the link tells which environment runs.  A bare name is
     looked up in the process's PATH; failing that (or when its environment or current folder
     cannot be read), its executable."""
+    from patchkit.targets.evidence import absolute
+
     if "/" in argv0:
         return absolute(argv0, cwd) or exe
     search = environ.get("PATH", os.defpath) if environ is not None else None  # execvp's default
@@ -185,6 +191,8 @@ def _interpreter_path(argv0: str, cwd: str | None, environ: dict[str, str] | Non
 
 
 def _see(pid: int, argv: list[str], exe: str | None, unread: list[Evidence]) -> Seen:
+    from patchkit.targets.evidence import Seen, parse_command
+
     folder = f"{PROC}/{pid}"
     cwd = _link(f"{folder}/cwd", unread)
     environ = _environ(f"{folder}/environ", unread)
@@ -226,6 +234,11 @@ def _stale(pid: int, project: str, changed_ticks: int, package: Package, sites: 
     start = _start_ticks(pid)
     if start is None or start >= changed_ticks:
         return None
+    from patchkit.targets.evidence import (  # a process that may run the project: the rest is evidence
+        evidence,
+        runs_project,
+    )
+
     argv, cut = _argv(pid)
     if not argv or not runs_project(argv, project):
         return None
@@ -234,7 +247,7 @@ def _stale(pid: int, project: str, changed_ticks: int, package: Package, sites: 
         exe = _link(f"{PROC}/{pid}/exe", unread)
         if not (_looks_like_python(argv[0]) or _looks_like_python(exe)):
             return None
-        why = evidence(_see(pid, argv, exe, unread), package, sites)
+        why = evidence(_see(pid, argv, exe, unread), package.folder, package.environment, sites)
     except _Gone:
         return None
     if why is None or _start_ticks(pid) != start:  # not ours; or it exited (its pid maybe reused) meanwhile

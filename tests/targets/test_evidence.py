@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.targets.evidence import CommandLine, Evidence, Package, Seen, Why, evidence, parse_command
+from patchkit.targets.evidence import CommandLine, Evidence, Seen, Why, evidence, parse_command
 
 
 @pytest.mark.parametrize(
@@ -54,7 +54,7 @@ def test_a_pth_line_of_the_user_site_or_the_prefix_names_the_checkout(tmp_path):
     checkout = tmp_path / "x"
     (checkout / "python/sglang").mkdir(parents=True)
     (user / "__editable__.sglang-0.5.9.pth").write_text(f"{checkout}/python\n")
-    package = Package(checkout / "python/sglang")
+    package = checkout / "python/sglang"
     home = {"HOME": str(tmp_path / "home")}
     server = ["python3", "-m", "sglang.launch_server"]
     by_user = Evidence(Why.EDITABLE, f"{checkout}/python", str(user / "__editable__.sglang-0.5.9.pth"))
@@ -69,7 +69,7 @@ def test_a_pth_line_of_the_user_site_or_the_prefix_names_the_checkout(tmp_path):
         Why.EDITABLE, f"{checkout}/python", str(site / "sglang.pth"))
     other = tmp_path / "y"
     (other / "python/sglang").mkdir(parents=True)
-    assert evidence(seen(server, python, home), Package(other / "python/sglang")) is None
+    assert evidence(seen(server, python, home), other / "python/sglang") is None
 
 
 def test_an_installed_package_of_the_interpreters_prefix(tmp_path):
@@ -77,8 +77,8 @@ def test_an_installed_package_of_the_interpreters_prefix(tmp_path):
     is the interpreter's (as for a venv, whose interpreter EnvironmentPrefix.owns tells)."""
     python, site, _ = system_python(tmp_path)
     server = ["python3", "-m", "sglang.launch_server"]
-    assert evidence(seen(server, python, {}), Package(site / "sglang")) == Evidence(Why.INTERPRETER, str(python))
-    assert evidence(seen(server, python, {}), Package(tmp_path / "elsewhere/site-packages/sglang")) is None
+    assert evidence(seen(server, python, {}), site / "sglang") == Evidence(Why.INTERPRETER, str(python))
+    assert evidence(seen(server, python, {}), tmp_path / "elsewhere/site-packages/sglang") is None
 
 
 def test_what_could_not_be_read_is_the_answer_only_without_evidence(tmp_path):
@@ -86,5 +86,5 @@ def test_what_could_not_be_read_is_the_answer_only_without_evidence(tmp_path):
     hidden = Evidence(Why.UNREADABLE, "/proc/4242/environ", "Permission denied")
     checkout = tmp_path / "x"
     server = seen(["python3", "-m", "sglang.launch_server"], python, None, cwd=str(checkout / "python"))._replace(unread=(hidden,))
-    assert evidence(server, Package(checkout / "python/sglang")) == Evidence(Why.CWD, str(checkout / "python"))
-    assert evidence(server, Package(tmp_path / "y/python/sglang")) == hidden
+    assert evidence(server, checkout / "python/sglang") == Evidence(Why.CWD, str(checkout / "python"))
+    assert evidence(server, tmp_path / "y/python/sglang") == hidden

@@ -20,8 +20,8 @@ import pytest
 
 import patchkit
 from patchkit.targets import processes
-from patchkit.targets.evidence import Evidence, Package, Why
-from patchkit.targets.processes import parse_start_ticks, runs_project, stale_processes
+from patchkit.targets.evidence import Evidence, Why, runs_project
+from patchkit.targets.processes import Package, parse_start_ticks, stale_processes
 from support.procs import TICK_NS, after_start, running
 
 SERVER = 'import sys\nprint("ready", flush=True)\nsys.stdin.read()  # until the test closes stdin or kills us\n'

@@ -12,7 +12,9 @@ imported, and no file of /proc is read past a cap.  Where /proc is not available
 answer is [].  A process that is gone by the end of its reading (or whose pid was reused
 meanwhile) is left out: it runs nothing any more.  One whose environment, current folder or
 executable cannot be read (another user's) and that shows no evidence otherwise is named
-with an evidence that says patchkit cannot tell.  Standard library only and cheap to import.
+with an evidence that says patchkit cannot tell.  Standard library only and cheap to import:
+``evidence.py`` is imported for a process whose command line names the project, and most
+scans find none.
 """
 
 from __future__ import annotations

@@ -317,26 +317,18 @@ def triton_ptxas(package: Path, tool: str, env: Mapping[str, str]) -> tuple[str 
     return str(package / "backends" / "nvidia" / "bin" / tool), "bundled with Triton"
 
 
-def _dist_versions(site: Path) -> dict[str, tuple[str, str]]:
-    """canonical distribution name -> (name, version), from the dist-info folders of ``site``."""
-    from patchkit.targets.dist_info import installed
-
-    found: dict[str, tuple[str, str]] = {}
-    for name, version, _ in installed(site):
-        found.setdefault(name, (name, version))
-    return found
-
-
 def jit_installs(sites: list[Path], env: Mapping[str, str]) -> list[JitInstall]:
     """FlashInfer, DeepGEMM (its own or vLLM's copy) and Triton in ``sites`` (the first site that has
     a package wins, as on sys.path), each with the compilers it would call, asked."""
+    from patchkit.targets.dist_info import installed_versions
+
     found: dict[str, JitInstall] = {}
     nvcc = None
     for site in sites:
-        dists = _dist_versions(site)
+        dists = installed_versions([site])
 
-        def owner(*names: str, dists: dict[str, tuple[str, str]] = dists) -> tuple[str, str]:
-            return next((dists[n] for n in names if n in dists), (names[0], "?"))
+        def owner(*names: str, dists: dict[str, str] = dists) -> tuple[str, str]:
+            return next(((n, dists[n]) for n in names if n in dists), (names[0], "?"))
 
         places = ((FLASHINFER, site / "flashinfer", ("flashinfer-python", "flashinfer"), "compilation_context.py"),
                   (DEEPGEMM, site / "deep_gemm", ("deep-gemm", "deep_gemm"), "include/deep_gemm/impls"),

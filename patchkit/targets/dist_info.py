@@ -45,11 +45,11 @@ class RecordRow(Value):
     size: int | None
 
 
-def _text(folder: Path, filename: str) -> str | None:
-    """The text of the dist-info's file ``filename``, None when there is none; BadInput naming it
-    when it is no regular file or larger than ``RECORD_CAP``."""
+def _record_text(folder: Path) -> str | None:
+    """The text of the dist-info's RECORD, None when there is none; BadInput naming it when it is no
+    regular file or larger than ``RECORD_CAP``."""
     try:
-        data = read_file(folder / filename, RECORD_CAP, filename)
+        data = read_file(folder / "RECORD", RECORD_CAP, "RECORD")
     except FileNotFoundError:
         return None
     return data.decode("utf-8", "replace")
@@ -76,12 +76,13 @@ def installed(site: Path) -> list[tuple[str, str, Path]]:
     return [(canonicalize_name(m["name"]), m["version"], site / n) for n in names if (m := _FOLDER.fullmatch(n))]
 
 
-def folders(site: Path, name: str) -> list[Path]:
-    """The dist-info folders of the distribution ``name`` (any spelling PEP 503 takes as one) in ``site``."""
+def version_in(site: Path, name: str) -> str | None:
+    """The version of the distribution ``name`` (any spelling PEP 503 takes as one) in ``site``, as its
+    first dist-info folder names it; None when ``site`` has none."""
     from packaging.utils import canonicalize_name
 
     wanted = canonicalize_name(name)
-    return [folder for found, _, folder in installed(site) if found == wanted]
+    return next((version for found, version, _ in installed(site) if found == wanted), None)
 
 
 def record(folder: Path, paths: Iterable[str] | None = None, mentioning: tuple[str, ...] = ()) -> list[RecordRow] | None:
@@ -93,7 +94,7 @@ def record(folder: Path, paths: Iterable[str] | None = None, mentioning: tuple[s
     only the lines that may be the rows asked for are parsed."""
     import csv
 
-    text = _text(folder, "RECORD")
+    text = _record_text(folder)
     if text is None:
         return None
     wanted = None if paths is None else frozenset(paths)

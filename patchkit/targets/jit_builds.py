@@ -182,8 +182,10 @@ def find(
 def _prebuilt(version: str, sites: Sequence[Path], env: Mapping[str, str], modules: list[str], package: Path | None) -> list[Build]:
     jit_cache = next((Path(s) / "flashinfer_jit_cache" for s in sites if (Path(s) / "flashinfer_jit_cache" / "__init__.py").is_file()), None)
     if jit_cache is not None:
+        from patchkit.targets.dist_info import version_in
+
         folder, kind, droppable = jit_cache / "jit_cache", PREBUILT, False
-        theirs = _dist_version(jit_cache.parent, "flashinfer_jit_cache")
+        theirs = version_in(jit_cache.parent, "flashinfer_jit_cache")
         advice = f"no setting turns it off (jit/env.py: _get_aot_dir): `{UNINSTALL_JIT_CACHE}`, and FlashInfer builds its modules on first use"
         mismatch = "" if theirs is None or theirs.startswith(version) or env.get("FLASHINFER_DISABLE_VERSION_CHECK") else (
             f"; flashinfer-jit-cache {theirs} is not FlashInfer {version}'s, so FlashInfer does not import at all"
@@ -233,16 +235,6 @@ def _mtime(path: Path) -> float | None:
     except OSError:
         return None
 
-
-def _dist_version(site: Path, dist: str) -> str | None:
-    """The version of ``dist``'s dist-info folder in ``site`` (``dist_info.version``), None when there is none."""
-    from patchkit.targets import dist_info
-
-    for info in dist_info.folders(site, dist):
-        found = dist_info.version(info)
-        if found:
-            return found
-    return None
 
 
 def newest_mtime(paths: Iterable[Path]) -> float | None:

@@ -50,6 +50,20 @@ def size_words(n: int) -> str:
     return f"{n / (1 << 20):.0f} MiB" if n >= 1 << 20 else f"{n / 1024:.0f} KiB" if n >= 1024 else f"{n} bytes"
 
 
+def read_open(fd: int, size: int, cap: int) -> bytes | None:
+    """The bytes of the regular file open as ``fd``, ``size`` of them when it was looked at, read to its
+    end (a byte past its size first: the end is seen in one read); None when it holds more than
+    ``cap``: it grew while read."""
+    chunks: list[bytes] = []
+    total, want = 0, size + 1
+    while chunk := os.read(fd, min(want, cap + 1 - total)):
+        chunks.append(chunk)
+        total, want = total + len(chunk), 1 << 20
+        if total > cap:
+            return None
+    return b"".join(chunks)
+
+
 def read_file(path: Path | str, cap: int, what: str = "file") -> bytes:
     """The bytes of the regular file at ``path`` (symlinks followed), at most ``cap`` of them;
     BadInput naming the file otherwise.  FileNotFoundError passes through (the caller knows
@@ -70,16 +84,10 @@ def read_file(path: Path | str, cap: int, what: str = "file") -> bytes:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):  # replaced between the two looks
             raise BadInput(name, f"{_kind(st.st_mode)}, not a regular file: patchkit reads a {what} from regular files only")
-        chunks: list[bytes] = []
-        total = 0
-        while True:
-            chunk = os.read(fd, min(1 << 20, cap + 1 - total))
-            if not chunk:
-                return b"".join(chunks)
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > cap:
-                raise BadInput(name, f"more than the {size_words(cap)} patchkit reads of a {what} (it grew while read)")
+        data = read_open(fd, st.st_size, cap)
+        if data is None:
+            raise BadInput(name, f"more than the {size_words(cap)} patchkit reads of a {what} (it grew while read)")
+        return data
     except OSError as exc:
         raise BadInput(name, f"cannot read it ({exc.strerror or exc})") from None
     finally:

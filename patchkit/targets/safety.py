@@ -11,6 +11,7 @@ import os
 import stat
 from pathlib import Path, PurePosixPath
 
+from patchkit.bounded import read_open
 from patchkit.errors import UnsafePath
 
 
@@ -51,25 +52,28 @@ def real_path(path: str) -> str:
         os.close(fd)
 
 
+def _found_at(fd: int, root: str, path: str) -> bool:
+    """Whether the kernel found the file open as ``fd`` at exactly the real root and ``path``: a
+    symlink on the way would have taken it elsewhere (a resolved path holds no symlink).  One readlink,
+    and the root's real path only where the root is not one already.  OSError where /proc cannot tell."""
+    found = os.readlink(f"/proc/self/fd/{fd}")
+    return found == os.path.join(root, path) or found == os.path.join(real_path(root), path)
+
+
 def _plain_file(root: str, path: str) -> bool:
-    """Whether ``root/path`` is a regular file that the kernel finds at exactly the real root and
-    ``path``: a symlink on the way would take the walk elsewhere (a resolved path holds no
-    symlink), and the last component is opened without following it.  One open, one fstat, one
-    readlink (and the root's real path only where the root is not one already: a resolved path
-    names the file exactly as the kernel found it only where every folder on the way is real); where
-    that does not tell (no /proc, a file missing, a link), the walk does."""
+    """Whether ``root/path`` is a regular file that the kernel finds there (``_found_at``), its last
+    component opened without following it.  One open, one fstat, one readlink; where that does not tell
+    (no /proc, a file missing, a link), the walk does."""
     try:
         fd = os.open(os.path.join(root, path), os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
     except (AttributeError, OSError):
         return False
     try:
-        regular = stat.S_ISREG(os.fstat(fd).st_mode)
-        found = os.readlink(f"/proc/self/fd/{fd}")
+        return stat.S_ISREG(os.fstat(fd).st_mode) and _found_at(fd, root, path)
     except OSError:
         return False
     finally:
         os.close(fd)
-    return regular and (found == os.path.join(root, path) or found == os.path.join(real_path(root), path))
 
 
 def read_plain(root: Path, path: str, cap: int) -> bytes | None:
@@ -85,19 +89,9 @@ def read_plain(root: Path, path: str, cap: int) -> bytes | None:
         return None
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > cap:
+        if not stat.S_ISREG(info.st_mode) or info.st_size > cap or not _found_at(fd, os.fspath(root), path):
             return None
-        found = os.readlink(f"/proc/self/fd/{fd}")
-        if found != os.path.join(root, path) and found != os.path.join(real_path(os.fspath(root)), path):
-            return None
-        chunks: list[bytes] = []
-        total, want = 0, info.st_size + 1  # a byte past its size: the end is seen in one read
-        while chunk := os.read(fd, min(want, cap + 1 - total)):
-            chunks.append(chunk)
-            total, want = total + len(chunk), 1 << 20
-            if total > cap:
-                return None  # it grew while read: the slow way says so
-        return b"".join(chunks)
+        return read_open(fd, info.st_size, cap)  # None where it grew while read: the slow way says so
     except OSError:
         return None
     finally:

@@ -187,3 +187,24 @@ def test_a_folder_swapped_for_a_link_while_read_plain_looks_is_no_plain_file(tre
     with pytest.raises(UnsafePath) as raised:
         resolve_inside(tree, "python/sglang/x.py")
     assert (raised.value.path, raised.value.reason) == (str(tree / "python/sglang"), "refused: path goes through a symlinked folder")
+
+
+def test_a_file_is_read_to_its_end_within_its_cap(tmp_path: Path) -> None:
+    """``bounded.read_open``, the read loop of ``read_file`` and ``read_plain``: to the end whatever size
+    was seen before (a file that grew after its fstat), None past the cap (it grew while read)."""
+    from patchkit.bounded import read_open
+
+    path = tmp_path / "f"
+    path.write_bytes(b"x" * 10)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert read_open(fd, 10, 64) == b"x" * 10
+        os.lseek(fd, 0, os.SEEK_SET)
+        assert read_open(fd, 3, 64) == b"x" * 10  # seen at 3 bytes, read whole
+        os.lseek(fd, 0, os.SEEK_SET)
+        assert read_open(fd, 10, 10) == b"x" * 10  # exactly the cap
+        os.lseek(fd, 0, os.SEEK_SET)
+        assert read_open(fd, 3, 9) is None  # past the cap
+    finally:
+        os.close(fd)
+    assert safety.read_plain(tmp_path, "f", 9) is None and safety.read_plain(tmp_path, "f", 10) == b"x" * 10

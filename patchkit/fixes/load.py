@@ -141,17 +141,16 @@ def data_files(folder: Path) -> list[Path]:
     return [folder / name for name in sorted(built)] if built is not None else sorted(folder.glob("*.toml"))
 
 
-def _built(folder: Path) -> dict[str, object] | None:
-    """The documents of ``folder``'s built form by file name; None when it has none."""
-    path = folder / BUILT
-    return _load_built(path) if path.is_file() else None
-
-
 _BROKEN = "a broken install (reinstall patchkit; in a source tree, `make fix-data`)"
 
 
 @lru_cache(maxsize=4)
-def _load_built(path: Path) -> dict[str, object]:
+def _built(folder: Path) -> dict[str, object] | None:
+    """The documents of ``folder``'s built form by file name (read once in a process); None when it
+    has none."""
+    path = folder / BUILT
+    if not path.is_file():
+        return None
     try:
         doc = json.loads(path.read_bytes())
     except OSError as exc:

@@ -106,7 +106,6 @@ def diagnose(logs: list[str], stdin: BinaryIO | None = None, python: str | None 
                                 for label, n, m in results), python)
 
 
-
 def log_ways(findings: Sequence[LogFinding], sites: list[Path] | None) -> tuple[tuple[WayOut, ...] | None, ...]:
     """For each finding of a log, a failure mode's ways out that fit the releases installed in ``sites``
     (--python's: where the server's files are on this machine); None for a finding of no failure mode;

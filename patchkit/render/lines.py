@@ -35,4 +35,3 @@ def render(lines: list[str], terminal: bool) -> list[str]:
     if terminal:
         return list(lines)
     return [line.piped() if isinstance(line, Place) else line for line in lines if not isinstance(line, Heading)]
-

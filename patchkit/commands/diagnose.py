@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from patchkit.fixes.modes import WayOut
     from patchkit.judge.kernels import DistributionHere, FileHere
     from patchkit.logs.tracebacks import Frame
+    from patchkit.targets.environment import Environment
     from patchkit.targets.session import Session
 
 STDIN = "<stdin>"
@@ -87,7 +88,7 @@ def diagnose(logs: list[str], stdin: BinaryIO | None = None, python: str | None 
     """Diagnose each of ``logs`` (paths; ``-`` is standard input, as is an empty list).  ``python``: the
     interpreter whose environment the server ran (else the site-packages folder of the frames)."""
     results: list[tuple[str, int, Matcher]] = []
-    releases = Releases()
+    releases = Releases(python)
     for log in logs or ["-"]:
         label, stream = (STDIN, _stdin(stdin)) if log == "-" else (log, open_log(Path(log)))
         try:
@@ -122,46 +123,74 @@ def log_ways(findings: Sequence[LogFinding], sites: list[Path] | None) -> tuple[
 
 class Releases:
     """Whether a fix does something for the release a traceback's frames ran: read where those
-    frames' files are on this machine (the release as apply finds it, and what its shipped manifest
-    says of the fix: only ``patched`` helps).  A log from another machine, or a release patchkit
-    has no manifest for, cannot be told: the fix is offered, as its signature says."""
+    frames' files are on this machine, else in the environment ``--python`` names, which the server
+    ran (the release as apply finds it, and what its shipped manifest says of the fix: only
+    ``patched`` helps).  A log from another machine without ``--python``, or a release patchkit has
+    no manifest for, cannot be told: the fix is offered, as its signature says."""
 
-    def __init__(self) -> None:
+    def __init__(self, python: str | None = None, env: Environment | None = None) -> None:
         self._sessions: dict[str, Session | None] = {}  # a frame's folder -> its Session, or None
+        self._python, self._env = python, env
+        self._installed: dict[str, Session] | None = None  # --python's targets by project, opened when first asked
 
     def helps(self, fix: str, project: str, frames: tuple[Frame, ...]) -> bool:
-        from patchkit.fixes.registry import PROJECTS
-        from patchkit.logs.origin import target
         from patchkit.types import PATCHED
 
-        layout = PROJECTS[project]
-        for frame in frames:
-            if target(frame.path, project, layout.source_root) is not None and os.path.isfile(frame.path):
-                session = self._session(os.path.dirname(frame.path), project)
-                status = session.shipped_series.status(fix) if session is not None else None
-                return status is None or status is PATCHED
-        return True
+        session = self._ran(project, frames)
+        status = session.shipped_series.status(fix) if session is not None else None
+        return status is None or status is PATCHED
 
     def applied(self, f: LogFinding) -> bool:
-        """Whether a fix's finding is cured where it ran: the file of its frame is on this machine, in a
-        target of one of the fix's projects, and patchkit's state there records the fix applied to this
-        release (the server that wrote the log started before: it needs a restart)."""
-        from patchkit.fixes.registry import FIXES, PROJECTS
-        from patchkit.logs.origin import target
+        """Whether a fix's finding is cured where it ran (``_ran``, for one of the fix's projects):
+        patchkit's state there records the fix applied to this release (the server that wrote the log
+        started before: it needs a restart)."""
+        from patchkit.fixes.registry import FIXES
 
-        if f.kind is not FIX or f.frame is None or not os.path.isfile(f.frame.path):
+        if f.kind is not FIX:
             return False
-        for project in dict.fromkeys([f.project] + [r.project for r in FIXES[f.name].rules]):
-            if project in PROJECTS and target(f.frame.path, project, PROJECTS[project].source_root) is not None:
-                session = self._session(os.path.dirname(f.frame.path), project)
-                if session is None:
-                    return False
+        frames = (f.frame,) if f.frame is not None else ()
+        for project in dict.fromkeys(([f.project] if f.project else []) + [r.project for r in FIXES[f.name].rules]):
+            session = self._ran(project, frames)
+            if session is not None:
                 try:
                     applied, changed = session.state()
                 except PatchkitError:  # a state patchkit cannot read: cannot tell
                     return False
                 return applied is not None and changed is None and f.name in applied.fixes()
         return False
+
+    def _ran(self, project: str, frames: tuple[Frame, ...]) -> Session | None:
+        """The target of ``project`` the frames ran: where a frame's file is on this machine, in a
+        target of it; else ``--python``'s target of it; None when neither tells."""
+        from patchkit.fixes.registry import PROJECTS
+        from patchkit.logs.origin import target
+
+        if project not in PROJECTS:
+            return None
+        for frame in frames:
+            if target(frame.path, project, PROJECTS[project].source_root) is not None and os.path.isfile(frame.path):
+                return self._session(os.path.dirname(frame.path), project)
+        return self._environment().get(project)
+
+    def _environment(self) -> dict[str, Session]:
+        """``--python``'s targets, by project ({} without ``--python``, or where they cannot be opened)."""
+        if self._installed is None:
+            self._installed = {}
+            if self._env is None and self._python is not None:
+                from patchkit.targets.environment import read_environment
+
+                try:
+                    self._env = read_environment(self._python, None, True)
+                except PatchkitError:  # said where the command reads the environment itself
+                    self._env = None
+            for install in self._env.installs if self._env is not None else ():
+                from patchkit.targets.session import Session
+
+                try:
+                    self._installed.setdefault(install.project, Session.open(install.path, None, install.project, install))
+                except PatchkitError:  # not a target patchkit reads: cannot tell
+                    continue
+        return self._installed
 
     def _session(self, folder: str, project: str) -> Session | None:
         if folder not in self._sessions:

@@ -108,10 +108,10 @@ class WatchResult(Value):
 class _Start:
     """What one start of the server (one life of the log) has shown so far."""
 
-    def __init__(self) -> None:
+    def __init__(self, env: Environment | None = None) -> None:
         from patchkit.commands.diagnose import Releases  # a fix offered only to a release it changes, as diagnose does
 
-        self.matcher = Matcher(helps=Releases().helps)
+        self.matcher = Matcher(helps=Releases(env=env).helps)
         self.phase: tuple[Phase, int] | None = None
         self.sglang = False  # a line was one of SGLang's records: its ready line is SGLang's own
         self.child_failed = False
@@ -140,7 +140,7 @@ def watch(path: Path, timeout: float | None, progress: Callable[[Progress], None
         raise BadInput(str(path), "is a directory, not a log file")
     log = str(path)
     say = progress or (lambda event: None)
-    follower, start = Follower(path), _Start()
+    follower, start = Follower(path), _Start(env)
     began = last_data = clock()
     said_waiting = False
     try:
@@ -148,7 +148,7 @@ def watch(path: Path, timeout: float | None, progress: Callable[[Progress], None
             lines, restarted = follower.poll()
             now = clock()
             if restarted:
-                start = _Start()
+                start = _Start(env)
                 say(Progress(STARTED_OVER, log, now - began))
             if not follower.exists and not said_waiting:
                 say(Progress(WAITING, log))

@@ -55,7 +55,8 @@ def details(f: LogFinding, started: int | None = None, python: str | None = None
             ways: tuple[WayOut, ...] | None = None) -> list[str]:
     """What a finding says under its headline; ``started``: the line the server was ready at after
     it (a fix's warning that did not stop the start); ``python``: the server's interpreter, given;
-    ``applied``: the fix is applied now where the frames' files are (on this machine); ``ways``: a
+    ``applied``: the fix is applied now where the server ran (the frames' files on this machine, else
+    ``--python``'s environment); ``ways``: a
     failure mode's ways out that fit the releases installed (None: every one, the releases not known)."""
     out = []
     if f.kind is FIX:
@@ -72,7 +73,9 @@ def details(f: LogFinding, started: int | None = None, python: str | None = None
         if applied:
             out.append(f"applied: {fix.name} is applied there now, after this log was written: restart the server to run it")
             return out + _mode(f) + _seen(f)
-        runs = f.commands or ((shlex.join(["patchkit", "apply", "--python", python, *option]),) if python else ())
+        # --python names the environment the server ran, where the fix was judged: its command, not one for
+        # the paths the log's frames show (which may be another machine's or a container's)
+        runs = (shlex.join(["patchkit", "apply", "--python", python, *option]),) if python else f.commands
         out += [f"run: {command}" for command in runs]
         if not runs:
             out.append(f"run: patchkit apply for the {label} that wrote this log: the log does not show where it is "

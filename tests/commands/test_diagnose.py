@@ -356,6 +356,25 @@ def test_after_apply_the_old_crash_says_the_fix_is_in_and_the_server_needs_a_res
     assert (f["applied_now"], f["commands"]) == (True, [f"patchkit apply --python {venv}/bin/python"])
 
 
+def test_a_log_from_elsewhere_is_judged_on_the_environment_python_names(tmp_path: Path, sglang_venv: Path) -> None:
+    """The same KeyError, its frames at paths this machine does not have (the server ran in a container, or
+    the log was copied here): with --python, the environment the server ran is where the fix is judged, as
+    doctor and apply judge it; without it, nothing tells, and the fix is offered."""
+    from support.venvs import copy_venv
+
+    venv = copy_venv(sglang_venv, tmp_path / "v59")
+    python = str(venv / "bin" / "python")
+    log = write(tmp_path, r.START, r.LOAD, r.KEYERROR)
+    run = f"{log}:{KEYERROR_AT}: run: patchkit apply --python {python}"
+    assert run in invoke("diagnose", str(log), "--python", python).stdout.decode().splitlines()
+    assert run_cli("apply", "--python", python).returncode == OK
+    lines = invoke("diagnose", str(log), "--python", python).stdout.decode().splitlines()
+    assert f"{log}:{KEYERROR_AT}: applied: torch-symm-mem is applied there now, after this log was written: restart the" \
+           " server to run it" in lines
+    assert run not in lines
+    assert not any(": applied: " in line for line in invoke("diagnose", str(log)).stdout.decode().splitlines())
+
+
 def test_the_same_failure_with_and_without_colour_codes_is_one(tmp_path: Path) -> None:
     """A KeyError wrapped in colour codes and an OSC 52 (set the clipboard), then the same one plain: one failure
     seen twice, printed as it first showed (escaped)."""
